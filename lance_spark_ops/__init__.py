@@ -1,0 +1,40 @@
+"""lance-spark-ops: maintenance operations for Lance datasets, run as Apache Spark jobs."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitError,
+    CorruptFileError,
+    FormatError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+)
+
+__all__ = [
+    "CommitConflict",
+    "CommitError",
+    "CorruptFileError",
+    "FormatError",
+    "LanceError",
+    "LanceFileReader",
+    "NotFoundError",
+    "UnsupportedError",
+]
+__version__ = "0.1.0"
+
+
+def __getattr__(name: str) -> Any:
+    # Lazy so that `import lance_spark_ops` stays cheap on Spark executors.
+    if name == "LanceFileReader":
+        from lance_spark_ops.file.reader import LanceFileReader
+
+        return LanceFileReader
+    if name == "LanceFileWriter":
+        from lance_spark_ops.file.writer import LanceFileWriter
+
+        return LanceFileWriter
+    raise AttributeError(name)

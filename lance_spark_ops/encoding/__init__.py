@@ -1,0 +1,1 @@
+"""Lance encodings: bytes <-> data blocks <-> Arrow arrays. No I/O happens in this package."""

@@ -1,0 +1,56 @@
+"""Typed errors: every failure the library reports is a LanceError subclass.
+
+Errors name the file (or dataset) and what was wrong so a failed job can be diagnosed
+from its log line alone. ``CommitConflict`` (retry the operation) is kept apart from
+``IncompatibleTransaction`` (give up) and ``CommitStateUnknown`` (do not clean up).
+"""
+
+from __future__ import annotations
+
+
+class LanceError(Exception):
+    """Root of every error raised by lance_spark_ops."""
+
+    def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.path = path
+        super().__init__(f"{path}: {message}" if path else message)
+
+
+class NotFoundError(LanceError):
+    """A dataset, version, file or column does not exist."""
+
+
+class FormatError(LanceError):
+    """A file or manifest does not follow the Lance format."""
+
+
+class CorruptFileError(FormatError):
+    """Bytes are damaged: bad magic, truncated, offsets outside the file, bad protobuf."""
+
+
+class UnsupportedError(FormatError):
+    """Valid Lance data that this library does not handle (unknown version, encoding, flag)."""
+
+
+class SchemaError(LanceError):
+    """A schema cannot be represented in the requested file version or is invalid."""
+
+
+class CommitError(LanceError):
+    """A commit did not happen."""
+
+
+class CommitConflict(CommitError):
+    """A concurrent commit conflicts in a way that a fresh attempt of the operation may resolve."""
+
+
+class IncompatibleTransaction(CommitError):
+    """A concurrent commit makes this operation impossible (e.g. the dataset was overwritten)."""
+
+
+class CommitStateUnknown(CommitError):
+    """It is unknown whether the commit landed; files written for it must not be deleted."""
+
+
+class InvalidInputError(LanceError):
+    """An argument given by the caller is invalid."""

@@ -1,0 +1,212 @@
+"""fsspec-backed object store: ranged reads (coalesced), whole-object writes, atomic
+put-if-not-exists, listing and deletion.
+
+Local paths, ``file://`` and ``memory://`` work out of the box; any other fsspec URL
+(``s3://``, ``gs://``, ``az://`` ...) works when its filesystem package is installed.
+``storage_options`` are passed to the fsspec filesystem unchanged.
+"""
+
+from __future__ import annotations
+
+import os
+import posixpath
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+import fsspec
+
+from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError
+
+# Ranges closer than this are fetched in one request (cloud stores charge per request).
+DEFAULT_COALESCE_GAP = 64 * 1024
+# ... but a coalesced request never grows beyond this.
+DEFAULT_MAX_COALESCED = 16 * 1024 * 1024
+
+
+def coalesce_ranges(
+    ranges: Sequence[tuple[int, int]],
+    gap: int = DEFAULT_COALESCE_GAP,
+    max_size: int = DEFAULT_MAX_COALESCED,
+) -> list[tuple[int, int, list[int]]]:
+    """Merge (offset, size) ranges that are near each other.
+
+    Returns ``(start, end, member_indices)`` per request, in file order.
+    """
+    order = sorted(range(len(ranges)), key=lambda i: ranges[i][0])
+    out: list[tuple[int, int, list[int]]] = []
+    for i in order:
+        start, size = ranges[i]
+        end = start + size
+        if out:
+            cstart, cend, members = out[-1]
+            if start <= cend + gap and max(cend, end) - cstart <= max_size:
+                out[-1] = (cstart, max(cend, end), [*members, i])
+                continue
+        out.append((start, end, [i]))
+    return out
+
+
+def _split_protocol(uri: str) -> tuple[str, str]:
+    if "://" in uri:
+        proto, rest = uri.split("://", 1)
+        return proto, rest
+    return "file", os.path.abspath(uri)
+
+
+@dataclass
+class ObjectStore:
+    """An fsspec filesystem plus a root URI; paths given to methods are relative to the root
+    unless they are absolute URIs."""
+
+    root: str
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.protocol, root_path = _split_protocol(self.root)
+        self.root_path = root_path.rstrip("/") or "/"
+        self.fs = fsspec.filesystem(self.protocol, **(self.storage_options or {}))
+
+    # -- paths -----------------------------------------------------------
+    @classmethod
+    def for_file(cls, uri: str, storage_options: dict[str, Any] | None = None) -> tuple[ObjectStore, str]:
+        """Store rooted at the parent of ``uri`` and the file's name inside it."""
+        proto, path = _split_protocol(uri)
+        parent, name = posixpath.split(path.rstrip("/"))
+        prefix = "" if proto == "file" and "://" not in uri else f"{proto}://"
+        return cls(f"{prefix}{parent}", storage_options or {}), name
+
+    def full_path(self, rel: str) -> str:
+        if "://" in rel:
+            return _split_protocol(rel)[1]
+        if rel.startswith("/"):
+            return rel
+        return posixpath.join(self.root_path, rel) if rel else self.root_path
+
+    def uri(self, rel: str) -> str:
+        path = self.full_path(rel)
+        return path if self.protocol == "file" else f"{self.protocol}://{path}"
+
+    # -- reads -----------------------------------------------------------
+    def size(self, rel: str) -> int:
+        try:
+            return int(self.fs.size(self.full_path(rel)))
+        except FileNotFoundError as e:
+            raise NotFoundError("file not found", path=self.uri(rel)) from e
+
+    def exists(self, rel: str) -> bool:
+        return bool(self.fs.exists(self.full_path(rel)))
+
+    def read(self, rel: str) -> bytes:
+        try:
+            return bytes(self.fs.cat_file(self.full_path(rel)))
+        except FileNotFoundError as e:
+            raise NotFoundError("file not found", path=self.uri(rel)) from e
+
+    def read_range(self, rel: str, offset: int, size: int) -> bytes:
+        if size <= 0:
+            return b""
+        try:
+            data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
+        except FileNotFoundError as e:
+            raise NotFoundError("file not found", path=self.uri(rel)) from e
+        return bytes(data)
+
+    def read_ranges(self, rel: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """Read many (offset, size) ranges with coalesced requests; results in input order."""
+        out: list[memoryview] = [memoryview(b"")] * len(ranges)
+        for start, end, members in coalesce_ranges(ranges):
+            blob = memoryview(self.read_range(rel, start, end - start))
+            if len(blob) < end - start:
+                raise LanceError(
+                    f"short read: wanted bytes {start}..{end}, got {len(blob)}", path=self.uri(rel)
+                )
+            for i in members:
+                off, size = ranges[i]
+                out[i] = blob[off - start : off - start + size]
+        return out
+
+    def list(self, rel: str) -> list[str]:
+        """Names (not paths) of the objects directly under ``rel``; empty when it is absent."""
+        path = self.full_path(rel)
+        try:
+            entries = self.fs.ls(path, detail=False)
+        except FileNotFoundError:
+            return []
+        return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
+
+    # -- writes ----------------------------------------------------------
+    def _ensure_parent(self, path: str) -> None:
+        if self.protocol in ("file", "local"):
+            os.makedirs(posixpath.dirname(path), exist_ok=True)
+
+    def write(self, rel: str, data: bytes | bytearray | memoryview) -> None:
+        """Write a whole object (replacing any existing one)."""
+        path = self.full_path(rel)
+        self._ensure_parent(path)
+        if self.protocol in ("file", "local"):
+            tmp = f"{path}.tmp-{os.getpid()}-{id(data)}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+            os.replace(tmp, path)
+        else:
+            self.fs.pipe_file(path, bytes(data))
+
+    def open_output(self, rel: str) -> Any:
+        """A writable binary stream for a large object written in pieces."""
+        path = self.full_path(rel)
+        self._ensure_parent(path)
+        return self.fs.open(path, "wb")
+
+    def put_if_not_exists(self, rel: str, data: bytes) -> None:
+        """Create ``rel`` atomically, failing with CommitConflict if it already exists.
+
+        Local files: write a temp file then ``os.link`` it (atomic create-if-absent).
+        Other backends: the filesystem's conditional put (``mode="create"``) where it has one;
+        otherwise an exists-check, which is only safe with a single writer (use an
+        external manifest store for object stores without conditional puts).
+        """
+        path = self.full_path(rel)
+        self._ensure_parent(path)
+        if self.protocol in ("file", "local"):
+            tmp = f"{path}.tmp-{os.getpid()}-{os.urandom(4).hex()}"
+            with open(tmp, "wb") as f:
+                f.write(data)
+                f.flush()
+                os.fsync(f.fileno())
+            try:
+                os.link(tmp, path)
+            except FileExistsError as e:
+                raise CommitConflict("object already exists", path=self.uri(rel)) from e
+            finally:
+                os.unlink(tmp)
+            return
+        if self.protocol == "memory":
+            # The memory filesystem is process-local; the store dict is the ground truth.
+            store = self.fs.store
+            key = self.fs._strip_protocol(path)
+            if key in store:
+                raise CommitConflict("object already exists", path=self.uri(rel))
+            self.fs.pipe_file(path, data)
+            return
+        try:
+            self.fs.pipe_file(path, data, mode="create")
+        except FileExistsError as e:
+            raise CommitConflict("object already exists", path=self.uri(rel)) from e
+        except TypeError:
+            if self.fs.exists(path):
+                raise CommitConflict("object already exists", path=self.uri(rel)) from None
+            self.fs.pipe_file(path, data)
+
+    def copy(self, src: str, dst: str) -> None:
+        self.fs.copy(self.full_path(src), self.full_path(dst))
+
+    def delete(self, rel: str) -> None:
+        try:
+            self.fs.rm_file(self.full_path(rel))
+        except FileNotFoundError:
+            pass
+
+    def delete_many(self, rels: Iterable[str]) -> None:
+        for rel in rels:
+            self.delete(rel)
