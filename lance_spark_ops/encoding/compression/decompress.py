@@ -40,7 +40,7 @@ CODEC_MODULES: dict[str, str] = {
     "general": "general",
     "fixed_size_list": "fixed_size_list",
     "packed_struct": "packed_struct",
-    "variable_packed_struct": "packed_struct",
+    "variable_packed_struct": "variable_packed_struct",
 }
 
 
