@@ -1,0 +1,114 @@
+"""Which file columns belong to which field, and how to fetch and decode one page.
+
+File version 2.1+ ("structural" encodings) gives each leaf its own column: structs and
+lists have no column of their own (their validity and offsets live in the leaves'
+rep/def levels), a packed struct is one column. Version 2.0 is mapped by ``v2_0``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import pyarrow as pa
+
+from lance_spark_ops._pb import encodings_v2_1_pb2 as pb21
+from lance_spark_ops._pb import file2_pb2
+from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.page import Fetch
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.container import unpack_any
+from lance_spark_ops.io.storage import ObjectStore
+
+PACKED_KEYS = (b"lance-encoding:packed", b"packed")
+
+
+def is_packed_struct(field: pa.Field) -> bool:
+    meta = field.metadata or {}
+    return pa.types.is_struct(field.type) and any(
+        meta.get(k, b"").lower() in (b"true", b"1", b"yes", b"on") for k in PACKED_KEYS
+    )
+
+
+def structural_column_count(field: pa.Field) -> int:
+    """Number of 2.1+ columns a top-level (or nested) field occupies."""
+    dt = field.type
+    if is_packed_struct(field):
+        return 1
+    if pa.types.is_struct(dt):
+        return sum(structural_column_count(dt.field(i)) for i in range(dt.num_fields))
+    if pa.types.is_map(dt):
+        return structural_column_count(dt.key_field) + structural_column_count(dt.item_field)
+    if pa.types.is_list(dt) or pa.types.is_large_list(dt):
+        return structural_column_count(dt.value_field)
+    return 1
+
+
+def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
+    """(first column, column count) of each top-level field, in schema order."""
+    if version == "2.0":
+        from lance_spark_ops.encoding.v2_0 import count_columns_2_0
+
+        counts = [count_columns_2_0(f) for f in schema]
+    else:
+        counts = [structural_column_count(f) for f in schema]
+    out, start = [], 0
+    for c in counts:
+        out.append((start, c))
+        start += c
+    return out
+
+
+def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
+    type_name, payload = unpack_any(page.encoding, path, where)
+    if type_name != "lance.encodings21.PageLayout":
+        raise UnsupportedError(f"{where}: expected a 2.1+ PageLayout, found encoding {type_name!r}", path=path)
+    layout = pb21.PageLayout()
+    try:
+        layout.ParseFromString(payload)
+    except Exception as e:
+        raise CorruptFileError(f"{where}: page layout does not parse ({e})", path=path) from e
+    return layout
+
+
+def make_page_decoder(layout: pb21.PageLayout, num_rows: int, sizes: list[int], version: str, path: str, where: str) -> PageDecoder:
+    kind = layout.WhichOneof("layout")
+    if kind == "mini_block_layout":
+        from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
+
+        return MiniBlockDecoder(layout.mini_block_layout, num_rows, sizes, version)
+    if kind == "full_zip_layout":
+        from lance_spark_ops.encoding.layout.fullzip import FullZipDecoder
+
+        return FullZipDecoder(layout.full_zip_layout, num_rows, sizes, version)
+    if kind == "constant_layout":
+        from lance_spark_ops.encoding.layout.constant import ConstantDecoder
+
+        return ConstantDecoder(layout.constant_layout, num_rows, sizes, version)
+    if kind == "blob_layout":
+        from lance_spark_ops.encoding.layout.blob import BlobDecoder
+
+        return BlobDecoder(layout.blob_layout, num_rows, sizes, version)
+    raise UnsupportedError(f"{where}: page layout {kind!r} is not supported", path=path)
+
+
+def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page) -> Fetch:
+    """A Fetch over one page's buffers (buffer_index -1: absolute file offsets)."""
+    offsets = list(page.buffer_offsets)
+    sizes = list(page.buffer_sizes)
+
+    def fetch(ranges: Sequence[tuple[int, int, int]]) -> list[memoryview]:
+        absolute = []
+        for buf, off, size in ranges:
+            if buf == -1:
+                absolute.append((off, size))
+                continue
+            if not 0 <= buf < len(offsets):
+                raise CorruptFileError(f"page has {len(offsets)} buffers, buffer {buf} requested")
+            if off < 0 or size < 0 or off + size > sizes[buf]:
+                raise CorruptFileError(
+                    f"range {off}..{off + size} outside page buffer {buf} of {sizes[buf]} bytes"
+                )
+            absolute.append((offsets[buf] + off, size))
+        return store.read_ranges(rel, absolute)
+
+    return fetch

@@ -1,0 +1,120 @@
+"""Load a data file's tail: footer, offset tables, column metadata and the schema.
+
+One ranged read of the last ``TAIL_READ`` bytes covers the metadata of nearly every file;
+a second read fetches the rest when the metadata is larger (spec "Reading Strategy").
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from lance_spark_ops._pb import file2_pb2, file_pb2
+from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.file.container import (
+    FOOTER_SIZE,
+    Footer,
+    parse_column_metadata,
+    parse_footer,
+    parse_offset_table,
+)
+from lance_spark_ops.file.schema import LanceSchema, schema_from_pb
+from lance_spark_ops.io.storage import ObjectStore
+
+TAIL_READ = 64 * 1024
+
+
+@dataclass
+class FileMetadata:
+    """Everything the reader needs before touching data pages."""
+
+    path: str
+    size: int
+    footer: Footer
+    schema: LanceSchema
+    num_rows: int
+    column_table: np.ndarray  # (num_columns, 2): position, size
+    global_buffers: np.ndarray  # (num_global_buffers, 2)
+    _tail: memoryview
+    _tail_start: int
+    _columns: dict[int, file2_pb2.ColumnMetadata] = field(default_factory=dict)
+
+    @property
+    def version(self) -> str:
+        return self.footer.version
+
+    @property
+    def num_columns(self) -> int:
+        return self.footer.num_columns
+
+    def column(self, index: int) -> file2_pb2.ColumnMetadata:
+        """Parsed metadata of one column (cached)."""
+        if index not in self._columns:
+            if not 0 <= index < self.num_columns:
+                raise CorruptFileError(
+                    f"column {index} requested but the file has {self.num_columns} columns", path=self.path
+                )
+            pos, size = (int(x) for x in self.column_table[index])
+            raw = self._tail[pos - self._tail_start : pos - self._tail_start + size]
+            self._columns[index] = parse_column_metadata(raw, index, self.size, self.path)
+        return self._columns[index]
+
+
+def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
+    path = store.uri(rel)
+    size = store.size(rel)
+    if size < FOOTER_SIZE:
+        raise CorruptFileError(f"file is {size} bytes, too small for a Lance footer", path=path)
+    tail_start = max(0, size - TAIL_READ)
+    tail = store.read_range(rel, tail_start, size - tail_start)
+    footer = parse_footer(tail, size, path)
+    if footer.column_meta_start < tail_start:
+        extra = store.read_range(rel, footer.column_meta_start, tail_start - footer.column_meta_start)
+        tail = extra + tail
+        tail_start = footer.column_meta_start
+    view = memoryview(tail)
+
+    def region(pos: int, length: int) -> memoryview:
+        return view[pos - tail_start : pos - tail_start + length]
+
+    cols = parse_offset_table(
+        region(footer.cmo_table_pos, 16 * footer.num_columns), footer.num_columns, size, "column metadata", path
+    )
+    gbs = parse_offset_table(
+        region(footer.gbo_table_pos, 16 * footer.num_global_buffers),
+        footer.num_global_buffers,
+        size,
+        "global buffer",
+        path,
+    )
+    if footer.num_global_buffers < 1:
+        raise CorruptFileError("no global buffers: the schema (global buffer 0) is missing", path=path)
+    gb_pos, gb_size = (int(x) for x in gbs[0])
+    if gb_pos >= tail_start:
+        schema_bytes = bytes(region(gb_pos, gb_size))
+    else:
+        schema_bytes = store.read_range(rel, gb_pos, gb_size)
+    descriptor = file_pb2.FileDescriptor()
+    try:
+        descriptor.ParseFromString(schema_bytes)
+    except DecodeError as e:
+        raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
+    if (cols[:, 0] < tail_start).any() if len(cols) else False:
+        raise CorruptFileError("column metadata lies before the metadata section", path=path)
+    try:
+        schema = schema_from_pb(descriptor.schema.fields, dict(descriptor.schema.metadata))
+    except Exception as e:  # SchemaError carries no path yet
+        raise CorruptFileError(f"schema: {e}", path=path) from e
+    return FileMetadata(
+        path=path,
+        size=size,
+        footer=footer,
+        schema=schema,
+        num_rows=int(descriptor.length),
+        column_table=cols,
+        global_buffers=gbs,
+        _tail=view,
+        _tail_start=tail_start,
+    )

@@ -1,0 +1,249 @@
+"""``LanceFileReader``: read any Lance 2.0 / 2.1 / 2.2 data file into Arrow.
+
+Reads go through the storage layer; decoding is delegated to ``encoding`` (2.1+: page
+layouts -> rep/def -> Arrow; 2.0: the fenced-off legacy decoders). Full scans decode
+whole pages and never load the search cache; ``take`` loads each touched page's search
+cache once (chunk metadata, repetition index, dictionary) and reads only the chunks or
+full-zip ranges that hold the requested rows.
+"""
+
+from __future__ import annotations
+
+from collections import OrderedDict
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.page import PageData
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, NotFoundError
+from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
+from lance_spark_ops.file.metadata import FileMetadata, load_metadata
+from lance_spark_ops.io.storage import ObjectStore
+
+DEFAULT_BATCH_ROWS = 64 * 1024
+SEARCH_CACHE_PAGES = 256
+
+
+class LanceFileReader:
+    """Reader of one Lance data file.
+
+    >>> r = LanceFileReader("data/0001.lance")            # doctest: +SKIP
+    >>> r.version, r.num_rows, r.schema                   # doctest: +SKIP
+    >>> r.read(columns=["a"]); r.take([5, 1, 5])          # doctest: +SKIP
+    """
+
+    def __init__(self, uri: str, *, storage_options: dict[str, Any] | None = None,
+                 store: ObjectStore | None = None) -> None:
+        if store is None:
+            store, rel = ObjectStore.for_file(uri, storage_options)
+        else:
+            rel = uri
+        self._store = store
+        self._rel = rel
+        self._meta: FileMetadata = load_metadata(store, rel)
+        self.path = self._meta.path
+        self.schema: pa.Schema = self._meta.schema.to_arrow()
+        self._ranges = column_ranges(self.schema, self.version)
+        used = sum(n for _, n in self._ranges)
+        if used != self._meta.num_columns:
+            raise CorruptFileError(
+                f"schema needs {used} columns for file version {self.version} but the file has "
+                f"{self._meta.num_columns}",
+                path=self.path,
+            )
+        self._page_starts: dict[int, np.ndarray] = {}
+        self._search_cache: OrderedDict[tuple[int, int], PageDecoder] = OrderedDict()
+
+    # -- properties --------------------------------------------------------
+    @property
+    def num_rows(self) -> int:
+        return self._meta.num_rows
+
+    @property
+    def version(self) -> str:
+        return self._meta.version
+
+    @property
+    def metadata(self) -> FileMetadata:
+        return self._meta
+
+    # -- public reads ------------------------------------------------------
+    def read(self, columns: Sequence[str] | None = None) -> pa.Table:
+        """All rows of the given top-level columns (default: all)."""
+        fields = self._field_indices(columns)
+        if self.num_rows == 0:
+            return self._project_schema(fields).empty_table()
+        arrays = [self._decode_field_range(i, 0, self.num_rows) for i in fields]
+        return pa.Table.from_arrays(arrays, schema=self._project_schema(fields))
+
+    def iter_batches(self, columns: Sequence[str] | None = None,
+                     batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Stream record batches of up to ``batch_rows`` rows; memory is bounded by the pages
+        overlapping one batch, not by the file."""
+        if batch_rows <= 0:
+            raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        fields = self._field_indices(columns)
+        schema = self._project_schema(fields)
+        for start in range(0, self.num_rows, batch_rows):
+            stop = min(start + batch_rows, self.num_rows)
+            arrays = [self._decode_field_range(i, start, stop) for i in fields]
+            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+
+    def take(self, indices: Sequence[int] | np.ndarray | pa.Array,
+             columns: Sequence[str] | None = None) -> pa.Table:
+        """Rows at ``indices`` (any order, repeats allowed), reading only what they need."""
+        idx = np.asarray(indices.to_numpy() if isinstance(indices, (pa.Array, pa.ChunkedArray)) else indices)
+        if idx.size and not np.issubdtype(idx.dtype, np.integer):
+            raise InvalidInputError(f"take indices must be integers, got {idx.dtype}")
+        idx = idx.astype(np.int64, copy=False).ravel()
+        if idx.size and (idx.min() < 0 or idx.max() >= self.num_rows):
+            bad = int(idx[(idx < 0) | (idx >= self.num_rows)][0])
+            raise InvalidInputError(f"row index {bad} out of range for a file of {self.num_rows} rows",
+                                    path=self.path)
+        fields = self._field_indices(columns)
+        schema = self._project_schema(fields)
+        if idx.size == 0:
+            return schema.empty_table()
+        uniq, inverse = np.unique(idx, return_inverse=True)
+        arrays = []
+        for i in fields:
+            arr = self._decode_field_rows(i, uniq)
+            arrays.append(arr if len(uniq) == len(idx) and (inverse == np.arange(len(idx))).all()
+                          else arr.take(pa.array(inverse)))
+        return pa.Table.from_arrays(arrays, schema=schema)
+
+    # -- field selection ---------------------------------------------------
+    def _field_indices(self, columns: Sequence[str] | None) -> list[int]:
+        if columns is None:
+            return list(range(len(self.schema)))
+        out = []
+        for name in columns:
+            i = self.schema.get_field_index(name)
+            if i < 0:
+                raise NotFoundError(f"no column {name!r} (columns: {self.schema.names})", path=self.path)
+            out.append(i)
+        return out
+
+    def _project_schema(self, fields: list[int]) -> pa.Schema:
+        return pa.schema([self.schema.field(i) for i in fields], metadata=self.schema.metadata)
+
+    # -- decoding ----------------------------------------------------------
+    def _decode_field_range(self, field_index: int, start: int, stop: int) -> pa.Array:
+        return self._guard(field_index, lambda: self._decode(field_index, start, stop, None))
+
+    def _decode_field_rows(self, field_index: int, rows: np.ndarray) -> pa.Array:
+        return self._guard(field_index, lambda: self._decode(field_index, 0, 0, rows))
+
+    def _guard(self, field_index: int, fn: Any) -> pa.Array:
+        """Give every decoding failure the file and field, and a LanceError type."""
+        name = self.schema.field(field_index).name
+        try:
+            return fn()
+        except LanceError as e:
+            if e.path:
+                raise
+            raise type(e)(f"field {name!r}: {e}", path=self.path) from e
+        except (ValueError, IndexError, TypeError, KeyError, OverflowError, MemoryError,
+                pa.ArrowException, ZeroDivisionError) as e:
+            raise CorruptFileError(f"field {name!r}: cannot decode ({type(e).__name__}: {e})",
+                                   path=self.path) from e
+
+    def _decode(self, field_index: int, start: int, stop: int, rows: np.ndarray | None) -> pa.Array:
+        field = self.schema.field(field_index)
+        first, count = self._ranges[field_index]
+        if self.version == "2.0":
+            return self._decode_2_0(field, first, count, start, stop, rows)
+        from lance_spark_ops.encoding.structural import build_array
+
+        leaves = [self._leaf_pages(c, start, stop, rows) for c in range(first, first + count)]
+        arr = build_array(field, leaves)
+        if arr.type != field.type:
+            arr = arr.cast(field.type)
+        return arr
+
+    def _page_starts_of(self, column: int) -> np.ndarray:
+        starts = self._page_starts.get(column)
+        if starts is None:
+            lengths = np.array([p.length for p in self._meta.column(column).pages], dtype=np.int64)
+            starts = np.concatenate([[0], np.cumsum(lengths)])
+            if starts[-1] != self.num_rows:
+                raise CorruptFileError(f"column {column} pages hold {int(starts[-1])} rows, file has "
+                                       f"{self.num_rows}")
+            self._page_starts[column] = starts
+        return starts
+
+    def _leaf_pages(self, column: int, start: int, stop: int, rows: np.ndarray | None) -> list[PageData]:
+        """PageData covering rows [start, stop) (or exactly ``rows``) of one leaf column."""
+        meta = self._meta.column(column)
+        starts = self._page_starts_of(column)
+        out: list[PageData] = []
+        if rows is None:
+            first = int(np.searchsorted(starts, start, side="right") - 1)
+            last = int(np.searchsorted(starts, stop, side="left"))
+            for p in range(first, last):
+                ps, pe = int(starts[p]), int(starts[p + 1])
+                if pe <= ps:
+                    continue
+                lo, hi = max(start, ps), min(stop, pe)
+                if lo == ps and hi == pe:
+                    dec = self._page_decoder(column, p, cache=False)
+                    out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+                else:
+                    out.append(self._decode_page_rows(column, p, np.arange(lo - ps, hi - ps)))
+            return out
+        page_of = np.searchsorted(starts, rows, side="right") - 1
+        bounds = np.flatnonzero(np.diff(page_of)) + 1
+        for group in np.split(np.arange(len(rows)), bounds):
+            if group.size == 0:
+                continue
+            p = int(page_of[group[0]])
+            out.append(self._decode_page_rows(column, p, rows[group] - starts[p]))
+        return out
+
+    def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
+        dec = self._page_decoder(column, page, cache=True)
+        return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page]), rows)
+
+    def _page_decoder(self, column: int, page: int, cache: bool) -> PageDecoder:
+        key = (column, page)
+        dec = self._search_cache.get(key)
+        if dec is not None:
+            self._search_cache.move_to_end(key)
+            return dec
+        pmeta = self._meta.column(column).pages[page]
+        where = f"column {column} page {page}"
+        layout = page_layout(pmeta, self.path, where)
+        dec = make_page_decoder(layout, int(pmeta.length), list(pmeta.buffer_sizes), self.version,
+                                self.path, where)
+        if cache:
+            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta))
+            self._search_cache[key] = dec
+            while len(self._search_cache) > SEARCH_CACHE_PAGES:
+                self._search_cache.popitem(last=False)
+        return dec
+
+    def _decode_2_0(self, field: pa.Field, first: int, count: int, start: int, stop: int,
+                    rows: np.ndarray | None) -> pa.Array:
+        from lance_spark_ops.encoding.v2_0 import ColumnPages, decode_field_2_0
+
+        cols = [ColumnPages(self._meta.column(c), self._absolute_fetch) for c in range(first, first + count)]
+        if rows is None:
+            return decode_field_2_0(field, cols, (start, stop))
+        # Read the smallest row span per cluster of nearby indices.
+        pieces = []
+        breaks = np.flatnonzero(np.diff(rows) > 1024) + 1
+        for cluster in np.split(rows, breaks):
+            lo, hi = int(cluster[0]), int(cluster[-1]) + 1
+            span = decode_field_2_0(field, cols, (lo, hi))
+            pieces.append(span.take(pa.array(cluster - lo)))
+        return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+
+    def _absolute_fetch(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        for off, size in ranges:
+            if off < 0 or size < 0 or off + size > self._meta.size:
+                raise CorruptFileError(f"buffer {off}..{off + size} lies outside the file "
+                                       f"({self._meta.size} bytes)", path=self.path)
+        return self._store.read_ranges(self._rel, list(ranges))

@@ -1,0 +1,66 @@
+"""Shared fixtures: files written by pylance (the oracle) and, for Spark tests, one
+session-scoped local SparkSession."""
+
+from __future__ import annotations
+
+import os
+import sys
+from collections.abc import Callable
+from pathlib import Path
+
+import pyarrow as pa
+import pytest
+
+os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+
+def pylance_write(path: str | Path, table: pa.Table | pa.RecordBatch | list, version: str = "2.2",
+                  schema: pa.Schema | None = None) -> str:
+    """Write ``table`` (or a list of batches/tables) as one Lance data file with pylance."""
+    from lance.file import LanceFileWriter
+
+    parts = table if isinstance(table, list) else [table]
+    schema = schema or parts[0].schema
+    with LanceFileWriter(str(path), schema, version=version) as w:
+        for part in parts:
+            w.write_batch(part)
+    return str(path)
+
+
+def pylance_read(path: str | Path) -> pa.Table:
+    from lance.file import LanceFileReader
+
+    return LanceFileReader(str(path)).read_all().to_table()
+
+
+@pytest.fixture
+def lance_file(tmp_path: Path) -> Callable[..., str]:
+    """Factory: ``lance_file(table, version="2.2", name=None) -> path`` written by pylance."""
+    counter = [0]
+
+    def make(table: pa.Table, version: str = "2.2", name: str | None = None, **kw: object) -> str:
+        counter[0] += 1
+        return pylance_write(tmp_path / (name or f"f{counter[0]}_{version}.lance"), table, version, **kw)
+
+    return make
+
+
+@pytest.fixture(scope="session")
+def spark():
+    """One local[2] SparkSession for the whole test session (UI off)."""
+    pyspark = pytest.importorskip("pyspark")
+    from pyspark.sql import SparkSession
+
+    del pyspark
+    session = (
+        SparkSession.builder.master("local[2]")
+        .appName("lance-spark-ops-tests")
+        .config("spark.ui.enabled", "false")
+        .config("spark.pyspark.python", sys.executable)
+        .config("spark.sql.shuffle.partitions", "2")
+        .config("spark.driver.memory", "2g")
+        .getOrCreate()
+    )
+    yield session
+    session.stop()
