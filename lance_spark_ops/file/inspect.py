@@ -23,11 +23,15 @@ class PageInfo:
     message: Message
 
 
+_NAMED_FIELDS = frozenset({"dictionary", "compression"})
+
+
 def _oneofs(msg: Message) -> list[str]:
     """Names of every set oneof member and sub-message in ``msg``, depth first."""
     out: list[str] = []
     for fd, value in msg.ListFields():
-        if fd.containing_oneof is not None:
+        # oneof members name the encoding; a set dictionary / buffer compression is named too
+        if fd.containing_oneof is not None or fd.name in _NAMED_FIELDS:
             out.append(fd.name)
         if fd.message_type is not None:
             values = value if fd.is_repeated else [value]
