@@ -35,3 +35,13 @@ class PageData:
     def_: np.ndarray | None = None
     layers: list[int] = field(default_factory=list)
     dictionary: DataBlock | None = None
+
+
+@dataclass
+class EncodedPage:
+    """What a layout encoder hands to the container writer: the page's buffers in order and
+    its ``PageLayout`` (2.1+) or ``ArrayEncoding`` (2.0) message."""
+
+    num_rows: int
+    buffers: list[np.ndarray | bytes]
+    encoding: object
