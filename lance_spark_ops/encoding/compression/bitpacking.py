@@ -1,0 +1,246 @@
+"""Bitpacking (fastlanes layout): InlineBitpacking and OutOfLineBitpacking.
+
+Values are unsigned words of T = ``uncompressed_bits_per_value`` bits (8/16/32/64; signed and
+float data are packed as their bit patterns) packed 1024 at a time into W bits each, in the
+*fastlanes* transposed order:
+
+- a block of 1024 values is W * LANES words of T bits, LANES = 1024 / T;
+- lane ``l`` (0..LANES-1) owns words ``k * LANES + l`` for k = 0..W-1, read as one little-endian
+  bit stream of W * T bits; row ``r`` (0..T-1) of the lane is bits ``[r*W, r*W + W)``;
+- row r of lane l is value ``FL_ORDER[r // 8] * 16 + (r % 8) * 128 + l`` of the block, with
+  ``FL_ORDER = [0, 4, 2, 6, 1, 5, 3, 7]``.
+
+W = 0 packs to nothing (all zeros); W = T is the same transposition without shifting.
+
+InlineBitpacking (mini-block values): every chunk holds 1024 values (the last fewer,
+zero-padded to 1024 before packing) as one buffer ``[W as one T-bit word][1024 * W / T words]``;
+each chunk has its own W. In the block context (2.2 dictionaries of <= 1024 items) the
+buffer is one such chunk (several back to back if a writer ever packs more).
+
+OutOfLineBitpacking (block context: rep/def levels, ``values`` = Flat(W) gives W):
+``n // 1024`` packed blocks, then the tail of ``n % 1024`` values either packed as one more
+zero-padded block or stored raw as T-bit words, whichever the writer found smaller; the
+buffer length tells which (raw iff ``len == whole * 1024*W/T + tail`` words).
+
+Worked example: u32 values 0..1023 with W = 10 -> 1024 * 10 / 32 = 320 words. Lane 0 holds
+values 0, 128, 256, ..., (rows 0..7 at 128 apart), then 64, 192, ... (FL_ORDER[1] * 16 = 64).
+In a mini-block chunk the buffer is ``0a 00 00 00`` followed by those 320 words (1284 bytes).
+
+pylance picks InlineBitpacking for mini-block values whose chunks need fewer bits than
+stored (small ranges, sorted ints, timestamps, floats with spare bits) and OutOfLineBitpacking
+for levels and other block buffers of more than 1024 values (InlineBitpacking for <= 1024).
+
+Decoding is vectorised: chunks are grouped by bit width and each group is unpacked with a
+few numpy operations over all of its 1024-value blocks.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+
+import numpy as np
+
+from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
+from lance_spark_ops.encoding.blocks import FixedWidthBlock
+from lance_spark_ops.encoding.compression._arrays import (
+    as_u8,
+    buffer_sizes,
+    check_chunk_counts,
+    exclusive_cumsum,
+    join,
+    ragged_arange,
+    uint_dtype,
+)
+from lance_spark_ops.errors import CorruptFileError
+
+BLOCK = 1024
+FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
+_POSITIONS: dict[int, np.ndarray] = {}
+
+
+def _positions(t_bits: int) -> np.ndarray:
+    """positions[r, l] = index in the 1024-value block of row r of lane l."""
+    pos = _POSITIONS.get(t_bits)
+    if pos is None:
+        rows = np.arange(t_bits, dtype=np.int64)[:, None]
+        lanes = np.arange(BLOCK // t_bits, dtype=np.int64)[None, :]
+        pos = FL_ORDER[rows // 8] * 16 + (rows % 8) * 128 + lanes
+        _POSITIONS[t_bits] = pos
+    return pos
+
+
+def fastlanes_unpack(packed: np.ndarray, width: int) -> np.ndarray:
+    """Unpack blocks of 1024 values: ``packed`` is (n, width * LANES) words of T bits,
+    the result (n, 1024) words of the same dtype."""
+    dt = packed.dtype
+    t_bits = dt.itemsize * 8
+    lanes = BLOCK // t_bits
+    n = packed.shape[0]
+    if width == 0:
+        return np.zeros((n, BLOCK), dtype=dt)
+    if not 0 < width <= t_bits or packed.shape[1] != width * lanes:
+        raise CorruptFileError(f"bitpacked block: {packed.shape[1]} words of {t_bits} bits do not hold "
+                               f"1024 values of {width} bits")
+    words = packed.reshape(n, width, lanes)
+    rows = np.arange(t_bits, dtype=np.int64)
+    first = rows * width // t_bits
+    shift = rows * width % t_bits
+    vals = words[:, first, :] >> shift.astype(dt)[None, :, None]
+    spill = shift + width > t_bits
+    if spill.any():
+        sr = rows[spill]
+        vals[:, sr, :] |= words[:, first[sr] + 1, :] << (t_bits - shift[sr]).astype(dt)[None, :, None]
+    if width < t_bits:
+        vals &= dt.type((1 << width) - 1)
+    out = np.empty((n, BLOCK), dtype=dt)
+    out[:, _positions(t_bits).reshape(-1)] = vals.reshape(n, BLOCK)
+    return out
+
+
+# ---------------------------------------------------------------------------- inline
+
+
+def _inline_chunks(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, dt: np.dtype,
+                   what: str) -> np.ndarray:
+    """Unpack inline-bitpacked chunks (byte ``starts`` / ``sizes`` in ``data``) -> (k, 1024)."""
+    wsize = dt.itemsize
+    t_bits = wsize * 8
+    if (sizes < wsize).any() or (sizes % wsize).any() or (starts % wsize).any():
+        i = int(np.argmax((sizes < wsize) | (sizes % wsize != 0) | (starts % wsize != 0)))
+        raise CorruptFileError(f"{what}: chunk {i} of {int(sizes[i])} bytes is not a whole number of "
+                               f"{t_bits}-bit words with a bit-width header")
+    words = data[: len(data) - len(data) % wsize].view(dt)
+    heads = starts // wsize
+    widths = words[heads].astype(np.int64)
+    expected = (1 + BLOCK * widths // t_bits) * wsize
+    if (widths > t_bits).any() or (sizes != expected).any():
+        i = int(np.argmax((widths > t_bits) | (sizes != expected)))
+        raise CorruptFileError(f"{what}: chunk {i} says {int(widths[i])} bits per value in {t_bits}-bit words "
+                               f"but holds {int(sizes[i])} bytes (expected {int(expected[i])})")
+    out = np.empty((len(starts), BLOCK), dtype=dt)
+    for w in np.unique(widths):
+        sel = np.flatnonzero(widths == w)
+        nwords = int(w) * (BLOCK // t_bits)
+        packed = words[(heads[sel] + 1)[:, None] + np.arange(nwords, dtype=np.int64)[None, :]]
+        out[sel] = fastlanes_unpack(packed, int(w))
+    return out
+
+
+def _take_counts(unpacked: np.ndarray, counts: np.ndarray, what: str) -> np.ndarray:
+    if (counts > BLOCK).any():
+        raise CorruptFileError(f"{what}: a chunk claims {int(counts.max())} values, at most 1024 fit")
+    if len(counts) and (counts[:-1] == BLOCK).all():
+        return unpacked.reshape(-1)[: (len(counts) - 1) * BLOCK + int(counts[-1])]
+    return unpacked.reshape(-1)[ragged_arange(np.arange(len(counts), dtype=np.int64) * BLOCK, counts)]
+
+
+def decode_inline_bitpacking_miniblock(msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]],
+                                       counts: np.ndarray) -> FixedWidthBlock:
+    dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking")
+    counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
+    bufs = [c[0] for c in chunks]
+    if msg.HasField("values"):
+        from lance_spark_ops.encoding.compression.general import decompress_buffer
+
+        bufs = [memoryview(decompress_buffer(msg.values, b, "inline bitpacking chunk")) for b in bufs]
+    sizes = buffer_sizes(bufs)
+    unpacked = _inline_chunks(join(bufs), exclusive_cumsum(sizes), sizes, dt, "inline bitpacking")
+    values = _take_counts(unpacked, counts, "inline bitpacking")
+    return FixedWidthBlock(values.view(np.uint8), dt.itemsize * 8, int(counts.sum()))
+
+
+def decode_inline_bitpacking_block(msg: pb.InlineBitpacking, buffer: memoryview, num_values: int) -> FixedWidthBlock:
+    dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking block")
+    data = as_u8(buffer)
+    if msg.HasField("values"):
+        from lance_spark_ops.encoding.compression.general import decompress_buffer
+
+        data = as_u8(decompress_buffer(msg.values, buffer, "inline bitpacking block"))
+    wsize, t_bits = dt.itemsize, dt.itemsize * 8
+    nchunks = -(-num_values // BLOCK)
+    starts, sizes, pos = [], [], 0
+    for _ in range(nchunks):  # chunk sizes depend on each chunk's width: walk the headers
+        if pos + wsize > len(data):
+            raise CorruptFileError(f"inline bitpacking block: {len(data)} bytes end inside chunk "
+                                   f"{len(starts)} of {nchunks}")
+        width = int(data[pos:pos + wsize].view(dt)[0])
+        size = (1 + BLOCK * min(width, t_bits + 1) // t_bits) * wsize
+        starts.append(pos)
+        sizes.append(size)
+        pos += size
+    if pos > len(data):
+        raise CorruptFileError(f"inline bitpacking block: chunks need {pos} bytes, buffer has {len(data)}")
+    counts = np.full(nchunks, BLOCK, dtype=np.int64)
+    if nchunks:
+        counts[-1] = num_values - BLOCK * (nchunks - 1)
+    data = np.ascontiguousarray(data[:pos]) if len(starts) else data[:0]
+    unpacked = _inline_chunks(data, np.array(starts, np.int64), np.array(sizes, np.int64), dt,
+                              "inline bitpacking block")
+    values = _take_counts(unpacked, counts, "inline bitpacking block")
+    return FixedWidthBlock(values.view(np.uint8), t_bits, num_values)
+
+
+# ---------------------------------------------------------------------------- out of line
+
+
+def _ool_widths(msg: pb.OutOfLineBitpacking) -> tuple[np.dtype, int]:
+    dt = uint_dtype(msg.uncompressed_bits_per_value, "out-of-line bitpacking")
+    if msg.values.WhichOneof("compression") != "flat":
+        raise CorruptFileError("out-of-line bitpacking: packed values must be described by Flat")
+    width = int(msg.values.flat.bits_per_value)
+    if width > dt.itemsize * 8:
+        raise CorruptFileError(f"out-of-line bitpacking: {width} bits per value packed into "
+                               f"{dt.itemsize * 8}-bit words")
+    return dt, width
+
+
+def decode_out_of_line_bitpacking_blocks(msg: pb.OutOfLineBitpacking, buffers: Sequence[memoryview],
+                                         counts: np.ndarray) -> FixedWidthBlock:
+    """Decode many independently packed buffers (e.g. the levels of every mini-block chunk)
+    at once; the result holds their values back to back."""
+    dt, width = _ool_widths(msg)
+    wsize, t_bits = dt.itemsize, dt.itemsize * 8
+    wpb = BLOCK * width // t_bits  # words per packed block
+    counts = np.asarray(counts, dtype=np.int64)
+    sizes = buffer_sizes(buffers)
+    if (sizes % wsize).any():
+        raise CorruptFileError(f"out-of-line bitpacking: a buffer of {int(sizes[np.argmax(sizes % wsize != 0)])} "
+                               f"bytes is not a whole number of {t_bits}-bit words")
+    nwords = sizes // wsize
+    whole, tail = counts // BLOCK, counts % BLOCK
+    raw = (tail > 0) & (nwords == whole * wpb + tail)
+    padded = (tail > 0) & ~raw
+    expect = whole * wpb + np.where(raw, tail, 0) + np.where(padded, wpb, 0)
+    if (nwords != expect).any():
+        i = int(np.argmax(nwords != expect))
+        raise CorruptFileError(f"out-of-line bitpacking: buffer {i} holds {int(nwords[i])} words, "
+                               f"{int(counts[i])} values of {width} bits need {int(expect[i])}")
+    words = join(buffers)
+    words = words.view(dt) if len(words) else np.zeros(0, dt)
+    word_starts = exclusive_cumsum(nwords)
+    nblocks = whole + padded
+    block_no = ragged_arange(np.zeros_like(nblocks), nblocks)
+    block_starts = np.repeat(word_starts, nblocks) + block_no * wpb
+    if wpb:
+        packed = words[block_starts[:, None] + np.arange(wpb, dtype=np.int64)[None, :]]
+    else:
+        packed = np.zeros((len(block_starts), 0), dtype=dt)
+    unpacked = fastlanes_unpack(packed, width).reshape(-1)
+    # Each buffer's values: a run of unpacked values, then (raw tail) a run of raw words.
+    source = np.concatenate([unpacked, words]) if raw.any() else unpacked
+    seg_starts = np.stack([exclusive_cumsum(nblocks) * BLOCK, len(unpacked) + word_starts + whole * wpb], axis=1)
+    seg_lengths = np.stack([whole * BLOCK + np.where(padded, tail, 0), np.where(raw, tail, 0)], axis=1)
+    order = ragged_arange(seg_starts.reshape(-1), seg_lengths.reshape(-1))
+    values = source[order]
+    return FixedWidthBlock(values.view(np.uint8), t_bits, int(counts.sum()))
+
+
+def decode_out_of_line_bitpacking_block(msg: pb.OutOfLineBitpacking, buffer: memoryview,
+                                        num_values: int) -> FixedWidthBlock:
+    return decode_out_of_line_bitpacking_blocks(msg, [buffer], np.array([num_values], dtype=np.int64))
+
+
+def decode_out_of_line_bitpacking_miniblock(msg: pb.OutOfLineBitpacking, chunks: Sequence[Sequence[memoryview]],
+                                            counts: np.ndarray) -> FixedWidthBlock:
+    counts = check_chunk_counts(chunks, counts, 1, "out-of-line bitpacking mini-block")
+    return decode_out_of_line_bitpacking_blocks(msg, [c[0] for c in chunks], counts)

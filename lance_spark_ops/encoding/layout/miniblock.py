@@ -1,0 +1,427 @@
+"""Mini-block page layout (``MiniBlockLayout``, file versions 2.1 and 2.2).
+
+Page buffers::
+
+    [0] chunk metadata: one little-endian word per chunk, u16 in 2.1, u32 when the layout sets
+        ``has_large_chunk`` (every 2.2 page). word = (size_in_8_byte_words - 1) << 4 | log2(values);
+        every chunk but the last holds 2**log2 values, the last holds the rest of ``num_items``
+        (its log2 is 0 unless it happens to be full).
+    [1] the chunks, back to back, each a multiple of 8 bytes.
+    [2] dictionary (only when ``dictionary`` is set), decoded as a block of
+        ``num_dictionary_items`` values.
+    [2 or 3] repetition index (only when ``repetition_index_depth`` > 0): per chunk
+        ``depth + 1`` u64 values; [0] = rows that *finish* in the chunk, [1] = items left over
+        after the last finished row (a row continuing into the next chunk).
+
+Chunk::
+
+    u16 num_levels                       (0 when there are neither rep nor def levels)
+    u16 rep_bytes                        (only with rep_compression)
+    u16 def_bytes                        (only with def_compression)
+    num_buffers x value buffer size      (u16; u32 when has_large_chunk)
+    padding (0xfe) to 8 bytes
+    rep | pad 8 | def | pad 8 | buffer 0 | pad 8 | ... | buffer n-1 | pad 8
+
+Worked example (2.2, int32 0..36 repeating, no nulls): metadata word ``1a 06 00 00`` = 98
+words (784 bytes), 2**10 values; the chunk starts ``00 00 | 04 03 00 00 | 00 00 fe fe`` (no
+levels, one 772-byte buffer) followed by the inline-bitpacked values (bit width 6).
+
+Levels are u16 and decoded with ``decompress_block`` (one block per chunk, ``num_levels``
+values; OutOfLineBitpacking, or Rle in 2.2); values with ``decompress_miniblock_chunks``,
+batched over every chunk of the page.
+
+Which items have value slots (from Lance's ``RepDefSlicer`` and ``map_range``, confirmed on
+pylance files): a level is *visible* when its def level is <= the sum of the def levels of the
+layers below the first list layer (``max_visible``). Visible items have a value slot, including
+null items (``NULLABLE_ITEM``) and items under null structs that sit below any list: their slot
+holds a placeholder. Invisible items (null lists, empty lists and anything null above a list)
+have no value slot. So a chunk holds ``count`` values and ``num_levels >= count`` levels, and
+exactly ``count`` of its levels are visible. Invisible levels at a chunk boundary go with the
+*next* chunk. Without def levels every level is visible. Rows start where rep == max_rep
+(the number of list layers); a row may continue into following chunks.
+
+``decode(fetch, None)`` reads buffers 0, 1 (and the dictionary) in one fetch. With ``rows``
+the search cache (chunk metadata, repetition index, dictionary) picks the chunks touching
+those rows: chunk k covers rows ``[first_row_k - has_preamble_k, first_row_k + starts_k)``.
+Only they are fetched and decoded; then levels and values are cut down to exactly the rows.
+"""
+
+from __future__ import annotations
+
+import importlib
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
+from lance_spark_ops.encoding.block_ops import take_block
+from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
+from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, join
+from lance_spark_ops.encoding.compression.decompress import (
+    CODEC_MODULES,
+    decompress_block,
+    decompress_miniblock_chunks,
+)
+from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.page import Fetch, PageData
+from lance_spark_ops.errors import CorruptFileError
+
+ALIGN = 8
+LIST_LAYERS = frozenset({pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST,
+                         pb.REPDEF_NULL_AND_EMPTY_LIST})
+DEF_LEVELS = {pb.REPDEF_ALL_VALID_ITEM: 0, pb.REPDEF_ALL_VALID_LIST: 0, pb.REPDEF_NULLABLE_ITEM: 1,
+              pb.REPDEF_NULLABLE_LIST: 1, pb.REPDEF_EMPTYABLE_LIST: 1, pb.REPDEF_NULL_AND_EMPTY_LIST: 2}
+
+
+def _pad(n: np.ndarray | int) -> np.ndarray | int:
+    return (n + ALIGN - 1) // ALIGN * ALIGN
+
+
+def _read_uint(data: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
+    """Little-endian unsigned ints of ``nbytes`` at byte positions ``pos`` (vectorised)."""
+    out = np.zeros(len(pos), dtype=np.int64)
+    for k in range(nbytes):
+        out |= data[pos + k].astype(np.int64) << (8 * k)
+    return out
+
+
+def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], counts: np.ndarray) -> np.ndarray:
+    """Decode one level buffer per chunk into one uint16 array.
+
+    Codecs may offer ``decode_<kind>_blocks(msg, buffers, counts)`` to do all chunks in one
+    vectorised call (bitpacking, rle); otherwise each chunk goes through ``decompress_block``.
+    """
+    kind = enc.WhichOneof("compression")
+    fn = None
+    if kind in CODEC_MODULES:
+        module = importlib.import_module(f"lance_spark_ops.encoding.compression.{CODEC_MODULES[kind]}")
+        fn = getattr(module, f"decode_{kind}_blocks", None)
+    if fn is not None:
+        blocks = [fn(getattr(enc, kind), bufs, counts)]
+    else:
+        blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts)]
+    parts = []
+    for blk in blocks:
+        if not isinstance(blk, FixedWidthBlock) or blk.bits_per_value != 16:
+            raise CorruptFileError(f"levels decoded to {type(blk).__name__} "
+                                   f"of {getattr(blk, 'bits_per_value', '?')} bits, expected 16-bit values")
+        parts.append(np.asarray(blk.data).view(np.uint8)[: 2 * blk.num_values].view("<u2"))
+    out = np.concatenate(parts) if len(parts) != 1 else parts[0]
+    if len(out) != int(np.sum(counts)):
+        raise CorruptFileError(f"levels decoded to {len(out)} values, chunks declare {int(np.sum(counts))}")
+    return out.astype(np.uint16, copy=False)
+
+
+@dataclass
+class _ChunkIndex:
+    """The search cache: where chunks are and which rows they touch."""
+
+    offsets: np.ndarray  # byte offset of each chunk in buffer 1
+    sizes: np.ndarray  # byte size of each chunk
+    counts: np.ndarray  # values (items with a value slot) per chunk
+    first_row: np.ndarray | None = None  # first row starting in the chunk (rep pages)
+    starts: np.ndarray | None = None  # rows starting in the chunk
+    has_preamble: np.ndarray | None = None  # chunk begins inside a row from earlier chunks
+
+
+@dataclass
+class _Chunks:
+    """Decoded contents of a run of chunks."""
+
+    values: DataBlock
+    rep: np.ndarray | None
+    def_: np.ndarray | None
+    levels: np.ndarray  # levels per chunk
+
+
+class MiniBlockDecoder(PageDecoder):
+    """Decoder of one mini-block page (see module doc)."""
+
+    layout: pb.MiniBlockLayout
+
+    def __init__(self, layout: pb.MiniBlockLayout, num_rows: int, buffer_sizes: list[int], version: str) -> None:
+        super().__init__(layout, num_rows, buffer_sizes, version)
+        self._large = bool(layout.has_large_chunk)
+        self._nbuf = int(layout.num_buffers)
+        self._has_rep = layout.HasField("rep_compression")
+        self._has_def = layout.HasField("def_compression")
+        self._has_dict = layout.HasField("dictionary")
+        self._depth = int(layout.repetition_index_depth)
+        if not layout.HasField("value_compression"):
+            raise CorruptFileError("mini-block page has no value compression")
+        layers = list(layout.layers)
+        self._max_rep = sum(1 for lay in layers if lay in LIST_LAYERS)
+        self._max_visible = 0
+        for lay in layers:
+            if lay in LIST_LAYERS:
+                break
+            self._max_visible += DEF_LEVELS.get(lay, 0)
+        if self._has_rep and self._max_rep == 0:
+            raise CorruptFileError("mini-block page has repetition levels but no list layer")
+        self._dict_buf = 2 if self._has_dict else -1
+        self._rep_index_buf = (3 if self._has_dict else 2) if self._depth > 0 else -1
+        need = 2 + self._has_dict + (self._depth > 0)
+        if len(buffer_sizes) < need:
+            raise CorruptFileError(f"mini-block page has {len(buffer_sizes)} buffers, layout needs {need}")
+        self._index: _ChunkIndex | None = None
+        self._dictionary: DataBlock | None = None
+        self._cache_loaded = False
+
+    # ------------------------------------------------------------------ search cache
+    def load_search_cache(self, fetch: Fetch) -> None:
+        if self._cache_loaded:
+            return
+        wanted = [(0, 0, self.buffer_sizes[0])]
+        if self._has_dict:
+            wanted.append((self._dict_buf, 0, self.buffer_sizes[self._dict_buf]))
+        if self._rep_index_buf >= 0:
+            wanted.append((self._rep_index_buf, 0, self.buffer_sizes[self._rep_index_buf]))
+        got = list(fetch(wanted))
+        self._index = self._parse_metadata(got[0])
+        if self._has_dict:
+            self._dictionary = self._decode_dictionary(got[1])
+        self._add_row_index(self._index, got[-1] if self._rep_index_buf >= 0 else None)
+        self._cache_loaded = True
+
+    def _parse_metadata(self, buf: memoryview) -> _ChunkIndex:
+        wsize = 4 if self._large else 2
+        if len(buf) % wsize:
+            raise CorruptFileError(f"mini-block chunk metadata of {len(buf)} bytes is not a whole number of "
+                                   f"{wsize}-byte words")
+        words = np.frombuffer(buf, dtype="<u4" if self._large else "<u2").astype(np.int64)
+        sizes = ((words >> 4) + 1) * ALIGN
+        logs = words & 0xF
+        counts = np.left_shift(1, logs).astype(np.int64)
+        num_items = int(self.layout.num_items)
+        if len(words) == 0:
+            if num_items:
+                raise CorruptFileError(f"mini-block page of {num_items} items has no chunks")
+        else:
+            counts[-1] = num_items - int(counts[:-1].sum())
+            if counts[-1] <= 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+                raise CorruptFileError(f"mini-block chunks declare {int(counts[:-1].sum())} values before the last "
+                                       f"chunk (log2 {int(logs[-1])}) but the page has {num_items} items")
+        if int(sizes.sum()) > self.buffer_sizes[1]:
+            raise CorruptFileError(f"mini-block chunks add up to {int(sizes.sum())} bytes, chunk buffer has "
+                                   f"{self.buffer_sizes[1]}")
+        if not self._has_rep and num_items != self.num_rows:
+            raise CorruptFileError(f"mini-block page without lists has {num_items} items but {self.num_rows} rows")
+        return _ChunkIndex(exclusive_cumsum(sizes), sizes, counts)
+
+    def _add_row_index(self, index: _ChunkIndex, rep_index: memoryview | None) -> None:
+        n = len(index.counts)
+        if rep_index is None:
+            if self._has_rep:
+                return  # no repetition index: rows are found by decoding the whole page
+            index.first_row = exclusive_cumsum(index.counts)
+            index.starts = index.counts
+            index.has_preamble = np.zeros(n, dtype=bool)
+            return
+        stride = self._depth + 1
+        if len(rep_index) != n * stride * 8:
+            raise CorruptFileError(f"repetition index of {len(rep_index)} bytes, expected {n} chunks x {stride} "
+                                   f"u64 values")
+        table = np.frombuffer(rep_index, dtype="<u8").reshape(n, stride).astype(np.int64)
+        ends, partial = table[:, 0], table[:, 1]
+        trailer = partial > 0
+        preamble = np.zeros(n, dtype=bool)
+        preamble[1:] = trailer[:-1]
+        starts = ends + trailer - preamble
+        if (starts < 0).any() or int(starts.sum()) != self.num_rows or (n and trailer[-1]):
+            raise CorruptFileError(f"repetition index describes {int(starts.sum())} rows (page has "
+                                   f"{self.num_rows}) or a last chunk that does not finish its row")
+        index.first_row = exclusive_cumsum(starts)
+        index.starts = starts
+        index.has_preamble = preamble
+
+    def _decode_dictionary(self, buf: memoryview) -> DataBlock:
+        n = int(self.layout.num_dictionary_items)
+        block = decompress_block(self.layout.dictionary, buf, n)
+        if block.num_values != n:
+            raise CorruptFileError(f"dictionary decoded to {block.num_values} items, layout says {n}")
+        return block
+
+    # ------------------------------------------------------------------ chunks
+    def _header_layout(self) -> tuple[list[tuple[int, int]], int]:
+        """[(offset, width)] of the header fields after num_levels, and the padded header size."""
+        fields, pos = [], 2
+        for present in (self._has_rep, self._has_def):
+            if present:
+                fields.append((pos, 2))
+                pos += 2
+        bw = 4 if self._large else 2
+        for _ in range(self._nbuf):
+            fields.append((pos, bw))
+            pos += bw
+        return fields, int(_pad(pos))
+
+    def _decode_chunks(self, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+                       chunk_ids: np.ndarray) -> _Chunks:
+        """Decode chunks lying at byte ``starts`` of ``data`` (``chunk_ids`` name them in errors)."""
+        fields, header = self._header_layout()
+        if (sizes < header).any():
+            k = int(chunk_ids[np.argmax(sizes < header)])
+            raise CorruptFileError(f"mini-block chunk {k} is smaller than its {header}-byte header")
+        num_levels = _read_uint(data, starts, 2)
+        section_sizes = [_read_uint(data, starts + off, width) for off, width in fields]
+        pos = starts + header
+        section_starts = []
+        for size in section_sizes:
+            section_starts.append(pos)
+            pos = pos + _pad(size)
+        over = pos > starts + sizes
+        if over.any():
+            k = int(chunk_ids[np.argmax(over)])
+            raise CorruptFileError(f"mini-block chunk {k}: buffers need {int((pos - starts)[np.argmax(over)])} bytes, "
+                                   f"chunk has {int(sizes[np.argmax(over)])}")
+        view = memoryview(data)
+        cuts = [list(zip(s.tolist(), (s + n).tolist())) for s, n in zip(section_starts, section_sizes)]
+        sec = 0
+        rep = def_ = None
+        if self._has_rep:
+            rep = decode_levels(self.layout.rep_compression, [view[a:b] for a, b in cuts[sec]], num_levels)
+            sec += 1
+        if self._has_def:
+            def_ = decode_levels(self.layout.def_compression, [view[a:b] for a, b in cuts[sec]], num_levels)
+            sec += 1
+        value_cuts = cuts[sec:]
+        chunks = [[view[a:b] for a, b in parts] for parts in zip(*value_cuts)] if value_cuts else \
+            [[] for _ in range(len(starts))]
+        values = decompress_miniblock_chunks(self.layout.value_compression, chunks, counts)
+        if values.num_values != int(counts.sum()):
+            raise CorruptFileError(f"mini-block values decoded to {values.num_values} items, chunks declare "
+                                   f"{int(counts.sum())}")
+        self._check_levels(rep, def_, num_levels, counts, chunk_ids)
+        return _Chunks(values, rep, def_, num_levels)
+
+    def _check_levels(self, rep: np.ndarray | None, def_: np.ndarray | None, num_levels: np.ndarray,
+                      counts: np.ndarray, chunk_ids: np.ndarray) -> None:
+        if rep is None and def_ is None:
+            return
+        if rep is None:
+            bad = num_levels != counts
+        else:
+            visible = np.ones(len(rep), dtype=np.int64) if def_ is None else (def_ <= self._max_visible)
+            per_chunk = np.zeros(len(counts), dtype=np.int64)
+            nz = num_levels > 0
+            if len(rep):
+                per_chunk[nz] = np.add.reduceat(visible.astype(np.int64), exclusive_cumsum(num_levels)[nz])
+            bad = per_chunk != counts
+        if bad.any():
+            k = int(np.argmax(bad))
+            raise CorruptFileError(f"mini-block chunk {int(chunk_ids[k])}: {int(num_levels[k])} levels do not match "
+                                   f"its {int(counts[k])} values")
+
+    # ------------------------------------------------------------------ decode
+    def decode(self, fetch: Fetch, rows: np.ndarray | None) -> PageData:
+        if rows is not None:
+            rows = np.asarray(rows, dtype=np.int64).reshape(-1)
+            if len(rows) and (rows[0] < 0 or rows[-1] >= self.num_rows or (np.diff(rows) <= 0).any()):
+                raise CorruptFileError(f"rows must be sorted, unique and inside the page's {self.num_rows} rows")
+            if len(rows) < self.num_rows:
+                return self._decode_rows(fetch, rows)
+        return self._decode_all(fetch)
+
+    def _page_data(self, num_rows: int, chunks: _Chunks) -> PageData:
+        return PageData(num_rows, chunks.values, chunks.rep, chunks.def_, list(self.layout.layers),
+                        self._dictionary)
+
+    def _decode_all(self, fetch: Fetch) -> PageData:
+        wanted = [(1, 0, self.buffer_sizes[1])]
+        if self._index is None:
+            wanted.append((0, 0, self.buffer_sizes[0]))
+        if self._has_dict and self._dictionary is None:
+            wanted.append((self._dict_buf, 0, self.buffer_sizes[self._dict_buf]))
+        got = list(fetch(wanted))
+        if self._index is None:
+            self._index = self._parse_metadata(got[1])
+        if self._has_dict and self._dictionary is None:
+            self._dictionary = self._decode_dictionary(got[-1])
+        index = self._index
+        data = np.frombuffer(got[0], dtype=np.uint8)
+        chunks = self._decode_chunks(data, index.offsets, index.sizes, index.counts,
+                                     np.arange(len(index.counts)))
+        if chunks.rep is not None:
+            found = int(np.count_nonzero(chunks.rep == self._max_rep))
+            if found != self.num_rows:
+                raise CorruptFileError(f"mini-block page has {self.num_rows} rows but its levels start {found}")
+        return self._page_data(self.num_rows, chunks)
+
+    def _decode_rows(self, fetch: Fetch, rows: np.ndarray) -> PageData:
+        self.load_search_cache(fetch)
+        index = self._index
+        assert index is not None
+        if index.first_row is None:  # lists without a repetition index: decode all, then select
+            full = self._decode_all(fetch)
+            rep = full.rep
+            assert rep is not None
+            row_of_level = np.cumsum(rep == self._max_rep) - 1
+            chunks = _Chunks(full.values, rep, full.def_, np.array([len(rep)]))
+            return self._select_rep(chunks, row_of_level, rows)
+        assert index.starts is not None and index.has_preamble is not None
+        lo = index.first_row - index.has_preamble
+        hi = index.first_row + index.starts
+        needed = np.searchsorted(rows, lo, "left") < np.searchsorted(rows, hi, "left")
+        if not needed.any():
+            needed[0] = True  # no rows asked: decode one chunk to get typed, empty results
+        sel = np.flatnonzero(needed)
+        data = self._fetch_chunks(fetch, sel)
+        sizes = index.sizes[sel]
+        chunks = self._decode_chunks(data, exclusive_cumsum(sizes), sizes, index.counts[sel], sel)
+        if chunks.rep is None:
+            return self._select_flat(chunks, sel, rows)
+        is_start = chunks.rep == self._max_rep
+        starts_per_chunk = np.zeros(len(sel), dtype=np.int64)
+        nz = chunks.levels > 0
+        starts_per_chunk[nz] = np.add.reduceat(is_start.astype(np.int64), exclusive_cumsum(chunks.levels)[nz])
+        if (starts_per_chunk != index.starts[sel]).any():
+            k = int(sel[np.argmax(starts_per_chunk != index.starts[sel])])
+            raise CorruptFileError(f"mini-block chunk {k}: repetition index disagrees with its rep levels")
+        local = np.cumsum(is_start) - np.repeat(exclusive_cumsum(starts_per_chunk), chunks.levels)
+        row_of_level = np.repeat(index.first_row[sel], chunks.levels) + local - 1
+        return self._select_rep(chunks, row_of_level, rows)
+
+    def _fetch_chunks(self, fetch: Fetch, sel: np.ndarray) -> np.ndarray:
+        """Fetch chunks ``sel`` (runs of neighbours in one range each) as one byte array."""
+        index = self._index
+        assert index is not None
+        breaks = np.flatnonzero(np.diff(sel) != 1) + 1
+        run_first = sel[np.concatenate([[0], breaks])]
+        run_last = sel[np.concatenate([breaks - 1, [len(sel) - 1]])]
+        ranges = [(1, int(index.offsets[a]), int(index.offsets[b] + index.sizes[b] - index.offsets[a]))
+                  for a, b in zip(run_first, run_last)]
+        return join(list(fetch(ranges)))
+
+    def _select_flat(self, chunks: _Chunks, sel: np.ndarray, rows: np.ndarray) -> PageData:
+        """No lists: rows are items, located through the chunk counts."""
+        index = self._index
+        assert index is not None and index.first_row is not None
+        chunk_of_row = np.searchsorted(index.first_row, rows, "right") - 1
+        base = np.full(len(index.counts), -1, dtype=np.int64)
+        base[sel] = exclusive_cumsum(index.counts[sel])
+        if len(rows) and (base[chunk_of_row] < 0).any():
+            raise CorruptFileError("mini-block row lookup reached a chunk that was not read")
+        pos = base[chunk_of_row] + rows - index.first_row[chunk_of_row]
+        def_ = None if chunks.def_ is None else chunks.def_[pos]
+        return PageData(len(rows), take_block(chunks.values, pos), None, def_, list(self.layout.layers),
+                        self._dictionary)
+
+    def _select_rep(self, chunks: _Chunks, row_of_level: np.ndarray, rows: np.ndarray) -> PageData:
+        """Lists: keep the levels of the wanted rows and the values of their visible items."""
+        assert chunks.rep is not None
+        at = np.minimum(np.searchsorted(rows, row_of_level), max(len(rows) - 1, 0))
+        keep = (rows[at] == row_of_level) if len(rows) else np.zeros(len(row_of_level), dtype=bool)
+        if chunks.def_ is None:
+            value_pos = np.flatnonzero(keep)
+            def_ = None
+        else:
+            visible = chunks.def_ <= self._max_visible
+            value_pos = (np.cumsum(visible) - 1)[keep & visible]
+            def_ = chunks.def_[keep]
+        rep = chunks.rep[keep]
+        found = int(np.count_nonzero(rep == self._max_rep))
+        if found != len(rows):
+            raise CorruptFileError(f"mini-block rows: {len(rows)} rows asked, levels start {found}")
+        return PageData(len(rows), take_block(chunks.values, value_pos), rep, def_, list(self.layout.layers),
+                        self._dictionary)

@@ -1,0 +1,476 @@
+"""Repetition / definition levels <-> per-layer offsets and validity (file versions 2.1+).
+
+A leaf column of a nested field stores one (rep, def) pair per *level entry*: every leaf
+item, plus one entry for every null or empty list (and every list hidden by a null
+struct) that owns no item. ``layers`` (``RepDefLayer`` values, innermost first) tell what
+each nesting level is and which def values it uses. Lance numbers levels from the inside
+out (unlike Parquet):
+
+* def 0 is "valid all the way down"; each layer, innermost first, takes the next
+  ``num_def_levels(kind)`` values: a NULLABLE_ITEM / NULLABLE_LIST layer one (null), an
+  EMPTYABLE_LIST one (empty), a NULL_AND_EMPTY_LIST two (null = base+1, empty = base+2).
+  An entry carries the level of its *outermost* null / empty layer.
+* rep ``r`` means "this entry starts a new list at list layer r (counting list layers
+  from 1 innermost) and at every list layer inside it"; rep == number of list layers
+  starts a new row, rep 0 continues the innermost list.
+
+Decoding (``unravel``) is vectorised: for layer ``k`` an entry starts a new element when
+it is *visible* at ``k`` (its def level belongs to a layer below the next list layer above
+``k`` - a null/empty list owns no children) and its rep is at least the number of list
+layers at or below ``k``. The element's validity is read from the def level of the entry
+that starts it; list offsets count the child layer's element starts between list starts.
+This reproduces Lance's ``RepDefUnraveler`` (rust/lance-encoding/src/repdef.rs).
+
+Encoding (``levels_from_arrow``) mirrors Lance's ``RepDefBuilder``: struct nulls are
+pushed down into children, nulls under a null list are dropped ("garbage"), and each layer
+gets the cheapest kind that describes what was seen (ALL_VALID vs NULLABLE item,
+ALL_VALID / NULLABLE / EMPTYABLE / NULL_AND_EMPTY list).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.errors import CorruptFileError
+
+# RepDefLayer enum values (encodings_v2_1.proto).
+ALL_VALID_ITEM = 1
+ALL_VALID_LIST = 2
+NULLABLE_ITEM = 3
+NULLABLE_LIST = 4
+EMPTYABLE_LIST = 5
+NULL_AND_EMPTY_LIST = 6
+
+_NAMES = {
+    ALL_VALID_ITEM: "ALL_VALID_ITEM",
+    ALL_VALID_LIST: "ALL_VALID_LIST",
+    NULLABLE_ITEM: "NULLABLE_ITEM",
+    NULLABLE_LIST: "NULLABLE_LIST",
+    EMPTYABLE_LIST: "EMPTYABLE_LIST",
+    NULL_AND_EMPTY_LIST: "NULL_AND_EMPTY_LIST",
+}
+_LIST_KINDS = frozenset((ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
+_ALL_VALID_KINDS = frozenset((ALL_VALID_ITEM, ALL_VALID_LIST, EMPTYABLE_LIST))
+
+
+def layer_name(kind: int) -> str:
+    """Readable name of a ``RepDefLayer`` value (for error messages)."""
+    return _NAMES.get(kind, f"UNKNOWN({kind})")
+
+
+def is_list_layer(kind: int) -> bool:
+    """Whether the layer kind describes a list (has offsets and a rep level)."""
+    return kind in _LIST_KINDS
+
+
+def num_def_levels(kind: int) -> int:
+    """How many def values the layer kind uses (0, 1, or 2 for null-and-empty lists)."""
+    if kind in (ALL_VALID_ITEM, ALL_VALID_LIST):
+        return 0
+    if kind == NULL_AND_EMPTY_LIST:
+        return 2
+    return 1
+
+
+def _check_kinds(layers: list[int]) -> None:
+    for k in layers:
+        if k not in _NAMES:
+            raise CorruptFileError(f"unknown rep/def layer kind {k} in layers {list(layers)}")
+    if layers and is_list_layer(layers[0]):
+        raise CorruptFileError(
+            f"innermost rep/def layer is a list ({layer_name(layers[0])}); it must be an item layer"
+        )
+
+
+# ----------------------------------------------------------------------------------------
+# decoding
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class LayerInfo:
+    """One unravelled nesting level.
+
+    ``num_elements`` is the length of the Arrow array at this level; ``validity`` is a bool
+    per element (None: all valid); ``offsets`` (int64, ``num_elements + 1`` entries, starting
+    at 0) index the next-inner layer's elements and are set for list layers only.
+    """
+
+    kind: int
+    num_elements: int
+    validity: np.ndarray | None = None
+    offsets: np.ndarray | None = None
+
+    @property
+    def is_list(self) -> bool:
+        return is_list_layer(self.kind)
+
+
+@dataclass
+class Unraveled:
+    """Structure recovered from one page's levels: ``layers`` innermost first.
+
+    ``visible`` marks the level entries that own a value slot (None: every entry);
+    ``num_values`` (= ``layers[0].num_elements``) is how many values the page must hold.
+    """
+
+    layers: list[LayerInfo]
+    num_levels: int
+    num_values: int
+    visible: np.ndarray | None = None
+
+
+def _levels_array(levels: np.ndarray | None, what: str) -> np.ndarray | None:
+    if levels is None:
+        return None
+    arr = np.asarray(levels)
+    if arr.ndim != 1 or arr.dtype.kind not in "ui":
+        raise CorruptFileError(f"{what} levels must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+    return arr
+
+
+def unravel(
+    rep: np.ndarray | None,
+    def_: np.ndarray | None,
+    layers: list[int],
+    num_rows: int,
+    num_items: int | None = None,
+) -> Unraveled:
+    """Turn one page's rep/def levels into per-layer element counts, validity and offsets.
+
+    ``num_items`` is the level count when both ``rep`` and ``def_`` are absent (defaults
+    to ``num_rows``; without levels there are no lists so items are rows). Raises
+    ``CorruptFileError`` when levels and layers disagree (a level beyond what the layers
+    define, rep without lists, a first entry that does not start a row, a row count that
+    differs from ``num_rows``).
+    """
+    layers = [int(k) for k in layers]
+    _check_kinds(layers)
+    rep = _levels_array(rep, "repetition")
+    def_ = _levels_array(def_, "definition")
+    nlayers = len(layers)
+    ndef = [num_def_levels(k) for k in layers]
+    base = np.concatenate([[0], np.cumsum(ndef)]).astype(np.int64)  # base[k]: levels below k
+    max_def = int(base[-1])
+    list_flags = [is_list_layer(k) for k in layers]
+    n_lists = sum(list_flags)
+    lists_upto = np.cumsum(list_flags) if nlayers else np.zeros(0, np.int64)
+
+    if rep is not None and def_ is not None and len(rep) != len(def_):
+        raise CorruptFileError(f"{len(rep)} repetition levels but {len(def_)} definition levels")
+    if rep is not None:
+        n = len(rep)
+    elif def_ is not None:
+        n = len(def_)
+    else:
+        n = int(num_rows if num_items is None else num_items)
+    if n and def_ is not None:
+        top = int(def_.max())
+        if top > max_def:
+            raise CorruptFileError(
+                f"definition level {top} exceeds the maximum {max_def} of layers "
+                f"{[layer_name(k) for k in layers]}"
+            )
+    if n and rep is not None:
+        top = int(rep.max())
+        if top > n_lists:
+            raise CorruptFileError(
+                f"repetition level {top} exceeds the {n_lists} list layers of "
+                f"{[layer_name(k) for k in layers]}"
+            )
+        if int(rep[0]) != n_lists:
+            raise CorruptFileError(
+                f"first repetition level is {int(rep[0])}; a page must start a row (level {n_lists})"
+            )
+    if n and n_lists and rep is None:
+        raise CorruptFileError(f"layers {[layer_name(k) for k in layers]} have lists but the page has "
+                               "no repetition levels")
+    if nlayers == 0:
+        if n != num_rows:
+            raise CorruptFileError(f"{n} items without layers for {num_rows} rows")
+        return Unraveled([], n, n, None)
+
+    out: list[LayerInfo] = []
+    prev_start: np.ndarray | None = None  # element-start mask of layer k-1 (None: all)
+    visible: np.ndarray | None = None
+    for k, kind in enumerate(layers):
+        # Highest def value still visible at k: levels owned by layers below the next list
+        # layer above k (that list's own null/empty entries are visible at the list itself).
+        above = [m for m in range(k + 1, nlayers) if list_flags[m]]
+        thresh = int(base[above[0]]) if above else max_def
+        start: np.ndarray | None = None
+        if def_ is not None and thresh < max_def:
+            start = def_ <= thresh
+        if rep is not None and lists_upto[k] > 0:
+            r_ok = rep >= lists_upto[k]
+            start = r_ok if start is None else (start & r_ok)
+        idx = None if start is None else np.flatnonzero(start)
+        count = n if idx is None else len(idx)
+        if k == 0:
+            visible = start
+
+        validity = None
+        if kind not in _ALL_VALID_KINDS and def_ is not None:
+            d = def_ if idx is None else def_[idx]
+            validity = d <= base[k]
+            if kind == NULL_AND_EMPTY_LIST:
+                validity |= d == base[k] + 2
+
+        offsets = None
+        if list_flags[k]:
+            cum = np.empty(n + 1, np.int64)
+            cum[0] = 0
+            if prev_start is None:
+                cum[1:] = np.arange(1, n + 1, dtype=np.int64)
+            else:
+                np.cumsum(prev_start, out=cum[1:])
+            offsets = np.empty(count + 1, np.int64)
+            offsets[:-1] = cum[:-1] if idx is None else cum[idx]
+            offsets[-1] = cum[-1]
+        out.append(LayerInfo(kind, count, validity, offsets))
+        prev_start = start
+
+    if out[-1].num_elements != num_rows:
+        raise CorruptFileError(
+            f"levels describe {out[-1].num_elements} rows but the page has {num_rows} "
+            f"(layers {[layer_name(k) for k in layers]}, {n} levels)"
+        )
+    return Unraveled(out, n, out[0].num_elements, visible)
+
+
+def concat_unraveled(parts: list[Unraveled]) -> list[LayerInfo]:
+    """Join per-page results layer by layer (pages may use different layer kinds).
+
+    Validity stays None for a layer only when every page has it all valid; offsets are
+    shifted by the child counts of the preceding pages.
+    """
+    if not parts:
+        return []
+    nlayers = len(parts[0].layers)
+    for p in parts:
+        if len(p.layers) != nlayers:
+            raise CorruptFileError(f"pages of one column have {nlayers} and {len(p.layers)} rep/def layers")
+    if len(parts) == 1:
+        return list(parts[0].layers)
+    merged: list[LayerInfo] = []
+    for k in range(nlayers):
+        infos = [p.layers[k] for p in parts]
+        is_list = infos[0].is_list
+        if any(i.is_list != is_list for i in infos):
+            raise CorruptFileError(f"rep/def layer {k} is a list in some pages and an item in others")
+        count = sum(i.num_elements for i in infos)
+        validity = None
+        if any(i.validity is not None for i in infos):
+            validity = np.concatenate([
+                i.validity if i.validity is not None else np.ones(i.num_elements, bool) for i in infos
+            ])
+        offsets = None
+        if is_list:
+            pieces, shift = [np.zeros(1, np.int64)], 0
+            for i in infos:
+                pieces.append(i.offsets[1:] + shift)
+                shift += int(i.offsets[-1])
+            offsets = np.concatenate(pieces)
+        kinds = {i.kind for i in infos}
+        kind = infos[0].kind if len(kinds) == 1 else (
+            (NULLABLE_LIST if is_list else NULLABLE_ITEM) if validity is not None
+            else (ALL_VALID_LIST if is_list else ALL_VALID_ITEM))
+        merged.append(LayerInfo(kind, count, validity, offsets))
+    return merged
+
+
+# ----------------------------------------------------------------------------------------
+# encoding
+# ----------------------------------------------------------------------------------------
+
+
+@dataclass
+class LeafLevels:
+    """Levels of one leaf column, as a writer stores them in a page.
+
+    ``values`` holds the leaf items that own a value slot (visible items; null items keep
+    a slot), ``rep`` / ``def_`` are uint16 per level entry (None: no lists / all valid),
+    ``layers`` innermost first.
+    """
+
+    values: pa.Array
+    rep: np.ndarray | None
+    def_: np.ndarray | None
+    layers: list[int]
+    num_rows: int
+
+
+@dataclass
+class _Layer:
+    is_list: bool
+    has_null: bool = False
+    has_empty: bool = False
+
+
+@dataclass
+class _State:
+    """Per level-entry state while shredding outer -> inner.
+
+    ``rep_code``: 0 or 1 + ordinal (outermost first) of the outermost list started here.
+    ``def_code``: 0 or 1 + 2 * depth (+1 for "empty") of the outermost null/empty layer.
+    ``special``: the entry ended at an outer layer (null/empty list); ``idx``: element index
+    into the current layer's array for non-special entries.
+    """
+
+    rep_code: np.ndarray
+    def_code: np.ndarray
+    special: np.ndarray
+    idx: np.ndarray
+    layers: list[_Layer] = field(default_factory=list)
+    num_lists: int = 0
+
+
+def _validity_np(arr: pa.Array) -> np.ndarray:
+    """Logical validity (dictionary value nulls count; null type is all null)."""
+    if pa.types.is_null(arr.type):
+        return np.zeros(len(arr), bool)
+    if arr.null_count == 0 and not pa.types.is_dictionary(arr.type):
+        return np.ones(len(arr), bool)
+    return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _apply_item(state: _State, arr: pa.Array) -> None:
+    depth = len(state.layers)
+    live = np.flatnonzero(~state.special)
+    valid = _validity_np(arr)
+    dc = state.def_code
+    newly_null = live[(dc[live] == 0) & ~valid[state.idx[live]]]
+    if len(newly_null):
+        dc = dc.copy()
+        dc[newly_null] = 1 + 2 * depth
+        state.def_code = dc
+    state.layers.append(_Layer(False, has_null=bool(np.any(dc[live] != 0))))
+
+
+def _apply_list(state: _State, arr: pa.Array) -> None:
+    depth = len(state.layers)
+    ordinal = state.num_lists
+    state.num_lists += 1
+    offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    valid = _validity_np(arr)
+    special, idx = state.special, state.idx
+    live = np.flatnonzero(~special)
+    li = idx[live]
+    lengths = offs[li + 1] - offs[li]
+    masked = state.def_code[live] != 0
+    is_null = ~masked & ~valid[li]
+    is_empty = ~masked & valid[li] & (lengths == 0)
+    expand = ~masked & valid[li] & (lengths > 0)
+    layer = _Layer(True, has_null=bool(np.any(masked | is_null)), has_empty=bool(np.any(is_empty)))
+    state.layers.append(layer)
+
+    def_code = state.def_code.copy()
+    def_code[live[is_null]] = 1 + 2 * depth
+    def_code[live[is_empty]] = 2 + 2 * depth
+    counts = np.ones(len(special), np.int64)
+    counts[live[expand]] = lengths[expand]
+    total = int(counts.sum())
+    first = np.zeros(len(special), np.int64)
+    if len(counts) > 1:
+        np.cumsum(counts[:-1], out=first[1:])
+
+    rep_code = state.rep_code
+    head_rep = np.where(~special & (rep_code == 0), ordinal + 1, rep_code)
+    new_rep = np.zeros(total, np.int32)
+    new_rep[first] = head_rep
+    new_def = np.zeros(total, np.int32)
+    new_def[first] = def_code
+    ends_here = special.copy()
+    ends_here[live[~expand]] = True
+    new_special = np.zeros(total, bool)
+    new_special[first] = ends_here
+    start_val = np.zeros(len(special), np.int64)
+    start_val[live[expand]] = offs[li[expand]]
+    new_idx = np.repeat(start_val - first, counts) + np.arange(total, dtype=np.int64)
+    new_idx[new_special] = 0
+    state.rep_code, state.def_code, state.special, state.idx = new_rep, new_def, new_special, new_idx
+
+
+def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
+    outer_first = state.layers
+    nl = len(outer_first)
+    kinds_outer = []
+    for lay in outer_first:
+        if lay.is_list:
+            kinds_outer.append(
+                NULL_AND_EMPTY_LIST if lay.has_null and lay.has_empty else
+                NULLABLE_LIST if lay.has_null else EMPTYABLE_LIST if lay.has_empty else ALL_VALID_LIST)
+        else:
+            kinds_outer.append(NULLABLE_ITEM if lay.has_null else ALL_VALID_ITEM)
+    layers = kinds_outer[::-1]  # innermost first
+    ndef = [num_def_levels(k) for k in layers]
+    base = np.concatenate([[0], np.cumsum(ndef)]).astype(np.int64)
+    table = np.zeros(1 + 2 * nl, np.int64)
+    for p, kind in enumerate(kinds_outer):
+        b = int(base[nl - 1 - p])
+        if kind in (NULLABLE_ITEM, NULLABLE_LIST, NULL_AND_EMPTY_LIST):
+            table[1 + 2 * p] = b + 1
+        if kind == EMPTYABLE_LIST:
+            table[2 + 2 * p] = b + 1
+        elif kind == NULL_AND_EMPTY_LIST:
+            table[2 + 2 * p] = b + 2
+    n = len(state.def_code)
+    def_ = table[state.def_code].astype(np.uint16) if base[-1] > 0 and n else None
+    rep = None
+    if state.num_lists and n:
+        rc = state.rep_code
+        rep = np.where(rc == 0, 0, state.num_lists - (rc - 1)).astype(np.uint16)
+    live_idx = state.idx[~state.special]
+    if len(live_idx) and np.array_equal(live_idx, np.arange(live_idx[0], live_idx[0] + len(live_idx))):
+        values = arr.slice(int(live_idx[0]), len(live_idx))
+    else:
+        values = arr.take(pa.array(live_idx, pa.int64()))
+    return LeafLevels(values, rep, def_, layers, num_rows)
+
+
+def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, out: list[LeafLevels]) -> None:
+    from lance_spark_ops.encoding.structural import _map_entries, is_single_leaf
+
+    dt = node_field.type
+    if is_single_leaf(node_field):
+        _apply_item(state, arr)
+        out.append(_finish_leaf(state, arr, num_rows))
+        return
+    if pa.types.is_struct(dt):
+        _apply_item(state, arr)
+        for i in range(dt.num_fields):
+            child = _State(state.rep_code, state.def_code, state.special, state.idx,
+                           list(state.layers), state.num_lists)
+            _shred(dt.field(i), arr.field(i), child, num_rows, out)
+        return
+    if pa.types.is_map(dt):
+        _apply_list(state, arr)
+        _shred(_map_entries(dt), arr.values, state, num_rows, out)
+        return
+    if pa.types.is_list(dt) or pa.types.is_large_list(dt):
+        _apply_list(state, arr)
+        _shred(dt.value_field, arr.values, state, num_rows, out)
+        return
+    raise AssertionError(f"unhandled type {dt}")  # is_single_leaf covers every other type
+
+
+def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None = None) -> list[LeafLevels]:
+    """Shred an Arrow array into one ``LeafLevels`` per leaf column, depth-first.
+
+    Leaves follow ``structural.leaf_fields``: struct children in order, a list's item, a
+    map's key then value; fixed-size lists, dictionaries, packed structs (field metadata
+    ``lance-encoding:packed``) and blobs are single leaves. Layer kinds and def numbering
+    follow Lance's ``RepDefBuilder`` for the whole array as one page.
+    """
+    if isinstance(array, pa.ChunkedArray):
+        array = array.combine_chunks() if array.num_chunks != 1 else array.chunk(0)
+    if field is None:
+        field = pa.field("", array.type)
+    n = len(array)
+    state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool), np.arange(n, dtype=np.int64))
+    out: list[LeafLevels] = []
+    _shred(field, array, state, n, out)
+    return out

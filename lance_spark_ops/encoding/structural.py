@@ -1,0 +1,241 @@
+"""Leaf columns (pages of values + rep/def levels) -> one nested Arrow array (2.1+ files).
+
+In file versions 2.1+ a top-level field is stored as one column per *leaf*; structs and
+lists own no column: their validity and offsets travel in every leaf's rep/def levels
+(one ``RepDefLayer`` per nesting level, innermost first). Leaves are enumerated
+depth-first as Lance does (rust/lance-core/src/datatypes/field.rs, encoder.rs):
+
+* struct -> its children in order (an empty struct is one leaf of its own);
+* list / large_list -> its item; map -> list<struct<key, value>>: key leaf, then value leaf;
+* fixed_size_list, dictionary, packed structs (metadata ``lance-encoding:packed`` /
+  ``packed`` = "true"), blobs (``lance-encoding:blob``) and primitives are single leaves.
+
+``build_array`` unravels each leaf's pages (``repdef.unravel``), turns the values into the
+leaf Arrow array (``arrow.block_to_arrow``), then wraps structs and lists around them,
+taking each struct's / list's validity and offsets from the first leaf beneath it (all
+leaves under a node carry the same information for it, as in Lance's struct decoder).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.encoding.arrow import block_num_values, block_to_arrow, validity_buffer
+from lance_spark_ops.encoding.page import PageData
+from lance_spark_ops.encoding.repdef import (
+    ALL_VALID_ITEM,
+    ALL_VALID_LIST,
+    LayerInfo,
+    concat_unraveled,
+    is_list_layer,
+    layer_name,
+    unravel,
+)
+from lance_spark_ops.errors import CorruptFileError
+
+PACKED_KEYS = (b"lance-encoding:packed", b"packed")
+BLOB_KEY = b"lance-encoding:blob"
+_I32_MAX = 2**31 - 1
+
+
+def is_packed_struct(field: pa.Field) -> bool:
+    """Struct stored row-major in one column (metadata value "true", any case, as Lance)."""
+    meta = field.metadata or {}
+    return pa.types.is_struct(field.type) and any(meta.get(k, b"").lower() == b"true" for k in PACKED_KEYS)
+
+
+def is_blob(field: pa.Field) -> bool:
+    """Field marked as a blob (metadata key present, any value, as Lance)."""
+    return BLOB_KEY in (field.metadata or {})
+
+
+def _storage(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
+
+
+def is_single_leaf(field: pa.Field) -> bool:
+    """Whether the field is stored as exactly one column with no nested rep/def layers."""
+    dt = _storage(field.type)
+    if pa.types.is_struct(dt):
+        return dt.num_fields == 0 or is_packed_struct(field) or is_blob(field)
+    return not (pa.types.is_list(dt) or pa.types.is_large_list(dt) or pa.types.is_map(dt))
+
+
+def _map_entries(dt: pa.MapType) -> pa.Field:
+    return pa.field("entries", pa.struct([dt.key_field, dt.item_field]), nullable=False)
+
+
+def _children(field: pa.Field) -> list[pa.Field]:
+    dt = _storage(field.type)
+    if pa.types.is_map(dt):
+        return [_map_entries(dt)]
+    if pa.types.is_list(dt) or pa.types.is_large_list(dt):
+        return [dt.value_field]
+    return [dt.field(i) for i in range(dt.num_fields)]
+
+
+def leaf_fields(field: pa.Field) -> list[pa.Field]:
+    """The field's leaf columns in file order (depth-first)."""
+    if is_single_leaf(field):
+        return [field]
+    out: list[pa.Field] = []
+    for child in _children(field):
+        out.extend(leaf_fields(child))
+    return out
+
+
+def field_leaf_count(field: pa.Field) -> int:
+    """Number of file columns (2.1+) the field occupies."""
+    return len(leaf_fields(field))
+
+
+def leaf_paths(field: pa.Field) -> list[list[pa.Field]]:
+    """For each leaf, the fields from ``field`` (outermost) down to the leaf: one per layer."""
+    if is_single_leaf(field):
+        return [[field]]
+    return [[field, *p] for child in _children(field) for p in leaf_paths(child)]
+
+
+@dataclass
+class _Leaf:
+    layers: list[LayerInfo]  # innermost first, concatenated over pages
+    values: pa.Array
+
+
+def _is_list_field(f: pa.Field) -> bool:
+    dt = _storage(f.type)
+    return pa.types.is_list(dt) or pa.types.is_large_list(dt) or pa.types.is_map(dt)
+
+
+def _page_layers(page: PageData, path: list[pa.Field], where: str) -> list[int]:
+    layers = [int(k) for k in page.layers]
+    want_list = [_is_list_field(f) for f in reversed(path)]  # innermost first
+    if not layers:
+        if any(want_list) or page.rep is not None or page.def_ is not None:
+            raise CorruptFileError(f"{where}: page has rep/def levels or lists but no layer descriptions")
+        return [ALL_VALID_ITEM] * len(path)
+    if len(layers) != len(path):
+        raise CorruptFileError(
+            f"{where}: page has {len(layers)} rep/def layers, the field nests {len(path)} levels deep")
+    for k, (kind, is_list) in enumerate(zip(layers, want_list)):
+        if is_list_layer(kind) != is_list:
+            raise CorruptFileError(
+                f"{where}: layer {k} is {layer_name(kind)} but the field has a "
+                f"{'list' if is_list else 'struct/item'} there")
+    return layers
+
+
+def _empty_layers(path: list[pa.Field]) -> list[LayerInfo]:
+    out = []
+    for f in reversed(path):
+        if _is_list_field(f):
+            out.append(LayerInfo(ALL_VALID_LIST, 0, None, np.zeros(1, np.int64)))
+        else:
+            out.append(LayerInfo(ALL_VALID_ITEM, 0, None, None))
+    return out
+
+
+def _leaf_array(page: PageData, leaf: pa.Field, n: int, validity: np.ndarray | None, where: str) -> pa.Array:
+    dt = leaf.type
+    storage = _storage(dt)
+    if pa.types.is_struct(storage) and storage.num_fields == 0:
+        # Lance reads empty structs back as all-valid rows whatever the levels say.
+        arr = pa.Array.from_buffers(storage, n, [None], children=[])
+    elif pa.types.is_null(storage) or page.values is None:
+        arr = pa.nulls(n, storage)
+    else:
+        have = block_num_values(page.values)
+        if have != n:
+            raise CorruptFileError(f"{where}: levels describe {n} values but the page decoded {have}")
+        arr = block_to_arrow(page.values, storage, validity, page.dictionary)
+    if storage is not dt:
+        arr = pa.ExtensionArray.from_storage(dt, arr)
+    return arr
+
+
+def _decode_leaf(path: list[pa.Field], pages: list[PageData], col: int) -> _Leaf:
+    leaf = path[-1]
+    if not pages:
+        return _Leaf(_empty_layers(path), pa.array([], leaf.type))
+    parts, arrays = [], []
+    for i, page in enumerate(pages):
+        where = f"leaf {col} ({leaf.name!r}) page {i}"
+        layers = _page_layers(page, path, where)
+        try:
+            u = unravel(page.rep, page.def_, layers, int(page.num_rows))
+        except CorruptFileError as e:
+            raise CorruptFileError(f"{where}: {e}") from e
+        parts.append(u)
+        arrays.append(_leaf_array(page, leaf, u.num_values, u.layers[0].validity, where))
+    values = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
+    return _Leaf(concat_unraveled(parts), values)
+
+
+def _layer_at(leaf: _Leaf, depth: int) -> LayerInfo:
+    return leaf.layers[len(leaf.layers) - 1 - depth]
+
+
+def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.Array, _Leaf]:
+    """Array for ``field`` at nesting ``depth`` and the first leaf beneath it."""
+    if is_single_leaf(field):
+        leaf = next(leaves)
+        return leaf.values, leaf
+    dt = field.type
+    storage = _storage(dt)
+    kids = [_assemble(c, depth + 1, leaves) for c in _children(field)]
+    first = kids[0][1]
+    info = _layer_at(first, depth)
+    n = info.num_elements
+    vbuf = validity_buffer(info.validity)
+    if pa.types.is_struct(storage):
+        for (arr, _), c in zip(kids, _children(field)):
+            if len(arr) != n:
+                raise CorruptFileError(f"struct {field.name!r}: child {c.name!r} has {len(arr)} values, "
+                                       f"the struct has {n} (leaf columns disagree)")
+        arr = pa.Array.from_buffers(storage, n, [vbuf], children=[a for a, _ in kids])
+    else:
+        child = kids[0][0]
+        offsets = info.offsets
+        if offsets is None or len(offsets) != n + 1:
+            raise CorruptFileError(f"list {field.name!r}: no offsets for {n} lists")
+        if int(offsets[-1]) != len(child):
+            raise CorruptFileError(f"list {field.name!r}: offsets end at {int(offsets[-1])}, "
+                                   f"items hold {len(child)} values")
+        if pa.types.is_large_list(storage):
+            obuf = pa.py_buffer(offsets)
+        else:
+            if int(offsets[-1]) > _I32_MAX:
+                raise CorruptFileError(f"list {field.name!r}: {int(offsets[-1])} items overflow 32-bit offsets")
+            obuf = pa.py_buffer(offsets.astype(np.int32))
+        if pa.types.is_map(storage):
+            # Arrow requires non-null map entries; the entries layer is all-valid in Lance.
+            if child.null_count:
+                child = pa.Array.from_buffers(child.type, len(child), [None],
+                                              children=[child.field(i) for i in range(child.type.num_fields)])
+        arr = pa.Array.from_buffers(storage, n, [vbuf, obuf], children=[child])
+    if storage is not dt:
+        arr = pa.ExtensionArray.from_storage(dt, arr)
+    return arr, first
+
+
+def build_array(field: pa.Field, leaves: list[list[PageData]]) -> pa.Array:
+    """Assemble the Arrow array of one top-level ``field`` from its leaf columns.
+
+    ``leaves[i]`` holds leaf ``i``'s pages in row order (leaf order as ``leaf_fields``).
+    All leaves must describe the same rows; any disagreement between levels, layers,
+    value counts and the field's shape raises ``CorruptFileError``.
+    """
+    paths = leaf_paths(field)
+    if len(leaves) != len(paths):
+        raise CorruptFileError(f"field {field.name!r} has {len(paths)} leaf columns, got {len(leaves)}")
+    decoded = [_decode_leaf(path, pages, i) for i, (path, pages) in enumerate(zip(paths, leaves))]
+    rows = {_layer_at(leaf, 0).num_elements for leaf in decoded}
+    if len(rows) > 1:
+        raise CorruptFileError(f"field {field.name!r}: leaf columns hold different row counts {sorted(rows)}")
+    it = iter(decoded)
+    arr, _ = _assemble(field, 0, it)
+    return arr

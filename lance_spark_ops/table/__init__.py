@@ -1,0 +1,1 @@
+"""Table format: manifests, fragments, deletion files, row ids, and scanning datasets."""

@@ -1,0 +1,298 @@
+"""``Dataset``: open one version of a Lance dataset and scan it.
+
+Opening lists ``_versions/`` once (the naming scheme and every version come from that one
+listing; ``latest_version_hint.json`` is not trusted), reads the chosen manifest file whole
+and parses it (``table.format.manifest``). A reader feature flag this library does not know
+makes ``open`` fail with UnsupportedError, as the table format demands of readers.
+
+Scans go fragment by fragment in manifest order (``table.scan``): deleted rows are dropped,
+columns stitched across data files by field id, ``_rowid`` / ``_rowaddr`` appended after the
+data columns, matching pylance's ``to_table(with_row_id=True, with_row_address=True)``.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator, Sequence
+from datetime import datetime
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError
+from lance_spark_ops.file.schema import LanceField, LanceSchema
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
+from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
+from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
+from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
+from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
+from lance_spark_ops.table.format.transaction import Transaction
+from lance_spark_ops.table.paths import (
+    VERSIONS_DIR,
+    ManifestNamingScheme,
+    deletion_file_path,
+    external_file_path,
+    scan_versions,
+)
+from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
+from lance_spark_ops.table.scan import FragmentScan, output_schema
+
+DEFAULT_BATCH_ROWS = 64 * 1024
+
+
+class Dataset:
+    """One version of a Lance dataset. Build with ``Dataset.open``."""
+
+    def __init__(self, store: ObjectStore, manifest_file: ManifestFile, naming_scheme: ManifestNamingScheme,
+                 manifest_name: str) -> None:
+        self.store = store
+        self.manifest_file = manifest_file
+        self.naming_scheme = naming_scheme
+        self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
+
+    # -- opening ---------------------------------------------------------
+    @classmethod
+    def open(cls, uri: str, version: int | None = None,
+             storage_options: dict[str, Any] | None = None) -> Dataset:
+        """Open the latest version (or ``version``). NotFoundError if either does not exist."""
+        store = ObjectStore(uri, storage_options or {})
+        scheme, versions = _list_versions(store)
+        if scheme is None or not versions:
+            raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
+        if version is None:
+            version = max(versions)
+        elif version not in versions:
+            raise NotFoundError(f"version {version} does not exist (versions {min(versions)}..{max(versions)})",
+                                path=store.uri(""))
+        name = versions[version]
+        rel = f"{VERSIONS_DIR}/{name}"
+        path = store.uri(rel)
+        mf = parse_manifest_file(store.read(rel), path)
+        if mf.manifest.version != version:
+            raise CorruptFileError(f"manifest file for version {version} holds version {mf.manifest.version}",
+                                   path=path)
+        check_readable(mf.manifest.reader_feature_flags, path)
+        return cls(store, mf, scheme, name)
+
+    def checkout(self, version: int) -> Dataset:
+        return Dataset.open(self.uri, version, self.store.storage_options)
+
+    # -- metadata --------------------------------------------------------
+    @property
+    def uri(self) -> str:
+        return self.store.root
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.manifest_file.manifest
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @property
+    def timestamp(self) -> datetime:
+        return self.manifest.timestamp
+
+    @property
+    def lance_schema(self) -> LanceSchema:
+        return self.manifest.schema
+
+    @property
+    def schema(self) -> pa.Schema:
+        return self.manifest.schema.to_arrow()
+
+    @property
+    def fragments(self) -> list[DataFragment]:
+        return self.manifest.fragments
+
+    @property
+    def next_row_id(self) -> int:
+        return self.manifest.next_row_id
+
+    @property
+    def max_fragment_id(self) -> int | None:
+        return self.manifest.fragment_max_id()
+
+    @property
+    def data_storage_version(self) -> str:
+        return self.manifest.data_storage_version
+
+    @property
+    def config(self) -> dict[str, str]:
+        return self.manifest.config
+
+    @property
+    def table_metadata(self) -> dict[str, str]:
+        return self.manifest.table_metadata
+
+    @property
+    def reader_feature_flags(self) -> int:
+        return self.manifest.reader_feature_flags
+
+    @property
+    def writer_feature_flags(self) -> int:
+        return self.manifest.writer_feature_flags
+
+    @property
+    def uses_stable_row_ids(self) -> bool:
+        return self.manifest.uses_stable_row_ids
+
+    @property
+    def transaction(self) -> Transaction | None:
+        """The transaction that made this version (inline copy in the manifest file)."""
+        return self.manifest_file.transaction
+
+    def check_writable(self) -> None:
+        """UnsupportedError if the manifest has a writer flag this library does not know."""
+        check_writable(self.manifest.writer_feature_flags, self.store.uri(self.manifest_path))
+
+    def versions(self) -> list[int]:
+        """Every version present now (one listing), ascending."""
+        return sorted(_list_versions(self.store)[1])
+
+    def latest_version(self) -> int:
+        versions = self.versions()
+        if not versions:
+            raise NotFoundError("no manifests left in _versions/", path=self.store.uri(VERSIONS_DIR))
+        return versions[-1]
+
+    def count_rows(self) -> int:
+        """Live rows, from fragment metadata (deletion files are read when counts are missing)."""
+        total = 0
+        for f in self.fragments:
+            n = f.num_rows
+            if n is None:
+                n = int(self._keep(f, self._physical_rows(f)).sum())
+            total += n
+        return total
+
+    # -- per-fragment metadata -------------------------------------------------
+    def _read_external(self, ext: ExternalFile, what: str) -> bytes:
+        rel = external_file_path(ext, what, self.store.uri(self.manifest_path))
+        data = self.store.read_range(rel, ext.offset, ext.size)
+        if len(data) != ext.size:
+            raise CorruptFileError(f"{what}: wanted {ext.size} bytes at {ext.offset}, got {len(data)}",
+                                   path=self.store.uri(rel))
+        return data
+
+    def row_id_sequence(self, fragment: DataFragment) -> RowIdSequence | None:
+        """The fragment's row-id sequence (None when the dataset has no stable row ids)."""
+        meta = fragment.row_id_meta
+        if meta is None:
+            if self.uses_stable_row_ids:
+                raise CorruptFileError(f"fragment {fragment.id} has no row ids but the dataset uses stable "
+                                       "row ids", path=self.store.uri(self.manifest_path))
+            return None
+        data = self._read_external(meta, "row-id sequence") if isinstance(meta, ExternalFile) else meta
+        return RowIdSequence.from_bytes(data, self.store.uri(self.manifest_path))
+
+    def row_ids(self, fragment: DataFragment) -> np.ndarray | None:
+        """Row ids of every physical row of the fragment, or None (ids are row addresses)."""
+        seq = self.row_id_sequence(fragment) if self.uses_stable_row_ids else None
+        return None if seq is None else decode_row_ids(seq)
+
+    def _versions_of(self, fragment: DataFragment, which: str) -> np.ndarray | None:
+        meta = getattr(fragment, f"{which}_version_meta")
+        if meta is None:
+            return None
+        data = self._read_external(meta, f"{which} versions") if isinstance(meta, ExternalFile) else meta
+        return decode_versions(RowDatasetVersionSequence.from_bytes(data, self.store.uri(self.manifest_path)))
+
+    def created_at_versions(self, fragment: DataFragment) -> np.ndarray | None:
+        return self._versions_of(fragment, "created_at")
+
+    def last_updated_at_versions(self, fragment: DataFragment) -> np.ndarray | None:
+        return self._versions_of(fragment, "last_updated_at")
+
+    def deleted_offsets(self, fragment: DataFragment) -> np.ndarray:
+        return deleted_offsets(self.store, fragment)
+
+    def _keep(self, fragment: DataFragment, physical_rows: int) -> np.ndarray:
+        deleted = self.deleted_offsets(fragment)
+        where = None
+        if fragment.deletion_file is not None:
+            where = self.store.uri(deletion_file_path(fragment.id, fragment.deletion_file))
+        return keep_mask(deleted, physical_rows, where)
+
+    def _physical_rows(self, fragment: DataFragment) -> int:
+        if fragment.physical_rows is not None:
+            return fragment.physical_rows
+        return FragmentScan(self.store, fragment, [], row_ids=None, keep=None, with_row_id=False,
+                            with_row_address=False).num_rows
+
+    # -- scanning ----------------------------------------------------------
+    def _fields(self, columns: Sequence[str] | None) -> list[LanceField]:
+        tops = self.manifest.schema.fields
+        if columns is None:
+            return list(tops)
+        if isinstance(columns, str):
+            raise InvalidInputError(f"columns must be a list of names, got the string {columns!r}")
+        by_name = {f.name: f for f in tops}
+        missing = [c for c in columns if c not in by_name]
+        if missing:
+            raise NotFoundError(f"no column(s) {missing} in the dataset (columns: {list(by_name)})",
+                                path=self.uri)
+        return [by_name[c] for c in columns]
+
+    def _select_fragments(self, fragment_ids: Sequence[int] | None) -> list[DataFragment]:
+        if fragment_ids is None:
+            return list(self.fragments)
+        by_id = {f.id: f for f in self.fragments}
+        missing = [i for i in fragment_ids if i not in by_id]
+        if missing:
+            raise NotFoundError(f"no fragment(s) {missing} in version {self.version}", path=self.uri)
+        return [by_id[i] for i in fragment_ids]
+
+    def output_schema(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
+                      with_row_address: bool = False) -> pa.Schema:
+        return output_schema(self._fields(columns), with_row_id, with_row_address,
+                             self.manifest.schema.metadata)
+
+    def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
+                      with_row_id: bool = False, with_row_address: bool = False,
+                      batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Live rows of one fragment in batches of at most ``batch_rows`` physical rows."""
+        if batch_rows <= 0:
+            raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
+        fields = self._fields(columns)
+        row_ids = self.row_ids(frag) if with_row_id else None
+        scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
+                            with_row_id=with_row_id, with_row_address=with_row_address)
+        n = scan.num_rows
+        if row_ids is not None and len(row_ids) != n:
+            raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
+                                   path=self.store.uri(self.manifest_path))
+        scan.row_ids = row_ids
+        scan.keep = self._keep(frag, n) if frag.deletion_file is not None else None
+        schema = self.output_schema(columns, with_row_id, with_row_address)
+        for batch in scan.batches(batch_rows):
+            yield batch.replace_schema_metadata(schema.metadata)
+
+    def iter_fragment_batches(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
+                              with_row_address: bool = False, fragment_ids: Sequence[int] | None = None,
+                              batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+        """Batches of every selected fragment, fragments in manifest order."""
+        self._fields(columns)  # fail on bad names before any I/O
+        for frag in self._select_fragments(fragment_ids):
+            yield from self.scan_fragment(frag, columns, with_row_id, with_row_address, batch_rows)
+
+    def to_table(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
+                 with_row_address: bool = False, fragment_ids: Sequence[int] | None = None) -> pa.Table:
+        """All live rows of the selected fragments (default: all) as one table."""
+        schema = self.output_schema(columns, with_row_id, with_row_address)
+        batches = []
+        for frag in self._select_fragments(fragment_ids):
+            rows = frag.physical_rows or DEFAULT_BATCH_ROWS
+            batches.extend(self.scan_fragment(frag, columns, with_row_id, with_row_address, max(rows, 1)))
+        return pa.Table.from_batches(batches, schema=schema)
+
+    def __repr__(self) -> str:
+        return (f"Dataset({self.uri!r}, version={self.version}, fragments={len(self.fragments)}, "
+                f"format={self.data_storage_version})")
+
+
+def _list_versions(store: ObjectStore) -> tuple[ManifestNamingScheme | None, dict[int, str]]:
+    return scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))

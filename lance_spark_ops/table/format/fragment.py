@@ -1,0 +1,217 @@
+"""Fragment spec objects: ``DataFragment``, ``DataFile``, ``DeletionFile``, ``ExternalFile``.
+
+A fragment is a set of rows (``physical_rows`` of them, deleted ones included) whose columns
+live in one or more data files under ``data/``. Each ``DataFile`` lists the dataset field ids
+it stores (``fields``) and, per field, the column of the file that holds it
+(``column_indices``; ``-1`` = the field has no column of its own, e.g. a struct in file
+version 2.1+). A field id of ``-2`` is a tombstone: the column was dropped or replaced and must
+be skipped. Fields stored in no data file read as nulls.
+
+The optional deletion file names the deleted row offsets
+(``_deletions/{fragment_id}-{read_version}-{id}.{arrow|bin}``). Under stable row ids the
+fragment carries a serialized ``RowIdSequence`` (inline bytes or an ``ExternalFile`` slice
+relative to the dataset root) and per-row created-at / last-updated-at version sequences.
+
+Plain dataclasses with exact ``from_pb`` / ``to_pb`` so that commits can copy fragments from
+one manifest to the next unchanged. No I/O here.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from enum import IntEnum
+from typing import Union
+
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError
+
+TOMBSTONE_FIELD_ID = -2
+
+
+class DeletionFileType(IntEnum):
+    """``DeletionFile.file_type``; the value is the protobuf enum number."""
+
+    ARROW_ARRAY = 0
+    BITMAP = 1
+
+    @property
+    def suffix(self) -> str:
+        return "arrow" if self is DeletionFileType.ARROW_ARRAY else "bin"
+
+
+@dataclass(frozen=True)
+class ExternalFile:
+    """``size`` bytes at ``offset`` of ``path`` (relative to the dataset root)."""
+
+    path: str
+    offset: int
+    size: int
+
+    @classmethod
+    def from_pb(cls, pb: table_pb2.ExternalFile) -> ExternalFile:
+        return cls(pb.path, pb.offset, pb.size)
+
+    def to_pb(self) -> table_pb2.ExternalFile:
+        return table_pb2.ExternalFile(path=self.path, offset=self.offset, size=self.size)
+
+
+# Inline serialized protobuf bytes, a slice of an external file, or absent.
+SequenceMeta = Union[bytes, ExternalFile, None]
+
+
+@dataclass
+class DataFile:
+    """One data file of a fragment. ``path`` is relative to ``data/``."""
+
+    path: str
+    fields: list[int]
+    column_indices: list[int] = field(default_factory=list)
+    file_major_version: int = 2
+    file_minor_version: int = 2
+    file_size_bytes: int | None = None
+    base_id: int | None = None
+
+    @property
+    def file_version(self) -> str:
+        """``"2.0"``, ``"2.1"``, ``"2.2"`` ...; legacy v1 files (0.1 / 0.2) are ``"0.x"``."""
+        if self.file_major_version == 0 and self.file_minor_version == 3:
+            return "2.0"  # 2.0 files record their version as 0.3
+        return f"{self.file_major_version}.{self.file_minor_version}"
+
+    @property
+    def is_legacy(self) -> bool:
+        """A pre-2.0 (v1) Lance file."""
+        return self.file_major_version == 0 and self.file_minor_version < 3
+
+    def field_columns(self) -> dict[int, int]:
+        """Live field id -> column index (tombstones and ``-1`` entries left out)."""
+        return {f: c for f, c in zip(self.fields, self.column_indices)
+                if f != TOMBSTONE_FIELD_ID and c >= 0}
+
+    def validate(self, where: str) -> None:
+        if not self.is_legacy and len(self.fields) != len(self.column_indices):
+            raise CorruptFileError(f"data file lists {len(self.fields)} fields but "
+                                   f"{len(self.column_indices)} column indices", path=where)
+
+    @classmethod
+    def from_pb(cls, pb: table_pb2.DataFile) -> DataFile:
+        return cls(
+            path=pb.path,
+            fields=list(pb.fields),
+            column_indices=list(pb.column_indices),
+            file_major_version=pb.file_major_version,
+            file_minor_version=pb.file_minor_version,
+            file_size_bytes=pb.file_size_bytes or None,
+            base_id=pb.base_id if pb.HasField("base_id") else None,
+        )
+
+    def to_pb(self) -> table_pb2.DataFile:
+        pb = table_pb2.DataFile(
+            path=self.path,
+            fields=self.fields,
+            column_indices=self.column_indices,
+            file_major_version=self.file_major_version,
+            file_minor_version=self.file_minor_version,
+            file_size_bytes=self.file_size_bytes or 0,
+        )
+        if self.base_id is not None:
+            pb.base_id = self.base_id
+        return pb
+
+
+@dataclass
+class DeletionFile:
+    """Deleted row offsets of one fragment; ``num_deleted_rows`` None = unknown (stored 0)."""
+
+    file_type: DeletionFileType
+    read_version: int
+    id: int
+    num_deleted_rows: int | None = None
+    base_id: int | None = None
+
+    @classmethod
+    def from_pb(cls, pb: table_pb2.DeletionFile) -> DeletionFile:
+        try:
+            kind = DeletionFileType(pb.file_type)
+        except ValueError:
+            raise CorruptFileError(f"unknown deletion file type {pb.file_type}") from None
+        return cls(kind, pb.read_version, pb.id, pb.num_deleted_rows or None,
+                   pb.base_id if pb.HasField("base_id") else None)
+
+    def to_pb(self) -> table_pb2.DeletionFile:
+        pb = table_pb2.DeletionFile(file_type=int(self.file_type), read_version=self.read_version,
+                                    id=self.id, num_deleted_rows=self.num_deleted_rows or 0)
+        if self.base_id is not None:
+            pb.base_id = self.base_id
+        return pb
+
+
+def _seq_from_pb(pb: table_pb2.DataFragment, oneof: str) -> SequenceMeta:
+    which = pb.WhichOneof(oneof)
+    if which is None:
+        return None
+    value = getattr(pb, which)
+    return bytes(value) if which.startswith("inline") else ExternalFile.from_pb(value)
+
+
+def _seq_to_pb(pb: table_pb2.DataFragment, meta: SequenceMeta, inline: str, external: str) -> None:
+    if isinstance(meta, ExternalFile):
+        getattr(pb, external).CopyFrom(meta.to_pb())
+    elif meta is not None:
+        setattr(pb, inline, meta)
+
+
+@dataclass
+class DataFragment:
+    """A fragment of a dataset version."""
+
+    id: int
+    files: list[DataFile] = field(default_factory=list)
+    deletion_file: DeletionFile | None = None
+    physical_rows: int | None = None
+    row_id_meta: SequenceMeta = None
+    last_updated_at_version_meta: SequenceMeta = None
+    created_at_version_meta: SequenceMeta = None
+
+    @property
+    def num_deleted_rows(self) -> int | None:
+        if self.deletion_file is None:
+            return 0
+        return self.deletion_file.num_deleted_rows
+
+    @property
+    def num_rows(self) -> int | None:
+        """Live rows, when both the physical and the deleted counts are known."""
+        deleted = self.num_deleted_rows
+        if self.physical_rows is None or deleted is None:
+            return None
+        return self.physical_rows - deleted
+
+    @classmethod
+    def from_pb(cls, pb: table_pb2.DataFragment) -> DataFragment:
+        where = f"fragment {pb.id}"
+        try:
+            deletion = DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None
+        except CorruptFileError as e:
+            raise CorruptFileError(f"{where}: {e}") from e
+        return cls(
+            id=pb.id,
+            files=[DataFile.from_pb(f) for f in pb.files],
+            deletion_file=deletion,
+            physical_rows=pb.physical_rows or None,
+            row_id_meta=_seq_from_pb(pb, "row_id_sequence"),
+            last_updated_at_version_meta=_seq_from_pb(pb, "last_updated_at_version_sequence"),
+            created_at_version_meta=_seq_from_pb(pb, "created_at_version_sequence"),
+        )
+
+    def to_pb(self) -> table_pb2.DataFragment:
+        pb = table_pb2.DataFragment(id=self.id, files=[f.to_pb() for f in self.files],
+                                    physical_rows=self.physical_rows or 0)
+        if self.deletion_file is not None:
+            pb.deletion_file.CopyFrom(self.deletion_file.to_pb())
+        _seq_to_pb(pb, self.row_id_meta, "inline_row_ids", "external_row_ids")
+        _seq_to_pb(pb, self.last_updated_at_version_meta, "inline_last_updated_at_versions",
+                   "external_last_updated_at_versions")
+        _seq_to_pb(pb, self.created_at_version_meta, "inline_created_at_versions",
+                   "external_created_at_versions")
+        return pb

@@ -1,0 +1,297 @@
+"""The ``Manifest`` of one dataset version and the bytes of a manifest file.
+
+Manifest file layout (``_versions/*.manifest``), as pylance 14 writes it::
+
+    [u32 len][IndexSection protobuf]      optional; Manifest.index_section = its offset
+    [u32 len][Transaction protobuf]       optional; Manifest field 23 = its offset
+    [u32 len][Manifest protobuf]
+    i64 manifest offset, u16 0, u16 2, b"LANC"          (16-byte footer)
+
+All integers little-endian; every section starts with its u32 length and nothing sits between
+the manifest and the footer (readers check ``len == file size - 16 - offset - 4``). Older
+writers recorded the transaction offset in field 21 (``transaction_section``); both are read,
+field 23 is written. Example: a dataset written once with no index is
+``[u32 211][txn][u32 558][manifest][i64 215][0][2]LANC``.
+
+``Manifest`` is a plain dataclass with exact ``from_pb`` / ``to_pb`` so that a commit can take
+the previous version's manifest, change fragments / schema / counters with
+``dataclasses.replace`` and serialize it again. No I/O here.
+"""
+
+from __future__ import annotations
+
+import struct
+from dataclasses import dataclass, field
+from datetime import datetime, timezone
+from typing import Any
+
+from google.protobuf.message import DecodeError
+
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError, SchemaError
+from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
+from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
+from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.transaction import Transaction
+
+MAGIC = b"LANC"
+FOOTER = struct.Struct("<qHH4s")
+FOOTER_SIZE = FOOTER.size  # 16
+FOOTER_MAJOR, FOOTER_MINOR = 0, 2
+_U32 = struct.Struct("<I")
+
+
+@dataclass(frozen=True)
+class WriterVersion:
+    library: str
+    version: str
+    prerelease: str | None = None
+    build_metadata: str | None = None
+
+
+@dataclass(frozen=True)
+class DataStorageFormat:
+    file_format: str = "lance"
+    version: str = "2.2"
+
+
+@dataclass
+class Manifest:
+    """Everything a dataset version is: schema, fragments, counters, flags, config."""
+
+    schema: LanceSchema
+    fragments: list[DataFragment]
+    version: int
+    timestamp_nanos: int = 0
+    reader_feature_flags: int = 0
+    writer_feature_flags: int = 0
+    max_fragment_id: int | None = None
+    next_row_id: int = 0
+    data_storage_format: DataStorageFormat = field(default_factory=DataStorageFormat)
+    config: dict[str, str] = field(default_factory=dict)
+    table_metadata: dict[str, str] = field(default_factory=dict)
+    writer_version: WriterVersion | None = None
+    transaction_file: str | None = None  # name under _transactions/
+    index_section: int | None = None  # file offset of the IndexSection
+    transaction_offset: int | None = None  # field 23: file offset of the inline transaction
+    transaction_section: int | None = None  # field 21, older writers
+    version_aux_data: int = 0
+    tag: str = ""
+    branch: str | None = None
+    base_paths: list[Any] = field(default_factory=list)  # table_pb2.BasePath
+
+    # -- derived -----------------------------------------------------------
+    @property
+    def uses_stable_row_ids(self) -> bool:
+        return bool(self.reader_feature_flags & FLAG_STABLE_ROW_IDS)
+
+    @property
+    def timestamp(self) -> datetime:
+        return datetime.fromtimestamp(self.timestamp_nanos / 1e9, tz=timezone.utc)
+
+    @property
+    def data_storage_version(self) -> str:
+        return self.data_storage_format.version
+
+    @property
+    def inline_transaction_offset(self) -> int | None:
+        return self.transaction_offset if self.transaction_offset is not None else self.transaction_section
+
+    def max_field_id(self) -> int:
+        return max((f.id for f in self.schema.walk()), default=-1)
+
+    def fragment_max_id(self) -> int | None:
+        """``max_fragment_id`` or, for old manifests without it, the largest fragment id."""
+        if self.max_fragment_id is not None:
+            return self.max_fragment_id
+        return max((f.id for f in self.fragments), default=None)
+
+    def fragment(self, fragment_id: int) -> DataFragment:
+        for f in self.fragments:
+            if f.id == fragment_id:
+                return f
+        raise KeyError(fragment_id)
+
+    # -- protobuf ------------------------------------------------------------
+    @classmethod
+    def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None) -> Manifest:
+        try:
+            schema = schema_from_pb(list(pb.fields), dict(pb.schema_metadata))
+        except SchemaError as e:
+            raise CorruptFileError(f"manifest schema: {e}", path=path) from e
+        try:
+            fragments = [DataFragment.from_pb(f) for f in pb.fragments]
+        except CorruptFileError as e:
+            raise CorruptFileError(str(e), path=path) from e
+        wv = None
+        if pb.HasField("writer_version"):
+            w = pb.writer_version
+            wv = WriterVersion(w.library, w.version, w.prerelease if w.HasField("prerelease") else None,
+                               w.build_metadata if w.HasField("build_metadata") else None)
+        fmt = DataStorageFormat(pb.data_format.file_format, pb.data_format.version) \
+            if pb.HasField("data_format") else _infer_format(fragments)
+        ts = pb.timestamp.seconds * 1_000_000_000 + pb.timestamp.nanos if pb.HasField("timestamp") else 0
+
+        def opt(name: str) -> int | None:
+            return getattr(pb, name) if pb.HasField(name) else None
+
+        return cls(
+            schema=schema,
+            fragments=fragments,
+            version=pb.version,
+            timestamp_nanos=ts,
+            reader_feature_flags=pb.reader_feature_flags,
+            writer_feature_flags=pb.writer_feature_flags,
+            max_fragment_id=opt("max_fragment_id"),
+            next_row_id=pb.next_row_id,
+            data_storage_format=fmt,
+            config=dict(pb.config),
+            table_metadata=dict(pb.table_metadata),
+            writer_version=wv,
+            transaction_file=pb.transaction_file or None,
+            index_section=opt("index_section"),
+            transaction_offset=opt("transaction_offset"),
+            transaction_section=opt("transaction_section"),
+            version_aux_data=pb.version_aux_data,
+            tag=pb.tag,
+            branch=pb.branch if pb.HasField("branch") else None,
+            base_paths=list(pb.base_paths),
+        )
+
+    def to_pb(self) -> table_pb2.Manifest:
+        pb = table_pb2.Manifest(
+            fields=schema_to_pb(self.schema),
+            fragments=[f.to_pb() for f in self.fragments],
+            version=self.version,
+            version_aux_data=self.version_aux_data,
+            tag=self.tag,
+            reader_feature_flags=self.reader_feature_flags,
+            writer_feature_flags=self.writer_feature_flags,
+            transaction_file=self.transaction_file or "",
+            next_row_id=self.next_row_id,
+            base_paths=self.base_paths,
+        )
+        for k, v in self.schema.metadata.items():
+            pb.schema_metadata[k.decode()] = v
+        if self.timestamp_nanos:
+            pb.timestamp.seconds, pb.timestamp.nanos = divmod(self.timestamp_nanos, 1_000_000_000)
+        if self.writer_version is not None:
+            w = self.writer_version
+            pb.writer_version.library, pb.writer_version.version = w.library, w.version
+            if w.prerelease is not None:
+                pb.writer_version.prerelease = w.prerelease
+            if w.build_metadata is not None:
+                pb.writer_version.build_metadata = w.build_metadata
+        pb.data_format.file_format = self.data_storage_format.file_format
+        pb.data_format.version = self.data_storage_format.version
+        pb.config.update(self.config)
+        pb.table_metadata.update(self.table_metadata)
+        for name in ("max_fragment_id", "index_section", "transaction_offset", "transaction_section",
+                     "branch"):
+            value = getattr(self, name)
+            if value is not None:
+                setattr(pb, name, value)
+        return pb
+
+
+def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
+    """Old manifests without ``data_format``: the data files' version (legacy if none)."""
+    for frag in fragments:
+        for f in frag.files:
+            return DataStorageFormat("lance", "0.1" if f.is_legacy else f.file_version)
+    return DataStorageFormat("lance", "0.1")
+
+
+@dataclass
+class ManifestFile:
+    """A parsed manifest file: the manifest plus the raw sections stored before it."""
+
+    manifest: Manifest
+    transaction_bytes: bytes | None = None
+    index_section_bytes: bytes | None = None
+    path: str | None = None
+
+    @property
+    def transaction(self) -> Transaction | None:
+        """The inline transaction, parsed (None when the file has none)."""
+        if self.transaction_bytes is None:
+            return None
+        return Transaction.from_bytes(self.transaction_bytes, self.path)
+
+    @property
+    def index_section(self) -> table_pb2.IndexSection | None:
+        if self.index_section_bytes is None:
+            return None
+        return _parse_pb(table_pb2.IndexSection, self.index_section_bytes, "index section", self.path)
+
+
+def _parse_pb(cls: Any, data: bytes, what: str, path: str | None) -> Any:
+    msg = cls()
+    try:
+        msg.ParseFromString(data)
+    except DecodeError as e:
+        raise CorruptFileError(f"{what} does not parse: {e}", path=path) from e
+    return msg
+
+
+def _section(data: bytes, offset: int, what: str, path: str | None, limit: int) -> bytes:
+    """The length-prefixed message at ``offset``; it must end at or before ``limit``."""
+    if offset < 0 or offset + 4 > limit:
+        raise CorruptFileError(f"{what} offset {offset} lies outside the first {limit} bytes of the file",
+                               path=path)
+    (n,) = _U32.unpack_from(data, offset)
+    if offset + 4 + n > limit:
+        raise CorruptFileError(f"{what} at {offset} claims {n} bytes, past byte {limit}", path=path)
+    return bytes(data[offset + 4 : offset + 4 + n])
+
+
+def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> ManifestFile:
+    """Parse a whole manifest file; any inconsistency raises CorruptFileError with ``path``."""
+    size = len(data)
+    if size < FOOTER_SIZE + 4:
+        raise CorruptFileError(f"manifest file is {size} bytes, expected at least {FOOTER_SIZE + 4}",
+                               path=path)
+    pos, _major, _minor, magic = FOOTER.unpack_from(data, size - FOOTER_SIZE)
+    if magic != MAGIC:
+        raise CorruptFileError(f"manifest footer magic is {magic!r}, expected {MAGIC!r}", path=path)
+    end = size - FOOTER_SIZE
+    if not 0 <= pos <= end - 4:
+        raise CorruptFileError(f"manifest offset {pos} lies outside the file ({size} bytes)", path=path)
+    (n,) = _U32.unpack_from(data, pos)
+    if n != end - pos - 4:
+        raise CorruptFileError(f"manifest at {pos} records {n} bytes but {end - pos - 4} precede the footer",
+                               path=path)
+    pb = _parse_pb(table_pb2.Manifest, bytes(data[pos + 4 : end]), "manifest", path)
+    manifest = Manifest.from_pb(pb, path)
+    txn = idx = None
+    if manifest.inline_transaction_offset is not None:
+        txn = _section(data, manifest.inline_transaction_offset, "inline transaction", path, pos)
+    if manifest.index_section is not None:
+        idx = _section(data, manifest.index_section, "index section", path, pos)
+    return ManifestFile(manifest, txn, idx, path)
+
+
+def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes | None = None,
+                            index_section: table_pb2.IndexSection | None = None) -> bytes:
+    """Bytes of a manifest file: [index section] [transaction] manifest footer.
+
+    The section offsets are written into ``manifest`` (``index_section``, field 23; field 21
+    cleared) before it is serialized, as Lance's ``write_manifest`` does.
+    """
+    out = bytearray()
+    manifest.index_section = None
+    manifest.transaction_offset = None
+    manifest.transaction_section = None
+    if index_section is not None:
+        manifest.index_section = len(out)
+        body = index_section.SerializeToString()
+        out += _U32.pack(len(body)) + body
+    if transaction is not None:
+        manifest.transaction_offset = len(out)
+        body = transaction if isinstance(transaction, bytes) else transaction.to_bytes()
+        out += _U32.pack(len(body)) + body
+    pos = len(out)
+    body = manifest.to_pb().SerializeToString()
+    out += _U32.pack(len(body)) + body
+    out += FOOTER.pack(pos, FOOTER_MAJOR, FOOTER_MINOR, MAGIC)
+    return bytes(out)

@@ -1,0 +1,315 @@
+"""Typed views of the ``Transaction`` protobuf (``transaction.proto``).
+
+A transaction records what one commit did; it is stored as a raw protobuf both in
+``_transactions/{read_version}-{uuid}.txn`` and inline in the manifest file (pylance 14 writes
+the same bytes to both). Readers use it for conflict checks and to rebuild a manifest on retry.
+
+Each operation is a small dataclass with fragments as ``DataFragment`` and schemas as
+``LanceSchema``; parts this library does not interpret (index metadata, config-update maps,
+clone / base-path details) stay protobuf messages so that ``to_pb(from_pb(x)) == x``. An
+operation this library does not know is kept as ``UnknownOperation`` (the commit protocol
+treats it as a conflict).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Union
+
+from google.protobuf.message import DecodeError
+
+from lance_spark_ops._pb import transaction_pb2
+from lance_spark_ops.errors import CorruptFileError, SchemaError
+from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
+from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+
+PbTransaction = transaction_pb2.Transaction
+
+
+def _frags(pbs: Any) -> list[DataFragment]:
+    return [DataFragment.from_pb(f) for f in pbs]
+
+
+def _frags_pb(frags: list[DataFragment]) -> list[Any]:
+    return [f.to_pb() for f in frags]
+
+
+def _schema(fields: Any, metadata: Any) -> LanceSchema | None:
+    if not len(fields):
+        return None
+    return schema_from_pb(list(fields), dict(metadata))
+
+
+def _schema_into(msg: Any, schema: LanceSchema | None, with_metadata: bool = True) -> None:
+    if schema is None:
+        return
+    msg.schema.extend(schema_to_pb(schema))
+    if with_metadata:
+        for k, v in schema.metadata.items():
+            msg.schema_metadata[k.decode()] = v
+
+
+@dataclass
+class Append:
+    fragments: list[DataFragment]
+
+
+@dataclass
+class Delete:
+    updated_fragments: list[DataFragment]
+    deleted_fragment_ids: list[int]
+    predicate: str = ""
+
+
+@dataclass
+class Overwrite:
+    fragments: list[DataFragment]
+    schema: LanceSchema | None
+    config_upsert_values: dict[str, str] = field(default_factory=dict)
+    initial_bases: list[Any] = field(default_factory=list)  # table_pb2.BasePath
+
+
+@dataclass
+class CreateIndex:
+    new_indices: list[Any]  # table_pb2.IndexMetadata
+    removed_indices: list[Any]
+
+
+@dataclass
+class RewriteGroup:
+    old_fragments: list[DataFragment]
+    new_fragments: list[DataFragment]
+
+
+@dataclass
+class Rewrite:
+    """Compaction: each group replaces ``old_fragments`` by ``new_fragments``.
+
+    Old writers put one group's worth in the top-level ``old_fragments`` / ``new_fragments``;
+    those are kept in ``legacy_group``.
+    """
+
+    groups: list[RewriteGroup]
+    rewritten_indices: list[Any] = field(default_factory=list)  # Transaction.Rewrite.RewrittenIndex
+    legacy_group: RewriteGroup | None = None
+
+    def all_groups(self) -> list[RewriteGroup]:
+        return ([self.legacy_group] if self.legacy_group else []) + self.groups
+
+
+@dataclass
+class Merge:
+    fragments: list[DataFragment]
+    schema: LanceSchema | None
+
+
+@dataclass
+class Project:
+    schema: LanceSchema | None
+
+
+@dataclass
+class Restore:
+    version: int
+
+
+@dataclass
+class ReserveFragments:
+    num_fragments: int
+
+
+@dataclass
+class Update:
+    removed_fragment_ids: list[int]
+    updated_fragments: list[DataFragment]
+    new_fragments: list[DataFragment]
+    fields_modified: list[int] = field(default_factory=list)
+    fields_for_preserving_frag_bitmap: list[int] = field(default_factory=list)
+    update_mode: int = 0  # Transaction.UpdateMode: REWRITE_ROWS = 0, REWRITE_COLUMNS = 1
+
+
+@dataclass
+class DataReplacementGroup:
+    fragment_id: int
+    new_file: DataFile
+
+
+@dataclass
+class DataReplacement:
+    replacements: list[DataReplacementGroup]
+
+
+@dataclass
+class UpdateConfig:
+    pb: Any  # Transaction.UpdateConfig, kept as is
+
+
+@dataclass
+class Clone:
+    pb: Any  # Transaction.Clone
+
+
+@dataclass
+class UpdateBases:
+    pb: Any  # Transaction.UpdateBases
+
+
+@dataclass
+class UnknownOperation:
+    """An operation missing from our protos (or none at all); ``raw`` is the whole message."""
+
+    raw: bytes
+
+
+Operation = Union[Append, Delete, Overwrite, CreateIndex, Rewrite, Merge, Project, Restore,
+                  ReserveFragments, Update, DataReplacement, UpdateConfig, Clone, UpdateBases,
+                  UnknownOperation]
+
+
+def _op_from_pb(pb: PbTransaction) -> Operation:
+    kind = pb.WhichOneof("operation")
+    op = getattr(pb, kind) if kind else None
+    if kind == "append":
+        return Append(_frags(op.fragments))
+    if kind == "delete":
+        return Delete(_frags(op.updated_fragments), list(op.deleted_fragment_ids), op.predicate)
+    if kind == "overwrite":
+        return Overwrite(_frags(op.fragments), _schema(op.schema, op.schema_metadata),
+                         dict(op.config_upsert_values), list(op.initial_bases))
+    if kind == "create_index":
+        return CreateIndex(list(op.new_indices), list(op.removed_indices))
+    if kind == "rewrite":
+        legacy = (RewriteGroup(_frags(op.old_fragments), _frags(op.new_fragments))
+                  if len(op.old_fragments) or len(op.new_fragments) else None)
+        groups = [RewriteGroup(_frags(g.old_fragments), _frags(g.new_fragments)) for g in op.groups]
+        return Rewrite(groups, list(op.rewritten_indices), legacy)
+    if kind == "merge":
+        return Merge(_frags(op.fragments), _schema(op.schema, op.schema_metadata))
+    if kind == "project":
+        return Project(_schema(op.schema, {}))
+    if kind == "restore":
+        return Restore(op.version)
+    if kind == "reserve_fragments":
+        return ReserveFragments(op.num_fragments)
+    if kind == "update":
+        return Update(list(op.removed_fragment_ids), _frags(op.updated_fragments), _frags(op.new_fragments),
+                      list(op.fields_modified), list(op.fields_for_preserving_frag_bitmap), op.update_mode)
+    if kind == "data_replacement":
+        return DataReplacement([DataReplacementGroup(g.fragment_id, DataFile.from_pb(g.new_file))
+                                for g in op.replacements])
+    if kind == "update_config":
+        return UpdateConfig(op)
+    if kind == "clone":
+        return Clone(op)
+    if kind == "update_bases":
+        return UpdateBases(op)
+    return UnknownOperation(pb.SerializeToString())
+
+
+def _op_into(pb: PbTransaction, op: Operation) -> None:
+    if isinstance(op, Append):
+        pb.append.fragments.extend(_frags_pb(op.fragments))
+        pb.append.SetInParent()
+    elif isinstance(op, Delete):
+        pb.delete.SetInParent()
+        pb.delete.updated_fragments.extend(_frags_pb(op.updated_fragments))
+        pb.delete.deleted_fragment_ids.extend(op.deleted_fragment_ids)
+        pb.delete.predicate = op.predicate
+    elif isinstance(op, Overwrite):
+        pb.overwrite.SetInParent()
+        pb.overwrite.fragments.extend(_frags_pb(op.fragments))
+        _schema_into(pb.overwrite, op.schema)
+        pb.overwrite.config_upsert_values.update(op.config_upsert_values)
+        pb.overwrite.initial_bases.extend(op.initial_bases)
+    elif isinstance(op, CreateIndex):
+        pb.create_index.SetInParent()
+        pb.create_index.new_indices.extend(op.new_indices)
+        pb.create_index.removed_indices.extend(op.removed_indices)
+    elif isinstance(op, Rewrite):
+        pb.rewrite.SetInParent()
+        if op.legacy_group is not None:
+            pb.rewrite.old_fragments.extend(_frags_pb(op.legacy_group.old_fragments))
+            pb.rewrite.new_fragments.extend(_frags_pb(op.legacy_group.new_fragments))
+        for g in op.groups:
+            pb.rewrite.groups.add(old_fragments=_frags_pb(g.old_fragments), new_fragments=_frags_pb(g.new_fragments))
+        pb.rewrite.rewritten_indices.extend(op.rewritten_indices)
+    elif isinstance(op, Merge):
+        pb.merge.SetInParent()
+        pb.merge.fragments.extend(_frags_pb(op.fragments))
+        _schema_into(pb.merge, op.schema)
+    elif isinstance(op, Project):
+        pb.project.SetInParent()
+        _schema_into(pb.project, op.schema, with_metadata=False)
+    elif isinstance(op, Restore):
+        pb.restore.version = op.version
+        pb.restore.SetInParent()
+    elif isinstance(op, ReserveFragments):
+        pb.reserve_fragments.num_fragments = op.num_fragments
+        pb.reserve_fragments.SetInParent()
+    elif isinstance(op, Update):
+        u = pb.update
+        u.SetInParent()
+        u.removed_fragment_ids.extend(op.removed_fragment_ids)
+        u.updated_fragments.extend(_frags_pb(op.updated_fragments))
+        u.new_fragments.extend(_frags_pb(op.new_fragments))
+        u.fields_modified.extend(op.fields_modified)
+        u.fields_for_preserving_frag_bitmap.extend(op.fields_for_preserving_frag_bitmap)
+        u.update_mode = op.update_mode
+    elif isinstance(op, DataReplacement):
+        pb.data_replacement.SetInParent()
+        for g in op.replacements:
+            pb.data_replacement.replacements.add(fragment_id=g.fragment_id, new_file=g.new_file.to_pb())
+    elif isinstance(op, UpdateConfig):
+        pb.update_config.CopyFrom(op.pb)
+    elif isinstance(op, Clone):
+        pb.clone.CopyFrom(op.pb)
+    elif isinstance(op, UpdateBases):
+        pb.update_bases.CopyFrom(op.pb)
+    else:
+        raise TypeError(f"cannot serialize operation {op!r}")
+
+
+@dataclass
+class Transaction:
+    """One commit's intent: the version it read, a uuid, and the operation."""
+
+    read_version: int
+    uuid: str
+    operation: Operation
+    tag: str = ""
+    transaction_properties: dict[str, str] = field(default_factory=dict)
+
+    @property
+    def file_name(self) -> str:
+        """Name under ``_transactions/``."""
+        return f"{self.read_version}-{self.uuid}.txn"
+
+    @property
+    def operation_name(self) -> str:
+        return type(self.operation).__name__
+
+    @classmethod
+    def from_pb(cls, pb: PbTransaction) -> Transaction:
+        return cls(pb.read_version, pb.uuid, _op_from_pb(pb), pb.tag, dict(pb.transaction_properties))
+
+    def to_pb(self) -> PbTransaction:
+        if isinstance(self.operation, UnknownOperation):
+            return PbTransaction.FromString(self.operation.raw)
+        pb = PbTransaction(read_version=self.read_version, uuid=self.uuid, tag=self.tag)
+        pb.transaction_properties.update(self.transaction_properties)
+        _op_into(pb, self.operation)
+        return pb
+
+    @classmethod
+    def from_bytes(cls, data: bytes, path: str | None = None) -> Transaction:
+        pb = PbTransaction()
+        try:
+            pb.ParseFromString(bytes(data))
+            return cls.from_pb(pb)
+        except DecodeError as e:
+            raise CorruptFileError(f"transaction does not parse: {e}", path=path) from e
+        except (CorruptFileError, SchemaError) as e:
+            raise CorruptFileError(f"transaction: {e}", path=path) from e
+
+    def to_bytes(self) -> bytes:
+        return self.to_pb().SerializeToString()

@@ -1,0 +1,323 @@
+"""Scan one fragment: stitch its data files by field id, drop deleted rows, add row ids.
+
+Which column of which data file holds a dataset field comes from the manifest only:
+``DataFile.fields[i]`` is stored in column ``DataFile.column_indices[i]`` of that file (``-1``:
+no column of its own; field id ``-2``: tombstone, skipped). File columns are numbered as
+Lance's ``ReaderProjection::from_whole_schema`` numbers them over the *file's* schema: pre-order,
+every field in 2.0, only leaves in 2.1+, a packed struct is one column (children skipped).
+
+To find the file field that corresponds to a dataset field we take any field of its subtree
+that has a column, find the file field owning that column, and climb as many levels as the
+dataset field sits above it (example, 2.1: dataset ``l: list<item>`` has no column, ``item``
+(id 5) is column 3; the owner of column 3 is the file's ``item``, one level up is its list).
+That file field's top-level ancestor is read through ``LanceFileReader`` and the nested value is
+taken out and conformed to the dataset type: renamed, struct children matched the same way
+(children in no file read as nulls), other differences cast. A struct whose children are
+spread over several files is assembled child by child. Fields in no data file are all-null.
+
+Deleted rows are removed per batch. ``_rowid`` is the fragment's row-id sequence at the row's
+offset under stable row ids, else the row address ``(fragment_id << 32) | offset``;
+``_rowaddr`` is always the address. Both are ``uint64`` and come after the data columns.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Union
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.schema import LanceField
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.paths import data_file_path
+
+ROW_ID = "_rowid"
+ROW_ADDR = "_rowaddr"
+_PACKED_KEYS = (b"packed", b"lance-encoding:packed")
+
+
+def output_schema(fields: list[LanceField], with_row_id: bool, with_row_address: bool,
+                  metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
+    """Dataset fields, then ``_rowid`` and ``_rowaddr`` (``uint64``) when asked for."""
+    out = [f.to_arrow() for f in fields]
+    if with_row_id:
+        out.append(pa.field(ROW_ID, pa.uint64()))
+    if with_row_address:
+        out.append(pa.field(ROW_ADDR, pa.uint64()))
+    return pa.schema(out, metadata=metadata or None)
+
+
+def _open_reader(store: ObjectStore, rel: str) -> LanceFileReader:
+    return LanceFileReader(rel, store=store)
+
+
+def is_packed(node: LanceField) -> bool:
+    return any(node.metadata.get(k, b"").lower() == b"true" for k in _PACKED_KEYS)
+
+
+def column_owners(fields: list[LanceField], version: str) -> list[LanceField]:
+    """File field owning each column, in column order (``from_whole_schema``)."""
+    owners: list[LanceField] = []
+    structural = version != "2.0"
+
+    def visit(node: LanceField) -> None:
+        if is_packed(node):
+            owners.append(node)
+            return
+        if not node.children or not structural:
+            owners.append(node)
+        for c in node.children:
+            visit(c)
+
+    for f in fields:
+        visit(f)
+    return owners
+
+
+def _walk_depth(node: LanceField, depth: int = 0) -> Iterator[tuple[int, LanceField]]:
+    yield depth, node
+    for c in node.children:
+        yield from _walk_depth(c, depth + 1)
+
+
+class FileView:
+    """One opened data file with the dataset-field -> file-field mapping."""
+
+    def __init__(self, data_file: DataFile, reader: LanceFileReader, where: str) -> None:
+        self.reader = reader
+        self.where = where
+        self.colmap = data_file.field_columns()
+        schema = reader.metadata.schema
+        self.owners = column_owners(schema.fields, reader.version)
+        self.parent: dict[int, LanceField | None] = {}
+        for top in schema.fields:
+            self.parent[id(top)] = None
+            for node in top.walk():
+                for c in node.children:
+                    self.parent[id(c)] = node
+
+    def covers(self, dnode: LanceField) -> bool:
+        return any(n.id in self.colmap for n in dnode.walk())
+
+    def counterpart(self, dnode: LanceField) -> LanceField | None:
+        """The file field holding ``dnode`` (None if no field of its subtree is in this file)."""
+        for depth, n in _walk_depth(dnode):
+            col = self.colmap.get(n.id)
+            if col is None:
+                continue
+            if col >= len(self.owners):
+                raise CorruptFileError(f"manifest maps field {n.id} to column {col} but the file has "
+                                       f"{len(self.owners)} columns", path=self.where)
+            node: LanceField | None = self.owners[col]
+            for _ in range(depth):
+                node = self.parent.get(id(node)) if node is not None else None
+            if node is None:
+                raise CorruptFileError(f"field {dnode.name!r} (id {dnode.id}) does not fit the file schema "
+                                       f"at column {col}", path=self.where)
+            return node
+        return None
+
+    def path_of(self, fnode: LanceField) -> tuple[str, list[int]]:
+        """Top-level column name and struct child indices leading to ``fnode``."""
+        path: list[int] = []
+        node = fnode
+        while (up := self.parent.get(id(node))) is not None:
+            if up.logical_type != "struct":
+                raise UnsupportedError(f"field {fnode.name!r} sits inside a {up.logical_type!r} of the "
+                                       "file and cannot be read on its own", path=self.where)
+            path.append(next(i for i, c in enumerate(up.children) if c is node))
+            node = up
+        return node.name, path[::-1]
+
+    def conform(self, arr: pa.Array, fnode: LanceField, dnode: LanceField) -> pa.Array:
+        """``arr`` (file field ``fnode``) as the dataset type of ``dnode``."""
+        target = dnode.arrow_type()
+        if arr.type == target:
+            return arr
+        if dnode.logical_type == "struct" and pa.types.is_struct(arr.type) and not is_packed(dnode):
+            children = []
+            for dc in dnode.children:
+                fc = self.counterpart(dc)
+                if fc is None or self.parent.get(id(fc)) is not fnode:
+                    children.append(pa.nulls(len(arr), dc.arrow_type()))
+                else:
+                    idx = next(i for i, c in enumerate(fnode.children) if c is fc)
+                    children.append(self.conform(arr.field(idx), fc, dc))
+            mask = pc.invert(arr.is_valid()) if arr.null_count else None
+            return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+        try:
+            return arr.cast(target)
+        except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+            raise CorruptFileError(f"field {dnode.name!r} is {arr.type} in the file, the dataset says {target}",
+                                   path=self.where) from e
+
+
+@dataclass
+class _Nulls:
+    type: pa.DataType
+
+
+@dataclass
+class _FromFile:
+    file: int
+    top: str
+    path: list[int]
+    fnode: LanceField
+    dnode: LanceField
+
+
+@dataclass
+class _StructOf:
+    dnode: LanceField
+    children: list[_Plan]
+    validity: _FromFile
+
+
+_Plan = Union[_Nulls, _FromFile, _StructOf]
+
+
+class FragmentScan:
+    """Batches of one fragment with the given dataset fields (+ row id / address columns)."""
+
+    def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
+                 row_ids: np.ndarray | None, keep: np.ndarray | None,
+                 with_row_id: bool, with_row_address: bool) -> None:
+        """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
+        ``keep``: live-row mask over the physical rows (None: nothing deleted)."""
+        self.store = store
+        self.fragment = fragment
+        self.fields = fields
+        self.row_ids = row_ids
+        self.keep = keep
+        self.with_row_id = with_row_id
+        self.with_row_address = with_row_address
+        self.schema = output_schema(fields, with_row_id, with_row_address)
+        self.views: dict[int, FileView] = {}
+        self.plans = [self._plan(f) for f in fields]
+        self.num_rows = self._physical_rows()
+
+    # -- planning --------------------------------------------------------
+    def _view(self, k: int) -> FileView:
+        if k not in self.views:
+            df = self.fragment.files[k]
+            rel = data_file_path(df, f"fragment {self.fragment.id}")
+            where = self.store.uri(rel)
+            if df.is_legacy:
+                raise UnsupportedError(f"legacy (v1, file version {df.file_version}) data files are not "
+                                       "supported", path=where)
+            df.validate(where)
+            try:
+                reader = _open_reader(self.store, rel)
+            except NotFoundError as e:
+                raise NotFoundError(f"data file of fragment {self.fragment.id} is missing", path=where) from e
+            self.views[k] = FileView(df, reader, where)
+        return self.views[k]
+
+    def _covering(self, dnode: LanceField) -> list[int]:
+        ids = {n.id for n in dnode.walk()}
+        return [k for k, df in enumerate(self.fragment.files) if ids & df.field_columns().keys()]
+
+    def _plan(self, dnode: LanceField) -> _Plan:
+        files = self._covering(dnode)
+        if not files:
+            return _Nulls(dnode.arrow_type())
+        if len(files) == 1 or dnode.logical_type != "struct" or is_packed(dnode):
+            if len(files) > 1:
+                raise UnsupportedError(f"field {dnode.name!r} (id {dnode.id}) is split over "
+                                       f"{len(files)} data files of fragment {self.fragment.id}")
+            return self._from_file(files[0], dnode)
+        children = [self._plan(c) for c in dnode.children]
+        return _StructOf(dnode, children, self._from_file(files[0], dnode))
+
+    def _from_file(self, k: int, dnode: LanceField) -> _FromFile:
+        view = self._view(k)
+        fnode = view.counterpart(dnode)
+        if fnode is None:  # _covering found a column of this subtree in file k
+            raise CorruptFileError(f"field {dnode.name!r} not found in the data file", path=view.where)
+        top, path = view.path_of(fnode)
+        return _FromFile(k, top, path, fnode, dnode)
+
+    def _physical_rows(self) -> int:
+        declared = self.fragment.physical_rows
+        counts = {k: v.reader.num_rows for k, v in self.views.items()}
+        if declared is None:
+            if not counts and self.fragment.files:
+                counts[0] = self._view(0).reader.num_rows
+            declared = next(iter(counts.values()), 0)
+        for k, n in counts.items():
+            if n != declared:
+                raise CorruptFileError(f"data file has {n} rows, fragment {self.fragment.id} has {declared}",
+                                       path=self.views[k].where)
+        return declared
+
+    # -- execution -------------------------------------------------------
+    def _eval(self, plan: _Plan, batches: dict[int, pa.RecordBatch], n: int) -> pa.Array:
+        if isinstance(plan, _Nulls):
+            return pa.nulls(n, plan.type)
+        if isinstance(plan, _FromFile):
+            arr = batches[plan.file].column(plan.top)
+            for i in plan.path:
+                arr = arr.field(i)
+            return self.views[plan.file].conform(arr, plan.fnode, plan.dnode)
+        children = [self._eval(c, batches, n) for c in plan.children]
+        holder = self._eval(plan.validity, batches, n)
+        mask = pc.invert(holder.is_valid()) if holder.null_count else None
+        return pa.StructArray.from_arrays(children, fields=list(plan.dnode.arrow_type()), mask=mask)
+
+    def _file_columns(self) -> dict[int, list[str]]:
+        need: dict[int, list[str]] = {}
+
+        def collect(plan: _Plan) -> None:
+            if isinstance(plan, _FromFile):
+                names = need.setdefault(plan.file, [])
+                if plan.top not in names:
+                    names.append(plan.top)
+            elif isinstance(plan, _StructOf):
+                collect(plan.validity)
+                for c in plan.children:
+                    collect(c)
+
+        for p in self.plans:
+            collect(p)
+        return need
+
+    def batches(self, batch_rows: int) -> Iterator[pa.RecordBatch]:
+        """Live rows in physical order, in batches of at most ``batch_rows`` physical rows."""
+        n_total = self.num_rows
+        need = self._file_columns()
+        iters = {k: self.views[k].reader.iter_batches(cols, batch_rows) for k, cols in need.items()}
+        frag_base = np.uint64(self.fragment.id) << np.uint64(32)
+        for start in range(0, n_total, batch_rows):
+            stop = min(start + batch_rows, n_total)
+            n = stop - start
+            batches = {}
+            for k, it in iters.items():
+                b = next(it, None)
+                if b is None or b.num_rows != n:
+                    raise CorruptFileError(f"data file yielded {0 if b is None else b.num_rows} rows for "
+                                           f"rows {start}..{stop}", path=self.views[k].where)
+                batches[k] = b
+            keep = None if self.keep is None else self.keep[start:stop]
+            if keep is not None and not keep.any():
+                continue
+            arrays = [self._eval(p, batches, n) for p in self.plans]
+            if self.with_row_id or self.with_row_address:
+                addr = np.arange(start, stop, dtype=np.uint64) | frag_base
+                if self.with_row_id:
+                    ids = addr if self.row_ids is None else self.row_ids[start:stop]
+                    arrays.append(pa.array(ids, pa.uint64()))
+                if self.with_row_address:
+                    arrays.append(pa.array(addr, pa.uint64()))
+            if arrays:
+                batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+            else:  # no columns at all: keep the row count
+                batch = pa.record_batch([pa.nulls(n)], names=["_"]).drop_columns(["_"])
+            if keep is not None and not keep.all():
+                batch = batch.filter(pa.array(keep))
+            yield batch
