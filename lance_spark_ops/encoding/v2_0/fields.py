@@ -40,6 +40,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
 from lance_spark_ops.encoding.v2_0.arrays import concat, fixed_bit_width, validity_buffer
 from lance_spark_ops.encoding.v2_0.buffers import ColumnPages
 from lance_spark_ops.encoding.v2_0.physical import decode_array, decode_ints
@@ -232,7 +233,7 @@ def _decode_list(field: pa.Field, cols: list[ColumnPages], i: int, start: int, s
     return pa.Array.from_buffers(dt, len(lengths), [validity_buffer(valid), off_buf], children=[items])
 
 
-def _list_msg(col: ColumnPages, page: int):  # -> pb.List
+def _list_msg(col: ColumnPages, page: int) -> pb.List:
     enc = col.encoding(page)
     kind = enc.WhichOneof("array_encoding")
     if kind != "list":
