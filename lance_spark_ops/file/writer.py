@@ -1,0 +1,206 @@
+"""``LanceFileWriter``: stream Arrow data into a Lance 2.0 / 2.1 / 2.2 data file.
+
+No row groups: each top-level field buffers its own rows and flushes a page (one per
+column of the field) once it holds ``page_bytes`` of Arrow data, so memory is bounded by the
+page buffers, not by the file. Encoding is delegated to ``encoding`` (2.1+: rep/def +
+layout/compression strategy; 2.0: the legacy encoders); this module only batches rows and
+lays out the container (``container_writer``).
+"""
+
+from __future__ import annotations
+
+from types import TracebackType
+from typing import Any
+
+import pyarrow as pa
+
+from lance_spark_ops._pb import file_pb2
+from lance_spark_ops.encoding.page import EncodedPage
+from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, UnsupportedError
+from lance_spark_ops.file.columns import column_ranges
+from lance_spark_ops.file.container_writer import ContainerWriter
+from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
+from lance_spark_ops.io.storage import ObjectStore
+
+DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
+VERSION_ALIASES = {"stable": "2.2", "2.0": "2.0", "2.1": "2.1", "2.2": "2.2"}
+UNSUPPORTED_VERSIONS = {
+    "next": "'next' resolves to the unstable 2.3 format, which this library does not write",
+    "2.3": "2.3 is an unstable format this library does not write",
+    "legacy": "the legacy v1 (0.1) format is not supported",
+    "0.1": "the legacy v1 (0.1) format is not supported",
+}
+
+
+def resolve_version(version: str | None) -> str:
+    v = (version or "2.2").lower()
+    if v in UNSUPPORTED_VERSIONS:
+        raise UnsupportedError(UNSUPPORTED_VERSIONS[v])
+    if v not in VERSION_ALIASES:
+        raise InvalidInputError(f"unknown file version {version!r}; use 2.0, 2.1, 2.2 or stable")
+    return VERSION_ALIASES[v]
+
+
+class _FieldBuffer:
+    """Rows of one top-level field waiting to become pages."""
+
+    def __init__(self, field: pa.Field, first_column: int, num_columns: int) -> None:
+        self.field = field
+        self.first_column = first_column
+        self.num_columns = num_columns
+        self.chunks: list[pa.Array] = []
+        self.nbytes = 0
+        self.flushed_rows = 0
+
+    def add(self, arr: pa.Array) -> None:
+        if len(arr):
+            self.chunks.append(arr)
+            self.nbytes += arr.nbytes
+
+    def pop_page(self, page_bytes: int) -> tuple[pa.Array, int] | None:
+        """Up to one page of buffered rows and the file row of its first row."""
+        if not self.chunks:
+            return None
+        arr = self.chunks[0] if len(self.chunks) == 1 else pa.concat_arrays(self.chunks)
+        self.chunks, self.nbytes = [], 0
+        if arr.nbytes > page_bytes and len(arr) > 1:
+            # Keep the rows beyond one page buffered so pages stay near page_bytes.
+            n = max(1, min(len(arr), page_bytes // max(1, arr.nbytes // len(arr))))
+            if n < len(arr):
+                self.add(arr.slice(n))
+                arr = arr.slice(0, n)
+        first = self.flushed_rows
+        self.flushed_rows += len(arr)
+        return arr, first
+
+
+class LanceFileWriter:
+    """Write one Lance data file; ``write`` any number of times, then ``close``.
+
+    >>> with LanceFileWriter("out.lance", table.schema, version="2.1") as w:   # doctest: +SKIP
+    ...     w.write(table)
+    """
+
+    def __init__(self, uri: str, schema: pa.Schema, *, version: str | None = "2.2",
+                 storage_options: dict[str, Any] | None = None, page_bytes: int = DEFAULT_PAGE_BYTES,
+                 store: ObjectStore | None = None) -> None:
+        self.version = resolve_version(version)
+        if page_bytes <= 0:
+            raise InvalidInputError(f"page_bytes must be positive, got {page_bytes}")
+        self.schema = schema
+        self.page_bytes = page_bytes
+        self._lance_schema: LanceSchema = schema_from_arrow(schema)
+        self._check_schema()
+        if store is None:
+            store, rel = ObjectStore.for_file(uri, storage_options)
+        else:
+            rel = uri
+        self._store, self._rel = store, rel
+        self.path = store.uri(rel)
+        ranges = column_ranges(schema, self.version)
+        self._fields = [_FieldBuffer(f, first, n) for f, (first, n) in zip(schema, ranges)]
+        num_columns = sum(n for _, n in ranges)
+        self._out = store.open_output(rel)
+        self._container = ContainerWriter(self._out, num_columns, self.version)
+        self._rows = 0
+        self._closed = False
+        self._result: tuple[int, int] | None = None
+
+    # -- schema checks -----------------------------------------------------
+    def _check_schema(self) -> None:
+        from lance_spark_ops.encoding.support import check_field_supported
+
+        for f in self.schema:
+            check_field_supported(f, self.version)
+
+    # -- writing -----------------------------------------------------------
+    def write(self, data: pa.Table | pa.RecordBatch) -> None:
+        """Append rows (a Table or RecordBatch whose schema matches the writer's)."""
+        if self._closed:
+            raise InvalidInputError("write() after close()", path=self.path)
+        if isinstance(data, pa.RecordBatch):
+            data = pa.Table.from_batches([data])
+        if not data.schema.equals(self.schema, check_metadata=False):
+            try:
+                data = data.select(self.schema.names).cast(self.schema)
+            except (KeyError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaError(f"data schema {data.schema} does not match the writer's {self.schema}: {e}",
+                                  path=self.path) from e
+        if data.num_rows == 0:
+            return
+        for i, buf in enumerate(self._fields):
+            for chunk in data.column(i).chunks:
+                buf.add(chunk)
+            while buf.nbytes >= self.page_bytes:
+                self._flush(buf)
+        self._rows += data.num_rows
+
+    write_batch = write
+
+    def _flush(self, buf: _FieldBuffer) -> None:
+        popped = buf.pop_page(self.page_bytes)
+        if popped is None:
+            return
+        arr, first_row = popped
+        try:
+            pages = self._encode(buf.field, arr, first_row)
+        except LanceError as e:
+            if e.path:
+                raise
+            raise type(e)(f"field {buf.field.name!r}: {e}", path=self.path) from e
+        if len(pages) != buf.num_columns:
+            raise LanceError(f"field {buf.field.name!r}: encoder produced {len(pages)} pages for "
+                             f"{buf.num_columns} columns", path=self.path)
+        for j, page in enumerate(pages):
+            priority = first_row if self.version != "2.0" else 0
+            self._container.write_page(buf.first_column + j, page.buffers, page.encoding, page.num_rows, priority)
+
+    def _encode(self, field: pa.Field, arr: pa.Array, first_row: int) -> list[EncodedPage]:
+        if self.version == "2.0":
+            from lance_spark_ops.encoding.v2_0.encoder import encode_field_2_0
+
+            return encode_field_2_0(field, arr)
+        from lance_spark_ops.encoding.encode import encode_field
+
+        return encode_field(field, arr, self.version)
+
+    # -- closing -----------------------------------------------------------
+    def close(self) -> tuple[int, int]:
+        """Flush every field, write the metadata and footer; returns (rows, file size)."""
+        if self._closed:
+            assert self._result is not None
+            return self._result
+        try:
+            for buf in self._fields:
+                while buf.chunks:
+                    self._flush(buf)
+            descriptor = file_pb2.FileDescriptor(length=self._rows)
+            descriptor.schema.fields.extend(schema_to_pb(self._lance_schema))
+            for k, v in self._lance_schema.metadata.items():
+                descriptor.schema.metadata[k.decode() if isinstance(k, bytes) else k] = v
+            size = self._container.finish([descriptor.SerializeToString()])
+            self._out.close()
+        except BaseException:
+            self.abort()
+            raise
+        self._closed = True
+        self._result = (self._rows, size)
+        return self._result
+
+    def abort(self) -> None:
+        """Stop writing and remove the partial file."""
+        self._closed = True
+        try:
+            self._out.close()
+        finally:
+            self._store.delete(self._rel)
+
+    def __enter__(self) -> LanceFileWriter:
+        return self
+
+    def __exit__(self, exc_type: type[BaseException] | None, exc: BaseException | None,
+                 tb: TracebackType | None) -> None:
+        if exc_type is None:
+            self.close()
+        elif not self._closed:
+            self.abort()
