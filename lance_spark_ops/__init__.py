@@ -37,4 +37,8 @@ def __getattr__(name: str) -> Any:
         from lance_spark_ops.file.writer import LanceFileWriter
 
         return LanceFileWriter
+    if name == "Dataset":
+        from lance_spark_ops.table.dataset import Dataset
+
+        return Dataset
     raise AttributeError(name)

@@ -101,7 +101,8 @@ def block_to_arrow(
         return _from_constant(block, arrow_type, validity)
     if _is_variable(arrow_type):
         if not isinstance(block, VariableWidthBlock):
-            raise CorruptFileError(f"{arrow_type} data decoded as {type(block).__name__}, expected variable width")
+            raise CorruptFileError(
+                f"{arrow_type} data decoded as {type(block).__name__}, expected variable width")
         return _from_variable(block, arrow_type, validity)
     if pa.types.is_fixed_size_list(arrow_type):
         return _from_fsl(block, arrow_type, validity)
@@ -156,7 +157,8 @@ def _from_variable(block: VariableWidthBlock, t: pa.DataType, validity: np.ndarr
             data = data[first:last]
             offs = offs - offs.dtype.type(first)
         out_offs = offs.astype(target)
-    return pa.Array.from_buffers(t, n, [validity_buffer(validity), pa.py_buffer(out_offs), pa.py_buffer(data)])
+    buffers = [validity_buffer(validity), pa.py_buffer(out_offs), pa.py_buffer(data)]
+    return pa.Array.from_buffers(t, n, buffers)
 
 
 def _from_fsl(block: DataBlock, t: pa.FixedSizeListType, validity: np.ndarray | None) -> pa.Array:
@@ -195,7 +197,8 @@ def _from_struct(block: DataBlock, t: pa.StructType, validity: np.ndarray | None
         for i, child in enumerate(block.children):
             if block_num_values(child) != n:
                 raise CorruptFileError(
-                    f"packed struct child {t.field(i).name!r} has {block_num_values(child)} values, struct has {n}")
+                    f"packed struct child {t.field(i).name!r} has {block_num_values(child)} values, "
+                    f"struct has {n}")
             children.append(block_to_arrow(child, t.field(i).type, None))
     elif isinstance(block, FixedWidthBlock):
         # Row-major packed rows of fixed-width children: split the columns apart.
@@ -205,7 +208,8 @@ def _from_struct(block: DataBlock, t: pa.StructType, validity: np.ndarray | None
         row = block.bits_per_value // 8
         data = np.asarray(block.data)[: n * row]
         if len(data) < n * row:
-            raise CorruptFileError(f"{n} packed rows of {row} bytes need {n * row} bytes, block has {len(data)}")
+            raise CorruptFileError(
+                f"{n} packed rows of {row} bytes need {n * row} bytes, block has {len(data)}")
         rows = data.reshape(n, row)
         children, pos = [], 0
         for i, w in enumerate(widths):
@@ -267,7 +271,8 @@ def _from_dictionary(block: DataBlock | None, t: pa.DataType, validity: np.ndarr
     if validity is not None and not validity.all():
         idx = np.where(validity, idx, 0)
     if n and (int(idx.max()) >= len(dict_arr) or int(idx.min()) < 0):
-        raise CorruptFileError(f"dictionary index {int(idx.max())} outside a dictionary of {len(dict_arr)} values")
+        raise CorruptFileError(
+            f"dictionary index {int(idx.max())} outside a dictionary of {len(dict_arr)} values")
     mask = None if validity is None or validity.all() else ~validity
     if pa.types.is_dictionary(t):
         index_t = t.index_type

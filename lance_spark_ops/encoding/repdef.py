@@ -470,7 +470,8 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
     if field is None:
         field = pa.field("", array.type)
     n = len(array)
-    state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool), np.arange(n, dtype=np.int64))
+    state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
+                   np.arange(n, dtype=np.int64))
     out: list[LeafLevels] = []
     _shred(field, array, state, n, out)
     return out

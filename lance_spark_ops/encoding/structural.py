@@ -121,7 +121,7 @@ def _page_layers(page: PageData, path: list[pa.Field], where: str) -> list[int]:
     if len(layers) != len(path):
         raise CorruptFileError(
             f"{where}: page has {len(layers)} rep/def layers, the field nests {len(path)} levels deep")
-    for k, (kind, is_list) in enumerate(zip(layers, want_list)):
+    for k, (kind, is_list) in enumerate(zip(layers, want_list, strict=True)):
         if is_list_layer(kind) != is_list:
             raise CorruptFileError(
                 f"{where}: layer {k} is {layer_name(kind)} but the field has a "
@@ -192,7 +192,7 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
     n = info.num_elements
     vbuf = validity_buffer(info.validity)
     if pa.types.is_struct(storage):
-        for (arr, _), c in zip(kids, _children(field)):
+        for (arr, _), c in zip(kids, _children(field), strict=True):
             if len(arr) != n:
                 raise CorruptFileError(f"struct {field.name!r}: child {c.name!r} has {len(arr)} values, "
                                        f"the struct has {n} (leaf columns disagree)")
@@ -209,7 +209,8 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
             obuf = pa.py_buffer(offsets)
         else:
             if int(offsets[-1]) > _I32_MAX:
-                raise CorruptFileError(f"list {field.name!r}: {int(offsets[-1])} items overflow 32-bit offsets")
+                raise CorruptFileError(
+                    f"list {field.name!r}: {int(offsets[-1])} items overflow 32-bit offsets")
             obuf = pa.py_buffer(offsets.astype(np.int32))
         if pa.types.is_map(storage):
             # Arrow requires non-null map entries; the entries layer is all-valid in Lance.
@@ -232,7 +233,7 @@ def build_array(field: pa.Field, leaves: list[list[PageData]]) -> pa.Array:
     paths = leaf_paths(field)
     if len(leaves) != len(paths):
         raise CorruptFileError(f"field {field.name!r} has {len(paths)} leaf columns, got {len(leaves)}")
-    decoded = [_decode_leaf(path, pages, i) for i, (path, pages) in enumerate(zip(paths, leaves))]
+    decoded = [_decode_leaf(path, pages, i) for i, (path, pages) in enumerate(zip(paths, leaves, strict=True))]
     rows = {_layer_at(leaf, 0).num_elements for leaf in decoded}
     if len(rows) > 1:
         raise CorruptFileError(f"field {field.name!r}: leaf columns hold different row counts {sorted(rows)}")

@@ -156,6 +156,9 @@ class LanceFileWriter:
             self._container.write_page(buf.first_column + j, page.buffers, page.encoding, page.num_rows, priority)
 
     def _encode(self, field: pa.Field, arr: pa.Array, first_row: int) -> list[EncodedPage]:
+        from lance_spark_ops.encoding.support import check_array_supported
+
+        check_array_supported(field, arr, self.version)
         if self.version == "2.0":
             from lance_spark_ops.encoding.v2_0.encoder import encode_field_2_0
 

@@ -63,8 +63,8 @@ class Dataset:
         if version is None:
             version = max(versions)
         elif version not in versions:
-            raise NotFoundError(f"version {version} does not exist (versions {min(versions)}..{max(versions)})",
-                                path=store.uri(""))
+            raise NotFoundError(f"version {version} does not exist (versions {min(versions)}.."
+                                f"{max(versions)})", path=store.uri(""))
         name = versions[version]
         rel = f"{VERSIONS_DIR}/{name}"
         path = store.uri(rel)

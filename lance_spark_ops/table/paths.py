@@ -130,7 +130,8 @@ def safe_relative(path: str, what: str, where: str | None = None) -> str:
         elif any(p == "" for p in parts):
             bad = "has an empty component"
     if bad:
-        raise CorruptFileError(f"{what} path {path!r} {bad}: it must stay inside the dataset root", path=where)
+        raise CorruptFileError(f"{what} path {path!r} {bad}: it must stay inside the dataset root",
+                               path=where)
     return path
 
 

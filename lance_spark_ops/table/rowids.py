@@ -212,4 +212,4 @@ def encode_versions(values: Sequence[int] | np.ndarray) -> RowDatasetVersionSequ
     starts = np.concatenate([[0], np.flatnonzero(v[1:] != v[:-1]) + 1])
     ends = np.append(starts[1:], v.size)
     return RowDatasetVersionSequence([RowDatasetVersionRun(RangeSegment(int(s), int(e)), int(v[s]))
-                                      for s, e in zip(starts, ends)])
+                                      for s, e in zip(starts, ends, strict=True)])

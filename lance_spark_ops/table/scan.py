@@ -24,7 +24,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 import pyarrow as pa
@@ -154,8 +153,8 @@ class FileView:
         try:
             return arr.cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-            raise CorruptFileError(f"field {dnode.name!r} is {arr.type} in the file, the dataset says {target}",
-                                   path=self.where) from e
+            raise CorruptFileError(f"field {dnode.name!r} is {arr.type} in the file, the dataset says "
+                                   f"{target}", path=self.where) from e
 
 
 @dataclass
@@ -179,7 +178,7 @@ class _StructOf:
     validity: _FromFile
 
 
-_Plan = Union[_Nulls, _FromFile, _StructOf]
+_Plan = _Nulls | _FromFile | _StructOf
 
 
 class FragmentScan:

@@ -29,9 +29,10 @@ def arrow_to_block(arr: pa.Array) -> tuple[DataBlock | None, DataBlock | None]:
         bits = np.unpackbits(np.frombuffer(arr.buffers()[1], np.uint8), bitorder="little")
         bits = bits[arr.offset: arr.offset + n]
         return FixedWidthBlock(np.packbits(bits, bitorder="little"), 1, n), None
-    if pa.types.is_string(t) or pa.types.is_binary(t) or pa.types.is_large_string(t) or pa.types.is_large_binary(t):
-        large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
-        offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32)[arr.offset: arr.offset + n + 1]
+    large = pa.types.is_large_string(t) or pa.types.is_large_binary(t)
+    if pa.types.is_string(t) or pa.types.is_binary(t) or large:
+        all_offs = np.frombuffer(arr.buffers()[1], np.int64 if large else np.int32)
+        offs = all_offs[arr.offset: arr.offset + n + 1]
         data = arr.buffers()[2]
         data = np.frombuffer(data, np.uint8) if data is not None else np.zeros(0, np.uint8)
         return VariableWidthBlock(offs.astype(np.uint64 if large else np.uint32), data, n), None

@@ -125,7 +125,8 @@ def test_packed_rows_from_flat_block():
 def test_packed_struct_with_variable_child():
     t = pa.struct([("a", pa.int32()), ("s", pa.string())])
     blk = StructBlock([FixedWidthBlock(np.array([1, 0, 0, 0, 2, 0, 0, 0], np.uint8), 32, 2),
-                       VariableWidthBlock(np.array([0, 1, 3], np.uint32), np.frombuffer(b"abc", np.uint8), 2)], 2)
+                       VariableWidthBlock(np.array([0, 1, 3], np.uint32),
+                                          np.frombuffer(b"abc", np.uint8), 2)], 2)
     assert block_to_arrow(blk, t).to_pylist() == [{"a": 1, "s": "a"}, {"a": 2, "s": "bc"}]
 
 
@@ -170,7 +171,8 @@ def test_dictionary_index_out_of_range():
     (pa.list_(pa.int16(), 2), np.array([1, 2], np.int16).tobytes(), [1, 2]),
 ])
 def test_constant_broadcast(t, value, want):
-    out = block_to_arrow(ConstantBlock(value, 3, variable=pa.types.is_string(t)), t, np.array([True, False, True]))
+    block = ConstantBlock(value, 3, variable=pa.types.is_string(t))
+    out = block_to_arrow(block, t, np.array([True, False, True]))
     assert out.to_pylist() == [want, None, want]
 
 
@@ -191,10 +193,12 @@ def test_null_type():
     (VariableWidthBlock(np.array([0], np.uint32), np.zeros(3, np.uint8), 1), pa.string(), "need 2 offsets"),
     (FixedWidthBlock(np.zeros(8, np.uint8), 32, 2), pa.string(), "expected variable width"),
     (VariableWidthBlock(np.array([0, 1], np.uint32), np.zeros(1, np.uint8), 1), pa.int32(), "expected fixed"),
-    (FixedSizeListBlock(FixedWidthBlock(np.zeros(8, np.uint8), 32, 2), 3, 1), pa.list_(pa.int32(), 2), "dimension 3"),
-    (FixedSizeListBlock(FixedWidthBlock(np.zeros(8, np.uint8), 32, 2), 2, 2), pa.list_(pa.int32(), 2), "need 4 items"),
-    (StructBlock([FixedWidthBlock(np.zeros(4, np.uint8), 32, 1)], 1), pa.struct([("a", pa.int32()), ("b", pa.int32())]),
-     "1 children"),
+    (FixedSizeListBlock(FixedWidthBlock(np.zeros(8, np.uint8), 32, 2), 3, 1), pa.list_(pa.int32(), 2),
+     "dimension 3"),
+    (FixedSizeListBlock(FixedWidthBlock(np.zeros(8, np.uint8), 32, 2), 2, 2), pa.list_(pa.int32(), 2),
+     "need 4 items"),
+    (StructBlock([FixedWidthBlock(np.zeros(4, np.uint8), 32, 1)], 1),
+     pa.struct([("a", pa.int32()), ("b", pa.int32())]), "1 children"),
 ])
 def test_mismatched_blocks_raise(block, t, msg):
     with pytest.raises(CorruptFileError, match=msg):

@@ -12,7 +12,7 @@ from hypothesis import strategies as st
 
 from lance_spark_ops.encoding.blocks import FixedWidthBlock
 from lance_spark_ops.encoding.page import PageData
-from lance_spark_ops.encoding.repdef import ALL_VALID_ITEM, NULLABLE_ITEM, levels_from_arrow
+from lance_spark_ops.encoding.repdef import NULLABLE_ITEM, levels_from_arrow
 from lance_spark_ops.encoding.structural import build_array, field_leaf_count, leaf_fields
 from lance_spark_ops.errors import CorruptFileError
 
@@ -20,16 +20,17 @@ from ._blocks import arrow_to_block
 from ._strategies import nested_arrays
 
 
-def pages_of(arr: pa.Array, field: pa.Field | None = None, splits: list[int] | None = None) -> list[list[PageData]]:
+def pages_of(arr: pa.Array, field: pa.Field | None = None,
+             splits: list[int] | None = None) -> list[list[PageData]]:
     """Shred ``arr`` into leaf columns, one page per slice between ``splits``."""
     field = field or pa.field("c", arr.type)
     bounds = [0, *(splits or []), len(arr)]
     cols: list[list[PageData]] | None = None
-    for lo, hi in zip(bounds, bounds[1:]):
+    for lo, hi in zip(bounds, bounds[1:], strict=False):
         leaves = levels_from_arrow(arr.slice(lo, hi - lo), field)
         if cols is None:
             cols = [[] for _ in leaves]
-        for col, lv in zip(cols, leaves):
+        for col, lv in zip(cols, leaves, strict=True):
             values, dictionary = arrow_to_block(lv.values)
             col.append(PageData(hi - lo, values, lv.rep, lv.def_, list(lv.layers), dictionary))
     return cols
@@ -58,13 +59,15 @@ LIST_INT = pa.list_(pa.int32())
     pa.array([[1, 2], None, [], [None]], LIST_INT),
     pa.array([[1, 2], None, [], [None]], pa.large_list(pa.int64())),
     pa.array([[["a"], [], None], None, [[None, "b"]], []], pa.list_(pa.list_(pa.string()))),
-    pa.array([{"a": 1, "b": "x"}, None, {"a": None, "b": None}], pa.struct([("a", pa.int32()), ("b", pa.string())])),
+    pa.array([{"a": 1, "b": "x"}, None, {"a": None, "b": None}],
+             pa.struct([("a", pa.int32()), ("b", pa.string())])),
     pa.array([{"l": [1, None], "i": 1}, {"l": None, "i": None}, None, {"l": [], "i": 3}],
              pa.struct([("l", LIST_INT), ("i", pa.int64())])),
     pa.array([[{"x": [1, None]}, None], None, [], [{"x": None}, {"x": []}]],
              pa.list_(pa.struct([("x", pa.list_(pa.int64()))]))),
     pa.array([[("a", 1)], None, [], [("b", None), ("c", 3)]], pa.map_(pa.string(), pa.int32())),
-    pa.array([{"m": [("k", [1, None])]}, None, {"m": None}], pa.struct([("m", pa.map_(pa.string(), LIST_INT))])),
+    pa.array([{"m": [("k", [1, None])]}, None, {"m": None}],
+             pa.struct([("m", pa.map_(pa.string(), LIST_INT))])),
     pa.array([[None, None], None, []], pa.list_(pa.null())),
     pa.array([None, None], pa.null()),
     pa.array([[1.5, None], None], pa.list_(pa.float64())),
@@ -149,7 +152,8 @@ def _pages(arr):
 @pytest.mark.parametrize("mutate,msg", [
     (lambda p: setattr(p, "num_rows", 5), "rows but the page has 5"),
     (lambda p: setattr(p, "layers", [NULLABLE_ITEM]), "rep/def layers"),
-    (lambda p: setattr(p, "layers", [NULLABLE_ITEM, NULLABLE_ITEM]), "is NULLABLE_ITEM but the field has a list"),
+    (lambda p: setattr(p, "layers", [NULLABLE_ITEM, NULLABLE_ITEM]),
+     "is NULLABLE_ITEM but the field has a list"),
     (lambda p: setattr(p, "def_", p.def_[:-1]), "repetition levels but"),
     (lambda p: setattr(p, "values", FixedWidthBlock(np.zeros(4, np.uint8), 32, 1)), "page decoded 1"),
 ])

@@ -81,9 +81,10 @@ def _table(n: int = 50) -> pa.Table:
     base = [[1, 2], None, [], [None, 4]]
     return pa.table({
         "li": pa.array((base * n)[:n], LIST_INT),
-        "lli": pa.array(([[["a"], [], None], None, [[None, "bb"]], []] * n)[:n], pa.list_(pa.list_(pa.string()))),
-        "st": pa.array(([{"l": ["x", None], "i": 1}, {"l": None, "i": None}, None, {"l": [], "i": 3}] * n)[:n],
-                       STRUCT_T),
+        "lli": pa.array(([[["a"], [], None], None, [[None, "bb"]], []] * n)[:n],
+                        pa.list_(pa.list_(pa.string()))),
+        "st": pa.array(([{"l": ["x", None], "i": 1}, {"l": None, "i": None}, None,
+                         {"l": [], "i": 3}] * n)[:n], STRUCT_T),
         "lst": pa.array(([[{"a": 1, "b": "x"}, None], None, [], [{"a": None, "b": None}]] * n)[:n],
                         pa.list_(pa.struct([("a", pa.int64()), ("b", pa.string())]))),
         "large": pa.array(([[1.5], None, []] * n)[:n], pa.large_list(pa.float64())),

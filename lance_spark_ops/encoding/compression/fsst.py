@@ -88,37 +88,55 @@ def fsst_decompress(
     size = src.size
     if size == 0:
         return src, rel.astype(out_dtype)
-    starts = rel[:-1][np.diff(rel) > 0]
-    ends = rel[1:][np.diff(rel) > 0]
-    is_ff = src == FSST_ESC
-    # A run of 0xFF bytes begins at a code position (after a non-0xFF byte or at a string start);
-    # inside it escapes and their 0xFF literals alternate.
-    mark = np.empty(size, dtype=bool)
-    mark[0] = True
-    np.logical_not(is_ff[:-1], out=mark[1:])
-    mark[starts] = True
-    idx = np.arange(size, dtype=np.int64)
-    run_start = np.maximum.accumulate(np.where(mark, idx, 0))
-    is_esc = is_ff & (((idx - run_start) & 1) == 0)
-    if is_esc[ends - 1].any():
-        raise CorruptFileError("fsst: a compressed string ends inside an escape")
-    is_lit = np.zeros(size, dtype=bool)
-    is_lit[1:] = is_esc[:-1]
-    unit = np.flatnonzero(~is_esc)  # codes that expand to symbols, and literals
-    u_byte = src[unit]
-    u_lit = is_lit[unit]
-    u_len = table.lens[u_byte].astype(np.int64)
-    u_len[u_lit] = 1
-    bad = (u_len == 0) & ~u_lit
+    nonempty = np.diff(rel) > 0
+    per_byte = table.lens[src].astype(np.int64)  # output bytes produced by each input byte
+    ff = np.flatnonzero(src == FSST_ESC)
+    esc = lit = None
+    if ff.size:
+        # A run of 0xFF bytes begins at a code position (after a non-0xFF byte or at a string
+        # start); inside it escapes and their 0xFF literals alternate.
+        is_start = np.zeros(size, dtype=bool)
+        is_start[rel[:-1][nonempty]] = True
+        new_run = np.ones(ff.size, dtype=bool)
+        new_run[1:] = ff[1:] != ff[:-1] + 1
+        new_run |= is_start[ff]
+        run_first = ff[new_run][np.cumsum(new_run) - 1]
+        esc = ff[((ff - run_first) & 1) == 0]
+        is_end = np.zeros(size, dtype=bool)
+        is_end[rel[1:][nonempty] - 1] = True
+        if is_end[esc].any():
+            raise CorruptFileError("fsst: a compressed string ends inside an escape")
+        lit = esc + 1
+        per_byte[esc] = 0
+        per_byte[lit] = 1
+    bad = per_byte == 0  # a code that is not a symbol (escapes excepted)
+    if esc is not None:
+        bad[esc] = False
     if bad.any():
-        code = int(u_byte[np.argmax(bad)])
+        code = int(src[np.argmax(bad)])
         raise CorruptFileError(f"fsst: code {code} is not in the symbol table ({table.n_symbols} symbols)")
-    mat = table.symbols[u_byte]
-    mat[u_lit, 0] = u_byte[u_lit]
-    out = mat[np.arange(8) < u_len[:, None]]
-    per_byte = np.zeros(size + 1, dtype=np.int64)
-    per_byte[unit + 1] = u_len
-    cum = np.cumsum(per_byte)
+    cum = np.zeros(size + 1, dtype=np.int64)
+    np.cumsum(per_byte, out=cum[1:])
+    total = int(cum[-1])
+    # Output byte j copies flat[first[u] + (j - start[u])] for the unit u (a symbol code or a
+    # literal) covering j: symbol bytes live at code * 8 of the flattened (256, 8) matrix,
+    # literals after it. The index runs are built as a cumulative sum of +1 steps with a jump
+    # at each unit start.
+    flat = table.symbols.reshape(-1)
+    first = src.astype(np.int64) * 8
+    if esc is not None:
+        first[lit] = flat.size + np.arange(lit.size, dtype=np.int64)
+        flat = np.concatenate((flat, src[lit]))
+        keep = per_byte > 0
+        first, ulen, ustart = first[keep], per_byte[keep], cum[:-1][keep]
+    else:
+        ulen, ustart = per_byte, cum[:-1]
+    dt = np.int32 if total < 2**31 and flat.size < 2**31 else np.int64
+    jump = first.copy()
+    jump[1:] -= first[:-1] + ulen[:-1] - 1
+    steps = np.ones(total, dtype=dt)
+    steps[ustart] = jump
+    out = flat[np.cumsum(steps, dtype=dt)]
     new_offsets = cum[rel]
     if out.size >= 2**32 and out_dtype == np.uint32:
         out_dtype = np.dtype(np.uint64)

@@ -301,18 +301,10 @@ def walk_items(
 
 
 def per_value(enc: pb.CompressiveEncoding, block: DataBlock) -> DataBlock:
-    """Undo per-value compression via the codec dispatcher.
-
-    Flat, FixedSizeList and General live in codec modules owned elsewhere; until those expose
-    ``decode_<name>_per_value`` the private fallbacks in ``_fullzip_codecs`` are used.
-    """
+    """Undo per-value compression (Flat, Variable, Fsst, General, FixedSizeList,
+    VariablePackedStruct, Constant) via the codec dispatcher."""
     from lance_spark_ops.encoding.compression.decompress import decompress_per_value
-    from lance_spark_ops.encoding.layout import _fullzip_codecs as fb
 
-    kind = enc.WhichOneof("compression")
-    fallback = fb.FALLBACKS.get(kind or "")
-    if fallback is not None and not fb.codec_available(kind, "per_value"):
-        return fallback(getattr(enc, kind), block)
     return decompress_per_value(enc, block)
 
 

@@ -20,7 +20,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import IntEnum
-from typing import Union
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
@@ -56,7 +55,7 @@ class ExternalFile:
 
 
 # Inline serialized protobuf bytes, a slice of an external file, or absent.
-SequenceMeta = Union[bytes, ExternalFile, None]
+SequenceMeta = bytes | ExternalFile | None
 
 
 @dataclass
@@ -85,7 +84,7 @@ class DataFile:
 
     def field_columns(self) -> dict[int, int]:
         """Live field id -> column index (tombstones and ``-1`` entries left out)."""
-        return {f: c for f, c in zip(self.fields, self.column_indices)
+        return {f: c for f, c in zip(self.fields, self.column_indices, strict=False)
                 if f != TOMBSTONE_FIELD_ID and c >= 0}
 
     def validate(self, where: str) -> None:

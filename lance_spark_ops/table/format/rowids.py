@@ -30,7 +30,6 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from enum import Enum
-from typing import Union
 
 import numpy as np
 from google.protobuf.message import DecodeError
@@ -139,8 +138,8 @@ class ArraySegment:
     array: EncodedU64Array
 
 
-U64Segment = Union[RangeSegment, RangeWithHolesSegment, RangeWithBitmapSegment, SortedArraySegment,
-                   ArraySegment]
+U64Segment = (RangeSegment | RangeWithHolesSegment | RangeWithBitmapSegment | SortedArraySegment
+              | ArraySegment)
 
 
 def _check_range(start: int, end: int, where: str) -> None:

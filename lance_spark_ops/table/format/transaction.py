@@ -14,7 +14,7 @@ treats it as a conflict).
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Union
+from typing import Any
 
 from google.protobuf.message import DecodeError
 
@@ -161,9 +161,9 @@ class UnknownOperation:
     raw: bytes
 
 
-Operation = Union[Append, Delete, Overwrite, CreateIndex, Rewrite, Merge, Project, Restore,
-                  ReserveFragments, Update, DataReplacement, UpdateConfig, Clone, UpdateBases,
-                  UnknownOperation]
+Operation = (Append | Delete | Overwrite | CreateIndex | Rewrite | Merge | Project | Restore
+             | ReserveFragments | Update | DataReplacement | UpdateConfig | Clone | UpdateBases
+             | UnknownOperation)
 
 
 def _op_from_pb(pb: PbTransaction) -> Operation:
@@ -231,7 +231,8 @@ def _op_into(pb: PbTransaction, op: Operation) -> None:
             pb.rewrite.old_fragments.extend(_frags_pb(op.legacy_group.old_fragments))
             pb.rewrite.new_fragments.extend(_frags_pb(op.legacy_group.new_fragments))
         for g in op.groups:
-            pb.rewrite.groups.add(old_fragments=_frags_pb(g.old_fragments), new_fragments=_frags_pb(g.new_fragments))
+            pb.rewrite.groups.add(old_fragments=_frags_pb(g.old_fragments),
+                                  new_fragments=_frags_pb(g.new_fragments))
         pb.rewrite.rewritten_indices.extend(op.rewritten_indices)
     elif isinstance(op, Merge):
         pb.merge.SetInParent()
