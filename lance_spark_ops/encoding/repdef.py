@@ -129,6 +129,8 @@ def _levels_array(levels: np.ndarray | None, what: str) -> np.ndarray | None:
     arr = np.asarray(levels)
     if arr.ndim != 1 or arr.dtype.kind not in "ui":
         raise CorruptFileError(f"{what} levels must be a 1-D integer array, got {arr.dtype} {arr.shape}")
+    if arr.dtype.kind == "i" and arr.size and int(arr.min()) < 0:
+        raise CorruptFileError(f"negative {what} level {int(arr.min())}")
     return arr
 
 
@@ -351,45 +353,44 @@ def _apply_item(state: _State, arr: pa.Array) -> None:
 
 
 def _apply_list(state: _State, arr: pa.Array) -> None:
+    """Record one list layer: null / empty / masked lists end their entry here (specials),
+    other lists expand it into one entry per item (first keeps the outer rep code)."""
     depth = len(state.layers)
     ordinal = state.num_lists
     state.num_lists += 1
-    offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-    valid = _validity_np(arr)
-    special, idx = state.special, state.idx
-    live = np.flatnonzero(~special)
-    li = idx[live]
-    lengths = offs[li + 1] - offs[li]
-    masked = state.def_code[live] != 0
-    is_null = ~masked & ~valid[li]
-    is_empty = ~masked & valid[li] & (lengths == 0)
-    expand = ~masked & valid[li] & (lengths > 0)
-    layer = _Layer(True, has_null=bool(np.any(masked | is_null)), has_empty=bool(np.any(is_empty)))
-    state.layers.append(layer)
+    special, idx, def_code = state.special, state.idx, state.def_code
+    if len(arr):
+        offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        starts = offs[idx]  # special entries carry idx 0, always in range
+        lengths = offs[idx + 1] - starts
+        valid = _validity_np(arr)[idx]
+    else:  # only special entries can exist
+        starts = lengths = np.zeros(len(special), np.int64)
+        valid = np.ones(len(special), bool)
+    live = ~special
+    masked = live & (def_code != 0)
+    ok = live & ~masked
+    is_null = ok & ~valid
+    is_empty = ok & valid & (lengths == 0)
+    expand = ok & valid & (lengths > 0)
+    state.layers.append(_Layer(True, has_null=bool(masked.any() or is_null.any()),
+                               has_empty=bool(is_empty.any())))
 
-    def_code = state.def_code.copy()
-    def_code[live[is_null]] = 1 + 2 * depth
-    def_code[live[is_empty]] = 2 + 2 * depth
-    counts = np.ones(len(special), np.int64)
-    counts[live[expand]] = lengths[expand]
+    def_code = np.where(is_null, 1 + 2 * depth, np.where(is_empty, 2 + 2 * depth, def_code))
+    counts = np.where(expand, lengths, 1)
     total = int(counts.sum())
     first = np.zeros(len(special), np.int64)
     if len(counts) > 1:
         np.cumsum(counts[:-1], out=first[1:])
 
     rep_code = state.rep_code
-    head_rep = np.where(~special & (rep_code == 0), ordinal + 1, rep_code)
     new_rep = np.zeros(total, np.int32)
-    new_rep[first] = head_rep
+    new_rep[first] = np.where(live & (rep_code == 0), ordinal + 1, rep_code)
     new_def = np.zeros(total, np.int32)
     new_def[first] = def_code
-    ends_here = special.copy()
-    ends_here[live[~expand]] = True
     new_special = np.zeros(total, bool)
-    new_special[first] = ends_here
-    start_val = np.zeros(len(special), np.int64)
-    start_val[live[expand]] = offs[li[expand]]
-    new_idx = np.repeat(start_val - first, counts) + np.arange(total, dtype=np.int64)
+    new_special[first] = ~expand
+    new_idx = np.repeat(np.where(expand, starts, 0) - first, counts) + np.arange(total, dtype=np.int64)
     new_idx[new_special] = 0
     state.rep_code, state.def_code, state.special, state.idx = new_rep, new_def, new_special, new_idx
 

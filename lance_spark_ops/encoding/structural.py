@@ -233,7 +233,8 @@ def build_array(field: pa.Field, leaves: list[list[PageData]]) -> pa.Array:
     paths = leaf_paths(field)
     if len(leaves) != len(paths):
         raise CorruptFileError(f"field {field.name!r} has {len(paths)} leaf columns, got {len(leaves)}")
-    decoded = [_decode_leaf(path, pages, i) for i, (path, pages) in enumerate(zip(paths, leaves, strict=True))]
+    decoded = [_decode_leaf(path, pages, i)
+               for i, (path, pages) in enumerate(zip(paths, leaves, strict=True))]
     rows = {_layer_at(leaf, 0).num_elements for leaf in decoded}
     if len(rows) > 1:
         raise CorruptFileError(f"field {field.name!r}: leaf columns hold different row counts {sorted(rows)}")

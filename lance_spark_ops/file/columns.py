@@ -15,33 +15,13 @@ from lance_spark_ops._pb import encodings_v2_1_pb2 as pb21
 from lance_spark_ops._pb import file2_pb2
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.page import Fetch
+from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
+
+__all__ = ["column_ranges", "field_leaf_count", "is_packed_struct", "make_page_decoder", "page_fetch",
+           "page_layout"]
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.container import unpack_any
 from lance_spark_ops.io.storage import ObjectStore
-
-PACKED_KEYS = (b"lance-encoding:packed", b"packed")
-
-
-def is_packed_struct(field: pa.Field) -> bool:
-    meta = field.metadata or {}
-    return pa.types.is_struct(field.type) and any(
-        meta.get(k, b"").lower() in (b"true", b"1", b"yes", b"on") for k in PACKED_KEYS
-    )
-
-
-def structural_column_count(field: pa.Field) -> int:
-    """Number of 2.1+ columns a top-level (or nested) field occupies."""
-    dt = field.type
-    if is_packed_struct(field):
-        return 1
-    if pa.types.is_struct(dt):
-        return sum(structural_column_count(dt.field(i)) for i in range(dt.num_fields))
-    if pa.types.is_map(dt):
-        return structural_column_count(dt.key_field) + structural_column_count(dt.item_field)
-    if pa.types.is_list(dt) or pa.types.is_large_list(dt):
-        return structural_column_count(dt.value_field)
-    return 1
-
 
 def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     """(first column, column count) of each top-level field, in schema order."""
@@ -50,7 +30,7 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
 
         counts = [count_columns_2_0(f) for f in schema]
     else:
-        counts = [structural_column_count(f) for f in schema]
+        counts = [field_leaf_count(f) for f in schema]
     out, start = [], 0
     for c in counts:
         out.append((start, c))

@@ -213,3 +213,8 @@ def _check_roundtrip(arr: pa.Array) -> None:
 @given(nested_arrays())
 def test_roundtrip_levels_hypothesis(arr):
     _check_roundtrip(arr)
+
+
+def test_negative_levels_raise():
+    with pytest.raises(CorruptFileError, match="negative definition level"):
+        unravel(None, np.array([0, -1], np.int16), [NULLABLE_ITEM], 2)

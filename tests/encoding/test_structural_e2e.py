@@ -138,6 +138,27 @@ def test_all_null_and_empty_struct(tmp_path, version, arr):
     check(tmp_path, pa.table({"c": arr}), version)
 
 
+PACKED_ITEM = pa.field("item", pa.struct([("a", pa.int32()), ("b", pa.int16())]),
+                       metadata={"lance-encoding:packed": "true"})
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+@pytest.mark.parametrize("arr", [
+    pa.array([[[1, 2], None], None, [], [[None, 3]]], pa.list_(pa.list_(pa.int32(), 2))),
+    pa.array([["a", None], None, [], ["b"]], pa.list_(pa.dictionary(pa.int16(), pa.string()))),
+    pa.array([{"d": "a"}, None, {"d": None}], pa.struct([("d", pa.dictionary(pa.int32(), pa.string()))])),
+    pa.array([[{"a": 1, "b": 2}, None], None, []], pa.list_(PACKED_ITEM)),
+    pa.array([["x" * 10, None], None, [], [""]], pa.list_(pa.large_string())),
+    pa.array([[True, None, False], None, []], pa.list_(pa.bool_())),
+    pa.array([["y" * 400, None], None, [], ["z" * 300]] * 10, pa.list_(pa.string())),  # full-zip
+    pa.array([[float(i)] * 128 if i % 3 else None for i in range(50)], pa.list_(pa.float32(), 128)),
+    pa.array([[1, None], None], pa.list_(pa.timestamp("us", tz="UTC"))),
+], ids=["list_fsl", "list_dict", "struct_dict", "list_packed", "list_large_string", "list_bool",
+        "list_long_strings", "vectors", "list_timestamp"])
+def test_leaf_kinds_under_nesting(tmp_path, version, arr):
+    check(tmp_path, pa.table({"c": arr}), version)
+
+
 @settings(max_examples=25, deadline=None, suppress_health_check=[HealthCheck.too_slow,
                                                                   HealthCheck.function_scoped_fixture])
 @given(st.data())
