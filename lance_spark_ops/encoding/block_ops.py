@@ -27,8 +27,9 @@ def _take_fixed(block: FixedWidthBlock, idx: np.ndarray) -> FixedWidthBlock:
         width = bits // 8
         need = block.num_values * width
         if len(data) < need:
-            raise CorruptFileError(f"fixed-width block of {len(data)} bytes cannot hold "
-                                   f"{block.num_values} values of {bits} bits")
+            raise CorruptFileError(
+                f"fixed-width block of {len(data)} bytes cannot hold {block.num_values} values of {bits} bits"
+            )
         rows = data[:need].reshape(block.num_values, width)
         return FixedWidthBlock(rows[idx].reshape(-1), bits, len(idx))
     flat = np.unpackbits(data, count=block.num_values * bits, bitorder="little")

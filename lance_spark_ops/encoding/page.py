@@ -40,8 +40,15 @@ class PageData:
 @dataclass
 class EncodedPage:
     """What a layout encoder hands to the container writer: the page's buffers in order and
-    its ``PageLayout`` (2.1+) or ``ArrayEncoding`` (2.0) message."""
+    its ``PageLayout`` (2.1+) or ``ArrayEncoding`` (2.0) message.
+
+    Blob pages also carry ``external`` payloads: the container writes them first and passes
+    their absolute file offsets to ``finalize``, which fills in ``buffers`` / ``encoding``
+    (the descriptions store absolute positions).
+    """
 
     num_rows: int
     buffers: list[np.ndarray | bytes]
     encoding: object
+    external: list[np.ndarray | bytes] = field(default_factory=list)
+    finalize: Callable[[list[int]], None] | None = None

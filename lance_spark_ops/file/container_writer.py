@@ -15,6 +15,7 @@ from google.protobuf import any_pb2
 from google.protobuf.message import Message
 
 from lance_spark_ops._pb import encodings_v2_0_pb2, file2_pb2
+from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.file.container import BYTES_BY_VERSION, FOOTER_SIZE, Footer
 
 ALIGN = 64
@@ -71,6 +72,15 @@ class ContainerWriter:
         offset = self._pos
         self._write(data)
         return offset, self._pos - offset
+
+    def write_encoded_page(self, column: int, page: EncodedPage, priority: int) -> None:
+        """Write an encoder's page, placing its external (blob) payloads first."""
+        if page.external:
+            offsets = [self.write_buffer(buf)[0] for buf in page.external]
+            if page.finalize is None:
+                raise ValueError("a page with external buffers needs a finalize callback")
+            page.finalize(offsets)
+        self.write_page(column, page.buffers, page.encoding, page.num_rows, priority)  # type: ignore[arg-type]
 
     def write_page(self, column: int, buffers: Sequence[bytes | memoryview | np.ndarray],
                    encoding: Message | None, num_rows: int, priority: int) -> None:

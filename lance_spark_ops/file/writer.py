@@ -153,7 +153,7 @@ class LanceFileWriter:
                              f"{buf.num_columns} columns", path=self.path)
         for j, page in enumerate(pages):
             priority = first_row if self.version != "2.0" else 0
-            self._container.write_page(buf.first_column + j, page.buffers, page.encoding, page.num_rows, priority)
+            self._container.write_encoded_page(buf.first_column + j, page, priority)
 
     def _encode(self, field: pa.Field, arr: pa.Array, first_row: int) -> list[EncodedPage]:
         from lance_spark_ops.encoding.support import check_array_supported

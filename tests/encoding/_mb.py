@@ -57,10 +57,23 @@ class Written:
                 layout = page_layout(pmeta, path, f"column {c} page {p}")
                 dec = None
                 if layout.WhichOneof("layout") == "mini_block_layout":
-                    dec = MiniBlockDecoder(layout.mini_block_layout, int(pmeta.length),
-                                           list(pmeta.buffer_sizes), self.meta.version)
-                self.pages.append(Page(c, p, int(pmeta.length), layout, infos[(c, p)].encodings, dec,
-                                       page_fetch(store, rel, pmeta)))
+                    dec = MiniBlockDecoder(
+                        layout.mini_block_layout,
+                        int(pmeta.length),
+                        list(pmeta.buffer_sizes),
+                        self.meta.version,
+                    )
+                self.pages.append(
+                    Page(
+                        c,
+                        p,
+                        int(pmeta.length),
+                        layout,
+                        infos[(c, p)].encodings,
+                        dec,
+                        page_fetch(store, rel, pmeta),
+                    )
+                )
         self.expected = pylance_read(path)
 
     def column_pages(self, column: int = 0) -> list[Page]:
@@ -78,8 +91,9 @@ def block_numpy(block: DataBlock, dtype: np.dtype | str) -> np.ndarray:
     """Values of a fixed-width block as numpy (bool for 1-bit blocks)."""
     assert isinstance(block, FixedWidthBlock), type(block)
     if block.bits_per_value == 1:
-        return np.unpackbits(np.asarray(block.data, np.uint8), count=block.num_values,
-                             bitorder="little").astype(bool)
+        return np.unpackbits(
+            np.asarray(block.data, np.uint8), count=block.num_values, bitorder="little"
+        ).astype(bool)
     dt = np.dtype(dtype)
     assert dt.itemsize * 8 == block.bits_per_value, (dt, block.bits_per_value)
     return np.asarray(block.data).view(np.uint8)[: block.num_values * dt.itemsize].view(dt)
@@ -101,7 +115,7 @@ def nullable_column(pages: list[PageData], dtype: np.dtype | str) -> list:
         vals = item_values(pd, dtype)
         assert len(vals) == pd.num_rows  # null items keep a value slot
         valid = np.ones(pd.num_rows, bool) if pd.def_ is None else pd.def_ == 0
-        out.extend(v if ok else None for v, ok in zip(vals.tolist(), valid.tolist()))
+        out.extend(v if ok else None for v, ok in zip(vals.tolist(), valid.tolist(), strict=True))
     return out
 
 
@@ -124,7 +138,7 @@ def list_column(pd: PageData, dtype: np.dtype | str) -> list:
     defs = np.zeros(len(pd.rep), np.int64) if pd.def_ is None else pd.def_.astype(np.int64)
     rows: list = []
     vi = 0
-    for r, d in zip(pd.rep.tolist(), defs.tolist()):
+    for r, d in zip(pd.rep.tolist(), defs.tolist(), strict=True):
         if d == null_level:
             assert r == 1
             rows.append(None)

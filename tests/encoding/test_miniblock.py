@@ -42,40 +42,79 @@ def _prim(dtype: str, values: np.ndarray, arrow: pa.DataType | None = None) -> p
 
 PRIMITIVE = [
     Case("int8", lambda: _prim("int8", rng().integers(-128, 128, N))),
-    Case("int16", lambda: _prim("int16", rng().integers(-2**15, 2**15, N))),
-    Case("int32_full_range", lambda: _prim("int32", rng().integers(-2**31, 2**31, N)),
-         {"2.1": ("flat",), "2.2": ("flat",)}),
-    Case("int64_full_range", lambda: _prim("int64", rng().integers(-2**62, 2**62, N) * 2),
-         {"2.1": ("flat",), "2.2": ("flat",)}),
+    Case("int16", lambda: _prim("int16", rng().integers(-(2**15), 2**15, N))),
+    Case(
+        "int32_full_range",
+        lambda: _prim("int32", rng().integers(-(2**31), 2**31, N)),
+        {"2.1": ("flat",), "2.2": ("flat",)},
+    ),
+    Case(
+        "int64_full_range",
+        lambda: _prim("int64", rng().integers(-(2**62), 2**62, N) * 2),
+        {"2.1": ("flat",), "2.2": ("flat",)},
+    ),
     Case("uint8", lambda: _prim("uint8", rng().integers(0, 256, N))),
     Case("uint16", lambda: _prim("uint16", rng().integers(0, 2**16, N))),
     Case("uint32", lambda: _prim("uint32", rng().integers(0, 2**32, N))),
     Case("uint64", lambda: _prim("uint64", rng().integers(0, 2**63, N, dtype=np.uint64) * 2)),
-    Case("int32_small_range", lambda: _prim("int32", rng().integers(0, 3000, N)),
-         {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)}),
-    Case("int64_sorted", lambda: _prim("int64", np.arange(N) * 7 + 10**12),
-         {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)}),
+    Case(
+        "int32_small_range",
+        lambda: _prim("int32", rng().integers(0, 3000, N)),
+        {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)},
+    ),
+    Case(
+        "int64_sorted",
+        lambda: _prim("int64", np.arange(N) * 7 + 10**12),
+        {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)},
+    ),
     Case("uint16_small", lambda: _prim("uint16", rng().integers(0, 20, N)), {"2.1": ("inline_bitpacking",)}),
     Case("float32", lambda: _prim("float32", rng().random(N)), {"2.1": ("inline_bitpacking",)}),
     Case("float64", lambda: _prim("float64", rng().random(N)), {"2.1": ("inline_bitpacking",)}),
-    Case("timestamp_us", lambda: pa.table({"x": pa.array(np.arange(N) * 1_000_003 + 1_700_000_000_000_000,
-                                                        pa.timestamp("us"))}), {"2.1": ("inline_bitpacking",)}),
-    Case("long_runs", lambda: _prim("int32", np.repeat(np.arange(N // 100), 100)),
-         {"2.1": ("rle",), "2.2": ("rle",)}),
+    Case(
+        "timestamp_us",
+        lambda: pa.table(
+            {"x": pa.array(np.arange(N) * 1_000_003 + 1_700_000_000_000_000, pa.timestamp("us"))}
+        ),
+        {"2.1": ("inline_bitpacking",)},
+    ),
+    Case(
+        "long_runs",
+        lambda: _prim("int32", np.repeat(np.arange(N // 100), 100)),
+        {"2.1": ("rle",), "2.2": ("rle",)},
+    ),
     Case("constant_2_1", lambda: _prim("int64", np.full(N, 42)), {"2.1": ("rle",)}, versions=("2.1",)),
-    Case("zstd_ints", lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N)), compression="zstd"),
-         {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")}),
-    Case("lz4_ints", lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N).astype(np.int32)),
-                                             compression="lz4"), {"2.1": ("general",), "2.2": ("general",)}),
-    Case("zstd_floats", lambda: table_with_meta(pa.array(rng().random(N)), compression="zstd"),
-         {"2.1": ("general",), "2.2": ("general",)}),
-    Case("lz4_floats", lambda: table_with_meta(pa.array(rng().random(N)), compression="lz4"),
-         {"2.1": ("general", "inline_bitpacking"), "2.2": ("general", "inline_bitpacking")}),
-    Case("zstd_level9", lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N)), compression="zstd",
-                                                compression_level="9"), {"2.1": ("general",)}),
-    Case("bss_zstd_f32", lambda: table_with_meta(pa.array(rng().random(N).astype(np.float32)), compression="zstd",
-                                                 bss="on"),
-         {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")}),
+    Case(
+        "zstd_ints",
+        lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N)), compression="zstd"),
+        {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")},
+    ),
+    Case(
+        "lz4_ints",
+        lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N).astype(np.int32)), compression="lz4"),
+        {"2.1": ("general",), "2.2": ("general",)},
+    ),
+    Case(
+        "zstd_floats",
+        lambda: table_with_meta(pa.array(rng().random(N)), compression="zstd"),
+        {"2.1": ("general",), "2.2": ("general",)},
+    ),
+    Case(
+        "lz4_floats",
+        lambda: table_with_meta(pa.array(rng().random(N)), compression="lz4"),
+        {"2.1": ("general", "inline_bitpacking"), "2.2": ("general", "inline_bitpacking")},
+    ),
+    Case(
+        "zstd_level9",
+        lambda: table_with_meta(
+            pa.array(rng().integers(0, 10**9, N)), compression="zstd", compression_level="9"
+        ),
+        {"2.1": ("general",)},
+    ),
+    Case(
+        "bss_zstd_f32",
+        lambda: table_with_meta(pa.array(rng().random(N).astype(np.float32)), compression="zstd", bss="on"),
+        {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")},
+    ),
     Case("int64_low_cardinality", lambda: _prim("int64", rng().integers(0, 10, N)), {"2.2": ("dictionary",)}),
 ]
 
@@ -87,8 +126,9 @@ def _values_of(w) -> np.ndarray:
     return np.concatenate([item_values(pd, dtype) for pd in pages]), expected.to_numpy(zero_copy_only=False)
 
 
-@pytest.mark.parametrize("case,version", [pytest.param(c, v, id=f"{c.name}-{v}") for c in PRIMITIVE
-                                          for v in c.versions])
+@pytest.mark.parametrize(
+    "case,version", [pytest.param(c, v, id=f"{c.name}-{v}") for c in PRIMITIVE for v in c.versions]
+)
 def test_primitive(case: Case, version: str, tmp_path) -> None:
     w = write(tmp_path, case.build(), version, case.name)
     assert all(p.decoder is not None for p in w.column_pages()), "expected mini-block pages"
@@ -136,7 +176,7 @@ def test_nullable(kind: str, version: str, tmp_path) -> None:
         got = []
         for pd in pages:
             vals = block_numpy(pd.values, "bool")
-            got.extend(v if d == 0 else None for v, d in zip(vals.tolist(), pd.def_.tolist()))
+            got.extend(v if d == 0 else None for v, d in zip(vals.tolist(), pd.def_.tolist(), strict=True))
     else:
         got = nullable_column(pages, np.int32)
     assert got == w.expected.column(0).to_pylist()
@@ -153,13 +193,13 @@ def test_null_struct_items_keep_value_slots(version: str, tmp_path) -> None:
     assert len(pd.layers) == 2 and pd.values.num_values == pd.num_rows == N
     vals = block_numpy(pd.values, np.int32)
     exp = [None if r is None else r["a"] for r in w.expected.column(0).to_pylist()]
-    assert [v if d == 0 else None for v, d in zip(vals.tolist(), pd.def_.tolist())] == exp
+    assert [v if d == 0 else None for v, d in zip(vals.tolist(), pd.def_.tolist(), strict=True)] == exp
     assert set(np.unique(pd.def_).tolist()) == {0, 1, 2}
 
 
 def _fsl(item_nulls: bool, row_nulls: bool) -> pa.Table:
     r = rng(7)
-    vals = r.integers(-2**31, 2**31, N * 4).astype(np.int32)
+    vals = r.integers(-(2**31), 2**31, N * 4).astype(np.int32)
     items = pa.array(vals, mask=(r.random(N * 4) < 0.2) if item_nulls else None)
     mask = pa.array(r.random(N) < 0.1) if row_nulls else None
     return pa.table({"f": pa.FixedSizeListArray.from_arrays(items, 4, mask=mask)})
@@ -180,8 +220,8 @@ def test_fixed_size_list(item_nulls: bool, row_nulls: bool, version: str, tmp_pa
         valid = np.ones(blk.num_values * 4, bool) if blk.item_validity is None else blk.item_validity
         valid = valid.reshape(-1, 4).tolist()
         rows_ok = [True] * pd.num_rows if pd.def_ is None else (pd.def_ == 0).tolist()
-        for row, ok, v in zip(items, rows_ok, valid):
-            got.append([x if m else None for x, m in zip(row, v)] if ok else None)
+        for row, ok, v in zip(items, rows_ok, valid, strict=True):
+            got.append([x if m else None for x, m in zip(row, v, strict=True)] if ok else None)
     assert got == w.expected.column(0).to_pylist()
 
 
@@ -189,9 +229,14 @@ def test_fixed_size_list(item_nulls: bool, row_nulls: bool, version: str, tmp_pa
 def test_packed_struct(version: str, tmp_path) -> None:
     r = rng(9)
     st = pa.StructArray.from_arrays(
-        [pa.array(np.arange(3000, dtype=np.int32)), pa.array(r.random(3000)),
-         pa.array(r.integers(0, 2**15, 3000).astype(np.int16)), pa.array(r.integers(0, 255, 3000).astype(np.uint8))],
-        names=["a", "b", "c", "d"])
+        [
+            pa.array(np.arange(3000, dtype=np.int32)),
+            pa.array(r.random(3000)),
+            pa.array(r.integers(0, 2**15, 3000).astype(np.int16)),
+            pa.array(r.integers(0, 255, 3000).astype(np.uint8)),
+        ],
+        names=["a", "b", "c", "d"],
+    )
     w = write(tmp_path, table_with_meta(st, "p", packed="true"), version)
     assert "packed_struct" in w.encodings()
     pd = w.column_pages()[0].decode()
@@ -214,7 +259,7 @@ def test_low_cardinality_strings(version: str, tmp_path) -> None:
     d = pd.dictionary
     offs = np.asarray(d.offsets, np.int64)
     data = bytes(np.asarray(d.data, np.uint8))
-    words = [data[offs[i]:offs[i + 1]].decode() for i in range(d.num_values)]
+    words = [data[offs[i] : offs[i + 1]].decode() for i in range(d.num_values)]
     assert [words[i] for i in idx] == w.expected.column(0).to_pylist()
 
 

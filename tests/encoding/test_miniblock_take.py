@@ -18,7 +18,7 @@ N = 6000
 def _lists(n: int, seed: int, max_len: int, item_nulls: bool) -> pa.Array:
     r = np.random.default_rng(seed)
     rows = []
-    for i in range(n):
+    for _i in range(n):
         k = int(r.integers(0, 6))
         if k == 1:
             rows.append(None)
@@ -37,16 +37,22 @@ def _fsl() -> pa.Array:
 
 
 TABLES = {
-    "bitpacked": lambda: pa.table({"x": pa.array(np.random.default_rng(0).integers(0, 5000, N).astype(np.int32))}),
-    "flat_nullable": lambda: pa.table({"x": pa.array(np.random.default_rng(1).integers(-2**62, 2**62, N),
-                                                     mask=np.arange(N) % 3 == 0)}),
+    "bitpacked": lambda: pa.table(
+        {"x": pa.array(np.random.default_rng(0).integers(0, 5000, N).astype(np.int32))}
+    ),
+    "flat_nullable": lambda: pa.table(
+        {"x": pa.array(np.random.default_rng(1).integers(-(2**62), 2**62, N), mask=np.arange(N) % 3 == 0)}
+    ),
     "rle": lambda: pa.table({"x": pa.array(np.repeat(np.arange(N // 50, dtype=np.int64), 50))}),
     "bool": lambda: pa.table({"x": pa.array(np.random.default_rng(4).random(N) < 0.5)}),
     "zstd": lambda: table_with_meta(pa.array(np.random.default_rng(5).random(N)), compression="zstd"),
     "fsl": lambda: pa.table({"x": _fsl()}),
-    "packed": lambda: table_with_meta(pa.StructArray.from_arrays(
-        [pa.array(np.arange(N, dtype=np.int64)), pa.array(np.arange(N, dtype=np.int16))], names=["a", "b"]),
-        packed="true"),
+    "packed": lambda: table_with_meta(
+        pa.StructArray.from_arrays(
+            [pa.array(np.arange(N, dtype=np.int64)), pa.array(np.arange(N, dtype=np.int16))], names=["a", "b"]
+        ),
+        packed="true",
+    ),
     "strings": lambda: pa.table({"x": pa.array([f"v{i % 13}" for i in range(N)])}),
     "list_short": lambda: pa.table({"x": _lists(N, 6, 5, False)}),
     "list_null_items": lambda: pa.table({"x": _lists(N, 7, 5, True)}),
@@ -64,18 +70,26 @@ def _rows_of(pd: PageData, kind: str) -> list:
     if isinstance(blk, FixedSizeListBlock):
         items = block_numpy(blk.items, np.int32).reshape(-1, 4).tolist()
         iv = blk.item_validity.reshape(-1, 4).tolist()
-        vals = [[x if m else None for x, m in zip(row, v)] for row, v in zip(items, iv)]
+        vals = [
+            [x if m else None for x, m in zip(row, v, strict=True)] for row, v in zip(items, iv, strict=True)
+        ]
     elif isinstance(blk, StructBlock):
-        vals = list(zip(block_numpy(blk.children[0], np.int64).tolist(),
-                        block_numpy(blk.children[1], np.int16).tolist()))
+        vals = list(
+            zip(
+                block_numpy(blk.children[0], np.int64).tolist(),
+                block_numpy(blk.children[1], np.int16).tolist(),
+                strict=True,
+            )
+        )
     elif kind == "strings":  # dictionary indices
         vals = block_numpy(pd.values, f"<u{pd.values.bits_per_value // 8}").tolist()
     elif kind == "bool":
         vals = block_numpy(blk, bool).tolist()
     else:
-        vals = item_values(pd, np.int64 if kind in ("flat_nullable", "rle") else
-                           np.float64 if kind == "zstd" else np.int32).tolist()
-    return [v if ok else None for v, ok in zip(vals, valid)]
+        vals = item_values(
+            pd, np.int64 if kind in ("flat_nullable", "rle") else np.float64 if kind == "zstd" else np.int32
+        ).tolist()
+    return [v if ok else None for v, ok in zip(vals, valid, strict=True)]
 
 
 @pytest.fixture(scope="module")
@@ -100,9 +114,17 @@ def test_random_rows_match_full_decode(kind: str, version: str, files) -> None:
         assert page.decoder is not None
         full = _rows_of(page.decode(), kind)
         n = page.num_rows
-        subsets = [np.array([0]), np.array([n - 1]), np.arange(n // 2, n // 2 + 3), np.arange(0, n, 97),
-                   np.arange(1, n - 1), np.array([], dtype=np.int64)]
-        subsets += [np.sort(r.choice(n, size=int(r.integers(1, min(n, 400))), replace=False)) for _ in range(6)]
+        subsets = [
+            np.array([0]),
+            np.array([n - 1]),
+            np.arange(n // 2, n // 2 + 3),
+            np.arange(0, n, 97),
+            np.arange(1, n - 1),
+            np.array([], dtype=np.int64),
+        ]
+        subsets += [
+            np.sort(r.choice(n, size=int(r.integers(1, min(n, 400))), replace=False)) for _ in range(6)
+        ]
         for rows in subsets:
             pd = page.decode(rows)
             assert pd.num_rows == len(rows)

@@ -104,8 +104,9 @@ def gather_bit_runs(bufs: Sequence[memoryview | bytes], bit_counts: np.ndarray, 
     return bits[ragged_arange(exclusive_cumsum(sizes) * 8, bit_counts)]
 
 
-def check_chunk_counts(chunks: Sequence[Sequence[object]], counts: np.ndarray, num_buffers: int,
-                       what: str) -> np.ndarray:
+def check_chunk_counts(
+    chunks: Sequence[Sequence[object]], counts: np.ndarray, num_buffers: int, what: str
+) -> np.ndarray:
     """Validate the shape of a batched mini-block decode call; return counts as int64."""
     counts = np.asarray(counts, dtype=np.int64).reshape(-1)
     if len(chunks) != len(counts):

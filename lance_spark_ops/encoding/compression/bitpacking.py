@@ -79,8 +79,10 @@ def fastlanes_unpack(packed: np.ndarray, width: int) -> np.ndarray:
     if width == 0:
         return np.zeros((n, BLOCK), dtype=dt)
     if not 0 < width <= t_bits or packed.shape[1] != width * lanes:
-        raise CorruptFileError(f"bitpacked block: {packed.shape[1]} words of {t_bits} bits do not hold "
-                               f"1024 values of {width} bits")
+        raise CorruptFileError(
+            f"bitpacked block: {packed.shape[1]} words of {t_bits} bits do not hold "
+            f"1024 values of {width} bits"
+        )
     words = packed.reshape(n, width, lanes)
     rows = np.arange(t_bits, dtype=np.int64)
     first = rows * width // t_bits
@@ -100,23 +102,28 @@ def fastlanes_unpack(packed: np.ndarray, width: int) -> np.ndarray:
 # ---------------------------------------------------------------------------- inline
 
 
-def _inline_chunks(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, dt: np.dtype,
-                   what: str) -> np.ndarray:
+def _inline_chunks(
+    data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, dt: np.dtype, what: str
+) -> np.ndarray:
     """Unpack inline-bitpacked chunks (byte ``starts`` / ``sizes`` in ``data``) -> (k, 1024)."""
     wsize = dt.itemsize
     t_bits = wsize * 8
     if (sizes < wsize).any() or (sizes % wsize).any() or (starts % wsize).any():
         i = int(np.argmax((sizes < wsize) | (sizes % wsize != 0) | (starts % wsize != 0)))
-        raise CorruptFileError(f"{what}: chunk {i} of {int(sizes[i])} bytes is not a whole number of "
-                               f"{t_bits}-bit words with a bit-width header")
+        raise CorruptFileError(
+            f"{what}: chunk {i} of {int(sizes[i])} bytes is not a whole number of "
+            f"{t_bits}-bit words with a bit-width header"
+        )
     words = data[: len(data) - len(data) % wsize].view(dt)
     heads = starts // wsize
     widths = words[heads].astype(np.int64)
     expected = (1 + BLOCK * widths // t_bits) * wsize
     if (widths > t_bits).any() or (sizes != expected).any():
         i = int(np.argmax((widths > t_bits) | (sizes != expected)))
-        raise CorruptFileError(f"{what}: chunk {i} says {int(widths[i])} bits per value in {t_bits}-bit words "
-                               f"but holds {int(sizes[i])} bytes (expected {int(expected[i])})")
+        raise CorruptFileError(
+            f"{what}: chunk {i} says {int(widths[i])} bits per value in {t_bits}-bit words "
+            f"but holds {int(sizes[i])} bytes (expected {int(expected[i])})"
+        )
     out = np.empty((len(starts), BLOCK), dtype=dt)
     for w in np.unique(widths):
         sel = np.flatnonzero(widths == w)
@@ -134,8 +141,9 @@ def _take_counts(unpacked: np.ndarray, counts: np.ndarray, what: str) -> np.ndar
     return unpacked.reshape(-1)[ragged_arange(np.arange(len(counts), dtype=np.int64) * BLOCK, counts)]
 
 
-def decode_inline_bitpacking_miniblock(msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]],
-                                       counts: np.ndarray) -> FixedWidthBlock:
+def decode_inline_bitpacking_miniblock(
+    msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
     dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking")
     counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
     bufs = [c[0] for c in chunks]
@@ -149,7 +157,9 @@ def decode_inline_bitpacking_miniblock(msg: pb.InlineBitpacking, chunks: Sequenc
     return FixedWidthBlock(values.view(np.uint8), dt.itemsize * 8, int(counts.sum()))
 
 
-def decode_inline_bitpacking_block(msg: pb.InlineBitpacking, buffer: memoryview, num_values: int) -> FixedWidthBlock:
+def decode_inline_bitpacking_block(
+    msg: pb.InlineBitpacking, buffer: memoryview, num_values: int
+) -> FixedWidthBlock:
     dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking block")
     data = as_u8(buffer)
     if msg.HasField("values"):
@@ -161,9 +171,10 @@ def decode_inline_bitpacking_block(msg: pb.InlineBitpacking, buffer: memoryview,
     starts, sizes, pos = [], [], 0
     for _ in range(nchunks):  # chunk sizes depend on each chunk's width: walk the headers
         if pos + wsize > len(data):
-            raise CorruptFileError(f"inline bitpacking block: {len(data)} bytes end inside chunk "
-                                   f"{len(starts)} of {nchunks}")
-        width = int(data[pos:pos + wsize].view(dt)[0])
+            raise CorruptFileError(
+                f"inline bitpacking block: {len(data)} bytes end inside chunk {len(starts)} of {nchunks}"
+            )
+        width = int(data[pos : pos + wsize].view(dt)[0])
         size = (1 + BLOCK * min(width, t_bits + 1) // t_bits) * wsize
         starts.append(pos)
         sizes.append(size)
@@ -174,8 +185,9 @@ def decode_inline_bitpacking_block(msg: pb.InlineBitpacking, buffer: memoryview,
     if nchunks:
         counts[-1] = num_values - BLOCK * (nchunks - 1)
     data = np.ascontiguousarray(data[:pos]) if len(starts) else data[:0]
-    unpacked = _inline_chunks(data, np.array(starts, np.int64), np.array(sizes, np.int64), dt,
-                              "inline bitpacking block")
+    unpacked = _inline_chunks(
+        data, np.array(starts, np.int64), np.array(sizes, np.int64), dt, "inline bitpacking block"
+    )
     values = _take_counts(unpacked, counts, "inline bitpacking block")
     return FixedWidthBlock(values.view(np.uint8), t_bits, num_values)
 
@@ -189,13 +201,15 @@ def _ool_widths(msg: pb.OutOfLineBitpacking) -> tuple[np.dtype, int]:
         raise CorruptFileError("out-of-line bitpacking: packed values must be described by Flat")
     width = int(msg.values.flat.bits_per_value)
     if width > dt.itemsize * 8:
-        raise CorruptFileError(f"out-of-line bitpacking: {width} bits per value packed into "
-                               f"{dt.itemsize * 8}-bit words")
+        raise CorruptFileError(
+            f"out-of-line bitpacking: {width} bits per value packed into {dt.itemsize * 8}-bit words"
+        )
     return dt, width
 
 
-def decode_out_of_line_bitpacking_blocks(msg: pb.OutOfLineBitpacking, buffers: Sequence[memoryview],
-                                         counts: np.ndarray) -> FixedWidthBlock:
+def decode_out_of_line_bitpacking_blocks(
+    msg: pb.OutOfLineBitpacking, buffers: Sequence[memoryview], counts: np.ndarray
+) -> FixedWidthBlock:
     """Decode many independently packed buffers (e.g. the levels of every mini-block chunk)
     at once; the result holds their values back to back."""
     dt, width = _ool_widths(msg)
@@ -204,8 +218,10 @@ def decode_out_of_line_bitpacking_blocks(msg: pb.OutOfLineBitpacking, buffers: S
     counts = np.asarray(counts, dtype=np.int64)
     sizes = buffer_sizes(buffers)
     if (sizes % wsize).any():
-        raise CorruptFileError(f"out-of-line bitpacking: a buffer of {int(sizes[np.argmax(sizes % wsize != 0)])} "
-                               f"bytes is not a whole number of {t_bits}-bit words")
+        raise CorruptFileError(
+            f"out-of-line bitpacking: a buffer of {int(sizes[np.argmax(sizes % wsize != 0)])} "
+            f"bytes is not a whole number of {t_bits}-bit words"
+        )
     nwords = sizes // wsize
     whole, tail = counts // BLOCK, counts % BLOCK
     raw = (tail > 0) & (nwords == whole * wpb + tail)
@@ -213,8 +229,10 @@ def decode_out_of_line_bitpacking_blocks(msg: pb.OutOfLineBitpacking, buffers: S
     expect = whole * wpb + np.where(raw, tail, 0) + np.where(padded, wpb, 0)
     if (nwords != expect).any():
         i = int(np.argmax(nwords != expect))
-        raise CorruptFileError(f"out-of-line bitpacking: buffer {i} holds {int(nwords[i])} words, "
-                               f"{int(counts[i])} values of {width} bits need {int(expect[i])}")
+        raise CorruptFileError(
+            f"out-of-line bitpacking: buffer {i} holds {int(nwords[i])} words, "
+            f"{int(counts[i])} values of {width} bits need {int(expect[i])}"
+        )
     words = join(buffers)
     words = words.view(dt) if len(words) else np.zeros(0, dt)
     word_starts = exclusive_cumsum(nwords)
@@ -228,19 +246,23 @@ def decode_out_of_line_bitpacking_blocks(msg: pb.OutOfLineBitpacking, buffers: S
     unpacked = fastlanes_unpack(packed, width).reshape(-1)
     # Each buffer's values: a run of unpacked values, then (raw tail) a run of raw words.
     source = np.concatenate([unpacked, words]) if raw.any() else unpacked
-    seg_starts = np.stack([exclusive_cumsum(nblocks) * BLOCK, len(unpacked) + word_starts + whole * wpb], axis=1)
+    seg_starts = np.stack(
+        [exclusive_cumsum(nblocks) * BLOCK, len(unpacked) + word_starts + whole * wpb], axis=1
+    )
     seg_lengths = np.stack([whole * BLOCK + np.where(padded, tail, 0), np.where(raw, tail, 0)], axis=1)
     order = ragged_arange(seg_starts.reshape(-1), seg_lengths.reshape(-1))
     values = source[order]
     return FixedWidthBlock(values.view(np.uint8), t_bits, int(counts.sum()))
 
 
-def decode_out_of_line_bitpacking_block(msg: pb.OutOfLineBitpacking, buffer: memoryview,
-                                        num_values: int) -> FixedWidthBlock:
+def decode_out_of_line_bitpacking_block(
+    msg: pb.OutOfLineBitpacking, buffer: memoryview, num_values: int
+) -> FixedWidthBlock:
     return decode_out_of_line_bitpacking_blocks(msg, [buffer], np.array([num_values], dtype=np.int64))
 
 
-def decode_out_of_line_bitpacking_miniblock(msg: pb.OutOfLineBitpacking, chunks: Sequence[Sequence[memoryview]],
-                                            counts: np.ndarray) -> FixedWidthBlock:
+def decode_out_of_line_bitpacking_miniblock(
+    msg: pb.OutOfLineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
     counts = check_chunk_counts(chunks, counts, 1, "out-of-line bitpacking mini-block")
     return decode_out_of_line_bitpacking_blocks(msg, [c[0] for c in chunks], counts)

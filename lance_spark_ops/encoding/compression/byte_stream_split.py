@@ -31,8 +31,9 @@ from lance_spark_ops.encoding.compression._arrays import (
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 
-def decode_byte_stream_split_miniblock(msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]],
-                                       counts: np.ndarray) -> FixedWidthBlock:
+def decode_byte_stream_split_miniblock(
+    msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
     if msg.values.WhichOneof("compression") != "flat":
         raise UnsupportedError("byte stream split: only Flat inner values are supported")
     bits = int(msg.values.flat.bits_per_value)
@@ -44,8 +45,10 @@ def decode_byte_stream_split_miniblock(msg: pb.ByteStreamSplit, chunks: Sequence
     sizes = buffer_sizes(bufs)
     if (sizes != counts * width).any():
         i = int(np.argmax(sizes != counts * width))
-        raise CorruptFileError(f"byte stream split: chunk {i} holds {int(sizes[i])} bytes, {int(counts[i])} "
-                               f"values of {width} bytes need {int(counts[i]) * width}")
+        raise CorruptFileError(
+            f"byte stream split: chunk {i} holds {int(sizes[i])} bytes, {int(counts[i])} "
+            f"values of {width} bytes need {int(counts[i]) * width}"
+        )
     data = join(bufs) if bufs else np.zeros(0, np.uint8)
     out = np.empty(len(data), dtype=np.uint8)
     starts = exclusive_cumsum(sizes)

@@ -58,20 +58,22 @@ def _layers(msg: pb.FixedSizeList) -> tuple[list[tuple[int, bool]], int]:
             raise UnsupportedError(f"fixed size list over {kind!r} values is not supported")
 
 
-def _nest(layers: list[tuple[int, bool]], items: DataBlock, validity: list[np.ndarray | None],
-          rows: int) -> FixedSizeListBlock:
+def _nest(
+    layers: list[tuple[int, bool]], items: DataBlock, validity: list[np.ndarray | None], rows: int
+) -> FixedSizeListBlock:
     """Build the FixedSizeListBlock chain from the innermost layer outwards."""
     block: DataBlock = items
     cum = int(np.prod([d for d, _ in layers], dtype=np.int64))
-    for (dim, _), valid in zip(reversed(layers), reversed(validity)):
+    for (dim, _), valid in zip(reversed(layers), reversed(validity), strict=True):
         cum //= dim
         block = FixedSizeListBlock(block, dim, rows * cum, valid)
     assert isinstance(block, FixedSizeListBlock)
     return block
 
 
-def decode_fixed_size_list_miniblock(msg: pb.FixedSizeList, chunks: Sequence[Sequence[memoryview]],
-                                     counts: np.ndarray) -> FixedSizeListBlock:
+def decode_fixed_size_list_miniblock(
+    msg: pb.FixedSizeList, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedSizeListBlock:
     layers, bits = _layers(msg)
     nvalid = sum(v for _, v in layers)
     counts = check_chunk_counts(chunks, counts, nvalid + 1, "fixed size list mini-block")
@@ -81,8 +83,11 @@ def decode_fixed_size_list_miniblock(msg: pb.FixedSizeList, chunks: Sequence[Seq
     for dim, has_validity in layers:
         cum *= dim
         if has_validity:
-            validity.append(gather_bit_runs([c[buf_no] for c in chunks], counts * cum,
-                                            f"fixed size list validity (layer of {dim})"))
+            validity.append(
+                gather_bit_runs(
+                    [c[buf_no] for c in chunks], counts * cum, f"fixed size list validity (layer of {dim})"
+                )
+            )
             buf_no += 1
         else:
             validity.append(None)
@@ -90,7 +95,9 @@ def decode_fixed_size_list_miniblock(msg: pb.FixedSizeList, chunks: Sequence[Seq
     return _nest(layers, items, validity, rows)
 
 
-def decode_fixed_size_list_block(msg: pb.FixedSizeList, buffer: memoryview, num_values: int) -> FixedSizeListBlock:
+def decode_fixed_size_list_block(
+    msg: pb.FixedSizeList, buffer: memoryview, num_values: int
+) -> FixedSizeListBlock:
     layers, bits = _layers(msg)
     if any(v for _, v in layers):
         raise UnsupportedError("fixed size list with item validity in a block context is not supported")
@@ -110,8 +117,10 @@ def decode_fixed_size_list_per_value(msg: pb.FixedSizeList, block: DataBlock) ->
     cum = int(np.prod([d for d, _ in layers], dtype=np.int64))
     if not any(v for _, v in layers):
         if block.bits_per_value != bits * cum:
-            raise CorruptFileError(f"fixed size list per-value: {block.bits_per_value}-bit rows, "
-                                   f"{cum} items of {bits} bits expected")
+            raise CorruptFileError(
+                f"fixed size list per-value: {block.bits_per_value}-bit rows, "
+                f"{cum} items of {bits} bits expected"
+            )
         return _nest(layers, FixedWidthBlock(block.data, bits, rows * cum), [None] * len(layers), rows)
     if bits % 8:
         raise UnsupportedError(f"fixed size list per-value with validity over {bits}-bit items")
@@ -121,18 +130,19 @@ def decode_fixed_size_list_per_value(msg: pb.FixedSizeList, block: DataBlock) ->
         vbytes.append((c + 7) // 8 if has_validity else 0)
     row_bytes = sum(vbytes) + bits // 8 * cum
     if block.bits_per_value != row_bytes * 8:
-        raise CorruptFileError(f"fixed size list per-value: {block.bits_per_value}-bit rows, layout needs "
-                               f"{row_bytes * 8}")
+        raise CorruptFileError(
+            f"fixed size list per-value: {block.bits_per_value}-bit rows, layout needs {row_bytes * 8}"
+        )
     data = as_u8(block.data)
     if len(data) < rows * row_bytes:
         raise CorruptFileError(f"fixed size list per-value: {len(data)} bytes for {rows} rows of {row_bytes}")
     table = data[: rows * row_bytes].reshape(rows, row_bytes)
     validity: list[np.ndarray | None] = []
     col, c = 0, 1
-    for (dim, has_validity), nb in zip(layers, vbytes):
+    for (dim, has_validity), nb in zip(layers, vbytes, strict=True):
         c *= dim
         if has_validity:
-            bits_2d = np.unpackbits(table[:, col:col + nb], axis=1, bitorder="little")[:, :c]
+            bits_2d = np.unpackbits(table[:, col : col + nb], axis=1, bitorder="little")[:, :c]
             validity.append(bits_2d.reshape(-1).view(bool))
             col += nb
         else:

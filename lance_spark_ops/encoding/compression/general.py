@@ -115,8 +115,9 @@ def _inner(msg: pb.General) -> pb.CompressiveEncoding:
     return msg.values
 
 
-def decode_general_miniblock(msg: pb.General, chunks: Sequence[Sequence[memoryview]],
-                             counts: np.ndarray) -> DataBlock:
+def decode_general_miniblock(
+    msg: pb.General, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> DataBlock:
     from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
 
     inner = _inner(msg)
@@ -148,8 +149,10 @@ def decode_general_per_value(msg: pb.General, block: DataBlock) -> DataBlock:
     if (np.diff(offsets) < 0).any() or offsets[-1] > len(block.data):
         raise CorruptFileError("general per-value: offsets are not monotonic or overrun the data")
     data = memoryview(np.ascontiguousarray(block.data, dtype=np.uint8))
-    pieces = [decompress_buffer(msg.compression, data[int(a):int(b)], f"general per-value value {i}")
-              for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:]))]
+    pieces = [
+        decompress_buffer(msg.compression, data[int(a) : int(b)], f"general per-value value {i}")
+        for i, (a, b) in enumerate(zip(offsets[:-1], offsets[1:], strict=True))
+    ]
     lengths = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
     new_offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
     np.cumsum(lengths, out=new_offsets[1:])

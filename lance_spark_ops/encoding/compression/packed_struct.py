@@ -41,8 +41,9 @@ def split_rows(msg: pb.PackedStruct, rows: DataBlock) -> StructBlock:
         raise CorruptFileError(f"packed struct rows decoded to a {type(rows).__name__}")
     row_bytes = sum(widths)
     if rows.bits_per_value != row_bytes * 8:
-        raise CorruptFileError(f"packed struct: rows of {rows.bits_per_value} bits, fields add up to "
-                               f"{row_bytes * 8}")
+        raise CorruptFileError(
+            f"packed struct: rows of {rows.bits_per_value} bits, fields add up to {row_bytes * 8}"
+        )
     n = rows.num_values
     data = as_u8(rows.data)
     if len(data) < n * row_bytes:
@@ -51,7 +52,7 @@ def split_rows(msg: pb.PackedStruct, rows: DataBlock) -> StructBlock:
     children: list[DataBlock] = []
     col = 0
     for w in widths:
-        children.append(FixedWidthBlock(np.ascontiguousarray(table[:, col:col + w]).reshape(-1), w * 8, n))
+        children.append(FixedWidthBlock(np.ascontiguousarray(table[:, col : col + w]).reshape(-1), w * 8, n))
         col += w
     return StructBlock(children, n)
 
@@ -62,8 +63,9 @@ def _values(msg: pb.PackedStruct) -> pb.CompressiveEncoding:
     return msg.values
 
 
-def decode_packed_struct_miniblock(msg: pb.PackedStruct, chunks: Sequence[Sequence[memoryview]],
-                                   counts: np.ndarray) -> StructBlock:
+def decode_packed_struct_miniblock(
+    msg: pb.PackedStruct, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> StructBlock:
     from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
 
     return split_rows(msg, decompress_miniblock_chunks(_values(msg), chunks, counts))

@@ -51,8 +51,14 @@ def _value_bits(msg: pb.Rle) -> int:
     return bits
 
 
-def expand_runs(values: np.ndarray, lengths: np.ndarray, runs_per_part: np.ndarray, counts: np.ndarray,
-                bits: int, what: str) -> FixedWidthBlock:
+def expand_runs(
+    values: np.ndarray,
+    lengths: np.ndarray,
+    runs_per_part: np.ndarray,
+    counts: np.ndarray,
+    bits: int,
+    what: str,
+) -> FixedWidthBlock:
     """Expand runs of several independent parts (chunks / blocks); part i has
     ``runs_per_part[i]`` runs and must yield ``counts[i]`` values."""
     dt = item_dtype(bits, what)
@@ -65,14 +71,18 @@ def expand_runs(values: np.ndarray, lengths: np.ndarray, runs_per_part: np.ndarr
         produced[nonempty] = np.add.reduceat(lens, run_starts[nonempty])
     if (produced < counts).any():
         i = int(np.argmax(produced < counts))
-        raise CorruptFileError(f"{what}: part {i} runs cover {int(produced[i])} values, expected {int(counts[i])}")
+        raise CorruptFileError(
+            f"{what}: part {i} runs cover {int(produced[i])} values, expected {int(counts[i])}"
+        )
     expanded = np.repeat(vals, lens)
     if not (produced == counts).all():
         expanded = expanded[ragged_arange(exclusive_cumsum(produced), counts)]
     return FixedWidthBlock(expanded.view(np.uint8), bits, int(counts.sum()))
 
 
-def decode_rle_miniblock(msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray) -> FixedWidthBlock:
+def decode_rle_miniblock(
+    msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
     bits = _value_bits(msg)
     counts = check_chunk_counts(chunks, counts, 2, "rle mini-block")
     vbufs = [c[0] for c in chunks]
@@ -80,10 +90,18 @@ def decode_rle_miniblock(msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], co
     vsizes, nruns = buffer_sizes(vbufs), buffer_sizes(lbufs)
     if (vsizes != nruns * (bits // 8)).any():
         i = int(np.argmax(vsizes != nruns * (bits // 8)))
-        raise CorruptFileError(f"rle mini-block: chunk {i} has {int(vsizes[i])} bytes of {bits}-bit run values "
-                               f"but {int(nruns[i])} run lengths")
-    return expand_runs(join(vbufs) if vbufs else np.zeros(0, np.uint8),
-                       join(lbufs) if lbufs else np.zeros(0, np.uint8), nruns, counts, bits, "rle mini-block")
+        raise CorruptFileError(
+            f"rle mini-block: chunk {i} has {int(vsizes[i])} bytes of {bits}-bit run values "
+            f"but {int(nruns[i])} run lengths"
+        )
+    return expand_runs(
+        join(vbufs) if vbufs else np.zeros(0, np.uint8),
+        join(lbufs) if lbufs else np.zeros(0, np.uint8),
+        nruns,
+        counts,
+        bits,
+        "rle mini-block",
+    )
 
 
 def decode_rle_blocks(msg: pb.Rle, buffers: Sequence[memoryview], counts: np.ndarray) -> FixedWidthBlock:
@@ -99,10 +117,16 @@ def decode_rle_blocks(msg: pb.Rle, buffers: Sequence[memoryview], counts: np.nda
     header_idx = starts[:, None] + np.arange(8, dtype=np.int64)[None, :]
     value_bytes = np.ascontiguousarray(data[header_idx]).view("<u8").reshape(-1).astype(np.int64)
     nruns = value_bytes // vbytes
-    if ((value_bytes % vbytes) != 0).any() or (value_bytes < 0).any() or (8 + value_bytes + nruns != sizes).any():
+    if (
+        ((value_bytes % vbytes) != 0).any()
+        or (value_bytes < 0).any()
+        or (8 + value_bytes + nruns != sizes).any()
+    ):
         i = int(np.argmax((value_bytes % vbytes != 0) | (8 + value_bytes + nruns != sizes)))
-        raise CorruptFileError(f"rle block: buffer {i} of {int(sizes[i])} bytes declares {int(value_bytes[i])} "
-                               f"bytes of {bits}-bit run values (expected 8 + values + one length per run)")
+        raise CorruptFileError(
+            f"rle block: buffer {i} of {int(sizes[i])} bytes declares {int(value_bytes[i])} "
+            f"bytes of {bits}-bit run values (expected 8 + values + one length per run)"
+        )
     values = data[ragged_arange(starts + 8, value_bytes)]
     lengths = data[ragged_arange(starts + 8 + value_bytes, nruns)]
     return expand_runs(values, lengths, nruns, counts, bits, "rle block")

@@ -53,7 +53,9 @@ def _inflate(msg: pb.Flat, buf: memoryview, what: str) -> memoryview:
     return memoryview(decompress_buffer(msg.data, buf, what))
 
 
-def concat_fixed_chunks(bufs: Sequence[memoryview], counts: np.ndarray, bits: int, what: str) -> FixedWidthBlock:
+def concat_fixed_chunks(
+    bufs: Sequence[memoryview], counts: np.ndarray, bits: int, what: str
+) -> FixedWidthBlock:
     """Concatenate per-chunk buffers of ``counts[i]`` values of ``bits`` bits each.
 
     Byte-aligned chunks are joined with one copy; chunks that end inside a byte (only
@@ -70,14 +72,16 @@ def concat_fixed_chunks(bufs: Sequence[memoryview], counts: np.ndarray, bits: in
         )
     total = int(counts.sum())
     if bits % 8 == 0 or not ((counts[:-1] * bits) % 8).any():
-        trimmed = [b[: int(n)] if len(b) != n else b for b, n in zip(bufs, need)]
+        trimmed = [b[: int(n)] if len(b) != n else b for b, n in zip(bufs, need, strict=True)]
         data = join(trimmed) if trimmed else np.zeros(0, np.uint8)
         return FixedWidthBlock(data, bits, total)
     bools = gather_bit_runs(bufs, counts * bits, what)
     return FixedWidthBlock(pack_bits(bools), bits, total)
 
 
-def decode_flat_miniblock(msg: pb.Flat, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray) -> FixedWidthBlock:
+def decode_flat_miniblock(
+    msg: pb.Flat, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
     bits = _bits(msg)
     counts = check_chunk_counts(chunks, counts, 1, "flat mini-block")
     bufs = [_inflate(msg, c[0], f"flat mini-block chunk {i}") for i, c in enumerate(chunks)]
@@ -89,7 +93,9 @@ def decode_flat_block(msg: pb.Flat, buffer: memoryview, num_values: int) -> Fixe
     buf = _inflate(msg, buffer, "flat block")
     need = (num_values * bits + 7) // 8
     if len(buf) < need:
-        raise CorruptFileError(f"flat block: {len(buf)} bytes, {num_values} values of {bits} bits need {need}")
+        raise CorruptFileError(
+            f"flat block: {len(buf)} bytes, {num_values} values of {bits} bits need {need}"
+        )
     return FixedWidthBlock(as_u8(buf)[:need], bits, num_values)
 
 

@@ -68,10 +68,22 @@ from lance_spark_ops.encoding.page import Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError
 
 ALIGN = 8
-LIST_LAYERS = frozenset({pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST,
-                         pb.REPDEF_NULL_AND_EMPTY_LIST})
-DEF_LEVELS = {pb.REPDEF_ALL_VALID_ITEM: 0, pb.REPDEF_ALL_VALID_LIST: 0, pb.REPDEF_NULLABLE_ITEM: 1,
-              pb.REPDEF_NULLABLE_LIST: 1, pb.REPDEF_EMPTYABLE_LIST: 1, pb.REPDEF_NULL_AND_EMPTY_LIST: 2}
+LIST_LAYERS = frozenset(
+    {
+        pb.REPDEF_ALL_VALID_LIST,
+        pb.REPDEF_NULLABLE_LIST,
+        pb.REPDEF_EMPTYABLE_LIST,
+        pb.REPDEF_NULL_AND_EMPTY_LIST,
+    }
+)
+DEF_LEVELS = {
+    pb.REPDEF_ALL_VALID_ITEM: 0,
+    pb.REPDEF_ALL_VALID_LIST: 0,
+    pb.REPDEF_NULLABLE_ITEM: 1,
+    pb.REPDEF_NULLABLE_LIST: 1,
+    pb.REPDEF_EMPTYABLE_LIST: 1,
+    pb.REPDEF_NULL_AND_EMPTY_LIST: 2,
+}
 
 
 def _pad(n: np.ndarray | int) -> np.ndarray | int:
@@ -100,12 +112,14 @@ def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], count
     if fn is not None:
         blocks = [fn(getattr(enc, kind), bufs, counts)]
     else:
-        blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts)]
+        blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts, strict=True)]
     parts = []
     for blk in blocks:
         if not isinstance(blk, FixedWidthBlock) or blk.bits_per_value != 16:
-            raise CorruptFileError(f"levels decoded to {type(blk).__name__} "
-                                   f"of {getattr(blk, 'bits_per_value', '?')} bits, expected 16-bit values")
+            raise CorruptFileError(
+                f"levels decoded to {type(blk).__name__} "
+                f"of {getattr(blk, 'bits_per_value', '?')} bits, expected 16-bit values"
+            )
         parts.append(np.asarray(blk.data).view(np.uint8)[: 2 * blk.num_values].view("<u2"))
     out = np.concatenate(parts) if len(parts) != 1 else parts[0]
     if len(out) != int(np.sum(counts)):
@@ -140,7 +154,9 @@ class MiniBlockDecoder(PageDecoder):
 
     layout: pb.MiniBlockLayout
 
-    def __init__(self, layout: pb.MiniBlockLayout, num_rows: int, buffer_sizes: list[int], version: str) -> None:
+    def __init__(
+        self, layout: pb.MiniBlockLayout, num_rows: int, buffer_sizes: list[int], version: str
+    ) -> None:
         super().__init__(layout, num_rows, buffer_sizes, version)
         self._large = bool(layout.has_large_chunk)
         self._nbuf = int(layout.num_buffers)
@@ -187,8 +203,9 @@ class MiniBlockDecoder(PageDecoder):
     def _parse_metadata(self, buf: memoryview) -> _ChunkIndex:
         wsize = 4 if self._large else 2
         if len(buf) % wsize:
-            raise CorruptFileError(f"mini-block chunk metadata of {len(buf)} bytes is not a whole number of "
-                                   f"{wsize}-byte words")
+            raise CorruptFileError(
+                f"mini-block chunk metadata of {len(buf)} bytes is not a whole number of {wsize}-byte words"
+            )
         words = np.frombuffer(buf, dtype="<u4" if self._large else "<u2").astype(np.int64)
         sizes = ((words >> 4) + 1) * ALIGN
         logs = words & 0xF
@@ -200,13 +217,19 @@ class MiniBlockDecoder(PageDecoder):
         else:
             counts[-1] = num_items - int(counts[:-1].sum())
             if counts[-1] <= 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
-                raise CorruptFileError(f"mini-block chunks declare {int(counts[:-1].sum())} values before the last "
-                                       f"chunk (log2 {int(logs[-1])}) but the page has {num_items} items")
+                raise CorruptFileError(
+                    f"mini-block chunks declare {int(counts[:-1].sum())} values before the last "
+                    f"chunk (log2 {int(logs[-1])}) but the page has {num_items} items"
+                )
         if int(sizes.sum()) > self.buffer_sizes[1]:
-            raise CorruptFileError(f"mini-block chunks add up to {int(sizes.sum())} bytes, chunk buffer has "
-                                   f"{self.buffer_sizes[1]}")
+            raise CorruptFileError(
+                f"mini-block chunks add up to {int(sizes.sum())} bytes, chunk buffer has "
+                f"{self.buffer_sizes[1]}"
+            )
         if not self._has_rep and num_items != self.num_rows:
-            raise CorruptFileError(f"mini-block page without lists has {num_items} items but {self.num_rows} rows")
+            raise CorruptFileError(
+                f"mini-block page without lists has {num_items} items but {self.num_rows} rows"
+            )
         return _ChunkIndex(exclusive_cumsum(sizes), sizes, counts)
 
     def _add_row_index(self, index: _ChunkIndex, rep_index: memoryview | None) -> None:
@@ -220,17 +243,25 @@ class MiniBlockDecoder(PageDecoder):
             return
         stride = self._depth + 1
         if len(rep_index) != n * stride * 8:
-            raise CorruptFileError(f"repetition index of {len(rep_index)} bytes, expected {n} chunks x {stride} "
-                                   f"u64 values")
-        table = np.frombuffer(rep_index, dtype="<u8").reshape(n, stride).astype(np.int64)
+            raise CorruptFileError(
+                f"repetition index of {len(rep_index)} bytes, expected {n} chunks x {stride} u64 values"
+            )
+        table = np.frombuffer(rep_index, dtype="<u8").reshape(n, stride)
+        if n and (table[:, :2].max() > max(self.num_rows, int(self.layout.num_items))):
+            raise CorruptFileError(
+                f"repetition index entry {int(table[:, :2].max())} exceeds the page's rows / items"
+            )
+        table = table.astype(np.int64)
         ends, partial = table[:, 0], table[:, 1]
         trailer = partial > 0
         preamble = np.zeros(n, dtype=bool)
         preamble[1:] = trailer[:-1]
         starts = ends + trailer - preamble
         if (starts < 0).any() or int(starts.sum()) != self.num_rows or (n and trailer[-1]):
-            raise CorruptFileError(f"repetition index describes {int(starts.sum())} rows (page has "
-                                   f"{self.num_rows}) or a last chunk that does not finish its row")
+            raise CorruptFileError(
+                f"repetition index describes {int(starts.sum())} rows (page has "
+                f"{self.num_rows}) or a last chunk that does not finish its row"
+            )
         index.first_row = exclusive_cumsum(starts)
         index.starts = starts
         index.has_preamble = preamble
@@ -256,8 +287,14 @@ class MiniBlockDecoder(PageDecoder):
             pos += bw
         return fields, int(_pad(pos))
 
-    def _decode_chunks(self, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
-                       chunk_ids: np.ndarray) -> _Chunks:
+    def _decode_chunks(
+        self,
+        data: np.ndarray,
+        starts: np.ndarray,
+        sizes: np.ndarray,
+        counts: np.ndarray,
+        chunk_ids: np.ndarray,
+    ) -> _Chunks:
         """Decode chunks lying at byte ``starts`` of ``data`` (``chunk_ids`` name them in errors)."""
         fields, header = self._header_layout()
         if (sizes < header).any():
@@ -273,10 +310,15 @@ class MiniBlockDecoder(PageDecoder):
         over = pos > starts + sizes
         if over.any():
             k = int(chunk_ids[np.argmax(over)])
-            raise CorruptFileError(f"mini-block chunk {k}: buffers need {int((pos - starts)[np.argmax(over)])} bytes, "
-                                   f"chunk has {int(sizes[np.argmax(over)])}")
+            raise CorruptFileError(
+                f"mini-block chunk {k}: buffers need {int((pos - starts)[np.argmax(over)])} bytes, "
+                f"chunk has {int(sizes[np.argmax(over)])}"
+            )
         view = memoryview(data)
-        cuts = [list(zip(s.tolist(), (s + n).tolist())) for s, n in zip(section_starts, section_sizes)]
+        cuts = [
+            list(zip(s.tolist(), (s + n).tolist(), strict=True))
+            for s, n in zip(section_starts, section_sizes, strict=True)
+        ]
         sec = 0
         rep = def_ = None
         if self._has_rep:
@@ -286,17 +328,27 @@ class MiniBlockDecoder(PageDecoder):
             def_ = decode_levels(self.layout.def_compression, [view[a:b] for a, b in cuts[sec]], num_levels)
             sec += 1
         value_cuts = cuts[sec:]
-        chunks = [[view[a:b] for a, b in parts] for parts in zip(*value_cuts)] if value_cuts else \
-            [[] for _ in range(len(starts))]
+        chunks = (
+            [[view[a:b] for a, b in parts] for parts in zip(*value_cuts, strict=True)]
+            if value_cuts
+            else [[] for _ in range(len(starts))]
+        )
         values = decompress_miniblock_chunks(self.layout.value_compression, chunks, counts)
         if values.num_values != int(counts.sum()):
-            raise CorruptFileError(f"mini-block values decoded to {values.num_values} items, chunks declare "
-                                   f"{int(counts.sum())}")
+            raise CorruptFileError(
+                f"mini-block values decoded to {values.num_values} items, chunks declare {int(counts.sum())}"
+            )
         self._check_levels(rep, def_, num_levels, counts, chunk_ids)
         return _Chunks(values, rep, def_, num_levels)
 
-    def _check_levels(self, rep: np.ndarray | None, def_: np.ndarray | None, num_levels: np.ndarray,
-                      counts: np.ndarray, chunk_ids: np.ndarray) -> None:
+    def _check_levels(
+        self,
+        rep: np.ndarray | None,
+        def_: np.ndarray | None,
+        num_levels: np.ndarray,
+        counts: np.ndarray,
+        chunk_ids: np.ndarray,
+    ) -> None:
         if rep is None and def_ is None:
             return
         if rep is None:
@@ -310,22 +362,27 @@ class MiniBlockDecoder(PageDecoder):
             bad = per_chunk != counts
         if bad.any():
             k = int(np.argmax(bad))
-            raise CorruptFileError(f"mini-block chunk {int(chunk_ids[k])}: {int(num_levels[k])} levels do not match "
-                                   f"its {int(counts[k])} values")
+            raise CorruptFileError(
+                f"mini-block chunk {int(chunk_ids[k])}: {int(num_levels[k])} levels do not match "
+                f"its {int(counts[k])} values"
+            )
 
     # ------------------------------------------------------------------ decode
     def decode(self, fetch: Fetch, rows: np.ndarray | None) -> PageData:
         if rows is not None:
             rows = np.asarray(rows, dtype=np.int64).reshape(-1)
             if len(rows) and (rows[0] < 0 or rows[-1] >= self.num_rows or (np.diff(rows) <= 0).any()):
-                raise CorruptFileError(f"rows must be sorted, unique and inside the page's {self.num_rows} rows")
+                raise CorruptFileError(
+                    f"rows must be sorted, unique and inside the page's {self.num_rows} rows"
+                )
             if len(rows) < self.num_rows:
                 return self._decode_rows(fetch, rows)
         return self._decode_all(fetch)
 
     def _page_data(self, num_rows: int, chunks: _Chunks) -> PageData:
-        return PageData(num_rows, chunks.values, chunks.rep, chunks.def_, list(self.layout.layers),
-                        self._dictionary)
+        return PageData(
+            num_rows, chunks.values, chunks.rep, chunks.def_, list(self.layout.layers), self._dictionary
+        )
 
     def _decode_all(self, fetch: Fetch) -> PageData:
         wanted = [(1, 0, self.buffer_sizes[1])]
@@ -340,12 +397,15 @@ class MiniBlockDecoder(PageDecoder):
             self._dictionary = self._decode_dictionary(got[-1])
         index = self._index
         data = np.frombuffer(got[0], dtype=np.uint8)
-        chunks = self._decode_chunks(data, index.offsets, index.sizes, index.counts,
-                                     np.arange(len(index.counts)))
+        chunks = self._decode_chunks(
+            data, index.offsets, index.sizes, index.counts, np.arange(len(index.counts))
+        )
         if chunks.rep is not None:
             found = int(np.count_nonzero(chunks.rep == self._max_rep))
             if found != self.num_rows:
-                raise CorruptFileError(f"mini-block page has {self.num_rows} rows but its levels start {found}")
+                raise CorruptFileError(
+                    f"mini-block page has {self.num_rows} rows but its levels start {found}"
+                )
         return self._page_data(self.num_rows, chunks)
 
     def _decode_rows(self, fetch: Fetch, rows: np.ndarray) -> PageData:
@@ -389,8 +449,10 @@ class MiniBlockDecoder(PageDecoder):
         breaks = np.flatnonzero(np.diff(sel) != 1) + 1
         run_first = sel[np.concatenate([[0], breaks])]
         run_last = sel[np.concatenate([breaks - 1, [len(sel) - 1]])]
-        ranges = [(1, int(index.offsets[a]), int(index.offsets[b] + index.sizes[b] - index.offsets[a]))
-                  for a, b in zip(run_first, run_last)]
+        ranges = [
+            (1, int(index.offsets[a]), int(index.offsets[b] + index.sizes[b] - index.offsets[a]))
+            for a, b in zip(run_first, run_last, strict=True)
+        ]
         return join(list(fetch(ranges)))
 
     def _select_flat(self, chunks: _Chunks, sel: np.ndarray, rows: np.ndarray) -> PageData:
@@ -404,8 +466,9 @@ class MiniBlockDecoder(PageDecoder):
             raise CorruptFileError("mini-block row lookup reached a chunk that was not read")
         pos = base[chunk_of_row] + rows - index.first_row[chunk_of_row]
         def_ = None if chunks.def_ is None else chunks.def_[pos]
-        return PageData(len(rows), take_block(chunks.values, pos), None, def_, list(self.layout.layers),
-                        self._dictionary)
+        return PageData(
+            len(rows), take_block(chunks.values, pos), None, def_, list(self.layout.layers), self._dictionary
+        )
 
     def _select_rep(self, chunks: _Chunks, row_of_level: np.ndarray, rows: np.ndarray) -> PageData:
         """Lists: keep the levels of the wanted rows and the values of their visible items."""
@@ -423,5 +486,11 @@ class MiniBlockDecoder(PageDecoder):
         found = int(np.count_nonzero(rep == self._max_rep))
         if found != len(rows):
             raise CorruptFileError(f"mini-block rows: {len(rows)} rows asked, levels start {found}")
-        return PageData(len(rows), take_block(chunks.values, value_pos), rep, def_, list(self.layout.layers),
-                        self._dictionary)
+        return PageData(
+            len(rows),
+            take_block(chunks.values, value_pos),
+            rep,
+            def_,
+            list(self.layout.layers),
+            self._dictionary,
+        )
