@@ -40,82 +40,75 @@ def _prim(dtype: str, values: np.ndarray, arrow: pa.DataType | None = None) -> p
     return pa.table({"x": pa.array(values.astype(dtype), type=arrow)})
 
 
+def both(*encodings: str) -> dict[str, tuple[str, ...]]:
+    return {"2.1": encodings, "2.2": encodings}
+
+
+def _meta(values: np.ndarray, **meta: str) -> pa.Table:
+    return table_with_meta(pa.array(values), **meta)
+
+
 PRIMITIVE = [
-    Case("int8", lambda: _prim("int8", rng().integers(-128, 128, N))),
-    Case("int16", lambda: _prim("int16", rng().integers(-(2**15), 2**15, N))),
-    Case(
-        "int32_full_range",
-        lambda: _prim("int32", rng().integers(-(2**31), 2**31, N)),
-        {"2.1": ("flat",), "2.2": ("flat",)},
-    ),
-    Case(
-        "int64_full_range",
-        lambda: _prim("int64", rng().integers(-(2**62), 2**62, N) * 2),
-        {"2.1": ("flat",), "2.2": ("flat",)},
-    ),
-    Case("uint8", lambda: _prim("uint8", rng().integers(0, 256, N))),
-    Case("uint16", lambda: _prim("uint16", rng().integers(0, 2**16, N))),
-    Case("uint32", lambda: _prim("uint32", rng().integers(0, 2**32, N))),
-    Case("uint64", lambda: _prim("uint64", rng().integers(0, 2**63, N, dtype=np.uint64) * 2)),
-    Case(
-        "int32_small_range",
-        lambda: _prim("int32", rng().integers(0, 3000, N)),
-        {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)},
-    ),
-    Case(
-        "int64_sorted",
-        lambda: _prim("int64", np.arange(N) * 7 + 10**12),
-        {"2.1": ("inline_bitpacking",), "2.2": ("inline_bitpacking",)},
-    ),
-    Case("uint16_small", lambda: _prim("uint16", rng().integers(0, 20, N)), {"2.1": ("inline_bitpacking",)}),
-    Case("float32", lambda: _prim("float32", rng().random(N)), {"2.1": ("inline_bitpacking",)}),
-    Case("float64", lambda: _prim("float64", rng().random(N)), {"2.1": ("inline_bitpacking",)}),
+    Case("int8", lambda: _prim("int8", rng().integers(-128, 128, N)), both("flat")),
+    Case("int16", lambda: _prim("int16", rng().integers(-(2**15), 2**15, N)), both("flat")),
+    Case("int32_full_range", lambda: _prim("int32", rng().integers(-(2**31), 2**31, N)), both("flat")),
+    Case("int64_full_range", lambda: _prim("int64", rng().integers(-(2**62), 2**62, N) * 2), both("flat")),
+    Case("uint8", lambda: _prim("uint8", rng().integers(0, 256, N)), both("flat")),
+    Case("uint16", lambda: _prim("uint16", rng().integers(0, 2**16, N)), both("flat")),
+    Case("uint32", lambda: _prim("uint32", rng().integers(0, 2**32, N)), both("flat")),
+    Case("uint64", lambda: _prim("uint64", rng().integers(0, 2**63, N, dtype=np.uint64) * 2), both("flat")),
+    Case("int32_small_range", lambda: _prim("int32", rng().integers(0, 3000, N)), both("inline_bitpacking")),
+    Case("int64_sorted", lambda: _prim("int64", np.arange(N) * 7 + 10**12), both("inline_bitpacking")),
+    Case("uint16_small", lambda: _prim("uint16", rng().integers(0, 20, N)), both("inline_bitpacking")),
+    Case("float32", lambda: _prim("float32", rng().random(N)), both("inline_bitpacking")),
+    Case("float64", lambda: _prim("float64", rng().random(N)), both("inline_bitpacking")),
     Case(
         "timestamp_us",
         lambda: pa.table(
             {"x": pa.array(np.arange(N) * 1_000_003 + 1_700_000_000_000_000, pa.timestamp("us"))}
         ),
-        {"2.1": ("inline_bitpacking",)},
+        both("inline_bitpacking"),
     ),
-    Case(
-        "long_runs",
-        lambda: _prim("int32", np.repeat(np.arange(N // 100), 100)),
-        {"2.1": ("rle",), "2.2": ("rle",)},
-    ),
+    Case("long_runs", lambda: _prim("int32", np.repeat(np.arange(N // 100), 100)), both("rle")),
     Case("constant_2_1", lambda: _prim("int64", np.full(N, 42)), {"2.1": ("rle",)}, versions=("2.1",)),
     Case(
         "zstd_ints",
-        lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N)), compression="zstd"),
-        {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")},
+        lambda: _meta(rng().integers(0, 10**9, N), compression="zstd"),
+        both("general", "byte_stream_split"),
     ),
     Case(
         "lz4_ints",
-        lambda: table_with_meta(pa.array(rng().integers(0, 10**9, N).astype(np.int32)), compression="lz4"),
-        {"2.1": ("general",), "2.2": ("general",)},
+        lambda: _meta(rng().integers(0, 10**9, N).astype(np.int32), compression="lz4"),
+        both("general", "inline_bitpacking"),
     ),
     Case(
         "zstd_floats",
-        lambda: table_with_meta(pa.array(rng().random(N)), compression="zstd"),
-        {"2.1": ("general",), "2.2": ("general",)},
+        lambda: _meta(rng().random(N), compression="zstd"),
+        both("general", "inline_bitpacking"),
     ),
     Case(
-        "lz4_floats",
-        lambda: table_with_meta(pa.array(rng().random(N)), compression="lz4"),
-        {"2.1": ("general", "inline_bitpacking"), "2.2": ("general", "inline_bitpacking")},
+        "lz4_floats", lambda: _meta(rng().random(N), compression="lz4"), both("general", "inline_bitpacking")
     ),
     Case(
         "zstd_level9",
-        lambda: table_with_meta(
-            pa.array(rng().integers(0, 10**9, N)), compression="zstd", compression_level="9"
-        ),
-        {"2.1": ("general",)},
+        lambda: _meta(rng().integers(0, 10**9, N), compression="zstd", compression_level="9"),
+        both("general", "level", "byte_stream_split"),
+    ),
+    Case(  # 2.2: dictionary of <= 1024 items stored as an InlineBitpacking *block*
+        "zstd_level9_low_cardinality",
+        lambda: _meta(rng().integers(0, 1000, N), compression="zstd", compression_level="9"),
+        {"2.1": ("general", "level"), "2.2": ("general", "dictionary", "inline_bitpacking")},
     ),
     Case(
         "bss_zstd_f32",
-        lambda: table_with_meta(pa.array(rng().random(N).astype(np.float32)), compression="zstd", bss="on"),
-        {"2.1": ("general", "byte_stream_split"), "2.2": ("general", "byte_stream_split")},
+        lambda: _meta(rng().random(N).astype(np.float32), compression="zstd", bss="on"),
+        both("general", "byte_stream_split"),
     ),
-    Case("int64_low_cardinality", lambda: _prim("int64", rng().integers(0, 10, N)), {"2.2": ("dictionary",)}),
+    Case(  # 2.2: dictionary under General(lz4, Flat)
+        "int64_low_cardinality",
+        lambda: _prim("int64", rng().integers(0, 10, N)),
+        {"2.1": ("inline_bitpacking",), "2.2": ("dictionary", "general", "flat")},
+    ),
 ]
 
 
@@ -295,3 +288,28 @@ def test_list(kind: str, version: str, tmp_path) -> None:
     assert mb.repetition_index_depth == 1 and mb.HasField("rep_compression")
     got = [row for p in w.column_pages() for row in list_column(p.decode(), np.int32)]
     assert got == w.expected.column(0).to_pylist()
+
+
+def _fsl_py(blk) -> list:
+    """Nested FixedSizeListBlock -> Python lists (item validity applied per layer)."""
+    if not isinstance(blk, FixedSizeListBlock):
+        return block_numpy(blk, bool if blk.bits_per_value == 1 else np.int32).tolist()
+    items = _fsl_py(blk.items)
+    if blk.item_validity is not None:
+        items = [x if ok else None for x, ok in zip(items, blk.item_validity.tolist(), strict=True)]
+    d = blk.dimension
+    return [items[i * d : (i + 1) * d] for i in range(blk.num_values)]
+
+
+@pytest.mark.parametrize("version", V)
+def test_nested_and_bool_fixed_size_lists(version: str, tmp_path) -> None:
+    r = rng(12)
+    inner = pa.FixedSizeListArray.from_arrays(
+        pa.array(r.integers(0, 2**31, 3000 * 6).astype(np.int32), mask=r.random(18000) < 0.1), 2
+    )
+    bools = pa.FixedSizeListArray.from_arrays(pa.array(r.random(9000) < 0.5, mask=r.random(9000) < 0.2), 3)
+    for name, arr, depth in [("nested", pa.FixedSizeListArray.from_arrays(inner, 3), 2), ("bools", bools, 1)]:
+        w = write(tmp_path, pa.table({"x": arr}), version, name)
+        assert list(w.column_pages()[0].encodings).count("fixed_size_list") == depth
+        got = [row for p in w.column_pages() for row in _fsl_py(p.decode().values)]
+        assert got == w.expected.column(0).to_pylist()

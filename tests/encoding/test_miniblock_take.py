@@ -161,3 +161,17 @@ def test_full_decode_is_one_fetch(files) -> None:
     fresh = MiniBlockDecoder(page.decoder.layout, page.num_rows, page.decoder.buffer_sizes, "2.2")
     fresh.decode(spy, None)
     assert len(calls) == 1 and {b for b, _, _ in calls[0]} == {0, 1, 2}
+
+
+def test_lists_without_repetition_index(files) -> None:
+    """A list page whose layout has no repetition index: rows are found from the levels."""
+    w = files("list_short", "2.1")
+    page = w.column_pages()[0]
+    layout = type(page.decoder.layout)()
+    layout.CopyFrom(page.decoder.layout)
+    layout.repetition_index_depth = 0
+    dec = MiniBlockDecoder(layout, page.num_rows, page.decoder.buffer_sizes[:-1], "2.1")
+    full = _rows_of(page.decode(), "list_short")
+    rows = np.arange(3, page.num_rows, 11)
+    dec.load_search_cache(page.fetch)
+    assert _rows_of(dec.decode(page.fetch, rows), "list_short") == [full[i] for i in rows]

@@ -118,8 +118,9 @@ def _inline_chunks(
     heads = starts // wsize
     widths = words[heads].astype(np.int64)
     expected = (1 + BLOCK * widths // t_bits) * wsize
-    if (widths > t_bits).any() or (sizes != expected).any():
-        i = int(np.argmax((widths > t_bits) | (sizes != expected)))
+    bad = (widths < 0) | (widths > t_bits) | (sizes != expected)
+    if bad.any():
+        i = int(np.argmax(bad))
         raise CorruptFileError(
             f"{what}: chunk {i} says {int(widths[i])} bits per value in {t_bits}-bit words "
             f"but holds {int(sizes[i])} bytes (expected {int(expected[i])})"
@@ -190,6 +191,21 @@ def decode_inline_bitpacking_block(
     )
     values = _take_counts(unpacked, counts, "inline bitpacking block")
     return FixedWidthBlock(values.view(np.uint8), t_bits, num_values)
+
+
+def decode_inline_bitpacking_blocks(
+    msg: pb.InlineBitpacking, buffers: Sequence[memoryview], counts: np.ndarray
+) -> FixedWidthBlock:
+    """Many block-context buffers at once (levels of every mini-block chunk). Buffers of at
+    most 1024 values are single inline chunks and are unpacked together."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if msg.HasField("values") or (counts > BLOCK).any():
+        parts = [decode_inline_bitpacking_block(msg, b, int(n)) for b, n in zip(buffers, counts, strict=True)]
+        data = (
+            np.concatenate([np.asarray(p.data, np.uint8) for p in parts]) if parts else np.zeros(0, np.uint8)
+        )
+        return FixedWidthBlock(data, int(msg.uncompressed_bits_per_value), int(counts.sum()))
+    return decode_inline_bitpacking_miniblock(msg, [[b] for b in buffers], counts)
 
 
 # ---------------------------------------------------------------------------- out of line

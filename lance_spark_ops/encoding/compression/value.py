@@ -88,6 +88,11 @@ def decode_flat_miniblock(
     return concat_fixed_chunks(bufs, counts, bits, "flat mini-block")
 
 
+def decode_flat_blocks(msg: pb.Flat, buffers: Sequence[memoryview], counts: np.ndarray) -> FixedWidthBlock:
+    """Many block-context buffers at once (e.g. raw levels of every mini-block chunk)."""
+    return decode_flat_miniblock(msg, [[b] for b in buffers], counts)
+
+
 def decode_flat_block(msg: pb.Flat, buffer: memoryview, num_values: int) -> FixedWidthBlock:
     bits = _bits(msg)
     buf = _inflate(msg, buffer, "flat block")

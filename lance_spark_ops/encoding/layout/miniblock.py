@@ -56,7 +56,7 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.block_ops import take_block
-from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
+from lance_spark_ops.encoding.blocks import ConstantBlock, DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, join
 from lance_spark_ops.encoding.compression.decompress import (
     CODEC_MODULES,
@@ -115,6 +115,9 @@ def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], count
         blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts, strict=True)]
     parts = []
     for blk in blocks:
+        if isinstance(blk, ConstantBlock) and blk.value is not None and len(blk.value) == 2:
+            parts.append(np.full(blk.num_values, int.from_bytes(blk.value, "little"), dtype=np.uint16))
+            continue
         if not isinstance(blk, FixedWidthBlock) or blk.bits_per_value != 16:
             raise CorruptFileError(
                 f"levels decoded to {type(blk).__name__} "
@@ -297,6 +300,10 @@ class MiniBlockDecoder(PageDecoder):
     ) -> _Chunks:
         """Decode chunks lying at byte ``starts`` of ``data`` (``chunk_ids`` name them in errors)."""
         fields, header = self._header_layout()
+        if len(starts) and int(starts[-1] + sizes[-1]) > len(data):
+            raise CorruptFileError(
+                f"mini-block chunks need {int(starts[-1] + sizes[-1])} bytes, only {len(data)} were read"
+            )
         if (sizes < header).any():
             k = int(chunk_ids[np.argmax(sizes < header)])
             raise CorruptFileError(f"mini-block chunk {k} is smaller than its {header}-byte header")
