@@ -32,5 +32,7 @@ def decode_constant_per_value(msg: pb.Constant, block: DataBlock) -> DataBlock:
     return ConstantBlock(_value(msg), int(block.num_values))
 
 
-def decode_constant_miniblock(msg: pb.Constant, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray) -> DataBlock:
+def decode_constant_miniblock(
+    msg: pb.Constant, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> DataBlock:
     return ConstantBlock(_value(msg), int(np.asarray(counts, dtype=np.int64).sum()))

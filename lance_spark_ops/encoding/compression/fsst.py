@@ -145,13 +145,17 @@ def fsst_decompress(
 
 def _expand(msg: pb.Fsst, block: DataBlock) -> DataBlock:
     if not isinstance(block, VariableWidthBlock):
-        raise CorruptFileError(f"fsst: inner encoding produced {type(block).__name__}, expected variable width")
+        raise CorruptFileError(
+            f"fsst: inner encoding produced {type(block).__name__}, expected variable width"
+        )
     table = parse_symbol_table(msg.symbol_table)
     data, offsets = fsst_decompress(table, np.asarray(block.data, dtype=np.uint8), block.offsets)
     return VariableWidthBlock(offsets, data, block.num_values)
 
 
-def decode_fsst_miniblock(msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray) -> DataBlock:
+def decode_fsst_miniblock(
+    msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> DataBlock:
     from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
 
     return _expand(msg, decompress_miniblock_chunks(msg.values, chunks, counts))

@@ -31,7 +31,13 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
-from lance_spark_ops.encoding.compression._arrays import as_u8, check_chunk_counts, exclusive_cumsum, join, ragged_arange
+from lance_spark_ops.encoding.compression._arrays import (
+    as_u8,
+    check_chunk_counts,
+    exclusive_cumsum,
+    join,
+    ragged_arange,
+)
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 
@@ -65,7 +71,7 @@ def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
     if s.size == 1 or bool((s[1:] == e[:-1]).all()):
         return buf[s[0] : e[-1]]
     if s.size <= 32:
-        return np.concatenate([buf[a:b] for a, b in zip(s.tolist(), e.tolist())])
+        return np.concatenate([buf[a:b] for a, b in zip(s.tolist(), e.tolist(), strict=False)])
     delta = np.zeros(buf.size + 1, dtype=np.int8)
     delta[s] += 1
     delta[e] -= 1
@@ -85,7 +91,9 @@ def decode_variable_miniblock(
     need = (counts + 1) * w
     if (sizes < need).any():
         i = int(np.argmax(sizes < need))
-        raise CorruptFileError(f"variable: chunk {i} has {int(sizes[i])} bytes, too few for {int(counts[i])} offsets")
+        raise CorruptFileError(
+            f"variable: chunk {i} has {int(sizes[i])} bytes, too few for {int(counts[i])} offsets"
+        )
     # Chunks are joined; each chunk's offsets become absolute positions in the joined bytes.
     data = join(bufs)
     bases = exclusive_cumsum(sizes)

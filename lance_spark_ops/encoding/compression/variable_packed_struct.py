@@ -42,13 +42,19 @@ def decode_variable_packed_struct_per_value(msg: pb.VariablePackedStruct, block:
     from lance_spark_ops.encoding.layout.fullzip import per_value
 
     if not isinstance(block, VariableWidthBlock):
-        raise CorruptFileError(f"variable packed struct: expected variable-width rows, got {type(block).__name__}")
+        raise CorruptFileError(
+            f"variable packed struct: expected variable-width rows, got {type(block).__name__}"
+        )
     if not msg.fields:
         raise CorruptFileError("variable packed struct: no fields")
     n = block.num_values
     offs = np.asarray(block.offsets).astype(np.int64)
     buf = np.asarray(block.data, dtype=np.uint8)
-    if offs.size != n + 1 or (np.diff(offs) < 0).any() or (offs.size and (offs[0] < 0 or offs[-1] > buf.size)):
+    if (
+        offs.size != n + 1
+        or (np.diff(offs) < 0).any()
+        or (offs.size and (offs[0] < 0 or offs[-1] > buf.size))
+    ):
         raise CorruptFileError("variable packed struct: row offsets are not monotonic within the data")
     row_end = offs[1:]
     live = offs[1:] > offs[:-1]  # zero-length rows are null placeholders
@@ -72,7 +78,9 @@ def decode_variable_packed_struct_per_value(msg: pb.VariablePackedStruct, block:
                 data = gather_segments(buf, cursor, np.full(n, width, np.int64))
             elif live.any():
                 mat = data.reshape(n, width)
-                mat[live] = gather_segments(buf, cursor[live], np.full(int(live.sum()), width, np.int64)).reshape(-1, width)
+                mat[live] = gather_segments(
+                    buf, cursor[live], np.full(int(live.sum()), width, np.int64)
+                ).reshape(-1, width)
             child: DataBlock = FixedWidthBlock(np.ascontiguousarray(data), bits, n)
             cursor = end
         elif kind == "bits_per_length":

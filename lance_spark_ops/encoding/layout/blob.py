@@ -122,7 +122,10 @@ class BlobDecoder(PageDecoder):
         take = np.flatnonzero(has)
         starts = pos[take].astype(np.int64)
         lens = size[take].astype(np.int64)
-        got = fetch([(-1, s, length) for s, length in zip(starts.tolist(), lens.tolist())]) if take.size else []
+        ranges = [(-1, s, length) for s, length in zip(starts.tolist(), lens.tolist(), strict=True)]
+        got = fetch(ranges) if ranges else []
+        if len(got) != len(ranges):
+            raise CorruptFileError("blob page: fetch returned the wrong number of payloads")
         got_lens = np.fromiter((len(g) for g in got), dtype=np.int64, count=len(got))
         if (got_lens != lens).any():
             raise CorruptFileError("blob page: short read of a blob payload")

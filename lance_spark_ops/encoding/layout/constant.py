@@ -82,7 +82,11 @@ class ConstantDecoder(PageDecoder):
         super().__init__(layout, num_rows, buffer_sizes, version)
         msg = page_message(layout, "constant_layout")
         self.msg = msg
-        self.what = "constant page" if msg.HasField("inline_value") or len(buffer_sizes) in (1, 3) else "all-null page"
+        self.what = (
+            "constant page"
+            if msg.HasField("inline_value") or len(buffer_sizes) in (1, 3)
+            else "all-null page"
+        )
         self.info = level_info(msg.layers, self.what)
         self.inline = bytes(msg.inline_value) if msg.HasField("inline_value") else None
         n = len(buffer_sizes)
@@ -106,7 +110,9 @@ class ConstantDecoder(PageDecoder):
 
     # -- loading
 
-    def _levels(self, raw: memoryview | None, enc_field: str, count_field: str, kind: str) -> np.ndarray | None:
+    def _levels(
+        self, raw: memoryview | None, enc_field: str, count_field: str, kind: str
+    ) -> np.ndarray | None:
         if raw is None or len(raw) == 0:
             return None
         data = as_u8(raw)
@@ -117,8 +123,14 @@ class ConstantDecoder(PageDecoder):
             if expected <= 0:
                 raise CorruptFileError(f"{self.what}: compressed {kind} levels but {count_field} is 0")
             block = decompress_block(getattr(self.msg, enc_field), raw, expected)
-            if not isinstance(block, FixedWidthBlock) or block.bits_per_value != 16 or block.num_values != expected:
-                raise CorruptFileError(f"{self.what}: {kind} levels did not decompress to {expected} u16 values")
+            if (
+                not isinstance(block, FixedWidthBlock)
+                or block.bits_per_value != 16
+                or block.num_values != expected
+            ):
+                raise CorruptFileError(
+                    f"{self.what}: {kind} levels did not decompress to {expected} u16 values"
+                )
             return np.ascontiguousarray(block.as_dtype("<u2")).astype(np.uint16)
         if data.size % 2:
             raise CorruptFileError(f"{self.what}: {kind} level buffer of odd size {data.size}")
@@ -130,15 +142,27 @@ class ConstantDecoder(PageDecoder):
     def _load(self, fetch: Fetch) -> tuple[bytes | None, bool, np.ndarray | None, np.ndarray | None]:
         if self._state is not None:
             return self._state
-        wanted = [i for i in (self.value_idx, self.rep_idx, self.def_idx) if i is not None and self.buffer_sizes[i]]
-        got = dict(zip(wanted, fetch([(i, 0, int(self.buffer_sizes[i])) for i in wanted]))) if wanted else {}
+        wanted = [
+            i for i in (self.value_idx, self.rep_idx, self.def_idx) if i is not None and self.buffer_sizes[i]
+        ]
+        res = fetch([(i, 0, int(self.buffer_sizes[i])) for i in wanted]) if wanted else []
+        if len(res) != len(wanted):
+            raise CorruptFileError(
+                f"{self.what}: fetch returned {len(res)} buffers for {len(wanted)} requests"
+            )
+        got = dict(zip(wanted, res, strict=True))
         value, variable = self.inline, False
         if self.value_idx is not None:
             value, variable = parse_scalar_block(as_u8(got.get(self.value_idx, b"")), self.what)
         rep = self._levels(got.get(self.rep_idx), "rep_compression", "num_rep_values", "rep")  # type: ignore[arg-type]
         def_ = self._levels(got.get(self.def_idx), "def_compression", "num_def_values", "def")  # type: ignore[arg-type]
         self._check_levels(rep, def_)
-        if value is None and def_ is None and rep is None and self.info.layers[:1] == (pb.REPDEF_NULLABLE_ITEM,):
+        if (
+            value is None
+            and def_ is None
+            and rep is None
+            and self.info.layers[:1] == (pb.REPDEF_NULLABLE_ITEM,)
+        ):
             def_ = np.ones(self.num_rows, dtype=np.uint16)
         self._state = (value, variable, rep, def_)
         return self._state
@@ -154,7 +178,9 @@ class ConstantDecoder(PageDecoder):
         else:
             starts = int((rep == self.info.max_rep).sum())
             if starts != self.num_rows or (rep.size and rep[0] != self.info.max_rep):
-                raise CorruptFileError(f"{self.what}: repetition levels describe {starts} rows, page has {self.num_rows}")
+                raise CorruptFileError(
+                    f"{self.what}: repetition levels describe {starts} rows, page has {self.num_rows}"
+                )
             if rep.size and int(rep.max()) > self.info.max_rep:
                 raise CorruptFileError(f"{self.what}: repetition level above {self.info.max_rep}")
 

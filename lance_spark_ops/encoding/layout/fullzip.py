@@ -50,12 +50,17 @@ from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, Variable
 from lance_spark_ops.encoding.compression.variable import gather_segments
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.page import Fetch, PageData
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 # ----------------------------------------------------------------------------- levels
 
 _LIST_LAYERS = frozenset(
-    {pb.REPDEF_ALL_VALID_LIST, pb.REPDEF_NULLABLE_LIST, pb.REPDEF_EMPTYABLE_LIST, pb.REPDEF_NULL_AND_EMPTY_LIST}
+    {
+        pb.REPDEF_ALL_VALID_LIST,
+        pb.REPDEF_NULLABLE_LIST,
+        pb.REPDEF_EMPTYABLE_LIST,
+        pb.REPDEF_NULL_AND_EMPTY_LIST,
+    }
 )
 _DEF_LEVELS = {
     pb.REPDEF_ALL_VALID_ITEM: 0,
@@ -148,7 +153,7 @@ def row_runs(rows: np.ndarray, num_rows: int, what: str) -> tuple[np.ndarray, np
     """Validate sorted unique page-relative rows; return runs of consecutive rows [a, b)."""
     rows = np.asarray(rows, dtype=np.int64).reshape(-1)
     if rows.size and (rows[0] < 0 or rows[-1] >= num_rows or (np.diff(rows) <= 0).any()):
-        raise ValueError(f"{what}: rows must be sorted, unique and in [0, {num_rows})")
+        raise InvalidInputError(f"{what}: rows must be sorted, unique and in [0, {num_rows})")
     if rows.size == 0:
         return np.zeros(0, np.int64), np.zeros(0, np.int64)
     breaks = np.flatnonzero(np.diff(rows) != 1) + 1
@@ -183,7 +188,10 @@ class ControlWords:
         for lv in (rep, def_):
             if lv is not None and lv.size and int(lv.max()) > 0xFFFF:
                 raise CorruptFileError(f"control word level {int(lv.max())} exceeds 16 bits")
-        return (None if rep is None else rep.astype(np.uint16), None if def_ is None else def_.astype(np.uint16))
+        return (
+            None if rep is None else rep.astype(np.uint16),
+            None if def_ is None else def_.astype(np.uint16),
+        )
 
 
 def control_words(bits_rep: int, bits_def: int, what: str) -> ControlWords:
@@ -286,9 +294,16 @@ def walk_items(
     if not parts:
         z = np.zeros(0, np.int64)
         e16 = np.zeros(0, np.uint16)
-        return Items(e16 if cw.bits_rep else None, e16 if cw.bits_def else None, z.astype(bool), z.astype(bool), z, z,
-                     buf)
-    cols = [np.concatenate(c) for c in zip(*parts)] if len(parts) > 1 else list(parts[0])
+        return Items(
+            e16 if cw.bits_rep else None,
+            e16 if cw.bits_def else None,
+            z.astype(bool),
+            z.astype(bool),
+            z,
+            z,
+            buf,
+        )
+    cols = [np.concatenate(c) for c in zip(*parts, strict=True)] if len(parts) > 1 else list(parts[0])
     if len(parts) > 1:
         order = np.argsort(cols[0], kind="stable")
         cols = [c[order] for c in cols]
@@ -390,14 +405,17 @@ class FullZipDecoder(PageDecoder):
         starts, ends = row_runs(rows, self.num_rows, self.what)
         n = int((ends - starts).sum())
         if n == 0:
-            return self._finish(self._walk(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)), 0)
+            return self._finish(
+                self._walk(np.zeros(0, np.uint8), np.zeros(0, np.int64), np.zeros(0, np.int64)), 0
+            )
         if not self.index_width:
             if self.fixed_bytes is None:
                 return self._finish(self._fallback_subset(fetch, np.asarray(rows, np.int64)), n)
             stride = self.cw.width + self.fixed_bytes
             if int(ends[-1]) * stride > self.data_size:
                 raise CorruptFileError(f"{self.what}: data buffer too small for {self.num_rows} rows")
-            bufs = fetch([(0, int(a) * stride, int(b - a) * stride) for a, b in zip(starts, ends)])
+            ranges = [(0, int(a) * stride, int(b - a) * stride) for a, b in zip(starts, ends, strict=True)]
+            bufs = fetch(ranges)
             buf = join_u8(bufs)
             bounds = np.arange(n + 1, dtype=np.int64) * stride
             return self._finish(self._walk(buf, bounds[:-1], bounds[1:]), n)
@@ -409,7 +427,7 @@ class FullZipDecoder(PageDecoder):
             entries = self.rep_index[ragged_arange(starts, counts)]
         else:
             w = self.index_width
-            raw = fetch([(1, int(a) * w, int(c) * w) for a, c in zip(starts, counts)])
+            raw = fetch([(1, int(a) * w, int(c) * w) for a, c in zip(starts, counts, strict=True)])
             entries = unpack_uints(join_u8(raw), w, f"{self.what} repetition index")
             if entries.size != int(counts.sum()):
                 raise CorruptFileError(f"{self.what}: short read of the repetition index")
@@ -419,7 +437,7 @@ class FullZipDecoder(PageDecoder):
         lo, hi = entries[first_idx], entries[last_idx]
         if (np.diff(entries)[np.diff(run_id) == 0] < 0).any() or int(hi.max()) > self.data_size:
             raise CorruptFileError(f"{self.what}: repetition index is not monotonic within the data buffer")
-        data = join_u8(fetch([(0, int(a), int(b - a)) for a, b in zip(lo, hi)]))
+        data = join_u8(fetch([(0, int(a), int(b - a)) for a, b in zip(lo, hi, strict=True)]))
         if data.size != int((hi - lo).sum()):
             raise CorruptFileError(f"{self.what}: short read of the data buffer")
         base = np.concatenate(([0], np.cumsum(hi - lo)[:-1]))
@@ -436,6 +454,8 @@ class FullZipDecoder(PageDecoder):
         if self.index_width and self.rep_index is None:
             ranges.append((1, 0, int(self.buffer_sizes[1])))
         got = fetch(ranges)
+        if len(got) != len(ranges):
+            raise CorruptFileError(f"{self.what}: fetch returned {len(got)} buffers for {len(ranges)} requests")
         buf = as_u8(got[0])
         if buf.size != self.data_size:
             raise CorruptFileError(f"{self.what}: read {buf.size} bytes of a {self.data_size}-byte buffer")
@@ -458,7 +478,9 @@ class FullZipDecoder(PageDecoder):
             if items.count != n:
                 raise CorruptFileError(f"{self.what}: {items.count} values for {n} rows")
         if items.count != int(self.fz.num_items):
-            raise CorruptFileError(f"{self.what}: parsed {items.count} items, layout says {self.fz.num_items}")
+            raise CorruptFileError(
+                f"{self.what}: parsed {items.count} items, layout says {self.fz.num_items}"
+            )
         nvis = int(items.visible.sum())
         if nvis != int(self.fz.num_visible_items):
             raise CorruptFileError(
@@ -476,8 +498,15 @@ class FullZipDecoder(PageDecoder):
                 items.buf = buf[int(starts[0]) :]
                 return items
         return walk_items(
-            buf, starts, ends, self.cw, self.info, self.fixed_bytes, self.length_bytes,
-            rows_are_items=not self.cw.bits_rep, what=self.what,
+            buf,
+            starts,
+            ends,
+            self.cw,
+            self.info,
+            self.fixed_bytes,
+            self.length_bytes,
+            rows_are_items=not self.cw.bits_rep,
+            what=self.what,
         )
 
     def _fixed_no_rep(self, buf: np.ndarray, n: int, stride: int) -> Items:
@@ -497,8 +526,15 @@ class FullZipDecoder(PageDecoder):
     def _walk_fallback(self, buf: np.ndarray) -> Items:
         """Variable width without a repetition index (Lance always writes one): item by item."""
         return walk_items(
-            buf, np.zeros(1, np.int64), np.full(1, buf.size, np.int64), self.cw, self.info,
-            self.fixed_bytes, self.length_bytes, rows_are_items=False, what=self.what,
+            buf,
+            np.zeros(1, np.int64),
+            np.full(1, buf.size, np.int64),
+            self.cw,
+            self.info,
+            self.fixed_bytes,
+            self.length_bytes,
+            rows_are_items=False,
+            what=self.what,
         )
 
     def _fallback_subset(self, fetch: Fetch, rows: np.ndarray) -> Items:
@@ -508,8 +544,15 @@ class FullZipDecoder(PageDecoder):
         if items.count != self.num_rows:
             raise CorruptFileError(f"{self.what}: {items.count} values for {self.num_rows} rows")
         pick = lambda a: None if a is None else a[rows]  # noqa: E731
-        return Items(pick(items.rep), pick(items.def_), items.visible[rows], items.valid[rows],
-                     items.value_start[rows], items.value_len[rows], buf)
+        return Items(
+            pick(items.rep),
+            pick(items.def_),
+            items.visible[rows],
+            items.valid[rows],
+            items.value_start[rows],
+            items.value_len[rows],
+            buf,
+        )
 
     def _finish(self, items: Items, num_rows: int) -> PageData:
         buf = items.buf if items.buf is not None else np.zeros(0, np.uint8)
