@@ -26,7 +26,7 @@ import pyarrow as pa
 import pyarrow.ipc as ipc
 from pyroaring import BitMap
 
-from lance_spark_ops.errors import CorruptFileError, NotFoundError
+from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFragment, DeletionFile, DeletionFileType
 from lance_spark_ops.table.paths import deletion_file_path
@@ -92,6 +92,9 @@ def decode_bitmap(data: bytes, path: str | None = None) -> np.ndarray:
 def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: DeletionFile) -> np.ndarray:
     """Deleted row offsets of a fragment, sorted unique ``uint32``."""
     rel = deletion_file_path(fragment_id, deletion_file)
+    if deletion_file.base_id is not None:
+        raise UnsupportedError(f"deletion file lives under base path {deletion_file.base_id}, which is "
+                               "not supported", path=store.uri(rel))
     try:
         data = store.read(rel)
     except NotFoundError as e:

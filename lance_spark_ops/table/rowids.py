@@ -16,7 +16,8 @@ u32 when ``<= 2**32 - 1``, else raw u64 (an empty array is raw u64). Example:
 ``[0, 1, 2, 4]`` has 1 hole: holes = 28 B, bitmap = 25 B, sorted array = 32 B, so it becomes
 ``RangeWithBitmap(0, 5, bitmap=0b10111)``. Lance counts repeated values as "sorted" (ids are
 unique, so it never sees them); here repeats give an ``Array`` so that every input
-round-trips.
+round-trips, and a sorted run ending at ``2**64 - 1`` (a range end would overflow) gives a
+``SortedArray``.
 
 A whole sequence made from one array is a single segment (``RowIdSequence::from(&[u64])``);
 ``extend_sequence`` concatenates sequences, merging a trailing and a leading ``Range`` that
@@ -170,6 +171,8 @@ def encode_segment(values: Sequence[int] | np.ndarray) -> U64Segment:
     if n > 1 and not bool(np.all(v[1:] > v[:-1])):
         return ArraySegment(encode_array(v))
     lo, hi = int(v[0]), int(v[-1])
+    if hi == U64_MAX:  # a range would end at 2**64, which a u64 cannot hold
+        return SortedArraySegment(encode_array(v))
     total = hi - lo + 1
     n_holes = total - n
     if n_holes == 0:

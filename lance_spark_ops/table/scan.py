@@ -211,6 +211,9 @@ class FragmentScan:
                 raise UnsupportedError(f"legacy (v1, file version {df.file_version}) data files are not "
                                        "supported", path=where)
             df.validate(where)
+            if df.base_id is not None:
+                raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
+                                       "multi-base dataset), which is not supported", path=where)
             try:
                 reader = _open_reader(self.store, rel)
             except NotFoundError as e:

@@ -23,6 +23,7 @@ from enum import IntEnum
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 
 TOMBSTONE_FIELD_ID = -2
 
@@ -69,6 +70,7 @@ class DataFile:
     file_minor_version: int = 2
     file_size_bytes: int | None = None
     base_id: int | None = None
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def file_version(self) -> str:
@@ -102,6 +104,7 @@ class DataFile:
             file_minor_version=pb.file_minor_version,
             file_size_bytes=pb.file_size_bytes or None,
             base_id=pb.base_id if pb.HasField("base_id") else None,
+            unknown_fields=unknown_of(pb),
         )
 
     def to_pb(self) -> table_pb2.DataFile:
@@ -115,7 +118,7 @@ class DataFile:
         )
         if self.base_id is not None:
             pb.base_id = self.base_id
-        return pb
+        return restore_unknown(pb, self.unknown_fields)
 
 
 @dataclass
@@ -127,6 +130,7 @@ class DeletionFile:
     id: int
     num_deleted_rows: int | None = None
     base_id: int | None = None
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     @classmethod
     def from_pb(cls, pb: table_pb2.DeletionFile) -> DeletionFile:
@@ -135,14 +139,14 @@ class DeletionFile:
         except ValueError:
             raise CorruptFileError(f"unknown deletion file type {pb.file_type}") from None
         return cls(kind, pb.read_version, pb.id, pb.num_deleted_rows or None,
-                   pb.base_id if pb.HasField("base_id") else None)
+                   pb.base_id if pb.HasField("base_id") else None, unknown_of(pb))
 
     def to_pb(self) -> table_pb2.DeletionFile:
         pb = table_pb2.DeletionFile(file_type=int(self.file_type), read_version=self.read_version,
                                     id=self.id, num_deleted_rows=self.num_deleted_rows or 0)
         if self.base_id is not None:
             pb.base_id = self.base_id
-        return pb
+        return restore_unknown(pb, self.unknown_fields)
 
 
 def _seq_from_pb(pb: table_pb2.DataFragment, oneof: str) -> SequenceMeta:
@@ -171,6 +175,7 @@ class DataFragment:
     row_id_meta: SequenceMeta = None
     last_updated_at_version_meta: SequenceMeta = None
     created_at_version_meta: SequenceMeta = None
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def num_deleted_rows(self) -> int | None:
@@ -201,6 +206,7 @@ class DataFragment:
             row_id_meta=_seq_from_pb(pb, "row_id_sequence"),
             last_updated_at_version_meta=_seq_from_pb(pb, "last_updated_at_version_sequence"),
             created_at_version_meta=_seq_from_pb(pb, "created_at_version_sequence"),
+            unknown_fields=unknown_of(pb),
         )
 
     def to_pb(self) -> table_pb2.DataFragment:
@@ -213,4 +219,4 @@ class DataFragment:
                    "external_last_updated_at_versions")
         _seq_to_pb(pb, self.created_at_version_meta, "inline_created_at_versions",
                    "external_created_at_versions")
-        return pb
+        return restore_unknown(pb, self.unknown_fields)

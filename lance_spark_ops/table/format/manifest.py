@@ -30,6 +30,7 @@ from google.protobuf.message import DecodeError
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
+from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import Transaction
@@ -79,6 +80,7 @@ class Manifest:
     tag: str = ""
     branch: str | None = None
     base_paths: list[Any] = field(default_factory=list)  # table_pb2.BasePath
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     # -- derived -----------------------------------------------------------
     @property
@@ -156,6 +158,7 @@ class Manifest:
             tag=pb.tag,
             branch=pb.branch if pb.HasField("branch") else None,
             base_paths=list(pb.base_paths),
+            unknown_fields=unknown_of(pb),
         )
 
     def to_pb(self) -> table_pb2.Manifest:
@@ -191,7 +194,7 @@ class Manifest:
             value = getattr(self, name)
             if value is not None:
                 setattr(pb, name, value)
-        return pb
+        return restore_unknown(pb, self.unknown_fields)
 
 
 def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:

@@ -6,7 +6,8 @@ the same bytes to both). Readers use it for conflict checks and to rebuild a man
 
 Each operation is a small dataclass with fragments as ``DataFragment`` and schemas as
 ``LanceSchema``; parts this library does not interpret (index metadata, config-update maps,
-clone / base-path details) stay protobuf messages so that ``to_pb(from_pb(x)) == x``. An
+clone / base-path details) stay protobuf messages, and fields newer than our protos are kept as
+raw bytes (``unknown_fields``), so that ``to_bytes(from_bytes(x)) == x``. An
 operation this library does not know is kept as ``UnknownOperation`` (the commit protocol
 treats it as a conflict).
 """
@@ -21,6 +22,7 @@ from google.protobuf.message import DecodeError
 from lance_spark_ops._pb import transaction_pb2
 from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
+from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 
 PbTransaction = transaction_pb2.Transaction
@@ -50,19 +52,26 @@ def _schema_into(msg: Any, schema: LanceSchema | None, with_metadata: bool = Tru
 
 
 @dataclass
-class Append:
+class _Op:
+    """Base of the operations: keeps the operation message's unknown fields."""
+
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False, kw_only=True)
+
+
+@dataclass
+class Append(_Op):
     fragments: list[DataFragment]
 
 
 @dataclass
-class Delete:
+class Delete(_Op):
     updated_fragments: list[DataFragment]
     deleted_fragment_ids: list[int]
     predicate: str = ""
 
 
 @dataclass
-class Overwrite:
+class Overwrite(_Op):
     fragments: list[DataFragment]
     schema: LanceSchema | None
     config_upsert_values: dict[str, str] = field(default_factory=dict)
@@ -70,7 +79,7 @@ class Overwrite:
 
 
 @dataclass
-class CreateIndex:
+class CreateIndex(_Op):
     new_indices: list[Any]  # table_pb2.IndexMetadata
     removed_indices: list[Any]
 
@@ -82,7 +91,7 @@ class RewriteGroup:
 
 
 @dataclass
-class Rewrite:
+class Rewrite(_Op):
     """Compaction: each group replaces ``old_fragments`` by ``new_fragments``.
 
     Old writers put one group's worth in the top-level ``old_fragments`` / ``new_fragments``;
@@ -98,28 +107,28 @@ class Rewrite:
 
 
 @dataclass
-class Merge:
+class Merge(_Op):
     fragments: list[DataFragment]
     schema: LanceSchema | None
 
 
 @dataclass
-class Project:
+class Project(_Op):
     schema: LanceSchema | None
 
 
 @dataclass
-class Restore:
+class Restore(_Op):
     version: int
 
 
 @dataclass
-class ReserveFragments:
+class ReserveFragments(_Op):
     num_fragments: int
 
 
 @dataclass
-class Update:
+class Update(_Op):
     removed_fragment_ids: list[int]
     updated_fragments: list[DataFragment]
     new_fragments: list[DataFragment]
@@ -135,22 +144,22 @@ class DataReplacementGroup:
 
 
 @dataclass
-class DataReplacement:
+class DataReplacement(_Op):
     replacements: list[DataReplacementGroup]
 
 
 @dataclass
-class UpdateConfig:
+class UpdateConfig(_Op):
     pb: Any  # Transaction.UpdateConfig, kept as is
 
 
 @dataclass
-class Clone:
+class Clone(_Op):
     pb: Any  # Transaction.Clone
 
 
 @dataclass
-class UpdateBases:
+class UpdateBases(_Op):
     pb: Any  # Transaction.UpdateBases
 
 
@@ -166,7 +175,20 @@ Operation = (Append | Delete | Overwrite | CreateIndex | Rewrite | Merge | Proje
              | UnknownOperation)
 
 
+_KIND = {Append: "append", Delete: "delete", Overwrite: "overwrite", CreateIndex: "create_index",
+         Rewrite: "rewrite", Merge: "merge", Project: "project", Restore: "restore",
+         ReserveFragments: "reserve_fragments", Update: "update", DataReplacement: "data_replacement",
+         UpdateConfig: "update_config", Clone: "clone", UpdateBases: "update_bases"}
+
+
 def _op_from_pb(pb: PbTransaction) -> Operation:
+    op = _typed_op(pb)
+    if isinstance(op, _Op):
+        op.unknown_fields = unknown_of(getattr(pb, _KIND[type(op)]))
+    return op
+
+
+def _typed_op(pb: PbTransaction) -> Operation:
     kind = pb.WhichOneof("operation")
     op = getattr(pb, kind) if kind else None
     if kind == "append":
@@ -268,6 +290,7 @@ def _op_into(pb: PbTransaction, op: Operation) -> None:
         pb.update_bases.CopyFrom(op.pb)
     else:
         raise TypeError(f"cannot serialize operation {op!r}")
+    restore_unknown(getattr(pb, _KIND[type(op)]), op.unknown_fields)
 
 
 @dataclass
@@ -279,6 +302,7 @@ class Transaction:
     operation: Operation
     tag: str = ""
     transaction_properties: dict[str, str] = field(default_factory=dict)
+    unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     @property
     def file_name(self) -> str:
@@ -291,7 +315,8 @@ class Transaction:
 
     @classmethod
     def from_pb(cls, pb: PbTransaction) -> Transaction:
-        return cls(pb.read_version, pb.uuid, _op_from_pb(pb), pb.tag, dict(pb.transaction_properties))
+        return cls(pb.read_version, pb.uuid, _op_from_pb(pb), pb.tag, dict(pb.transaction_properties),
+                   unknown_of(pb))
 
     def to_pb(self) -> PbTransaction:
         if isinstance(self.operation, UnknownOperation):
@@ -299,7 +324,7 @@ class Transaction:
         pb = PbTransaction(read_version=self.read_version, uuid=self.uuid, tag=self.tag)
         pb.transaction_properties.update(self.transaction_properties)
         _op_into(pb, self.operation)
-        return pb
+        return restore_unknown(pb, self.unknown_fields)
 
     @classmethod
     def from_bytes(cls, data: bytes, path: str | None = None) -> Transaction:
