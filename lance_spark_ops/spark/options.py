@@ -1,0 +1,50 @@
+"""Options of the compaction job, as pylance's ``CompactionOptions`` plus our own
+(``dry_run``, ``commit_every``)."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+
+from lance_spark_ops.errors import InvalidInputError
+
+COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
+
+
+@dataclass(frozen=True)
+class CompactionOptions:
+    target_rows_per_fragment: int = 1024 * 1024
+    max_rows_per_group: int = 1024
+    max_bytes_per_file: int | None = None
+    materialize_deletions: bool = True
+    materialize_deletions_threshold: float = 0.1
+    compaction_mode: str = "reencode"
+    max_source_fragments: int | None = None
+    max_source_rows: int | None = None
+    max_source_bytes: int | None = None
+    excluded_fragment_ids: tuple[int, ...] = field(default_factory=tuple)
+    data_storage_version: str | None = None
+    defer_index_remap: bool = False
+    # ours: print and return the plan without changing anything
+    dry_run: bool = False
+    # ours: commit after every N task groups (partial progress); None = one commit at the end
+    commit_every: int | None = None
+
+    def __post_init__(self) -> None:
+        if self.target_rows_per_fragment <= 0:
+            raise InvalidInputError("target_rows_per_fragment must be positive")
+        if self.compaction_mode not in COMPACTION_MODES:
+            raise InvalidInputError(f"compaction_mode must be one of {COMPACTION_MODES}, got "
+                                    f"{self.compaction_mode!r}")
+        if not 0.0 <= self.materialize_deletions_threshold <= 1.0:
+            raise InvalidInputError("materialize_deletions_threshold must be within [0, 1]")
+        if self.commit_every is not None and self.commit_every <= 0:
+            raise InvalidInputError("commit_every must be positive")
+        object.__setattr__(self, "excluded_fragment_ids", tuple(self.excluded_fragment_ids or ()))
+
+    @classmethod
+    def from_kwargs(cls, **kwargs: object) -> CompactionOptions:
+        known = {f.name for f in fields(cls)}
+        unknown = sorted(set(kwargs) - known)
+        if unknown:
+            raise InvalidInputError(f"unknown compaction option(s): {', '.join(unknown)}")
+        return cls(**{k: v for k, v in kwargs.items() if v is not None})  # type: ignore[arg-type]
