@@ -26,12 +26,13 @@ def add_dataclass_options(parser: argparse.ArgumentParser, cls: type) -> None:
     for f in dataclasses.fields(cls):
         flag = "--" + f.name.replace("_", "-")
         hint = hints[f.name]
-        args = typing.get_args(hint)
+        if typing.get_origin(hint) is tuple:
+            parser.add_argument(flag, type=int, nargs="*", default=None)
+            continue
+        args = typing.get_args(hint)  # Optional[X] -> X
         base = next((a for a in args if a is not type(None)), hint) if args else hint
         if base is bool:
             parser.add_argument(flag, type=_parse_bool, default=None, metavar="BOOL")
-        elif typing.get_origin(base) is tuple or base is tuple:
-            parser.add_argument(flag, type=int, nargs="*", default=None)
         elif base in (int, float, str):
             parser.add_argument(flag, type=base, default=None)
         else:
