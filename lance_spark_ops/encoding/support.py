@@ -31,6 +31,10 @@ def check_field_supported(field: pa.Field, version: str, path: str = "") -> None
     """Raise SchemaError when ``field`` cannot be written in file ``version``."""
     name = f"{path}.{field.name}" if path else field.name
     dt = field.type
+    if version == "2.0" and not path:
+        from lance_spark_ops.encoding.v2_0.encoder import check_field_2_0
+
+        check_field_2_0(field)
     arrow_to_logical_type(dt)  # raises SchemaError for types Lance cannot store
     if pa.types.is_map(dt) and version in ("2.0", "2.1"):
         raise SchemaError(f"field {name!r}: map types need file version 2.2 (asked for {version})")

@@ -41,6 +41,18 @@ def resolve_version(version: str | None) -> str:
     return VERSION_ALIASES[v]
 
 
+def _concat(chunks: list[pa.Array]) -> pa.Array:
+    try:
+        return pa.concat_arrays(chunks)
+    except pa.ArrowNotImplementedError:
+        # Dictionaries that hold nulls cannot be unified by Arrow: go through the values.
+        dt = chunks[0].type
+        if not pa.types.is_dictionary(dt):
+            raise
+        values = pa.concat_arrays([c.dictionary_decode() for c in chunks])
+        return values.dictionary_encode().cast(dt)
+
+
 class _FieldBuffer:
     """Rows of one top-level field waiting to become pages."""
 
@@ -61,7 +73,7 @@ class _FieldBuffer:
         """Up to one page of buffered rows and the file row of its first row."""
         if not self.chunks:
             return None
-        arr = self.chunks[0] if len(self.chunks) == 1 else pa.concat_arrays(self.chunks)
+        arr = self.chunks[0] if len(self.chunks) == 1 else _concat(self.chunks)
         self.chunks, self.nbytes = [], 0
         if arr.nbytes > page_bytes and len(arr) > 1:
             # Keep the rows beyond one page buffered so pages stay near page_bytes.
@@ -102,6 +114,14 @@ class LanceFileWriter:
         num_columns = sum(n for _, n in ranges)
         self._out = store.open_output(rel)
         self._container = ContainerWriter(self._out, num_columns, self.version)
+        # 2.0 struct header columns get one page, written at close, holding every row.
+        self._struct_header_rows: dict[int, int] = {}
+        if self.version == "2.0":
+            from lance_spark_ops.encoding.v2_0.encoder import column_encodings_2_0
+
+            for buf in self._fields:
+                for j, enc in enumerate(column_encodings_2_0(buf.field)):
+                    self._container.set_column_encoding(buf.first_column + j, enc)
         self._rows = 0
         self._closed = False
         self._result: tuple[int, int] | None = None
@@ -152,8 +172,14 @@ class LanceFileWriter:
             raise LanceError(f"field {buf.field.name!r}: encoder produced {len(pages)} pages for "
                              f"{buf.num_columns} columns", path=self.path)
         for j, page in enumerate(pages):
-            priority = first_row if self.version != "2.0" else 0
-            self._container.write_encoded_page(buf.first_column + j, page, priority)
+            column = buf.first_column + j
+            if self.version == "2.0":
+                from lance_spark_ops.encoding.v2_0.encoder import is_struct_header_2_0
+
+                if is_struct_header_2_0(page.encoding):
+                    self._struct_header_rows[column] = self._struct_header_rows.get(column, 0) + page.num_rows
+                    continue
+            self._container.write_encoded_page(column, page, first_row if self.version != "2.0" else 0)
 
     def _encode(self, field: pa.Field, arr: pa.Array, first_row: int) -> list[EncodedPage]:
         from lance_spark_ops.encoding.support import check_array_supported
@@ -177,6 +203,11 @@ class LanceFileWriter:
             for buf in self._fields:
                 while buf.chunks:
                     self._flush(buf)
+            if self._struct_header_rows:
+                from lance_spark_ops.encoding.v2_0.encoder import struct_header_encoding_2_0
+
+                for column, rows in sorted(self._struct_header_rows.items()):
+                    self._container.write_page(column, [], struct_header_encoding_2_0(), rows, 0)
             descriptor = file_pb2.FileDescriptor(length=self._rows)
             descriptor.schema.fields.extend(schema_to_pb(self._lance_schema))
             for k, v in self._lance_schema.metadata.items():

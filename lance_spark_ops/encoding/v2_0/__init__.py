@@ -1,4 +1,5 @@
-"""Decoders for Lance file version 2.0 (legacy ``ArrayEncoding`` pages), fenced off from 2.1+.
+"""Lance file version 2.0 (legacy ``ArrayEncoding`` pages), fenced off from 2.1+: decoders
+and the encoders the file writer uses.
 
 API used by the file reader:
 
@@ -9,9 +10,17 @@ API used by the file reader:
 - ``decode_field_2_0(field, columns, rows=None)``: rows ``(start, stop)`` (default all) of the
   field as an Arrow array, reading only the pages that overlap them.
 
-Modules: ``buffers`` (columns, pages, buffer references, zstd/lz4 framing), ``physical``
-(Flat, Nullable, FixedSizeList, FixedSizeBinary, PackedStruct, Constant), ``binary``
-(Binary, Dictionary), ``fields`` (column mapping, List, SimpleStruct), ``blob``.
+API used by the file writer (``encoder``):
+
+- ``encode_field_2_0(field, array)``: one page of a top-level field as one ``EncodedPage``
+  per 2.0 column; ``column_encodings_2_0(field)``: each column's ``ColumnEncoding``;
+  ``is_struct_header_2_0`` / ``struct_header_encoding_2_0``: struct header pages, merged by
+  the writer into one page per column; ``check_field_2_0`` / ``check_array_2_0``: refusals.
+
+Modules (encoder and decoder of an encoding together): ``buffers`` (columns, pages, buffer
+references, zstd/lz4 framing), ``physical`` (Flat, Nullable, FixedSizeList, FixedSizeBinary,
+PackedStruct, Constant), ``binary`` (Binary, Dictionary), ``fields`` (column mapping, List,
+SimpleStruct), ``blob``, ``encoder`` (field walk and refusals), ``arrays`` (Arrow helpers).
 """
 
 from lance_spark_ops.encoding.v2_0.buffers import ColumnPages, Fetch

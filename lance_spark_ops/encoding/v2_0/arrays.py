@@ -1,7 +1,8 @@
-"""Arrow-building helpers shared by the 2.0 decoders (no file format knowledge here).
+"""Arrow helpers shared by the 2.0 decoders and encoders (no file format knowledge here).
 
-Everything is vectorised: bitmaps are (un)packed with numpy, variable-width slices are
-gathered with one index array (``gather_slices``), and arrays are assembled from buffers.
+Everything is vectorised: bitmaps are (un)packed and re-aligned with numpy, variable-width
+slices are gathered with one index array (``gather_slices``), arrays are assembled from
+buffers, and the encoders read an array's buffers as views honouring its slice offset.
 """
 
 from __future__ import annotations
@@ -146,3 +147,74 @@ def concat(pieces: Sequence[pa.Array], dt: pa.DataType) -> pa.Array:
     if len(pieces) == 1:
         return pieces[0]
     return pa.concat_arrays(list(pieces))
+
+
+# -- reading Arrow buffers (encoders) -----------------------------------------------------
+def bitmap_slice(buf: pa.Buffer | None, offset: int, n: int) -> np.ndarray:
+    """Bits ``[offset, offset + n)`` of an LSB-first Arrow bitmap, re-based to bit 0, as
+    ``ceil(n / 8)`` bytes with the unused high bits of the last byte cleared."""
+    nbytes = (n + 7) // 8
+    if buf is None or n == 0:
+        return np.zeros(nbytes, np.uint8)
+    raw = np.frombuffer(buf, dtype=np.uint8)
+    start, shift = divmod(offset, 8)
+    if shift == 0:
+        out = raw[start: start + nbytes].copy()
+    else:
+        seg = raw[start: start + nbytes + 1]
+        out = seg[:nbytes] >> np.uint8(shift)
+        out[: len(seg) - 1] |= seg[1: nbytes + 1] << np.uint8(8 - shift)
+    if n % 8:
+        out[-1] &= np.uint8((1 << (n % 8)) - 1)
+    return out
+
+
+def validity_bits(arr: pa.Array) -> np.ndarray:
+    """The array's validity bitmap (its own nulls only) re-based to bit 0."""
+    n = len(arr)
+    buf = arr.buffers()[0]
+    if buf is None:
+        out = np.full((n + 7) // 8, 0xFF, dtype=np.uint8)
+        if n % 8:
+            out[-1] = (1 << (n % 8)) - 1
+        return out
+    return bitmap_slice(buf, arr.offset, n)
+
+
+def valid_mask(arr: pa.Array) -> np.ndarray:
+    """The array's own validity as bools (True = valid)."""
+    if arr.null_count == 0:
+        return np.ones(len(arr), dtype=bool)
+    return np.unpackbits(validity_bits(arr), bitorder="little", count=len(arr)).astype(bool)
+
+
+def fixed_value_bytes(arr: pa.Array) -> tuple[np.ndarray, int]:
+    """The value bytes of a fixed-width (or bool) array and its bits per value; a view for
+    whole-byte types, a re-based bitmap for bool."""
+    dt = arr.type
+    bits = fixed_bit_width(dt)
+    if bits is None:
+        raise UnsupportedError(f"type {dt} is not fixed width")
+    n = len(arr)
+    buf = arr.buffers()[1]
+    if bits == 1:
+        return bitmap_slice(buf, arr.offset, n), 1
+    width = bits // 8
+    if buf is None or n == 0:
+        return np.zeros(n * width, np.uint8), bits
+    return np.frombuffer(buf, dtype=np.uint8)[arr.offset * width: (arr.offset + n) * width], bits
+
+
+def variable_parts(arr: pa.Array) -> tuple[np.ndarray, np.ndarray]:
+    """int64 offsets (``len + 1``, starting at 0) and the bytes they delimit, of a
+    string/binary array (large or not), honouring its slice offset."""
+    n = len(arr)
+    dt = arr.type
+    large = pa.types.is_large_string(dt) or pa.types.is_large_binary(dt)
+    bufs = arr.buffers()
+    if n == 0 or bufs[1] is None:
+        return np.zeros(n + 1, np.int64), np.zeros(0, np.uint8)
+    raw = np.frombuffer(bufs[1], dtype=np.int64 if large else np.int32)[arr.offset: arr.offset + n + 1]
+    base, end = int(raw[0]), int(raw[-1])
+    data = np.frombuffer(bufs[2], dtype=np.uint8)[base:end] if bufs[2] is not None else np.zeros(0, np.uint8)
+    return raw.astype(np.int64) - base, data

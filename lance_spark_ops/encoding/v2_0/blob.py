@@ -13,6 +13,13 @@ Worked example: rows ``[null, b"", b"abc", b"defg"]`` written at file offsets 0 
 Reading all rows fetches file bytes 0..3 and 64..68 (ranges are merged when close) and
 returns a large_binary array ``[null, b"", b"abc", b"defg"]``. A struct field (the
 descriptions themselves) gets ``{position, size}`` instead.
+
+Writing (pylance's 2.0 ``BlobFieldEncoder``): any field with the key ``lance-encoding:blob``
+(whatever its value) must be ``large_binary``. Each non-empty, non-null value becomes one
+payload, 64-byte aligned, written before the page. ``BlobPayloads`` hands a page's payloads
+to the writer as ONE ``EncodedPage.external`` buffer (the alignment padding inside it, built
+with one vectorised ``np.insert``); the descriptions are made by ``EncodedPage.finalize``
+once the writer knows the file offset that buffer landed at.
 """
 
 from __future__ import annotations
@@ -20,10 +27,19 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.encoding.v2_0.arrays import concat, gather_slices, variable_array
-from lance_spark_ops.encoding.v2_0.buffers import ColumnPages
-from lance_spark_ops.encoding.v2_0.physical import decode_packed_struct, packed_rows
-from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
+from lance_spark_ops.encoding.v2_0.arrays import (
+    concat,
+    gather_slices,
+    valid_mask,
+    variable_array,
+    variable_parts,
+)
+from lance_spark_ops.encoding.v2_0.buffers import BufferData, ColumnPages
+from lance_spark_ops.encoding.v2_0.physical import decode_packed_struct, describe_basic, packed_rows
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError
+
+BLOB_ALIGN = 64
 
 # Payload ranges closer than this are fetched as one read.
 MERGE_GAP = 64 * 1024
@@ -76,7 +92,7 @@ def _fetch_payloads(col: ColumnPages, positions: np.ndarray,
     group = np.cumsum(new_group) - 1
     g_start = s[new_group]
     g_end = np.maximum.reduceat(e, np.flatnonzero(new_group))
-    reads = col.fetch([(int(a), int(b - a)) for a, b in zip(g_start, g_end)])
+    reads = col.fetch([(int(a), int(b - a)) for a, b in zip(g_start, g_end, strict=True)])
     lengths = np.array([len(r) for r in reads], dtype=np.int64)
     if (lengths != g_end - g_start).any():
         raise CorruptFileError(f"{col.name}: short read of blob payloads")
@@ -85,3 +101,56 @@ def _fetch_payloads(col: ColumnPages, positions: np.ndarray,
     src = np.zeros(len(pos), dtype=np.int64)
     src[order] = g_base[group] + (s - g_start[group])
     return gather_slices(joined, src, size)
+
+
+# -- encoding ------------------------------------------------------------------------------
+class BlobPayloads:
+    """The payloads of one blob page and its ``(position, size)`` descriptions.
+
+    ``external`` is one buffer: every non-empty, non-null value back to back, each padded to
+    64 bytes (pylance writes each payload 64-byte aligned); the writer writes it (aligned)
+    before the page and ``descriptions(offset)`` gives the page buffer once ``offset``, the
+    file position it landed at, is known.
+    """
+
+    def __init__(self, arr: pa.Array) -> None:
+        offsets, data = variable_parts(arr)
+        sizes = np.diff(offsets)
+        valid = valid_mask(arr)
+        sizes[~valid] = 0
+        self._take = sizes > 0
+        self._sizes = sizes.astype(np.uint64)
+        self._null = ~valid
+        lengths = sizes[self._take]
+        self.external: list[BufferData] = []
+        self._rel = np.zeros(len(lengths), np.int64)
+        if len(lengths):
+            if int(lengths.sum()) != data.size:  # bytes under null slots: leave them out
+                data, _ = gather_slices(data, offsets[:-1][self._take], lengths)
+            padded = -(-lengths // BLOB_ALIGN) * BLOB_ALIGN
+            pads = (padded - lengths)[:-1]
+            if pads.any():
+                data = np.insert(data, np.repeat(np.cumsum(lengths)[:-1], pads), np.uint8(0))
+            np.cumsum(padded[:-1], out=self._rel[1:])
+            self.external.append(data)
+
+    def descriptions(self, offsets: list[int]) -> np.ndarray:
+        """The page buffer: u64 ``(position, size)`` per row, payloads at ``offsets[0]``."""
+        if len(offsets) != len(self.external):
+            raise InvalidInputError(f"blob page: {len(offsets)} payload offsets for "
+                                    f"{len(self.external)} buffers")
+        rows = np.zeros((len(self._sizes), 2), dtype="<u8")
+        rows[self._null, 0] = 1
+        if self.external:
+            rows[self._take, 0] = (self._rel + int(offsets[0])).astype(np.uint64)
+        rows[:, 1] = self._sizes
+        return rows.view(np.uint8).reshape(-1)
+
+
+def blob_encoding() -> pb.ArrayEncoding:
+    """``PackedStruct(position: u64, size: u64)`` over page buffer 0."""
+    enc = pb.ArrayEncoding()
+    for _ in range(2):
+        enc.packed_struct.inner.append(describe_basic(pa.uint64()))
+    enc.packed_struct.buffer.SetInParent()
+    return enc

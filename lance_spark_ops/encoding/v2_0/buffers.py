@@ -18,6 +18,13 @@ the bytes of binary columns with ``lance-encoding:compression``) are framed as:
 - ``lz4``: ``u32 LE uncompressed length`` + one raw LZ4 block (lz4 ``prepend_size``).
 - ``none`` (or no ``compression``): the bytes as they are.
 
+The writer side (``compress``) produces the same framing: zstd at the field's
+``lance-encoding:compression-level`` (default 0 = zstd's default level 3, content size in the
+frame header), lz4 as one block at the default acceleration (a level is recorded in the
+``Compression`` message but, as in pylance, not used). ``PageBuffers`` hands out the
+``Buffer{buffer_index}`` references of one page being encoded, in the order the encoders
+add buffers (pylance's ``buffer_index`` counter).
+
 Worked example: the zstd buffer ``fa 08 00 00 00 00 00 00 | 28 b5 2f fd ...`` holds
 0x8fa = 2298 bytes once decompressed; ``decompress("zstd", buf)`` returns them as uint8.
 """
@@ -45,6 +52,10 @@ ARRAY_ENCODING = "lance.encodings.ArrayEncoding"
 COLUMN_ENCODING = "lance.encodings.ColumnEncoding"
 _ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _MAX_DECOMPRESSED = 1 << 40
+_ZSTD_LEVELS = (-(1 << 17), 22)
+
+# What an encoder may hand over as a page buffer.
+BufferData = np.ndarray | bytes
 
 
 @dataclass
@@ -156,10 +167,11 @@ class PageContext:
         i = buf.buffer_index
         kind = buf.buffer_type
         if kind == pb.Buffer.page:
-            table = list(zip(self.meta.buffer_offsets, self.meta.buffer_sizes))
+            table = list(zip(self.meta.buffer_offsets, self.meta.buffer_sizes, strict=False))
             what = "page"
         elif kind == pb.Buffer.column:
-            table = list(zip(self.column.meta.buffer_offsets, self.column.meta.buffer_sizes))
+            table = list(zip(self.column.meta.buffer_offsets, self.column.meta.buffer_sizes,
+                             strict=False))
             what = "column"
         elif kind == pb.Buffer.file:
             if self.column.file_buffers is None:
@@ -246,3 +258,36 @@ def _lz4(data: memoryview, where: str) -> np.ndarray:
     if out.size != expected:
         raise CorruptFileError(f"{where}: lz4 block decompressed to {out.size} bytes, prefix says {expected}")
     return np.frombuffer(out, dtype=np.uint8)
+
+
+# -- writing -------------------------------------------------------------------------------
+class PageBuffers:
+    """The buffers of one page being encoded; ``add`` returns the reference to put in the
+    encoding (``buffer_index`` = position in ``buffers``, ``buffer_type`` page)."""
+
+    def __init__(self) -> None:
+        self.buffers: list[BufferData] = []
+
+    def add(self, data: BufferData) -> pb.Buffer:
+        ref = pb.Buffer(buffer_index=len(self.buffers), buffer_type=pb.Buffer.page)
+        self.buffers.append(data)
+        return ref
+
+
+def compress(scheme: str, data: np.ndarray | bytes, level: int | None = None) -> BufferData:
+    """Compress a whole ``Flat`` buffer with the 2.0 framing (see the module docstring)."""
+    if scheme == "none":
+        return data
+    raw = memoryview(data).cast("B") if not isinstance(data, bytes) else data
+    if scheme == "zstd":
+        lo, hi = _ZSTD_LEVELS
+        lvl = min(max(int(level or 0), lo), hi)
+        frame = zstandard.ZstdCompressor(level=lvl).compress(raw)
+        return struct.pack("<Q", len(raw)) + frame
+    if scheme == "lz4":
+        if len(raw) > 0xFFFFFFFF:
+            raise UnsupportedError(f"lz4 buffer compression holds at most 4 GiB, got {len(raw)} bytes")
+        block = pa.compress(raw, codec="lz4_raw", asbytes=True)
+        return struct.pack("<I", len(raw)) + block
+    raise UnsupportedError(f"buffer compression scheme {scheme!r} is not supported "
+                           "(expected zstd, lz4 or none)")

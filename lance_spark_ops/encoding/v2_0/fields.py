@@ -33,6 +33,12 @@ Worked example: ``list<int32>`` rows ``[[1, 2], null, [], [3]]`` in one page::
 
 Rows 2..4 read offsets [1, 4) = [6, 2, 3] -> ends mod 4 = [2, 2, 3], valid [T, T] -> items
 2..3 of column 1 -> ``[[], [3]]``.
+
+Writing mirrors that: ``encode_list_offsets`` gives the offsets page of a list page (ends
+relative to the page, nulls shifted by ``num_items + 1``, Arrow's items under null lists
+kept) and the items to encode into the item's own columns, one page for this offsets page
+(pylance never shares an items page between two offsets pages; a page with no items still
+gets an empty items page).
 """
 
 from __future__ import annotations
@@ -41,9 +47,9 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
-from lance_spark_ops.encoding.v2_0.arrays import concat, fixed_bit_width, validity_buffer
-from lance_spark_ops.encoding.v2_0.buffers import ColumnPages
-from lance_spark_ops.encoding.v2_0.physical import decode_array, decode_ints
+from lance_spark_ops.encoding.v2_0.arrays import concat, fixed_bit_width, valid_mask, validity_buffer
+from lance_spark_ops.encoding.v2_0.buffers import ColumnPages, PageBuffers
+from lance_spark_ops.encoding.v2_0.physical import decode_array, decode_ints, encode_uints
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedError
 
 PACKED_KEY = b"lance-encoding:packed"
@@ -61,17 +67,17 @@ def is_packed_struct_2_0(field: pa.Field) -> bool:
     return PACKED_KEY in meta
 
 
-def _is_primitive(dt: pa.DataType) -> bool:
+def is_primitive_2_0(dt: pa.DataType) -> bool:
     """The writer's "primitive" types: one column whose pages hold the values."""
     if pa.types.is_fixed_size_list(dt):
-        return _is_primitive(dt.value_type)
+        return is_primitive_2_0(dt.value_type)
     return pa.types.is_null(dt) or fixed_bit_width(dt) is not None
 
 
 def count_columns_2_0(field: pa.Field) -> int:
     """Number of 2.0 columns ``field`` (and its children) occupy."""
     dt = field.type
-    if _is_primitive(dt):
+    if is_primitive_2_0(dt):
         return 1
     if pa.types.is_fixed_size_list(dt):
         raise UnsupportedError(f"field {field.name!r}: fixed_size_list of {dt.value_type} cannot be "
@@ -239,3 +245,20 @@ def _list_msg(col: ColumnPages, page: int) -> pb.List:
     if kind != "list":
         raise CorruptFileError(f"{col.name} page {page}: list offsets column has a {kind!r} page")
     return enc.list
+
+
+def encode_list_offsets(arr: pa.Array, pages: PageBuffers) -> tuple[pb.ArrayEncoding, pa.Array]:
+    """The ``List`` encoding of a (large) list page and the items its rows span."""
+    n = len(arr)
+    raw = arr.offsets.to_numpy(zero_copy_only=False) if n else np.zeros(1, np.int64)
+    base, end = int(raw[0]), int(raw[-1])
+    num_items = end - base
+    ends = (raw[1:].astype(np.int64) - base).astype(np.uint64)
+    adjustment = num_items + 1
+    if arr.null_count:
+        ends[~valid_mask(arr)] += np.uint64(adjustment)
+    enc = pb.ArrayEncoding()
+    enc.list.offsets.CopyFrom(encode_uints(ends, pages))
+    enc.list.null_offset_adjustment = adjustment
+    enc.list.num_items = num_items
+    return enc, arr.values.slice(base, num_items)

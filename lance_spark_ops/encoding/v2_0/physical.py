@@ -28,6 +28,14 @@ Worked example (a page of 5 nullable int32 rows ``[7, null, 9, null, 11]``)::
 
 ``decode_array(enc, ctx, pa.int32(), 1, 4)`` reads validity bits 1..3 (byte 0) and bytes
 4..16 of buffer 1 and returns ``[null, 9, null]``.
+
+Encoding (what pylance's 2.0 ``BasicEncoder(ValueEncoder)`` writes, mirrored by
+``encode_basic``): a page with no null rows is ``no_nulls``, one whose rows are all null
+(or a ``null``-typed / empty page) ``all_nulls`` without buffers, anything else
+``some_nulls`` with the validity bitmap as buffer 0. Values keep what Arrow holds under
+null slots. A fixed-size list is ``Nullable(FixedSizeList(Nullable(items)))``: row nulls
+outside, item nulls inside, buffers in that order. ``encode_packed_struct`` zips the
+children's bytes row by row into one buffer; its ``inner`` descriptions all name buffer 0.
 """
 
 from __future__ import annotations
@@ -40,11 +48,13 @@ from lance_spark_ops.encoding.v2_0.arrays import (
     fixed_array,
     fixed_bit_width,
     fixed_byte_width,
+    fixed_value_bytes,
     unpack_bits,
+    validity_bits,
     variable_array,
     with_validity,
 )
-from lance_spark_ops.encoding.v2_0.buffers import PageContext
+from lance_spark_ops.encoding.v2_0.buffers import BufferData, PageBuffers, PageContext
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 _NEVER_IN_2_0 = {
@@ -250,7 +260,7 @@ def packed_rows(msg: pb.PackedStruct, ctx: PageContext, widths: list[int], lo: i
     if len(msg.inner) != len(widths):
         raise CorruptFileError(f"{ctx.where}: packed struct describes {len(msg.inner)} children, "
                                f"the field has {len(widths)}")
-    for k, (inner, w) in enumerate(zip(msg.inner, widths)):
+    for k, (inner, w) in enumerate(zip(msg.inner, widths, strict=True)):
         bits = _inner_bits(inner)
         if bits is not None and bits != 8 * w:
             raise CorruptFileError(f"{ctx.where}: packed struct child {k} is stored with {bits} bits, "
@@ -305,7 +315,103 @@ def decode_packed_struct(msg: pb.PackedStruct, ctx: PageContext, dt: pa.DataType
         widths.append(w)
     n = hi - lo
     parts = packed_rows(msg, ctx, widths, lo, hi)
-    children = [child_from_bytes(f.type, n, part) for f, part in zip(fields, parts)]
+    children = [child_from_bytes(f.type, n, part) for f, part in zip(fields, parts, strict=True)]
     if not children:
         return pa.StructArray.from_buffers(dt, n, [None], children=[])
     return pa.StructArray.from_arrays(children, fields=fields)
+
+
+# -- encoding ------------------------------------------------------------------------------
+def encode_flat(data: BufferData, bits: int, pages: PageBuffers,
+                compression: pb.Compression | None = None) -> pb.ArrayEncoding:
+    """``Flat{bits_per_value, buffer}`` over a new page buffer (optionally with the
+    ``Compression`` the buffer was compressed with)."""
+    enc = pb.ArrayEncoding()
+    enc.flat.bits_per_value = bits
+    enc.flat.buffer.CopyFrom(pages.add(data))
+    if compression is not None:
+        enc.flat.compression.CopyFrom(compression)
+    return enc
+
+
+def encode_uints(values: np.ndarray, pages: PageBuffers) -> pb.ArrayEncoding:
+    """Integer offsets / indices / keys without nulls: ``Nullable.no_nulls(Flat(width))``."""
+    enc = pb.ArrayEncoding()
+    enc.nullable.no_nulls.values.CopyFrom(encode_flat(values, values.dtype.itemsize * 8, pages))
+    return enc
+
+
+def encode_basic(arr: pa.Array, pages: PageBuffers) -> pb.ArrayEncoding:
+    """``Nullable`` around the values of a fixed-width, bool, null or fixed-size-list array."""
+    n = len(arr)
+    enc = pb.ArrayEncoding()
+    if n == 0 or pa.types.is_null(arr.type) or arr.null_count == n:
+        enc.nullable.all_nulls.SetInParent()
+    elif arr.null_count:
+        some = enc.nullable.some_nulls
+        some.validity.CopyFrom(encode_flat(validity_bits(arr), 1, pages))
+        some.values.CopyFrom(_encode_values(arr, pages))
+    else:
+        enc.nullable.no_nulls.values.CopyFrom(_encode_values(arr, pages))
+    return enc
+
+
+def fsl_items(arr: pa.FixedSizeListArray) -> pa.Array:
+    """The items of a fixed-size list array's rows (``values`` ignores the slice offset)."""
+    d = arr.type.list_size
+    return arr.values.slice(arr.offset * d, len(arr) * d)
+
+
+def _encode_values(arr: pa.Array, pages: PageBuffers) -> pb.ArrayEncoding:
+    if pa.types.is_fixed_size_list(arr.type):
+        enc = pb.ArrayEncoding()
+        enc.fixed_size_list.dimension = arr.type.list_size
+        enc.fixed_size_list.items.CopyFrom(encode_basic(fsl_items(arr), pages))
+        return enc
+    data, bits = fixed_value_bytes(arr)
+    return encode_flat(data, bits, pages)
+
+
+def describe_basic(dt: pa.DataType) -> pb.ArrayEncoding:
+    """The no-null ``Nullable`` description of a packed struct child (buffers all index 0)."""
+    enc = pb.ArrayEncoding()
+    values = enc.nullable.no_nulls.values
+    if pa.types.is_fixed_size_list(dt):
+        values.fixed_size_list.dimension = dt.list_size
+        values.fixed_size_list.items.CopyFrom(describe_basic(dt.value_type))
+    else:
+        bits = fixed_bit_width(dt)
+        if bits is None:
+            raise UnsupportedError(f"type {dt} has no fixed width")
+        values.flat.bits_per_value = bits
+        values.flat.buffer.SetInParent()
+    return enc
+
+
+def packed_child_bytes(arr: pa.Array) -> np.ndarray:
+    """Row-major value bytes of a packed struct child (fixed width or fixed-size lists of it)."""
+    if pa.types.is_fixed_size_list(arr.type):
+        return packed_child_bytes(fsl_items(arr))
+    data, bits = fixed_value_bytes(arr)
+    if bits % 8:
+        raise UnsupportedError(f"a packed struct child of type {arr.type} has {bits} bits per value")
+    return data
+
+
+def encode_packed_struct(arr: pa.StructArray, pages: PageBuffers) -> pb.ArrayEncoding:
+    """``PackedStruct``: each row's children bytes side by side in one buffer."""
+    dt = arr.type
+    maybe = [fixed_byte_width(dt.field(k).type) for k in range(dt.num_fields)]
+    if not maybe or any(not w for w in maybe):
+        raise UnsupportedError(f"cannot pack struct {dt}: every child needs a fixed byte width")
+    widths = [int(w or 0) for w in maybe]
+    n, stride = len(arr), sum(widths)
+    rows = np.empty((n, stride), dtype=np.uint8)
+    pos = 0
+    enc = pb.ArrayEncoding()
+    for k, w in enumerate(widths):
+        rows[:, pos: pos + w] = packed_child_bytes(arr.field(k)).reshape(n, w)
+        pos += w
+        enc.packed_struct.inner.append(describe_basic(dt.field(k).type))
+    enc.packed_struct.buffer.CopyFrom(pages.add(rows.reshape(-1)))
+    return enc
