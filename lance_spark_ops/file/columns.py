@@ -17,10 +17,11 @@ from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.page import Fetch
 from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
 
-__all__ = ["column_ranges", "field_leaf_count", "is_packed_struct", "make_page_decoder", "page_fetch",
+__all__ = ["column_ranges", "data_file_field_ids", "field_leaf_count", "is_packed_struct", "make_page_decoder", "page_fetch",
            "page_layout"]
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.container import unpack_any
+from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
 
 def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
@@ -92,3 +93,43 @@ def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page
         return store.read_ranges(rel, absolute)
 
     return fetch
+
+
+def data_file_field_ids(fields: Sequence[LanceField], version: str) -> tuple[list[int], list[int]]:
+    """(field ids, column indices) a dataset's ``DataFile`` records for a file holding
+    ``fields`` (top-level, in file order), as pylance records them: version 2.0 lists every
+    field of the tree (each has a column); 2.1+ lists only the fields that own a column
+    (leaves, and packed structs / single-leaf nodes)."""
+    ids: list[int] = []
+    if version == "2.0":
+        def visit_2_0(node: LanceField) -> None:
+            ids.append(node.id)
+            if not is_packed_struct(node.to_arrow()):  # a packed struct is one column
+                for child in node.children:
+                    visit_2_0(child)
+
+        for f in fields:
+            visit_2_0(f)
+        return ids, list(range(len(ids)))
+
+    def visit(node: LanceField) -> None:
+        arrow_field = node.to_arrow()
+        if field_leaf_count(arrow_field) == 1 and _owns_column(arrow_field):
+            ids.append(node.id)
+            return
+        for child in node.children:
+            visit(child)
+
+    for f in fields:
+        visit(f)
+    return ids, list(range(len(ids)))
+
+
+def _owns_column(field: pa.Field) -> bool:
+    """A field whose own id labels its column: anything but a struct/list wrapper around it."""
+    dt = field.type
+    if is_packed_struct(field):
+        return True
+    if pa.types.is_struct(dt):
+        return dt.num_fields == 0
+    return not (pa.types.is_list(dt) or pa.types.is_large_list(dt) or pa.types.is_map(dt))
