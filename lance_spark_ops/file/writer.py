@@ -95,13 +95,15 @@ class LanceFileWriter:
 
     def __init__(self, uri: str, schema: pa.Schema, *, version: str | None = "2.2",
                  storage_options: dict[str, Any] | None = None, page_bytes: int = DEFAULT_PAGE_BYTES,
-                 store: ObjectStore | None = None) -> None:
+                 store: ObjectStore | None = None, lance_schema: LanceSchema | None = None) -> None:
+        """``lance_schema``: the dataset's field tree (with its field ids) for files that belong
+        to a dataset; by default ids are assigned depth first from 0."""
         self.version = resolve_version(version)
         if page_bytes <= 0:
             raise InvalidInputError(f"page_bytes must be positive, got {page_bytes}")
         self.schema = schema
         self.page_bytes = page_bytes
-        self._lance_schema: LanceSchema = schema_from_arrow(schema)
+        self._lance_schema: LanceSchema = lance_schema or schema_from_arrow(schema)
         self._check_schema()
         if store is None:
             store, rel = ObjectStore.for_file(uri, storage_options)
@@ -125,6 +127,15 @@ class LanceFileWriter:
         self._rows = 0
         self._closed = False
         self._result: tuple[int, int] | None = None
+
+    @property
+    def bytes_written(self) -> int:
+        """Bytes of pages written so far (the file grows by metadata at close)."""
+        return self._container.position
+
+    @property
+    def rows_written(self) -> int:
+        return self._rows
 
     # -- schema checks -----------------------------------------------------
     def _check_schema(self) -> None:

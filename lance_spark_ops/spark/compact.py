@@ -1,0 +1,178 @@
+"""Compaction on Spark: plan on the driver, rewrite task groups on executors, commit one
+Rewrite per commit batch on the driver.
+
+Phases (each shown as the Spark job description): ``plan`` -> ``rewrite group i/n`` ->
+``commit``. Files written by attempts that do not land (failed commits, retried or
+speculative task attempts) are deleted at once: every file is named with the job id, so one
+listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
+
+Indices: with stable row ids, indices stay valid (row ids do not move) and the commit keeps
+their fragment bitmaps right. Without them, fragments covered by an index are left alone
+(their rows would move under the index) and counted in ``indexed_fragments_skipped``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyroaring import BitMap
+
+from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
+from lance_spark_ops.spark.options import CompactionOptions
+from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction
+from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
+
+
+@dataclass
+class CompactionMetrics:
+    uri: str
+    read_version: int
+    new_version: int | None = None
+    dry_run: bool = False
+    tasks: int = 0
+    commits: int = 0
+    fragments_removed: int = 0
+    fragments_added: int = 0
+    files_removed: int = 0
+    files_added: int = 0
+    rows_read: int = 0
+    rows_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    indexed_fragments_skipped: int = 0
+    orphan_files_deleted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    plan: list[list[int]] = field(default_factory=list)
+
+
+def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats], int]:
+    """Planning inputs; returns (stats, number of indexed fragments withheld)."""
+    bitmaps = _index_bitmaps(ds)
+    stats, skipped = [], 0
+    for frag in ds.fragments:
+        covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
+        if skip_indexed and covering:
+            skipped += 1
+            # An indexed fragment acts as a boundary: planning must not merge across it.
+            stats.append(FragmentStats(frag.id, frag.physical_rows or 0, 0, 0, covering))
+            continue
+        stats.append(FragmentStats(frag.id, frag.physical_rows or 0, frag.num_deleted_rows or 0,
+                                   sum(f.file_size_bytes or 0 for f in frag.files), covering))
+    return stats, skipped
+
+
+def _index_bitmaps(ds: Dataset) -> list[BitMap]:
+    section = ds.manifest_file.index_section
+    if section is None:
+        return []
+    return [BitMap.deserialize(idx.fragment_bitmap) if idx.fragment_bitmap else BitMap()
+            for idx in section.indices]
+
+
+def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
+    wanted = opts.data_storage_version or ds.data_storage_version
+    aliases = {"stable": "2.2"}
+    version = aliases.get(wanted, wanted)
+    if version not in ("2.0", "2.1", "2.2"):
+        raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 2.0, 2.1, 2.2)")
+    if (ds.data_storage_version == "2.0") != (version == "2.0"):
+        raise UnsupportedError(f"dataset stores {ds.data_storage_version} files; compaction cannot switch "
+                               f"between the 2.0 and 2.1+ families (asked for {version})")
+    return version
+
+
+def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
+            **options: Any) -> CompactionMetrics:
+    """Compact the dataset at ``uri``; options as pylance's ``CompactionOptions`` plus
+    ``dry_run`` and ``commit_every``. ``spark=None`` runs the tasks in this process."""
+    opts = CompactionOptions.from_kwargs(**options)
+    t0 = time.perf_counter()
+    ds = Dataset.open(uri, storage_options=storage_options)
+    ds.check_writable()
+    if opts.compaction_mode == "force_binary_copy":
+        raise UnsupportedError("force_binary_copy is not implemented yet; use reencode or try_binary_copy")
+    file_version = _target_version(ds, opts)
+    skip_indexed = not ds.uses_stable_row_ids
+    stats, skipped = fragment_stats(ds, skip_indexed)
+    tasks = plan_compaction(stats, opts)
+    if skip_indexed:
+        indexed = {s.id for s in stats if s.indices}
+        tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
+    metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
+                                indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
+    metrics.seconds["plan"] = time.perf_counter() - t0
+    if opts.dry_run or not tasks:
+        metrics.seconds["total"] = time.perf_counter() - t0
+        return metrics
+
+    job_id = f"lso-{uuid.uuid4().hex[:12]}"
+    per_commit = opts.commit_every or len(tasks)
+    batches = [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)]
+    for b, batch in enumerate(batches):
+        ds = _rewrite_and_commit(spark, ds, batch, opts, file_version, job_id,
+                                 f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics)
+    metrics.new_version = ds.version
+    metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
+    metrics.seconds["total"] = time.perf_counter() - t0
+    return metrics
+
+
+def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
+                        file_version: str, job_id: str, description: str,
+                        metrics: CompactionMetrics) -> Dataset:
+    specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version, opts.target_rows_per_fragment,
+                         opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options))
+             for t in batch]
+    t1 = time.perf_counter()
+    if spark is None:
+        out = run_tasks_locally(job_id, specs, run_rewrite)
+    else:
+        out = run_tasks(spark, job_id, specs, run_rewrite, description=description)
+    results: list[RewriteResult] = [out[i][1] for i in range(len(specs))]
+    metrics.seconds["rewrite"] = metrics.seconds.get("rewrite", 0.0) + time.perf_counter() - t1
+    by_id = {f.id: f for f in ds.fragments}
+    groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
+    written = [f for r in results for f in r.files]
+    t2 = time.perf_counter()
+    if spark is not None:
+        spark.sparkContext.setJobDescription(f"{description}: commit")
+    try:
+        from lance_spark_ops.table.commit.commit import commit_transaction
+
+        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version,
+                                    rebase_hints={"rewrite_groups": groups})
+    except CommitStateUnknown:
+        raise  # it may have landed: delete nothing
+    except BaseException:
+        ds.store.delete_many(f"{DATA_DIR}/{p}" for p in written)
+        raise
+    finally:
+        if spark is not None:
+            spark.sparkContext.setJobDescription(None)
+    metrics.seconds["commit"] = metrics.seconds.get("commit", 0.0) + time.perf_counter() - t2
+    metrics.commits += 1
+    for g, r in zip(groups, results, strict=True):
+        metrics.fragments_removed += len(g.old_fragments)
+        metrics.fragments_added += len(g.new_fragments)
+        metrics.files_removed += sum(len(f.files) for f in g.old_fragments)
+        metrics.files_added += len(r.files)
+        metrics.rows_read += r.rows_read
+        metrics.rows_written += r.rows_written
+        metrics.bytes_read += r.bytes_read
+        metrics.bytes_written += r.bytes_written
+    return new_ds
+
+
+def _delete_orphans(ds: Dataset, job_id: str) -> int:
+    """Delete files this job wrote that the latest version does not reference (retried or
+    speculative attempts, failed batches)."""
+    referenced = {df.path for frag in ds.fragments for df in frag.files}
+    orphans = [n for n in ds.store.list(DATA_DIR) if n.startswith(job_id) and n not in referenced]
+    ds.store.delete_many(f"{DATA_DIR}/{n}" for n in orphans)
+    return len(orphans)

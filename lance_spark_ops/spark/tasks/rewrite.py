@@ -1,0 +1,177 @@
+"""Rewrite task: read a group of neighbouring fragments (deleted rows dropped) and write
+their live rows, in order, into new data files of the target file version.
+
+Returns only fragment metadata. The old -> new row-address map is not shipped: it is
+implied by the order (live rows of the old fragments, in fragment then offset order, fill
+the new fragments in order), and the driver rebuilds it from the old deletion vectors
+when it needs it (carrying concurrent deletes, index remapping).
+"""
+
+from __future__ import annotations
+
+import time
+import uuid
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.file.columns import data_file_field_ids
+from lance_spark_ops.file.container import BYTES_BY_VERSION
+from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
+from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
+
+DATA_DIR = "data"
+
+
+@dataclass(frozen=True)
+class RewriteSpec:
+    """Picklable descriptor of one rewrite task (a few hundred bytes)."""
+
+    uri: str
+    read_version: int
+    fragment_ids: tuple[int, ...]
+    file_version: str
+    max_rows_per_file: int
+    max_bytes_per_file: int | None = None
+    batch_rows: int = 64 * 1024
+    page_bytes: int = 8 * 1024 * 1024
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+@dataclass
+class RewriteResult:
+    fragment_ids: tuple[int, ...]
+    new_fragments: list[DataFragment]  # ids are placeholders until commit
+    files: list[str]  # paths relative to data/
+    rows_read: int = 0
+    rows_written: int = 0
+    bytes_read: int = 0
+    bytes_written: int = 0
+    seconds: float = 0.0
+
+
+def file_version_numbers(version: str) -> tuple[int, int]:
+    """(major, minor) a DataFile records: 2.0 files are recorded as (2, 0) in manifests."""
+    return (2, 0) if version == "2.0" else BYTES_BY_VERSION[version]
+
+
+class _FragmentSink:
+    """Rolls new data files as rows arrive; one new fragment per file."""
+
+    def __init__(self, ds: Dataset, spec: RewriteSpec, prefix: str) -> None:
+        self.ds, self.spec, self.prefix = ds, spec, prefix
+        self.schema = ds.schema
+        self.field_ids, self.column_indices = data_file_field_ids(ds.lance_schema.fields, spec.file_version)
+        self.done: list[tuple[DataFile, int]] = []
+        self.writer: LanceFileWriter | None = None
+        self.name = ""
+
+    def _open(self) -> LanceFileWriter:
+        self.name = f"{self.prefix}-{uuid.uuid4().hex}.lance"
+        return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
+                               store=self.ds.store, page_bytes=self.spec.page_bytes,
+                               lance_schema=self.ds.lance_schema)
+
+    def write(self, batch: pa.RecordBatch) -> None:
+        start = 0
+        while start < batch.num_rows:
+            if self.writer is None:
+                self.writer = self._open()
+            room = self.spec.max_rows_per_file - self.writer.rows_written
+            part = batch.slice(start, room)
+            self.writer.write(part)
+            start += part.num_rows
+            full = self.writer.rows_written >= self.spec.max_rows_per_file
+            too_big = (self.spec.max_bytes_per_file is not None
+                       and self.writer.bytes_written >= self.spec.max_bytes_per_file)
+            if full or too_big:
+                self.roll()
+
+    def roll(self) -> None:
+        if self.writer is None:
+            return
+        rows, size = self.writer.close()
+        major, minor = file_version_numbers(self.spec.file_version)
+        self.done.append((DataFile(self.name, list(self.field_ids), list(self.column_indices), major, minor,
+                                   size), rows))
+        self.writer = None
+
+    def abort(self) -> list[str]:
+        if self.writer is not None:
+            self.writer.abort()
+            self.writer = None
+        return [df.path for df, _ in self.done]
+
+
+def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
+    """Executor entry point: rewrite ``spec.fragment_ids`` of version ``spec.read_version``."""
+    t0 = time.perf_counter()
+    ds = Dataset.open(spec.uri, spec.read_version, spec.storage_options)
+    by_id = {f.id: f for f in ds.fragments}
+    frags = [by_id[i] for i in spec.fragment_ids]
+    stable = ds.uses_stable_row_ids
+    sink = _FragmentSink(ds, spec, ctx.file_prefix)
+    live_ids: list[np.ndarray] = []
+    created: list[np.ndarray] = []
+    updated: list[np.ndarray] = []
+    rows_read = 0
+    try:
+        for frag in frags:
+            keep = live_mask(ds, frag)
+            if stable:
+                live_ids.append(ds.row_ids(frag)[keep])
+                for acc, seq in ((created, ds.created_at_versions(frag)), (updated, ds.last_updated_at_versions(frag))):
+                    if seq is not None:
+                        acc.append(seq[keep])
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows):
+                rows_read += batch.num_rows
+                sink.write(batch)
+        sink.roll()
+    except BaseException:
+        for path in sink.abort():
+            ds.store.delete(f"{DATA_DIR}/{path}")
+        raise
+    new_fragments = _fragments(sink.done, stable, live_ids, created, updated)
+    return RewriteResult(
+        fragment_ids=spec.fragment_ids,
+        new_fragments=new_fragments,
+        files=[df.path for df, _ in sink.done],
+        rows_read=rows_read,
+        rows_written=sum(n for _, n in sink.done),
+        bytes_read=sum(f.file_size_bytes or 0 for fr in frags for f in fr.files),
+        bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
+        seconds=time.perf_counter() - t0,
+    )
+
+
+def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
+    """Boolean mask of the fragment's live physical rows."""
+    rows = frag.physical_rows if frag.physical_rows is not None else ds._physical_rows(frag)  # noqa: SLF001 - pylance always records it
+    return keep_mask(deleted_offsets(ds.store, frag), rows)
+
+
+def _fragments(done: list[tuple[DataFile, int]], stable: bool, live_ids: list[np.ndarray],
+               created: list[np.ndarray], updated: list[np.ndarray]) -> list[DataFragment]:
+    """New fragment metadata; under stable row ids each carries its rows' old ids (and
+    version sequences), re-chunked at the new fragment boundaries."""
+    ids = np.concatenate(live_ids) if live_ids else None
+    cre = np.concatenate(created) if created and len(created) == len(live_ids) else None
+    upd = np.concatenate(updated) if updated and len(updated) == len(live_ids) else None
+    out, start = [], 0
+    for df, rows in done:
+        frag = DataFragment(id=0, files=[df], physical_rows=rows)
+        if stable and ids is not None:
+            frag.row_id_meta = encode_row_ids(ids[start:start + rows]).to_bytes()
+            if cre is not None:
+                frag.created_at_version_meta = encode_versions(cre[start:start + rows]).to_bytes()
+            if upd is not None:
+                frag.last_updated_at_version_meta = encode_versions(upd[start:start + rows]).to_bytes()
+        out.append(frag)
+        start += rows
+    return out
