@@ -10,7 +10,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 UINT_BY_BITS: dict[int, np.dtype] = {
     8: np.dtype("<u1"),
@@ -117,3 +117,74 @@ def check_chunk_counts(
     if (counts < 0).any():
         raise CorruptFileError(f"{what}: negative value count")
     return counts
+
+
+# ---------------------------------------------------------------------------- encoder helpers
+
+
+def pad_to(n: np.ndarray | int, align: int) -> np.ndarray | int:
+    """``n`` rounded up to a multiple of ``align`` (element-wise for arrays)."""
+    return (n + align - 1) // align * align
+
+
+def uint_view(data: np.ndarray, bits: int, num_values: int, what: str) -> np.ndarray:
+    """The first ``num_values`` values of a byte buffer as unsigned ints of ``bits`` bits
+    (8/16/32/64); copies only when the buffer is not aligned for the dtype."""
+    dt = uint_dtype(bits, what)
+    raw = as_u8(data)
+    need = num_values * dt.itemsize
+    if len(raw) < need:
+        raise InvalidInputError(f"{what}: {len(raw)} bytes cannot hold {num_values} values of {bits} bits")
+    raw = raw[:need]
+    if raw.ctypes.data % dt.itemsize:
+        raw = raw.copy()
+    return raw.view(dt)
+
+
+def gather_parts(values: np.ndarray, counts: np.ndarray, block: int) -> tuple[np.ndarray, np.ndarray]:
+    """Cut consecutive parts (``counts[i]`` values each) of ``values`` into zero-padded
+    blocks of ``block`` values: returns the (num_blocks, block) array and the number of
+    blocks of each part (``ceil(count / block)``)."""
+    counts = np.asarray(counts, dtype=np.int64)
+    nblocks = (counts + block - 1) // block
+    total = int(nblocks.sum())
+    out = np.zeros((total, block), dtype=values.dtype)
+    flat = out.reshape(-1)
+    if len(counts) == 1 or not (counts[:-1] % block).any():
+        flat[: int(counts.sum())] = values[: int(counts.sum())]
+    elif total:
+        scatter_ragged(flat, exclusive_cumsum(nblocks) * block, values, exclusive_cumsum(counts), counts)
+    return out, nblocks
+
+
+def scatter_ragged(
+    out: np.ndarray, dst_starts: np.ndarray, src: np.ndarray, src_starts: np.ndarray, lengths: np.ndarray
+) -> None:
+    """``out[dst_starts[i]:+lengths[i]] = src[src_starts[i]:+lengths[i]]`` for all i.
+
+    Long pieces are copied slice by slice (memcpy speed, one Python step per piece);
+    many short pieces with one vectorised gather.
+    """
+    lengths = np.asarray(lengths, dtype=np.int64)
+    if not len(lengths):
+        return
+    total = int(lengths.sum())
+    if total >= 64 * len(lengths):
+        for d, s, n in zip(dst_starts.tolist(), src_starts.tolist(), lengths.tolist(), strict=True):
+            if n:
+                out[d : d + n] = src[s : s + n]
+        return
+    out[ragged_arange(dst_starts, lengths)] = src[ragged_arange(src_starts, lengths)]
+
+
+def pack_bit_ranges(
+    bits: np.ndarray, starts: np.ndarray, lengths: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """LSB-first bitmaps of the ranges ``bits[starts[i]:+lengths[i]]``, each starting on a
+    byte boundary: returns the bitmaps back to back and their byte sizes."""
+    lengths = np.asarray(lengths, dtype=np.int64)
+    nbytes = (lengths + 7) // 8
+    padded = np.zeros(int(nbytes.sum()) * 8, dtype=bool)
+    dst = exclusive_cumsum(nbytes) * 8
+    scatter_ragged(padded, dst, np.asarray(bits, dtype=bool), np.asarray(starts, dtype=np.int64), lengths)
+    return np.packbits(padded, bitorder="little"), nbytes

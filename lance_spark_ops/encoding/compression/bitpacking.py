@@ -30,8 +30,14 @@ pylance picks InlineBitpacking for mini-block values whose chunks need fewer bit
 stored (small ranges, sorted ints, timestamps, floats with spare bits) and OutOfLineBitpacking
 for levels and other block buffers of more than 1024 values (InlineBitpacking for <= 1024).
 
-Decoding is vectorised: chunks are grouped by bit width and each group is unpacked with a
-few numpy operations over all of its 1024-value blocks.
+Writing follows Lance: W of a chunk is the bit length of the OR of its values (the last
+chunk's real values only; it is packed zero-padded and its log is 0 even when full). The
+out-of-line writer stores the tail packed iff ``W * (1024 - tail) < (T - W) * tail``
+(padding costs less than packing saves), else raw.
+
+Decoding and encoding are vectorised: chunks are grouped by bit width and each group is
+(un)packed with a few numpy operations over all of its 1024-value blocks (packing loops
+over the T rows of the transposed layout, never over values).
 """
 
 from __future__ import annotations
@@ -41,17 +47,21 @@ from collections.abc import Sequence
 import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
-from lance_spark_ops.encoding.blocks import FixedWidthBlock
+from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
     buffer_sizes,
     check_chunk_counts,
     exclusive_cumsum,
+    gather_parts,
     join,
     ragged_arange,
+    scatter_ragged,
     uint_dtype,
+    uint_view,
 )
-from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
 BLOCK = 1024
 FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
@@ -282,3 +292,172 @@ def decode_out_of_line_bitpacking_miniblock(
 ) -> FixedWidthBlock:
     counts = check_chunk_counts(chunks, counts, 1, "out-of-line bitpacking mini-block")
     return decode_out_of_line_bitpacking_blocks(msg, [c[0] for c in chunks], counts)
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
+    """Pack blocks of 1024 values: ``values`` is (n, 1024) words of T bits, each fitting in
+    ``width`` bits; the result is (n, width * LANES) words (inverse of ``fastlanes_unpack``).
+
+    One vectorised step per row of the transposed layout (T steps over all blocks)."""
+    dt = values.dtype
+    t_bits = dt.itemsize * 8
+    lanes = BLOCK // t_bits
+    n = values.shape[0]
+    if width == 0:
+        return np.zeros((n, 0), dtype=dt)
+    rows = np.take(values, _positions(t_bits).reshape(-1), axis=1).reshape(n, t_bits, lanes)
+    out = np.zeros((n, width, lanes), dtype=dt)
+    tmp = np.empty((n, lanes), dtype=dt)
+    for r in range(t_bits):
+        first, shift = divmod(r * width, t_bits)
+        if shift:
+            np.left_shift(rows[:, r, :], dt.type(shift), out=tmp)
+            out[:, first, :] |= tmp
+        else:
+            out[:, first, :] |= rows[:, r, :]
+        if shift + width > t_bits:
+            np.right_shift(rows[:, r, :], dt.type(t_bits - shift), out=tmp)
+            out[:, first + 1, :] |= tmp
+    return out.reshape(n, width * lanes)
+
+
+def _chunk_widths(blocks: np.ndarray) -> np.ndarray:
+    """Bit length of the OR of each row (int64)."""
+    ors = np.bitwise_or.reduce(blocks, axis=1).astype(np.uint64)
+    return np.searchsorted(_POW2, ors, side="right").astype(np.int64)
+
+
+_POW2 = np.array([1 << k for k in range(64)], dtype=np.uint64)
+
+
+def _values_of(block: DataBlock, what: str) -> np.ndarray:
+    if not isinstance(block, FixedWidthBlock):
+        raise InvalidInputError(f"{what} needs fixed-width values, got a {type(block).__name__}")
+    return uint_view(block.data, block.bits_per_value, block.num_values, what)
+
+
+def _inline_pack(blocks: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Inline chunks ``[W][packed words]`` of each row of ``blocks``: words back to back
+    and the size of each chunk in words."""
+    dt = blocks.dtype
+    t_bits = dt.itemsize * 8
+    sizes = 1 + BLOCK * widths // t_bits
+    starts = exclusive_cumsum(sizes)
+    if len(widths) and (widths == widths[0]).all():  # one width: a 2-D copy
+        out2d = np.empty((len(widths), int(sizes[0])), dtype=dt)
+        out2d[:, 0] = widths[0]
+        out2d[:, 1:] = fastlanes_pack(blocks, int(widths[0]))
+        return out2d.reshape(-1), sizes
+    out = np.empty(int(sizes.sum()), dtype=dt)
+    out[starts] = widths.astype(dt)
+    for w in np.unique(widths):
+        sel = np.flatnonzero(widths == w)
+        nwords = int(w) * (BLOCK // t_bits)
+        if nwords:
+            packed = fastlanes_pack(blocks[sel], int(w)).reshape(-1)
+            each = np.full(len(sel), nwords, dtype=np.int64)
+            scatter_ragged(out, starts[sel] + 1, packed, exclusive_cumsum(each), each)
+    return out, sizes
+
+
+def inline_bitpacking_encoding(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        inline_bitpacking=pb.InlineBitpacking(uncompressed_bits_per_value=int(bits))
+    )
+
+
+def encode_inline_bitpacking_miniblock(
+    block: DataBlock, params: CompressionParams | None = None
+) -> MiniBlockCompressed:
+    """One chunk per 1024 values, each ``[W][1024 values packed in W bits]`` (module doc)."""
+    values = _values_of(block, "inline bitpacking")
+    n = len(values)
+    blocks, _ = gather_parts(values, np.array([n]), BLOCK)
+    words, sizes = _inline_pack(blocks, _chunk_widths(blocks))
+    logs = np.full(len(sizes), 10, dtype=np.uint8)
+    if len(logs):
+        logs[-1] = 0
+    wsize = values.dtype.itemsize
+    return MiniBlockCompressed(
+        [words.view(np.uint8)], (sizes * wsize)[:, None], logs, n, inline_bitpacking_encoding(wsize * 8)
+    )
+
+
+def encode_inline_bitpacking_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """The inline chunks of all values in one buffer (2.2 dictionaries, <= 1024 levels)."""
+    compressed = encode_inline_bitpacking_miniblock(block, params)
+    return compressed.buffers[0], compressed.encoding
+
+
+def encode_inline_bitpacking_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Many block buffers at once (the levels of every mini-block chunk): each part is
+    packed on its own; returns the buffers back to back and their byte sizes."""
+    blocks, nblocks = gather_parts(values, counts, BLOCK)
+    words, sizes = _inline_pack(blocks, _chunk_widths(blocks))
+    part_words = np.add.reduceat(sizes, exclusive_cumsum(nblocks)) if len(sizes) else sizes
+    part_words = np.where(nblocks > 0, part_words, 0) if len(nblocks) else part_words
+    return words.view(np.uint8), part_words * values.dtype.itemsize
+
+
+def out_of_line_bitpacking_encoding(bits: int, width: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        out_of_line_bitpacking=pb.OutOfLineBitpacking(
+            uncompressed_bits_per_value=int(bits),
+            values=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=int(width))),
+        )
+    )
+
+
+def pack_tail(tail: np.ndarray | int, width: int, t_bits: int) -> np.ndarray:
+    """Whether a tail of ``tail`` (< 1024) values is stored packed (else raw), as Lance's
+    out-of-line writer decides."""
+    tail = np.asarray(tail, dtype=np.int64)
+    return (tail > 0) & (width * (BLOCK - tail) < (t_bits - width) * tail)
+
+
+def encode_out_of_line_bitpacking_blocks(
+    values: np.ndarray, counts: np.ndarray, width: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Pack consecutive parts of ``values`` (``counts[i]`` each) with one bit ``width``:
+    per part its whole 1024-blocks, then the tail packed or raw (module doc). Returns the
+    buffers back to back and their byte sizes."""
+    dt = values.dtype
+    t_bits = dt.itemsize * 8
+    if not 0 <= width <= t_bits:
+        raise InvalidInputError(f"out-of-line bitpacking: width {width} for {t_bits}-bit values")
+    counts = np.asarray(counts, dtype=np.int64)
+    wpb = BLOCK * width // t_bits
+    whole, tail = counts // BLOCK, counts % BLOCK
+    packed_tail = pack_tail(tail, width, t_bits)
+    raw_tail = np.where(packed_tail, 0, tail)
+    part_starts = exclusive_cumsum(counts)
+    # every block to pack: whole blocks plus packed tails (zero padded by gather_parts)
+    pack_counts = whole * BLOCK + np.where(packed_tail, tail, 0)
+    keep = ragged_arange(part_starts, pack_counts)
+    blocks, nblocks = gather_parts(values[keep], pack_counts, BLOCK)
+    packed = fastlanes_pack(blocks, width).reshape(-1)
+    # assemble each part as [its packed words][its raw tail values]
+    sizes = nblocks * wpb + raw_tail
+    starts = exclusive_cumsum(sizes)
+    out = np.empty(int(sizes.sum()), dtype=dt)
+    scatter_ragged(out, starts, packed, exclusive_cumsum(nblocks) * wpb, nblocks * wpb)
+    if raw_tail.any():
+        scatter_ragged(out, starts + nblocks * wpb, values, part_starts + whole * BLOCK, raw_tail)
+    return out.view(np.uint8), sizes * dt.itemsize
+
+
+def encode_out_of_line_bitpacking_block(
+    block: DataBlock, params: CompressionParams | None = None, width: int | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """One buffer packed at ``width`` bits (default: the bit length of the largest value)."""
+    values = _values_of(block, "out-of-line bitpacking")
+    t_bits = values.dtype.itemsize * 8
+    if width is None:
+        width = int(_chunk_widths(values.reshape(1, -1)).max()) if len(values) else 0
+    data, _ = encode_out_of_line_bitpacking_blocks(values, np.array([len(values)]), width)
+    return data, out_of_line_bitpacking_encoding(t_bits, width)

@@ -7,11 +7,14 @@ byte 0 of every value, then byte 1 of every value, and so on. Chunks hold 1024 v
 Worked example (two float32 1.0 = ``00 00 80 3f`` and 2.0 = ``00 00 00 40``): the chunk is
 ``00 00 | 00 00 | 80 00 | 3f 40``.
 
+The writer's last chunk always has log 0, even when it holds a full 1024 / 512 values.
+
 It does not shrink data by itself, so pylance only picks it under General compression:
 ``lance-encoding:compression`` = zstd / lz4 on integers (entropy check) or with
 ``lance-encoding:bss`` = on.
 
-Decoding groups chunks of equal length and transposes each group in one numpy operation.
+Decoding groups chunks of equal length and transposes each group in one numpy operation;
+encoding transposes all full chunks at once and the last one on its own.
 """
 
 from __future__ import annotations
@@ -21,14 +24,18 @@ from collections.abc import Sequence
 import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
-from lance_spark_ops.encoding.blocks import FixedWidthBlock
+from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
+    as_u8,
     buffer_sizes,
     check_chunk_counts,
     exclusive_cumsum,
     join,
 )
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+
+CHUNK_VALUES = {32: 1024, 64: 512}  # largest power of two under 8186 bytes
 
 
 def decode_byte_stream_split_miniblock(
@@ -61,3 +68,41 @@ def decode_byte_stream_split_miniblock(
         planes = src.reshape(len(sel), width, int(n)).transpose(0, 2, 1).reshape(len(sel), span)
         out[starts[sel][:, None] + np.arange(span, dtype=np.int64)[None, :]] = planes
     return FixedWidthBlock(out, bits, int(counts.sum()))
+
+
+def byte_stream_split_encoding(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        byte_stream_split=pb.ByteStreamSplit(
+            values=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=int(bits)))
+        )
+    )
+
+
+def encode_byte_stream_split_miniblock(
+    block: DataBlock, params: CompressionParams | None = None
+) -> MiniBlockCompressed:
+    """Chunks of 1024 (32-bit) / 512 (64-bit) values, each stored as its byte planes."""
+    if not isinstance(block, FixedWidthBlock):
+        raise InvalidInputError(f"byte stream split needs fixed-width values, got a {type(block).__name__}")
+    bits = block.bits_per_value
+    if bits not in CHUNK_VALUES:
+        raise UnsupportedError(f"byte stream split over {bits}-bit values (32 or 64 expected)")
+    width, per = bits // 8, CHUNK_VALUES[bits]
+    n = block.num_values
+    data = as_u8(block.data)[: n * width]
+    if len(data) < n * width:
+        raise InvalidInputError(f"byte stream split: {len(data)} bytes for {n} values of {width} bytes")
+    out = np.empty(n * width, dtype=np.uint8)
+    full = n // per
+    split = full * per * width
+    out[:split] = data[:split].reshape(full, per, width).transpose(0, 2, 1).reshape(-1)
+    rest = n - full * per
+    if rest:
+        out[split:] = data[split:].reshape(rest, width).T.reshape(-1)
+    counts = np.full(full + (rest > 0), per, dtype=np.int64)
+    if rest:
+        counts[-1] = rest
+    logs = np.full(len(counts), per.bit_length() - 1, dtype=np.uint8)
+    if len(logs):
+        logs[-1] = 0
+    return MiniBlockCompressed([out], (counts * width)[:, None], logs, n, byte_stream_split_encoding(bits))

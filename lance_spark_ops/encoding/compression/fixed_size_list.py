@@ -20,6 +20,13 @@ buffers of 128 bytes (1024 validity bits) and 4096 bytes (1024 int32).
 
 pylance picks it for every fixed_size_list of fixed-width items: mini-block for narrow rows
 (e.g. 4 x int32), full-zip for wide ones (e.g. 128 x float32 vectors).
+
+Writing (Lance's ``ValueEncoder::chunk_fsl``): rows per chunk come from the Flat rule (see
+``value.py``) applied to a row of ``sum(ceil(cum_i / 8))`` validity bytes plus the leaf
+bytes (counted per 8 rows when a row is not a whole number of bytes), e.g. 512 rows for
+``fixed_size_list<int32, 3>`` with item nulls (13 bytes a row), 4096 for 5 booleans. Each
+chunk's validity bitmaps are re-cut to start on a byte; the leaf buffer is the leaf data
+itself. The items are never compressed further.
 """
 
 from __future__ import annotations
@@ -30,9 +37,16 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedSizeListBlock, FixedWidthBlock
-from lance_spark_ops.encoding.compression._arrays import as_u8, check_chunk_counts, gather_bit_runs
-from lance_spark_ops.encoding.compression.value import concat_fixed_chunks
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression._arrays import (
+    as_u8,
+    check_chunk_counts,
+    exclusive_cumsum,
+    gather_bit_runs,
+    pack_bit_ranges,
+)
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.value import chunk_log_values, concat_fixed_chunks, fixed_chunks
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def _layers(msg: pb.FixedSizeList) -> tuple[list[tuple[int, bool]], int]:
@@ -149,3 +163,114 @@ def decode_fixed_size_list_per_value(msg: pb.FixedSizeList, block: DataBlock) ->
             validity.append(None)
     items = FixedWidthBlock(np.ascontiguousarray(table[:, col:]).reshape(-1), bits, rows * cum)
     return _nest(layers, items, validity, rows)
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def _chain(block: DataBlock) -> tuple[list[tuple[int, np.ndarray | None]], FixedWidthBlock, int]:
+    """[(dimension, item validity)] outermost first, the leaf block and the row count."""
+    if not isinstance(block, FixedSizeListBlock):
+        raise InvalidInputError(
+            f"fixed size list encoding needs a FixedSizeListBlock, got {type(block).__name__}"
+        )
+    rows = block.num_values
+    layers: list[tuple[int, np.ndarray | None]] = []
+    cur: DataBlock = block
+    cum = 1
+    while isinstance(cur, FixedSizeListBlock):
+        if cur.dimension <= 0:
+            raise InvalidInputError(f"fixed size list of dimension {cur.dimension}")
+        cum *= cur.dimension
+        valid = None if cur.item_validity is None else np.asarray(cur.item_validity, dtype=bool)
+        if valid is not None and len(valid) < rows * cum:
+            raise InvalidInputError(f"fixed size list validity has {len(valid)} bits for {rows * cum} items")
+        layers.append((cur.dimension, valid))
+        cur = cur.items
+    if not isinstance(cur, FixedWidthBlock):
+        raise UnsupportedError(f"fixed size list over {type(cur).__name__} items is not supported")
+    if cur.num_values < rows * cum:
+        raise InvalidInputError(f"fixed size list leaf has {cur.num_values} items for {rows} rows of {cum}")
+    return layers, cur, rows
+
+
+def fixed_size_list_encoding(layers: list[tuple[int, bool]], bits: int) -> pb.CompressiveEncoding:
+    enc = pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=int(bits)))
+    for dim, has_validity in reversed(layers):
+        enc = pb.CompressiveEncoding(
+            fixed_size_list=pb.FixedSizeList(items_per_value=int(dim), values=enc, has_validity=has_validity)
+        )
+    return enc
+
+
+def _encoding_of(layers: list[tuple[int, np.ndarray | None]], bits: int) -> pb.CompressiveEncoding:
+    return fixed_size_list_encoding([(d, v is not None) for d, v in layers], bits)
+
+
+def encode_fixed_size_list_miniblock(
+    block: DataBlock, params: CompressionParams | None = None
+) -> MiniBlockCompressed:
+    """Chunks of whole rows: validity bitmaps then the leaf values (module doc)."""
+    layers, leaf, rows = _chain(block)
+    bits = leaf.bits_per_value
+    cums = np.cumprod([d for d, _ in layers]).tolist()
+    validity_bytes = sum((c + 7) // 8 for c, (_, v) in zip(cums, layers, strict=True) if v is not None)
+    row_bits = bits * cums[-1]
+    bytes_per_word, per_word = (row_bits // 8, 1) if row_bits % 8 == 0 else (row_bits, 8)
+    log = chunk_log_values(validity_bytes * per_word + bytes_per_word, per_word)
+    per = 1 << log
+    leaf_bytes = (rows * row_bits + 7) // 8
+    data = as_u8(leaf.data)[:leaf_bytes]
+    sizes, logs = fixed_chunks(rows, log, per * row_bits // 8, leaf_bytes)
+    chunk_rows = np.full(len(sizes), per, dtype=np.int64)
+    if len(chunk_rows) and rows % per:
+        chunk_rows[-1] = rows % per
+    row_starts = exclusive_cumsum(chunk_rows)
+    buffers: list[np.ndarray] = []
+    columns: list[np.ndarray] = []
+    for cum, (_, valid) in zip(cums, layers, strict=True):
+        if valid is not None:
+            packed, nbytes = pack_bit_ranges(valid, row_starts * cum, chunk_rows * cum)
+            buffers.append(packed)
+            columns.append(nbytes)
+    buffers.append(data)
+    columns.append(sizes)
+    return MiniBlockCompressed(buffers, np.stack(columns, axis=1), logs, rows, _encoding_of(layers, bits))
+
+
+def encode_fixed_size_list_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """The items back to back (lists without item validity only)."""
+    layers, leaf, rows = _chain(block)
+    if any(v is not None for _, v in layers):
+        raise UnsupportedError("fixed size list with item validity in a block context is not supported")
+    cum = int(np.prod([d for d, _ in layers]))
+    return as_u8(leaf.data)[: (rows * cum * leaf.bits_per_value + 7) // 8], _encoding_of(
+        layers, leaf.bits_per_value
+    )
+
+
+def encode_fixed_size_list_per_value(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[FixedWidthBlock, pb.CompressiveEncoding]:
+    """One fixed-width value per row: its validity bytes per validity layer, then its items."""
+    layers, leaf, rows = _chain(block)
+    bits = leaf.bits_per_value
+    cums = np.cumprod([d for d, _ in layers]).tolist()
+    cum = cums[-1]
+    enc = _encoding_of(layers, bits)
+    if all(v is None for _, v in layers):
+        return FixedWidthBlock(as_u8(leaf.data)[: (rows * cum * bits + 7) // 8], bits * cum, rows), enc
+    if bits % 8:
+        raise UnsupportedError(f"fixed size list per-value with validity over {bits}-bit items")
+    parts = []
+    for c, (_, valid) in zip(cums, layers, strict=True):
+        if valid is not None:
+            nb = (c + 7) // 8
+            grid = np.zeros((rows, nb * 8), dtype=bool)
+            grid[:, :c] = valid[: rows * c].reshape(rows, c)
+            parts.append(np.packbits(grid, axis=1, bitorder="little"))
+    parts.append(as_u8(leaf.data)[: rows * cum * bits // 8].reshape(rows, cum * bits // 8))
+    table = np.hstack(parts)
+    return FixedWidthBlock(table.reshape(-1), table.shape[1] * 8, rows), enc

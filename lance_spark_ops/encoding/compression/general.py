@@ -26,19 +26,43 @@ inner ByteStreamSplit codec turns back into 1024 int32.
 pylance picks General when field metadata sets ``lance-encoding:compression`` to zstd / lz4
 (levels from ``lance-encoding:compression-level``), for 2.2 dictionaries (lz4) and for
 full-zip values of 32 KiB and more (zstd level 0).
+
+Writing (byte-identical to pylance 14: zstd is one frame with the content size, written by
+``zstandard`` at the given level, 0 meaning zstd's default 3; lz4 is pyarrow's ``lz4_raw``
+block):
+
+- ``encode_general_miniblock(block, params, inner)``: ``inner`` is the mini-block encoder of
+  the wrapped codec, a callable ``DataBlock -> MiniBlockCompressed`` chosen by the strategy
+  (e.g. ``functools.partial(encode_inline_bitpacking_miniblock, params=params)``). Like
+  Lance's ``GeneralMiniBlockCompressor`` it returns the inner result unchanged when its
+  first buffer is under 4 KiB in total or when compressing every chunk's first buffer does
+  not make it smaller; otherwise ``General(scheme, level?, inner)``.
+- ``encode_general_block(block, params, inner=None)``: the inner block encoder's bytes
+  compressed whole; ``inner`` defaults to raw Flat for fixed-width blocks (pass the
+  variable codec's block encoder for variable-width ones).
+- ``encode_general_per_value(block, params)``: each value of a ``VariableWidthBlock``
+  compressed on its own, ``General(zstd level (default 0) | lz4, Variable)``.
+
+The level is written into ``BufferCompression`` exactly when ``params.compression_level``
+is set (per-value zstd always writes it, as Lance does).
 """
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
-from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
-from lance_spark_ops.encoding.compression._arrays import as_u8, check_chunk_counts
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, VariableWidthBlock
+from lance_spark_ops.encoding.compression._arrays import as_u8, check_chunk_counts, exclusive_cumsum
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+
+MIN_BUFFER_SIZE_FOR_COMPRESSION = 4 * 1024
+SCHEMES = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
+ZSTD_DEFAULT_LEVEL = 3
 
 ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
 _MAX_INFLATE = 1 << 34  # refuse absurd declared sizes instead of allocating them
@@ -158,3 +182,140 @@ def decode_general_per_value(msg: pb.General, block: DataBlock) -> DataBlock:
     np.cumsum(lengths, out=new_offsets[1:])
     out_dtype = np.uint32 if new_offsets[-1] < 2**32 and block.offsets.dtype == np.uint32 else np.uint64
     return VariableWidthBlock(new_offsets.astype(out_dtype), as_u8(b"".join(pieces)), block.num_values)
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def _scheme(params: CompressionParams) -> str:
+    scheme = (params.compression or "").lower()
+    if scheme not in SCHEMES:
+        raise InvalidInputError(f"general compression needs zstd or lz4, got {params.compression!r}")
+    return scheme
+
+
+def buffer_compression(scheme: str, level: int | None) -> pb.BufferCompression:
+    msg = pb.BufferCompression(scheme=SCHEMES[scheme])
+    if level is not None:
+        msg.level = int(level)
+    return msg
+
+
+class BufferCompressor:
+    """Lance's ``BufferCompressor`` for one scheme: ``compress(bytes) -> framed bytes``."""
+
+    def __init__(self, scheme: str, level: int | None = None) -> None:
+        self.scheme = scheme
+        if scheme == "zstd":
+            import zstandard
+
+            self._zstd = zstandard.ZstdCompressor(level=int(level) if level else ZSTD_DEFAULT_LEVEL)
+        elif scheme == "lz4":
+            self._lz4 = pa.Codec("lz4_raw")
+        else:
+            raise InvalidInputError(f"unknown buffer compression {scheme!r}")
+
+    def compress(self, data: bytes | memoryview | np.ndarray) -> bytes:
+        raw = memoryview(np.ascontiguousarray(data, dtype=np.uint8)) if isinstance(data, np.ndarray) else data
+        n = len(raw)
+        if self.scheme == "zstd":
+            return n.to_bytes(8, "little") + self._zstd.compress(raw)
+        if n >= 2**32:
+            raise InvalidInputError(f"lz4 buffer of {n} bytes is too large (u32 size prefix)")
+        return n.to_bytes(4, "little") + self._lz4.compress(raw, asbytes=True)
+
+
+def compress_buffer(data: bytes | memoryview | np.ndarray, scheme: str, level: int | None = None) -> bytes:
+    """Frame and compress one buffer (module doc)."""
+    return BufferCompressor(scheme, level).compress(data)
+
+
+def general_encoding(scheme: str, level: int | None, inner: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        general=pb.General(compression=buffer_compression(scheme, level), values=inner)
+    )
+
+
+def encode_general_miniblock(
+    block: DataBlock, params: CompressionParams, inner: Callable[[DataBlock], MiniBlockCompressed]
+) -> MiniBlockCompressed:
+    """``inner``'s chunks with each chunk's first buffer compressed (module doc)."""
+    scheme = _scheme(params)
+    base = inner(block)
+    if not base.buffers or len(base.buffers[0]) < MIN_BUFFER_SIZE_FOR_COMPRESSION:
+        return base
+    compressor = BufferCompressor(scheme, params.compression_level)
+    first = as_u8(base.buffers[0])
+    sizes = base.chunk_buffer_sizes[:, 0].astype(np.int64)
+    starts = exclusive_cumsum(sizes)
+    pieces = [
+        compressor.compress(first[a : a + n]) for a, n in zip(starts.tolist(), sizes.tolist(), strict=True)
+    ]
+    new_sizes = np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces))
+    if int(new_sizes.sum()) >= int(sizes.sum()):
+        return base
+    chunk_sizes = base.chunk_buffer_sizes.astype(np.int64).copy()
+    chunk_sizes[:, 0] = new_sizes
+    return MiniBlockCompressed(
+        [as_u8(b"".join(pieces)), *base.buffers[1:]],
+        chunk_sizes,
+        base.chunk_log_values,
+        base.num_values,
+        general_encoding(scheme, params.compression_level, base.encoding),
+    )
+
+
+def _default_block_inner(block: DataBlock) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    if isinstance(block, FixedWidthBlock):
+        from lance_spark_ops.encoding.compression.value import encode_flat_block
+
+        return encode_flat_block(block)
+    if isinstance(block, VariableWidthBlock):
+        from lance_spark_ops.encoding.compression import variable
+
+        fn = getattr(variable, "encode_variable_block", None)
+        if fn is not None:
+            return fn(block, CompressionParams())
+    raise UnsupportedError(f"general block compression of a {type(block).__name__} needs an inner encoder")
+
+
+def encode_general_block(
+    block: DataBlock,
+    params: CompressionParams,
+    inner: Callable[[DataBlock], tuple[np.ndarray, pb.CompressiveEncoding]] | None = None,
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """The inner block encoding's buffer compressed as a whole (2.2 dictionaries, big blocks)."""
+    scheme = _scheme(params)
+    data, inner_enc = (inner or _default_block_inner)(block)
+    out = compress_buffer(data, scheme, params.compression_level)
+    return as_u8(out), general_encoding(scheme, params.compression_level, inner_enc)
+
+
+def encode_general_per_value(
+    block: DataBlock, params: CompressionParams
+) -> tuple[VariableWidthBlock, pb.CompressiveEncoding]:
+    """Every value compressed on its own; offsets keep their width (module doc)."""
+    scheme = _scheme(params)
+    if not isinstance(block, VariableWidthBlock):
+        raise InvalidInputError(
+            f"general per-value compression needs variable-width values, got {type(block).__name__}"
+        )
+    level = None if scheme == "lz4" else (params.compression_level or 0)
+    compressor = BufferCompressor(scheme, level)
+    offsets = np.asarray(block.offsets).astype(np.int64)
+    data = as_u8(block.data)
+    pieces = [
+        compressor.compress(data[a:b])
+        for a, b in zip(offsets[:-1].tolist(), offsets[1:].tolist(), strict=True)
+    ]
+    new_offsets = np.zeros(len(pieces) + 1, dtype=np.int64)
+    np.cumsum(np.fromiter((len(p) for p in pieces), dtype=np.int64, count=len(pieces)), out=new_offsets[1:])
+    dtype = np.asarray(block.offsets).dtype
+    if dtype.itemsize == 4 and new_offsets[-1] >= 2**32:
+        raise UnsupportedError("compressed values overflow 32-bit offsets")
+    bits = dtype.itemsize * 8
+    variable = pb.CompressiveEncoding(
+        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits)))
+    )
+    out = VariableWidthBlock(new_offsets.astype(dtype), as_u8(b"".join(pieces)), block.num_values)
+    return out, general_encoding(scheme, level, variable)

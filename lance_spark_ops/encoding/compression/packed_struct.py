@@ -11,6 +11,9 @@ Row 1 with a=1, b=0.5, c=2 is ``01 00 00 00 | 00 00 00 00 00 00 e0 3f | 02 00``.
 
 pylance picks it for struct fields with ``lance-encoding:packed`` = true whose children are
 all fixed width (mini-block), and for the (position, size) descriptions inside BlobLayout.
+
+Writing interleaves the children into rows with one strided copy per field, then chunks
+the rows like any Flat mini-block (512 rows of the 14-byte example per chunk).
 """
 
 from __future__ import annotations
@@ -22,7 +25,8 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock
 from lance_spark_ops.encoding.compression._arrays import as_u8
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def _field_bytes(msg: pb.PackedStruct) -> list[int]:
@@ -81,3 +85,59 @@ def decode_packed_struct_per_value(msg: pb.PackedStruct, block: DataBlock) -> St
     from lance_spark_ops.encoding.compression.decompress import decompress_per_value
 
     return split_rows(msg, decompress_per_value(_values(msg), block))
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def pack_rows(block: DataBlock) -> tuple[FixedWidthBlock, list[int]]:
+    """Row-major rows of a struct of fixed-width whole-byte fields, and the field widths in bits."""
+    if not isinstance(block, StructBlock):
+        raise InvalidInputError(f"packed struct encoding needs a StructBlock, got {type(block).__name__}")
+    n = block.num_values
+    widths = []
+    for i, child in enumerate(block.children):
+        if not isinstance(child, FixedWidthBlock):
+            raise InvalidInputError(f"packed struct field {i} is a {type(child).__name__}, not fixed width")
+        if child.bits_per_value <= 0 or child.bits_per_value % 8:
+            raise UnsupportedError(
+                f"packed struct field {i} of {child.bits_per_value} bits: whole bytes only"
+            )
+        if child.num_values < n:
+            raise InvalidInputError(f"packed struct field {i} has {child.num_values} values for {n} rows")
+        widths.append(child.bits_per_value // 8)
+    if not widths:
+        raise InvalidInputError("packed struct without fields")
+    table = np.empty((n, sum(widths)), dtype=np.uint8)
+    col = 0
+    for child, w in zip(block.children, widths, strict=True):
+        table[:, col : col + w] = as_u8(child.data)[: n * w].reshape(n, w)
+        col += w
+    return FixedWidthBlock(table.reshape(-1), sum(widths) * 8, n), [w * 8 for w in widths]
+
+
+def packed_struct_encoding(bits: list[int], values: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(packed_struct=pb.PackedStruct(bits_per_value=bits, values=values))
+
+
+def encode_packed_struct_miniblock(
+    block: DataBlock, params: CompressionParams | None = None
+) -> MiniBlockCompressed:
+    """Packed rows stored as Flat mini-block chunks."""
+    from lance_spark_ops.encoding.compression.value import encode_flat_miniblock
+
+    rows, bits = pack_rows(block)
+    out = encode_flat_miniblock(rows)
+    out.encoding = packed_struct_encoding(bits, out.encoding)
+    return out
+
+
+def encode_packed_struct_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """Packed rows in one Flat buffer."""
+    from lance_spark_ops.encoding.compression.value import encode_flat_block
+
+    rows, bits = pack_rows(block)
+    data, enc = encode_flat_block(rows)
+    return data, packed_struct_encoding(bits, enc)

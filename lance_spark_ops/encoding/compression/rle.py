@@ -14,9 +14,19 @@ Worked example (int32 ``[1, 1, 1, 2, 2, 3, 3, 3, 3]``, one mini-block chunk): bu
 ``01 00 00 00 02 00 00 00 03 00 00 00`` and buffer 1 is ``03 02 04``. As a block the same data
 is ``0c 00 00 00 00 00 00 00`` followed by those 12 + 3 bytes.
 
-pylance picks Rle for mini-block values when the number of runs is below half the number of
-values (``lance-encoding:rle-threshold``), for constant numbers in 2.1, and (2.2) for levels
-that are mostly one value (e.g. the def levels of a mostly-null column).
+Mini-block chunking (Lance 14's ``RleEncoder``): from each chunk start, if the rest of the
+page (at most 4096 values) encodes into at most 8186 bytes it is the last chunk (log 0);
+otherwise the chunk is the largest power-of-two prefix (at most 4096 values) that does.
+Runs are cut at chunk boundaries, so a chunk's runs cover exactly its values.
+
+pylance picks Rle for mini-block values when its estimated size beats both raw and
+bitpacking (``lance-encoding:rle-threshold`` adds a runs < threshold x values guard), for
+constant numbers in 2.1, and (2.2) for levels that are mostly one value (e.g. the def levels
+of a mostly-null column).
+
+Encoding is vectorised over runs: runs are found with one comparison pass, cut at chunk
+boundaries and split into 255-value entries with ``np.repeat``. Only the choice of chunk
+boundaries walks the page, one step per chunk (each step a few binary searches).
 """
 
 from __future__ import annotations
@@ -26,7 +36,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
-from lance_spark_ops.encoding.blocks import FixedWidthBlock
+from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
     buffer_sizes,
@@ -35,8 +45,14 @@ from lance_spark_ops.encoding.compression._arrays import (
     item_dtype,
     join,
     ragged_arange,
+    uint_view,
 )
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+
+MAX_RUN = 255
+MAX_CHUNK_BYTES = 8 * 1024 - 6  # MAX_MINIBLOCK_BYTES
+MAX_CHUNK_VALUES = 4096  # MAX_MINIBLOCK_VALUES
 
 
 def _value_bits(msg: pb.Rle) -> int:
@@ -136,3 +152,144 @@ def decode_rle_block(msg: pb.Rle, buffer: memoryview, num_values: int) -> FixedW
     if num_values == 0 and len(buffer) == 0:
         return FixedWidthBlock(as_u8(b""), _value_bits(msg), 0)
     return decode_rle_blocks(msg, [buffer], np.array([num_values], dtype=np.int64))
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def rle_encoding(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(
+        rle=pb.Rle(
+            values=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=int(bits))),
+            run_lengths=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=8)),
+        )
+    )
+
+
+def _rle_values(block: DataBlock, what: str) -> np.ndarray:
+    if not isinstance(block, FixedWidthBlock):
+        raise InvalidInputError(f"{what} needs fixed-width values, got a {type(block).__name__}")
+    if block.bits_per_value not in (8, 16, 32, 64):
+        raise UnsupportedError(f"{what}: {block.bits_per_value}-bit values (8, 16, 32 or 64 expected)")
+    return uint_view(block.data, block.bits_per_value, block.num_values, what)
+
+
+def run_starts(values: np.ndarray) -> np.ndarray:
+    """Start index of every run of equal consecutive values (int64)."""
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.int64)
+    return np.concatenate([[0], np.flatnonzero(values[1:] != values[:-1]) + 1]).astype(np.int64)
+
+
+def runs_to_entries(values: np.ndarray, cuts: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """RLE entries of ``values`` with runs also cut at the part boundaries ``cuts`` (sorted
+    part starts, first 0). Returns entry values, u8 entry lengths and the number of entries
+    of each part."""
+    n = len(values)
+    mark = np.empty(n, dtype=bool)
+    mark[0] = True
+    np.not_equal(values[1:], values[:-1], out=mark[1:])
+    mark[cuts[cuts < n]] = True
+    seg = np.flatnonzero(mark)
+    seg_len = np.diff(np.append(seg, n))
+    pieces = (seg_len + MAX_RUN - 1) // MAX_RUN
+    if (pieces == 1).all():
+        entry_vals, lengths = values[seg], seg_len.astype(np.uint8)
+        part_first = np.searchsorted(seg, cuts)
+    else:
+        entry_vals = np.repeat(values[seg], pieces)
+        lengths = np.full(int(pieces.sum()), MAX_RUN, dtype=np.uint8)
+        lengths[np.cumsum(pieces) - 1] = (seg_len - MAX_RUN * (pieces - 1)).astype(np.uint8)
+        part_first = exclusive_cumsum(pieces)[np.searchsorted(seg, cuts)]
+    per_part = np.diff(np.append(part_first, len(lengths)))
+    return entry_vals, lengths, per_part
+
+
+class _RunIndex:
+    """Encoded size of any range of values in O(log runs), from prefix sums over runs."""
+
+    def __init__(self, values: np.ndarray) -> None:
+        self.n = len(values)
+        self.starts = run_starts(values)
+        self.ends = np.append(self.starts[1:], self.n)
+        entries = (self.ends - self.starts + MAX_RUN - 1) // MAX_RUN
+        self.prefix = np.concatenate([[0], np.cumsum(entries)])
+        self.entry_bytes = values.dtype.itemsize + 1
+
+    def size(self, a: int, b: int) -> int:
+        """Bytes of the RLE entries of values ``[a, b)``."""
+        i0 = int(np.searchsorted(self.starts, a, "right")) - 1
+        i1 = int(np.searchsorted(self.starts, b - 1, "right")) - 1
+        if i0 == i1:
+            entries = -(-(b - a) // MAX_RUN)
+        else:
+            first = -(-(int(self.ends[i0]) - a) // MAX_RUN)
+            last = -(-(b - int(self.starts[i1])) // MAX_RUN)
+            entries = first + int(self.prefix[i1] - self.prefix[i0 + 1]) + last
+        return entries * self.entry_bytes
+
+
+def rle_chunk_bounds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk starts and log2 values (0 for the last chunk) of a mini-block RLE page."""
+    index = _RunIndex(values)
+    n = len(values)
+    starts: list[int] = []
+    logs: list[int] = []
+    pos = 0
+    while pos < n:
+        rem = n - pos
+        starts.append(pos)
+        if rem <= MAX_CHUNK_VALUES and index.size(pos, n) <= MAX_CHUNK_BYTES:
+            logs.append(0)
+            break
+        prefix = 1 << (min(rem, MAX_CHUNK_VALUES).bit_length() - 1)
+        while prefix > 1 and index.size(pos, pos + prefix) > MAX_CHUNK_BYTES:
+            prefix >>= 1
+        if prefix <= 1:
+            raise UnsupportedError(f"rle: values at {pos} cannot form a chunk under {MAX_CHUNK_BYTES} bytes")
+        logs.append(prefix.bit_length() - 1)
+        pos += prefix
+    return np.array(starts, dtype=np.int64), np.array(logs, dtype=np.uint8)
+
+
+def encode_rle_miniblock(block: DataBlock, params: CompressionParams | None = None) -> MiniBlockCompressed:
+    """Chunks of ``[run values][u8 run lengths]`` (module doc)."""
+    values = _rle_values(block, "rle mini-block")
+    cuts, logs = rle_chunk_bounds(values)
+    vals, lengths, per_chunk = runs_to_entries(values, cuts)
+    sizes = np.stack([per_chunk * values.dtype.itemsize, per_chunk], axis=1)
+    return MiniBlockCompressed(
+        [vals.view(np.uint8), lengths], sizes, logs, len(values), rle_encoding(values.dtype.itemsize * 8)
+    )
+
+
+def encode_rle_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Many block buffers at once (levels of every mini-block chunk), each
+    ``[u64 value bytes][run values][u8 run lengths]``; returns them back to back and their
+    byte sizes."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if (counts <= 0).any():
+        raise InvalidInputError("rle blocks: every part needs at least one value")
+    cuts = exclusive_cumsum(counts)
+    vals, lengths, per_part = runs_to_entries(values, cuts)
+    wsize = values.dtype.itemsize
+    value_bytes = per_part * wsize
+    sizes = 8 + value_bytes + per_part
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    starts = exclusive_cumsum(sizes)
+    out[starts[:, None] + np.arange(8)[None, :]] = value_bytes.astype("<u8").view(np.uint8).reshape(-1, 8)
+    out[ragged_arange(starts + 8, value_bytes)] = vals.view(np.uint8)
+    out[ragged_arange(starts + 8 + value_bytes, per_part)] = lengths
+    return out, sizes
+
+
+def encode_rle_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """One buffer ``[u64 value bytes][run values][u8 run lengths]`` (module doc)."""
+    values = _rle_values(block, "rle block")
+    enc = rle_encoding(values.dtype.itemsize * 8)
+    if len(values) == 0:
+        return np.zeros(0, dtype=np.uint8), enc
+    data, _ = encode_rle_blocks(values, np.array([len(values)]))
+    return data, enc

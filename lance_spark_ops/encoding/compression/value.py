@@ -4,10 +4,13 @@ On disk: ``ceil(n * bits_per_value / 8)`` bytes, values back to back, little end
 (``bits_per_value`` 1) are an LSB-first bitmap. When ``Flat.data`` (a ``BufferCompression``)
 is set the bytes are first inflated with zstd / lz4 (see ``general.py`` for the framing).
 
-Mini-block: each chunk has one buffer holding its values. The writer picks the largest
-power-of-two number of values that keeps a chunk under ~4 KiB (bytes per value x count),
-so every chunk but the last holds the same count and booleans always break at byte
-boundaries. The last chunk holds the rest. Chunks are simply concatenated.
+Mini-block: each chunk has one buffer holding its values. Every chunk but the last holds
+the same power-of-two count: Lance's ``find_log_vals_per_chunk`` starts at 2 values (8 for
+sub-byte widths, whose size it counts as one byte per bit) and doubles while the doubled
+byte size stays under ``MAX_MINIBLOCK_BYTES`` = 8186 and the count stays <= 4096. So int8
+and booleans get 4096 values, int32 1024 (4096 bytes), int64 512, a 14-byte packed row 512.
+The last chunk holds the rest and has log 0; when the count divides evenly every chunk is
+full and keeps its log. Chunks are simply concatenated.
 
 Worked example (int32, 1500 values, 2.1): chunk 0 has 1024 values = a 4096-byte buffer
 (header ``00 00 | 00 10 | fe fe fe fe``), chunk 1 the remaining 476 values = 1904 bytes.
@@ -35,7 +38,11 @@ from lance_spark_ops.encoding.compression._arrays import (
     join,
     pack_bits,
 )
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+
+MAX_MINIBLOCK_BYTES = 8 * 1024 - 6
+MAX_MINIBLOCK_VALUES = 4096
 
 
 def _bits(msg: pb.Flat) -> int:
@@ -113,3 +120,93 @@ def decode_flat_per_value(msg: pb.Flat, block: DataBlock) -> DataBlock:
     if block.bits_per_value != bits:
         raise CorruptFileError(f"flat per-value: {block.bits_per_value}-bit values, encoding says {bits}")
     return block
+
+
+# ---------------------------------------------------------------------------- encoders
+
+
+def flat_encoding(bits: int) -> pb.CompressiveEncoding:
+    return pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=int(bits)))
+
+
+def chunk_log_values(bytes_per_word: int, values_per_word: int = 1) -> int:
+    """log2 of the values per full chunk (Lance's ``ValueEncoder::find_log_vals_per_chunk``).
+
+    ``bytes_per_word`` covers ``values_per_word`` values (1, or 8 for sub-byte data, whose
+    size Lance counts as ``bits_per_value`` bytes per 8 values).
+    """
+    log, num = (1, 2) if values_per_word == 1 else (3, 8)
+    size = 2 * bytes_per_word
+    if size >= MAX_MINIBLOCK_BYTES:
+        raise UnsupportedError(f"values of {bytes_per_word} bytes are too wide for a mini-block chunk")
+    while 2 * size < MAX_MINIBLOCK_BYTES and 2 * num <= MAX_MINIBLOCK_VALUES:
+        log, size, num = log + 1, size * 2, num * 2
+    return log
+
+
+def fixed_chunks(
+    num_values: int, log: int, chunk_bytes: int, total_bytes: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """(byte sizes, logs) of chunks of ``2**log`` values of ``chunk_bytes`` bytes, the last
+    holding what is left of ``total_bytes`` (log 0 unless it is full)."""
+    per = 1 << log
+    full = num_values // per
+    sizes = np.full(full, chunk_bytes, dtype=np.int64)
+    logs = np.full(full, log, dtype=np.uint8)
+    if num_values % per:
+        sizes = np.append(sizes, total_bytes - full * chunk_bytes)
+        logs = np.append(logs, np.uint8(0))
+    return sizes, logs
+
+
+def _fixed(block: DataBlock, what: str) -> FixedWidthBlock:
+    if not isinstance(block, FixedWidthBlock):
+        raise InvalidInputError(f"{what} needs fixed-width values, got a {type(block).__name__}")
+    if block.bits_per_value <= 0 or (block.bits_per_value % 8 and block.bits_per_value != 1):
+        raise UnsupportedError(f"{what}: {block.bits_per_value} bits per value")
+    return block
+
+
+def _trimmed(block: FixedWidthBlock, what: str) -> np.ndarray:
+    need = (block.num_values * block.bits_per_value + 7) // 8
+    data = as_u8(block.data)
+    if len(data) < need:
+        raise InvalidInputError(
+            f"{what}: {len(data)} bytes cannot hold {block.num_values} values of {block.bits_per_value} bits"
+        )
+    return data[:need]
+
+
+def encode_flat_miniblock(block: DataBlock, params: CompressionParams | None = None) -> MiniBlockCompressed:
+    """Values as they are, cut into equal power-of-two chunks (see module doc)."""
+    block = _fixed(block, "flat mini-block")
+    bits = block.bits_per_value
+    data = _trimmed(block, "flat mini-block")
+    bytes_per_word, per_word = (bits // 8, 1) if bits % 8 == 0 else (bits, 8)
+    log = chunk_log_values(bytes_per_word, per_word)
+    chunk_bytes = (1 << log) * bits // 8
+    sizes, logs = fixed_chunks(block.num_values, log, chunk_bytes, len(data))
+    return MiniBlockCompressed([data], sizes[:, None], logs, block.num_values, flat_encoding(bits))
+
+
+def encode_flat_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """One buffer: the values back to back (booleans as an LSB-first bitmap)."""
+    block = _fixed(block, "flat block")
+    return _trimmed(block, "flat block"), flat_encoding(block.bits_per_value)
+
+
+def encode_flat_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Many block buffers at once (raw levels of every mini-block chunk): the buffers back
+    to back (simply ``values``' bytes) and their sizes."""
+    counts = np.asarray(counts, dtype=np.int64)
+    return np.ascontiguousarray(values).view(np.uint8).reshape(-1), counts * values.dtype.itemsize
+
+
+def encode_flat_per_value(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[DataBlock, pb.CompressiveEncoding]:
+    """Full-zip values: Flat is the identity."""
+    block = _fixed(block, "flat per-value")
+    return block, flat_encoding(block.bits_per_value)

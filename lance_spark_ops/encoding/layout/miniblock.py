@@ -44,6 +44,8 @@ exactly ``count`` of its levels are visible. Invisible levels at a chunk boundar
 the search cache (chunk metadata, repetition index, dictionary) picks the chunks touching
 those rows: chunk k covers rows ``[first_row_k - has_preamble_k, first_row_k + starts_k)``.
 Only they are fetched and decoded; then levels and values are cut down to exactly the rows.
+
+Writing: ``encode_miniblock_page`` (``miniblock_encode.py``).
 """
 
 from __future__ import annotations
@@ -63,8 +65,9 @@ from lance_spark_ops.encoding.compression.decompress import (
     decompress_block,
     decompress_miniblock_chunks,
 )
+from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
 from lance_spark_ops.encoding.layout import PageDecoder
-from lance_spark_ops.encoding.page import Fetch, PageData
+from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError
 
 ALIGN = 8
@@ -501,3 +504,19 @@ class MiniBlockDecoder(PageDecoder):
             list(self.layout.layers),
             self._dictionary,
         )
+
+
+def encode_miniblock_page(
+    num_rows: int,
+    values: MiniBlockCompressed,
+    rep: np.ndarray | None,
+    def_: np.ndarray | None,
+    layers: list[int],
+    version: str,
+    dictionary: tuple[np.ndarray, pb.CompressiveEncoding, int] | None = None,
+    num_items: int | None = None,
+) -> EncodedPage:
+    """Write one mini-block page (implemented in ``miniblock_encode``, see its docstring)."""
+    from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page as encode
+
+    return encode(num_rows, values, rep, def_, layers, version, dictionary, num_items)

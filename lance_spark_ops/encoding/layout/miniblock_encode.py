@@ -1,0 +1,326 @@
+"""Writing mini-block pages (``MiniBlockLayout``, 2.1 and 2.2) - the encoder half of
+``miniblock.py``, whose docstring describes the page buffers and the chunk format.
+
+``encode_miniblock_page`` takes the values already compressed into chunks by a codec
+(``MiniBlockCompressed``) and, as Lance's ``PrimitiveStructuralEncoder::encode_miniblock``:
+
+1. cuts the rep / def levels into one slice per value chunk: a chunk gets the levels up to
+   and including its last *visible* item; invisible levels (null / empty lists) at a chunk
+   boundary go to the next chunk, and the last chunk takes every remaining level;
+2. compresses each slice as a block, with one codec chosen for the whole page from all of
+   its levels (Lance's ``compress_levels`` + the versions' block strategies):
+
+   - 2.2 only: Rle (8-bit run lengths) when ``8 + 3 x entries`` (runs split at 255) is
+     smaller than the raw 2 bytes a level and not larger than the bitpacking estimate;
+   - bitpacking unless the page has at most 1024 levels that would not shrink
+     (``ceil(1024 x W / 8) >= 2 x levels``): InlineBitpacking for <= 1024 levels (each slice
+     packs with its own width), else OutOfLineBitpacking at the page's max width W;
+   - else Flat 16;
+3. computes the repetition index (rep pages): per chunk the rows that *finish* in it and
+   the levels left over after its last row start, corrected when the next chunk begins
+   with a new row; the last chunk finishes its row;
+4. serialises every chunk (header, 0xfe padding to 8 bytes, rep, def, value buffers, each
+   padded to 8) and the chunk metadata words.
+
+Worked example (2.1, int32 ``[1, None, 3]`` with Flat values, as pylance writes it): 3 def
+levels do not shrink under inline bitpacking (130 bytes > 6), so def is Flat 16. The one
+chunk is ``03 00 | 06 00 | 0c 00 | fe fe`` (3 levels, 6 bytes of def, 12 bytes of values),
+``00 00 01 00 00 00 fe fe``, ``01 00 00 00 00 00 00 00 03 00 00 00 fe fe fe fe`` - 32 bytes,
+so the metadata word is ``(32 / 8 - 1) << 4 | 0`` = ``30 00``.
+
+Vectorised: levels are sliced with one ``cumsum``, level codecs run over every chunk in
+one call, headers are built as one byte matrix; only the final copy of each chunk's
+buffers into place is a loop over chunks (memcpy-sized slices).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
+from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, pad_to, scatter_ragged
+from lance_spark_ops.encoding.compression.bitpacking import (
+    BLOCK,
+    encode_inline_bitpacking_blocks,
+    encode_out_of_line_bitpacking_blocks,
+    inline_bitpacking_encoding,
+    out_of_line_bitpacking_encoding,
+    pack_tail,
+)
+from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
+from lance_spark_ops.encoding.compression.rle import MAX_RUN, encode_rle_blocks, rle_encoding, run_starts
+from lance_spark_ops.encoding.compression.value import encode_flat_blocks, flat_encoding
+from lance_spark_ops.encoding.layout.miniblock import ALIGN, DEF_LEVELS, LIST_LAYERS
+from lance_spark_ops.encoding.page import EncodedPage
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+
+FILL = 0xFE
+RLE_BLOCK_HEADER = 8
+LARGE_CHUNK_VERSIONS = frozenset({"2.2"})
+MAX_CHUNK_BYTES = {False: 32 * 1024, True: (1 << 28) * ALIGN}
+U16 = 0xFFFF
+
+
+@dataclass
+class CompressedLevels:
+    """One compressed level buffer per chunk: ``data`` holds them back to back."""
+
+    data: np.ndarray  # uint8
+    sizes: np.ndarray  # bytes per chunk
+    encoding: pb.CompressiveEncoding
+
+
+# ------------------------------------------------------------------------------ levels
+
+
+def _widths(levels: np.ndarray) -> np.ndarray:
+    """Bit width of each 1024-level block of the page (Lance's BitWidth statistic)."""
+    ors = np.bitwise_or.reduceat(levels, np.arange(0, len(levels), BLOCK))
+    return np.ceil(np.log2(ors.astype(np.float64) + 1)).astype(np.int64)
+
+
+def _bitpacking_bytes(n: int, width: int) -> int | None:
+    """Lance's block bitpacking estimate for n u16 levels (None: not smaller than raw)."""
+    if n <= BLOCK:
+        words = 1 + BLOCK * width // 16
+    elif width >= 16:
+        return None
+    else:
+        words = n // BLOCK * (BLOCK * width // 16)
+        tail = n % BLOCK
+        if tail:
+            words += BLOCK * width // 16 if bool(pack_tail(tail, width, 16)) else tail
+    return words * 2 if words * 2 < 2 * n else None
+
+
+def choose_level_codec(levels: np.ndarray, version: str) -> tuple[str, int]:
+    """``(kind, width)`` for a page's levels: kind is ``rle``, ``inline_bitpacking``,
+    ``out_of_line_bitpacking`` (at ``width`` bits) or ``flat`` (module doc, step 2)."""
+    n = len(levels)
+    widths = _widths(levels)
+    width = int(widths.max())
+    if version in LARGE_CHUNK_VERSIONS:
+        runs = np.diff(np.append(run_starts(levels), n))
+        rle = RLE_BLOCK_HEADER + 3 * int(((runs + MAX_RUN - 1) // MAX_RUN).sum())
+        if rle < 2 * n:
+            bp = _bitpacking_bytes(n, width)
+            if bp is None or bp >= rle:
+                return "rle", 0
+    if len(widths) == 1 and -(-BLOCK * int(widths[0]) // 8) >= 2 * n:
+        return "flat", 16
+    if n <= BLOCK:
+        return "inline_bitpacking", 0
+    return "out_of_line_bitpacking", width
+
+
+def compress_levels(levels: np.ndarray, counts: np.ndarray, version: str) -> CompressedLevels:
+    """Compress ``counts[i]`` consecutive levels per chunk with the page's level codec."""
+    levels = np.ascontiguousarray(levels, dtype=np.uint16)
+    kind, width = choose_level_codec(levels, version)
+    if kind == "rle":
+        data, sizes = encode_rle_blocks(levels, counts)
+        enc = rle_encoding(16)
+    elif kind == "inline_bitpacking":
+        data, sizes = encode_inline_bitpacking_blocks(levels, counts)
+        enc = inline_bitpacking_encoding(16)
+    elif kind == "out_of_line_bitpacking":
+        data, sizes = encode_out_of_line_bitpacking_blocks(levels, counts, width)
+        enc = out_of_line_bitpacking_encoding(16, width)
+    else:
+        data, sizes = encode_flat_blocks(levels, counts)
+        enc = flat_encoding(16)
+    if len(sizes) and int(sizes.max()) > U16:
+        raise UnsupportedError(f"a chunk's levels compress to {int(sizes.max())} bytes, over the u16 limit")
+    return CompressedLevels(data, np.asarray(sizes, dtype=np.int64), enc)
+
+
+def level_counts(
+    value_counts: np.ndarray, num_levels: int, def_: np.ndarray | None, max_visible: int | None
+) -> np.ndarray:
+    """Levels of each chunk (module doc, step 1). ``max_visible`` is None without lists."""
+    if max_visible is None or def_ is None:
+        if num_levels != int(value_counts.sum()):
+            raise InvalidInputError(f"{num_levels} levels for {int(value_counts.sum())} values without lists")
+        return value_counts.astype(np.int64)
+    visible = np.flatnonzero(def_ <= max_visible)
+    if len(visible) != int(value_counts.sum()):
+        raise InvalidInputError(
+            f"levels have {len(visible)} visible items but the values chunks hold {int(value_counts.sum())}"
+        )
+    ends = visible[np.cumsum(value_counts)[:-1] - 1] + 1
+    return np.diff(np.concatenate([[0], ends, [num_levels]])).astype(np.int64)
+
+
+def repetition_index(rep: np.ndarray, counts: np.ndarray, max_rep: int) -> np.ndarray:
+    """(chunks, 2) u64: rows finishing in each chunk, levels left over (module doc, step 3)."""
+    starts = exclusive_cumsum(counts)
+    ends = starts + counts
+    is_row = rep == max_rep
+    cum = np.concatenate([[0], np.cumsum(is_row)])
+    first = is_row[starts]
+    rows = cum[ends] - cum[starts] - first
+    last_row = np.maximum.accumulate(np.where(is_row, np.arange(len(rep)), -1))[ends - 1]
+    leftover = np.where(last_row >= starts, ends - last_row, counts)
+    leftover[-1] = 0
+    fix = np.flatnonzero(first[1:] & (leftover[:-1] != 0))
+    rows[fix] += 1
+    leftover[fix] = 0
+    rows[-1] += 1
+    return np.stack([rows, leftover], axis=1).astype("<u8")
+
+
+# ------------------------------------------------------------------------------ chunks
+
+
+def _value_counts(values: MiniBlockCompressed) -> np.ndarray:
+    logs = np.asarray(values.chunk_log_values, dtype=np.int64)
+    counts = np.left_shift(1, logs)
+    if len(counts):
+        counts[-1] = values.num_values - int(counts[:-1].sum())
+    if len(counts) == 0 or counts[-1] <= 0 or (logs[-1] and counts[-1] != 1 << int(logs[-1])):
+        raise InvalidInputError(
+            f"mini-block chunks (logs {logs.tolist()}) do not describe {values.num_values} values"
+        )
+    return counts
+
+
+def _header(sections: list[np.ndarray], widths: list[int]) -> np.ndarray:
+    """(chunks, padded header size) bytes: the little-endian fields, then 0xfe padding."""
+    size = sum(widths)
+    cols = [
+        np.asarray(s, dtype=f"<u{w}").view(np.uint8).reshape(-1, w)
+        for s, w in zip(sections, widths, strict=True)
+    ]
+    out = np.full((len(sections[0]), int(pad_to(size, ALIGN))), FILL, dtype=np.uint8)
+    out[:, :size] = np.hstack(cols)
+    return out
+
+
+def serialize_chunks(
+    num_levels: np.ndarray, parts: list[tuple[np.ndarray, np.ndarray, int]], logs: np.ndarray, large: bool
+) -> tuple[np.ndarray, np.ndarray]:
+    """Chunk bytes and metadata words. ``parts``: (data, per-chunk sizes, header width) for
+    rep, def and each value buffer in order."""
+    if (num_levels > U16).any():
+        raise UnsupportedError(f"a mini-block chunk holds {int(num_levels.max())} levels, over the u16 limit")
+    for _, sizes, width in parts:
+        if len(sizes) and int(sizes.max()) >= 1 << (8 * width):
+            raise UnsupportedError(
+                f"a chunk buffer of {int(sizes.max())} bytes does not fit {8 * width} bits"
+            )
+    header = _header([num_levels] + [s for _, s, _ in parts], [2] + [w for _, _, w in parts])
+    padded = [pad_to(s.astype(np.int64), ALIGN) for _, s, _ in parts]
+    chunk_sizes = header.shape[1] + (np.sum(padded, axis=0) if padded else 0)
+    if int(chunk_sizes.max()) > MAX_CHUNK_BYTES[large]:
+        raise UnsupportedError(
+            f"a mini-block chunk of {int(chunk_sizes.max())} bytes exceeds the version's limit"
+        )
+    starts = exclusive_cumsum(chunk_sizes)
+    out = np.full(int(chunk_sizes.sum()), FILL, dtype=np.uint8)
+    out[starts[:, None] + np.arange(header.shape[1])[None, :]] = header
+    pos = starts + header.shape[1]
+    for (data, sizes, _), pad in zip(parts, padded, strict=True):
+        scatter_ragged(out, pos, np.asarray(data).view(np.uint8).reshape(-1), exclusive_cumsum(sizes), sizes)
+        pos = pos + pad
+    words = ((chunk_sizes // ALIGN - 1) << 4) | logs.astype(np.int64)
+    return out, words.astype("<u4" if large else "<u2")
+
+
+# ------------------------------------------------------------------------------ page
+
+
+def _structure(layers: list[int]) -> tuple[int, int | None]:
+    """(max rep, max visible def level or None without lists)."""
+    max_rep = sum(1 for lay in layers if lay in LIST_LAYERS)
+    if not max_rep:
+        return 0, None
+    visible = 0
+    for lay in layers:
+        if lay in LIST_LAYERS:
+            break
+        visible += DEF_LEVELS.get(lay, 0)
+    return max_rep, visible
+
+
+@dataclass
+class _PageLevels:
+    """The levels of a page cut per chunk and compressed."""
+
+    counts: np.ndarray  # levels per chunk (zeros without levels)
+    rep: CompressedLevels | None = None
+    def_: CompressedLevels | None = None
+
+
+def _page_levels(
+    value_counts: np.ndarray, rep: np.ndarray | None, def_: np.ndarray | None, layers: list[int], version: str
+) -> _PageLevels:
+    max_rep, max_visible = _structure(layers)
+    if rep is not None and not max_rep:
+        raise InvalidInputError("repetition levels given but no list layer")
+    if rep is None and max_rep:
+        raise InvalidInputError("list layers given without repetition levels")
+    if rep is not None and def_ is not None and len(rep) != len(def_):
+        raise InvalidInputError(f"{len(rep)} repetition levels but {len(def_)} definition levels")
+    levels = rep if rep is not None else def_
+    if levels is None:
+        return _PageLevels(np.zeros(len(value_counts), dtype=np.int64))
+    out = _PageLevels(level_counts(value_counts, len(levels), def_, max_visible))
+    if rep is not None:
+        out.rep = compress_levels(rep, out.counts, version)
+    if def_ is not None:
+        out.def_ = compress_levels(def_, out.counts, version)
+    return out
+
+
+def encode_miniblock_page(
+    num_rows: int,
+    values: MiniBlockCompressed,
+    rep: np.ndarray | None,
+    def_: np.ndarray | None,
+    layers: list[int],
+    version: str,
+    dictionary: tuple[np.ndarray, pb.CompressiveEncoding, int] | None = None,
+    num_items: int | None = None,
+) -> EncodedPage:
+    """One mini-block page from compressed value chunks and the page's levels.
+
+    ``rep`` / ``def_`` hold one u16 per level (None: no lists / all valid); ``layers`` are
+    ``RepDefLayer`` values innermost first; ``dictionary`` is (encoded buffer, its
+    encoding, number of items) when ``values`` are dictionary indices; ``num_items``
+    defaults to the number of values.
+    """
+    if version not in ("2.1", "2.2"):
+        raise UnsupportedError(f"mini-block pages are written for versions 2.1 and 2.2, not {version}")
+    large = version in LARGE_CHUNK_VERSIONS
+    counts = _value_counts(values)
+    levels = _page_levels(counts, rep, def_, layers, version)
+    parts = [(c.data, c.sizes, 2) for c in (levels.rep, levels.def_) if c is not None]
+    sizes = np.asarray(values.chunk_buffer_sizes, dtype=np.int64).reshape(len(counts), -1)
+    parts += [(buf, sizes[:, j], 4 if large else 2) for j, buf in enumerate(values.buffers)]
+    chunks, words = serialize_chunks(levels.counts, parts, np.asarray(values.chunk_log_values), large)
+    layout = pb.MiniBlockLayout(
+        value_compression=values.encoding,
+        rep_compression=levels.rep.encoding if levels.rep else None,
+        def_compression=levels.def_.encoding if levels.def_ else None,
+        layers=layers,
+        num_buffers=len(values.buffers),
+        num_items=values.num_values if num_items is None else num_items,
+        has_large_chunk=large,
+    )
+    buffers: list[np.ndarray | bytes] = [words.view(np.uint8), chunks]
+    if dictionary is not None:
+        data, enc, n = dictionary
+        layout.dictionary.CopyFrom(enc)
+        layout.num_dictionary_items = int(n)
+        buffers.append(data)
+    if rep is not None:
+        index = repetition_index(np.asarray(rep), levels.counts, _structure(layers)[0])
+        if int(index[:, 0].sum()) != num_rows:
+            raise InvalidInputError(f"levels start {int(index[:, 0].sum())} rows, page has {num_rows}")
+        layout.repetition_index_depth = 1
+        buffers.append(index.view(np.uint8).reshape(-1))
+    elif values.num_values != num_rows:
+        raise InvalidInputError(f"page without lists has {values.num_values} values but {num_rows} rows")
+    return EncodedPage(num_rows, buffers, pb.PageLayout(mini_block_layout=layout))
