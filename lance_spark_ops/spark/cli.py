@@ -49,3 +49,14 @@ def print_metrics(metrics: Any) -> None:
     data = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(metrics)
     sys.stdout.write(json.dumps(data, default=str, sort_keys=True) + "\n")
     sys.stdout.flush()
+
+
+def parse_storage_options(pairs: list[str]) -> dict[str, str]:
+    """``["key=value", ...]`` -> dict (fsspec storage options given on the command line)."""
+    out = {}
+    for pair in pairs:
+        key, sep, value = pair.partition("=")
+        if not sep or not key:
+            raise SystemExit(f"--storage-option expects KEY=VALUE, got {pair!r}")
+        out[key] = value
+    return out

@@ -123,6 +123,34 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     return metrics
 
 
+def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
+                          storage_options: dict[str, Any] | None = None,
+                          data_storage_version: str | None = None) -> CompactionMetrics:
+    """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
+    and one out (no merging), so no deletion file remains on them. Row ids are preserved
+    under stable row ids; commit and conflict rules as ``compact``."""
+    t0 = time.perf_counter()
+    ds = Dataset.open(uri, storage_options=storage_options)
+    ds.check_writable()
+    opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62)
+    file_version = _target_version(ds, opts)
+    stats, skipped = fragment_stats(ds, skip_indexed=not ds.uses_stable_row_ids)
+    tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
+        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not
+        (s.indices and not ds.uses_stable_row_ids))]
+    metrics = CompactionMetrics(uri=uri, read_version=ds.version, tasks=len(tasks),
+                                indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
+    metrics.seconds["plan"] = time.perf_counter() - t0
+    if tasks:
+        job_id = f"lso-{uuid.uuid4().hex[:12]}"
+        ds = _rewrite_and_commit(spark, ds, tasks, opts, file_version, job_id,
+                                 f"materialize deletions {uri}", metrics)
+        metrics.new_version = ds.version
+        metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
+    metrics.seconds["total"] = time.perf_counter() - t0
+    return metrics
+
+
 def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
                         file_version: str, job_id: str, description: str,
                         metrics: CompactionMetrics) -> Dataset:

@@ -1,0 +1,39 @@
+"""pylance-made datasets for the Spark job tests (pylance is the oracle)."""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+
+def small_fragments(uri: str, version: str, *, stable: bool = False, fragments: int = 8, rows: int = 300,
+                    big_delete: bool = False, extra_column: bool = False) -> None:
+    """``fragments`` appends of ``rows`` rows (ints, floats, strings, lists, vectors), then
+    deletions: ~10% everywhere (Arrow deletion files) or, with ``big_delete``, > 5000 rows in
+    one fragment (a roaring bitmap); optionally a column added with add_columns (a second data
+    file per fragment)."""
+    import lance
+
+    rng = np.random.default_rng(5)
+    for i in range(fragments):
+        n = rows if not big_delete or i else 12_000
+        base = i * 100_000
+        t = pa.table({
+            "id": pa.array(np.arange(base, base + n, dtype=np.int64)),
+            "f": pa.array(rng.random(n)),
+            "s": pa.array([f"row-{base + j}" if j % 11 else None for j in range(n)]),
+            "l": pa.array([[j, j + 1] if j % 5 else [] for j in range(n)], pa.list_(pa.int32())),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 4).astype(np.float32)), 4),
+        })
+        lance.write_dataset(t, uri, mode="append" if i else "create", data_storage_version=version,
+                            enable_stable_row_ids=stable)
+    ds = lance.dataset(uri)
+    ds.delete("id % 10 = 3")
+    if big_delete:
+        ds.delete("id < 6000")
+    if extra_column:
+        ds.add_columns({"twice": "id * 2"})
+
+
+def rows_multiset(table: pa.Table, columns: list[str]) -> list[tuple]:
+    return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
