@@ -1,4 +1,6 @@
-"""Regenerate jobs/example_data/sample-2.2.lance with pylance (the oracle).
+"""Regenerate the bundled examples with pylance (the oracle): jobs/example_data/sample-2.2.lance
+(one data file) and jobs/example_data/example.lance (a dataset of 24 small fragments with
+deleted rows, the quick start's compaction input).
 
     python tests/data/make_sample.py
 """
@@ -27,7 +29,24 @@ def sample_table(n: int = 4_000) -> pa.Table:
     })
 
 
+DATASET = OUT.parent / "example.lance"
+
+
+def example_dataset(fragments: int = 24, rows: int = 500) -> None:
+    import shutil
+
+    import lance
+
+    shutil.rmtree(DATASET, ignore_errors=True)
+    for i in range(fragments):
+        t = sample_table(rows)
+        t = t.set_column(0, "id", pa.array(np.arange(i * rows, (i + 1) * rows, dtype=np.int64)))
+        lance.write_dataset(t, str(DATASET), mode="append" if i else "create", data_storage_version="2.2")
+    lance.dataset(str(DATASET)).delete("id % 10 = 0")
+
+
 def main() -> None:
+    example_dataset()
     OUT.parent.mkdir(parents=True, exist_ok=True)
     t = sample_table()
     with LanceFileWriter(str(OUT), t.schema, version="2.2") as w:
