@@ -41,4 +41,12 @@ def __getattr__(name: str) -> Any:
         from lance_spark_ops.table.dataset import Dataset
 
         return Dataset
+    if name == "write_dataset":
+        from lance_spark_ops.table.write import write_dataset
+
+        return write_dataset
+    if name == "SqliteManifestStore":
+        from lance_spark_ops.table.commit.handler import SqliteManifestStore
+
+        return SqliteManifestStore
     raise AttributeError(name)

@@ -22,18 +22,19 @@ import pyarrow as pa
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError
 from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction
+from lance_spark_ops.table.commit.handler import CommitHandler, ExternalManifestStore, handler_for
 from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
 from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
 from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
-from lance_spark_ops.table.format.transaction import Transaction
+from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
     VERSIONS_DIR,
     ManifestNamingScheme,
     deletion_file_path,
     external_file_path,
-    scan_versions,
 )
 from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
 from lance_spark_ops.table.scan import FragmentScan, output_schema
@@ -45,38 +46,65 @@ class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
 
     def __init__(self, store: ObjectStore, manifest_file: ManifestFile, naming_scheme: ManifestNamingScheme,
-                 manifest_name: str) -> None:
+                 manifest_name: str,
+                 manifest_store: ExternalManifestStore | CommitHandler | None = None) -> None:
         self.store = store
         self.manifest_file = manifest_file
         self.naming_scheme = naming_scheme
         self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
+        self.manifest_store = manifest_store
 
     # -- opening ---------------------------------------------------------
     @classmethod
-    def open(cls, uri: str, version: int | None = None,
-             storage_options: dict[str, Any] | None = None) -> Dataset:
-        """Open the latest version (or ``version``). NotFoundError if either does not exist."""
-        store = ObjectStore(uri, storage_options or {})
-        scheme, versions = _list_versions(store)
-        if scheme is None or not versions:
+    def open(cls, uri: str | ObjectStore, version: int | None = None,
+             storage_options: dict[str, Any] | None = None,
+             manifest_store: ExternalManifestStore | CommitHandler | None = None) -> Dataset:
+        """Open the latest version (or ``version``). NotFoundError if either does not exist.
+
+        With ``manifest_store`` (an external manifest store, see ``table.commit.handler``) the
+        latest version comes from it too, and a version staged but not yet copied into
+        ``_versions/`` is finished (copied, re-pointed) before it is read.
+        """
+        store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
+        handler = handler_for(manifest_store)
+        listing = handler.list_versions(store)
+        if listing.scheme is None or not listing.paths:
             raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
+        versions = listing.paths
         if version is None:
             version = max(versions)
-        elif version not in versions:
+        rel = handler.resolve(store, version, listing)
+        if rel is None:
             raise NotFoundError(f"version {version} does not exist (versions {min(versions)}.."
                                 f"{max(versions)})", path=store.uri(""))
-        name = versions[version]
-        rel = f"{VERSIONS_DIR}/{name}"
+        name = rel.rsplit("/", 1)[-1]
+        scheme = listing.scheme
         path = store.uri(rel)
         mf = parse_manifest_file(store.read(rel), path)
         if mf.manifest.version != version:
             raise CorruptFileError(f"manifest file for version {version} holds version {mf.manifest.version}",
                                    path=path)
         check_readable(mf.manifest.reader_feature_flags, path)
-        return cls(store, mf, scheme, name)
+        return cls(store, mf, scheme, name, manifest_store)
 
     def checkout(self, version: int) -> Dataset:
-        return Dataset.open(self.uri, version, self.store.storage_options)
+        return Dataset.open(self.store, version, manifest_store=self.manifest_store)
+
+    # -- committing ---------------------------------------------------------
+    def commit(self, operation: Operation, read_version: int | None = None, *,
+               max_retries: int = DEFAULT_MAX_RETRIES,
+               manifest_store: ExternalManifestStore | CommitHandler | None = None,
+               **kwargs: Any) -> Dataset:
+        """Commit ``operation`` (built from ``read_version``, default this version); the new version.
+
+        See ``table.commit.commit.commit_transaction`` for the protocol, the errors and who
+        deletes which files when it fails.
+        """
+        self.check_writable()
+        read = self.version if read_version is None else read_version
+        store = manifest_store if manifest_store is not None else self.manifest_store
+        return commit_transaction(self.store, operation, read, max_retries=max_retries, manifest_store=store,
+                                  **kwargs)
 
     # -- metadata --------------------------------------------------------
     @property
@@ -150,7 +178,7 @@ class Dataset:
 
     def versions(self) -> list[int]:
         """Every version present now (one listing), ascending."""
-        return sorted(_list_versions(self.store)[1])
+        return sorted(handler_for(self.manifest_store).list_versions(self.store).paths)
 
     def latest_version(self) -> int:
         versions = self.versions()
@@ -293,6 +321,3 @@ class Dataset:
         return (f"Dataset({self.uri!r}, version={self.version}, fragments={len(self.fragments)}, "
                 f"format={self.data_storage_version})")
 
-
-def _list_versions(store: ObjectStore) -> tuple[ManifestNamingScheme | None, dict[int, str]]:
-    return scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))

@@ -1,0 +1,23 @@
+"""Committing new dataset versions: the atomic put (``handler``), what an operation does to the
+manifest (``operations``, ``indices``), conflicts with concurrent commits (``conflict``,
+``rebase``) and the retry loop (``commit``)."""
+
+from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction, load_transaction
+from lance_spark_ops.table.commit.handler import (
+    CommitHandler,
+    ExternalManifestCommitHandler,
+    ExternalManifestStore,
+    PutIfNotExistsCommitHandler,
+    SqliteManifestStore,
+)
+
+__all__ = [
+    "DEFAULT_MAX_RETRIES",
+    "CommitHandler",
+    "ExternalManifestCommitHandler",
+    "ExternalManifestStore",
+    "PutIfNotExistsCommitHandler",
+    "SqliteManifestStore",
+    "commit_transaction",
+    "load_transaction",
+]

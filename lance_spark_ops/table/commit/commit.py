@@ -1,0 +1,317 @@
+"""Commit a transaction: write its files, put the next manifest atomically, retry on races.
+
+One attempt (Lance's ``commit_transaction``)::
+
+    list _versions/ once (+ the external store)        -> latest version L
+    for each version v committed after the last one checked: read its transaction
+        (inline in the manifest file, else _transactions/<name>; missing = conflict)
+        and check it against ours (``conflict.check_txn``)
+        incompatible -> IncompatibleTransaction; retryable -> CommitConflict
+        rebase -> adjust ours (``rebase``), e.g. merge two deletes' deletion vectors
+    build manifest L + 1 from manifest L and ours (``operations.build_manifest``)
+    write _transactions/{read_version}-{uuid}.txn (the raw Transaction protobuf)
+    write the manifest file with the same bytes inline and the index section, through the
+        commit handler's put-if-not-exists of _versions/<name of L + 1>
+    lost the race -> sleep (backoff with jitter) and go again; won -> write
+        _versions/latest_version_hint.json (best effort) and return the new version
+
+Who deletes what: data files and deletion files named in the operation belong to the
+caller, who deletes them when the commit raises ``CommitConflict`` or
+``IncompatibleTransaction`` (the operation surely did not land) and never after
+``CommitStateUnknown``. The files the commit writes itself - transaction files, deletion
+files made by a rebase - are deleted by it when it surely did not land, and superseded ones
+(an earlier attempt's transaction file) after it landed. A manifest is only ever created
+whole (temp file + link, conditional put, or a staged copy), so a crash leaves no partial
+manifest: at worst an unreferenced transaction file.
+"""
+
+from __future__ import annotations
+
+import random
+import time
+import uuid as uuidlib
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitError,
+    CommitStateUnknown,
+    CorruptFileError,
+    IncompatibleTransaction,
+    InvalidInputError,
+    NotFoundError,
+)
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.commit.conflict import Incompatible, Rebase, Retryable, check_txn
+from lance_spark_ops.table.commit.handler import (
+    CommitHandler,
+    ExternalManifestStore,
+    VersionListing,
+    handler_for,
+)
+from lance_spark_ops.table.commit.indices import index_section
+from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
+from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
+from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
+from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
+from lance_spark_ops.table.format.transaction import Operation, Restore, Transaction
+from lance_spark_ops.table.paths import (
+    LATEST_VERSION_HINT,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    ManifestNamingScheme,
+    deletion_file_path,
+    parse_version_hint,
+    transaction_file_path,
+    version_hint_bytes,
+)
+
+if TYPE_CHECKING:
+    from lance_spark_ops.table.dataset import Dataset
+
+__all__ = ["DEFAULT_MAX_RETRIES", "commit_transaction", "load_transaction"]
+
+DEFAULT_MAX_RETRIES = 20
+MAX_BACKOFF_SECONDS = 5.0
+
+
+def load_transaction(store: ObjectStore, mf: ManifestFile) -> Transaction | None:
+    """The transaction that made a version: inline copy, else its ``_transactions`` file."""
+    try:
+        if mf.transaction_bytes is not None:
+            return mf.transaction
+        name = mf.manifest.transaction_file
+        if not name:
+            return None
+        rel = transaction_file_path(name, mf.path)
+        return Transaction.from_bytes(store.read(rel), store.uri(rel))
+    except (NotFoundError, CorruptFileError):
+        return None
+
+
+@dataclass
+class _Attempt:
+    """State kept across the attempts of one commit."""
+
+    store: ObjectStore
+    handler: CommitHandler
+    txn: Transaction
+    checked: int  # every version <= checked has been checked against txn
+    hints: Mapping[str, Any]
+    manifests: dict[int, ManifestFile] = field(default_factory=dict)
+    txn_files: dict[str, bytes] = field(default_factory=dict)  # name -> bytes written
+    rebase_files: list[str] = field(default_factory=list)
+    unknown: bool = False  # an interrupted put may have landed: delete nothing
+
+    def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
+        if version not in self.manifests:
+            rel = self.handler.resolve(self.store, version, listing)
+            if rel is None:
+                return None
+            self.manifests[version] = parse_manifest_file(self.store.read(rel), self.store.uri(rel))
+        return self.manifests[version]
+
+    def cleanup(self, keep_txn: str | None = None,
+                keep_files: set[str] | frozenset[str] = frozenset()) -> None:
+        for name in self.txn_files:
+            if name != keep_txn:
+                self.store.delete(f"{TRANSACTIONS_DIR}/{name}")
+        for rel in self.rebase_files:
+            if rel not in keep_files:
+                self.store.delete(rel)
+
+
+def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> None:
+    """Check (and rebase over) every version committed since the last check."""
+    rebases: list[Rebase] = []
+    retry: Retryable | None = None
+    for v in range(att.checked + 1, latest + 1):
+        mf = att.manifest_file(v, listing)
+        theirs = load_transaction(att.store, mf) if mf is not None else None
+        verdict = check_txn(att.txn, theirs, v)
+        if isinstance(verdict, Incompatible):  # wins over a retryable one: retrying cannot help
+            raise IncompatibleTransaction(verdict.reason, path=att.store.uri(""))
+        if isinstance(verdict, Retryable):
+            retry = retry or verdict
+        elif isinstance(verdict, Rebase):
+            rebases.append(verdict)
+    if retry is not None:
+        raise CommitConflict(retry.reason, path=att.store.uri(""))
+    if rebases:
+        base = att.manifest_file(att.txn.read_version, listing)
+        current = att.manifest_file(latest, listing)
+        if base is None or current is None:
+            raise CommitConflict(f"version {att.txn.read_version} that our transaction read is gone",
+                                 path=att.store.uri(""))
+        ctx = RebaseContext(att.store, base.manifest, current.manifest, att.hints)
+        try:
+            att.txn = rebase(att.txn, rebases, ctx)
+        finally:
+            att.rebase_files.extend(ctx.written)
+    att.checked = latest
+
+
+def _backoff(attempt: int, unit: float) -> float:
+    slots = 2 ** min(attempt + 1, 8)
+    return min(MAX_BACKOFF_SECONDS, unit * random.randint(1, slots))
+
+
+def _write_hint(store: ObjectStore, version: int) -> None:
+    """Best effort: pylance 14 writes ``{"version": N}`` after each commit; never lower it."""
+    rel = f"{VERSIONS_DIR}/{LATEST_VERSION_HINT}"
+    try:
+        current = parse_version_hint(store.read(rel)) if store.exists(rel) else None
+        if current is None or current < version:
+            store.write(rel, version_hint_bytes(version))
+    except Exception:  # noqa: BLE001 - a hint must never fail a commit
+        pass
+
+
+def commit_transaction(
+    target: str | ObjectStore,
+    operation: Operation,
+    read_version: int | None,
+    *,
+    storage_options: dict[str, Any] | None = None,
+    manifest_store: ExternalManifestStore | CommitHandler | None = None,
+    max_retries: int = DEFAULT_MAX_RETRIES,
+    enable_v2_manifest_paths: bool = True,
+    enable_stable_row_ids: bool = False,
+    data_storage_version: str | None = None,
+    must_create: bool = False,
+    tag: str = "",
+    transaction_properties: dict[str, str] | None = None,
+    rebase_hints: Mapping[str, Any] | None = None,
+) -> Dataset:
+    """Commit ``operation`` made from version ``read_version`` (0 / None: a new dataset).
+
+    Returns the new version. Raises CommitConflict (retry the operation from a fresh read),
+    IncompatibleTransaction (give up), CommitStateUnknown (it may have landed: delete nothing),
+    UnsupportedError (unknown writer feature flag), NotFoundError (no such dataset / version).
+    ``must_create`` fails with IncompatibleTransaction when the dataset exists.
+    ``enable_v2_manifest_paths`` / ``enable_stable_row_ids`` / ``data_storage_version`` shape a
+    new dataset (an Overwrite may also change the storage version).
+    """
+    store = target if isinstance(target, ObjectStore) else ObjectStore(target, storage_options or {})
+    if max_retries < 0:
+        raise InvalidInputError(f"max_retries must be >= 0, got {max_retries}")
+    txn = Transaction(read_version or 0, str(uuidlib.uuid4()), operation, tag,
+                      dict(transaction_properties or {}))
+    att = _Attempt(store, handler_for(manifest_store), txn, checked=txn.read_version,
+                   hints=rebase_hints or {})
+    options = BuildOptions(stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version)
+    default_scheme = ManifestNamingScheme.V2 if enable_v2_manifest_paths else ManifestNamingScheme.V1
+    started = time.monotonic()
+    unit = 0.0
+    try:
+        for attempt in range(max_retries + 1):
+            result = _attempt(att, options, default_scheme, must_create)
+            if result is not None:
+                return result
+            if attempt == 0:
+                unit = max(0.005, (time.monotonic() - started) * 1.1)
+            if attempt < max_retries:
+                time.sleep(_backoff(attempt, unit))
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        if not att.unknown:
+            att.cleanup()
+        raise
+    att.cleanup()
+    raise CommitConflict(f"lost the race for the next version {max_retries + 1} times; retry later",
+                         path=store.uri(""))
+
+
+def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamingScheme,
+             must_create: bool) -> Dataset | None:
+    """One attempt: the new Dataset, or None when another writer took the version first."""
+    store = att.store
+    listing = att.handler.list_versions(store)
+    latest = listing.latest
+    previous: ManifestFile | None = None
+    if latest is None:
+        if att.txn.read_version != 0:
+            raise NotFoundError(f"no dataset here to commit on top of version {att.txn.read_version}",
+                                path=store.uri(""))
+    else:
+        if must_create:
+            raise IncompatibleTransaction("the dataset already exists", path=store.uri(""))
+        if att.txn.read_version > latest:
+            raise NotFoundError(f"read version {att.txn.read_version} is newer than the latest version "
+                                f"{latest}",
+                                path=store.uri(""))
+        previous = att.manifest_file(latest, listing)
+        if previous is None:
+            raise NotFoundError(f"version {latest} vanished while committing", path=store.uri(""))
+        check_writable(previous.manifest.writer_feature_flags, previous.path)
+        if latest > att.checked:
+            _check_new_versions(att, listing, latest)
+    version = (latest or 0) + 1
+    scheme = listing.scheme or default_scheme
+    data, txn_name = _build(att, previous, listing, options)
+    try:
+        rel = att.handler.commit(store, version, scheme, data)
+    except CommitConflict:
+        return None
+    except Exception as e:  # noqa: BLE001 - decide whether it landed
+        landed = att.handler.landed(store, version, scheme, data)
+        if landed is None:
+            raise CommitStateUnknown(f"committing version {version} failed with {e!r}; it may have landed",
+                                     path=store.uri(scheme.manifest_path(version))) from e
+        if not landed:
+            raise CommitError(f"committing version {version} failed: {e!r}",
+                              path=store.uri(scheme.manifest_path(version))) from e
+        rel = scheme.manifest_path(version)
+    except BaseException:
+        # Interrupted (KeyboardInterrupt, SystemExit ...): keep our files unless surely not landed.
+        att.unknown = att.handler.landed(store, version, scheme, data) is not False
+        raise
+    return _landed(att, data, rel, scheme, txn_name)
+
+
+def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing,
+           options: BuildOptions) -> tuple[bytes, str | None]:
+    """Manifest file bytes for the next version; writes the transaction file first."""
+    restored = None
+    if isinstance(att.txn.operation, Restore):
+        restored = att.manifest_file(att.txn.operation.version, listing)
+        if restored is None:
+            raise NotFoundError(f"cannot restore version {att.txn.operation.version}: it does not exist",
+                                path=att.store.uri(""))
+    indices = list(previous.index_section.indices) if previous is not None and previous.index_section else []
+    flags = previous.manifest.writer_feature_flags if previous is not None else 0
+    disabled = bool(flags & FLAG_DISABLE_TRANSACTION_FILE)
+    txn_name = None if disabled else att.txn.file_name
+    manifest, new_indices = build_manifest(
+        previous.manifest if previous is not None else None, indices, att.txn, txn_name, options,
+        restored.manifest if restored is not None else None,
+        list(restored.index_section.indices) if restored is not None and restored.index_section else None)
+    txn_bytes = att.txn.to_bytes()
+    if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
+        att.txn_files[txn_name] = txn_bytes
+        att.store.write(f"{TRANSACTIONS_DIR}/{txn_name}", txn_bytes)
+    return serialize_manifest_file(manifest, txn_bytes, index_section(new_indices)), txn_name
+
+
+def _landed(att: _Attempt, data: bytes, rel: str, scheme: ManifestNamingScheme,
+            txn_name: str | None) -> Dataset:
+    from lance_spark_ops.table.dataset import Dataset
+
+    store = att.store
+    mf = parse_manifest_file(data, store.uri(rel))
+    _write_hint(store, mf.manifest.version)
+    keep = {p for p in att.rebase_files if _referenced(att.txn, p)}
+    try:
+        att.cleanup(keep_txn=txn_name, keep_files=keep)
+    except Exception:  # noqa: BLE001 - leftovers are harmless; the commit landed
+        pass
+    return Dataset(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store=att.handler)
+
+
+def _referenced(txn: Transaction, rel: str) -> bool:
+    frags = getattr(txn.operation, "updated_fragments", [])
+    return any(f.deletion_file is not None and deletion_file_path(f.id, f.deletion_file) == rel
+               for f in frags)

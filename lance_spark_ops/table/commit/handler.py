@@ -1,0 +1,308 @@
+"""Commit handlers: the atomic put of a dataset's next manifest, and where versions live.
+
+Two handlers, behind one interface (``CommitHandler``):
+
+* ``PutIfNotExistsCommitHandler`` (the default) writes ``_versions/<name>`` with the store's
+  put-if-not-exists (``ObjectStore.put_if_not_exists``: local files are written to a temp
+  file and ``os.link``-ed, which fails atomically when the name exists; fsspec backends use
+  their conditional put; ``memory://`` checks its dict). This is what pylance does on local
+  disks and on stores with conditional puts, so both libraries can commit to one dataset.
+* ``ExternalManifestCommitHandler`` for stores without conditional puts: the table format's
+  external manifest store protocol, with the KV store behind ``ExternalManifestStore``::
+
+      1. PUT object store   _versions/{name}-{uuid}          stage the manifest
+      2. PUT_IF_NOT_EXISTS  kv[(base_uri, version)] = staged  the commit point
+      3. COPY               staged -> _versions/{name}        materialise
+      4. PUT_IF_EXISTS      kv[(base_uri, version)] = final   finalise; delete the staged file
+
+  The commit has happened after step 2; steps 3-4 may be finished by any reader or writer
+  that finds a staged path in the KV store (``finalize``). ``{name}`` follows the dataset's
+  naming scheme, e.g. ``_versions/18446744073709551613.manifest-6f1c...`` for version 2 (V2).
+  ``SqliteManifestStore`` is a KV store for one host (one SQLite file, shared by processes).
+
+No handler interprets manifests: they move bytes and list versions.
+"""
+
+from __future__ import annotations
+
+import sqlite3
+import uuid as uuidlib
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+
+from lance_spark_ops.errors import CommitConflict, CorruptFileError, LanceError, NotFoundError
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.paths import VERSIONS_DIR, ManifestNamingScheme, scan_versions
+
+__all__ = [
+    "CommitHandler",
+    "ExternalManifestCommitHandler",
+    "ExternalManifestStore",
+    "PutIfNotExistsCommitHandler",
+    "SqliteManifestStore",
+    "VersionListing",
+    "handler_for",
+]
+
+
+@dataclass
+class VersionListing:
+    """Every committed version of a dataset: the naming scheme and ``{version: relative path}``."""
+
+    scheme: ManifestNamingScheme | None
+    paths: dict[int, str]
+
+    @property
+    def latest(self) -> int | None:
+        return max(self.paths) if self.paths else None
+
+
+class CommitHandler(ABC):
+    """Puts the next manifest atomically and says which versions exist."""
+
+    def list_versions(self, store: ObjectStore) -> VersionListing:
+        """All versions (one listing of ``_versions/``); CorruptFileError on mixed naming."""
+        scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
+        return VersionListing(scheme, {v: f"{VERSIONS_DIR}/{n}" for v, n in names.items()})
+
+    def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
+        """Relative path of ``version`` (None when it does not exist)."""
+        return listing.paths.get(version)
+
+    @abstractmethod
+    def commit(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme, data: bytes) -> str:
+        """Create ``version`` with manifest bytes ``data``; its relative path.
+
+        Raises CommitConflict when the version already exists (nothing of ours landed). Any
+        other exception leaves the outcome to ``landed``.
+        """
+
+    def landed(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme,
+               data: bytes) -> bool | None:
+        """After an unexpected error in ``commit``: True if our manifest is ``version``, False if
+        another one is, None if it cannot be told (the commit state is unknown)."""
+        rel = scheme.manifest_path(version)
+        try:
+            found = store.read(rel)
+        except NotFoundError:
+            # A local link is synchronous: absent now means it never happened.
+            return False if store.protocol in ("file", "local") else None
+        except Exception:  # noqa: BLE001 - the store itself is failing; we cannot tell
+            return None
+        return found == data
+
+
+class PutIfNotExistsCommitHandler(CommitHandler):
+    """Default handler: the object store's own atomic create-if-absent."""
+
+    def commit(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme, data: bytes) -> str:
+        rel = scheme.manifest_path(version)
+        store.put_if_not_exists(rel, data)
+        return rel
+
+
+# -- external manifest store ---------------------------------------------------------------
+class ExternalManifestStore(ABC):
+    """A KV store with put-if-not-exists: ``(base_uri, version) -> manifest path``.
+
+    Paths are relative to the dataset root (``_versions/...``). A path that does not end in
+    ``.manifest`` is a staged manifest whose commit is not yet finalised.
+    """
+
+    @abstractmethod
+    def get(self, base_uri: str, version: int) -> str | None:
+        """The path recorded for ``version``, or None."""
+
+    @abstractmethod
+    def get_latest(self, base_uri: str) -> tuple[int, str] | None:
+        """The highest recorded version and its path, or None when the dataset is unknown."""
+
+    @abstractmethod
+    def put_if_not_exists(self, base_uri: str, version: int, path: str, size: int) -> None:
+        """Record ``version``; CommitConflict if it is already recorded."""
+
+    @abstractmethod
+    def put_if_exists(self, base_uri: str, version: int, path: str, size: int) -> None:
+        """Re-point an already recorded ``version``; NotFoundError if it is not recorded."""
+
+    def delete(self, base_uri: str) -> None:  # noqa: B027 - optional
+        """Forget a dataset (optional)."""
+
+
+class SqliteManifestStore(ExternalManifestStore):
+    """``ExternalManifestStore`` in one SQLite file: for many processes on one host.
+
+    One row per (base_uri, version); the primary key makes the insert a put-if-not-exists.
+    Each call opens its own connection, so instances can be pickled to other processes.
+    """
+
+    _SCHEMA = ("CREATE TABLE IF NOT EXISTS manifests (base_uri TEXT NOT NULL, version INTEGER NOT NULL, "
+               "path TEXT NOT NULL, size INTEGER NOT NULL, PRIMARY KEY (base_uri, version))")
+
+    def __init__(self, path: str, timeout: float = 30.0) -> None:
+        self.path = str(path)
+        self.timeout = timeout
+        with self._connect() as conn:
+            conn.execute(self._SCHEMA)
+
+    def _connect(self) -> sqlite3.Connection:
+        try:
+            conn = sqlite3.connect(self.path, timeout=self.timeout, isolation_level=None)
+        except sqlite3.Error as e:
+            raise LanceError(f"cannot open the SQLite manifest store: {e}", path=self.path) from e
+        return conn
+
+    def _query(self, sql: str, args: tuple) -> list[tuple]:
+        conn = self._connect()
+        try:
+            return list(conn.execute(sql, args))
+        finally:
+            conn.close()
+
+    def get(self, base_uri: str, version: int) -> str | None:
+        rows = self._query("SELECT path FROM manifests WHERE base_uri = ? AND version = ?",
+                           (base_uri, version))
+        return rows[0][0] if rows else None
+
+    def get_latest(self, base_uri: str) -> tuple[int, str] | None:
+        rows = self._query("SELECT version, path FROM manifests WHERE base_uri = ? ORDER BY version DESC "
+                           "LIMIT 1", (base_uri,))
+        return (int(rows[0][0]), rows[0][1]) if rows else None
+
+    def put_if_not_exists(self, base_uri: str, version: int, path: str, size: int) -> None:
+        conn = self._connect()
+        try:
+            conn.execute("INSERT INTO manifests (base_uri, version, path, size) VALUES (?, ?, ?, ?)",
+                         (base_uri, version, path, size))
+        except sqlite3.IntegrityError as e:
+            raise CommitConflict(f"version {version} is already recorded in the manifest store",
+                                 path=base_uri) from e
+        finally:
+            conn.close()
+
+    def put_if_exists(self, base_uri: str, version: int, path: str, size: int) -> None:
+        conn = self._connect()
+        try:
+            cur = conn.execute("UPDATE manifests SET path = ?, size = ? WHERE base_uri = ? AND version = ?",
+                               (path, size, base_uri, version))
+            if cur.rowcount != 1:
+                raise NotFoundError(f"version {version} is not recorded in the manifest store", path=base_uri)
+        finally:
+            conn.close()
+
+    def delete(self, base_uri: str) -> None:
+        self._query("DELETE FROM manifests WHERE base_uri = ?", (base_uri,))
+
+    def __repr__(self) -> str:
+        return f"SqliteManifestStore({self.path!r})"
+
+
+def _is_final(path: str) -> bool:
+    return path.endswith(".manifest")
+
+
+class ExternalManifestCommitHandler(CommitHandler):
+    """Commits through an ``ExternalManifestStore`` (see the module docstring)."""
+
+    def __init__(self, kv: ExternalManifestStore) -> None:
+        self.kv = kv
+
+    @staticmethod
+    def base_uri(store: ObjectStore) -> str:
+        return store.uri("")
+
+    def list_versions(self, store: ObjectStore) -> VersionListing:
+        """Versions in ``_versions/`` plus the KV store's latest, finalising it if it is staged."""
+        listing = super().list_versions(store)
+        latest = self.kv.get_latest(self.base_uri(store))
+        if latest is not None:
+            version, path = latest
+            if not _is_final(path) or version not in listing.paths:
+                final = self.finalize(store, version, path)
+                scheme = _scheme_of(final, store)
+                if listing.scheme is not None and scheme is not listing.scheme:
+                    raise CorruptFileError(f"the manifest store names version {version} {final!r}, which "
+                                           "mixes "
+                                           f"naming schemes with _versions/", path=store.uri(VERSIONS_DIR))
+                listing.scheme = scheme
+                listing.paths[version] = final
+        return listing
+
+    def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
+        """Path of ``version``: from the listing, else from the KV store (finalised here)."""
+        if version in listing.paths:
+            return listing.paths[version]
+        path = self.kv.get(self.base_uri(store), version)
+        return None if path is None else self.finalize(store, version, path)
+
+    def finalize(self, store: ObjectStore, version: int, path: str) -> str:
+        """Finish steps 3-4 for a recorded ``path``; the final path. Errors if it cannot be repaired."""
+        if _is_final(path):
+            if not store.exists(path):
+                raise NotFoundError(f"the manifest store records version {version} at {path!r}, which is "
+                                    "missing", path=store.uri(path))
+            return path
+        cut = path.rfind(".manifest-")
+        final = path[: cut + len(".manifest")] if cut >= 0 else ""
+        if not _is_final(final) or "/" in path[cut:]:
+            raise CorruptFileError(f"staged manifest path {path!r} of version {version} does not end in "
+                                   "'.manifest-<uuid>'", path=store.uri(path))
+        if store.exists(path):
+            store.copy(path, final)
+        elif not store.exists(final):
+            raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
+                                "exists; "
+                                "refusing to load", path=store.uri(path))
+        size = store.size(final)
+        self.kv.put_if_exists(self.base_uri(store), version, final, size)
+        store.delete(path)
+        return final
+
+    def commit(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme, data: bytes) -> str:
+        final = scheme.manifest_path(version)
+        staged = f"{final}-{uuidlib.uuid4()}"
+        store.write(staged, data)
+        try:
+            self.kv.put_if_not_exists(self.base_uri(store), version, staged, len(data))
+        except CommitConflict:
+            store.delete(staged)
+            raise
+        except BaseException:
+            # The KV store may or may not hold our staged path: keep the file (landed() decides).
+            raise
+        try:
+            return self.finalize(store, version, staged)
+        except Exception:  # noqa: BLE001 - committed at step 2; readers will finish the copy
+            return staged
+
+    def landed(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme,
+               data: bytes) -> bool | None:
+        try:
+            path = self.kv.get(self.base_uri(store), version)
+        except Exception:  # noqa: BLE001
+            return None
+        if path is None:
+            return None
+        try:
+            return store.read(path) == data
+        except Exception:  # noqa: BLE001
+            return None
+
+
+def _scheme_of(rel: str, store: ObjectStore) -> ManifestNamingScheme:
+    name = rel.rsplit("/", 1)[-1]
+    stem = name[: -len(".manifest")]
+    if not stem.isdigit():
+        raise CorruptFileError(f"manifest path {rel!r} does not follow a naming scheme", path=store.uri(rel))
+    return ManifestNamingScheme.V2 if len(stem) == 20 else ManifestNamingScheme.V1
+
+
+def handler_for(manifest_store: ExternalManifestStore | CommitHandler | None) -> CommitHandler:
+    """The handler for a manifest store (or handler) given by the caller; default put-if-not-exists."""
+    if manifest_store is None:
+        return PutIfNotExistsCommitHandler()
+    if isinstance(manifest_store, CommitHandler):
+        return manifest_store
+    if isinstance(manifest_store, ExternalManifestStore):
+        return ExternalManifestCommitHandler(manifest_store)
+    raise TypeError(f"not a manifest store or commit handler: {manifest_store!r}")
