@@ -54,7 +54,7 @@ def spark():
 
     del pyspark
     session = (
-        SparkSession.builder.master("local[2]")
+        SparkSession.builder.master("local[2,2]")  # 2 threads; a failed attempt is retried once
         .appName("lance-spark-ops-tests")
         .config("spark.ui.enabled", "false")
         .config("spark.pyspark.python", sys.executable)

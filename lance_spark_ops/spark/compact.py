@@ -6,9 +6,14 @@ Phases (each shown as the Spark job description): ``plan`` -> ``rewrite group i/
 speculative task attempts) are deleted at once: every file is named with the job id, so one
 listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
 
-Indices: with stable row ids, indices stay valid (row ids do not move) and the commit keeps
-their fragment bitmaps right. Without them, fragments covered by an index are left alone
-(their rows would move under the index) and counted in ``indexed_fragments_skipped``.
+Indices: fragments covered by an index are left alone and counted in
+``indexed_fragments_skipped``. Without stable row ids their rows would move under the index;
+with them, pylance 14 still looks rows up through the index's fragment bitmap and loses rows
+whose fragment changed unless the index itself is rewritten, which this job does not do.
+
+New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
+Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
+files named with their final ids.
 """
 
 from __future__ import annotations
@@ -25,8 +30,9 @@ from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
 from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
+from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
+from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
 
 @dataclass
@@ -98,12 +104,10 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     if opts.compaction_mode == "force_binary_copy":
         raise UnsupportedError("force_binary_copy is not implemented yet; use reencode or try_binary_copy")
     file_version = _target_version(ds, opts)
-    skip_indexed = not ds.uses_stable_row_ids
-    stats, skipped = fragment_stats(ds, skip_indexed)
+    stats, skipped = fragment_stats(ds, skip_indexed=True)
     tasks = plan_compaction(stats, opts)
-    if skip_indexed:
-        indexed = {s.id for s in stats if s.indices}
-        tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
+    indexed = {s.id for s in stats if s.indices}
+    tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0
@@ -134,10 +138,9 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
     ds.check_writable()
     opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62)
     file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=not ds.uses_stable_row_ids)
+    stats, skipped = fragment_stats(ds, skip_indexed=True)
     tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not
-        (s.indices and not ds.uses_stable_row_ids))]
+        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not s.indices)]
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0
@@ -165,16 +168,14 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     results: list[RewriteResult] = [out[i][1] for i in range(len(specs))]
     metrics.seconds["rewrite"] = metrics.seconds.get("rewrite", 0.0) + time.perf_counter() - t1
     by_id = {f.id: f for f in ds.fragments}
-    groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
     written = [f for r in results for f in r.files]
     t2 = time.perf_counter()
     if spark is not None:
         spark.sparkContext.setJobDescription(f"{description}: commit")
     try:
-        from lance_spark_ops.table.commit.commit import commit_transaction
-
-        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version,
-                                    rebase_hints={"rewrite_groups": groups})
+        _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
+        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version)
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:
@@ -195,6 +196,17 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
     return new_ds
+
+
+def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
+    """Give the new fragments final ids by committing a ReserveFragments first (as pylance's
+    compaction does); the Rewrite then keeps them."""
+    if not new_fragments:
+        return
+    reserved = commit_transaction(ds.store, ReserveFragments(len(new_fragments)), ds.version)
+    top = reserved.manifest.max_fragment_id
+    for i, frag in enumerate(new_fragments):
+        frag.id = top - len(new_fragments) + 1 + i
 
 
 def _delete_orphans(ds: Dataset, job_id: str) -> int:

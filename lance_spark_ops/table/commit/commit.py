@@ -56,7 +56,7 @@ from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
 from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
-from lance_spark_ops.table.format.transaction import Operation, Restore, Transaction
+from lance_spark_ops.table.format.transaction import Operation, Restore, Rewrite, Transaction
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
     TRANSACTIONS_DIR,
@@ -312,6 +312,10 @@ def _landed(att: _Attempt, data: bytes, rel: str, scheme: ManifestNamingScheme,
 
 
 def _referenced(txn: Transaction, rel: str) -> bool:
-    frags = getattr(txn.operation, "updated_fragments", [])
+    """Whether the committed operation names the deletion file ``rel`` (a rebase wrote it)."""
+    op = txn.operation
+    frags = list(getattr(op, "updated_fragments", []))
+    if isinstance(op, Rewrite):
+        frags += [f for g in op.all_groups() for f in g.new_fragments]
     return any(f.deletion_file is not None and deletion_file_path(f.id, f.deletion_file) == rel
                for f in frags)

@@ -9,10 +9,10 @@ removed is dropped from ours (its rows are gone). Against an Update, rows both t
 the commit fail with CommitConflict. The transaction's ``read_version`` becomes the current
 version, so the next round of checks starts there.
 
-``rebase_rewrite_over_delete`` (our Rewrite after a Delete / Update on fragments it rewrote)
-is the hook the compaction job fills in: carry the new deletions through the old -> new row
-address map onto the new fragments. Until then it raises CommitConflict (retry the rewrite),
-which is what Lance does.
+``rewrite_over_delete`` (our Rewrite after a Delete / Update that deleted rows of fragments
+it rewrote): carry those deletions through the old -> new row-address map onto the new
+fragments and commit, instead of retrying the whole rewrite as Lance does (lance#4604,
+lance#6150). See ``rebase_rewrite_over_delete``.
 
 Files written here are recorded in ``RebaseContext.written``: they belong to the commit, which
 deletes them when it surely did not land or when a later round supersedes them.
@@ -32,7 +32,7 @@ from lance_spark_ops.table.commit.conflict import Rebase
 from lance_spark_ops.table.deletion import deleted_offsets, write_deletion_file
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.manifest import Manifest
-from lance_spark_ops.table.format.transaction import Delete, Transaction
+from lance_spark_ops.table.format.transaction import Delete, Rewrite, RewriteGroup, Transaction
 from lance_spark_ops.table.paths import deletion_file_path
 
 __all__ = ["RebaseContext", "rebase", "rebase_merge_deletions", "rebase_rewrite_over_delete"]
@@ -102,14 +102,74 @@ def rebase_merge_deletions(txn: Transaction, verdict: Rebase, ctx: RebaseContext
 
 
 def rebase_rewrite_over_delete(txn: Transaction, verdict: Rebase, ctx: RebaseContext) -> Transaction:
-    """Hook: carry concurrent deletions onto a Rewrite's new fragments (not implemented yet).
+    """Carry rows deleted concurrently from fragments our Rewrite replaces onto its new fragments.
 
-    The compaction job (issue 5) replaces this through ``REBASERS["rewrite_over_delete"]`` with
-    a function that reads ``ctx.hints`` (the old -> new row-address map), writes deletion files
-    for the new fragments and returns the adjusted transaction.
+    The old -> new address map needs no hint: a rewrite writes the live rows of its old
+    fragments (as of our read version), fragment by fragment in offset order, into its new
+    fragments in order. So the k-th live row of a group lands at global position k, which
+    the new fragments' row counts turn into (new fragment, offset). Rows deleted since our
+    read version are found by comparing each old fragment's current deletion vector (or its
+    removal) with the one we read; they become deletion files on the new fragments.
+
+    A concurrent change other than row deletion (an Update that rewrote the old fragment's
+    data files) cannot be carried: CommitConflict. New fragments must already have their
+    final ids (the compaction job reserves them) because deletion file names carry them.
     """
-    raise CommitConflict(f"a concurrent delete or update touched fragments {sorted(verdict.fragment_ids)} "
-                         "that this rewrite replaces; retry the rewrite")
+    op = txn.operation
+    if not isinstance(op, Rewrite):
+        raise CommitConflict(f"cannot carry deletions into a {type(op).__name__}")
+    groups = []
+    for group in op.all_groups():
+        old_ids = {f.id for f in group.old_fragments}
+        if not old_ids & set(verdict.fragment_ids):
+            groups.append(group)
+            continue
+        # Old fragments removed meanwhile (every row deleted) are no longer there to replace.
+        still_there = [f for f in group.old_fragments if _fragment(ctx.current, f.id) is not None]
+        groups.append(RewriteGroup(still_there, _carry_deletions(group, ctx)))
+    new_op = replace(op, groups=groups, legacy_group=None)
+    return replace(txn, operation=new_op, read_version=ctx.current.version)
+
+
+def _carry_deletions(group: RewriteGroup, ctx: RebaseContext) -> list[DataFragment]:
+    positions = []  # global positions (in the group's output order) of rows deleted since our read
+    offset = 0
+    for old in group.old_fragments:
+        base = _fragment(ctx.base, old.id)
+        if base is None or base.physical_rows is None:
+            raise CommitConflict(f"fragment {old.id} is not in version {ctx.base.version} that the rewrite read")
+        keep = np.ones(base.physical_rows, dtype=bool)
+        keep[_deleted(ctx, base)] = False
+        live = np.flatnonzero(keep)
+        cur = _fragment(ctx.current, old.id)
+        if cur is None:
+            gone = np.arange(live.size)  # removed whole: all its rows are deleted now
+        else:
+            if [f.path for f in cur.files] != [f.path for f in base.files]:
+                raise CommitConflict(f"fragment {old.id} was rewritten by a concurrent commit; retry the rewrite")
+            newly = np.setdiff1d(_deleted(ctx, cur), _deleted(ctx, base))
+            gone = np.searchsorted(live, newly)
+        positions.append(gone + offset)
+        offset += live.size
+    deleted = np.concatenate(positions) if positions else np.zeros(0, np.int64)
+    out, start = [], 0
+    for frag in group.new_fragments:
+        rows = int(frag.physical_rows or 0)
+        if deleted.size and frag.id == 0:
+            raise CommitConflict("new fragments have no ids yet; reserve fragment ids before committing")
+        mine = deleted[(deleted >= start) & (deleted < start + rows)] - start
+        start += rows
+        if mine.size == 0:
+            out.append(frag)
+            continue
+        if mine.size >= rows:
+            continue  # every row of it was deleted: the new fragment is dropped
+        previous = frag.deletion_file.file_type if frag.deletion_file is not None else None
+        dfile = write_deletion_file(ctx.store, frag.id, ctx.current.version, mine, previous)
+        if dfile is not None:
+            ctx.written.append(deletion_file_path(frag.id, dfile))
+        out.append(replace(frag, deletion_file=dfile))
+    return out
 
 
 Rebaser = Callable[[Transaction, Rebase, RebaseContext], Transaction]
