@@ -223,15 +223,16 @@ def unravel(
 
         offsets = None
         if list_flags[k]:
-            cum = np.empty(n + 1, np.int64)
-            cum[0] = 0
-            if prev_start is None:
-                cum[1:] = np.arange(1, n + 1, dtype=np.int64)
-            else:
-                np.cumsum(prev_start, out=cum[1:])
             offsets = np.empty(count + 1, np.int64)
-            offsets[:-1] = cum[:-1] if idx is None else cum[idx]
-            offsets[-1] = cum[-1]
+            if prev_start is None:  # every entry is a child element: offsets are entry indices
+                offsets[:-1] = np.arange(n, dtype=np.int64) if idx is None else idx
+                offsets[-1] = n
+            else:
+                cum = np.empty(n + 1, np.int64)
+                cum[0] = 0
+                np.cumsum(prev_start, out=cum[1:])
+                offsets[:-1] = cum[:-1] if idx is None else cum[idx]
+                offsets[-1] = cum[-1]
         out.append(LayerInfo(kind, count, validity, offsets))
         prev_start = start
 
@@ -471,6 +472,13 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
     if field is None:
         field = pa.field("", array.type)
     n = len(array)
+    from lance_spark_ops.encoding.structural import is_single_leaf
+
+    if is_single_leaf(field):  # fast path: one layer, def = 1 where null
+        valid = _validity_np(array)
+        if valid.all():
+            return [LeafLevels(array, None, None, [ALL_VALID_ITEM], n)]
+        return [LeafLevels(array, None, (~valid).astype(np.uint16), [NULLABLE_ITEM], n)]
     state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
                    np.arange(n, dtype=np.int64))
     out: list[LeafLevels] = []

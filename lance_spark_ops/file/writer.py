@@ -174,35 +174,39 @@ class LanceFileWriter:
             return
         arr, first_row = popped
         try:
-            pages = self._encode(buf.field, arr, first_row)
+            columns = self._encode(buf.field, arr)
         except LanceError as e:
             if e.path:
                 raise
             raise type(e)(f"field {buf.field.name!r}: {e}", path=self.path) from e
-        if len(pages) != buf.num_columns:
-            raise LanceError(f"field {buf.field.name!r}: encoder produced {len(pages)} pages for "
-                             f"{buf.num_columns} columns", path=self.path)
-        for j, page in enumerate(pages):
+        if len(columns) != buf.num_columns:
+            raise LanceError(f"field {buf.field.name!r}: encoder produced pages for {len(columns)} columns, "
+                             f"the field has {buf.num_columns}", path=self.path)
+        for j, pages in enumerate(columns):
             column = buf.first_column + j
-            if self.version == "2.0":
-                from lance_spark_ops.encoding.v2_0.encoder import is_struct_header_2_0
+            for row, page in pages:
+                if self.version == "2.0":
+                    from lance_spark_ops.encoding.v2_0.encoder import is_struct_header_2_0
 
-                if is_struct_header_2_0(page.encoding):
-                    self._struct_header_rows[column] = self._struct_header_rows.get(column, 0) + page.num_rows
-                    continue
-            self._container.write_encoded_page(column, page, first_row if self.version != "2.0" else 0)
+                    if is_struct_header_2_0(page.encoding):
+                        self._struct_header_rows[column] = self._struct_header_rows.get(column, 0) + page.num_rows
+                        continue
+                # 2.1+: a page's priority is its first row in the file; 2.0 writes 0.
+                priority = first_row + row if self.version != "2.0" else 0
+                self._container.write_encoded_page(column, page, priority)
 
-    def _encode(self, field: pa.Field, arr: pa.Array, first_row: int) -> list[EncodedPage]:
+    def _encode(self, field: pa.Field, arr: pa.Array) -> list[list[tuple[int, EncodedPage]]]:
+        """Per column of ``field``, its pages for ``arr`` with each page's first row."""
         from lance_spark_ops.encoding.support import check_array_supported
 
         check_array_supported(field, arr, self.version)
         if self.version == "2.0":
             from lance_spark_ops.encoding.v2_0.encoder import encode_field_2_0
 
-            return encode_field_2_0(field, arr)
-        from lance_spark_ops.encoding.encode import encode_field
+            return [[(0, page)] for page in encode_field_2_0(field, arr)]
+        from lance_spark_ops.encoding.encode import encode_field_pages
 
-        return encode_field(field, arr, self.version)
+        return encode_field_pages(field, arr, self.version)
 
     # -- closing -----------------------------------------------------------
     def close(self) -> tuple[int, int]:

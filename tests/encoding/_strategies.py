@@ -3,6 +3,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 from hypothesis import strategies as st
 
@@ -57,3 +58,35 @@ def nested_arrays(draw: st.DrawFn, max_rows: int = 12) -> pa.Array:
         start = draw(st.integers(0, len(arr) - 1))
         arr = arr.slice(start, draw(st.integers(0, len(arr) - start)))
     return arr
+
+
+@st.composite
+def flat_columns(draw: st.DrawFn) -> pa.Table:
+    """One column: a type, a value distribution (cardinality, runs) and nulls."""
+    n = draw(st.integers(1, 3000))
+    kind = draw(st.sampled_from(["int8", "int16", "int32", "int64", "uint64", "float32", "float64",
+                                 "string", "large_binary", "bool", "date32", "decimal128"]))
+    card = draw(st.sampled_from([1, 2, 3, 10, 100, 1000, 10**6]))
+    run = draw(st.sampled_from([1, 1, 4, 300]))
+    rng = np.random.default_rng(draw(st.integers(0, 2**16)))
+    base = np.repeat(rng.integers(0, card, -(-n // run)), run)[:n]
+    if kind == "string":
+        arr = pa.array([f"v{x}" * (1 + x % 3) for x in base.tolist()])
+    elif kind == "large_binary":
+        arr = pa.array([bytes([x % 256]) * (x % 7) for x in base.tolist()], pa.large_binary())
+    elif kind == "bool":
+        arr = pa.array(base % 2 == 0)
+    elif kind == "date32":
+        arr = pa.array(base.astype(np.int32), pa.date32())
+    elif kind == "decimal128":
+        arr = pa.array(base.tolist(), pa.decimal128(30, 0))
+    else:
+        arr = pa.array((base % min(np.iinfo(kind).max, 2**31) if "int" in kind else base).astype(kind))
+    null_p = draw(st.sampled_from([0.0, 0.0, 0.1, 0.9, 1.0]))
+    if null_p:
+        mask = rng.random(n) < null_p
+        arr = pa.array(arr.to_pylist(), arr.type, mask=mask)
+    meta = draw(st.sampled_from([{}, {}, {"compression": "zstd"}, {"compression": "lz4"},
+                                 {"compression": "none"}, {"dict_divisor": "10"}]))
+    md = {f"lance-encoding:{k.replace('_', '-')}": v for k, v in meta.items()} or None
+    return pa.table([arr], schema=pa.schema([pa.field("c", arr.type, True, md)]))

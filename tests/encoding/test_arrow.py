@@ -19,9 +19,8 @@ from lance_spark_ops.encoding.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
+from lance_spark_ops.encoding.blocks_from_arrow import leaf_blocks
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
-
-from ._blocks import arrow_to_block
 
 FIXED_CASES = [
     pa.array([1, None, -3], pa.int8()),
@@ -63,7 +62,7 @@ def _validity(arr: pa.Array) -> np.ndarray | None:
 
 @pytest.mark.parametrize("arr", FIXED_CASES, ids=lambda a: str(a.type))
 def test_leaf_types(arr):
-    block, _ = arrow_to_block(arr)
+    block, _ = leaf_blocks(arr)
     out = block_to_arrow(block, arr.type, _validity(arr))
     out.validate(full=True)
     assert out.type == arr.type
@@ -73,7 +72,7 @@ def test_leaf_types(arr):
 @pytest.mark.parametrize("arr", FIXED_CASES[:6], ids=lambda a: str(a.type))
 def test_sliced_input(arr):
     sl = arr.slice(1)
-    block, _ = arrow_to_block(sl)
+    block, _ = leaf_blocks(sl)
     assert block_to_arrow(block, sl.type, _validity(sl)).equals(sl)
 
 
@@ -132,7 +131,7 @@ def test_packed_struct_with_variable_child():
 
 def test_dictionary_kept_as_dictionary():
     arr = pa.DictionaryArray.from_arrays(pa.array([1, 0, None, 1], pa.int8()), pa.array(["x", "y"]))
-    idx, dic = arrow_to_block(arr)
+    idx, dic = leaf_blocks(arr)
     out = block_to_arrow(idx, arr.type, _validity(arr), dic)
     assert out.type == arr.type
     assert out.equals(arr)
@@ -148,7 +147,7 @@ def test_dictionary_decoded_for_plain_type():
 
 
 def test_plain_values_dictionary_encoded():
-    block, _ = arrow_to_block(pa.array(["b", "a", "b"]))
+    block, _ = leaf_blocks(pa.array(["b", "a", "b"]))
     out = block_to_arrow(block, pa.dictionary(pa.int16(), pa.string()), np.array([True, True, False]))
     assert out.type == pa.dictionary(pa.int16(), pa.string())
     assert out.to_pylist() == ["b", "a", None]

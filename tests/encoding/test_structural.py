@@ -11,12 +11,12 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lance_spark_ops.encoding.blocks import FixedWidthBlock
+from lance_spark_ops.encoding.blocks_from_arrow import leaf_blocks
 from lance_spark_ops.encoding.page import PageData
 from lance_spark_ops.encoding.repdef import NULLABLE_ITEM, levels_from_arrow
 from lance_spark_ops.encoding.structural import build_array, field_leaf_count, leaf_fields
 from lance_spark_ops.errors import CorruptFileError
 
-from ._blocks import arrow_to_block
 from ._strategies import nested_arrays
 
 
@@ -31,7 +31,7 @@ def pages_of(arr: pa.Array, field: pa.Field | None = None,
         if cols is None:
             cols = [[] for _ in leaves]
         for col, lv in zip(cols, leaves, strict=True):
-            values, dictionary = arrow_to_block(lv.values)
+            values, dictionary = leaf_blocks(lv.values)
             col.append(PageData(hi - lo, values, lv.rep, lv.def_, list(lv.layers), dictionary))
     return cols
 
