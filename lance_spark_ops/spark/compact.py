@@ -53,6 +53,7 @@ class CompactionMetrics:
     bytes_written: int = 0
     indexed_fragments_skipped: int = 0
     orphan_files_deleted: int = 0
+    worker_peak_rss_bytes: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     plan: list[list[int]] = field(default_factory=list)
 
@@ -195,6 +196,7 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         metrics.rows_written += r.rows_written
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
+        metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
     return new_ds
 
 

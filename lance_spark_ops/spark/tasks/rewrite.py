@@ -54,6 +54,7 @@ class RewriteResult:
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
+    peak_rss_bytes: int = 0  # of the process that ran the task (a reused Python worker)
 
 
 def file_version_numbers(version: str) -> tuple[int, int]:
@@ -147,7 +148,16 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
         bytes_read=sum(f.file_size_bytes or 0 for fr in frags for f in fr.files),
         bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
         seconds=time.perf_counter() - t0,
+        peak_rss_bytes=_peak_rss(),
     )
+
+
+def _peak_rss() -> int:
+    import resource
+    import sys
+
+    kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
+    return kib if sys.platform == "darwin" else kib * 1024
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:

@@ -1,0 +1,109 @@
+"""Compaction: our Spark job (local[2]) against pylance ``compact_files(num_threads=2)`` on
+the same dataset, in one run.
+
+    python bench/compact_bench.py [--gb 1.0] [--fragments 200] [--version 2.2]
+
+The dataset (written by pylance): ints, floats, timestamps, strings and 32-dim float vectors
+in ``--fragments`` appends, then 10% of rows deleted. It is copied twice; pylance compacts one
+copy, our job the other (``reencode``). Reported: wall time of each, the ratio, bytes/s,
+and the peak RSS of our Python workers.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import shutil
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+
+def make_dataset(uri: str, gb: float, fragments: int, version: str) -> int:
+    import lance
+
+    row_bytes = 8 + 8 + 8 + 24 + 128 + 8  # id, float, ts, ~24 B string, 32 x f32, offsets
+    rows = int(gb * 1e9 / row_bytes / fragments)
+    rng = np.random.default_rng(0)
+    words = np.array(["lance", "spark", "column", "page", "block", "zip", "row", "data"])
+    for i in range(fragments):
+        base = i * rows
+        idx = rng.integers(0, len(words), (rows, 3))
+        t = pa.table({
+            "id": pa.array(np.arange(base, base + rows, dtype=np.int64)),
+            "x": pa.array(rng.random(rows)),
+            "ts": pa.array(1_700_000_000_000_000 + np.arange(base, base + rows) * 1000, pa.timestamp("us")),
+            "s": pa.array([" ".join(r) for r in words[idx]]),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 32, dtype=np.float32)), 32),
+        })
+        lance.write_dataset(t, uri, mode="append" if i else "create", data_storage_version=version)
+    lance.dataset(uri).delete("id % 10 = 0")
+    return rows * fragments
+
+
+def dir_bytes(path: str) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--gb", type=float, default=1.0)
+    ap.add_argument("--fragments", type=int, default=200)
+    ap.add_argument("--version", default="2.2")
+    ap.add_argument("--target-rows", type=int, default=1024 * 1024)
+    ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "compact_bench.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    import lance
+
+    from lance_spark_ops.spark.compact import compact
+    from lance_spark_ops.spark.session import get_spark
+
+    with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
+        src = f"{tmp}/src.lance"
+        t0 = time.perf_counter()
+        rows = make_dataset(src, args.gb, args.fragments, args.version)
+        size = dir_bytes(src)
+        print(f"dataset: {rows} rows, {size / 1e9:.2f} GB on disk, {args.fragments} fragments "
+              f"(built in {time.perf_counter() - t0:.0f} s)", flush=True)
+        theirs_uri, ours_uri = f"{tmp}/pylance.lance", f"{tmp}/ours.lance"
+        shutil.copytree(src, theirs_uri)
+        shutil.copytree(src, ours_uri)
+
+        t0 = time.perf_counter()
+        lance.dataset(theirs_uri).optimize.compact_files(target_rows_per_fragment=args.target_rows, num_threads=2)
+        theirs_s = time.perf_counter() - t0
+        print(f"pylance compact_files: {theirs_s:.1f} s", flush=True)
+
+        spark = get_spark("compact-bench")
+        spark.range(1).collect()  # start the JVM and workers outside the timed region
+        t0 = time.perf_counter()
+        m = compact(spark, ours_uri, target_rows_per_fragment=args.target_rows)
+        ours_s = time.perf_counter() - t0
+        print(f"ours (reencode, local[2]): {ours_s:.1f} s; worker peak RSS "
+              f"{m.worker_peak_rss_bytes / 2**20:.0f} MiB", flush=True)
+
+        a = lance.dataset(ours_uri).to_table(columns=["id"]).column("id").to_numpy()
+        b = lance.dataset(theirs_uri).to_table(columns=["id"]).column("id").to_numpy()
+        assert np.array_equal(np.sort(a), np.sort(b)), "compacted datasets differ"
+        result = {
+            "rows": rows, "bytes_on_disk": size, "fragments": args.fragments, "version": args.version,
+            "pylance_s": theirs_s, "ours_reencode_s": ours_s, "ratio_ours_over_pylance": ours_s / theirs_s,
+            "ours_mb_s": m.bytes_read / 1e6 / ours_s, "pylance_mb_s": size / 1e6 / theirs_s,
+            "worker_peak_rss_mib": m.worker_peak_rss_bytes / 2**20,
+            "fragments_after": {"ours": len(lance.dataset(ours_uri).get_fragments()),
+                                "pylance": len(lance.dataset(theirs_uri).get_fragments())},
+        }
+        print(json.dumps(result))
+        Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+        Path(args.out).write_text(json.dumps(result, indent=1))
+
+
+if __name__ == "__main__":
+    main()
