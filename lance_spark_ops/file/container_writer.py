@@ -19,7 +19,7 @@ from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.file.container import BYTES_BY_VERSION, FOOTER_SIZE, Footer
 
 ALIGN = 64
-_PAD = bytes(ALIGN)
+_PAD = b"H" * ALIGN  # pylance pads with 0x48; files then match byte for byte
 
 
 def pack_encoding(msg: Message | None) -> file2_pb2.Encoding:

@@ -9,6 +9,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 import numpy as np
+import pyarrow as pa
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -18,6 +19,25 @@ UINT_BY_BITS: dict[int, np.dtype] = {
     32: np.dtype("<u4"),
     64: np.dtype("<u8"),
 }
+
+
+# Buffers at least this large come from Arrow's memory pool (mimalloc / jemalloc), which
+# recycles freed pages: a fresh numpy allocation of that size is an mmap whose page faults
+# cost about as much as filling it.
+_POOL_MIN_BYTES = 1 << 16
+
+
+def alloc_empty(shape: int | tuple[int, ...], dtype: np.dtype | type = np.uint8) -> np.ndarray:
+    """An uninitialised, writable, 64-byte aligned array (large ones from Arrow's pool)."""
+    dt = np.dtype(dtype)
+    shape = (shape,) if isinstance(shape, (int, np.integer)) else tuple(shape)
+    count = 1
+    for d in shape:
+        count *= int(d)
+    if count * dt.itemsize < _POOL_MIN_BYTES:
+        return np.empty(shape, dtype=dt)
+    buf = pa.allocate_buffer(count * dt.itemsize)
+    return np.frombuffer(buf, dtype=dt, count=count).reshape(shape)
 
 
 def uint_dtype(bits: int, what: str) -> np.dtype:
@@ -80,6 +100,104 @@ def buffer_sizes(bufs: Sequence[memoryview | bytes]) -> np.ndarray:
     return np.fromiter((len(b) for b in bufs), dtype=np.int64, count=len(bufs))
 
 
+def join_with_starts(bufs: Sequence[memoryview | bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``join(bufs)`` plus each buffer's start and size in the result (the bridge from
+    lists of chunk buffers to the ``*_ranges`` decoders)."""
+    sizes = buffer_sizes(bufs)
+    data = join(bufs) if len(bufs) else np.zeros(0, np.uint8)
+    return data, exclusive_cumsum(sizes), sizes
+
+
+def check_ranges(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, what: str) -> None:
+    """Every range ``[starts[i], starts[i] + sizes[i])`` lies inside ``data``."""
+    if len(starts) and ((starts < 0).any() or (sizes < 0).any() or int((starts + sizes).max()) > len(data)):
+        raise CorruptFileError(f"{what}: a chunk buffer lies outside the {len(data)} bytes read")
+
+
+def ranges_to_chunks(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) -> list[list[memoryview]]:
+    """``(k, nbuf)`` byte ranges of ``data`` as per-chunk lists of memoryviews (for codecs
+    without a ``*_ranges`` decoder)."""
+    view = memoryview(np.ascontiguousarray(data))
+    ends = starts + sizes
+    return [[view[a:b] for a, b in zip(s, e, strict=True)]
+            for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+
+
+def uniform_stride(starts: np.ndarray) -> int | None:
+    """The common difference of ``starts`` when it is an arithmetic progression (>= 0), else None."""
+    if len(starts) < 2:
+        return 0
+    step = int(starts[1] - starts[0])
+    if step < 0 or (np.diff(starts) != step).any():
+        return None
+    return step
+
+
+def strided_rows(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
+    """The rows ``data[starts[i]:starts[i] + length]`` as a (k, length) array: a zero-copy
+    strided view when ``starts`` are evenly spaced, else a gather. Bounds are checked."""
+    k = len(starts)
+    if k == 0 or length == 0:
+        return np.zeros((k, length), dtype=data.dtype)
+    lo, hi = int(starts.min()), int(starts.max()) + length
+    if lo < 0 or hi > len(data):
+        raise CorruptFileError(f"rows {lo}..{hi} lie outside {len(data)} values")
+    step = uniform_stride(starts)
+    if step is not None and step > 0:
+        item = data.strides[0]
+        return np.lib.stride_tricks.as_strided(
+            data[int(starts[0]):], shape=(k, length), strides=(step * item, item), writeable=False
+        )
+    if step == 0 and k == 1:
+        return data[int(starts[0]) : int(starts[0]) + length][None, :]
+    return data[starts[:, None] + np.arange(length, dtype=np.int64)[None, :]]
+
+
+def gather_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """``data[starts[i]:starts[i] + lengths[i]]`` back to back (bounds checked).
+
+    Zero-copy when the ranges are adjacent; evenly spaced ranges of one length (all but
+    possibly the last) are copied as one strided 2-D block; long ranges slice by slice;
+    many short ones with one vectorised gather.
+    """
+    starts = np.asarray(starts, dtype=np.int64).reshape(-1)
+    lengths = np.asarray(lengths, dtype=np.int64).reshape(-1)
+    k = len(starts)
+    if k == 0:
+        return data[:0]
+    check_ranges(data, starts, lengths, "gather")
+    total = int(lengths.sum())
+    if k == 1 or ((starts[1:] == starts[:-1] + lengths[:-1]).all()):
+        return data[int(starts[0]) : int(starts[0]) + total]
+    out = alloc_empty(total, data.dtype)
+    full = int(lengths[0])
+    if full and (lengths[:-1] == full).all() and uniform_stride(starts[:-1]) is not None:
+        body = (k - 1) * full
+        out[:body].reshape(k - 1, full)[...] = strided_rows(data, starts[:-1], full)
+        last = int(lengths[-1])
+        out[body:] = data[int(starts[-1]) : int(starts[-1]) + last]
+        return out
+    scatter_ragged(out, exclusive_cumsum(lengths), data, starts, lengths)
+    return out
+
+
+def gather_bit_ranges(
+    data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, bit_counts: np.ndarray, what: str
+) -> np.ndarray:
+    """Concatenate the first ``bit_counts[i]`` bits (LSB first) of the byte ranges
+    ``data[starts[i]:starts[i] + sizes[i]]`` (bools)."""
+    bit_counts = np.asarray(bit_counts, dtype=np.int64)
+    need = (bit_counts + 7) // 8
+    if (sizes < need).any():
+        i = int(np.argmax(sizes < need))
+        raise CorruptFileError(f"{what}: chunk {i} holds {int(sizes[i])} bytes of bits, needs {int(need[i])}")
+    packed = gather_ranges(data, starts, need)
+    bits = np.unpackbits(packed, bitorder="little").view(bool)
+    if len(bit_counts) <= 1 or not (bit_counts[:-1] % 8).any():
+        return bits[: int(bit_counts.sum())]
+    return bits[ragged_arange(exclusive_cumsum(need) * 8, bit_counts)]
+
+
 def unpack_bits(data: np.ndarray, num_bits: int) -> np.ndarray:
     """The first ``num_bits`` bits (LSB first) of ``data`` as bools."""
     if data.size * 8 < num_bits:
@@ -94,14 +212,8 @@ def pack_bits(bits: np.ndarray) -> np.ndarray:
 
 def gather_bit_runs(bufs: Sequence[memoryview | bytes], bit_counts: np.ndarray, what: str) -> np.ndarray:
     """Concatenate the first ``bit_counts[i]`` bits of each ``bufs[i]`` (bools)."""
-    sizes = buffer_sizes(bufs)
-    need = (np.asarray(bit_counts, dtype=np.int64) + 7) // 8
-    if (sizes < need).any():
-        i = int(np.argmax(sizes < need))
-        raise CorruptFileError(f"{what}: chunk {i} holds {int(sizes[i])} bytes of bits, needs {int(need[i])}")
-    data = join(bufs)
-    bits = np.unpackbits(data, bitorder="little").view(bool)
-    return bits[ragged_arange(exclusive_cumsum(sizes) * 8, bit_counts)]
+    data, starts, sizes = join_with_starts(bufs)
+    return gather_bit_ranges(data, starts, sizes, bit_counts, what)
 
 
 def check_chunk_counts(
@@ -114,6 +226,20 @@ def check_chunk_counts(
     for i, c in enumerate(chunks):
         if len(c) != num_buffers:
             raise CorruptFileError(f"{what}: chunk {i} has {len(c)} buffers, expected {num_buffers}")
+    if (counts < 0).any():
+        raise CorruptFileError(f"{what}: negative value count")
+    return counts
+
+
+def check_range_counts(
+    starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, num_buffers: int, what: str
+) -> np.ndarray:
+    """``check_chunk_counts`` for chunks given as ``(k, num_buffers)`` byte ranges."""
+    counts = np.asarray(counts, dtype=np.int64).reshape(-1)
+    if starts.ndim != 2 or starts.shape != sizes.shape or starts.shape[0] != len(counts):
+        raise CorruptFileError(f"{what}: {starts.shape[0]} chunks but {len(counts)} value counts")
+    if starts.shape[1] != num_buffers:
+        raise CorruptFileError(f"{what}: chunks have {starts.shape[1]} buffers, expected {num_buffers}")
     if (counts < 0).any():
         raise CorruptFileError(f"{what}: negative value count")
     return counts

@@ -49,14 +49,18 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
+    alloc_empty,
     as_u8,
-    buffer_sizes,
     check_chunk_counts,
+    check_range_counts,
+    check_ranges,
     exclusive_cumsum,
     gather_parts,
-    join,
+    join_with_starts,
     ragged_arange,
+    ranges_to_chunks,
     scatter_ragged,
+    strided_rows,
     uint_dtype,
     uint_view,
 )
@@ -79,33 +83,98 @@ def _positions(t_bits: int) -> np.ndarray:
     return pos
 
 
-def fastlanes_unpack(packed: np.ndarray, width: int) -> np.ndarray:
-    """Unpack blocks of 1024 values: ``packed`` is (n, width * LANES) words of T bits,
-    the result (n, 1024) words of the same dtype."""
+# Blocks are unpacked in groups of about _UNPACK_GROUP_BYTES of output (the row steps
+# then work on long contiguous arrays, amortising numpy's per-call cost); the transposing
+# copies in and out move about _TRANSPOSE_BYTES at a time so that they stay in cache.
+_UNPACK_GROUP_BYTES = 4 << 20
+_TRANSPOSE_BYTES = 128 << 10
+
+
+def _segments(t_bits: int) -> list[int]:
+    """Row r = 8a + b of a T-bit block lands at ``out[b, seg[a] * LANES : +LANES]`` of the
+    block seen as (8, 128) values (``FL_ORDER[a] * 16 = seg[a] * LANES``)."""
+    lanes = BLOCK // t_bits
+    return [int(FL_ORDER[a]) * 16 // lanes for a in range(t_bits // 8)]
+
+
+def _unpack_rows(words: np.ndarray, width: int, rows: np.ndarray, tmp: np.ndarray) -> None:
+    """rows[r] = bits [r*W, r*W + W) of every lane stream: ``words`` is (W, m), one
+    contiguous row of m lane words per packed word index; ``rows`` is (T, m)."""
+    dt = words.dtype
+    t_bits = dt.itemsize * 8
+    mask = dt.type((1 << width) - 1) if width < t_bits else None
+    for r in range(t_bits):
+        first, shift = divmod(r * width, t_bits)
+        dst = rows[r]
+        spill = shift + width > t_bits
+        if shift:
+            np.right_shift(words[first], dt.type(shift), out=dst)
+        elif mask is not None and not spill:
+            np.bitwise_and(words[first], mask, out=dst)
+            continue
+        else:
+            np.copyto(dst, words[first])
+        if spill:
+            np.left_shift(words[first + 1], dt.type(t_bits - shift), out=tmp)
+            np.bitwise_or(dst, tmp, out=dst)
+        if mask is not None and shift + width != t_bits:
+            np.bitwise_and(dst, mask, out=dst)
+
+
+def fastlanes_unpack(packed: np.ndarray, width: int, out: np.ndarray | None = None) -> np.ndarray:
+    """Unpack blocks of 1024 values: ``packed`` is (n, width * LANES) words of T bits (any
+    strides), the result (n, 1024) words of the same dtype (written into ``out`` if given).
+
+    Per batch of blocks: one transposing copy makes each packed word index a contiguous
+    row over all lanes of all blocks, then one vectorised step per output row of the
+    transposed layout (T steps, a shift / or / mask each), then one transposing copy puts
+    rows where FL_ORDER says. No step loops over values or blocks.
+    """
     dt = packed.dtype
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
     n = packed.shape[0]
+    if out is None:
+        out = alloc_empty((n, BLOCK), dt)
+    elif out.shape != (n, BLOCK) or out.dtype != dt:
+        raise ValueError("fastlanes_unpack: out has the wrong shape or dtype")
     if width == 0:
-        return np.zeros((n, BLOCK), dtype=dt)
-    if not 0 < width <= t_bits or packed.shape[1] != width * lanes:
+        out[...] = 0
+        return out
+    if not 0 < width <= t_bits or packed.ndim != 2 or packed.shape[1] != width * lanes:
         raise CorruptFileError(
-            f"bitpacked block: {packed.shape[1]} words of {t_bits} bits do not hold "
+            f"bitpacked block: {packed.shape[-1]} words of {t_bits} bits do not hold "
             f"1024 values of {width} bits"
         )
-    words = packed.reshape(n, width, lanes)
-    rows = np.arange(t_bits, dtype=np.int64)
-    first = rows * width // t_bits
-    shift = rows * width % t_bits
-    vals = words[:, first, :] >> shift.astype(dt)[None, :, None]
-    spill = shift + width > t_bits
-    if spill.any():
-        sr = rows[spill]
-        vals[:, sr, :] |= words[:, first[sr] + 1, :] << (t_bits - shift[sr]).astype(dt)[None, :, None]
-    if width < t_bits:
-        vals &= dt.type((1 << width) - 1)
-    out = np.empty((n, BLOCK), dtype=dt)
-    out[:, _positions(t_bits).reshape(-1)] = vals.reshape(n, BLOCK)
+    if n == 0:
+        return out
+    segs = _segments(t_bits)
+    nseg = 128 // lanes
+    out4 = out.reshape(n, 8, nseg, lanes)
+    src = packed.reshape(n, width, lanes)
+    group = max(1, min(n, _UNPACK_GROUP_BYTES // (BLOCK * dt.itemsize)))
+    words_buf = np.empty((width, group, lanes), dtype=dt)
+    rows_buf = np.empty((t_bits, group * lanes), dtype=dt) if width < t_bits else None
+    tmp_buf = np.empty(group * lanes, dtype=dt)
+    step_in = max(1, _TRANSPOSE_BYTES // (width * lanes * dt.itemsize))
+    step_out = max(1, _TRANSPOSE_BYTES // (BLOCK * dt.itemsize))
+    for g0 in range(0, n, group):
+        m = min(group, n - g0)
+        words3 = words_buf if m == group else np.empty((width, m, lanes), dtype=dt)
+        for s in range(0, m, step_in):
+            e = min(s + step_in, m)
+            np.copyto(words3[:, s:e], src[g0 + s : g0 + e].transpose(1, 0, 2))
+        words = words3.reshape(width, m * lanes)
+        if rows_buf is None:  # W == T: the rows are the words
+            rows = words
+        else:
+            rows = rows_buf[:, : m * lanes]
+            _unpack_rows(words, width, rows, tmp_buf[: m * lanes])
+        rows5 = rows.reshape(t_bits // 8, 8, m, lanes)
+        for s in range(0, m, step_out):
+            e = min(s + step_out, m)
+            for a, seg in enumerate(segs):
+                np.copyto(out4[g0 + s : g0 + e, :, seg, :], rows5[a, :, s:e].transpose(1, 0, 2))
     return out
 
 
@@ -118,13 +187,16 @@ def _inline_chunks(
     """Unpack inline-bitpacked chunks (byte ``starts`` / ``sizes`` in ``data``) -> (k, 1024)."""
     wsize = dt.itemsize
     t_bits = wsize * 8
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
     if (sizes < wsize).any() or (sizes % wsize).any() or (starts % wsize).any():
         i = int(np.argmax((sizes < wsize) | (sizes % wsize != 0) | (starts % wsize != 0)))
         raise CorruptFileError(
             f"{what}: chunk {i} of {int(sizes[i])} bytes is not a whole number of "
             f"{t_bits}-bit words with a bit-width header"
         )
-    words = data[: len(data) - len(data) % wsize].view(dt)
+    check_ranges(data, starts, sizes, what)
+    words = as_u8(data)[: len(data) - len(data) % wsize].view(dt)
     heads = starts // wsize
     widths = words[heads].astype(np.int64)
     expected = (1 + BLOCK * widths // t_bits) * wsize
@@ -135,12 +207,20 @@ def _inline_chunks(
             f"{what}: chunk {i} says {int(widths[i])} bits per value in {t_bits}-bit words "
             f"but holds {int(sizes[i])} bytes (expected {int(expected[i])})"
         )
-    out = np.empty((len(starts), BLOCK), dtype=dt)
-    for w in np.unique(widths):
-        sel = np.flatnonzero(widths == w)
+    out = alloc_empty((len(starts), BLOCK), dt)
+    if len(widths) == 0:
+        return out
+    uniq = np.unique(widths)
+    for w in uniq:
+        sel = None if len(uniq) == 1 else np.flatnonzero(widths == w)
         nwords = int(w) * (BLOCK // t_bits)
-        packed = words[(heads[sel] + 1)[:, None] + np.arange(nwords, dtype=np.int64)[None, :]]
-        out[sel] = fastlanes_unpack(packed, int(w))
+        packed = strided_rows(words, (heads if sel is None else heads[sel]) + 1, nwords)
+        if sel is None:
+            fastlanes_unpack(packed, int(w), out)
+        elif int(sel[-1]) - int(sel[0]) == len(sel) - 1:  # a run of neighbouring chunks
+            fastlanes_unpack(packed, int(w), out[int(sel[0]) : int(sel[-1]) + 1])
+        else:
+            out[sel] = fastlanes_unpack(packed, int(w))
     return out
 
 
@@ -149,23 +229,52 @@ def _take_counts(unpacked: np.ndarray, counts: np.ndarray, what: str) -> np.ndar
         raise CorruptFileError(f"{what}: a chunk claims {int(counts.max())} values, at most 1024 fit")
     if len(counts) and (counts[:-1] == BLOCK).all():
         return unpacked.reshape(-1)[: (len(counts) - 1) * BLOCK + int(counts[-1])]
-    return unpacked.reshape(-1)[ragged_arange(np.arange(len(counts), dtype=np.int64) * BLOCK, counts)]
+    return _keep_prefixes(unpacked, counts)
+
+
+def _keep_prefixes(blocks: np.ndarray, keep: np.ndarray) -> np.ndarray:
+    """The first ``keep[i]`` values of each row of ``blocks``, back to back."""
+    keep = np.asarray(keep, dtype=np.int64)
+    if len(keep) and (keep[:-1] == blocks.shape[1]).all():  # only the last row is cut short
+        return blocks.reshape(-1)[: int(keep.sum())]
+    out = alloc_empty(int(keep.sum()), blocks.dtype)
+    src_starts = np.arange(len(keep), dtype=np.int64) * blocks.shape[1]
+    scatter_ragged(out, exclusive_cumsum(keep), blocks.reshape(-1), src_starts, keep)
+    return out
+
+
+def _inline_ranges(
+    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    what: str,
+) -> FixedWidthBlock:
+    dt = uint_dtype(msg.uncompressed_bits_per_value, what)
+    unpacked = _inline_chunks(data, starts, sizes, dt, what)
+    values = _take_counts(unpacked, counts, what)
+    return FixedWidthBlock(values.view(np.uint8), dt.itemsize * 8, int(counts.sum()))
 
 
 def decode_inline_bitpacking_miniblock(
     msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
 ) -> FixedWidthBlock:
-    dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking")
+    uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking")
     counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
     bufs = [c[0] for c in chunks]
     if msg.HasField("values"):
         from lance_spark_ops.encoding.compression.general import decompress_buffer
 
         bufs = [memoryview(decompress_buffer(msg.values, b, "inline bitpacking chunk")) for b in bufs]
-    sizes = buffer_sizes(bufs)
-    unpacked = _inline_chunks(join(bufs), exclusive_cumsum(sizes), sizes, dt, "inline bitpacking")
-    values = _take_counts(unpacked, counts, "inline bitpacking")
-    return FixedWidthBlock(values.view(np.uint8), dt.itemsize * 8, int(counts.sum()))
+    data, starts, sizes = join_with_starts(bufs)
+    return _inline_ranges(msg, data, starts, sizes, counts, "inline bitpacking")
+
+
+def decode_inline_bitpacking_miniblock_ranges(
+    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk copies)."""
+    counts = check_range_counts(starts, sizes, counts, 1, "inline bitpacking")
+    if msg.HasField("values"):
+        return decode_inline_bitpacking_miniblock(msg, ranges_to_chunks(data, starts, sizes), counts)
+    return _inline_ranges(msg, data, starts[:, 0], sizes[:, 0], counts, "inline bitpacking")
 
 
 def decode_inline_bitpacking_block(
@@ -218,6 +327,17 @@ def decode_inline_bitpacking_blocks(
     return decode_inline_bitpacking_miniblock(msg, [[b] for b in buffers], counts)
 
 
+def decode_inline_bitpacking_blocks_ranges(
+    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """``decode_inline_bitpacking_blocks`` over byte ranges of ``data``."""
+    counts = np.asarray(counts, dtype=np.int64)
+    if msg.HasField("values") or (counts > BLOCK).any():
+        chunks = ranges_to_chunks(data, starts[:, None], sizes[:, None])
+        return decode_inline_bitpacking_blocks(msg, [c[0] for c in chunks], counts)
+    return decode_inline_bitpacking_miniblock_ranges(msg, data, starts[:, None], sizes[:, None], counts)
+
+
 # ---------------------------------------------------------------------------- out of line
 
 
@@ -233,21 +353,26 @@ def _ool_widths(msg: pb.OutOfLineBitpacking) -> tuple[np.dtype, int]:
     return dt, width
 
 
-def decode_out_of_line_bitpacking_blocks(
-    msg: pb.OutOfLineBitpacking, buffers: Sequence[memoryview], counts: np.ndarray
+def decode_out_of_line_bitpacking_blocks_ranges(
+    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
 ) -> FixedWidthBlock:
-    """Decode many independently packed buffers (e.g. the levels of every mini-block chunk)
-    at once; the result holds their values back to back."""
+    """Decode many independently packed buffers (byte ranges of ``data``, e.g. the levels
+    of every mini-block chunk) at once; the result holds their values back to back."""
     dt, width = _ool_widths(msg)
     wsize, t_bits = dt.itemsize, dt.itemsize * 8
     wpb = BLOCK * width // t_bits  # words per packed block
     counts = np.asarray(counts, dtype=np.int64)
-    sizes = buffer_sizes(buffers)
-    if (sizes % wsize).any():
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(counts) != len(starts) or (counts < 0).any():
+        raise CorruptFileError(f"out-of-line bitpacking: {len(starts)} buffers, {len(counts)} value counts")
+    if (sizes % wsize).any() or (starts % wsize).any():
+        i = int(np.argmax((sizes % wsize != 0) | (starts % wsize != 0)))
         raise CorruptFileError(
-            f"out-of-line bitpacking: a buffer of {int(sizes[np.argmax(sizes % wsize != 0)])} "
-            f"bytes is not a whole number of {t_bits}-bit words"
+            f"out-of-line bitpacking: a buffer of {int(sizes[i])} bytes is not a whole number of "
+            f"{t_bits}-bit words"
         )
+    check_ranges(data, starts, sizes, "out-of-line bitpacking")
     nwords = sizes // wsize
     whole, tail = counts // BLOCK, counts % BLOCK
     raw = (tail > 0) & (nwords == whole * wpb + tail)
@@ -259,26 +384,45 @@ def decode_out_of_line_bitpacking_blocks(
             f"out-of-line bitpacking: buffer {i} holds {int(nwords[i])} words, "
             f"{int(counts[i])} values of {width} bits need {int(expect[i])}"
         )
-    words = join(buffers)
-    words = words.view(dt) if len(words) else np.zeros(0, dt)
-    word_starts = exclusive_cumsum(nwords)
+    u8 = as_u8(data)
+    words = u8[: len(u8) - len(u8) % wsize].view(dt)
+    word_starts = starts // wsize
     nblocks = whole + padded
-    block_no = ragged_arange(np.zeros_like(nblocks), nblocks)
-    block_starts = np.repeat(word_starts, nblocks) + block_no * wpb
-    if wpb:
-        packed = words[block_starts[:, None] + np.arange(wpb, dtype=np.int64)[None, :]]
+    total = int(counts.sum())
+    if len(nblocks) and (nblocks <= 1).all():  # one block per buffer (the usual levels)
+        block_starts = word_starts[nblocks == 1]
     else:
-        packed = np.zeros((len(block_starts), 0), dtype=dt)
-    unpacked = fastlanes_unpack(packed, width).reshape(-1)
+        block_no = ragged_arange(np.zeros_like(nblocks), nblocks)
+        block_starts = np.repeat(word_starts, nblocks) + block_no * wpb
+    packed = strided_rows(words, block_starts, wpb) if wpb else np.zeros((len(block_starts), 0), dtype=dt)
+    unpacked = fastlanes_unpack(packed, width)
+    if not raw.any():
+        # each buffer: its whole blocks, then (padded tail) part of one more block
+        if not padded.any():
+            values = unpacked.reshape(-1)
+        else:
+            keep = np.full(len(block_starts), BLOCK, dtype=np.int64)
+            last = (exclusive_cumsum(nblocks) + nblocks - 1)[padded]
+            keep[last] = tail[padded]
+            values = _keep_prefixes(unpacked, keep)
+        return FixedWidthBlock(values.view(np.uint8), t_bits, total)
     # Each buffer's values: a run of unpacked values, then (raw tail) a run of raw words.
-    source = np.concatenate([unpacked, words]) if raw.any() else unpacked
-    seg_starts = np.stack(
-        [exclusive_cumsum(nblocks) * BLOCK, len(unpacked) + word_starts + whole * wpb], axis=1
-    )
-    seg_lengths = np.stack([whole * BLOCK + np.where(padded, tail, 0), np.where(raw, tail, 0)], axis=1)
-    order = ragged_arange(seg_starts.reshape(-1), seg_lengths.reshape(-1))
-    values = source[order]
-    return FixedWidthBlock(values.view(np.uint8), t_bits, int(counts.sum()))
+    values = alloc_empty(total, dt)
+    dst = exclusive_cumsum(counts)
+    packed_len = whole * BLOCK + np.where(padded, tail, 0)
+    scatter_ragged(values, dst, unpacked.reshape(-1), exclusive_cumsum(nblocks) * BLOCK, packed_len)
+    scatter_ragged(values, dst + packed_len, words, word_starts + whole * wpb, np.where(raw, tail, 0))
+    return FixedWidthBlock(values.view(np.uint8), t_bits, total)
+
+
+def decode_out_of_line_bitpacking_blocks(
+    msg: pb.OutOfLineBitpacking, buffers: Sequence[memoryview], counts: np.ndarray
+) -> FixedWidthBlock:
+    """Decode many independently packed buffers (e.g. the levels of every mini-block chunk)
+    at once; the result holds their values back to back."""
+    _ool_widths(msg)
+    data, starts, sizes = join_with_starts(buffers)
+    return decode_out_of_line_bitpacking_blocks_ranges(msg, data, starts, sizes, counts)
 
 
 def decode_out_of_line_bitpacking_block(
@@ -292,6 +436,13 @@ def decode_out_of_line_bitpacking_miniblock(
 ) -> FixedWidthBlock:
     counts = check_chunk_counts(chunks, counts, 1, "out-of-line bitpacking mini-block")
     return decode_out_of_line_bitpacking_blocks(msg, [c[0] for c in chunks], counts)
+
+
+def decode_out_of_line_bitpacking_miniblock_ranges(
+    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    counts = check_range_counts(starts, sizes, counts, 1, "out-of-line bitpacking mini-block")
+    return decode_out_of_line_bitpacking_blocks_ranges(msg, data, starts[:, 0], sizes[:, 0], counts)
 
 
 # ---------------------------------------------------------------------------- encoders

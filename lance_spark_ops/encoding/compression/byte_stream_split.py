@@ -27,10 +27,13 @@ from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
-    buffer_sizes,
     check_chunk_counts,
+    check_range_counts,
+    check_ranges,
     exclusive_cumsum,
-    join,
+    join_with_starts,
+    strided_rows,
+    uniform_stride,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -38,36 +41,59 @@ from lance_spark_ops.errors import CorruptFileError, InvalidInputError, Unsuppor
 CHUNK_VALUES = {32: 1024, 64: 512}  # largest power of two under 8186 bytes
 
 
-def decode_byte_stream_split_miniblock(
-    msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
-) -> FixedWidthBlock:
+def _bss_width(msg: pb.ByteStreamSplit) -> int:
     if msg.values.WhichOneof("compression") != "flat":
         raise UnsupportedError("byte stream split: only Flat inner values are supported")
     bits = int(msg.values.flat.bits_per_value)
     if bits <= 0 or bits % 8:
         raise UnsupportedError(f"byte stream split over {bits}-bit values is not supported")
-    width = bits // 8
+    return bits // 8
+
+
+def decode_byte_stream_split_miniblock(
+    msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+) -> FixedWidthBlock:
+    _bss_width(msg)
     counts = check_chunk_counts(chunks, counts, 1, "byte stream split")
-    bufs = [c[0] for c in chunks]
-    sizes = buffer_sizes(bufs)
+    data, starts, sizes = join_with_starts([c[0] for c in chunks])
+    return _unsplit(msg, data, starts, sizes, counts)
+
+
+def decode_byte_stream_split_miniblock_ranges(
+    msg: pb.ByteStreamSplit, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data``."""
+    _bss_width(msg)
+    counts = check_range_counts(starts, sizes, counts, 1, "byte stream split")
+    return _unsplit(msg, data, starts[:, 0], sizes[:, 0], counts)
+
+
+def _unsplit(
+    msg: pb.ByteStreamSplit, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    width = _bss_width(msg)
     if (sizes != counts * width).any():
         i = int(np.argmax(sizes != counts * width))
         raise CorruptFileError(
             f"byte stream split: chunk {i} holds {int(sizes[i])} bytes, {int(counts[i])} "
             f"values of {width} bytes need {int(counts[i]) * width}"
         )
-    data = join(bufs) if bufs else np.zeros(0, np.uint8)
-    out = np.empty(len(data), dtype=np.uint8)
-    starts = exclusive_cumsum(sizes)
+    check_ranges(data, starts, sizes, "byte stream split")
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    dst = exclusive_cumsum(sizes)
     for n in np.unique(counts):
         if n == 0:
             continue
         sel = np.flatnonzero(counts == n)
         span = int(n) * width
-        src = data[starts[sel][:, None] + np.arange(span, dtype=np.int64)[None, :]]
-        planes = src.reshape(len(sel), width, int(n)).transpose(0, 2, 1).reshape(len(sel), span)
-        out[starts[sel][:, None] + np.arange(span, dtype=np.int64)[None, :]] = planes
-    return FixedWidthBlock(out, bits, int(counts.sum()))
+        src = strided_rows(data, starts[sel], span)
+        planes = src.reshape(len(sel), width, int(n)).transpose(0, 2, 1)
+        if uniform_stride(dst[sel]) == span:  # consecutive equal chunks: one transposing copy
+            d0 = int(dst[sel[0]])
+            out[d0 : d0 + len(sel) * span].reshape(len(sel), int(n), width)[...] = planes
+        else:
+            out[dst[sel][:, None] + np.arange(span, dtype=np.int64)[None, :]] = planes.reshape(len(sel), span)
+    return FixedWidthBlock(out, width * 8, int(counts.sum()))
 
 
 def byte_stream_split_encoding(bits: int) -> pb.CompressiveEncoding:

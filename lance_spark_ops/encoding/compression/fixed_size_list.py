@@ -40,12 +40,14 @@ from lance_spark_ops.encoding.blocks import DataBlock, FixedSizeListBlock, Fixed
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
     check_chunk_counts,
+    check_range_counts,
     exclusive_cumsum,
-    gather_bit_runs,
+    gather_bit_ranges,
+    join_with_starts,
     pack_bit_ranges,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
-from lance_spark_ops.encoding.compression.value import chunk_log_values, concat_fixed_chunks, fixed_chunks
+from lance_spark_ops.encoding.compression.value import chunk_log_values, concat_fixed_ranges, fixed_chunks
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
@@ -88,9 +90,34 @@ def _nest(
 def decode_fixed_size_list_miniblock(
     msg: pb.FixedSizeList, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
 ) -> FixedSizeListBlock:
-    layers, bits = _layers(msg)
+    layers, _ = _layers(msg)
     nvalid = sum(v for _, v in layers)
     counts = check_chunk_counts(chunks, counts, nvalid + 1, "fixed size list mini-block")
+    if not len(chunks):
+        empty = np.zeros((0, nvalid + 1), np.int64)
+        return decode_fixed_size_list_miniblock_ranges(msg, np.zeros(0, np.uint8), empty, empty, counts)
+    parts = [join_with_starts([c[j] for c in chunks]) for j in range(nvalid + 1)]
+    # one joined array per buffer slot: decode each slot's ranges against its own array
+    return _decode_ranges(msg, [p[0] for p in parts], np.stack([p[1] for p in parts], axis=1),
+                          np.stack([p[2] for p in parts], axis=1), counts)
+
+
+def decode_fixed_size_list_miniblock_ranges(
+    msg: pb.FixedSizeList, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedSizeListBlock:
+    """Mini-block chunks given as ``(k, buffers)`` byte ranges of ``data``."""
+    layers, _ = _layers(msg)
+    nvalid = sum(v for _, v in layers)
+    counts = check_range_counts(starts, sizes, counts, nvalid + 1, "fixed size list mini-block")
+    return _decode_ranges(msg, [data] * (nvalid + 1), starts, sizes, counts)
+
+
+def _decode_ranges(
+    msg: pb.FixedSizeList, datas: list[np.ndarray], starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedSizeListBlock:
+    """Buffer slot j of chunk i is ``datas[j][starts[i, j]:+sizes[i, j]]``."""
+    layers, bits = _layers(msg)
+    nvalid = sum(v for _, v in layers)
     rows = int(counts.sum())
     validity: list[np.ndarray | None] = []
     cum, buf_no = 1, 0
@@ -98,14 +125,17 @@ def decode_fixed_size_list_miniblock(
         cum *= dim
         if has_validity:
             validity.append(
-                gather_bit_runs(
-                    [c[buf_no] for c in chunks], counts * cum, f"fixed size list validity (layer of {dim})"
+                gather_bit_ranges(
+                    datas[buf_no], starts[:, buf_no], sizes[:, buf_no], counts * cum,
+                    f"fixed size list validity (layer of {dim})",
                 )
             )
             buf_no += 1
         else:
             validity.append(None)
-    items = concat_fixed_chunks([c[nvalid] for c in chunks], counts * cum, bits, "fixed size list items")
+    items = concat_fixed_ranges(
+        datas[nvalid], starts[:, nvalid], sizes[:, nvalid], counts * cum, bits, "fixed size list items"
+    )
     return _nest(layers, items, validity, rows)
 
 

@@ -75,6 +75,15 @@ def decode_packed_struct_miniblock(
     return split_rows(msg, decompress_miniblock_chunks(_values(msg), chunks, counts))
 
 
+def decode_packed_struct_miniblock_ranges(
+    msg: pb.PackedStruct, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> StructBlock:
+    """Mini-block chunks given as byte ranges of ``data`` (the inner encoding decodes them)."""
+    from lance_spark_ops.encoding.layout.miniblock import decode_miniblock_ranges
+
+    return split_rows(msg, decode_miniblock_ranges(_values(msg), data, starts, sizes, counts))
+
+
 def decode_packed_struct_block(msg: pb.PackedStruct, buffer: memoryview, num_values: int) -> StructBlock:
     from lance_spark_ops.encoding.compression.decompress import decompress_block
 

@@ -39,11 +39,13 @@ from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
-    buffer_sizes,
     check_chunk_counts,
+    check_range_counts,
+    check_ranges,
     exclusive_cumsum,
+    gather_ranges,
     item_dtype,
-    join,
+    join_with_starts,
     ragged_arange,
     uint_view,
 )
@@ -99,11 +101,27 @@ def expand_runs(
 def decode_rle_miniblock(
     msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
 ) -> FixedWidthBlock:
-    bits = _value_bits(msg)
     counts = check_chunk_counts(chunks, counts, 2, "rle mini-block")
-    vbufs = [c[0] for c in chunks]
-    lbufs = [c[1] for c in chunks]
-    vsizes, nruns = buffer_sizes(vbufs), buffer_sizes(lbufs)
+    vdata, vstarts, vsizes = join_with_starts([c[0] for c in chunks])
+    ldata, lstarts, lsizes = join_with_starts([c[1] for c in chunks])
+    return _rle_miniblock(msg, vdata, vstarts, vsizes, ldata, lstarts, lsizes, counts)
+
+
+def decode_rle_miniblock_ranges(
+    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """Mini-block chunks given as ``(k, 2)`` byte ranges of ``data``."""
+    counts = check_range_counts(starts, sizes, counts, 2, "rle mini-block")
+    return _rle_miniblock(msg, data, starts[:, 0], sizes[:, 0], data, starts[:, 1], sizes[:, 1], counts)
+
+
+def _rle_miniblock(
+    msg: pb.Rle,
+    vdata: np.ndarray, vstarts: np.ndarray, vsizes: np.ndarray,
+    ldata: np.ndarray, lstarts: np.ndarray, nruns: np.ndarray,
+    counts: np.ndarray,
+) -> FixedWidthBlock:
+    bits = _value_bits(msg)
     if (vsizes != nruns * (bits // 8)).any():
         i = int(np.argmax(vsizes != nruns * (bits // 8)))
         raise CorruptFileError(
@@ -111,8 +129,8 @@ def decode_rle_miniblock(
             f"but {int(nruns[i])} run lengths"
         )
     return expand_runs(
-        join(vbufs) if vbufs else np.zeros(0, np.uint8),
-        join(lbufs) if lbufs else np.zeros(0, np.uint8),
+        gather_ranges(vdata, vstarts, vsizes),
+        gather_ranges(ldata, lstarts, nruns),
         nruns,
         counts,
         bits,
@@ -122,16 +140,29 @@ def decode_rle_miniblock(
 
 def decode_rle_blocks(msg: pb.Rle, buffers: Sequence[memoryview], counts: np.ndarray) -> FixedWidthBlock:
     """Decode many block-context RLE buffers at once (e.g. levels of all mini-block chunks)."""
+    data, starts, sizes = join_with_starts(buffers)
+    return decode_rle_blocks_ranges(msg, data, starts, sizes, counts)
+
+
+def decode_rle_blocks_ranges(
+    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """``decode_rle_blocks`` over byte ranges of ``data``."""
     bits = _value_bits(msg)
     vbytes = bits // 8
     counts = np.asarray(counts, dtype=np.int64)
-    sizes = buffer_sizes(buffers)
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
+    if len(counts) != len(starts):
+        raise CorruptFileError(f"rle block: {len(starts)} buffers but {len(counts)} value counts")
     if (sizes < 8).any():
         raise CorruptFileError(f"rle block: buffer of {int(sizes.min())} bytes has no 8-byte header")
-    data = join(buffers) if buffers else np.zeros(0, np.uint8)
-    starts = exclusive_cumsum(sizes)
+    check_ranges(data, starts, sizes, "rle block")
     header_idx = starts[:, None] + np.arange(8, dtype=np.int64)[None, :]
-    value_bytes = np.ascontiguousarray(data[header_idx]).view("<u8").reshape(-1).astype(np.int64)
+    value_bytes = np.ascontiguousarray(data[header_idx]).view("<u8").reshape(-1)
+    if len(value_bytes) and int(value_bytes.max()) > int(sizes.max()):
+        raise CorruptFileError(f"rle block: a buffer declares {int(value_bytes.max())} bytes of run values")
+    value_bytes = value_bytes.astype(np.int64)
     nruns = value_bytes // vbytes
     if (
         ((value_bytes % vbytes) != 0).any()
@@ -143,8 +174,8 @@ def decode_rle_blocks(msg: pb.Rle, buffers: Sequence[memoryview], counts: np.nda
             f"rle block: buffer {i} of {int(sizes[i])} bytes declares {int(value_bytes[i])} "
             f"bytes of {bits}-bit run values (expected 8 + values + one length per run)"
         )
-    values = data[ragged_arange(starts + 8, value_bytes)]
-    lengths = data[ragged_arange(starts + 8 + value_bytes, nruns)]
+    values = gather_ranges(data, starts + 8, value_bytes)
+    lengths = gather_ranges(data, starts + 8 + value_bytes, nruns)
     return expand_runs(values, lengths, nruns, counts, bits, "rle block")
 
 

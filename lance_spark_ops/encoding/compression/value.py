@@ -32,11 +32,14 @@ from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
-    buffer_sizes,
     check_chunk_counts,
-    gather_bit_runs,
-    join,
+    check_range_counts,
+    check_ranges,
+    gather_bit_ranges,
+    gather_ranges,
+    join_with_starts,
     pack_bits,
+    ranges_to_chunks,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -60,30 +63,43 @@ def _inflate(msg: pb.Flat, buf: memoryview, what: str) -> memoryview:
     return memoryview(decompress_buffer(msg.data, buf, what))
 
 
-def concat_fixed_chunks(
-    bufs: Sequence[memoryview], counts: np.ndarray, bits: int, what: str
+def concat_fixed_ranges(
+    data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray, bits: int, what: str
 ) -> FixedWidthBlock:
-    """Concatenate per-chunk buffers of ``counts[i]`` values of ``bits`` bits each.
+    """Concatenate ``counts[i]`` values of ``bits`` bits from each byte range
+    ``data[starts[i]:starts[i] + sizes[i]]``.
 
-    Byte-aligned chunks are joined with one copy; chunks that end inside a byte (only
-    possible for sub-byte widths) are stitched bit by bit (still vectorised).
+    Byte-aligned chunks are gathered with at most one copy (none when they are adjacent);
+    chunks that end inside a byte (only possible for sub-byte widths) are stitched bit by
+    bit (still vectorised).
     """
     counts = np.asarray(counts, dtype=np.int64)
+    starts = np.asarray(starts, dtype=np.int64)
+    sizes = np.asarray(sizes, dtype=np.int64)
     need = (counts * bits + 7) // 8
-    sizes = buffer_sizes(bufs)
     if (sizes < need).any():
         i = int(np.argmax(sizes < need))
         raise CorruptFileError(
             f"{what}: chunk {i} holds {int(sizes[i])} bytes, {int(counts[i])} values of {bits} bits need "
             f"{int(need[i])}"
         )
+    check_ranges(data, starts, sizes, what)
     total = int(counts.sum())
     if bits % 8 == 0 or not ((counts[:-1] * bits) % 8).any():
-        trimmed = [b[: int(n)] if len(b) != n else b for b, n in zip(bufs, need, strict=True)]
-        data = join(trimmed) if trimmed else np.zeros(0, np.uint8)
-        return FixedWidthBlock(data, bits, total)
-    bools = gather_bit_runs(bufs, counts * bits, what)
+        return FixedWidthBlock(gather_ranges(data, starts, need), bits, total)
+    bools = gather_bit_ranges(data, starts, sizes, counts * bits, what)
     return FixedWidthBlock(pack_bits(bools), bits, total)
+
+
+def concat_fixed_chunks(
+    bufs: Sequence[memoryview], counts: np.ndarray, bits: int, what: str
+) -> FixedWidthBlock:
+    """``concat_fixed_ranges`` over a list of per-chunk buffers."""
+    if len(bufs) == 1:
+        data = as_u8(bufs[0])
+        return concat_fixed_ranges(data, np.zeros(1, np.int64), np.array([len(data)]), counts, bits, what)
+    data, starts, sizes = join_with_starts(bufs)
+    return concat_fixed_ranges(data, starts, sizes, counts, bits, what)
 
 
 def decode_flat_miniblock(
@@ -95,9 +111,26 @@ def decode_flat_miniblock(
     return concat_fixed_chunks(bufs, counts, bits, "flat mini-block")
 
 
+def decode_flat_miniblock_ranges(
+    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk copies)."""
+    counts = check_range_counts(starts, sizes, counts, 1, "flat mini-block")
+    if msg.HasField("data"):
+        return decode_flat_miniblock(msg, ranges_to_chunks(data, starts, sizes), counts)
+    return concat_fixed_ranges(data, starts[:, 0], sizes[:, 0], counts, _bits(msg), "flat mini-block")
+
+
 def decode_flat_blocks(msg: pb.Flat, buffers: Sequence[memoryview], counts: np.ndarray) -> FixedWidthBlock:
     """Many block-context buffers at once (e.g. raw levels of every mini-block chunk)."""
     return decode_flat_miniblock(msg, [[b] for b in buffers], counts)
+
+
+def decode_flat_blocks_ranges(
+    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> FixedWidthBlock:
+    """``decode_flat_blocks`` over byte ranges of ``data``."""
+    return decode_flat_miniblock_ranges(msg, data, starts[:, None], sizes[:, None], counts)
 
 
 def decode_flat_block(msg: pb.Flat, buffer: memoryview, num_values: int) -> FixedWidthBlock:

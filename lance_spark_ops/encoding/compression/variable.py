@@ -21,10 +21,19 @@ On-disk layouts, by context:
 pylance picks Variable for binary data in mini-block pages (random bytes, or with
 ``lance-encoding:compression=none``), under Fsst for text, under General for zstd / lz4
 and, in block form, for string dictionaries.
+
+Writing, byte for byte as pylance 14 (2.1 and 2.2 alike): a mini-block chunk holds the
+largest power-of-two count of values (at least 2) whose ``(count + 1)`` offsets plus bytes
+fit in 4 KiB (``LANCE_BINARY_MINIBLOCK_CHUNK_SIZE`` / ``minichunk-size`` override it); once
+the doubling passes the values left, the rest is the last chunk if it fits. Chunks are
+padded to 4 (32-bit) / 8 (64-bit) bytes with 0x48 and the padded size is the chunk's buffer
+size; the last chunk's log is 0. Example: 5000 random 0..59-byte values (32-bit) give
+chunks of 128 values (~3.9 KiB). The block form rebases the offsets to 0.
 """
 
 from __future__ import annotations
 
+import os
 from collections.abc import Sequence
 
 import numpy as np
@@ -38,7 +47,8 @@ from lance_spark_ops.encoding.compression._arrays import (
     join,
     ragged_arange,
 )
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def offset_bits(msg: pb.Variable) -> int:
@@ -62,7 +72,8 @@ def _offset_dtype(bits: int) -> np.dtype:
 
 def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
     """Concatenate ``buf[starts[i]:starts[i] + lengths[i]]`` for sorted, non-overlapping,
-    bounds-checked segments, without a per-segment Python loop (a +1/-1 mask over ``buf``)."""
+    bounds-checked segments. Long segments (>= 64 bytes on average) are joined as slices
+    (memcpy speed, one step per segment); many short ones with a +1/-1 mask over ``buf``."""
     keep = np.asarray(lengths) > 0
     s = np.asarray(starts, dtype=np.int64)[keep]
     e = s + np.asarray(lengths, dtype=np.int64)[keep]
@@ -70,8 +81,8 @@ def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
         return np.zeros(0, dtype=np.uint8)
     if s.size == 1 or bool((s[1:] == e[:-1]).all()):
         return buf[s[0] : e[-1]]
-    if s.size <= 32:
-        return np.concatenate([buf[a:b] for a, b in zip(s.tolist(), e.tolist(), strict=False)])
+    if s.size <= 32 or int((e - s).sum()) >= 64 * s.size:
+        return np.concatenate([buf[a:b] for a, b in zip(s.tolist(), e.tolist(), strict=True)])
     delta = np.zeros(buf.size + 1, dtype=np.int8)
     delta[s] += 1
     delta[e] -= 1
@@ -94,31 +105,27 @@ def decode_variable_miniblock(
         raise CorruptFileError(
             f"variable: chunk {i} has {int(sizes[i])} bytes, too few for {int(counts[i])} offsets"
         )
-    # Chunks are joined; each chunk's offsets become absolute positions in the joined bytes.
+    # Chunks are joined; each chunk's offsets are relative to its own start.
     data = join(bufs)
     bases = exclusive_cumsum(sizes)
-    raw = data[ragged_arange(bases, need)].view(_offset_dtype(bits)).astype(np.int64)
-    chunk_of = np.repeat(np.arange(len(bufs)), counts + 1)
-    if raw.size and ((raw < 0).any() or (raw > sizes[chunk_of]).any()):
-        raise CorruptFileError("variable: a mini-block offset points outside its chunk")
-    first = np.concatenate(([0], np.cumsum(counts + 1)[:-1])).astype(np.int64)
-    last = first + counts
-    steps = np.diff(raw)
-    inner = np.ones(steps.size, dtype=bool)
-    inner[last[:-1]] = False  # steps that cross from one chunk to the next
-    if (steps[inner] < 0).any():
+    raw = gather_segments(data, bases, need).view(_offset_dtype(bits))
+    ends = np.cumsum(counts + 1)
+    first = ends - (counts + 1)
+    o_first = raw[first].astype(np.int64)
+    o_last = raw[ends - 1].astype(np.int64)
+    if (o_first < need).any() or (o_last > sizes).any() or (o_last < o_first).any():
+        raise CorruptFileError("variable: mini-block offsets point outside their chunk's value bytes")
+    # Values of a chunk are contiguous: one byte segment per chunk.
+    seg_len = o_last - o_first
+    values = gather_segments(data, bases + o_first, seg_len)
+    # Offsets relative to the joined value bytes: shift each chunk by (its first offset -
+    # where its bytes land), and drop each chunk's first entry but the first chunk's.
+    it = np.int64 if bits == 64 or values.size >= 2**31 or int(sizes.max()) >= 2**31 else np.int32
+    shift = (o_first - exclusive_cumsum(seg_len)).astype(it)
+    rel = raw.astype(it) - np.repeat(shift, counts + 1)
+    rel = np.delete(rel, first[1:]) if len(first) > 1 else rel
+    if rel.size > 1 and (np.diff(rel) < 0).any():
         raise CorruptFileError("variable: mini-block offsets are not monotonic")
-    if (raw[first] < need).any():
-        raise CorruptFileError("variable: mini-block value bytes overlap the offsets")
-    absolute = raw + bases[chunk_of]
-    # Values of a chunk are contiguous: gather one byte segment per chunk.
-    seg_start, seg_end = absolute[first], absolute[last]
-    values = gather_segments(data, seg_start, seg_end - seg_start)
-    # Offsets of each value relative to the joined value bytes.
-    seg_base = exclusive_cumsum(seg_end - seg_start)
-    keep = np.ones(raw.size, dtype=bool)
-    keep[first[1:]] = False  # a chunk's first offset equals the previous chunk's last
-    rel = (absolute - seg_start[chunk_of] + seg_base[chunk_of])[keep]
     total = int(counts.sum())
     offsets = rel.astype(np.uint32 if values.size < 2**32 and bits == 32 else np.uint64)
     return VariableWidthBlock(offsets, values, total)
@@ -167,3 +174,135 @@ def decode_variable_per_value(msg: pb.Variable, block: DataBlock) -> DataBlock:
     if not isinstance(block, VariableWidthBlock):
         raise CorruptFileError(f"variable: expected variable-width values, got {type(block).__name__}")
     return block
+
+
+# ----------------------------------------------------------------------------- encoders
+
+MINICHUNK_SIZE = 4 * 1024  # Lance's AIM_MINICHUNK_SIZE (2.1 and 2.2 alike, as pylance 14 writes)
+MAX_MINIBLOCK_VALUES = 4096
+PAD_BYTE = 72  # Lance pads variable mini-block chunks with b"H"
+
+
+def variable_encoding(bits: int) -> pb.CompressiveEncoding:
+    """``Variable { offsets: Flat(bits) }``."""
+    return pb.CompressiveEncoding(
+        variable=pb.Variable(offsets=pb.CompressiveEncoding(flat=pb.Flat(bits_per_value=bits)))
+    )
+
+
+def _variable_input(block: DataBlock, what: str) -> tuple[np.ndarray, np.ndarray, int]:
+    """(offsets as int64 from 0, value bytes, offset width in bits) of a variable block."""
+    if not isinstance(block, VariableWidthBlock):
+        raise InvalidInputError(f"{what} needs variable-width values, got a {type(block).__name__}")
+    raw = np.asarray(block.offsets)
+    bits = raw.dtype.itemsize * 8
+    if bits not in (32, 64):
+        raise UnsupportedError(f"{what}: {bits}-bit offsets (expected 32 or 64)")
+    offs = raw.astype(np.int64)
+    if offs.size != block.num_values + 1:
+        raise InvalidInputError(f"{what}: {offs.size} offsets for {block.num_values} values")
+    data = as_u8(block.data)
+    if offs.size and (int(offs[0]) < 0 or int(offs[-1]) > data.size or (np.diff(offs) < 0).any()):
+        raise InvalidInputError(f"{what}: offsets are not monotonic within the {data.size} value bytes")
+    base = int(offs[0]) if offs.size else 0
+    end = int(offs[-1]) if offs.size else 0
+    return offs - base, data[base:end], bits
+
+
+def _minichunk_size(params: CompressionParams | None) -> int:
+    raw = (params.extra.get("minichunk-size") if params is not None else None) or os.environ.get(
+        "LANCE_BINARY_MINIBLOCK_CHUNK_SIZE"
+    )
+    try:
+        return int(raw) if raw is not None else MINICHUNK_SIZE
+    except ValueError:
+        return MINICHUNK_SIZE
+
+
+def chunk_ends(offsets: np.ndarray, width: int, limit: int = MINICHUNK_SIZE) -> np.ndarray:
+    """Value index where each mini-block chunk ends (Lance's ``search_next_offset_idx``).
+
+    From a chunk start s, the count doubles from 2 while ``2k`` values still fit (``(k + 1)``
+    offsets plus their bytes <= ``limit``) and stay within the values left; a chunk holds
+    at least 2 values. When the doubling passes the values left, the rest becomes the final
+    chunk if it fits. With ``g[i] = offsets[i] + i * width`` the chunk ``[s, s + k)`` takes
+    ``g[s + k] - g[s] + width`` bytes, so the largest fitting k is one ``searchsorted`` on
+    the monotonic ``g``: one step per chunk (~4 KiB of data), never per value.
+    """
+    n = len(offsets) - 1
+    if n <= 0:
+        return np.zeros(1, np.int64)
+    g = np.asarray(offsets, dtype=np.int64) + np.arange(n + 1, dtype=np.int64) * width
+    half_max = MAX_MINIBLOCK_VALUES // 2
+    ends = []
+    s = 0
+    while s < n:
+        rest = n - s
+        if rest <= 1:
+            s = n
+        else:
+            kmax = int(g.searchsorted(g[s] + (limit - width), side="right")) - 1 - s
+            span = min(kmax, rest, half_max)
+            num = 1 << (span.bit_length() - 1) if span >= 2 else 2
+            s = n if (2 * num > rest and kmax >= rest) else min(s + num, n)
+        ends.append(s)
+    return np.asarray(ends, dtype=np.int64)
+
+
+def encode_variable_miniblock(
+    block: DataBlock, params: CompressionParams | None = None
+) -> MiniBlockCompressed:
+    """Chunks of ``offsets | bytes | pad`` (see the module docstring), byte for byte as
+    Lance's ``BinaryMiniBlockEncoder``: offsets relative to the chunk start, padding to 4
+    (32-bit) or 8 (64-bit) bytes with 0x48, the last chunk's log 0."""
+    offs, data, bits = _variable_input(block, "variable mini-block")
+    w = bits // 8
+    n = len(offs) - 1
+    ends = chunk_ends(offs, w, _minichunk_size(params))
+    starts = np.concatenate(([0], ends[:-1]))
+    counts = ends - starts
+    head = (counts + 1) * w
+    nbytes = offs[ends] - offs[starts]
+    sizes = -(-(head + nbytes) // w) * w
+    base = exclusive_cumsum(sizes)
+    out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
+    # offsets: chunk c's entries j = 0..count sit at base + j * w (base is a multiple of w)
+    chunk_of = np.repeat(np.arange(len(counts)), counts + 1)
+    entry = ragged_arange(starts, counts + 1)
+    values = offs[entry] - offs[starts][chunk_of] + head[chunk_of]
+    slots = base[chunk_of] // w + (entry - starts[chunk_of])
+    out.view(_offset_dtype(bits))[slots] = values
+    # value bytes: chunk c's bytes follow its offsets
+    dst = base + head
+    if len(counts) == 1 or nbytes.sum() == 0:
+        out[int(dst[0]) : int(dst[0]) + int(nbytes[0])] = data[: int(nbytes[0])]
+    else:
+        from lance_spark_ops.encoding.compression._arrays import scatter_ragged
+
+        scatter_ragged(out, dst, data, offs[starts], nbytes)
+    logs = np.where(counts > 0, np.log2(np.maximum(counts, 1)), 0).astype(np.uint8)
+    logs[-1] = 0
+    del n
+    return MiniBlockCompressed([out], sizes[:, None].astype(np.int64), logs, int(block.num_values),
+                               variable_encoding(bits))
+
+
+def encode_variable_block(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """``u32 32, u32 bytes_start`` (``u64 64, u64 bytes_start``), offsets from 0, bytes."""
+    offs, data, bits = _variable_input(block, "variable block")
+    w = bits // 8
+    dt = _offset_dtype(bits)
+    header = np.array([bits, 2 * w + offs.size * w], dtype=dt)
+    out = np.concatenate((header.view(np.uint8), offs.astype(dt).view(np.uint8), data))
+    return out, variable_encoding(bits)
+
+
+def encode_variable_per_value(
+    block: DataBlock, params: CompressionParams | None = None
+) -> tuple[DataBlock, pb.CompressiveEncoding]:
+    """Full-zip values: Variable is the identity (the layout writes length prefixes)."""
+    offs, data, bits = _variable_input(block, "variable per-value")
+    values = VariableWidthBlock(offs.astype(_offset_dtype(bits)), data, int(block.num_values))
+    return values, variable_encoding(bits)

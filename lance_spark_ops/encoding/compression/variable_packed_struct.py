@@ -19,6 +19,13 @@ variable children as empty values.
 pylance picks it in 2.2 for ``lance-encoding:packed = true`` structs with a string / binary
 child (2.1 refuses them), and for blob v2 descriptors ``{kind, position, size, blob_id,
 blob_uri}`` in 2.2 datasets. Parsing is vectorised over rows, one pass per field.
+
+Writing (``encode_variable_packed_struct_per_value``, Lance's
+``PackedStructVariablePerValueEncoder``): each field is first compressed per value on its
+own (Flat, Variable, Fsst, General zstd for values over 32 KiB ...), then the rows are laid
+out field after field with one ragged scatter per field; the row offsets are u32 (u64 past
+4 GiB) and the full-zip layout adds its own length prefix per row. Bool fields are refused
+(not byte aligned), as pylance refuses them.
 """
 
 from __future__ import annotations
@@ -28,7 +35,7 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression.variable import gather_segments
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def _read_le(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -111,3 +118,98 @@ def decode_variable_packed_struct_per_value(msg: pb.VariablePackedStruct, block:
     if (cursor != row_end).any():
         raise CorruptFileError("variable packed struct: trailing bytes after the last field of a row")
     return StructBlock(children, n)
+
+
+# ----------------------------------------------------------------------------- encoder
+
+
+def _child_bytes(child: DataBlock, n: int, what: str) -> tuple[np.ndarray, np.ndarray, int, bool]:
+    """(bytes of each row's value back to back, per-row value size, prefix width, variable)."""
+    from lance_spark_ops.encoding.compression._arrays import as_u8
+
+    if isinstance(child, FixedWidthBlock):
+        if child.bits_per_value <= 0 or child.bits_per_value % 8:
+            raise UnsupportedError(f"{what}: {child.bits_per_value}-bit values are not byte aligned "
+                                   "(packed structs need byte-aligned fixed-width fields, as in Lance)")
+        w = child.bits_per_value // 8
+        data = as_u8(child.data)
+        if child.num_values != n or data.size < n * w:
+            raise InvalidInputError(f"{what}: {child.num_values} values for {n} rows")
+        return data[: n * w], np.full(n, w, np.int64), 0, False
+    if isinstance(child, VariableWidthBlock):
+        offs = np.asarray(child.offsets)
+        lw = offs.dtype.itemsize
+        if lw not in (4, 8):
+            raise UnsupportedError(f"{what}: {lw * 8}-bit offsets (expected 32 or 64)")
+        o = offs.astype(np.int64)
+        data = as_u8(child.data)
+        if child.num_values != n or o.size != n + 1 or (o.size and (o[0] < 0 or o[-1] > data.size)):
+            raise InvalidInputError(f"{what}: offsets do not describe {n} values")
+        return data[int(o[0]) : int(o[-1])], np.diff(o), lw, True
+    raise UnsupportedError(f"{what}: per-value output of type {type(child).__name__}")
+
+
+def _scatter_le(out: np.ndarray, pos: np.ndarray, values: np.ndarray, width: int) -> None:
+    v = values.astype(np.uint64)
+    for k in range(width):
+        out[pos + k] = ((v >> np.uint64(8 * k)) & np.uint64(0xFF)).astype(np.uint8)
+
+
+def encode_variable_packed_struct_per_value(
+    block: DataBlock,
+    params: object | None = None,
+    children: list[tuple[DataBlock, pb.CompressiveEncoding]] | None = None,
+) -> tuple[VariableWidthBlock, pb.CompressiveEncoding]:
+    """Rows of ``block`` (a ``StructBlock``) packed as described in the module docstring.
+
+    ``children``: each field's per-value compressed values and encoding (what
+    ``codecs.compress_per_value`` produced for it); when omitted each field is compressed
+    with the strategy's per-value choice. Row offsets are u32 unless the rows exceed 4 GiB.
+    """
+    from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, scatter_ragged
+
+    if not isinstance(block, StructBlock) or not block.children:
+        raise InvalidInputError("variable packed struct needs a struct block with at least one field")
+    n = block.num_values
+    if children is None:
+        children = [_compress_child(c, params) for c in block.children]
+    if len(children) != len(block.children):
+        raise InvalidInputError(
+            f"variable packed struct: {len(children)} encoded fields for {len(block.children)}"
+        )
+    parts = [_child_bytes(c, n, f"variable packed struct field {i}") for i, (c, _) in enumerate(children)]
+    row_size = np.zeros(n, np.int64)
+    for _, lens, lw, _var in parts:
+        row_size += lens + lw
+    row_start = exclusive_cumsum(row_size)
+    total = int(row_size.sum())
+    out = np.empty(total, np.uint8)
+    cursor = row_start.copy()
+    fields = []
+    for (data, lens, lw, variable), (_, enc) in zip(parts, children, strict=True):
+        if variable:
+            _scatter_le(out, cursor, lens, lw)
+            cursor += lw
+            fields.append(pb.VariablePackedStruct.FieldEncoding(value=enc, bits_per_length=lw * 8))
+        else:
+            bits = int(lens[0] * 8) if n else 0
+            fields.append(pb.VariablePackedStruct.FieldEncoding(value=enc, bits_per_value=bits))
+        scatter_ragged(out, cursor, data, exclusive_cumsum(lens), lens)
+        cursor += lens
+    if not n:
+        fields = [pb.VariablePackedStruct.FieldEncoding(value=enc, **(
+            {"bits_per_length": _child_bytes(c, 0, "")[2] * 8} if isinstance(c, VariableWidthBlock)
+            else {"bits_per_value": c.bits_per_value})) for c, enc in children]
+    dtype = np.uint32 if total < 2**32 else np.uint64
+    offsets = np.append(row_start, total).astype(dtype)
+    enc = pb.CompressiveEncoding(variable_packed_struct=pb.VariablePackedStruct(fields=fields))
+    return VariableWidthBlock(offsets, out, n), enc
+
+
+def _compress_child(child: DataBlock, params: object | None) -> tuple[DataBlock, pb.CompressiveEncoding]:
+    from lance_spark_ops.encoding.codecs import compress_per_value
+    from lance_spark_ops.encoding.compression.encoded import CompressionParams
+    from lance_spark_ops.encoding.compression.strategy import per_value_codec
+
+    p = params if isinstance(params, CompressionParams) else CompressionParams()
+    return compress_per_value(per_value_codec(child, p), child, p)

@@ -21,18 +21,29 @@ Decoded like pylance's ``LanceFileReader`` reads such a column: the payload byte
 levels are returned unless the layers are a lone ALL_VALID_ITEM. Repetition is refused:
 the descriptor cannot carry the rep level of a non-empty value, so Lance has no way to
 store blobs inside lists.
+
+Writing (``encode_blob_page``) follows ``lance.file.LanceFileWriter`` for
+``lance-encoding:blob`` in both 2.1 and 2.2 (the blob v2 struct descriptors and sidecar
+``.blob`` files belong to 2.2 *datasets*, not to the file writer): every non-empty payload
+is placed before the page's own buffers, 64-byte aligned, in row order; the page is written
+as one external buffer (payloads at 64-aligned offsets inside it), and ``finalize`` turns
+its file offset into absolute positions, then encodes the descriptors as an inner
+mini-block ``PackedStruct(u64, u64)`` page (``encode_packed_struct_miniblock`` +
+``encode_miniblock_page``) with layers [ALL_VALID_ITEM]. Only ``large_binary`` is
+accepted, as pylance refuses plain binary blob columns.
 """
 
 from __future__ import annotations
 
 import numpy as np
+import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.layout.fullzip import join_u8, level_info, page_message, row_runs
-from lance_spark_ops.encoding.page import Fetch, PageData
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def inner_decoder(layout: pb.PageLayout, num_rows: int, sizes: list[int], version: str) -> PageDecoder:
@@ -142,3 +153,95 @@ class BlobDecoder(PageDecoder):
             def_=None if all_valid else def_,
             layers=self.layers,
         )
+
+
+# ----------------------------------------------------------------------------- encoder
+
+BLOB_ALIGN = 64
+
+
+def blob_descriptors(
+    lengths: np.ndarray, def_: np.ndarray | None, base: int, rel: np.ndarray
+) -> tuple[np.ndarray, np.ndarray]:
+    """(position, size) per item: payloads at ``base + rel``; empty values (0, 0); null
+    items (def level << 16, 0)."""
+    lengths = np.asarray(lengths, dtype=np.uint64)
+    pos = np.where(lengths > 0, np.uint64(base) + rel.astype(np.uint64), np.uint64(0))
+    if def_ is not None:
+        null = np.asarray(def_) != 0
+        pos = np.where(null, np.asarray(def_).astype(np.uint64) << np.uint64(16), pos)
+        lengths = np.where(null, np.uint64(0), lengths)
+    return pos.astype(np.uint64), lengths
+
+
+def _payloads(values: pa.Array, def_: np.ndarray | None) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(one buffer holding every non-empty payload 64-byte aligned, each item's size, each
+    item's offset in that buffer)."""
+    from lance_spark_ops.encoding.blocks_from_arrow import arrow_to_block, strip_extension
+    from lance_spark_ops.encoding.compression._arrays import as_u8, exclusive_cumsum, scatter_ragged
+
+    values = strip_extension(values)
+    if not pa.types.is_large_binary(values.type):
+        raise UnsupportedError(f"blob columns must be large_binary, got {values.type} (as pylance requires)")
+    block = arrow_to_block(values)
+    offs = np.asarray(block.offsets).astype(np.int64)
+    lens = np.diff(offs)
+    if def_ is not None:
+        lens = np.where(np.asarray(def_) != 0, 0, lens)
+    slot = np.where(lens > 0, (lens + BLOB_ALIGN - 1) // BLOB_ALIGN * BLOB_ALIGN, 0)
+    rel = exclusive_cumsum(slot)
+    keep = np.flatnonzero(lens > 0)
+    total = int(rel[keep[-1]] + lens[keep[-1]]) if keep.size else 0
+    out = np.zeros(total, np.uint8)
+    scatter_ragged(out, rel[keep], as_u8(block.data), offs[:-1][keep], lens[keep])
+    return out, lens, rel
+
+
+def encode_blob_page(
+    num_rows: int,
+    values: pa.Array,
+    rep: np.ndarray | None,
+    def_: np.ndarray | None,
+    layers: list[int],
+    version: str,
+) -> EncodedPage:
+    """A blob page for ``values`` (one per item, nulls included) with def levels ``def_``.
+
+    The returned page carries the payloads as one external buffer; the container writes it,
+    then calls ``finalize`` with its offset, which fills in the descriptor page.
+    """
+    if version not in ("2.1", "2.2"):
+        raise UnsupportedError(f"blob pages exist in file versions 2.1 and 2.2, not {version}")
+    if rep is not None:
+        raise UnsupportedError("blob columns inside lists are not supported (as in Lance)")
+    info = level_info(layers, "blob page")
+    if info.max_rep:
+        raise UnsupportedError("blob columns inside lists are not supported (as in Lance)")
+    if len(values) != num_rows or (def_ is not None and len(def_) != num_rows):
+        raise InvalidInputError(f"blob page: {len(values)} values / levels for {num_rows} rows")
+    payload, lens, rel = _payloads(values, def_)
+    page = EncodedPage(num_rows, [], None, external=[payload] if payload.size else [])
+
+    def finalize(offsets: list[int]) -> None:
+        base = int(offsets[0]) if offsets else 0
+        pos, size = blob_descriptors(lens, def_, base, rel)
+        inner = _descriptor_page(num_rows, pos, size, version)
+        page.buffers = inner.buffers
+        blob = pb.BlobLayout(inner_layout=inner.encoding, layers=list(layers))
+        page.encoding = pb.PageLayout(blob_layout=blob)
+
+    page.finalize = finalize
+    if not page.external:
+        finalize([])
+    return page
+
+
+def _descriptor_page(num_rows: int, pos: np.ndarray, size: np.ndarray, version: str) -> EncodedPage:
+    from lance_spark_ops.encoding.compression.packed_struct import encode_packed_struct_miniblock
+    from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+
+    fields = [
+        FixedWidthBlock(np.ascontiguousarray(a, "<u8").view(np.uint8), 64, num_rows) for a in (pos, size)
+    ]
+    values = encode_packed_struct_miniblock(StructBlock(fields, num_rows))
+    return encode_miniblock_page(num_rows, values, None, None, [pb.REPDEF_ALL_VALID_ITEM], version)

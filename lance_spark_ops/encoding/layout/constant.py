@@ -30,6 +30,18 @@ Two buffers: offsets (``[0, len]`` as u32, or u64 for large types) + the bytes, 
 Decoded ``PageData.values`` is a ``ConstantBlock`` holding the scalar and the number of
 visible items (``None`` for an all-null page). A simple all-null page (layers
 [NULLABLE_ITEM], no levels stored) gets synthesized def levels of 1 so every item reads null.
+
+Writing (``encode_constant_page``), as pylance 14 does:
+
+- all null, no lists, one NULLABLE_ITEM layer: no buffers at all (2.1 and 2.2);
+- all null with levels (null / empty lists, null structs): 2.1 ``[rep][def]`` raw u16 (an
+  empty buffer for absent levels); 2.2 each level buffer compressed on its own with the
+  block codec ``strategy.level_codec`` picks (Rle for long runs, bitpacking, Flat for tiny
+  pages), ``num_rep_values`` / ``num_def_values`` set;
+- a constant (2.2 only): fixed-width values of <= 32 bytes inline (ints, decimals, bools as
+  a 1-byte bitmap), anything else as a scalar value block; levels stay raw u16 with no
+  counts. Example: 1000 x "hello" -> one 25-byte buffer
+  ``02000000 08000000 05000000 00000000 05000000 68656c6c6f`` and layers [ALL_VALID_ITEM].
 """
 
 from __future__ import annotations
@@ -41,8 +53,8 @@ from lance_spark_ops.encoding.blocks import ConstantBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.layout.fullzip import as_u8, level_info, page_message, row_runs
-from lance_spark_ops.encoding.page import Fetch, PageData
-from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def parse_scalar_block(raw: np.ndarray, what: str) -> tuple[bytes, bool]:
@@ -207,3 +219,110 @@ class ConstantDecoder(PageDecoder):
         visible = int(self.info.visible(def_, count).sum()) if rep is not None else count
         values = None if value is None else ConstantBlock(value, visible, variable)
         return PageData(num_rows=num_rows, values=values, rep=rep, def_=def_, layers=list(self.info.layers))
+
+
+# ----------------------------------------------------------------------------- encoder
+
+MAX_INLINE_VALUE = 32
+
+
+def scalar_block(value: bytes, variable: bool, offset_bits: int = 32) -> bytes:
+    """The scalar value block of one value: ``u32 #buffers, u32 sizes..., buffers``;
+    variable-width values as offsets ``[0, len]`` (u32, or u64 for large types) + bytes."""
+    if not variable:
+        return np.array([1, len(value)], "<u4").tobytes() + value
+    if offset_bits not in (32, 64):
+        raise InvalidInputError(f"constant page: {offset_bits}-bit offsets (expected 32 or 64)")
+    offsets = np.array([0, len(value)], f"<u{offset_bits // 8}").tobytes()
+    return np.array([2, len(offsets), len(value)], "<u4").tobytes() + offsets + value
+
+
+def _raw_levels(levels: np.ndarray | None) -> np.ndarray:
+    if levels is None:
+        return np.zeros(0, np.uint8)
+    return np.ascontiguousarray(levels, dtype="<u2").view(np.uint8)
+
+
+def _compressed_levels(
+    levels: np.ndarray | None, version: str
+) -> tuple[np.ndarray, pb.CompressiveEncoding | None, int]:
+    """(buffer, its compression, count) of one level buffer of a 2.2 all-null page."""
+    if levels is None:
+        return np.zeros(0, np.uint8), None, 0
+    from lance_spark_ops.encoding.codecs import compress_block
+    from lance_spark_ops.encoding.compression.encoded import CompressionParams
+    from lance_spark_ops.encoding.compression.strategy import level_codec
+
+    lv = np.ascontiguousarray(levels, dtype="<u2")
+    data, enc = compress_block(
+        level_codec(lv, version), FixedWidthBlock(lv.view(np.uint8), 16, len(lv)), CompressionParams()
+    )
+    return as_u8(data), enc, len(lv)
+
+
+def _levels_in(levels: np.ndarray | None, what: str) -> np.ndarray | None:
+    if levels is None:
+        return None
+    lv = np.asarray(levels)
+    if lv.ndim != 1 or (lv.size and (int(lv.min()) < 0 or int(lv.max()) > 0xFFFF)):
+        raise InvalidInputError(f"constant page: {what} levels must be one u16 per item")
+    return lv.astype(np.uint16, copy=False)
+
+
+def encode_constant_page(
+    num_rows: int,
+    value: bytes | None,
+    variable: bool,
+    rep: np.ndarray | None,
+    def_: np.ndarray | None,
+    layers: list[int],
+    version: str,
+    offset_bits: int = 32,
+) -> EncodedPage:
+    """An all-null (``value`` None) or constant page (see the module docstring).
+
+    ``rep`` / ``def_``: one u16 per item (None: absent); ``variable``: the value is a string
+    / binary (stored with ``offset_bits`` offsets, 64 for large types).
+    """
+    if version not in ("2.1", "2.2"):
+        raise UnsupportedError(f"constant / all-null pages exist in file versions 2.1 and 2.2, not {version}")
+    rep, def_ = _levels_in(rep, "rep"), _levels_in(def_, "def")
+    layers = [int(x) for x in layers]
+    info = level_info(layers, "constant page")
+    if rep is None and info.max_rep:
+        raise InvalidInputError("constant page: list layers but no repetition levels")
+    count = len(rep) if rep is not None else len(def_) if def_ is not None else num_rows
+    if rep is not None and def_ is not None and len(def_) != count:
+        raise InvalidInputError(f"constant page: {len(rep)} rep levels but {len(def_)} def levels")
+    if rep is None and count != num_rows:
+        raise InvalidInputError(f"constant page: {count} levels for {num_rows} rows without repetition")
+    if rep is not None and int((rep == info.max_rep).sum()) != num_rows:
+        starts = int((rep == info.max_rep).sum())
+        raise InvalidInputError(f"constant page: levels start {starts} rows, not {num_rows}")
+    msg = pb.ConstantLayout(layers=layers)
+    simple = rep is None and layers == [pb.REPDEF_NULLABLE_ITEM] and (def_ is None or bool((def_ == 1).all()))
+    if value is None:
+        if simple:
+            return EncodedPage(num_rows, [], pb.PageLayout(constant_layout=msg))
+        if version == "2.1":
+            levels = [_raw_levels(rep), _raw_levels(def_)]
+            return EncodedPage(num_rows, levels, pb.PageLayout(constant_layout=msg))
+        rbuf, renc, nrep = _compressed_levels(rep, version)
+        dbuf, denc, ndef = _compressed_levels(def_, version)
+        if renc is not None:
+            msg.rep_compression.CopyFrom(renc)
+            msg.num_rep_values = nrep
+        if denc is not None:
+            msg.def_compression.CopyFrom(denc)
+            msg.num_def_values = ndef
+        return EncodedPage(num_rows, [rbuf, dbuf], pb.PageLayout(constant_layout=msg))
+    if version == "2.1":
+        raise UnsupportedError("file version 2.1 has no constant layout (only all-null pages)")
+    buffers: list[np.ndarray | bytes] = []
+    if not variable and len(value) <= MAX_INLINE_VALUE:
+        msg.inline_value = bytes(value)
+    else:
+        buffers.append(scalar_block(bytes(value), variable, offset_bits))
+    if rep is not None or def_ is not None:
+        buffers += [_raw_levels(rep), _raw_levels(def_)]
+    return EncodedPage(num_rows, buffers, pb.PageLayout(constant_layout=msg))

@@ -33,6 +33,9 @@ NULL_AND_EMPTY_LIST]): rows ``[[], None, ["ab"]]`` zip to ``06 | 05 | 04 0200000
 (empty list rep 1 def 2, null list rep 1 def 1, item rep 1 def 0 with length 2) and the
 repetition index ``00 01 02 09`` (u8).
 
+Writing: ``encode_fullzip_page`` (in ``fullzip_encode``, re-exported here) produces exactly
+these bytes, with the control-word and repetition-index widths pylance picks.
+
 Decoding is vectorised across rows: each pass of the item walk parses one item of every row
 still open, so the number of passes is the largest number of items in one row (1 without
 repetition). Only a variable-width page *without* a repetition index (never written by Lance)
@@ -455,7 +458,9 @@ class FullZipDecoder(PageDecoder):
             ranges.append((1, 0, int(self.buffer_sizes[1])))
         got = fetch(ranges)
         if len(got) != len(ranges):
-            raise CorruptFileError(f"{self.what}: fetch returned {len(got)} buffers for {len(ranges)} requests")
+            raise CorruptFileError(
+                f"{self.what}: fetch returned {len(got)} buffers for {len(ranges)} requests"
+            )
         buf = as_u8(got[0])
         if buf.size != self.data_size:
             raise CorruptFileError(f"{self.what}: read {buf.size} bytes of a {self.data_size}-byte buffer")
@@ -575,3 +580,11 @@ class FullZipDecoder(PageDecoder):
             def_=items.def_,
             layers=list(self.info.layers),
         )
+
+
+# ----------------------------------------------------------------------------- encoder
+# (implemented in ``fullzip_encode``; re-exported here so the layout has one entry point)
+
+from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page  # noqa: E402
+
+__all__ = ["FullZipDecoder", "encode_fullzip_page"]

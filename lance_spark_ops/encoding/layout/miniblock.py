@@ -59,7 +59,12 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.block_ops import take_block
 from lance_spark_ops.encoding.blocks import ConstantBlock, DataBlock, FixedWidthBlock
-from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, join
+from lance_spark_ops.encoding.compression._arrays import (
+    exclusive_cumsum,
+    join,
+    join_with_starts,
+    ranges_to_chunks,
+)
 from lance_spark_ops.encoding.compression.decompress import (
     CODEC_MODULES,
     decompress_block,
@@ -101,20 +106,52 @@ def _read_uint(data: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
     return out
 
 
-def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], counts: np.ndarray) -> np.ndarray:
-    """Decode one level buffer per chunk into one uint16 array.
-
-    Codecs may offer ``decode_<kind>_blocks(msg, buffers, counts)`` to do all chunks in one
-    vectorised call (bitpacking, rle); otherwise each chunk goes through ``decompress_block``.
-    """
+def _codec_fn(enc: pb.CompressiveEncoding, suffix: str) -> tuple[object, object] | None:
+    """``decode_<kind>_<suffix>`` of the encoding's codec module and its message, if any."""
     kind = enc.WhichOneof("compression")
-    fn = None
-    if kind in CODEC_MODULES:
-        module = importlib.import_module(f"lance_spark_ops.encoding.compression.{CODEC_MODULES[kind]}")
-        fn = getattr(module, f"decode_{kind}_blocks", None)
-    if fn is not None:
-        blocks = [fn(getattr(enc, kind), bufs, counts)]
+    if kind not in CODEC_MODULES:
+        return None
+    module = importlib.import_module(f"lance_spark_ops.encoding.compression.{CODEC_MODULES[kind]}")
+    fn = getattr(module, f"decode_{kind}_{suffix}", None)
+    return None if fn is None else (fn, getattr(enc, kind))
+
+
+def decode_miniblock_ranges(
+    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> DataBlock:
+    """Decode mini-block chunks whose value buffers are the byte ranges ``(starts[i, j],
+    sizes[i, j])`` of ``data`` (chunk i, buffer j). Codecs with a
+    ``decode_<kind>_miniblock_ranges`` work on the ranges directly (no per-chunk Python
+    objects, no joining copy); others get per-chunk memoryviews."""
+    found = _codec_fn(enc, "miniblock_ranges")
+    if found is not None:
+        fn, msg = found
+        return fn(msg, data, starts, sizes, counts)  # type: ignore[operator]
+    return decompress_miniblock_chunks(enc, ranges_to_chunks(data, starts, sizes), counts)
+
+
+def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], counts: np.ndarray) -> np.ndarray:
+    """Decode one level buffer per chunk into one uint16 array."""
+    data, starts, sizes = join_with_starts(bufs)
+    return decode_levels_ranges(enc, data, starts, sizes, counts)
+
+
+def decode_levels_ranges(
+    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> np.ndarray:
+    """Decode one level buffer per chunk (byte ranges of ``data``) into one uint16 array.
+
+    Codecs may offer ``decode_<kind>_blocks_ranges(msg, data, starts, sizes, counts)`` to do
+    all chunks in one vectorised call (bitpacking, rle, flat); otherwise each chunk goes
+    through ``decompress_block``.
+    """
+    counts = np.asarray(counts, dtype=np.int64)
+    found = _codec_fn(enc, "blocks_ranges")
+    if found is not None:
+        fn, msg = found
+        blocks = [fn(msg, data, starts, sizes, counts)]  # type: ignore[operator]
     else:
+        bufs = [c[0] for c in ranges_to_chunks(data, starts[:, None], sizes[:, None])]
         blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts, strict=True)]
     parts = []
     for blk in blocks:
@@ -126,7 +163,10 @@ def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], count
                 f"levels decoded to {type(blk).__name__} "
                 f"of {getattr(blk, 'bits_per_value', '?')} bits, expected 16-bit values"
             )
-        parts.append(np.asarray(blk.data).view(np.uint8)[: 2 * blk.num_values].view("<u2"))
+        raw = np.asarray(blk.data).view(np.uint8)[: 2 * blk.num_values]
+        if len(raw) != 2 * blk.num_values:
+            raise CorruptFileError(f"levels decoded to {len(raw)} bytes for {blk.num_values} values")
+        parts.append(raw.view("<u2"))
     out = np.concatenate(parts) if len(parts) != 1 else parts[0]
     if len(out) != int(np.sum(counts)):
         raise CorruptFileError(f"levels decoded to {len(out)} values, chunks declare {int(np.sum(counts))}")
@@ -324,26 +364,25 @@ class MiniBlockDecoder(PageDecoder):
                 f"mini-block chunk {k}: buffers need {int((pos - starts)[np.argmax(over)])} bytes, "
                 f"chunk has {int(sizes[np.argmax(over)])}"
             )
-        view = memoryview(data)
-        cuts = [
-            list(zip(s.tolist(), (s + n).tolist(), strict=True))
-            for s, n in zip(section_starts, section_sizes, strict=True)
-        ]
         sec = 0
         rep = def_ = None
         if self._has_rep:
-            rep = decode_levels(self.layout.rep_compression, [view[a:b] for a, b in cuts[sec]], num_levels)
+            rep = decode_levels_ranges(
+                self.layout.rep_compression, data, section_starts[sec], section_sizes[sec], num_levels
+            )
             sec += 1
         if self._has_def:
-            def_ = decode_levels(self.layout.def_compression, [view[a:b] for a, b in cuts[sec]], num_levels)
+            def_ = decode_levels_ranges(
+                self.layout.def_compression, data, section_starts[sec], section_sizes[sec], num_levels
+            )
             sec += 1
-        value_cuts = cuts[sec:]
-        chunks = (
-            [[view[a:b] for a, b in parts] for parts in zip(*value_cuts, strict=True)]
-            if value_cuts
-            else [[] for _ in range(len(starts))]
-        )
-        values = decompress_miniblock_chunks(self.layout.value_compression, chunks, counts)
+        k = len(starts)
+        if sec < len(section_starts):
+            vstarts = np.stack(section_starts[sec:], axis=1)
+            vsizes = np.stack(section_sizes[sec:], axis=1)
+        else:
+            vstarts = vsizes = np.zeros((k, 0), dtype=np.int64)
+        values = decode_miniblock_ranges(self.layout.value_compression, data, vstarts, vsizes, counts)
         if values.num_values != int(counts.sum()):
             raise CorruptFileError(
                 f"mini-block values decoded to {values.num_values} items, chunks declare {int(counts.sum())}"
@@ -361,14 +400,14 @@ class MiniBlockDecoder(PageDecoder):
     ) -> None:
         if rep is None and def_ is None:
             return
-        if rep is None:
+        if rep is None or def_ is None:  # every level is visible
             bad = num_levels != counts
         else:
-            visible = np.ones(len(rep), dtype=np.int64) if def_ is None else (def_ <= self._max_visible)
             per_chunk = np.zeros(len(counts), dtype=np.int64)
             nz = num_levels > 0
             if len(rep):
-                per_chunk[nz] = np.add.reduceat(visible.astype(np.int64), exclusive_cumsum(num_levels)[nz])
+                visible = (def_ <= self._max_visible).astype(np.int64)
+                per_chunk[nz] = np.add.reduceat(visible, exclusive_cumsum(num_levels)[nz])
             bad = per_chunk != counts
         if bad.any():
             k = int(np.argmax(bad))

@@ -1,0 +1,346 @@
+"""FSST symbol-table construction and compression, vectorised with numpy.
+
+The design (why there is no Python loop per byte) is described in ``fsst.py``'s module
+docstring; this module holds the machinery:
+
+- ``Table``: up to 255 symbols plus the lookup structures of FSST's compressor: a
+  ``short`` table over the first two bytes (a 2-byte symbol, else the first byte's 1-byte
+  symbol, else an escape) and a 4096-slot hash table over the first three bytes holding at
+  most one symbol of 3..8 bytes per slot (a colliding, lower-gain candidate is dropped, as
+  in FSST).
+- ``walk``: the greedy parse of many strings at once. Strings are cut into pieces of at
+  most ``PIECE`` bytes (FSST's own 511-byte pieces); each step matches one token at the
+  cursor of every unfinished piece, so the number of Python steps is bounded by the piece
+  length, never by the data size.
+- ``build_table``: FSST's rounds (count tokens and adjacent token pairs, rank candidates
+  by gain, keep the 255 best) done with ``np.unique`` / sorting on a sample.
+- ``compress``: the final parse of the page and the output assembly (one scatter).
+
+Token ids: 0..254 are symbol codes, ``256 + b`` is byte ``b`` escaped (code 255 + b).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_spark_ops.encoding.compression._arrays import ragged_arange
+
+PIECE = 511  # FSST compresses strings in pieces of at most 511 bytes
+SAMPLE_PIECE = 64  # sample strings are cut shorter: fewer parse steps per round
+SAMPLE_TARGET = 32 * 1024
+MAX_SYMBOLS = 255
+HASH_BITS = 12
+HASH_MUL = np.uint32(0x9E3779B1)
+ESC = 255
+ROUNDS = (8, 38, 68, 98, 128)  # FSST's sample fractions: count thresholds, last has no pairs
+
+_U64_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1, 0], dtype=np.uint64)
+_EMPTY_LEN = 9  # hash slots without a symbol (mask 0 never equals their value 1)
+
+
+def _slot(w: np.ndarray) -> np.ndarray:
+    """Hash slot (intp) of the first three bytes of each LE u64 window: multiplicative
+    hashing in 32-bit arithmetic on the low word."""
+    low = np.ascontiguousarray(w, dtype=np.uint64).view(np.uint32)[::2]
+    return (((low & np.uint32(0xFFFFFF)) * HASH_MUL) >> np.uint32(32 - HASH_BITS)).astype(np.intp)
+
+
+@dataclass
+class Table:
+    """Symbols (``vals`` little endian, ``lens`` 1..8) in code order and their lookups."""
+
+    vals: np.ndarray  # (n,) uint64
+    lens: np.ndarray  # (n,) uint8
+
+    def __post_init__(self) -> None:
+        n = len(self.vals)
+        # token id -> (value, length) for symbols and escaped bytes
+        self.tok_val = np.zeros(512, np.uint64)
+        self.tok_len = np.zeros(512, np.int64)
+        self.tok_val[:n], self.tok_len[:n] = self.vals, self.lens
+        self.tok_val[256:] = np.arange(256, dtype=np.uint64)
+        self.tok_len[256:] = 1
+        codes = np.arange(n, dtype=np.uint16)
+        single = np.arange(256, 512, dtype=np.uint16)
+        one = self.lens == 1
+        single[self.vals[one].astype(np.int64)] = codes[one]
+        self.single = single
+        short = np.tile(single, 256)  # indexed by the first two bytes (LE u16)
+        two = self.lens == 2
+        short[self.vals[two].astype(np.int64)] = codes[two]
+        self.short = short
+        self.ht_val = np.ones(1 << HASH_BITS, np.uint64)  # never equals (w & mask 0)
+        self.ht_mask = np.zeros(1 << HASH_BITS, np.uint64)
+        self.ht_len = np.full(1 << HASH_BITS, _EMPTY_LEN, np.int8)
+        self.ht_tok = np.zeros(1 << HASH_BITS, np.uint16)
+        long_ = np.flatnonzero(self.lens >= 3)
+        slots = _slot(self.vals[long_])
+        self.ht_val[slots] = self.vals[long_]
+        self.ht_mask[slots] = _U64_MASK[self.lens[long_]]
+        self.ht_len[slots] = self.lens[long_]
+        self.ht_tok[slots] = long_
+
+    @property
+    def n(self) -> int:
+        return len(self.vals)
+
+    def match(self, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
+        """Token id (uint16) of the symbol FSST's compressor picks at each cursor: the hash
+        slot's symbol if it matches (3..8 bytes), else the 2-byte symbol, else the 1-byte
+        symbol, else an escape. ``w``: the next 8 bytes (LE u64), ``rem``: bytes left."""
+        slot = _slot(w)
+        hit = (self.ht_len[slot] <= rem) & ((w & self.ht_mask[slot]) == self.ht_val[slot])
+        low = w.view(np.uint16)[::4]
+        tok = np.take(self.short, low)
+        last = np.flatnonzero(rem == 1)  # one byte left: no 2-byte symbol
+        if len(last):
+            tok[last] = self.single[low[last] & 0xFF]
+        np.copyto(tok, np.take(self.ht_tok, slot), where=hit)
+        return tok
+
+
+def windows(data: np.ndarray) -> np.ndarray:
+    """A zero-copy (unaligned) uint64 view: element p holds ``data[p:p + 8]`` LE."""
+    padded = np.zeros(len(data) + 8, np.uint8)
+    padded[: len(data)] = data
+    return np.ndarray((len(data),), dtype="<u8", buffer=padded, strides=(1,))
+
+
+def pieces(offsets: np.ndarray, piece: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Cut strings ``[offsets[i], offsets[i + 1])`` into pieces of at most ``piece`` bytes;
+    returns (start, end, string index) per non-empty piece."""
+    o = np.asarray(offsets, dtype=np.int64)
+    lens = np.diff(o)
+    if not len(lens) or int(lens.max()) <= piece:  # every string is one piece
+        owner = np.flatnonzero(lens)
+        return o[:-1][owner], o[1:][owner], owner
+    count = (lens + piece - 1) // piece
+    owner = np.repeat(np.arange(len(lens), dtype=np.int64), count)
+    starts_idx = np.cumsum(count) - count
+    k = np.arange(len(owner), dtype=np.int64) - np.repeat(starts_idx, count)
+    start = o[:-1][owner] + k * piece
+    end = np.minimum(start + piece, o[1:][owner])
+    return start, end, owner
+
+
+@dataclass
+class Parse:
+    """Tokens of a parse in step-major order: piece id, token id and the token's output
+    position inside its piece; ``piece_out``: output bytes per piece."""
+
+    piece: np.ndarray
+    tok: np.ndarray
+    rel: np.ndarray
+    piece_out: np.ndarray
+    prev: np.ndarray | None = None  # token before each token (-1 at a piece start)
+
+
+def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pairs: bool = False) -> Parse:
+    """Greedy FSST parse of every piece at once (one step = one token per open piece).
+
+    A token's output position in its piece is its step number plus the escapes before it
+    (an escape takes two bytes), so only escapes need per-piece bookkeeping.
+    """
+    npieces = len(start)
+    it = np.int32 if len(w_all) < 2**31 - 16 else np.int64
+    pos, rem = start.astype(it), (end - start).astype(it)
+    ids = np.arange(npieces, dtype=it)
+    esc = None  # escapes so far, per open piece (None: none yet)
+    piece_out = np.zeros(npieces, np.int64)
+    last = np.full(npieces, -1, np.int16) if pairs else None
+    tok_len = table.tok_len.astype(it)
+    out_piece, out_tok, out_rel, out_prev = [], [], [], []
+    step = 0
+    while ids.size:
+        tok = table.match(w_all[pos], rem)
+        out_piece.append(ids)
+        out_tok.append(tok)
+        out_rel.append(step if esc is None else esc + step)
+        if int(tok.max()) >= 256:
+            is_esc = tok >= 256
+            esc = is_esc.astype(it) if esc is None else esc + is_esc
+        if last is not None:
+            out_prev.append(last)
+            last = tok.view(np.int16)
+        ln = np.take(tok_len, tok)
+        pos += ln
+        rem -= ln
+        step += 1
+        done = np.flatnonzero(rem <= 0)
+        if done.size:
+            piece_out[ids[done]] = step if esc is None else esc[done] + step
+            if done.size == ids.size:
+                break
+            keep = rem > 0
+            ids, pos, rem = ids[keep], pos[keep], rem[keep]
+            if esc is not None:
+                esc = esc[keep]
+            if last is not None:
+                last = last[keep]
+    rel = [
+        np.full(len(i), r, it) if isinstance(r, int) else r for i, r in zip(out_piece, out_rel, strict=True)
+    ]
+    cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
+    return Parse(
+        cat(out_piece, it),
+        cat(out_tok, np.uint16),
+        cat(rel, it),
+        piece_out,
+        cat(out_prev, np.int16).astype(np.int64) if pairs else None,
+    )
+
+
+# ----------------------------------------------------------------------------- table building
+
+
+def sample(
+    data: np.ndarray, offsets: np.ndarray, target: int = SAMPLE_TARGET
+) -> tuple[np.ndarray, np.ndarray]:
+    """Strings drawn at random (fixed seed, with replacement, as FSST does) until about
+    ``target`` bytes, each cut to ``target`` bytes; returns (bytes, offsets). Small inputs
+    are used whole."""
+    o = np.asarray(offsets, dtype=np.int64)
+    total = int(o[-1] - o[0])
+    if total <= target:
+        return data[int(o[0]) : int(o[-1])], o - o[0]
+    n = len(o) - 1
+    lens = np.minimum(np.diff(o), target)
+    rng = np.random.default_rng(n ^ total)
+    picks = rng.integers(0, n, max(16, int(2.5 * target * n / total)))
+    got = np.cumsum(lens[picks])
+    picks = np.sort(picks[: int(np.searchsorted(got, target)) + 1])
+    buf = data[ragged_arange(o[:-1][picks], lens[picks])]
+    so = np.zeros(len(picks) + 1, np.int64)
+    np.cumsum(lens[picks], out=so[1:])
+    return buf, so
+
+
+def _concat(av: np.ndarray, al: np.ndarray, bv: np.ndarray, bl: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Symbol a followed by symbol b, cut to 8 bytes."""
+    shift = (8 * al).astype(np.uint64)
+    val = av | np.where(al < 8, bv << np.minimum(shift, np.uint64(63)), np.uint64(0))
+    ln = np.minimum(al + bl, 8)
+    return val & _U64_MASK[ln], ln
+
+
+def _sum_gains(
+    val: np.ndarray, ln: np.ndarray, gain: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Merge duplicate candidates (same bytes and length), summing their gains."""
+    order = np.lexsort((ln, val))
+    val, ln, gain = val[order], ln[order], gain[order]
+    new = np.ones(len(val), bool)
+    new[1:] = (val[1:] != val[:-1]) | (ln[1:] != ln[:-1])
+    starts = np.flatnonzero(new)
+    return val[starts], ln[starts], np.add.reduceat(gain, starts) if len(starts) else gain[:0]
+
+
+def _pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The <= 255 best candidates by gain (ties: smaller value first), dropping a 3+-byte
+    candidate whose hash slot a better one already holds."""
+    order = np.lexsort((val, -gain))
+    val, ln = val[order], ln[order]
+    keep = np.ones(len(val), bool)
+    long_ = np.flatnonzero(ln >= 3)
+    if len(long_):
+        _, first = np.unique(_slot(val[long_]), return_index=True)
+        dup = np.ones(len(long_), bool)
+        dup[first] = False
+        keep[long_[dup]] = False
+    val, ln = val[keep][:MAX_SYMBOLS], ln[keep][:MAX_SYMBOLS]
+    return val, ln
+
+
+def _candidates(table: Table, p: Parse, first_bytes: np.ndarray, frac: int) -> tuple[np.ndarray, np.ndarray]:
+    """One round of FSST's ``makeTable``: candidates from token and token-pair counts."""
+    min_count = 5 * frac // 128
+    vals, lens, gains = [], [], []
+    counts = np.bincount(p.tok, minlength=512)
+    # a multi-byte token's first byte also counts as a single-byte candidate
+    multi = table.tok_len[p.tok] > 1
+    counts[256:] += np.bincount(first_bytes[multi], minlength=256)
+    ids = np.flatnonzero(counts > max(min_count, 0))
+    ln = table.tok_len[ids]
+    vals.append(table.tok_val[ids])
+    lens.append(ln)
+    gains.append(counts[ids] * ln * np.where(ln == 1, 8, 1))
+    if frac < 128 and p.prev is not None:
+        has = p.prev >= 0
+        a, b = p.prev[has], p.tok[has]
+        fb = first_bytes[has]
+        for second in (b, np.where(table.tok_len[b] > 1, 256 + fb, -1)):
+            ok = (second >= 0) & (table.tok_len[a] < 8)
+            key = a[ok] * 512 + second[ok]
+            uk, cnt = np.unique(key, return_counts=True)
+            sel = cnt > min_count
+            uk, cnt = uk[sel], cnt[sel]
+            v, ln2 = _concat(
+                table.tok_val[uk // 512],
+                table.tok_len[uk // 512],
+                table.tok_val[uk % 512],
+                table.tok_len[uk % 512],
+            )
+            vals.append(v)
+            lens.append(ln2)
+            gains.append(cnt * ln2)
+    val, ln, gain = _sum_gains(np.concatenate(vals), np.concatenate(lens), np.concatenate(gains))
+    return _pick(val, ln, gain)
+
+
+def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
+    """FSST table construction on a sample of the strings; returns (table, terminator).
+
+    Each round parses the sample with the current table, keeps the table if it gives the
+    smallest sample so far, and builds the next table from the counts. The terminator is
+    the rarest byte of the sample (written in the header like FSST, unused by decoders).
+    """
+    sbuf, soffs = sample(data, offsets)
+    terminator = int(np.argmin(np.bincount(sbuf, minlength=256)))
+    start, end, _ = pieces(soffs, SAMPLE_PIECE)
+    w_all = windows(sbuf)
+    table = Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
+    best, best_size = table, None
+    for frac in ROUNDS:
+        p = walk(table, w_all, start, end, pairs=frac < 128)
+        size = int(p.piece_out.sum())
+        if best_size is None or size < best_size:
+            best, best_size = table, size
+        first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
+        val, ln = _candidates(table, p, first_bytes, frac)
+        table = Table(val, ln.astype(np.uint8))
+    size = int(walk(table, w_all, start, end).piece_out.sum())
+    if best_size is None or size < best_size:
+        best = table
+    return best, terminator
+
+
+# ----------------------------------------------------------------------------- compression
+
+
+def compress(table: Table, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Compress the strings ``data[offsets[i]:offsets[i + 1]]``; returns (bytes, offsets
+    from 0 as int64). Each token's code byte (and escaped literal) is scattered to its
+    place in one pass once every piece's output size is known."""
+    o = np.asarray(offsets, dtype=np.int64)
+    start, end, owner = pieces(o, PIECE)
+    p = walk(table, windows(data), start, end)
+    piece_base = np.zeros(len(start) + 1, np.int64)
+    np.cumsum(p.piece_out, out=piece_base[1:])
+    out = np.empty(int(piece_base[-1]), np.uint8)
+    it = np.int32 if len(out) < 2**31 else np.int64
+    dest = piece_base[:-1].astype(it)[p.piece]
+    dest += p.rel
+    code = p.tok.astype(np.uint8)  # escapes (256 + b) wrap to b
+    esc = np.flatnonzero(p.tok >= 256)
+    if len(esc):
+        out[dest[esc] + 1] = code[esc]
+        code[esc] = ESC
+    out[dest] = code
+    # string i ends where its last piece ends (strings without pieces are empty)
+    last = np.flatnonzero(np.diff(owner, append=-1) != 0)
+    new_offsets = np.zeros(len(o), np.int64)
+    new_offsets[owner[last] + 1] = piece_base[last + 1]
+    np.maximum.accumulate(new_offsets, out=new_offsets)
+    return out, new_offsets
