@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError
@@ -102,3 +103,29 @@ def test_compact_on_spark(spark, tmp_path: Path) -> None:
     after = lance.dataset(uri).to_table(with_row_id=True)
     assert after.sort_by("_rowid").equals(before.sort_by("_rowid"))
     assert m.tasks >= 2 and m.orphan_files_deleted == 0
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_btree_index_stays_correct(tmp_path: Path, stable: bool) -> None:
+    """A BTREE index built by pylance before compaction answers correctly after it: indexed
+    fragments are left alone, later (unindexed) fragments are compacted."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.2", stable=stable, fragments=4)
+    lance.dataset(uri).create_scalar_index("id", "BTREE")
+    small_fragments_more = lance.dataset(uri).to_table().slice(0, 50)
+    for i in range(4):
+        extra = small_fragments_more.set_column(0, "id", pa.array(range(900_000 + i * 50, 900_050 + i * 50)))
+        lance.write_dataset(extra, uri, mode="append")
+    indexed = {f.fragment_id for f in lance.dataset(uri).get_fragments()[:4]}
+    m = compact(None, uri, target_rows_per_fragment=10_000)
+    ds = lance.dataset(uri)
+    assert m.indexed_fragments_skipped == 4 and m.fragments_removed == 4
+    assert indexed <= {f.fragment_id for f in ds.get_fragments()}
+    for probe in (7, 100_005, 300_299, 900_010, 900_199):
+        got = ds.to_table(filter=f"id = {probe}")
+        want = ds.to_table(filter=f"id + 0 = {probe}")  # not answered by the index
+        assert got.equals(want) and got.num_rows == 1, probe
+    plan = ds.scanner(filter="id = 7").explain_plan()
+    assert "ScalarIndexQuery" in plan or "MaterializeIndex" in plan
