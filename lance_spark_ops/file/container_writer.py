@@ -53,6 +53,10 @@ class ContainerWriter:
             col.encoding.CopyFrom(default_column_encoding())
 
     @property
+    def num_columns(self) -> int:
+        return len(self._columns)
+
+    @property
     def position(self) -> int:
         return self._pos
 
@@ -84,14 +88,22 @@ class ContainerWriter:
 
     def write_page(self, column: int, buffers: Sequence[bytes | memoryview | np.ndarray],
                    encoding: Message | None, num_rows: int, priority: int) -> None:
+        self.write_packed_page(column, buffers, pack_encoding(encoding), num_rows, priority)
+
+    def write_packed_page(self, column: int, buffers: Sequence[bytes | memoryview | np.ndarray],
+                          encoding: file2_pb2.Encoding, num_rows: int, priority: int) -> None:
+        """Write a page whose encoding is already packed (binary copy of another file's page)."""
         page = self._columns[column].pages.add()
         for buf in buffers:
             off, size = self.write_buffer(buf)
             page.buffer_offsets.append(off)
             page.buffer_sizes.append(size)
         page.length = num_rows
-        page.encoding.CopyFrom(pack_encoding(encoding))
+        page.encoding.CopyFrom(encoding)
         page.priority = priority
+
+    def column_encoding(self, column: int) -> file2_pb2.Encoding:
+        return self._columns[column].encoding
 
     def set_column_encoding(self, column: int, encoding: Message) -> None:
         self._columns[column].encoding.CopyFrom(pack_encoding(encoding))

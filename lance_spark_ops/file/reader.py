@@ -241,6 +241,10 @@ class LanceFileReader:
             pieces.append(span.take(pa.array(cluster - lo)))
         return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
 
+    def read_raw_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        """Raw bytes of absolute (offset, size) ranges of the file (binary copy)."""
+        return self._absolute_fetch(ranges)
+
     def _absolute_fetch(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         for off, size in ranges:
             if off < 0 or size < 0 or off + size > self._meta.size:

@@ -53,6 +53,31 @@ def _concat(chunks: list[pa.Array]) -> pa.Array:
         return values.dictionary_encode().cast(dt)
 
 
+def _page_message(encoding: Any) -> tuple[str, bytes]:
+    from lance_spark_ops.file.container import unpack_any
+
+    return unpack_any(encoding, "", "page")
+
+
+def _is_struct_header(encoding: Any) -> bool:
+    from lance_spark_ops._pb import encodings_v2_0_pb2
+
+    name, payload = _page_message(encoding)
+    if name != "lance.encodings.ArrayEncoding":
+        return False
+    msg = encodings_v2_0_pb2.ArrayEncoding.FromString(payload)
+    return msg.WhichOneof("array_encoding") == "struct"
+
+
+def _is_blob_layout(encoding: Any) -> bool:
+    from lance_spark_ops._pb import encodings_v2_1_pb2
+
+    name, payload = _page_message(encoding)
+    if name != "lance.encodings21.PageLayout":
+        return False
+    return encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout"
+
+
 class _FieldBuffer:
     """Rows of one top-level field waiting to become pages."""
 
@@ -207,6 +232,54 @@ class LanceFileWriter:
         from lance_spark_ops.encoding.encode import encode_field_pages
 
         return encode_field_pages(field, arr, self.version)
+
+    # -- binary copy -------------------------------------------------------
+    def can_copy_pages_from(self, reader: Any) -> str | None:
+        """Why ``append_file_pages`` cannot take ``reader``'s pages (None: it can)."""
+        if reader.version != self.version:
+            return f"file version {reader.version} != {self.version}"
+        if reader.schema.types != self.schema.types or reader.schema.names != self.schema.names:
+            return "schema differs"
+        if reader.metadata.num_columns != self._container.num_columns:
+            return "column count differs"
+        for c in range(reader.metadata.num_columns):
+            enc = reader.metadata.column(c).encoding
+            if enc != self._container.column_encoding(c) or b"blob" in enc.direct.encoding:
+                return f"column {c} is a blob column: its pages point at payloads by absolute offset"
+        if any(_is_blob_layout(p.encoding) for c in range(reader.metadata.num_columns)
+               for p in reader.metadata.column(c).pages):
+            return "blob pages point at payloads by absolute offset"
+        return None
+
+    def append_file_pages(self, reader: Any) -> None:
+        """Binary copy: append every page of ``reader``'s file (same version and schema) after
+        the rows written so far, without decoding. Buffered rows are flushed first so rows
+        stay in order; memory is bounded by one page."""
+        why = self.can_copy_pages_from(reader)
+        if why is not None:
+            raise InvalidInputError(f"cannot copy pages from {reader.path}: {why}", path=self.path)
+        for buf in self._fields:
+            while buf.chunks:
+                self._flush(buf)
+        base = self._rows
+        meta = reader.metadata
+        for c in range(meta.num_columns):
+            first = 0
+            for page in meta.column(c).pages:
+                rows = int(page.length)
+                if self.version == "2.0" and _is_struct_header(page.encoding):
+                    self._struct_header_rows[c] = self._struct_header_rows.get(c, 0) + rows
+                    continue
+                ranges = list(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
+                buffers = reader.read_raw_ranges(ranges)
+                # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages,
+                # whose length counts items) record 0.
+                priority = base + first if self.version != "2.0" else 0
+                self._container.write_packed_page(c, buffers, page.encoding, rows, priority)
+                first += rows
+        self._rows += reader.num_rows
+        for buf in self._fields:
+            buf.flushed_rows += reader.num_rows
 
     # -- closing -----------------------------------------------------------
     def close(self) -> tuple[int, int]:

@@ -53,6 +53,7 @@ class CompactionMetrics:
     bytes_written: int = 0
     indexed_fragments_skipped: int = 0
     orphan_files_deleted: int = 0
+    fragments_binary_copied: int = 0
     worker_peak_rss_bytes: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     plan: list[list[int]] = field(default_factory=list)
@@ -102,8 +103,6 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     t0 = time.perf_counter()
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
-    if opts.compaction_mode == "force_binary_copy":
-        raise UnsupportedError("force_binary_copy is not implemented yet; use reencode or try_binary_copy")
     file_version = _target_version(ds, opts)
     stats, skipped = fragment_stats(ds, skip_indexed=True)
     tasks = plan_compaction(stats, opts)
@@ -159,7 +158,8 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
                         file_version: str, job_id: str, description: str,
                         metrics: CompactionMetrics) -> Dataset:
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version, opts.target_rows_per_fragment,
-                         opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options))
+                         opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
+                         mode=opts.compaction_mode)
              for t in batch]
     t1 = time.perf_counter()
     if spark is None:
@@ -194,6 +194,7 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         metrics.files_added += len(r.files)
         metrics.rows_read += r.rows_read
         metrics.rows_written += r.rows_written
+        metrics.fragments_binary_copied += r.fragments_copied
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)

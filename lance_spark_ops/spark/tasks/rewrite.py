@@ -17,8 +17,10 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.container import BYTES_BY_VERSION
+from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
@@ -42,6 +44,7 @@ class RewriteSpec:
     batch_rows: int = 64 * 1024
     page_bytes: int = 8 * 1024 * 1024
     storage_options: dict[str, Any] = field(default_factory=dict)
+    mode: str = "reencode"  # | "try_binary_copy" | "force_binary_copy"
 
 
 @dataclass
@@ -51,6 +54,7 @@ class RewriteResult:
     files: list[str]  # paths relative to data/
     rows_read: int = 0
     rows_written: int = 0
+    fragments_copied: int = 0  # binary copy: pages moved without decoding
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -78,6 +82,21 @@ class _FragmentSink:
         return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
                                lance_schema=self.ds.lance_schema)
+
+    def copy_file(self, reader: LanceFileReader) -> bool:
+        """Binary copy of a whole data file's pages; False if they cannot be copied."""
+        if self.writer is not None and self.writer.rows_written + reader.num_rows > self.spec.max_rows_per_file:
+            self.roll()
+        if self.writer is None:
+            self.writer = self._open()
+        if self.writer.can_copy_pages_from(reader) is not None:
+            return False
+        self.writer.append_file_pages(reader)
+        too_big = (self.spec.max_bytes_per_file is not None
+                   and self.writer.bytes_written >= self.spec.max_bytes_per_file)
+        if self.writer.rows_written >= self.spec.max_rows_per_file or too_big:
+            self.roll()
+        return True
 
     def write(self, batch: pa.RecordBatch) -> None:
         start = 0
@@ -121,7 +140,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     live_ids: list[np.ndarray] = []
     created: list[np.ndarray] = []
     updated: list[np.ndarray] = []
-    rows_read = 0
+    rows_read = copied = 0
     try:
         for frag in frags:
             keep = live_mask(ds, frag)
@@ -130,6 +149,14 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
                 for acc, seq in ((created, ds.created_at_versions(frag)), (updated, ds.last_updated_at_versions(frag))):
                     if seq is not None:
                         acc.append(seq[keep])
+            reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
+            if reader is not None and sink.copy_file(reader):
+                rows_read += reader.num_rows
+                copied += 1
+                continue
+            if spec.mode == "force_binary_copy":
+                raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (deleted rows, several "
+                                       f"data files, or a different file version / schema); use try_binary_copy")
             for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows):
                 rows_read += batch.num_rows
                 sink.write(batch)
@@ -145,6 +172,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
         files=[df.path for df, _ in sink.done],
         rows_read=rows_read,
         rows_written=sum(n for _, n in sink.done),
+        fragments_copied=copied,
         bytes_read=sum(f.file_size_bytes or 0 for fr in frags for f in fr.files),
         bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
         seconds=time.perf_counter() - t0,
@@ -158,6 +186,19 @@ def _peak_rss() -> int:
 
     kib = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss
     return kib if sys.platform == "darwin" else kib * 1024
+
+
+def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink) -> LanceFileReader | None:
+    """A reader over the fragment's only data file when its pages can be moved as they are:
+    no deleted rows, one data file holding every field, same file version."""
+    if frag.deletion_file is not None or len(frag.files) != 1:
+        return None
+    df = frag.files[0]
+    if (df.file_major_version, df.file_minor_version) != file_version_numbers(spec.file_version):
+        return None
+    if list(df.fields) != sink.field_ids or list(df.column_indices) != sink.column_indices:
+        return None
+    return LanceFileReader(f"{DATA_DIR}/{df.path}", store=ds.store)
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:

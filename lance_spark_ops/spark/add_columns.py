@@ -1,0 +1,399 @@
+"""Add columns to a Lance dataset with Spark: compute per fragment on executors, write data
+files holding only the new columns, commit one ``Merge`` on the driver.
+
+``columns`` is one of
+
+* ``{"name": "SQL expression", ...}`` - Spark SQL over the existing columns (as ``read_lance``
+  types them). Only the columns the expressions reference are read (Spark's analyzer says
+  which). Pipeline: ``read_lance(refs + _rowaddr)`` -> ``selectExpr`` -> ``mapInArrow``
+  writer; every step is narrow, so each partition still holds its fragments' live rows in
+  physical order when it reaches the writer.
+* ``ColumnFunction(fn, output_schema, read_columns=None)`` (or any callable with an
+  ``output_schema`` attribute, like pylance's ``BatchUDF``, or a ``(fn, schema)`` pair) - a
+  Python function from an Arrow record batch of the read columns (Lance types, deleted rows
+  already dropped) to a batch / table / dict of the new columns; runs as ``spark.runner``
+  tasks, and in-process when ``spark`` is None.
+* a Spark ``DataFrame`` holding ``on`` plus the new columns - a backfill of values computed
+  elsewhere, joined by ``_rowaddr`` (``on="_rowaddr"``, the default when the frame has it) or
+  by a key column of the dataset (inner join on the key; each key may match one row). Rows
+  are shuffled to one partition per fragment group and sorted by address before writing.
+* a ``pa.Schema`` / ``pa.Field`` / list of fields - all-null columns: metadata only, no file
+  is written (Lance reads a field that no data file holds as nulls).
+
+Executors write one file per fragment in the dataset's data storage version with exactly
+``physical_rows`` rows (``spark.tasks.add_columns``: deleted rows and unmatched rows are
+null). The driver commits ``Merge(fragments with one more DataFile, schema + new fields)``;
+new field ids continue after the largest one, and each ``DataFile`` records them as pylance
+does (2.0: every field; 2.1+: fields that own a column). No existing data file is touched.
+
+Conflicts, beyond Lance (whose Merge gives up on any concurrent change): when the commit
+loses to another writer, the driver reads the latest version and keeps the files of every
+fragment that is still there with the same data files; fragments that are new (appends) or
+were rewritten (compaction, updates) get their columns computed on that version, and the
+Merge is committed on top of it. A concurrent schema change, overwrite or restore aborts.
+Files of attempts that did not land are deleted at once.
+"""
+
+from __future__ import annotations
+
+import math
+import re
+import time
+import uuid
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass, field, replace
+from functools import partial
+from typing import Any
+
+import pyarrow as pa
+
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    IncompatibleTransaction,
+    InvalidInputError,
+    UnsupportedError,
+)
+from lance_spark_ops.file.columns import data_file_field_ids
+from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
+from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.tasks.add_columns import (
+    RESULT_SCHEMA,
+    ROW_ADDR,
+    BatchFunction,
+    ColumnWriteSpec,
+    FunctionTask,
+    WrittenFile,
+    make_writer_mapper,
+    run_function_task,
+)
+from lance_spark_ops.spark.tasks.scan import ScanSpec, group_fragments
+from lance_spark_ops.spark.types import lance_schema_of_spark, spark_schema
+from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.transaction import Merge
+from lance_spark_ops.table.paths import DATA_DIR
+
+__all__ = ["AddColumnsMetrics", "ColumnFunction", "add_columns"]
+
+DEFAULT_ROWS_PER_TASK = 1 << 20
+ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
+
+
+@dataclass(frozen=True)
+class ColumnFunction:
+    """A Python function over record batches and the schema of the columns it returns."""
+
+    fn: BatchFunction
+    output_schema: pa.Schema
+    read_columns: tuple[str, ...] | None = None
+
+
+@dataclass
+class AddColumnsMetrics:
+    uri: str
+    read_version: int
+    mode: str = ""
+    columns: list[str] = field(default_factory=list)
+    new_version: int | None = None
+    fragments: int = 0
+    files_written: int = 0
+    rows_written: int = 0
+    bytes_written: int = 0
+    rounds: int = 0
+    fragments_recomputed: int = 0  # appended / rewritten by concurrent writers, computed again
+    orphan_files_deleted: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+@dataclass
+class _Plan:
+    mode: str  # sql | function | join | nulls
+    schema: pa.Schema  # new columns as stored (nullable)
+    sql: dict[str, str] = field(default_factory=dict)
+    read_columns: tuple[str, ...] | None = None
+    fn: BatchFunction | None = None
+    frame: Any = None
+    on: str = ROW_ADDR
+
+
+# -- planning on the driver -----------------------------------------------------------------------
+def _empty_frame(spark: Any, ds: Dataset) -> Any:
+    """A zero-row DataFrame typed like ``read_lance`` types the dataset (to analyse SQL)."""
+    fields = []
+    for f in ds.schema:
+        try:
+            spark_schema(pa.schema([f]))
+            fields.append(f)
+        except UnsupportedError:
+            continue  # a column Spark cannot hold cannot be referenced either
+    return spark.createDataFrame([], spark_schema(pa.schema(fields)))
+
+
+def _referenced(frame: Any, names: Sequence[str], exprs: Sequence[str]) -> list[str]:
+    """Top-level columns the analysed projection reads (regex fallback off the JVM)."""
+    try:
+        refs = frame._jdf.queryExecution().analyzed().references().toSeq()  # noqa: SLF001 - py4j
+        it = refs.iterator()
+        found = set()
+        while it.hasNext():
+            found.add(it.next().name())
+        return [n for n in names if n in found]
+    except Exception:  # noqa: BLE001 - any JVM access problem: be conservative
+        text = " ".join(exprs)
+        return [n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text, re.IGNORECASE)]
+
+
+def _sql_plan(spark: Any, ds: Dataset, sql: Mapping[str, str]) -> _Plan:
+    if spark is None:
+        raise InvalidInputError("SQL expressions need a SparkSession")
+    exprs = [f"{expr} AS `{name}`" for name, expr in sql.items()]
+    try:
+        projected = _empty_frame(spark, ds).selectExpr(*exprs)
+    except Exception as e:  # pyspark's AnalysisException / ParseException
+        raise InvalidInputError(f"cannot evaluate the column expressions {dict(sql)}: {e}") from e
+    refs = _referenced(projected, ds.schema.names, list(sql.values()))
+    return _Plan("sql", lance_schema_of_spark(projected.schema), sql=dict(sql), read_columns=tuple(refs))
+
+
+def _function_plan(columns: Any) -> _Plan:
+    if isinstance(columns, ColumnFunction):
+        fn, schema, read = columns.fn, columns.output_schema, columns.read_columns
+    elif isinstance(columns, tuple) and len(columns) == 2:
+        fn, schema, read = columns[0], columns[1], None
+    else:
+        fn, schema, read = columns, columns.output_schema, getattr(columns, "read_columns", None)
+    if not isinstance(schema, pa.Schema):
+        raise InvalidInputError(f"a column function needs an output pa.Schema, got {type(schema).__name__}")
+    return _Plan("function", schema, fn=fn, read_columns=tuple(read) if read is not None else None)
+
+
+def _join_plan(frame: Any, on: str | None, ds: Dataset) -> _Plan:
+    key = on or (ROW_ADDR if ROW_ADDR in frame.columns else None)
+    if key is None or key not in frame.columns:
+        raise InvalidInputError(f"the DataFrame needs the join column {on or ROW_ADDR!r} "
+                                f"(has {frame.columns})")
+    if key != ROW_ADDR and key not in ds.schema.names:
+        raise InvalidInputError(f"join key {key!r} is not a column of the dataset")
+    values = frame.drop(key)
+    return _Plan("join", lance_schema_of_spark(values.schema), frame=frame, on=key)
+
+
+def _plan(spark: Any, ds: Dataset, columns: Any, on: str | None) -> _Plan:
+    if isinstance(columns, Mapping):
+        if not columns or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
+            raise InvalidInputError("a column mapping must map new names to SQL expression strings")
+        return _sql_plan(spark, ds, columns)
+    if isinstance(columns, pa.Field):
+        columns = [columns]
+    if isinstance(columns, pa.Schema) or (isinstance(columns, list) and columns
+                                          and all(isinstance(f, pa.Field) for f in columns)):
+        return _Plan("nulls", pa.schema(columns))
+    if hasattr(columns, "sparkSession") and hasattr(columns, "columns"):
+        return _join_plan(columns, on, ds)
+    if isinstance(columns, ColumnFunction) or isinstance(columns, tuple) or hasattr(columns, "output_schema"):
+        return _function_plan(columns)
+    raise InvalidInputError(f"cannot add columns from a {type(columns).__name__}: give SQL expressions, a "
+                            "ColumnFunction, a DataFrame or a pa.Schema")
+
+
+def _new_schema(ds: Dataset, plan: _Plan) -> LanceSchema:
+    """The dataset schema with the new fields appended (ids after the largest)."""
+    from lance_spark_ops.encoding.support import check_field_supported
+
+    existing = set(ds.schema.names)
+    names = plan.schema.names
+    bad = [n for n in names if n in existing or n in ("_rowid", "_rowaddr") or names.count(n) > 1]
+    if bad or not names:
+        raise InvalidInputError("new column names must be new, unique and not _rowid/_rowaddr: "
+                                f"{bad or names}")
+    plan.schema = pa.schema([f.with_nullable(True) for f in plan.schema])
+    for f in plan.schema:
+        check_field_supported(f, ds.data_storage_version)
+    added = schema_from_arrow(plan.schema, ds.manifest.max_field_id() + 1)
+    return LanceSchema([*ds.lance_schema.fields, *added.fields], dict(ds.lance_schema.metadata))
+
+
+def _spec(ds: Dataset, plan: _Plan, schema: LanceSchema, job_id: str,
+          frags: Sequence[DataFragment]) -> ColumnWriteSpec:
+    from lance_spark_ops.spark.tasks.rewrite import file_version_numbers
+
+    version = ds.data_storage_version
+    added = schema.fields[len(ds.lance_schema.fields):]
+    ids, cols = data_file_field_ids(added, version)
+    return ColumnWriteSpec(ds.uri, ds.version, job_id, plan.schema, LanceSchema(list(added), {}), tuple(ids),
+                           tuple(cols), version, file_version_numbers(version),
+                           {f.id: int(f.physical_rows or 0) for f in frags}, dict(ds.store.storage_options))
+
+
+# -- computing on executors ----------------------------------------------------------------------
+def _task_rows(spark: Any, frags: Sequence[DataFragment], requested: int | None) -> int:
+    """Rows per task: as asked, else at most 1 Mi with a whole number of waves of tasks."""
+    if requested is not None:
+        if requested <= 0:
+            raise InvalidInputError(f"rows_per_task must be positive, got {requested}")
+        return requested
+    slots = spark.sparkContext.defaultParallelism if spark is not None else 1
+    total = sum(int(f.physical_rows or 0) for f in frags)
+    tasks = max(2 * slots, math.ceil(total / DEFAULT_ROWS_PER_TASK))
+    tasks = math.ceil(tasks / slots) * slots
+    return max(1, math.ceil(total / tasks))
+
+
+def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags: Sequence[DataFragment],
+             rows_per_task: int | None, batch_rows: int) -> list[WrittenFile]:
+    if not frags:
+        return []
+    sizes = [(f.id, int(f.physical_rows or 0)) for f in frags]
+    rows_per_task = _task_rows(spark, frags, rows_per_task)
+    desc = f"add columns {plan.schema.names} to {ds.uri} v{ds.version}: {len(frags)} fragments"
+    if plan.mode == "function":
+        assert plan.fn is not None
+        tasks = [FunctionTask(tuple(g), plan.read_columns, batch_rows)
+                 for g in group_fragments(sizes, rows_per_task)]
+        fn = partial(run_function_task, spec, plan.fn)
+        out = (run_tasks_locally(spec.job_id, tasks, fn) if spark is None
+               else run_tasks(spark, spec.job_id, tasks, fn, description=desc))
+        return [w for i in range(len(tasks)) for w in out[i][1]]
+    spark.sparkContext.setJobDescription(desc)
+    previous = spark.conf.get(ARROW_BATCH_CONF, None)
+    if previous is None or int(previous) < batch_rows:
+        spark.conf.set(ARROW_BATCH_CONF, str(batch_rows))  # Spark's default, 10000, triples the cost
+    try:
+        rows = _spark_values(spark, ds, plan, frags, rows_per_task, batch_rows).mapInArrow(
+            make_writer_mapper(spec), RESULT_SCHEMA).collect()
+    finally:
+        spark.sparkContext.setJobDescription(None)
+        if previous is None:
+            spark.conf.unset(ARROW_BATCH_CONF)
+        else:
+            spark.conf.set(ARROW_BATCH_CONF, previous)
+    return [WrittenFile(int(r["fragment_id"]), r["path"], int(r["rows"]), int(r["size"])) for r in rows]
+
+
+def _spark_values(spark: Any, ds: Dataset, plan: _Plan, frags: Sequence[DataFragment], rows_per_task: int,
+                  batch_rows: int) -> Any:
+    """DataFrame of ``_rowaddr`` + new values, ordered by address within each partition."""
+    from pyspark.sql import functions as F
+
+    from lance_spark_ops.spark.read import scan_dataframe
+
+    ids = [f.id for f in frags]
+    so = dict(ds.store.storage_options)
+    if plan.mode == "sql":
+        spec = ScanSpec(ds.uri, ds.version, plan.read_columns, False, True, batch_rows, so)
+        df = scan_dataframe(spark, ds, spec, ids, rows_per_task)
+        return df.selectExpr(ROW_ADDR, *[f"{e} AS `{n}`" for n, e in plan.sql.items()])
+    names = plan.schema.names
+    if plan.on == ROW_ADDR:
+        values = plan.frame.select(F.col(ROW_ADDR).cast("long").alias(ROW_ADDR), *names)
+        values = values.where(F.shiftright(F.col(ROW_ADDR), 32).isin(ids))
+    else:
+        key_scan = ScanSpec(ds.uri, ds.version, (plan.on,), False, True, batch_rows, so)
+        keys = scan_dataframe(spark, ds, key_scan, ids)
+        values = keys.join(plan.frame.select(plan.on, *names), on=plan.on, how="inner")
+        values = values.select(ROW_ADDR, *names)
+    parts = max(1, min(len(ids), 4 * spark.sparkContext.defaultParallelism))
+    return values.repartition(parts, F.shiftright(F.col(ROW_ADDR), 32)).sortWithinPartitions(ROW_ADDR)
+
+
+# -- committing -----------------------------------------------------------------------------------
+def _same_files(a: DataFragment, b: DataFragment) -> bool:
+    return a.physical_rows == b.physical_rows and [d.path for d in a.files] == [d.path for d in b.files]
+
+
+def _delete_files(ds: Dataset, written: Sequence[WrittenFile]) -> None:
+    ds.store.delete_many(f"{DATA_DIR}/{w.path}" for w in written)
+
+
+def _delete_orphans(ds: Dataset, job_id: str, keep: set[str]) -> int:
+    orphans = [n for n in ds.store.list(DATA_DIR) if n.startswith(job_id) and n not in keep]
+    ds.store.delete_many(f"{DATA_DIR}/{n}" for n in orphans)
+    return len(orphans)
+
+
+def _rebase(ds: Dataset, latest: Dataset, schema: LanceSchema, files: dict[int, WrittenFile]
+            ) -> tuple[list[DataFragment], list[WrittenFile]]:
+    """Fragments of ``latest`` still needing values, and our files that became useless."""
+    if schema_to_pb(latest.lance_schema) != schema_to_pb(ds.lance_schema):
+        raise IncompatibleTransaction("the schema changed concurrently (columns added, dropped or altered); "
+                                      "run add_columns again", path=ds.uri)
+    before = {f.id: f for f in ds.fragments}
+    todo = [f for f in latest.fragments if f.id not in before or not _same_files(before[f.id], f)]
+    keep_ids = {f.id for f in latest.fragments} - {f.id for f in todo}
+    stale = [w for fid, w in files.items() if fid not in keep_ids]
+    return todo, stale
+
+
+def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, files: dict[int, WrittenFile],
+                 job_id: str, metrics: AddColumnsMetrics, max_rounds: int, rows_per_task: int | None,
+                 batch_rows: int, before_commit: Callable[[int], None] | None) -> Dataset:
+    for rnd in range(1, max_rounds + 1):
+        metrics.rounds = rnd
+        if before_commit is not None:
+            before_commit(rnd)
+        spec = _spec(ds, plan, schema, job_id, ds.fragments)
+        frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)]) if f.id in files else f
+                 for f in ds.fragments]
+        try:
+            return ds.commit(Merge(frags, schema), ds.version)
+        except CommitConflict:
+            if rnd == max_rounds:
+                raise
+        latest = Dataset.open(ds.store)
+        todo, stale = _rebase(ds, latest, schema, files)
+        _delete_files(ds, stale)
+        for w in stale:
+            files.pop(w.fragment_id, None)
+        schema = _new_schema(latest, plan)  # same ids: the schema did not change
+        spec = _spec(latest, plan, schema, job_id, todo)
+        written = _compute(spark, latest, plan, spec, todo, rows_per_task, batch_rows)
+        files.update({w.fragment_id: w for w in written})
+        metrics.fragments_recomputed += len(todo)
+        ds = latest
+    raise AssertionError("unreachable")  # pragma: no cover
+
+
+def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
+                storage_options: dict[str, Any] | None = None, rows_per_task: int | None = None,
+                batch_rows: int = DEFAULT_BATCH_ROWS, max_rounds: int = 5,
+                before_commit: Callable[[int], None] | None = None) -> AddColumnsMetrics:
+    """Add ``columns`` to the dataset at ``uri`` (see the module doc for the four kinds).
+
+    ``rows_per_task`` packs neighbouring small fragments into one task (default: at most 1 Mi
+    rows, tasks a multiple of Spark's parallelism, at least two per slot); ``max_rounds`` bounds
+    the commit retries over concurrent writers; ``before_commit(round)`` is called right before
+    each commit attempt (a hook for tests that inject a concurrent writer)."""
+    t0 = time.perf_counter()
+    ds = Dataset.open(uri, storage_options=storage_options)
+    ds.check_writable()
+    plan = _plan(spark, ds, columns, on)
+    schema = _new_schema(ds, plan)
+    metrics = AddColumnsMetrics(uri, ds.version, plan.mode, plan.schema.names, fragments=len(ds.fragments))
+    job_id = f"lso-{uuid.uuid4().hex[:12]}"
+    files: dict[int, WrittenFile] = {}
+    try:
+        if plan.mode != "nulls":
+            written = _compute(spark, ds, plan, _spec(ds, plan, schema, job_id, ds.fragments), ds.fragments,
+                               rows_per_task, batch_rows)
+            files = {w.fragment_id: w for w in written}
+        metrics.seconds["compute"] = time.perf_counter() - t0
+        t1 = time.perf_counter()
+        new_ds = _commit_loop(spark, ds, plan, schema, files, job_id, metrics, max_rounds, rows_per_task,
+                              batch_rows, before_commit)
+        metrics.seconds["commit"] = time.perf_counter() - t1
+    except CommitStateUnknown:
+        raise  # it may have landed: delete nothing
+    except BaseException:
+        if plan.mode != "nulls":
+            _delete_orphans(ds, job_id, set())
+        raise
+    metrics.new_version = new_ds.version
+    metrics.files_written = len(files)
+    metrics.rows_written = sum(w.rows for w in files.values())
+    metrics.bytes_written = sum(w.size for w in files.values())
+    if plan.mode != "nulls":
+        metrics.orphan_files_deleted = _delete_orphans(ds, job_id, {w.path for w in files.values()})
+    metrics.seconds["total"] = time.perf_counter() - t0
+    return metrics
+
