@@ -13,7 +13,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb21
 from lance_spark_ops._pb import file2_pb2
-from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
 from lance_spark_ops.encoding.page import Fetch
 from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
 
@@ -23,6 +23,7 @@ from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.container import unpack_any
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
+
 
 def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     """(first column, column count) of each top-level field, in schema order."""
@@ -51,25 +52,12 @@ def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> p
     return layout
 
 
-def make_page_decoder(layout: pb21.PageLayout, num_rows: int, sizes: list[int], version: str, path: str, where: str) -> PageDecoder:
-    kind = layout.WhichOneof("layout")
-    if kind == "mini_block_layout":
-        from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
-
-        return MiniBlockDecoder(layout.mini_block_layout, num_rows, sizes, version)
-    if kind == "full_zip_layout":
-        from lance_spark_ops.encoding.layout.fullzip import FullZipDecoder
-
-        return FullZipDecoder(layout.full_zip_layout, num_rows, sizes, version)
-    if kind == "constant_layout":
-        from lance_spark_ops.encoding.layout.constant import ConstantDecoder
-
-        return ConstantDecoder(layout.constant_layout, num_rows, sizes, version)
-    if kind == "blob_layout":
-        from lance_spark_ops.encoding.layout.blob import BlobDecoder
-
-        return BlobDecoder(layout.blob_layout, num_rows, sizes, version)
-    raise UnsupportedError(f"{where}: page layout {kind!r} is not supported", path=path)
+def make_page_decoder(layout: pb21.PageLayout, num_rows: int, sizes: list[int], version: str, path: str,
+                      where: str) -> PageDecoder:
+    try:
+        return decoder_for(layout, num_rows, sizes, version)
+    except UnsupportedError as e:
+        raise UnsupportedError(f"{where}: {e}", path=path) from e
 
 
 def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page) -> Fetch:

@@ -30,3 +30,27 @@ class PageDecoder(ABC):
     @abstractmethod
     def decode(self, fetch: Fetch, rows: np.ndarray | None) -> PageData:
         """Decode all rows (``rows is None``) or the given sorted, unique page-relative rows."""
+
+
+def decoder_for(layout: object, num_rows: int, buffer_sizes: list[int], version: str) -> PageDecoder:
+    """The decoder of a ``PageLayout`` (UnsupportedError for layouts this library lacks)."""
+    from lance_spark_ops.errors import UnsupportedError
+
+    kind = layout.WhichOneof("layout")  # type: ignore[attr-defined]
+    if kind == "mini_block_layout":
+        from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
+
+        return MiniBlockDecoder(layout.mini_block_layout, num_rows, buffer_sizes, version)  # type: ignore[attr-defined]
+    if kind == "full_zip_layout":
+        from lance_spark_ops.encoding.layout.fullzip import FullZipDecoder
+
+        return FullZipDecoder(layout.full_zip_layout, num_rows, buffer_sizes, version)  # type: ignore[attr-defined]
+    if kind == "constant_layout":
+        from lance_spark_ops.encoding.layout.constant import ConstantDecoder
+
+        return ConstantDecoder(layout.constant_layout, num_rows, buffer_sizes, version)  # type: ignore[attr-defined]
+    if kind == "blob_layout":
+        from lance_spark_ops.encoding.layout.blob import BlobDecoder
+
+        return BlobDecoder(layout.blob_layout, num_rows, buffer_sizes, version)  # type: ignore[attr-defined]
+    raise UnsupportedError(f"page layout {kind!r} is not supported")

@@ -40,27 +40,17 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock
-from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
 from lance_spark_ops.encoding.layout.fullzip import join_u8, level_info, page_message, row_runs
 from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
 def inner_decoder(layout: pb.PageLayout, num_rows: int, sizes: list[int], version: str) -> PageDecoder:
-    kind = layout.WhichOneof("layout")
-    if kind == "mini_block_layout":
-        from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
-
-        return MiniBlockDecoder(layout.mini_block_layout, num_rows, sizes, version)
-    if kind == "full_zip_layout":
-        from lance_spark_ops.encoding.layout.fullzip import FullZipDecoder
-
-        return FullZipDecoder(layout.full_zip_layout, num_rows, sizes, version)
-    if kind == "constant_layout":
-        from lance_spark_ops.encoding.layout.constant import ConstantDecoder
-
-        return ConstantDecoder(layout.constant_layout, num_rows, sizes, version)
-    raise CorruptFileError(f"blob page: descriptors stored as {kind!r}")
+    """Decoder of the descriptions page a blob layout wraps (never another blob layout)."""
+    if layout.WhichOneof("layout") == "blob_layout":
+        raise CorruptFileError("blob page: descriptors stored as another blob layout")
+    return decoder_for(layout, num_rows, sizes, version)
 
 
 def _u64_child(block: object, what: str) -> np.ndarray:
