@@ -17,12 +17,13 @@ from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
 from lance_spark_ops.encoding.page import Fetch
 from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
 
-__all__ = ["column_ranges", "data_file_field_ids", "field_leaf_count", "is_packed_struct", "make_page_decoder", "page_fetch",
-           "page_layout"]
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.container import unpack_any
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
+
+__all__ = ["column_ranges", "data_file_field_ids", "field_leaf_count", "is_packed_struct", "make_page_decoder",
+           "page_fetch", "page_layout"]
 
 
 def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
