@@ -111,3 +111,20 @@ def test_killed_task_attempt_never_duplicates_rows(spark, tmp_path: Path, monkey
     assert after.sort_by("_rowid").equals(before.sort_by("_rowid"))
     assert m.orphan_files_deleted >= m.tasks  # every killed attempt left a file; all removed
     assert not [n for n in _data_files(uri) if n.endswith("-partial.lance")]
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_concurrent_update_is_carried(tmp_path: Path, monkeypatch, stable: bool) -> None:
+    """pylance's update moves rows to a new fragment and deletes them from the old ones; the
+    deletions land on our new fragments, so every row appears once with its new value."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.0", stable=stable, fragments=4)
+    before = lance.dataset(uri).to_table()
+    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
+    compact(None, uri, target_rows_per_fragment=1000)
+    after = lance.dataset(uri).to_table()
+    assert sorted(after["id"].to_pylist()) == sorted(before["id"].to_pylist())
+    moved = {i for i, f in zip(after["id"].to_pylist(), after["f"].to_pylist(), strict=True) if f == -1.0}
+    assert moved == {i for i in before["id"].to_pylist() if i % 10 == 5}
