@@ -346,10 +346,11 @@ def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, file
         for w in stale:
             files.pop(w.fragment_id, None)
         schema = _new_schema(latest, plan)  # same ids: the schema did not change
-        spec = _spec(latest, plan, schema, job_id, todo)
-        written = _compute(spark, latest, plan, spec, todo, rows_per_task, batch_rows)
-        files.update({w.fragment_id: w for w in written})
-        metrics.fragments_recomputed += len(todo)
+        if plan.mode != "nulls":  # all-null columns need no file on any fragment
+            spec = _spec(latest, plan, schema, job_id, todo)
+            written = _compute(spark, latest, plan, spec, todo, rows_per_task, batch_rows)
+            files.update({w.fragment_id: w for w in written})
+            metrics.fragments_recomputed += len(todo)
         ds = latest
     raise AssertionError("unreachable")  # pragma: no cover
 

@@ -29,6 +29,7 @@ from __future__ import annotations
 import math
 import time
 import uuid
+from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -109,7 +110,8 @@ def _commit(ds: Dataset, results: list[FragmentSequence]) -> Dataset:
 
 
 def _sequences_and_commit(spark: Any, ds: Dataset, metrics: RowIdIndexMetrics, job_id: str,
-                          fragments_per_task: int | None, max_attempts: int) -> Dataset:
+                          fragments_per_task: int | None, max_attempts: int,
+                          before_commit: Callable[[int], None] | None) -> Dataset:
     for attempt in range(1, max_attempts + 1):
         metrics.attempts = attempt
         t0 = time.perf_counter()
@@ -124,6 +126,8 @@ def _sequences_and_commit(spark: Any, ds: Dataset, metrics: RowIdIndexMetrics, j
         metrics.segments_after = sum(r.segments_after for r in frags)
         if not metrics.fragments_rewritten:
             return ds
+        if before_commit is not None:
+            before_commit(attempt)
         t1 = time.perf_counter()
         _describe(spark, f"rebuild row-id index {ds.uri}: commit")
         try:
@@ -179,11 +183,13 @@ def build_index(spark: Any, ds: Dataset, job_id: str, rows_per_partition: int = 
 def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
                          rows_per_partition: int = 1 << 20,
                          fragments_per_task: int | None = None, write_index: bool = True,
-                         index_file_version: str = "2.1", max_attempts: int = 3) -> RowIdIndexMetrics:
+                         index_file_version: str = "2.1", max_attempts: int = 3,
+                         before_commit: Callable[[int], None] | None = None) -> RowIdIndexMetrics:
     """Compact the row-id sequences of ``uri`` and write its row-id index (see module doc).
 
     ``spark=None`` runs the sequence phase in this process and skips the index (it needs
-    Spark's range partitioning)."""
+    Spark's range partitioning). ``before_commit(attempt)`` runs right before each commit
+    attempt (a hook for tests that inject a concurrent writer)."""
     t0 = time.perf_counter()
     ds = Dataset.open(uri, storage_options=storage_options)
     metrics = RowIdIndexMetrics(uri=uri, read_version=ds.version, fragments=len(ds.fragments))
@@ -193,7 +199,7 @@ def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any
         return metrics
     ds.check_writable()
     job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    ds = _sequences_and_commit(spark, ds, metrics, job_id, fragments_per_task, max_attempts)
+    ds = _sequences_and_commit(spark, ds, metrics, job_id, fragments_per_task, max_attempts, before_commit)
     if write_index and spark is not None:
         t1 = time.perf_counter()
         manifest = build_index(spark, ds, job_id, rows_per_partition, index_file_version)

@@ -1,0 +1,131 @@
+"""Add one SQL-expression column with our Spark job and with pylance ``add_columns``, one run.
+
+    python bench/add_column_bench.py [--rows 5000000] [--fragments 250] [--uri PATH]
+        [--expr "a * 2 + 1"] [--master local[2]] [--version 2.1] [--out bench/out/add_column_bench.json]
+
+The dataset is the compaction benchmark's shape (ints, floats, timestamps, strings and
+32-dim float vectors; ``--fragments`` small fragments; 10% of rows deleted), built once with
+pylance under ``--uri`` (default ``/tmp/lso_bench/add_column_<rows>_<version>.lance``) or
+taken as is when it exists - pass the compaction benchmark's dataset to reuse it.
+
+Both libraries add a column to the same dataset (pylance ``c_pylance``, ours ``c_ours``): each
+reads only the referenced column and writes one new data file per fragment, so the second run
+is not helped by the first beyond the page cache, which a warm-up read of the column fills
+for both. Spark's start-up (JVM, and the Python workers of both stages, warmed on two
+fragments) is timed apart and not counted in the job's wall time; the ratio is ours / pylance. Values of both
+columns are compared.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+
+def make_dataset(uri: str, rows: int, fragments: int, version: str) -> None:
+    """The compaction benchmark's shape, written by pylance; 10% of rows deleted."""
+    import lance
+
+    rng = np.random.default_rng(0)
+    per_file = max(1, rows // fragments)
+    words = np.array(["lance", "spark", "column", "page", "block", "zip", "row", "data"])
+    start = 0
+    while start < rows:
+        n = min(per_file * 10, rows - start)
+        idx = rng.integers(0, len(words), (n, 3))
+        tbl = pa.table({
+            "a": pa.array(np.arange(start, start + n), pa.int64()),
+            "i": pa.array(rng.integers(0, 1 << 20, n).astype(np.int32)),
+            "f": pa.array(rng.random(n)),
+            "ts": pa.array(np.sort(rng.integers(0, 10**15, n)), pa.timestamp("us")),
+            "s": pa.array([" ".join(r) for r in words[idx]]),
+            "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 32, dtype=np.float32)), 32),
+        })
+        lance.write_dataset(tbl, uri, mode="append" if start else "create", data_storage_version=version,
+                            max_rows_per_file=per_file)
+        start += n
+    lance.dataset(uri).delete("a % 10 = 3")
+
+
+def _drain(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    for _ in batches:
+        pass
+    return iter(())
+
+
+def dir_bytes(path: str) -> int:
+    return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--rows", type=int, default=5_000_000)
+    ap.add_argument("--fragments", type=int, default=250)
+    ap.add_argument("--version", default="2.1")
+    ap.add_argument("--uri")
+    ap.add_argument("--expr", default="a * 2 + 1")
+    ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "add_column_bench.json"))
+    args = ap.parse_args()
+    import lance
+
+    uri = args.uri or f"/tmp/lso_bench/add_column_{args.rows}_{args.version}.lance"
+    if not Path(uri).exists():
+        t0 = time.perf_counter()
+        make_dataset(uri, args.rows, args.fragments, args.version)
+        print(f"built {uri} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    ds = lance.dataset(uri)
+    for name in ("c_pylance", "c_ours"):  # re-runs start from the dataset as built
+        if name in ds.schema.names:
+            ds.drop_columns([name])
+            ds = lance.dataset(uri)
+    ds.to_table(columns=["a"])  # warm the page cache for both
+
+    t0 = time.perf_counter()
+    ds.add_columns({"c_pylance": args.expr})
+    t_pylance = time.perf_counter() - t0
+
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    from lance_spark_ops.spark.add_columns import add_columns
+    from lance_spark_ops.spark.session import get_spark
+
+    t0 = time.perf_counter()
+    spark = get_spark("add_column_bench", master=args.master,
+                      conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
+    spark.sparkContext.setLogLevel("ERROR")
+    from lance_spark_ops.spark.read import read_lance
+
+    # Start the Python workers of both Python stages (scan, writer) in every slot, on two fragments.
+    two = [f.fragment_id for f in lance.dataset(uri).get_fragments()[:2]]
+    read_lance(spark, uri, columns=["a"], fragment_ids=two).selectExpr("a * 2 AS b").mapInArrow(
+        _drain, "b long").count()
+    t_startup = time.perf_counter() - t0
+    t0 = time.perf_counter()
+    metrics = add_columns(spark, uri, {"c_ours": args.expr})
+    t_ours = time.perf_counter() - t0
+
+    tbl = lance.dataset(uri).to_table(columns=["c_pylance", "c_ours"])
+    same = tbl.column("c_pylance").cast(pa.int64()).equals(tbl.column("c_ours").cast(pa.int64()))
+    result = {
+        "uri": uri, "rows": lance.dataset(uri).count_rows(),
+        "fragments": len(lance.dataset(uri).get_fragments()),
+        "dataset_bytes": dir_bytes(uri), "expr": args.expr, "master": args.master,
+        "pylance_seconds": round(t_pylance, 3), "ours_seconds": round(t_ours, 3),
+        "spark_startup_seconds": round(t_startup, 3), "ratio_ours_over_pylance": round(t_ours / t_pylance, 2),
+        "ours_phases": {k: round(v, 3) for k, v in metrics.seconds.items()}, "values_equal": bool(same),
+    }
+    Path(args.out).parent.mkdir(parents=True, exist_ok=True)
+    Path(args.out).write_text(json.dumps(result, indent=1) + "\n")
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
