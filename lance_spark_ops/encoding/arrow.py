@@ -243,7 +243,7 @@ def _from_constant(block: ConstantBlock, t: pa.DataType, validity: np.ndarray | 
 
 
 def _indices_np(block: DataBlock | None) -> np.ndarray:
-    """Dictionary indices of a block as int64."""
+    """Dictionary indices of a block (unsigned, as stored; int64 for constants)."""
     if block is None:
         return np.zeros(0, np.int64)
     if isinstance(block, ConstantBlock):
@@ -258,7 +258,7 @@ def _indices_np(block: DataBlock | None) -> np.ndarray:
     data = np.asarray(block.data)
     if len(data) < n * dt.itemsize:
         raise CorruptFileError(f"{n} dictionary indices need {n * dt.itemsize} bytes, block has {len(data)}")
-    return _aligned(data[: n * dt.itemsize], dt.itemsize).view(dt).astype(np.int64)
+    return _aligned(data[: n * dt.itemsize], dt.itemsize).view(dt)
 
 
 def _from_dictionary(block: DataBlock | None, t: pa.DataType, validity: np.ndarray | None,
@@ -269,7 +269,7 @@ def _from_dictionary(block: DataBlock | None, t: pa.DataType, validity: np.ndarr
     value_t = t.value_type if pa.types.is_dictionary(t) else t
     dict_arr = block_to_arrow(dictionary, value_t, None, None)
     if validity is not None and not validity.all():
-        idx = np.where(validity, idx, 0)
+        idx = np.where(validity, idx, idx.dtype.type(0))
     if n and (int(idx.max()) >= len(dict_arr) or int(idx.min()) < 0):
         raise CorruptFileError(
             f"dictionary index {int(idx.max())} outside a dictionary of {len(dict_arr)} values")
@@ -281,4 +281,6 @@ def _from_dictionary(block: DataBlock | None, t: pa.DataType, validity: np.ndarr
             raise UnsupportedError(f"dictionary index {int(idx.max())} does not fit {index_t}")
         indices = pa.array(idx.astype(np_index), index_t, mask=mask)
         return pa.DictionaryArray.from_arrays(indices, dict_arr, safe=False)
-    return dict_arr.take(pa.array(idx, pa.int64(), mask=mask))
+    if idx.dtype.kind == "u" and idx.dtype.itemsize == 8:
+        idx = idx.astype(np.int64)  # < len(dict_arr), checked above
+    return dict_arr.take(pa.array(idx, mask=mask))

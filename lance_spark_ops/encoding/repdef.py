@@ -34,6 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.encoding.compression._arrays import alloc_empty
 from lance_spark_ops.errors import CorruptFileError
 
 # RepDefLayer enum values (encodings_v2_1.proto).
@@ -207,7 +208,7 @@ def unravel(
         if def_ is not None and thresh < max_def:
             start = def_ <= thresh
         if rep is not None and lists_upto[k] > 0:
-            r_ok = rep >= lists_upto[k]
+            r_ok = rep >= int(lists_upto[k])  # a Python int keeps the comparison in uint16
             start = r_ok if start is None else (start & r_ok)
         idx = None if start is None else np.flatnonzero(start)
         count = n if idx is None else len(idx)
@@ -217,13 +218,13 @@ def unravel(
         validity = None
         if kind not in _ALL_VALID_KINDS and def_ is not None:
             d = def_ if idx is None else def_[idx]
-            validity = d <= base[k]
+            validity = d <= int(base[k])
             if kind == NULL_AND_EMPTY_LIST:
-                validity |= d == base[k] + 2
+                validity |= d == int(base[k]) + 2
 
         offsets = None
         if list_flags[k]:
-            offsets = np.empty(count + 1, np.int64)
+            offsets = alloc_empty(count + 1, np.int64)
             if prev_start is None:  # every entry is a child element: offsets are entry indices
                 offsets[:-1] = np.arange(n, dtype=np.int64) if idx is None else idx
                 offsets[-1] = n

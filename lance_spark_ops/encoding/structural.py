@@ -25,6 +25,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.arrow import block_num_values, block_to_arrow, validity_buffer
+from lance_spark_ops.encoding.compression._arrays import alloc_empty
 from lance_spark_ops.encoding.page import PageData
 from lance_spark_ops.encoding.repdef import (
     ALL_VALID_ITEM,
@@ -211,7 +212,9 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
             if int(offsets[-1]) > _I32_MAX:
                 raise CorruptFileError(
                     f"list {field.name!r}: {int(offsets[-1])} items overflow 32-bit offsets")
-            obuf = pa.py_buffer(offsets.astype(np.int32))
+            off32 = alloc_empty(len(offsets), np.int32)
+            np.copyto(off32, offsets, casting="unsafe")  # values checked to fit above
+            obuf = pa.py_buffer(off32)
         if pa.types.is_map(storage):
             # Arrow requires non-null map entries; the entries layer is all-valid in Lance.
             if child.null_count:

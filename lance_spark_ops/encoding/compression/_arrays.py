@@ -118,9 +118,12 @@ def ranges_to_chunks(data: np.ndarray, starts: np.ndarray, sizes: np.ndarray) ->
     """``(k, nbuf)`` byte ranges of ``data`` as per-chunk lists of memoryviews (for codecs
     without a ``*_ranges`` decoder)."""
     view = memoryview(np.ascontiguousarray(data))
+    k, nbuf = starts.shape
     ends = starts + sizes
-    return [[view[a:b] for a, b in zip(s, e, strict=True)]
-            for s, e in zip(starts.tolist(), ends.tolist(), strict=True)]
+    if nbuf == 1:
+        return [[view[a:b]] for a, b in zip(starts[:, 0].tolist(), ends[:, 0].tolist(), strict=True)]
+    cuts = [view[a:b] for a, b in zip(starts.reshape(-1).tolist(), ends.reshape(-1).tolist(), strict=True)]
+    return [cuts[i : i + nbuf] for i in range(0, k * nbuf, nbuf)]
 
 
 def uniform_stride(starts: np.ndarray) -> int | None:
@@ -223,9 +226,10 @@ def check_chunk_counts(
     counts = np.asarray(counts, dtype=np.int64).reshape(-1)
     if len(chunks) != len(counts):
         raise CorruptFileError(f"{what}: {len(chunks)} chunks but {len(counts)} value counts")
-    for i, c in enumerate(chunks):
-        if len(c) != num_buffers:
-            raise CorruptFileError(f"{what}: chunk {i} has {len(c)} buffers, expected {num_buffers}")
+    lens = set(map(len, chunks))
+    if lens and lens != {num_buffers}:
+        i = next(i for i, c in enumerate(chunks) if len(c) != num_buffers)
+        raise CorruptFileError(f"{what}: chunk {i} has {len(chunks[i])} buffers, expected {num_buffers}")
     if (counts < 0).any():
         raise CorruptFileError(f"{what}: negative value count")
     return counts

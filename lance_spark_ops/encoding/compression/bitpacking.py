@@ -83,11 +83,9 @@ def _positions(t_bits: int) -> np.ndarray:
     return pos
 
 
-# Blocks are unpacked in groups of about _UNPACK_GROUP_BYTES of output (the row steps
-# then work on long contiguous arrays, amortising numpy's per-call cost); the transposing
-# copies in and out move about _TRANSPOSE_BYTES at a time so that they stay in cache.
-_UNPACK_GROUP_BYTES = 4 << 20
-_TRANSPOSE_BYTES = 128 << 10
+# Blocks are unpacked in groups of about _UNPACK_GROUP_BYTES of output: long enough rows
+# to amortise numpy's per-call cost, small enough for the transposes to stay in cache.
+_UNPACK_GROUP_BYTES = 1 << 20
 
 
 def _segments(t_bits: int) -> list[int]:
@@ -97,15 +95,25 @@ def _segments(t_bits: int) -> list[int]:
     return [int(FL_ORDER[a]) * 16 // lanes for a in range(t_bits // 8)]
 
 
+def _row_order(t_bits: int) -> list[int]:
+    """Rows in output order: slot q = seg * 8 + b holds row r = 8 * a + b where row group a
+    lands at segment seg (``_segments``), so the rows of one group of blocks go to their
+    places with a single transposing copy."""
+    segs = _segments(t_bits)
+    a_of_seg = {seg: a for a, seg in enumerate(segs)}
+    return [8 * a_of_seg[q // 8] + q % 8 for q in range(t_bits)]
+
+
 def _unpack_rows(words: np.ndarray, width: int, rows: np.ndarray, tmp: np.ndarray) -> None:
-    """rows[r] = bits [r*W, r*W + W) of every lane stream: ``words`` is (W, m), one
-    contiguous row of m lane words per packed word index; ``rows`` is (T, m)."""
+    """rows[q] = bits [r*W, r*W + W) of every lane stream, r = ``_row_order(T)[q]``:
+    ``words`` is (W, m), one contiguous row of m lane words per packed word index;
+    ``rows`` is (T, m). One vectorised step per row."""
     dt = words.dtype
     t_bits = dt.itemsize * 8
     mask = dt.type((1 << width) - 1) if width < t_bits else None
-    for r in range(t_bits):
+    for q, r in enumerate(_row_order(t_bits)):
         first, shift = divmod(r * width, t_bits)
-        dst = rows[r]
+        dst = rows[q]
         spill = shift + width > t_bits
         if shift:
             np.right_shift(words[first], dt.type(shift), out=dst)
@@ -119,6 +127,39 @@ def _unpack_rows(words: np.ndarray, width: int, rows: np.ndarray, tmp: np.ndarra
             np.bitwise_or(dst, tmp, out=dst)
         if mask is not None and shift + width != t_bits:
             np.bitwise_and(dst, mask, out=dst)
+
+
+_ROW_PLANS: dict[tuple[int, int], tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]] = {}
+# Groups of fewer blocks than this do all rows in a few whole-array steps (gathers +
+# broadcast shifts) instead of one step per row: fewer numpy calls on short rows.
+_ROW_LOOP_MIN_BLOCKS = 128
+
+
+def _row_plan(t_bits: int, width: int, dt: np.dtype) -> tuple[np.ndarray, ...]:
+    plan = _ROW_PLANS.get((t_bits, width))
+    if plan is None:
+        r = np.array(_row_order(t_bits), dtype=np.int64)
+        first, shift = r * width // t_bits, r * width % t_bits
+        spill = np.flatnonzero(shift + width > t_bits)
+        plan = (first, shift.astype(dt)[:, None], spill, first[spill] + 1,
+                (t_bits - shift[spill]).astype(dt)[:, None])
+        _ROW_PLANS[(t_bits, width)] = plan
+    return plan
+
+
+def _unpack_rows_whole(words: np.ndarray, width: int, rows: np.ndarray) -> None:
+    """``_unpack_rows`` in a few whole-array steps (for short rows)."""
+    dt = words.dtype
+    t_bits = dt.itemsize * 8
+    first, shift, spill, spill_next, spill_shift = _row_plan(t_bits, width, dt)
+    np.take(words, first, axis=0, out=rows)
+    np.right_shift(rows, shift, out=rows)
+    if len(spill):
+        hi = np.take(words, spill_next, axis=0)
+        np.left_shift(hi, spill_shift, out=hi)
+        rows[spill] |= hi
+    if width < t_bits:
+        np.bitwise_and(rows, dt.type((1 << width) - 1), out=rows)
 
 
 def fastlanes_unpack(packed: np.ndarray, width: int, out: np.ndarray | None = None) -> np.ndarray:
@@ -148,33 +189,31 @@ def fastlanes_unpack(packed: np.ndarray, width: int, out: np.ndarray | None = No
         )
     if n == 0:
         return out
-    segs = _segments(t_bits)
     nseg = 128 // lanes
     out4 = out.reshape(n, 8, nseg, lanes)
     src = packed.reshape(n, width, lanes)
     group = max(1, min(n, _UNPACK_GROUP_BYTES // (BLOCK * dt.itemsize)))
-    words_buf = np.empty((width, group, lanes), dtype=dt)
-    rows_buf = np.empty((t_bits, group * lanes), dtype=dt) if width < t_bits else None
-    tmp_buf = np.empty(group * lanes, dtype=dt)
-    step_in = max(1, _TRANSPOSE_BYTES // (width * lanes * dt.itemsize))
-    step_out = max(1, _TRANSPOSE_BYTES // (BLOCK * dt.itemsize))
+    words_buf = alloc_empty((width, group, lanes), dt)
+    rows_buf = alloc_empty((t_bits, group * lanes), dt) if width < t_bits else None
+    tmp_buf = alloc_empty(group * lanes, dt)
     for g0 in range(0, n, group):
         m = min(group, n - g0)
-        words3 = words_buf if m == group else np.empty((width, m, lanes), dtype=dt)
-        for s in range(0, m, step_in):
-            e = min(s + step_in, m)
-            np.copyto(words3[:, s:e], src[g0 + s : g0 + e].transpose(1, 0, 2))
+        words3 = words_buf if m == group else words_buf.reshape(-1)[: width * m * lanes].reshape(
+            width, m, lanes)
+        np.copyto(words3, src[g0 : g0 + m].transpose(1, 0, 2))
         words = words3.reshape(width, m * lanes)
-        if rows_buf is None:  # W == T: the rows are the words
-            rows = words
+        if rows_buf is None:  # W == T: row r is word r, no shifting
+            rows5 = words.reshape(t_bits // 8, 8, m, lanes)
+            for a, seg in enumerate(_segments(t_bits)):
+                np.copyto(out4[g0 : g0 + m, :, seg, :], rows5[a].transpose(1, 0, 2))
+            continue
+        rows = rows_buf[:, : m * lanes]
+        if m < _ROW_LOOP_MIN_BLOCKS:
+            _unpack_rows_whole(words, width, rows)
         else:
-            rows = rows_buf[:, : m * lanes]
             _unpack_rows(words, width, rows, tmp_buf[: m * lanes])
-        rows5 = rows.reshape(t_bits // 8, 8, m, lanes)
-        for s in range(0, m, step_out):
-            e = min(s + step_out, m)
-            for a, seg in enumerate(segs):
-                np.copyto(out4[g0 + s : g0 + e, :, seg, :], rows5[a, :, s:e].transpose(1, 0, 2))
+        # rows are in output order (_row_order): one transposing copy per group
+        np.copyto(out4[g0 : g0 + m], rows.reshape(nseg, 8, m, lanes).transpose(2, 1, 0, 3))
     return out
 
 

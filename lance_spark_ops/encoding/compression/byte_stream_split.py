@@ -26,6 +26,7 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
+    alloc_empty,
     as_u8,
     check_chunk_counts,
     check_range_counts,
@@ -79,7 +80,7 @@ def _unsplit(
             f"values of {width} bytes need {int(counts[i]) * width}"
         )
     check_ranges(data, starts, sizes, "byte stream split")
-    out = np.empty(int(sizes.sum()), dtype=np.uint8)
+    out = alloc_empty(int(sizes.sum()), np.uint8)
     dst = exclusive_cumsum(sizes)
     for n in np.unique(counts):
         if n == 0:

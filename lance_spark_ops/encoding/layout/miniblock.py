@@ -64,6 +64,7 @@ from lance_spark_ops.encoding.compression._arrays import (
     join,
     join_with_starts,
     ranges_to_chunks,
+    strided_rows,
 )
 from lance_spark_ops.encoding.compression.decompress import (
     CODEC_MODULES,
@@ -100,10 +101,13 @@ def _pad(n: np.ndarray | int) -> np.ndarray | int:
 
 def _read_uint(data: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
     """Little-endian unsigned ints of ``nbytes`` at byte positions ``pos`` (vectorised)."""
-    out = np.zeros(len(pos), dtype=np.int64)
-    for k in range(nbytes):
-        out |= data[pos + k].astype(np.int64) << (8 * k)
-    return out
+    if nbytes not in (1, 2, 4, 8):
+        out = np.zeros(len(pos), dtype=np.int64)
+        for k in range(nbytes):
+            out |= data[pos + k].astype(np.int64) << (8 * k)
+        return out
+    rows = np.ascontiguousarray(strided_rows(data, pos, nbytes))  # (k, nbytes), bounds checked
+    return rows.view(f"<u{nbytes}").reshape(-1).astype(np.int64)
 
 
 def _codec_fn(enc: pb.CompressiveEncoding, suffix: str) -> tuple[object, object] | None:
