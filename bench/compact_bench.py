@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 
-def make_dataset(uri: str, gb: float, fragments: int, version: str) -> int:
+def make_dataset(uri: str, gb: float, fragments: int, version: str, deleted: float = 0.1) -> int:
     import lance
 
     row_bytes = 8 + 8 + 8 + 24 + 128 + 8  # id, float, ts, ~24 B string, 32 x f32, offsets
@@ -42,7 +42,9 @@ def make_dataset(uri: str, gb: float, fragments: int, version: str) -> int:
             "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(rows * 32, dtype=np.float32)), 32),
         })
         lance.write_dataset(t, uri, mode="append" if i else "create", data_storage_version=version)
-    lance.dataset(uri).delete("id % 10 = 0")
+    if deleted > 0:
+        every = max(1, round(1 / deleted))
+        lance.dataset(uri).delete(f"id % {every} = 0")
     return rows * fragments
 
 
@@ -56,6 +58,8 @@ def main() -> None:
     ap.add_argument("--fragments", type=int, default=200)
     ap.add_argument("--version", default="2.2")
     ap.add_argument("--target-rows", type=int, default=1024 * 1024)
+    ap.add_argument("--deleted", type=float, default=0.1, help="fraction of rows deleted before compacting")
+    ap.add_argument("--modes", nargs="+", default=["reencode", "try_binary_copy"])
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "compact_bench.json"))
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -68,13 +72,12 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         src = f"{tmp}/src.lance"
         t0 = time.perf_counter()
-        rows = make_dataset(src, args.gb, args.fragments, args.version)
+        rows = make_dataset(src, args.gb, args.fragments, args.version, args.deleted)
         size = dir_bytes(src)
         print(f"dataset: {rows} rows, {size / 1e9:.2f} GB on disk, {args.fragments} fragments "
               f"(built in {time.perf_counter() - t0:.0f} s)", flush=True)
-        theirs_uri, ours_uri = f"{tmp}/pylance.lance", f"{tmp}/ours.lance"
+        theirs_uri = f"{tmp}/pylance.lance"
         shutil.copytree(src, theirs_uri)
-        shutil.copytree(src, ours_uri)
 
         t0 = time.perf_counter()
         lance.dataset(theirs_uri).optimize.compact_files(target_rows_per_fragment=args.target_rows, num_threads=2)
@@ -83,23 +86,25 @@ def main() -> None:
 
         spark = get_spark("compact-bench")
         spark.range(1).collect()  # start the JVM and workers outside the timed region
-        t0 = time.perf_counter()
-        m = compact(spark, ours_uri, target_rows_per_fragment=args.target_rows)
-        ours_s = time.perf_counter() - t0
-        print(f"ours (reencode, local[2]): {ours_s:.1f} s; worker peak RSS "
-              f"{m.worker_peak_rss_bytes / 2**20:.0f} MiB", flush=True)
-
-        a = lance.dataset(ours_uri).to_table(columns=["id"]).column("id").to_numpy()
         b = lance.dataset(theirs_uri).to_table(columns=["id"]).column("id").to_numpy()
-        assert np.array_equal(np.sort(a), np.sort(b)), "compacted datasets differ"
-        result = {
-            "rows": rows, "bytes_on_disk": size, "fragments": args.fragments, "version": args.version,
-            "pylance_s": theirs_s, "ours_reencode_s": ours_s, "ratio_ours_over_pylance": ours_s / theirs_s,
-            "ours_mb_s": m.bytes_read / 1e6 / ours_s, "pylance_mb_s": size / 1e6 / theirs_s,
-            "worker_peak_rss_mib": m.worker_peak_rss_bytes / 2**20,
-            "fragments_after": {"ours": len(lance.dataset(ours_uri).get_fragments()),
-                                "pylance": len(lance.dataset(theirs_uri).get_fragments())},
-        }
+        result = {"rows": rows, "bytes_on_disk": size, "fragments": args.fragments, "version": args.version,
+                  "deleted": args.deleted, "pylance_s": theirs_s, "pylance_mb_s": size / 1e6 / theirs_s,
+                  "pylance_fragments_after": len(lance.dataset(theirs_uri).get_fragments())}
+        for mode in args.modes:
+            ours_uri = f"{tmp}/ours-{mode}.lance"
+            shutil.copytree(src, ours_uri)
+            t0 = time.perf_counter()
+            m = compact(spark, ours_uri, target_rows_per_fragment=args.target_rows, compaction_mode=mode)
+            ours_s = time.perf_counter() - t0
+            print(f"ours ({mode}, local[2]): {ours_s:.1f} s; {m.fragments_binary_copied} fragments copied; "
+                  f"worker peak RSS {m.worker_peak_rss_bytes / 2**20:.0f} MiB", flush=True)
+            a = lance.dataset(ours_uri).to_table(columns=["id"]).column("id").to_numpy()
+            assert np.array_equal(np.sort(a), np.sort(b)), "compacted datasets differ"
+            result[mode] = {"seconds": ours_s, "ratio_ours_over_pylance": ours_s / theirs_s,
+                            "mb_s": m.bytes_read / 1e6 / ours_s, "fragments_copied": m.fragments_binary_copied,
+                            "worker_peak_rss_mib": m.worker_peak_rss_bytes / 2**20,
+                            "fragments_after": len(lance.dataset(ours_uri).get_fragments())}
+            shutil.rmtree(ours_uri)
         print(json.dumps(result))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)
         Path(args.out).write_text(json.dumps(result, indent=1))
