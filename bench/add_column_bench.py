@@ -1,12 +1,15 @@
 """Add one SQL-expression column with our Spark job and with pylance ``add_columns``, one run.
 
-    python bench/add_column_bench.py [--rows 5000000] [--fragments 250] [--uri PATH]
-        [--expr "a * 2 + 1"] [--master local[2]] [--version 2.1] [--out bench/out/add_column_bench.json]
+    python bench/add_column_bench.py [--rows 7336800] [--fragments 200] [--uri PATH]
+        [--expr "a * 2 + 1"] [--master local[2]] [--version 2.2] [--engine auto]
+        [--out bench/out/add_column_bench.json]
 
-The dataset is the compaction benchmark's shape (ints, floats, timestamps, strings and
-32-dim float vectors; ``--fragments`` small fragments; 10% of rows deleted), built once with
+The dataset is the compaction benchmark's (ints, floats, timestamps, strings and 32-dim
+float vectors; by default its 1.1 GB: 7.3 M rows in 200 fragments, file version 2.2; 10% of
+rows deleted), built once with
 pylance under ``--uri`` (default ``/tmp/lso_bench/add_column_<rows>_<version>.lance``) or
-taken as is when it exists - pass the compaction benchmark's dataset to reuse it.
+taken as is when it exists - pass the compaction benchmark's dataset to reuse it; each run
+works on a fresh copy of it (``<uri>-run``).
 
 Both libraries add a column to the same dataset (pylance ``c_pylance``, ours ``c_ours``): each
 reads only the referenced column and writes one new data file per fragment, so the second run
@@ -21,6 +24,7 @@ from __future__ import annotations
 import argparse
 import json
 import os
+import shutil
 import sys
 import time
 from collections.abc import Iterator
@@ -61,32 +65,42 @@ def _drain(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
     return iter(())
 
 
+def _import_package(task: int, ctx: object) -> int:
+    import lance_spark_ops.spark.tasks.add_columns  # noqa: F401 - the import is the point
+
+    return task
+
+
 def dir_bytes(path: str) -> int:
     return sum(f.stat().st_size for f in Path(path).rglob("*") if f.is_file())
 
 
 def main() -> None:
     ap = argparse.ArgumentParser()
-    ap.add_argument("--rows", type=int, default=5_000_000)
-    ap.add_argument("--fragments", type=int, default=250)
-    ap.add_argument("--version", default="2.1")
+    ap.add_argument("--rows", type=int, default=7_336_800)
+    ap.add_argument("--fragments", type=int, default=200)
+    ap.add_argument("--version", default="2.2")
     ap.add_argument("--uri")
     ap.add_argument("--expr", default="a * 2 + 1")
     ap.add_argument("--master", default="local[2]")
+    ap.add_argument("--engine", default="auto", choices=["auto", "arrow", "spark"],
+                    help="add_columns sql_engine: Arrow in our tasks, or Spark's own evaluation")
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "add_column_bench.json"))
     args = ap.parse_args()
     import lance
 
-    uri = args.uri or f"/tmp/lso_bench/add_column_{args.rows}_{args.version}.lance"
-    if not Path(uri).exists():
+    base = args.uri or f"/tmp/lso_bench/add_column_{args.rows}_{args.version}.lance"
+    if not Path(base).exists():
         t0 = time.perf_counter()
-        make_dataset(uri, args.rows, args.fragments, args.version)
-        print(f"built {uri} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+        make_dataset(base, args.rows, args.fragments, args.version)
+        print(f"built {base} in {time.perf_counter() - t0:.1f}s", file=sys.stderr)
+    # every run works on a fresh copy: columns added (even when dropped later) leave data files
+    # in the fragments, which would slow both sides down run after run
+    uri = f"{base.rstrip('/')}-run"
+    shutil.rmtree(uri, ignore_errors=True)
+    shutil.copytree(base, uri)
+    os.sync()
     ds = lance.dataset(uri)
-    for name in ("c_pylance", "c_ours"):  # re-runs start from the dataset as built
-        if name in ds.schema.names:
-            ds.drop_columns([name])
-            ds = lance.dataset(uri)
     ds.to_table(columns=["a"])  # warm the page cache for both
 
     t0 = time.perf_counter()
@@ -103,13 +117,17 @@ def main() -> None:
     spark.sparkContext.setLogLevel("ERROR")
     from lance_spark_ops.spark.read import read_lance
 
-    # Start the Python workers of both Python stages (scan, writer) in every slot, on two fragments.
+    # Start the Python workers of both Python stages (scan, writer) in every slot, on two
+    # fragments, and of the in-task path (one task per slot importing the package).
     two = [f.fragment_id for f in lance.dataset(uri).get_fragments()[:2]]
     read_lance(spark, uri, columns=["a"], fragment_ids=two).selectExpr("a * 2 AS b").mapInArrow(
         _drain, "b long").count()
+    from lance_spark_ops.spark.runner import run_tasks
+
+    run_tasks(spark, "warm", list(range(spark.sparkContext.defaultParallelism)), _import_package)
     t_startup = time.perf_counter() - t0
     t0 = time.perf_counter()
-    metrics = add_columns(spark, uri, {"c_ours": args.expr})
+    metrics = add_columns(spark, uri, {"c_ours": args.expr}, sql_engine=args.engine)
     t_ours = time.perf_counter() - t0
 
     tbl = lance.dataset(uri).to_table(columns=["c_pylance", "c_ours"])
@@ -118,6 +136,7 @@ def main() -> None:
         "uri": uri, "rows": lance.dataset(uri).count_rows(),
         "fragments": len(lance.dataset(uri).get_fragments()),
         "dataset_bytes": dir_bytes(uri), "expr": args.expr, "master": args.master,
+        "engine": metrics.engine,
         "pylance_seconds": round(t_pylance, 3), "ours_seconds": round(t_ours, 3),
         "spark_startup_seconds": round(t_startup, 3), "ratio_ours_over_pylance": round(t_ours / t_pylance, 2),
         "ours_phases": {k: round(v, 3) for k, v in metrics.seconds.items()}, "values_equal": bool(same),

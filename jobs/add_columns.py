@@ -1,7 +1,7 @@
 """Add columns computed by Spark SQL expressions to a Lance dataset.
 
     spark-submit jobs/add_columns.py URI --column NAME=SQL_EXPRESSION [--column ...]
-        [--rows-per-task N] [--storage-option KEY=VALUE ...]
+        [--rows-per-task N] [--sql-engine auto|arrow|spark] [--storage-option KEY=VALUE ...]
 
 Example: ``--column "total=price * quantity" --column "tag=upper(category)"``. Expressions see
 the dataset's columns as ``read_lance`` types them. Each fragment gets one new data file with
@@ -40,12 +40,15 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--rows-per-task", type=int, default=None,
                     help="pack neighbouring small fragments into tasks of about this many rows "
                          f"(default: at most {DEFAULT_ROWS_PER_TASK}, whole waves of tasks)")
+    ap.add_argument("--sql-engine", choices=["auto", "arrow", "spark"], default="auto",
+                    help="evaluate expressions with Arrow inside our tasks when they translate "
+                         "(auto), always with Spark, or refuse what Arrow cannot evaluate")
     ap.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     columns = parse_columns(args.column)
     spark = get_spark("lance-spark-ops add columns")
     metrics = add_columns(spark, args.uri, columns, rows_per_task=args.rows_per_task,
-                          storage_options=parse_storage_options(args.storage_option))
+                          sql_engine=args.sql_engine, storage_options=parse_storage_options(args.storage_option))
     print_metrics(metrics)
     return 0
 

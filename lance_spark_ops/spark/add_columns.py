@@ -5,9 +5,11 @@ files holding only the new columns, commit one ``Merge`` on the driver.
 
 * ``{"name": "SQL expression", ...}`` - Spark SQL over the existing columns (as ``read_lance``
   types them). Only the columns the expressions reference are read (Spark's analyzer says
-  which). Pipeline: ``read_lance(refs + _rowaddr)`` -> ``selectExpr`` -> ``mapInArrow``
-  writer; every step is narrow, so each partition still holds its fragments' live rows in
-  physical order when it reaches the writer.
+  which). When ``spark.sql_arrow`` can translate the analysed expressions, each task scans,
+  evaluates them with Arrow and writes, as the function mode does (no value crosses into the
+  JVM). Otherwise: ``read_lance(refs + _rowaddr)`` -> ``selectExpr`` -> ``mapInArrow`` writer;
+  every step is narrow, so each partition still holds its fragments' live rows in physical
+  order when it reaches the writer.
 * ``ColumnFunction(fn, output_schema, read_columns=None)`` (or any callable with an
   ``output_schema`` attribute, like pylance's ``BatchUDF``, or a ``(fn, schema)`` pair) - a
   Python function from an Arrow record batch of the read columns (Lance types, deleted rows
@@ -57,6 +59,7 @@ from lance_spark_ops.errors import (
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.sql_arrow import SqlColumns, compile_frame
 from lance_spark_ops.spark.tasks.add_columns import (
     RESULT_SCHEMA,
     ROW_ADDR,
@@ -76,7 +79,7 @@ from lance_spark_ops.table.paths import DATA_DIR
 
 __all__ = ["AddColumnsMetrics", "ColumnFunction", "add_columns"]
 
-DEFAULT_ROWS_PER_TASK = 1 << 20
+DEFAULT_ROWS_PER_TASK = 4 << 20
 ARROW_BATCH_CONF = "spark.sql.execution.arrow.maxRecordsPerBatch"
 
 
@@ -104,6 +107,7 @@ class AddColumnsMetrics:
     fragments_recomputed: int = 0  # appended / rewritten by concurrent writers, computed again
     orphan_files_deleted: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
+    engine: str = ""  # where values were computed: "arrow" (in our tasks) or "spark" (the JVM)
 
 
 @dataclass
@@ -144,16 +148,40 @@ def _referenced(frame: Any, names: Sequence[str], exprs: Sequence[str]) -> list[
         return [n for n in names if re.search(rf"(?<![\w]){re.escape(n)}(?![\w])", text, re.IGNORECASE)]
 
 
-def _sql_plan(spark: Any, ds: Dataset, sql: Mapping[str, str]) -> _Plan:
+def _arrow_sql(spark: Any, ds: Dataset, projected: Any, sql: Mapping[str, str], schema: pa.Schema
+               ) -> SqlColumns | None:
+    """The projection translated for in-task Arrow evaluation, or None (see ``sql_arrow``)."""
+    from lance_spark_ops.spark.types import spark_arrow_type
+
+    columns = {}
+    for f in ds.schema:
+        try:
+            if spark_arrow_type(f.type, f.name) == f.type or pa.types.is_large_string(f.type):
+                columns[f.name] = spark_schema(pa.schema([f])).fields[0].dataType.typeName()
+        except UnsupportedError:
+            continue  # widened / converted on read, or not readable by Spark: Spark evaluates
+    return compile_frame(spark, projected, list(sql.values()), columns, schema)
+
+
+def _sql_plan(spark: Any, ds: Dataset, sql: Mapping[str, str], engine: str) -> _Plan:
     if spark is None:
         raise InvalidInputError("SQL expressions need a SparkSession")
+    if engine not in ("auto", "arrow", "spark"):
+        raise InvalidInputError(f"sql_engine must be 'auto', 'arrow' or 'spark', got {engine!r}")
     exprs = [f"{expr} AS `{name}`" for name, expr in sql.items()]
     try:
         projected = _empty_frame(spark, ds).selectExpr(*exprs)
     except Exception as e:  # pyspark's AnalysisException / ParseException
         raise InvalidInputError(f"cannot evaluate the column expressions {dict(sql)}: {e}") from e
     refs = _referenced(projected, ds.schema.names, list(sql.values()))
-    return _Plan("sql", lance_schema_of_spark(projected.schema), sql=dict(sql), read_columns=tuple(refs))
+    schema = lance_schema_of_spark(projected.schema)
+    plan = _Plan("sql", schema, sql=dict(sql), read_columns=tuple(refs))
+    if engine != "spark":
+        plan.fn = _arrow_sql(spark, ds, projected, sql, schema)
+        if plan.fn is None and engine == "arrow":
+            raise UnsupportedError(f"the expressions {dict(sql)} need Spark's evaluation "
+                                   "(sql_engine='arrow' covers the subset listed in spark.sql_arrow)")
+    return plan
 
 
 def _function_plan(columns: Any) -> _Plan:
@@ -179,11 +207,11 @@ def _join_plan(frame: Any, on: str | None, ds: Dataset) -> _Plan:
     return _Plan("join", lance_schema_of_spark(values.schema), frame=frame, on=key)
 
 
-def _plan(spark: Any, ds: Dataset, columns: Any, on: str | None) -> _Plan:
+def _plan(spark: Any, ds: Dataset, columns: Any, on: str | None, sql_engine: str = "auto") -> _Plan:
     if isinstance(columns, Mapping):
         if not columns or not all(isinstance(k, str) and isinstance(v, str) for k, v in columns.items()):
             raise InvalidInputError("a column mapping must map new names to SQL expression strings")
-        return _sql_plan(spark, ds, columns)
+        return _sql_plan(spark, ds, columns, sql_engine)
     if isinstance(columns, pa.Field):
         columns = [columns]
     if isinstance(columns, pa.Schema) or (isinstance(columns, list) and columns
@@ -228,14 +256,17 @@ def _spec(ds: Dataset, plan: _Plan, schema: LanceSchema, job_id: str,
 
 # -- computing on executors ----------------------------------------------------------------------
 def _task_rows(spark: Any, frags: Sequence[DataFragment], requested: int | None) -> int:
-    """Rows per task: as asked, else at most 1 Mi with a whole number of waves of tasks."""
+    """Rows per task: as asked, else at most 4 Mi with a whole number of waves of tasks.
+
+    A Spark task with a Python worker costs ~0.1 s on top of its work, and a fragment of the
+    new column ~5 ms, so few large tasks win; one wave per slot at least keeps every core busy."""
     if requested is not None:
         if requested <= 0:
             raise InvalidInputError(f"rows_per_task must be positive, got {requested}")
         return requested
     slots = spark.sparkContext.defaultParallelism if spark is not None else 1
     total = sum(int(f.physical_rows or 0) for f in frags)
-    tasks = max(2 * slots, math.ceil(total / DEFAULT_ROWS_PER_TASK))
+    tasks = max(slots, math.ceil(total / DEFAULT_ROWS_PER_TASK))
     tasks = math.ceil(tasks / slots) * slots
     return max(1, math.ceil(total / tasks))
 
@@ -247,8 +278,7 @@ def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags:
     sizes = [(f.id, int(f.physical_rows or 0)) for f in frags]
     rows_per_task = _task_rows(spark, frags, rows_per_task)
     desc = f"add columns {plan.schema.names} to {ds.uri} v{ds.version}: {len(frags)} fragments"
-    if plan.mode == "function":
-        assert plan.fn is not None
+    if plan.fn is not None:  # function mode, and SQL translated for Arrow (sql_arrow)
         tasks = [FunctionTask(tuple(g), plan.read_columns, batch_rows)
                  for g in group_fragments(sizes, rows_per_task)]
         fn = partial(run_function_task, spec, plan.fn)
@@ -358,19 +388,23 @@ def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, file
 def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
                 storage_options: dict[str, Any] | None = None, rows_per_task: int | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, max_rounds: int = 5,
-                before_commit: Callable[[int], None] | None = None) -> AddColumnsMetrics:
+                before_commit: Callable[[int], None] | None = None,
+                sql_engine: str = "auto") -> AddColumnsMetrics:
     """Add ``columns`` to the dataset at ``uri`` (see the module doc for the four kinds).
 
-    ``rows_per_task`` packs neighbouring small fragments into one task (default: at most 1 Mi
-    rows, tasks a multiple of Spark's parallelism, at least two per slot); ``max_rounds`` bounds
+    ``rows_per_task`` packs neighbouring small fragments into one task (default: at most 4 Mi
+    rows, tasks a multiple of Spark's parallelism, at least one per slot); ``max_rounds`` bounds
     the commit retries over concurrent writers; ``before_commit(round)`` is called right before
-    each commit attempt (a hook for tests that inject a concurrent writer)."""
+    each commit attempt (a hook for tests that inject a concurrent writer). ``sql_engine``:
+    ``auto`` evaluates SQL expressions with Arrow inside our tasks when ``spark.sql_arrow``
+    can translate them and with Spark otherwise; ``spark`` / ``arrow`` force one."""
     t0 = time.perf_counter()
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
-    plan = _plan(spark, ds, columns, on)
+    plan = _plan(spark, ds, columns, on, sql_engine)
     schema = _new_schema(ds, plan)
-    metrics = AddColumnsMetrics(uri, ds.version, plan.mode, plan.schema.names, fragments=len(ds.fragments))
+    metrics = AddColumnsMetrics(uri, ds.version, plan.mode, plan.schema.names, fragments=len(ds.fragments),
+                                engine="spark" if plan.mode == "sql" and plan.fn is None else "arrow")
     job_id = f"lso-{uuid.uuid4().hex[:12]}"
     files: dict[int, WrittenFile] = {}
     try:

@@ -182,6 +182,7 @@ def test_sql_expressions(spark, sql_datasets: dict[str, str], version: str,
                               "--column", "z=named_struct('p', a, 'q', s)"])
     m = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert m["mode"] == "sql" and m["columns"] == ["b", "t", "z"] and m["files_written"] == 3
+    assert m["engine"] == "spark"  # u is widened on read and named_struct is not translated
     tbl = _table(uri)
     a, u = tbl.column("a").to_pylist(), tbl.column("u").to_pylist()
     assert tbl.column("b").to_pylist() == [x * 2 + y for x, y in zip(a, u, strict=True)]
@@ -192,10 +193,12 @@ def test_sql_expressions(spark, sql_datasets: dict[str, str], version: str,
 
 
 @pytest.mark.spark
-def test_dataframe_joins(spark, tmp_path: Path) -> None:
+@pytest.mark.parametrize("version", VERSIONS)
+def test_dataframe_joins(spark, tmp_path: Path, version: str) -> None:
     from lance_spark_ops.spark.read import read_lance
 
-    uri = _make(str(tmp_path / "ds"), "2.1")
+    uri = _make(str(tmp_path / "ds"), version)
+    before = _files(uri)
     values = spark.createDataFrame([(i, i / 2) for i in range(0, 3000, 3)], "a long, half double")
     add_columns(spark, uri, values, on="a")
     by_addr = read_lance(spark, uri, columns=["a"], with_row_address=True)
@@ -206,6 +209,8 @@ def test_dataframe_joins(spark, tmp_path: Path) -> None:
     assert tbl.column("half").to_pylist() == [x / 2 if x % 3 == 0 else None for x in a]
     assert tbl.column("plus").to_pylist() == [a + 1000 for a in tbl.column("a").to_pylist()]
     assert not [n for n in os.listdir(f"{uri}/data") if n.startswith("lso-") and n not in _files(uri)]
+    after = _files(uri)
+    assert {p: after[p] for p in before} == before  # existing data files untouched
 
 
 @pytest.mark.spark

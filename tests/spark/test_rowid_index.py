@@ -90,14 +90,14 @@ def test_compact_sequence_keeps_live_ids(pieces: list, seed: int, dead_fraction:
 
 
 # -- datasets made by pylance -------------------------------------------------------------------------
-def _stable(uri: str) -> str:
+def _stable(uri: str, version: str = "2.1") -> str:
     """Stable row ids through deletes, updates (rows move, keeping ids) and compactions."""
     import lance
 
     n = 6000
     tbl = pa.table({"a": pa.array(range(n), pa.int64()), "v": pa.array(np.zeros(n))})
     ds = lance.write_dataset(tbl, uri, max_rows_per_file=1500, enable_stable_row_ids=True,
-                             data_storage_version="2.1")
+                             data_storage_version=version)
     rng = np.random.default_rng(7)
     for _ in range(25):
         lo = int(rng.integers(0, n - 100))
@@ -255,3 +255,18 @@ def test_rebuild_job_and_lookup(spark, stable_copy: str, capsys: pytest.CaptureF
     assert np.array_equal(addrs, before.column("_rowaddr").to_numpy())
     ghosts = lookup(stable_copy, [lance.dataset(stable_copy).to_table().num_rows * 100])
     assert ghosts.tolist() == [int(MISSING)]
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_rebuild_and_lookup_other_versions(spark, tmp_path: Path, version: str) -> None:
+    """The same history on 2.0 and 2.2 datasets: after a rebuild, lookup equals pylance's
+    _rowid -> _rowaddr for every row, and pylance reads the same rows and ids."""
+    from lance_spark_ops.spark.rowid_index import rebuild_row_id_index
+
+    uri = _stable(str(tmp_path / f"ds_{version}"), version)
+    before = _mapping(uri)
+    m = rebuild_row_id_index(spark, uri, rows_per_partition=1500)
+    assert m.sequence_bytes_after < m.sequence_bytes_before
+    after = _mapping(uri)
+    assert after.equals(before)
+    assert np.array_equal(lookup(uri, after.column("_rowid")), after.column("_rowaddr").to_numpy())
