@@ -12,6 +12,7 @@ from __future__ import annotations
 from types import TracebackType
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import file_pb2
@@ -76,6 +77,9 @@ def _is_blob_layout(encoding: Any) -> bool:
     if name != "lance.encodings21.PageLayout":
         return False
     return encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout"
+
+
+_REENCODE_ROWS = 64 * 1024  # rows decoded at a time when a whole field is re-encoded
 
 
 class _FieldBuffer:
@@ -157,6 +161,12 @@ class LanceFileWriter:
     def bytes_written(self) -> int:
         """Bytes of pages written so far (the file grows by metadata at close)."""
         return self._container.position
+
+    @property
+    def bytes_pending(self) -> int:
+        """Bytes written plus Arrow bytes still buffered for pages (an upper bound on what
+        those pages add: encoding only shrinks them); for soft file-size limits."""
+        return self._container.position + sum(buf.nbytes for buf in self._fields)
 
     @property
     def rows_written(self) -> int:
@@ -251,17 +261,29 @@ class LanceFileWriter:
             return "blob pages point at payloads by absolute offset"
         return None
 
-    def append_file_pages(self, reader: Any) -> None:
-        """Binary copy: append every page of ``reader``'s file (same version and schema) after
-        the rows written so far, without decoding. Buffered rows are flushed first so rows
-        stay in order; memory is bounded by one page."""
+    def _start_copy(self, reader: Any) -> None:
+        """Refuse pages this file cannot take; flush buffered rows so copied pages follow them."""
         why = self.can_copy_pages_from(reader)
         if why is not None:
             raise InvalidInputError(f"cannot copy pages from {reader.path}: {why}", path=self.path)
         for buf in self._fields:
             while buf.chunks:
                 self._flush(buf)
-        base = self._rows
+
+    def _copy_page(self, reader: Any, column: int, page: Any, rows: int, first_row: int) -> None:
+        """Move one page of ``reader`` undecoded, as the page holding file rows from ``first_row``."""
+        ranges = list(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
+        # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages, whose length
+        # counts items) record 0, as _flush writes them.
+        priority = first_row if self.version != "2.0" else 0
+        self._container.write_packed_page(column, reader.read_raw_ranges(ranges), page.encoding, rows, priority)
+
+    def append_file_pages(self, reader: Any) -> int:
+        """Binary copy: append every page of ``reader``'s file (same version and schema) after
+        the rows written so far, without decoding. Buffered rows are flushed first so rows
+        stay in order; memory is bounded by one page. Returns the number of pages copied."""
+        self._start_copy(reader)
+        base, copied = self._rows, 0
         meta = reader.metadata
         for c in range(meta.num_columns):
             first = 0
@@ -270,16 +292,62 @@ class LanceFileWriter:
                 if self.version == "2.0" and _is_struct_header(page.encoding):
                     self._struct_header_rows[c] = self._struct_header_rows.get(c, 0) + rows
                     continue
-                ranges = list(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
-                buffers = reader.read_raw_ranges(ranges)
-                # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages,
-                # whose length counts items) record 0.
-                priority = base + first if self.version != "2.0" else 0
-                self._container.write_packed_page(c, buffers, page.encoding, rows, priority)
+                self._copy_page(reader, c, page, rows, base + first)
+                copied += 1
                 first += rows
         self._rows += reader.num_rows
         for buf in self._fields:
             buf.flushed_rows += reader.num_rows
+        return copied
+
+    def append_live_pages(self, reader: Any, keep: np.ndarray) -> tuple[int, int]:
+        """Binary copy with deletions: append the rows of ``reader``'s file where
+        ``keep`` is True. A page none of whose rows is deleted is copied as it is; a page
+        holding deleted rows is decoded, filtered and re-encoded (through the field's page
+        buffer, so small leftovers merge with the next re-encoded rows). Fields spread over
+        several columns (2.1+ structs of several leaves; 2.0 lists and structs) are re-encoded
+        whole, their columns' pages not being row-aligned (2.0 item pages count items).
+        Returns (pages copied, pages re-encoded); memory stays one page."""
+        keep = np.asarray(keep, dtype=bool)
+        if keep.size != reader.num_rows:
+            raise InvalidInputError(f"keep mask has {keep.size} rows, the file {reader.num_rows}", path=self.path)
+        self._start_copy(reader)
+        dead = np.concatenate([[0], np.cumsum(~keep, dtype=np.int64)])
+        copied = reencoded = 0
+        meta = reader.metadata
+        for index, buf in enumerate(self._fields):
+            if buf.num_columns != 1:
+                for start in range(0, reader.num_rows, _REENCODE_ROWS):
+                    stop = min(reader.num_rows, start + _REENCODE_ROWS)
+                    self._add_filtered(buf, reader, index, keep, start, stop)
+                reencoded += sum(len(meta.column(c).pages)
+                                 for c in range(buf.first_column, buf.first_column + buf.num_columns))
+                continue
+            column, start = buf.first_column, 0
+            for page in meta.column(column).pages:
+                stop = start + int(page.length)
+                if dead[stop] == dead[start]:  # no deleted row: move the page as it is
+                    while buf.chunks:  # rows re-encoded before it go first
+                        self._flush(buf)
+                    self._copy_page(reader, column, page, stop - start, buf.flushed_rows)
+                    buf.flushed_rows += stop - start
+                    copied += 1
+                else:
+                    self._add_filtered(buf, reader, index, keep, start, stop)
+                    reencoded += 1
+                start = stop
+        self._rows += int(keep.sum())
+        return copied, reencoded
+
+    def _add_filtered(self, buf: _FieldBuffer, reader: Any, index: int, keep: np.ndarray, start: int,
+                      stop: int) -> None:
+        mask = keep[start:stop]
+        if not mask.any():
+            return
+        arr = reader._decode_field_range(index, start, stop)  # noqa: SLF001 - same package
+        buf.add(arr if mask.all() else arr.filter(pa.array(mask)))
+        while buf.nbytes >= self.page_bytes:
+            self._flush(buf)
 
     # -- closing -----------------------------------------------------------
     def close(self) -> tuple[int, int]:

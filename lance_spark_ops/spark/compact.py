@@ -20,6 +20,8 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -27,7 +29,7 @@ from pyroaring import BitMap
 
 from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
 from lance_spark_ops.spark.options import CompactionOptions
-from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction
+from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
 from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.commit.commit import commit_transaction
@@ -54,6 +56,8 @@ class CompactionMetrics:
     indexed_fragments_skipped: int = 0
     orphan_files_deleted: int = 0
     fragments_binary_copied: int = 0
+    pages_binary_copied: int = 0
+    pages_reencoded_for_deletions: int = 0
     worker_peak_rss_bytes: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     plan: list[list[int]] = field(default_factory=list)
@@ -89,9 +93,12 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     version = aliases.get(wanted, wanted)
     if version not in ("2.0", "2.1", "2.2"):
         raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 2.0, 2.1, 2.2)")
-    if (ds.data_storage_version == "2.0") != (version == "2.0"):
-        raise UnsupportedError(f"dataset stores {ds.data_storage_version} files; compaction cannot switch "
-                               f"between the 2.0 and 2.1+ families (asked for {version})")
+    if version != ds.data_storage_version:
+        # pylance 14 refuses to open a dataset whose data files differ from the manifest's
+        # data storage version ("mixed data-file-version capability is not enabled")
+        raise UnsupportedError(f"dataset stores {ds.data_storage_version} files; compaction writes the "
+                               f"dataset's own file version (asked for {version}): pylance cannot read "
+                               "a dataset that mixes file versions")
     return version
 
 
@@ -118,9 +125,10 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     job_id = f"lso-{uuid.uuid4().hex[:12]}"
     per_commit = opts.commit_every or len(tasks)
     batches = [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)]
-    for b, batch in enumerate(batches):
-        ds = _rewrite_and_commit(spark, ds, batch, opts, file_version, job_id,
-                                 f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics)
+    with _cleanup_on_failure(ds, job_id):
+        for b, batch in enumerate(batches):
+            ds = _rewrite_and_commit(spark, ds, batch, opts, file_version, job_id,
+                                     f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics)
     metrics.new_version = ds.version
     metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
     metrics.seconds["total"] = time.perf_counter() - t0
@@ -146,8 +154,9 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
     metrics.seconds["plan"] = time.perf_counter() - t0
     if tasks:
         job_id = f"lso-{uuid.uuid4().hex[:12]}"
-        ds = _rewrite_and_commit(spark, ds, tasks, opts, file_version, job_id,
-                                 f"materialize deletions {uri}", metrics)
+        with _cleanup_on_failure(ds, job_id):
+            ds = _rewrite_and_commit(spark, ds, tasks, opts, file_version, job_id,
+                                     f"materialize deletions {uri}", metrics)
         metrics.new_version = ds.version
         metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
     metrics.seconds["total"] = time.perf_counter() - t0
@@ -157,7 +166,8 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
 def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
                         file_version: str, job_id: str, description: str,
                         metrics: CompactionMetrics) -> Dataset:
-    specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version, opts.target_rows_per_fragment,
+    specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
+                         rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
                          mode=opts.compaction_mode)
              for t in batch]
@@ -195,6 +205,8 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         metrics.rows_read += r.rows_read
         metrics.rows_written += r.rows_written
         metrics.fragments_binary_copied += r.fragments_copied
+        metrics.pages_binary_copied += r.pages_copied
+        metrics.pages_reencoded_for_deletions += r.pages_reencoded
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
@@ -210,6 +222,23 @@ def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
+
+
+@contextmanager
+def _cleanup_on_failure(ds: Dataset, job_id: str) -> Iterator[None]:
+    """A failed job (a task that failed all its attempts, a refused binary copy, an
+    incompatible commit) deletes every file it wrote that no version it committed holds;
+    when the last commit's outcome is unknown, nothing is deleted."""
+    try:
+        yield
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        try:
+            _delete_orphans(Dataset.open(ds.store), job_id)
+        except Exception:  # noqa: BLE001 - keep the job's own error; orphans are named by job id
+            pass
+        raise
 
 
 def _delete_orphans(ds: Dataset, job_id: str) -> int:

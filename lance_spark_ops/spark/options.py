@@ -13,6 +13,8 @@ COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
 @dataclass(frozen=True)
 class CompactionOptions:
     target_rows_per_fragment: int = 1024 * 1024
+    # accepted for parity with pylance; Lance 2.x files have no row groups, so (as in Lance)
+    # it changes nothing
     max_rows_per_group: int = 1024
     max_bytes_per_file: int | None = None
     materialize_deletions: bool = True
@@ -22,7 +24,10 @@ class CompactionOptions:
     max_source_rows: int | None = None
     max_source_bytes: int | None = None
     excluded_fragment_ids: tuple[int, ...] = field(default_factory=tuple)
+    # must be the dataset's own version: pylance 14 cannot read a dataset mixing file versions
     data_storage_version: str | None = None
+    # accepted for parity; fragments covered by an index are never rewritten (reported as
+    # indexed_fragments_skipped), so no index needs remapping, deferred or not
     defer_index_remap: bool = False
     # ours: print and return the plan without changing anything
     dry_run: bool = False

@@ -108,3 +108,11 @@ def plan_compaction(fragments: Sequence[FragmentStats], opts: CompactionOptions)
         n_frags, n_rows, n_bytes = n_frags + len(frags), n_rows + rows, n_bytes + size
         tasks.append(CompactionTask(len(tasks), tuple(f.id for f in frags), rows, size))
     return tasks
+
+
+def rows_per_file(live_rows: int, target_rows: int) -> int:
+    """Rows per new file of a task group: its live rows split evenly over ``max(1, live //
+    target)`` files, as pylance 14 is seen to write them (9000 live rows at a 4000 target ->
+    two files of 4500; 6000 -> one file), never a full file plus a small tail."""
+    files = max(1, live_rows // max(1, target_rows))
+    return max(1, -(-live_rows // files))

@@ -58,19 +58,27 @@ def decode_arrow(data: bytes, path: str | None = None) -> np.ndarray:
     """Sorted unique offsets from an Arrow deletion file."""
     try:
         reader = ipc.open_file(pa.py_buffer(data))
-        batches = [reader.get_batch(i) for i in range(reader.num_record_batches)]
+        count = reader.num_record_batches
+        batch = reader.get_batch(0) if count == 1 else None
     except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
         raise CorruptFileError(f"deletion file is not an Arrow IPC file: {e}", path=path) from e
-    if len(batches) != 1:
-        raise CorruptFileError(f"deletion file holds {len(batches)} record batches, expected 1", path=path)
+    if batch is None:
+        raise CorruptFileError(f"deletion file holds {count} record batches, expected 1", path=path)
     schema = reader.schema
     if (len(schema) != 1 or schema.field(0).name != "row_id" or schema.field(0).type != pa.uint32()):
         raise CorruptFileError(f"deletion file schema is {schema.to_string(show_schema_metadata=False)!r}, "
                                "expected 'row_id: uint32 not null'", path=path)
-    col = batches[0].column(0)
+    col = batch.column(0)
     if col.null_count:
         raise CorruptFileError(f"deletion file has {col.null_count} null row ids", path=path)
-    return np.unique(col.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False))
+    offsets = col.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
+    if offsets.size > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
+        # pylance writes them in hash-set order; a plain sort is far cheaper than np.unique
+        offsets = np.sort(offsets)
+        dup = offsets[1:] == offsets[:-1]
+        if dup.any():
+            offsets = offsets[np.concatenate([[True], ~dup])]
+    return offsets
 
 
 def encode_bitmap(offsets: np.ndarray) -> bytes:

@@ -117,7 +117,7 @@ def _rows_per_file(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[li
 
 def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schema: LanceSchema, version: str,
                     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE,
-                    written: list[str] | None = None) -> list[DataFragment]:
+                    written: list[str] | None = None, page_bytes: int | None = None) -> list[DataFragment]:
     """Write data files under ``data/`` and describe them as new fragments (id 0, unassigned).
 
     Relative paths of the files written are appended to ``written`` as they are created, so a
@@ -135,7 +135,8 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
         rel = f"{DATA_DIR}/{name}"
         if written is not None:
             written.append(rel)
-        with LanceFileWriter(rel, arrow_schema, version=version, store=store) as w:
+        extra = {"page_bytes": page_bytes} if page_bytes else {}
+        with LanceFileWriter(rel, arrow_schema, version=version, store=store, **extra) as w:
             for b in group:
                 w.write(b)
         rows, size = w.close()
@@ -170,12 +171,13 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
                   storage_options: dict[str, Any] | None = None, enable_v2_manifest_paths: bool = True,
                   schema: pa.Schema | None = None,
                   manifest_store: ExternalManifestStore | CommitHandler | None = None,
-                  max_retries: int = DEFAULT_MAX_RETRIES) -> Dataset:
+                  max_retries: int = DEFAULT_MAX_RETRIES, page_bytes: int | None = None) -> Dataset:
     """Write ``data`` (Table, RecordBatch, RecordBatchReader or batches) to ``uri``.
 
     ``mode``: ``create`` (fails if the dataset exists), ``append`` (creates it when absent) or
     ``overwrite``. ``data_storage_version`` is 2.0, 2.1 or 2.2 (default: the dataset's, or 2.2).
     Appended data must have the dataset's columns and types (any column order).
+    ``page_bytes`` overrides the writer's page size (default 8 MiB).
     """
     if mode not in MODES:
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
@@ -194,7 +196,7 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
         lance_schema = schema_from_arrow(arrow_schema)
     written: list[str] = []
     try:
-        frags = write_fragments(store, batches, lance_schema, version, max_rows_per_file, written)
+        frags = write_fragments(store, batches, lance_schema, version, max_rows_per_file, written, page_bytes)
         if mode == "append" and existing is not None:
             op: Append | Overwrite = Append(frags)
         else:

@@ -31,12 +31,13 @@ def _data_files(uri: str) -> set[str]:
     return set(os.listdir(Path(uri) / "data"))
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
-def test_concurrent_append_commits(tmp_path: Path, monkeypatch, stable: bool) -> None:
+def test_concurrent_append_commits(tmp_path: Path, monkeypatch, stable: bool, version: str) -> None:
     import lance
 
     uri = str(tmp_path / "ds")
-    small_fragments(uri, "2.0", stable=stable, fragments=4)
+    small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table()
     extra = before.slice(0, 5)
     _between_plan_and_commit(monkeypatch, lambda: lance.write_dataset(extra, uri, mode="append"))
@@ -46,13 +47,14 @@ def test_concurrent_append_commits(tmp_path: Path, monkeypatch, stable: bool) ->
     assert m.commits == 1
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
-def test_concurrent_delete_is_carried(tmp_path: Path, monkeypatch, stable: bool) -> None:
+def test_concurrent_delete_is_carried(tmp_path: Path, monkeypatch, stable: bool, version: str) -> None:
     """No lost delete and no redone rewrite: the concurrent delete lands on the new fragments."""
     import lance
 
     uri = str(tmp_path / "ds")
-    small_fragments(uri, "2.0", stable=stable, fragments=4)
+    small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table(with_row_id=True)
     _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).delete("id % 10 = 7 OR id = 300001"))
     m = compact(None, uri, target_rows_per_fragment=1000)
@@ -78,6 +80,22 @@ def test_concurrent_overwrite_aborts_cleanly(tmp_path: Path, monkeypatch) -> Non
     with pytest.raises(IncompatibleTransaction):
         compact(None, uri, target_rows_per_fragment=1000)
     assert lance.dataset(uri).to_table().equals(replacement)
+    leftover = {n for n in _data_files(uri) - files_before if n.startswith("lso-")}
+    assert not leftover, f"files of the failed compaction were left behind: {leftover}"
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_concurrent_restore_aborts_cleanly(tmp_path: Path, monkeypatch, version: str) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, version, fragments=4)
+    first = lance.dataset(uri, version=1).to_table()
+    files_before = _data_files(uri)
+    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri, version=1).restore())
+    with pytest.raises(IncompatibleTransaction):
+        compact(None, uri, target_rows_per_fragment=1000)
+    assert lance.dataset(uri).to_table().equals(first)
     leftover = {n for n in _data_files(uri) - files_before if n.startswith("lso-")}
     assert not leftover, f"files of the failed compaction were left behind: {leftover}"
 
@@ -113,14 +131,15 @@ def test_killed_task_attempt_never_duplicates_rows(spark, tmp_path: Path, monkey
     assert not [n for n in _data_files(uri) if n.endswith("-partial.lance")]
 
 
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
-def test_concurrent_update_is_carried(tmp_path: Path, monkeypatch, stable: bool) -> None:
+def test_concurrent_update_is_carried(tmp_path: Path, monkeypatch, stable: bool, version: str) -> None:
     """pylance's update moves rows to a new fragment and deletes them from the old ones; the
     deletions land on our new fragments, so every row appears once with its new value."""
     import lance
 
     uri = str(tmp_path / "ds")
-    small_fragments(uri, "2.0", stable=stable, fragments=4)
+    small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table()
     _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
     compact(None, uri, target_rows_per_fragment=1000)

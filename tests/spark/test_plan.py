@@ -78,3 +78,25 @@ def test_matches_pylance_plan(tmp_path) -> None:
                  for f in ds.get_fragments()]
         ours = plan_compaction(stats, CompactionOptions(target_rows_per_fragment=target))
         assert [t.fragment_ids for t in ours] == expected, target
+
+
+@pytest.mark.parametrize(("frag_rows", "deleted_every", "target"),
+                         [(1000, 10, 4000), (3000, 0, 4000), (3000, 0, 20000), (700, 7, 1000)])
+def test_new_fragment_sizes_match_pylance(tmp_path, frag_rows: int, deleted_every: int, target: int) -> None:
+    """A task group becomes the same number of files, of the same sizes, as pylance writes."""
+    import lance
+    import pyarrow as pa
+
+    from lance_spark_ops.spark.compact import compact
+
+    uris = [str(tmp_path / "theirs"), str(tmp_path / "ours")]
+    for uri in uris:
+        for i in range(9):
+            lance.write_dataset(pa.table({"a": list(range(i * frag_rows, (i + 1) * frag_rows))}), uri,
+                                mode="append" if i else "create")
+        if deleted_every:
+            lance.dataset(uri).delete(f"a % {deleted_every} = 0")
+    lance.dataset(uris[0]).optimize.compact_files(target_rows_per_fragment=target)
+    compact(None, uris[1], target_rows_per_fragment=target)
+    sizes = [[f.count_rows() for f in lance.dataset(u).get_fragments()] for u in uris]
+    assert sizes[1] == sizes[0]

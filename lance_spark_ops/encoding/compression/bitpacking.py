@@ -42,6 +42,8 @@ over the T rows of the transposed layout, never over values).
 
 from __future__ import annotations
 
+import functools
+
 from collections.abc import Sequence
 
 import numpy as np
@@ -491,7 +493,10 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     """Pack blocks of 1024 values: ``values`` is (n, 1024) words of T bits, each fitting in
     ``width`` bits; the result is (n, width * LANES) words (inverse of ``fastlanes_unpack``).
 
-    One vectorised step per row of the transposed layout (T steps over all blocks)."""
+    Row ``r`` of the transposed layout lands in output word ``r * width // T`` shifted left by
+    ``r * width % T``, its high bits spilling into the next word. Those word indices never
+    decrease with ``r``, so one OR-``reduceat`` over the shifted rows builds every word, and
+    one more OR adds the spills (each word boundary is crossed by at most one row)."""
     dt = values.dtype
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
@@ -499,19 +504,23 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     if width == 0:
         return np.zeros((n, 0), dtype=dt)
     rows = np.take(values, _positions(t_bits).reshape(-1), axis=1).reshape(n, t_bits, lanes)
-    out = np.zeros((n, width, lanes), dtype=dt)
-    tmp = np.empty((n, lanes), dtype=dt)
-    for r in range(t_bits):
-        first, shift = divmod(r * width, t_bits)
-        if shift:
-            np.left_shift(rows[:, r, :], dt.type(shift), out=tmp)
-            out[:, first, :] |= tmp
-        else:
-            out[:, first, :] |= rows[:, r, :]
-        if shift + width > t_bits:
-            np.right_shift(rows[:, r, :], dt.type(t_bits - shift), out=tmp)
-            out[:, first + 1, :] |= tmp
+    first, shift, starts, spill = _pack_plan(t_bits, width)
+    lo = np.left_shift(rows, shift.astype(dt)[None, :, None])
+    out = np.bitwise_or.reduceat(lo, starts, axis=1)
+    if spill.size:
+        hi = np.right_shift(rows[:, spill, :], (t_bits - shift[spill]).astype(dt)[None, :, None])
+        out[:, first[spill] + 1, :] |= hi
     return out.reshape(n, width * lanes)
+
+
+@functools.lru_cache(maxsize=None)
+def _pack_plan(t_bits: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Per transposed row: output word, shift, the first row of each word, spilling rows."""
+    r = np.arange(t_bits, dtype=np.int64)
+    first, shift = np.divmod(r * width, t_bits)
+    starts = np.flatnonzero(np.r_[True, first[1:] != first[:-1]])
+    spill = np.flatnonzero(shift + width > t_bits)
+    return first, shift, starts, spill
 
 
 def _chunk_widths(blocks: np.ndarray) -> np.ndarray:

@@ -5,6 +5,12 @@ Returns only fragment metadata. The old -> new row-address map is not shipped: i
 implied by the order (live rows of the old fragments, in fragment then offset order, fill
 the new fragments in order), and the driver rebuilds it from the old deletion vectors
 when it needs it (carrying concurrent deletes, index remapping).
+
+Binary copy (``try_binary_copy`` / ``force_binary_copy``), for a fragment with one data file
+of the target version and the dataset's field layout: without deleted rows every page is
+moved undecoded; with some, pages holding none are moved and the others are decoded,
+filtered and re-encoded (``LanceFileWriter.append_live_pages``); fragments with several
+data files are re-encoded (``force`` refuses them).
 """
 
 from __future__ import annotations
@@ -54,7 +60,9 @@ class RewriteResult:
     files: list[str]  # paths relative to data/
     rows_read: int = 0
     rows_written: int = 0
-    fragments_copied: int = 0  # binary copy: pages moved without decoding
+    fragments_copied: int = 0  # binary copy: fragments whose pages were moved (some maybe re-encoded)
+    pages_copied: int = 0  # binary copy: pages moved without decoding
+    pages_reencoded: int = 0  # binary copy: pages holding deleted rows, decoded and re-encoded
     bytes_read: int = 0
     bytes_written: int = 0
     seconds: float = 0.0
@@ -83,20 +91,26 @@ class _FragmentSink:
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
                                lance_schema=self.ds.lance_schema)
 
-    def copy_file(self, reader: LanceFileReader) -> bool:
-        """Binary copy of a whole data file's pages; False if they cannot be copied."""
-        if self.writer is not None and self.writer.rows_written + reader.num_rows > self.spec.max_rows_per_file:
+    def copy_file(self, reader: LanceFileReader, keep: np.ndarray) -> tuple[int, int] | None:
+        """Binary copy of a data file's pages: all of them when ``keep`` (live rows) is all
+        True, else those without deleted rows, the others re-encoded. Returns (pages
+        copied, pages re-encoded), or None if the file's pages cannot be copied here."""
+        live = int(keep.sum())
+        if self.writer is not None and self.writer.rows_written + live > self.spec.max_rows_per_file:
             self.roll()
         if self.writer is None:
             self.writer = self._open()
         if self.writer.can_copy_pages_from(reader) is not None:
-            return False
-        self.writer.append_file_pages(reader)
+            return None
+        if live == keep.size:
+            counts = (self.writer.append_file_pages(reader), 0)
+        else:
+            counts = self.writer.append_live_pages(reader, keep)
         too_big = (self.spec.max_bytes_per_file is not None
-                   and self.writer.bytes_written >= self.spec.max_bytes_per_file)
+                   and self.writer.bytes_pending >= self.spec.max_bytes_per_file)
         if self.writer.rows_written >= self.spec.max_rows_per_file or too_big:
             self.roll()
-        return True
+        return counts
 
     def write(self, batch: pa.RecordBatch) -> None:
         start = 0
@@ -109,7 +123,7 @@ class _FragmentSink:
             start += part.num_rows
             full = self.writer.rows_written >= self.spec.max_rows_per_file
             too_big = (self.spec.max_bytes_per_file is not None
-                       and self.writer.bytes_written >= self.spec.max_bytes_per_file)
+                       and self.writer.bytes_pending >= self.spec.max_bytes_per_file)
             if full or too_big:
                 self.roll()
 
@@ -140,7 +154,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     live_ids: list[np.ndarray] = []
     created: list[np.ndarray] = []
     updated: list[np.ndarray] = []
-    rows_read = copied = 0
+    rows_read = copied = pages_copied = pages_reencoded = 0
     try:
         for frag in frags:
             keep = live_mask(ds, frag)
@@ -150,13 +164,16 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
                     if seq is not None:
                         acc.append(seq[keep])
             reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
-            if reader is not None and sink.copy_file(reader):
+            counts = sink.copy_file(reader, keep) if reader is not None else None
+            if counts is not None:
                 rows_read += reader.num_rows
                 copied += 1
+                pages_copied += counts[0]
+                pages_reencoded += counts[1]
                 continue
             if spec.mode == "force_binary_copy":
-                raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (deleted rows, several "
-                                       f"data files, or a different file version / schema); use try_binary_copy")
+                raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
+                                       "a different file version / schema); use try_binary_copy")
             for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows):
                 rows_read += batch.num_rows
                 sink.write(batch)
@@ -173,6 +190,8 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
         rows_read=rows_read,
         rows_written=sum(n for _, n in sink.done),
         fragments_copied=copied,
+        pages_copied=pages_copied,
+        pages_reencoded=pages_reencoded,
         bytes_read=sum(f.file_size_bytes or 0 for fr in frags for f in fr.files),
         bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
         seconds=time.perf_counter() - t0,
@@ -189,9 +208,9 @@ def _peak_rss() -> int:
 
 
 def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink) -> LanceFileReader | None:
-    """A reader over the fragment's only data file when its pages can be moved as they are:
-    no deleted rows, one data file holding every field, same file version."""
-    if frag.deletion_file is not None or len(frag.files) != 1:
+    """A reader over the fragment's only data file when its pages can be moved: one data
+    file holding every field, same file version (deleted rows are handled page by page)."""
+    if len(frag.files) != 1:
         return None
     df = frag.files[0]
     if (df.file_major_version, df.file_minor_version) != file_version_numbers(spec.file_version):
