@@ -4,6 +4,10 @@ Each worker performs ``n_ops`` random operations (mostly appends, some deletes, 
 overwrite) either through this library or through pylance, and reports every outcome:
 ``(op, status, version, read_version, ids, error)``. Row ids are unique per worker and op:
 ``worker * 1_000_000 + seq * 1_000 + i``.
+
+Every worker's first operation is a delete that opens the dataset, waits at the shared barrier
+and only then commits, so the first commits always race (all read version 1) instead of relying
+on timing.
 """
 
 from __future__ import annotations
@@ -31,7 +35,7 @@ def _pick(table: pa.Table, rng: random.Random, k: int) -> pa.Table:
 
 
 def _ours(uri: str, op: str, worker: int, seq: int, rng: random.Random,
-          rec: dict[str, Any]) -> dict[str, Any]:
+          rec: dict[str, Any], race: Any) -> dict[str, Any]:
     from lance_spark_ops.table.dataset import Dataset
     from lance_spark_ops.table.write import delete_rows, write_dataset
 
@@ -42,6 +46,8 @@ def _ours(uri: str, op: str, worker: int, seq: int, rng: random.Random,
         return {"version": new.version, "ids": list(range(worker * 1_000_000 + seq * 1_000,
                                                           worker * 1_000_000 + seq * 1_000 + 7))}
     chosen = _pick(ds.to_table(columns=["id"], with_row_address=True), rng, 3)
+    if race is not None:
+        race.wait(timeout=30)
     offsets: dict[int, list[int]] = {}
     for addr in chosen.column("_rowaddr").to_pylist():
         offsets.setdefault(addr >> 32, []).append(addr & 0xFFFFFFFF)
@@ -51,7 +57,7 @@ def _ours(uri: str, op: str, worker: int, seq: int, rng: random.Random,
 
 
 def _pylance(uri: str, op: str, worker: int, seq: int, rng: random.Random,
-             rec: dict[str, Any]) -> dict[str, Any]:
+             rec: dict[str, Any], race: Any) -> dict[str, Any]:
     import lance
 
     ds = lance.dataset(uri)
@@ -62,6 +68,8 @@ def _pylance(uri: str, op: str, worker: int, seq: int, rng: random.Random,
                 "ids": list(range(worker * 1_000_000 + seq * 1_000, worker * 1_000_000 + seq * 1_000 + 7))}
     chosen = _pick(ds.to_table(columns=["id"]), rng, 3)
     ids = chosen.column("id").to_pylist()
+    if race is not None:
+        race.wait(timeout=30)
     if not ids:
         return {"version": None, "ids": []}
     ds.delete(f"id IN ({', '.join(str(i) for i in ids)})")
@@ -71,12 +79,20 @@ def _pylance(uri: str, op: str, worker: int, seq: int, rng: random.Random,
 def run(uri: str, worker: int, library: str, n_ops: int, overwrite_at: int | None, seed: int,
         barrier: Any, results: Any) -> None:
     rng = random.Random(seed)
+    if library == "ours":  # import before the start line, so both libraries begin together
+        import lance_spark_ops.table.write  # noqa: F401
+    else:
+        import lance  # noqa: F401
     barrier.wait()
     for seq in range(n_ops):
-        op = "overwrite" if seq == overwrite_at else rng.choice(["append", "append", "delete"])
+        if seq == 0:
+            op = "delete"
+        else:
+            op = "overwrite" if seq == overwrite_at else rng.choice(["append", "append", "delete"])
         rec: dict[str, Any] = {"worker": worker, "library": library, "seq": seq, "op": op}
         try:
-            rec.update((_ours if library == "ours" else _pylance)(uri, op, worker, seq, rng, rec))
+            race = barrier if seq == 0 else None
+            rec.update((_ours if library == "ours" else _pylance)(uri, op, worker, seq, rng, rec, race))
             rec["status"] = "ok" if rec.get("version") is not None else "noop"
         except Exception as e:  # noqa: BLE001 - reported to the parent
             rec.update(status="error", error=type(e).__name__, message=str(e)[:300],
