@@ -36,20 +36,30 @@ def deletions(uri: str, version: str) -> None:
     ds.delete("a = 11999")
 
 
-def stable_row_ids(uri: str, version: str) -> None:
-    """Stable row ids through delete, update, merge_insert and compaction."""
+def _update_history(uri: str, version: str, **write_kw: object) -> None:
+    """delete, update, merge_insert and compaction, then one more delete."""
     import lance
 
     ds = lance.write_dataset(_simple(3000), uri, data_storage_version=version, max_rows_per_file=1000,
-                             enable_stable_row_ids=True)
+                             **write_kw)
     ds.delete("a % 7 = 0")
     ds.update({"f": "f + 1"}, where="a % 5 = 0")
     ds = lance.dataset(uri)
     new = pa.table({"a": pa.array([1, 2, 5000], pa.int64()), "s": ["x", "y", "z"], "f": [9.0, 9.0, 9.0]})
     ds.merge_insert("a").when_matched_update_all().when_not_matched_insert_all().execute(new)
-    ds = lance.dataset(uri)
-    ds.optimize.compact_files(target_rows_per_fragment=5000)
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=5000)
     lance.dataset(uri).delete("a >= 100 AND a < 120")
+
+
+def stable_row_ids(uri: str, version: str) -> None:
+    """Stable row ids through delete, update, merge_insert and compaction."""
+    _update_history(uri, version, enable_stable_row_ids=True)
+
+
+def updates_by_address(uri: str, version: str) -> None:
+    """The same history without stable row ids (rows move; _rowid is the address), with V1
+    manifest names."""
+    _update_history(uri, version, enable_v2_manifest_paths=False)
 
 
 def v1_names(uri: str, version: str) -> None:
@@ -116,6 +126,7 @@ SCENARIOS: dict[str, Callable[[str, str], None]] = {
     "basic": basic,
     "deletions": deletions,
     "stable_row_ids": stable_row_ids,
+    "updates_by_address": updates_by_address,
     "v1_names": v1_names,
     "schema_evolution": schema_evolution,
     "nested": nested,

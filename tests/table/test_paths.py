@@ -86,3 +86,16 @@ def test_escaping_paths_rejected(path: str) -> None:
 
 def test_nested_relative_paths_allowed() -> None:
     assert safe_relative("stem/00001.blob", "blob") == "stem/00001.blob"
+
+
+@pytest.mark.parametrize("hint", [b'{"version": 1}', b'{"version": 99}', b"garbage"])
+def test_stale_or_bad_hint_is_ignored(dataset_copy, hint: bytes) -> None:
+    """The latest version comes from the listing; a stale, future or broken hint changes nothing."""
+    import lance
+
+    from lance_spark_ops.table.dataset import Dataset
+
+    uri = dataset_copy("basic", "2.2")
+    with open(os.path.join(uri, "_versions", "latest_version_hint.json"), "wb") as f:
+        f.write(hint)
+    assert Dataset.open(uri).version == lance.dataset(uri).version == 2

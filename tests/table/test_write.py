@@ -20,7 +20,6 @@ from tests.table.commit_helpers import (
     assert_every_version,
     assert_same_as_pylance,
     ids,
-    needs_our_writer,
     pylance_fragment,
     table,
 )
@@ -35,7 +34,6 @@ NESTED = pa.table({
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_create_append_overwrite(tmp_path: Path, version: str) -> None:
-    needs_our_writer(version)
     uri = str(tmp_path / "ds")
     ds = write_dataset(table(250), uri, data_storage_version=version, max_rows_per_file=100)
     assert [f.physical_rows for f in ds.fragments] == [100, 100, 50]
@@ -59,7 +57,6 @@ def test_create_append_overwrite(tmp_path: Path, version: str) -> None:
 @pytest.mark.parametrize("version", VERSIONS)
 def test_data_file_fields_match_pylance(tmp_path: Path, version: str) -> None:
     """2.0 records every field, 2.1+ only leaves, with the column indices pylance gives."""
-    needs_our_writer(version)
     import lance
 
     lance.write_dataset(NESTED, str(tmp_path / "theirs"), data_storage_version=version)
@@ -75,7 +72,6 @@ def test_data_file_fields_match_pylance(tmp_path: Path, version: str) -> None:
 
 @pytest.mark.parametrize("version", VERSIONS)
 def test_stable_row_ids(tmp_path: Path, version: str) -> None:
-    needs_our_writer(version)
     uri = str(tmp_path / "ds")
     write_dataset(table(25), uri, data_storage_version=version, max_rows_per_file=10,
                   enable_stable_row_ids=True)

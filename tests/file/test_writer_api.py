@@ -1,0 +1,76 @@
+"""The writer's promises outside the encoding matrix: version names, close() result,
+context manager, 64-byte aligned buffers, bounded buffering, refusals."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops import LanceFileReader, LanceFileWriter
+from lance_spark_ops.errors import InvalidInputError, SchemaError, UnsupportedError
+from tests.conftest import pylance_read
+
+TABLE = pa.table({"a": pa.array(np.arange(5000, dtype=np.int64)),
+                  "s": pa.array([f"v{i}" * (i % 7) for i in range(5000)]),
+                  "l": pa.array([[i] * (i % 3) for i in range(5000)], pa.list_(pa.int32()))})
+
+
+def test_close_returns_rows_and_size_and_context_manager(tmp_path: Path) -> None:
+    w = LanceFileWriter(str(tmp_path / "a.lance"), TABLE.schema, version="2.2")
+    w.write(TABLE.slice(0, 1000))
+    w.write(TABLE.slice(1000))
+    rows, size = w.close()
+    assert rows == 5000 and size == os.path.getsize(tmp_path / "a.lance")
+    with LanceFileWriter(str(tmp_path / "b.lance"), TABLE.schema, version="2.1") as w2:
+        w2.write(TABLE)
+    assert pylance_read(tmp_path / "b.lance").equals(TABLE)
+
+
+def test_version_names(tmp_path: Path) -> None:
+    with LanceFileWriter(str(tmp_path / "s.lance"), TABLE.schema, version="stable") as w:
+        w.write(TABLE)
+    assert LanceFileReader(str(tmp_path / "s.lance")).version == "2.2"  # pylance 14's stable
+    with pytest.raises(UnsupportedError, match="unstable"):
+        LanceFileWriter(str(tmp_path / "n.lance"), TABLE.schema, version="next")
+    with pytest.raises(InvalidInputError, match="unknown file version"):
+        LanceFileWriter(str(tmp_path / "x.lance"), TABLE.schema, version="3.7")
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+def test_buffers_are_64_byte_aligned(tmp_path: Path, version: str) -> None:
+    path = str(tmp_path / f"al_{version}.lance")
+    with LanceFileWriter(path, TABLE.schema, version=version, page_bytes=16 * 1024) as w:
+        for i in range(0, 5000, 700):
+            w.write(TABLE.slice(i, 700))
+    meta = LanceFileReader(path).metadata
+    offsets = [int(o) for c in range(meta.num_columns) for p in meta.column(c).pages for o in p.buffer_offsets]
+    assert len(offsets) > meta.num_columns  # several pages
+    assert all(o % 64 == 0 for o in offsets)
+    assert pylance_read(path).equals(TABLE)
+
+
+def test_buffering_is_bounded_by_pages(tmp_path: Path) -> None:
+    """Rows waiting in memory never exceed about one page per field plus the last batch."""
+    page = 64 * 1024
+    big = pa.table({"a": pa.array(np.arange(400_000, dtype=np.int64)),
+                    "f": pa.array(np.random.default_rng(0).random(400_000))})
+    with LanceFileWriter(str(tmp_path / "m.lance"), big.schema, version="2.2", page_bytes=page) as w:
+        worst = 0
+        for i in range(0, big.num_rows, 10_000):
+            w.write(big.slice(i, 10_000))
+            worst = max(worst, w.bytes_pending - w.bytes_written)
+    assert worst <= 2 * (page + 10_000 * 8)
+    assert pylance_read(tmp_path / "m.lance").equals(big)
+
+
+def test_map_refused_before_2_2(tmp_path: Path) -> None:
+    t = pa.table({"m": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int64()))})
+    with pytest.raises(SchemaError, match="field 'm': map types need file version 2.2"):
+        LanceFileWriter(str(tmp_path / "m21.lance"), t.schema, version="2.1")
+    with LanceFileWriter(str(tmp_path / "m22.lance"), t.schema, version="2.2") as w:
+        w.write(t)
+    assert pylance_read(tmp_path / "m22.lance").equals(t)
