@@ -12,8 +12,17 @@ class LanceError(Exception):
     """Root of every error raised by lance_spark_ops."""
 
     def __init__(self, message: str, *, path: str | None = None) -> None:
+        self.message = message
         self.path = path
         super().__init__(f"{path}: {message}" if path else message)
+
+    def __reduce__(self) -> tuple:
+        # pickled from Spark tasks back to the driver, keeping the class and the path
+        return (_rebuild, (type(self), self.message, self.path))
+
+
+def _rebuild(cls: type[LanceError], message: str, path: str | None) -> LanceError:
+    return cls(message, path=path)
 
 
 class NotFoundError(LanceError):

@@ -403,6 +403,7 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
     ds.check_writable()
     plan = _plan(spark, ds, columns, on, sql_engine)
     schema = _new_schema(ds, plan)
+    t_plan = time.perf_counter()
     metrics = AddColumnsMetrics(uri, ds.version, plan.mode, plan.schema.names, fragments=len(ds.fragments),
                                 engine="spark" if plan.mode == "sql" and plan.fn is None else "arrow")
     job_id = f"lso-{uuid.uuid4().hex[:12]}"
@@ -412,7 +413,8 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
             written = _compute(spark, ds, plan, _spec(ds, plan, schema, job_id, ds.fragments), ds.fragments,
                                rows_per_task, batch_rows)
             files = {w.fragment_id: w for w in written}
-        metrics.seconds["compute"] = time.perf_counter() - t0
+        metrics.seconds["plan"] = t_plan - t0
+        metrics.seconds["compute"] = time.perf_counter() - t_plan
         t1 = time.perf_counter()
         new_ds = _commit_loop(spark, ds, plan, schema, files, job_id, metrics, max_rounds, rows_per_task,
                               batch_rows, before_commit)

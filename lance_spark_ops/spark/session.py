@@ -9,7 +9,10 @@ from typing import Any
 
 
 def get_spark(app_name: str = "lance-spark-ops", master: str | None = None, conf: dict[str, str] | None = None) -> Any:
-    """The active SparkSession, or a new one (``local[2]`` when no master is configured)."""
+    """The active SparkSession, or a new one (``local[2]`` when no master is configured).
+
+    A new session's Python workers fork from ``lance_spark_ops.spark.daemon`` (``conf`` may
+    set ``spark.python.daemon.module`` back to ``pyspark.daemon``)."""
     from pyspark.sql import SparkSession
 
     active = SparkSession.getActiveSession()
@@ -22,6 +25,8 @@ def get_spark(app_name: str = "lance-spark-ops", master: str | None = None, conf
         builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
     builder = builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     builder = builder.config("spark.ui.showConsoleProgress", "false")
+    # workers forked with our modules already imported (see spark.daemon)
+    builder = builder.config("spark.python.daemon.module", "lance_spark_ops.spark.daemon")
     for k, v in (conf or {}).items():
         builder = builder.config(k, v)
     return builder.getOrCreate()

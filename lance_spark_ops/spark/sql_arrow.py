@@ -252,14 +252,22 @@ class SqlColumns:
     output_schema: pa.Schema
 
     def __call__(self, batch: pa.RecordBatch) -> pa.RecordBatch:
+        return pa.RecordBatch.from_arrays(self.arrays(batch), schema=self.output_schema)
+
+    def arrays(self, batch: pa.RecordBatch, raw_errors: bool = False) -> list[pa.Array]:
+        """One array per expression, typed as the output schema. An evaluation error (ANSI
+        overflow, division by zero) is an ``InvalidInputError`` naming the column, or the raw
+        ``pa.ArrowInvalid`` with ``raw_errors`` (for callers that retry on fewer rows)."""
         arrays = []
         for (name, node, text), f in zip(self.exprs, self.output_schema, strict=True):
             try:
                 out = evaluate(node, batch)
-            except pa.ArrowInvalid as e:  # overflow, division by zero (ANSI)
+            except pa.ArrowInvalid as e:
+                if raw_errors:
+                    raise
                 raise InvalidInputError(f"column {name!r}: evaluating {text!r} failed: {e}") from e
             arrays.append(out if out.type == f.type else out.cast(f.type))
-        return pa.RecordBatch.from_arrays(arrays, schema=self.output_schema)
+        return arrays
 
 
 def compile_projection(aliases: list[str], texts: list[str], columns: dict[str, str], ansi: bool,

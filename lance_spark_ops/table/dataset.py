@@ -237,6 +237,12 @@ class Dataset:
     def deleted_offsets(self, fragment: DataFragment) -> np.ndarray:
         return deleted_offsets(self.store, fragment)
 
+    def live_mask(self, fragment: DataFragment) -> np.ndarray | None:
+        """True per physical row that is not deleted; None when the fragment has no deletions."""
+        if fragment.deletion_file is None:
+            return None
+        return self._keep(fragment, self._physical_rows(fragment))
+
     def _keep(self, fragment: DataFragment, physical_rows: int) -> np.ndarray:
         deleted = self.deleted_offsets(fragment)
         where = None
@@ -264,10 +270,23 @@ class Dataset:
                                 path=self.uri)
         return [by_name[c] for c in columns]
 
+    def _fragments_by_id(self) -> dict[int, DataFragment]:
+        frags = self.fragments
+        key = (id(frags), len(frags))  # built once per manifest (tasks look fragments up one by one)
+        cached = getattr(self, "_by_id", None)
+        if cached is None or cached[0] != key:
+            cached = (key, {f.id: f for f in frags})
+            self._by_id = cached
+        return cached[1]
+
+    def fragment(self, fragment_id: int) -> DataFragment:
+        """The fragment with this id (``NotFoundError`` if this version has none)."""
+        return self._select_fragments([fragment_id])[0]
+
     def _select_fragments(self, fragment_ids: Sequence[int] | None) -> list[DataFragment]:
         if fragment_ids is None:
             return list(self.fragments)
-        by_id = {f.id: f for f in self.fragments}
+        by_id = self._fragments_by_id()
         missing = [i for i in fragment_ids if i not in by_id]
         if missing:
             raise NotFoundError(f"no fragment(s) {missing} in version {self.version}", path=self.uri)
@@ -280,8 +299,10 @@ class Dataset:
 
     def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
                       with_row_id: bool = False, with_row_address: bool = False,
-                      batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        """Live rows of one fragment in batches of at most ``batch_rows`` physical rows."""
+                      batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False
+                      ) -> Iterator[pa.RecordBatch]:
+        """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
+        (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
@@ -294,7 +315,7 @@ class Dataset:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
                                    path=self.store.uri(self.manifest_path))
         scan.row_ids = row_ids
-        scan.keep = self._keep(frag, n) if frag.deletion_file is not None else None
+        scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
         schema = self.output_schema(columns, with_row_id, with_row_address)
         for batch in scan.batches(batch_rows):
             yield batch.replace_schema_metadata(schema.metadata)

@@ -8,7 +8,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.spark.compact import compact, materialize_deletions
 from tests.spark.datasets import small_fragments
 
@@ -182,10 +182,10 @@ def test_binary_copy_without_deletions(tmp_path: Path, version: str, stable: boo
     if stable:
         assert after["_rowid"].equals(before["_rowid"])
     assert m.fragments_binary_copied == 5 and m.fragments_added == 1
-    with pytest.raises(Exception, match="cannot be binary-copied"):
-        lance.write_dataset(rng_tables[0], uri, mode="append")
-        lance.write_dataset(rng_tables[1], uri, mode="append")
-        lance.dataset(uri).add_columns({"twice": "id * 2"})  # two data files per fragment
+    lance.write_dataset(rng_tables[0], uri, mode="append")
+    lance.write_dataset(rng_tables[1], uri, mode="append")
+    lance.dataset(uri).add_columns({"twice": "id * 2"})  # two data files per fragment
+    with pytest.raises(UnsupportedError, match="cannot be binary-copied"):
         compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="force_binary_copy",
                 materialize_deletions_threshold=0.0)
 

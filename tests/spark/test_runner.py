@@ -1,7 +1,10 @@
 from __future__ import annotations
 
+import pickle
+
 import pytest
 
+from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
 
 
@@ -22,3 +25,42 @@ def test_spark_runner_one_result_per_task(spark) -> None:
     assert sorted(out) == list(range(5))
     assert [out[i][1]["value"] for i in range(5)] == [i * i for i in range(5)]
     assert all(out[i][1]["prefix"].startswith(f"jobX-t{i}-a") for i in range(5))
+
+
+def _fail_on_odd(task: dict, ctx: TaskContext) -> dict:
+    if task["x"] % 2:
+        raise CorruptFileError(f"task {task['x']} found bad bytes", path=f"mem://ds/data/{task['x']}.lance")
+    return {"value": task["x"]}
+
+
+def test_lance_errors_pickle_with_class_and_path() -> None:
+    e = pickle.loads(pickle.dumps(SchemaError("no such column", path="s3://b/ds")))
+    assert type(e) is SchemaError and e.path == "s3://b/ds" and str(e) == "s3://b/ds: no such column"
+
+
+@pytest.mark.spark
+def test_spark_runner_raises_a_task_lance_error_typed(spark) -> None:
+    """A task's LanceError reaches the driver as itself (the first failing task's), not as
+    Spark's PythonException, and is not retried."""
+    with pytest.raises(CorruptFileError, match="task 1 found bad bytes") as info:
+        run_tasks(spark, "jobE", [{"x": i} for i in range(4)], _fail_on_odd)
+    assert info.value.path == "mem://ds/data/1.lance"
+
+
+def test_worker_daemon_preloads_every_module() -> None:
+    """get_spark's daemon imports the executor modules before forking (a renamed module
+    would silently stop being preloaded otherwise)."""
+    import subprocess
+    import sys
+
+    code = ("import sys; from lance_spark_ops.spark import daemon; assert daemon.preload() == []; "
+            "assert 'pandas' in sys.modules and 'lance_spark_ops.encoding.encode' in sys.modules")
+    subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
+
+
+@pytest.mark.spark
+def test_test_session_workers_fork_from_our_daemon(spark) -> None:
+    from lance_spark_ops.spark.session import get_spark
+
+    assert spark.conf.get("spark.python.daemon.module") == "lance_spark_ops.spark.daemon"
+    assert get_spark() is spark  # the active session is reused, its configuration kept

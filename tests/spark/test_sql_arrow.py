@@ -198,3 +198,60 @@ def test_add_columns_arrow_engine_refuses_what_it_cannot_translate(spark, tmp_pa
     m = add_columns(spark, uri, {"u": "upper(s)"})
     assert m.engine == "spark"
     assert lance.dataset(uri).to_table().column("u").to_pylist() == ["A", "B"]
+
+
+def _deleted_rows_dataset(tmp_path, version: str = "2.2") -> str:
+    """Rows 0..2999 in three fragments; every row holding an overflow-prone value is deleted."""
+    import lance
+
+    uri = str(tmp_path / f"del_{version}")
+    a = np.arange(3000, dtype=np.int64)
+    a[[7, 1500, 2999]] = I64.max  # a + 1 overflows here only
+    lance.write_dataset(pa.table({"a": a, "k": pa.array(np.arange(3000) % 5, pa.int32())}), uri,
+                        data_storage_version=version, max_rows_per_file=1000)
+    lance.dataset(uri).delete(f"a = {int(I64.max)} OR k = 3")
+    return uri
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_arrow_engine_ignores_errors_of_deleted_rows(spark, tmp_path, version: str) -> None:
+    """Deleted rows are evaluated too (no filter / scatter), but an ANSI error only they raise
+    is not the job's: their live rows are evaluated alone and the values equal Spark's."""
+    import lance
+
+    from lance_spark_ops.spark.add_columns import add_columns
+    from lance_spark_ops.table.dataset import Dataset
+
+    uri = _deleted_rows_dataset(tmp_path, version)
+    m = add_columns(spark, uri, {"p": "a + 1", "c": "coalesce(a, 7) * 0 + 7"}, sql_engine="arrow",
+                    batch_rows=256)  # several batches per fragment, some without deletions
+    assert m.engine == "arrow"
+    live = lance.dataset(uri).to_table(columns=["a", "p", "c"])
+    expected = spark.createDataFrame(live.select(["a"]).to_pandas()).selectExpr(
+        "a + 1 AS p", "coalesce(a, 7) * 0 + 7 AS c").toArrow()
+    assert live.num_rows == 3000 - 3 - 600
+    for name in ("p", "c"):
+        assert live.column(name).to_pylist() == expected.column(name).to_pylist(), name
+    # in the new files deleted rows are null, whatever the expression gives there
+    ds = Dataset.open(uri)
+    for frag in ds.fragments:
+        keep = ds.live_mask(frag)
+        got = pa.concat_tables(pa.Table.from_batches([b]) for b in
+                               ds.scan_fragment(frag, ["c"], include_deleted=True))
+        assert got.num_rows == frag.physical_rows
+        assert np.array_equal(got.column("c").is_valid().to_numpy(zero_copy_only=False), keep)
+
+
+def test_arrow_engine_reports_errors_of_live_rows(spark, tmp_path) -> None:
+    import lance
+
+    from lance_spark_ops.spark.add_columns import add_columns
+
+    uri = _deleted_rows_dataset(tmp_path)
+    lance.write_dataset(pa.table({"a": pa.array([int(I64.max)], pa.int64()),
+                                  "k": pa.array([0], pa.int32())}), uri, mode="append")
+    before = sorted(p.name for p in (tmp_path / "del_2.2" / "data").iterdir())
+    with pytest.raises(InvalidInputError, match="column 'p'.*overflow"):
+        add_columns(spark, uri, {"p": "a + 1"}, sql_engine="arrow")
+    assert sorted(p.name for p in (tmp_path / "del_2.2" / "data").iterdir()) == before
+    assert "p" not in lance.dataset(uri).schema.names

@@ -9,6 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops import Dataset
+from lance_spark_ops.errors import NotFoundError
 from lance_spark_ops.table.format.feature_flags import FLAG_DELETION_FILES, FLAG_STABLE_ROW_IDS
 from lance_spark_ops.table.format.fragment import DeletionFileType
 from lance_spark_ops.table.paths import ManifestNamingScheme
@@ -98,6 +99,27 @@ def test_deletion_files_of_both_kinds(pylance_dataset, version: str) -> None:
     assert kinds == {0: DeletionFileType.ARROW_ARRAY, 1: DeletionFileType.BITMAP}
     assert ds.reader_feature_flags == FLAG_DELETION_FILES
     assert [len(ds.deleted_offsets(f)) for f in ds.fragments] == [10, 5501]
+
+
+@pytest.mark.parametrize("version", ["2.0", "2.2"])
+def test_physical_rows_and_live_mask(pylance_dataset, version: str) -> None:
+    """``include_deleted`` yields every physical row in order; ``live_mask`` marks the rows the
+    normal scan keeps, so filtering the one by the other is the normal scan."""
+    import lance
+
+    uri = pylance_dataset("deletions", version)
+    ds = Dataset.open(uri)
+    theirs = lance.dataset(uri)
+    for frag in ds.fragments:
+        assert ds.fragment(frag.id) is frag
+        phys = pa.Table.from_batches(list(ds.scan_fragment(frag.id, batch_rows=4000, include_deleted=True)))
+        keep = ds.live_mask(frag)
+        assert phys.num_rows == frag.physical_rows and keep is not None and keep.size == frag.physical_rows
+        assert int((~keep).sum()) == len(ds.deleted_offsets(frag))
+        assert phys.filter(pa.array(keep)).equals(
+            theirs.get_fragment(frag.id).to_table().cast(phys.schema))
+    with pytest.raises(NotFoundError, match="no fragment"):
+        ds.fragment(999)
 
 
 @pytest.mark.parametrize("version", VERSIONS)

@@ -36,6 +36,7 @@ from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.sql_arrow import SqlColumns
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS
 from lance_spark_ops.table.format.fragment import DataFile
 from lance_spark_ops.table.paths import DATA_DIR
@@ -171,6 +172,19 @@ class ColumnFileWriter:
         self._write([v.take(indices) for v in values])
         self._cursor += span
 
+    def append_rows(self, fid: int, start: int, arrays: list[pa.Array]) -> None:
+        """Values for the fragment's physical rows ``start, start+1, ...`` (every row, deleted
+        ones included, already null there): written as they are, no scatter."""
+        if self._fid != fid:
+            self._finish()
+            self._open(fid)
+        n = len(arrays[0])
+        if start != self._cursor or start + n > self.spec.physical_rows[fid]:
+            raise InvalidInputError(f"fragment {fid}: rows {start}..{start + n} do not continue at row "
+                                    f"{self._cursor} of {self.spec.physical_rows[fid]}", path=self.spec.uri)
+        self._write(arrays)
+        self._cursor += n
+
     def feed(self, batch: pa.RecordBatch) -> None:
         """One batch of ``_rowaddr`` + new columns, ascending by address."""
         if not batch.num_rows:
@@ -258,12 +272,62 @@ def apply_function(fn: BatchFunction, batch: pa.RecordBatch, schema: pa.Schema) 
     return pa.RecordBatch.from_arrays(arrays, names=[ROW_ADDR, *schema.names])
 
 
+def _null_where(arrays: list[pa.Array], keep: np.ndarray | None) -> list[pa.Array]:
+    if keep is None or keep.all():
+        return arrays
+    mask = pa.array(keep)
+    return [pc.if_else(mask, a, pa.scalar(None, a.type)) for a in arrays]
+
+
+def _sql_rows(fn: SqlColumns, batch: pa.RecordBatch, keep: np.ndarray | None) -> list[pa.Array]:
+    """The expressions over every physical row of ``batch``, null where ``keep`` is False.
+
+    Expressions are row-wise, so evaluating deleted rows too changes no live value and saves
+    the filter and the scatter back. An ANSI error may come from a deleted row only: then the
+    live rows alone are evaluated (raising if they fail too) and scattered to their offsets."""
+    if keep is not None and not keep.any():
+        return [pa.nulls(batch.num_rows, f.type) for f in fn.output_schema]
+    try:
+        return _null_where(fn.arrays(batch, raw_errors=True), keep)
+    except pa.ArrowInvalid:
+        if keep is None or keep.all():
+            fn.arrays(batch)  # the same error, named after its column
+            raise
+    live = fn.arrays(batch.filter(pa.array(keep)))
+    idx = np.full(keep.size, -1, dtype=np.int64)
+    idx[keep] = np.arange(len(live[0]) if live else 0)
+    indices = pa.array(idx, mask=~keep)
+    return [a.take(indices) for a in live]
+
+
+def _run_sql_task(ds: Any, spec: ColumnWriteSpec, fn: SqlColumns, task: FunctionTask,
+                  attempt: str) -> list[WrittenFile]:
+    """Arrow-evaluated SQL: physical rows in, the new file's rows out, one for one."""
+    writer = ColumnFileWriter(spec, attempt)
+    cols = list(task.read_columns) if task.read_columns is not None else None
+    try:
+        for fid in task.fragment_ids:
+            keep = ds.live_mask(ds.fragment(fid))
+            start = 0
+            for batch in ds.scan_fragment(fid, cols, batch_rows=task.batch_rows, include_deleted=True):
+                n = batch.num_rows
+                part = None if keep is None else keep[start:start + n]
+                writer.append_rows(fid, start, _sql_rows(fn, batch, part))
+                start += n
+        return writer.close()
+    except BaseException:
+        writer.abort()
+        raise
+
+
 def run_function_task(spec: ColumnWriteSpec, fn: BatchFunction, task: FunctionTask,
                       ctx: TaskContext) -> list[WrittenFile]:
     """Executor entry point of the function mode (Lance-typed input, as pylance's BatchUDF)."""
     from lance_spark_ops.spark.tasks.scan import open_dataset
 
     ds = open_dataset(spec.uri, spec.version, spec.storage_options)
+    if isinstance(fn, SqlColumns):
+        return _run_sql_task(ds, spec, fn, task, ctx.attempt)
     cols = list(task.read_columns) if task.read_columns is not None else None
 
     def stream() -> Iterator[pa.RecordBatch]:
