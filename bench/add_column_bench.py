@@ -14,8 +14,8 @@ Each round works on a fresh copy (``<uri>-run``; columns added leave data files 
 would slow later rounds): a warm-up read of the referenced column fills the page cache for
 both, pylance adds ``c_pylance``, ``sync`` flushes its files, our job adds ``c_ours``, and
 the two columns are compared. Spark's start-up (JVM, the Python workers of both stages
-warmed on two fragments) and one warm-up ``add_columns`` per library on a tiny dataset (4 K
-rows: first-call costs such as Catalyst's first analysis) are timed apart and not counted.
+warmed on two fragments) and one warm-up ``add_columns`` per library on a tiny dataset of the same
+schema (4 K rows: first-call costs such as Catalyst's first analysis) are timed apart and not counted.
 Reported: every round, the ratio ours / pylance of the first round and the median ratio.
 """
 
@@ -128,9 +128,7 @@ def main() -> None:
     # Catalyst's analysis, pickling and worker code paths; pylance's runtime and planner).
     tiny = f"{base.rstrip('/')}-warmup"
     shutil.rmtree(tiny, ignore_errors=True)
-    lance.write_dataset(pa.table({"a": pa.array(np.arange(4000), pa.int64())}), tiny, max_rows_per_file=1000,
-                        data_storage_version=args.version)
-    lance.dataset(tiny).delete("a % 10 = 3")
+    make_dataset(tiny, 4000, 4, args.version)
     lance.dataset(tiny).add_columns({"w_pylance": args.expr})
     add_columns(spark, tiny, {"w_ours": args.expr}, sql_engine=args.engine)
     shutil.rmtree(tiny, ignore_errors=True)

@@ -251,7 +251,8 @@ def _spec(ds: Dataset, plan: _Plan, schema: LanceSchema, job_id: str,
     ids, cols = data_file_field_ids(added, version)
     return ColumnWriteSpec(ds.uri, ds.version, job_id, plan.schema, LanceSchema(list(added), {}), tuple(ids),
                            tuple(cols), version, file_version_numbers(version),
-                           {f.id: int(f.physical_rows or 0) for f in frags}, dict(ds.store.storage_options))
+                           {f.id: int(f.physical_rows or 0) for f in frags}, dict(ds.store.storage_options),
+                           ds.timestamp)
 
 
 # -- computing on executors ----------------------------------------------------------------------
@@ -311,7 +312,7 @@ def _spark_values(spark: Any, ds: Dataset, plan: _Plan, frags: Sequence[DataFrag
     ids = [f.id for f in frags]
     so = dict(ds.store.storage_options)
     if plan.mode == "sql":
-        spec = ScanSpec(ds.uri, ds.version, plan.read_columns, False, True, batch_rows, so)
+        spec = ScanSpec(ds.uri, ds.version, plan.read_columns, False, True, batch_rows, so, ds.timestamp)
         df = scan_dataframe(spark, ds, spec, ids, rows_per_task)
         return df.selectExpr(ROW_ADDR, *[f"{e} AS `{n}`" for n, e in plan.sql.items()])
     names = plan.schema.names
@@ -319,7 +320,7 @@ def _spark_values(spark: Any, ds: Dataset, plan: _Plan, frags: Sequence[DataFrag
         values = plan.frame.select(F.col(ROW_ADDR).cast("long").alias(ROW_ADDR), *names)
         values = values.where(F.shiftright(F.col(ROW_ADDR), 32).isin(ids))
     else:
-        key_scan = ScanSpec(ds.uri, ds.version, (plan.on,), False, True, batch_rows, so)
+        key_scan = ScanSpec(ds.uri, ds.version, (plan.on,), False, True, batch_rows, so, ds.timestamp)
         keys = scan_dataframe(spark, ds, key_scan, ids)
         values = keys.join(plan.frame.select(plan.on, *names), on=plan.on, how="inner")
         values = values.select(ROW_ADDR, *names)

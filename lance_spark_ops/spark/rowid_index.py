@@ -92,7 +92,7 @@ def _task_groups(ds: Dataset, fragments_per_task: int | None, spark: Any) -> lis
 
 def _rebuild_sequences(spark: Any, ds: Dataset, job_id: str, fragments_per_task: int | None
                        ) -> list[FragmentSequence]:
-    specs = [SequenceSpec(ds.uri, ds.version, g, dict(ds.store.storage_options))
+    specs = [SequenceSpec(ds.uri, ds.version, g, dict(ds.store.storage_options), ds.timestamp)
              for g in _task_groups(ds, fragments_per_task, spark)]
     if spark is None:
         out = run_tasks_locally(job_id, specs, run_sequence_rebuild)
@@ -159,7 +159,7 @@ def build_index(spark: Any, ds: Dataset, job_id: str, rows_per_partition: int = 
         parts = []
         if rows:
             desc = spark.createDataFrame(sc.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
-            pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so), PAIRS_SCHEMA)
+            pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, ds.timestamp), PAIRS_SCHEMA)
             ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
             writer = make_part_writer(ds.uri, ds.version, job_id, file_version, so)
             parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()

@@ -110,3 +110,28 @@ def test_read_lance_errors(datasets: dict[str, str], tmp_path: Path) -> None:
         read_lance(NoSpark(), str(tmp_path / "missing"))
     with pytest.raises(UnsupportedError, match="'un'"):
         spark_target_schema(pa.schema([pa.field("un", pa.dense_union([pa.field("i", pa.int32())]))]))
+
+
+def test_worker_cache_does_not_serve_a_replaced_dataset(tmp_path) -> None:
+    """A dataset deleted and written again at the same URI has the same version number but
+    another commit time: the per-worker cache opens it afresh, and a version replaced after
+    planning is refused."""
+    import shutil
+
+    import lance
+
+    from lance_spark_ops.errors import IncompatibleTransaction
+    from lance_spark_ops.spark.tasks.scan import open_dataset
+    from lance_spark_ops.table.dataset import Dataset
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"x": [1, 2, 3]}), uri)
+    first = Dataset.open(uri)
+    assert open_dataset(uri, first.version, timestamp=first.timestamp).to_table().column("x").to_pylist() == [1, 2, 3]
+    shutil.rmtree(uri)
+    lance.write_dataset(pa.table({"x": [7, 8]}), uri)
+    second = Dataset.open(uri)
+    assert second.version == first.version and second.timestamp != first.timestamp
+    assert open_dataset(uri, second.version, timestamp=second.timestamp).to_table().column("x").to_pylist() == [7, 8]
+    with pytest.raises(IncompatibleTransaction, match="replaced"):
+        open_dataset(uri, first.version, timestamp=first.timestamp.replace(year=2001))

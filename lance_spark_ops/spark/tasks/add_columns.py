@@ -25,6 +25,7 @@ from __future__ import annotations
 import uuid
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -64,6 +65,7 @@ class ColumnWriteSpec:
     file_major_minor: tuple[int, int]
     physical_rows: dict[int, int]  # fragment id -> physical rows
     storage_options: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None  # of the version (see tasks.scan.open_dataset)
 
 
 @dataclass
@@ -325,7 +327,7 @@ def run_function_task(spec: ColumnWriteSpec, fn: BatchFunction, task: FunctionTa
     """Executor entry point of the function mode (Lance-typed input, as pylance's BatchUDF)."""
     from lance_spark_ops.spark.tasks.scan import open_dataset
 
-    ds = open_dataset(spec.uri, spec.version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     if isinstance(fn, SqlColumns):
         return _run_sql_task(ds, spec, fn, task, ctx.attempt)
     cols = list(task.read_columns) if task.read_columns is not None else None

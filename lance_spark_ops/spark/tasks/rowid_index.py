@@ -26,6 +26,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -55,6 +56,7 @@ class SequenceSpec:
     version: int
     fragment_ids: tuple[int, ...]
     storage_options: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None  # of the version (see tasks.scan.open_dataset)
 
 
 @dataclass
@@ -96,7 +98,7 @@ def rebuild_fragment_sequence(ds: Dataset, frag: DataFragment) -> FragmentSequen
 
 def run_sequence_rebuild(spec: SequenceSpec, ctx: TaskContext) -> list[FragmentSequence]:
     """Executor entry point: re-encode the sequences of ``spec.fragment_ids``."""
-    ds = open_dataset(spec.uri, spec.version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     by_id = {f.id: f for f in ds.fragments}
     return [rebuild_fragment_sequence(ds, by_id[fid]) for fid in spec.fragment_ids]
 
@@ -126,12 +128,12 @@ def _pairs_batches(ds: Dataset, fragment_ids: list[int]) -> Iterator[pa.RecordBa
                 names=["row_id", "row_addr"])
 
 
-def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any]
+def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any], timestamp: datetime | None = None
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` function: fragment-id descriptors in, ``(row_id, row_addr)`` out."""
 
     def mapper(descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        ds = open_dataset(uri, version, storage_options)
+        ds = open_dataset(uri, version, storage_options, timestamp)
         for desc in descriptors:
             for ids in desc.column("fragment_ids").to_pylist():
                 yield from _pairs_batches(ds, ids or [])

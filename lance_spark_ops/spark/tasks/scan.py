@@ -12,16 +12,18 @@ from __future__ import annotations
 from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import pyarrow as pa
 
+from lance_spark_ops.errors import IncompatibleTransaction
 from lance_spark_ops.spark.types import spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 
 DESCRIPTOR_SCHEMA = "part long, fragment_ids array<long>"
 _CACHE_SIZE = 4
-_datasets: OrderedDict[tuple[str, int, tuple[tuple[str, str], ...]], Dataset] = OrderedDict()
+_datasets: OrderedDict[tuple[Any, ...], Dataset] = OrderedDict()
 
 
 @dataclass(frozen=True)
@@ -35,14 +37,25 @@ class ScanSpec:
     with_row_address: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
     storage_options: dict[str, Any] = field(default_factory=dict)
+    timestamp: datetime | None = None  # of the version (see open_dataset)
 
 
-def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None = None) -> Dataset:
-    """``Dataset.open`` with a small per-process cache (manifests are immutable per version)."""
-    key = (uri, version, tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items())))
+def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None = None,
+                 timestamp: datetime | None = None) -> Dataset:
+    """``Dataset.open`` with a small per-process cache (manifests are immutable per version).
+
+    ``timestamp``: the version's commit time as the driver planned on it. It is part of the
+    cache key, so a dataset deleted and written again at the same URI (same version number,
+    other content) is not served from a reused worker's cache; a version whose time differs
+    on opening was replaced after planning, which is an error."""
+    so_key = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
+    key = (uri, version, so_key, timestamp)
     ds = _datasets.get(key)
     if ds is None:
         ds = Dataset.open(uri, version, storage_options)
+        if timestamp is not None and ds.timestamp != timestamp:
+            raise IncompatibleTransaction(f"version {version} was committed at {ds.timestamp}, not at "
+                                          f"{timestamp} as planned: the dataset was replaced", path=uri)
         _datasets[key] = ds
         while len(_datasets) > _CACHE_SIZE:
             _datasets.popitem(last=False)
@@ -53,7 +66,7 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
 
 def scan_fragments(spec: ScanSpec, fragment_ids: Sequence[int]) -> Iterator[pa.RecordBatch]:
     """Live rows of the fragments, in order, as Lance Arrow batches (not yet converted)."""
-    ds = open_dataset(spec.uri, spec.version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     columns = list(spec.columns) if spec.columns is not None else None
     for fid in fragment_ids:
         yield from ds.scan_fragment(int(fid), columns, spec.with_row_id, spec.with_row_address,
@@ -61,7 +74,7 @@ def scan_fragments(spec: ScanSpec, fragment_ids: Sequence[int]) -> Iterator[pa.R
 
 
 def lance_scan_schema(spec: ScanSpec) -> pa.Schema:
-    ds = open_dataset(spec.uri, spec.version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     columns = list(spec.columns) if spec.columns is not None else None
     return ds.output_schema(columns, spec.with_row_id, spec.with_row_address)
 
