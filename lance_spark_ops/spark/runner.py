@@ -102,7 +102,7 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     out: dict[int, tuple[str, Any]] = {}
     for row in collected:
         out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))
-    failed = sorted((i for i, (_, r) in out.items() if isinstance(r, TaskFailed)))
+    failed = sorted(i for i, (_, r) in out.items() if isinstance(r, TaskFailed))
     if failed:
         raise out[failed[0]][1].error
     return out

@@ -187,6 +187,15 @@ class ColumnFileWriter:
         self._write(arrays)
         self._cursor += n
 
+    def append_live(self, fid: int, start: int, n: int, offsets: np.ndarray, values: list[pa.Array]) -> None:
+        """Values of some of the physical rows ``start .. start + n`` (at ``offsets``); the
+        others of that range are null."""
+        if self._fid == fid and start != self._cursor:
+            raise InvalidInputError(f"fragment {fid}: rows from {start} do not continue at row {self._cursor}",
+                                    path=self.spec.uri)
+        self._segment(fid, offsets, values)
+        self._pad(start + n)
+
     def feed(self, batch: pa.RecordBatch) -> None:
         """One batch of ``_rowaddr`` + new columns, ascending by address."""
         if not batch.num_rows:
@@ -281,12 +290,13 @@ def _null_where(arrays: list[pa.Array], keep: np.ndarray | None) -> list[pa.Arra
     return [pc.if_else(mask, a, pa.scalar(None, a.type)) for a in arrays]
 
 
-def _sql_rows(fn: SqlColumns, batch: pa.RecordBatch, keep: np.ndarray | None) -> list[pa.Array]:
-    """The expressions over every physical row of ``batch``, null where ``keep`` is False.
+def _sql_rows(fn: SqlColumns, batch: pa.RecordBatch, keep: np.ndarray | None) -> list[pa.Array] | None:
+    """The expressions over every physical row of ``batch``, null where ``keep`` is False;
+    None when only deleted rows raised an evaluation error (the caller evaluates the live
+    rows alone, which raises if they fail too).
 
     Expressions are row-wise, so evaluating deleted rows too changes no live value and saves
-    the filter and the scatter back. An ANSI error may come from a deleted row only: then the
-    live rows alone are evaluated (raising if they fail too) and scattered to their offsets."""
+    the filter and the scatter back."""
     if keep is not None and not keep.any():
         return [pa.nulls(batch.num_rows, f.type) for f in fn.output_schema]
     try:
@@ -295,11 +305,7 @@ def _sql_rows(fn: SqlColumns, batch: pa.RecordBatch, keep: np.ndarray | None) ->
         if keep is None or keep.all():
             fn.arrays(batch)  # the same error, named after its column
             raise
-    live = fn.arrays(batch.filter(pa.array(keep)))
-    idx = np.full(keep.size, -1, dtype=np.int64)
-    idx[keep] = np.arange(len(live[0]) if live else 0)
-    indices = pa.array(idx, mask=~keep)
-    return [a.take(indices) for a in live]
+    return None
 
 
 def _run_sql_task(ds: Any, spec: ColumnWriteSpec, fn: SqlColumns, task: FunctionTask,
@@ -314,7 +320,12 @@ def _run_sql_task(ds: Any, spec: ColumnWriteSpec, fn: SqlColumns, task: Function
             for batch in ds.scan_fragment(fid, cols, batch_rows=task.batch_rows, include_deleted=True):
                 n = batch.num_rows
                 part = None if keep is None else keep[start:start + n]
-                writer.append_rows(fid, start, _sql_rows(fn, batch, part))
+                arrays = _sql_rows(fn, batch, part)
+                if arrays is not None:
+                    writer.append_rows(fid, start, arrays)
+                else:  # part is a mask with live and deleted rows here
+                    live = fn.arrays(batch.filter(pa.array(part)))
+                    writer.append_live(fid, start, n, start + np.flatnonzero(part), live)
                 start += n
         return writer.close()
     except BaseException:
