@@ -10,9 +10,16 @@ from pathlib import Path
 
 import pyarrow as pa
 import pytest
+from hypothesis import settings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+
+# Property tests draw the same examples on every run by default, so CI's verdict does not depend
+# on luck; `HYPOTHESIS_PROFILE=explore` draws fresh ones (run it when changing a codec).
+settings.register_profile("repeatable", derandomize=True, database=None)
+settings.register_profile("explore", derandomize=False)
+settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
 
 
 def pylance_write(path: str | Path, table: pa.Table | pa.RecordBatch | list, version: str = "2.2",
