@@ -30,7 +30,7 @@ from lance_spark_ops.errors import (
     UnsupportedError,
 )
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
-from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.file.writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction
 from lance_spark_ops.table.commit.handler import CommitHandler, ExternalManifestStore
@@ -135,8 +135,8 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
         rel = f"{DATA_DIR}/{name}"
         if written is not None:
             written.append(rel)
-        extra = {"page_bytes": page_bytes} if page_bytes else {}
-        with LanceFileWriter(rel, arrow_schema, version=version, store=store, **extra) as w:
+        with LanceFileWriter(rel, arrow_schema, version=version, store=store,
+                             page_bytes=page_bytes or DEFAULT_PAGE_BYTES) as w:
             for b in group:
                 w.write(b)
         rows, size = w.close()

@@ -43,7 +43,6 @@ over the T rows of the transposed layout, never over values).
 from __future__ import annotations
 
 import functools
-
 from collections.abc import Sequence
 
 import numpy as np

@@ -217,20 +217,14 @@ def _sample_indices(n: int, max_samples: int) -> np.ndarray | None:
 def sample_unique_ratio(block: DataBlock, max_samples: int = 4096) -> float | None:
     """Distinct / sampled values over Lance's deterministic block sample (None when fewer
     than 1024 values would be sampled or the block cannot be dictionary encoded)."""
-    n = int(block.num_values)
-    if min(n, max_samples) < 1024:
+    idx = _sample_indices(int(block.num_values), max_samples)
+    if idx is None:
         return None
     if isinstance(block, FixedWidthBlock) and block.bits_per_value == 64:
-        idx = _sample_indices(n, max_samples)
-        if idx is None:
-            return None
         sample = np.sort(uint_values(block)[idx])  # a 4096-value sort beats Arrow's hash set here
         return (int(np.count_nonzero(sample[1:] != sample[:-1])) + 1) / len(idx)
     arr = _as_arrow(block)
     if arr is None:
-        return None
-    idx = _sample_indices(n, max_samples)
-    if idx is None:
         return None
     return len(arr.take(pa.array(idx)).unique()) / len(idx)
 

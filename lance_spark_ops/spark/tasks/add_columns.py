@@ -17,7 +17,12 @@ A fragment that receives no value gets no file at all: Lance reads a field held 
 fragment's data files as nulls, which is exactly what that fragment needs.
 
 ``run_function_task`` is the function mode end to end on one task group (read with our scanner,
-call the user's function on Lance-typed batches, write), run through ``spark.runner``.
+call the user's function on Lance-typed batches, write), run through ``spark.runner``. SQL
+translated by ``spark.sql_arrow`` takes the same route but reads every physical row
+(``scan_fragment(include_deleted=True)``): expressions are row-wise, so their values at deleted
+rows are simply nulled and the rows go to the file in order (``append_rows``), without the
+scatter; only when deleted rows alone raise an evaluation error are the live rows evaluated
+apart and scattered (``append_live``).
 """
 
 from __future__ import annotations

@@ -30,7 +30,6 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
 
@@ -221,9 +220,11 @@ def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _Fragmen
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
-    """Boolean mask of the fragment's live physical rows."""
-    rows = frag.physical_rows if frag.physical_rows is not None else ds._physical_rows(frag)  # noqa: SLF001 - pylance always records it
-    return keep_mask(deleted_offsets(ds.store, frag), rows)
+    """Boolean mask of the fragment's live physical rows (all True without deletions)."""
+    keep = ds.live_mask(frag)
+    if keep is None:
+        keep = np.ones(ds._physical_rows(frag), dtype=bool)  # noqa: SLF001 - pylance always records it
+    return keep
 
 
 def _fragments(done: list[tuple[DataFile, int]], stable: bool, live_ids: list[np.ndarray],
