@@ -70,6 +70,7 @@ from lance_spark_ops.spark.tasks.add_columns import (
     make_writer_mapper,
     run_function_task,
 )
+from lance_spark_ops.spark.tasks.common import file_version_numbers
 from lance_spark_ops.spark.tasks.scan import ScanSpec, group_fragments
 from lance_spark_ops.spark.types import lance_schema_of_spark, spark_schema
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
@@ -244,8 +245,6 @@ def _new_schema(ds: Dataset, plan: _Plan) -> LanceSchema:
 
 def _spec(ds: Dataset, plan: _Plan, schema: LanceSchema, job_id: str,
           frags: Sequence[DataFragment]) -> ColumnWriteSpec:
-    from lance_spark_ops.spark.tasks.rewrite import file_version_numbers
-
     version = ds.data_storage_version
     added = schema.fields[len(ds.lance_schema.fields):]
     ids, cols = data_file_field_ids(added, version)

@@ -31,8 +31,8 @@ from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
-from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
-from lance_spark_ops.table.commit.commit import commit_transaction
+from lance_spark_ops.spark.tasks.common import DATA_DIR
+from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
@@ -186,7 +186,7 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     try:
         _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version)
+        new_ds = ds.commit(Rewrite(groups), ds.version)
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:
@@ -218,7 +218,7 @@ def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
     compaction does); the Rewrite then keeps them."""
     if not new_fragments:
         return
-    reserved = commit_transaction(ds.store, ReserveFragments(len(new_fragments)), ds.version)
+    reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i

@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_spark_ops.errors import LanceError
+from lance_spark_ops.spark.tasks.common import attempt_id
 
 RESULT_SCHEMA = "task_id long, attempt string, result binary"
 
@@ -39,18 +40,6 @@ class TaskContext:
     def file_prefix(self) -> str:
         """Prefix for the names of files this attempt writes (for orphan cleanup)."""
         return f"{self.job_id}-t{self.task_id}-a{self.attempt}"
-
-
-def _attempt_id() -> str:
-    try:
-        from pyspark import TaskContext as SparkTaskContext
-
-        ctx = SparkTaskContext.get()
-        if ctx is not None:
-            return f"{ctx.stageId()}.{ctx.attemptNumber()}.{ctx.taskAttemptId()}"
-    except ImportError:  # pragma: no cover - pyspark is a dependency
-        pass
-    return "local"
 
 
 @dataclass(frozen=True)
@@ -70,7 +59,7 @@ def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext)
 def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes]
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        attempt = _attempt_id()
+        attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
             out_results = [pickle.dumps(_outcome(fn, pickle.loads(payloads[i]), TaskContext(job_id, i, attempt)))

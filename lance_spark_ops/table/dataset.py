@@ -22,7 +22,7 @@ import pyarrow as pa
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError
 from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction
+from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, CommitResult, commit_transaction
 from lance_spark_ops.table.commit.handler import CommitHandler, ExternalManifestStore, handler_for
 from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
@@ -87,6 +87,12 @@ class Dataset:
         check_readable(mf.manifest.reader_feature_flags, path)
         return cls(store, mf, scheme, name, manifest_store)
 
+    @classmethod
+    def from_commit(cls, result: CommitResult) -> Dataset:
+        """The version a commit just wrote (``commit_transaction``'s result)."""
+        return cls(result.store, result.manifest_file, result.naming_scheme, result.manifest_name,
+                   manifest_store=result.handler)
+
     def checkout(self, version: int) -> Dataset:
         return Dataset.open(self.store, version, manifest_store=self.manifest_store)
 
@@ -103,8 +109,8 @@ class Dataset:
         self.check_writable()
         read = self.version if read_version is None else read_version
         store = manifest_store if manifest_store is not None else self.manifest_store
-        return commit_transaction(self.store, operation, read, max_retries=max_retries, manifest_store=store,
-                                  **kwargs)
+        return Dataset.from_commit(commit_transaction(self.store, operation, read, max_retries=max_retries,
+                                                      manifest_store=store, **kwargs))
 
     # -- metadata --------------------------------------------------------
     @property

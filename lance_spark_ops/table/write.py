@@ -201,12 +201,12 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
             op: Append | Overwrite = Append(frags)
         else:
             op = Overwrite(frags, lance_schema)
-        return commit_transaction(
+        return Dataset.from_commit(commit_transaction(
             store, op, existing.version if existing is not None else 0, manifest_store=manifest_store,
             max_retries=max_retries, enable_v2_manifest_paths=enable_v2_manifest_paths,
             enable_stable_row_ids=enable_stable_row_ids and existing is None,
             data_storage_version=version if isinstance(op, Overwrite) else None,
-            must_create=mode == "create")
+            must_create=mode == "create"))
     except CommitStateUnknown:
         raise
     except Exception:  # surely not committed; an interrupt may have committed: keep files then

@@ -104,7 +104,8 @@ def _flaky_rewrite(spec, ctx):
     """First attempt of every task writes a partial file and dies like a lost executor."""
     from pyspark import TaskContext as SparkTaskContext
 
-    from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, run_rewrite
+    from lance_spark_ops.spark.tasks.common import DATA_DIR
+    from lance_spark_ops.spark.tasks.rewrite import run_rewrite
 
     tc = SparkTaskContext.get()
     if tc is not None and tc.attemptNumber() == 0:

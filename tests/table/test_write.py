@@ -127,7 +127,8 @@ def test_commit_pylance_written_files(tmp_path: Path, version: str) -> None:
     uri = str(tmp_path / "ds")
     os.makedirs(uri)
     frag = pylance_fragment(uri, table(40), version)
-    ds = commit_transaction(uri, Overwrite([frag], _schema_of(table(40))), 0, data_storage_version=version)
+    ds = Dataset.from_commit(commit_transaction(uri, Overwrite([frag], _schema_of(table(40))), 0,
+                                                data_storage_version=version))
     assert ds.version == 1 and ds.data_storage_version == version
     ds = ds.commit(Append([pylance_fragment(uri, table(10, 40), version)]))
     assert [f.id for f in ds.fragments] == [0, 1]

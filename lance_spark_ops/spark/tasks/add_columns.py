@@ -43,9 +43,9 @@ from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.sql_arrow import SqlColumns
+from lance_spark_ops.spark.tasks.common import DATA_DIR, attempt_id
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS
 from lance_spark_ops.table.format.fragment import DataFile
-from lance_spark_ops.table.paths import DATA_DIR
 
 ROW_ADDR = "_rowaddr"
 RESULT_SCHEMA = "fragment_id long, path string, rows long, size long"
@@ -238,19 +238,12 @@ def write_stream(spec: ColumnWriteSpec, batches: Iterator[pa.RecordBatch], attem
         raise
 
 
-def _spark_attempt() -> str:
-    from pyspark import TaskContext as SparkTaskContext
-
-    ctx = SparkTaskContext.get()
-    return f"{ctx.stageId()}.{ctx.partitionId()}.{ctx.attemptNumber()}" if ctx is not None else "local"
-
-
 def make_writer_mapper(spec: ColumnWriteSpec
                        ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` function: value batches in, one result row per written file out."""
 
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        written = write_stream(spec, batches, _spark_attempt())
+        written = write_stream(spec, batches, attempt_id())
         if written:
             yield pa.RecordBatch.from_pylist([w.__dict__ for w in written], schema=_RESULT_ARROW)
 

@@ -25,15 +25,13 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
-from lance_spark_ops.file.container import BYTES_BY_VERSION
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
-
-DATA_DIR = "data"
 
 
 @dataclass(frozen=True)
@@ -66,11 +64,6 @@ class RewriteResult:
     bytes_written: int = 0
     seconds: float = 0.0
     peak_rss_bytes: int = 0  # of the process that ran the task (a reused Python worker)
-
-
-def file_version_numbers(version: str) -> tuple[int, int]:
-    """(major, minor) a DataFile records: 2.0 files are recorded as (2, 0) in manifests."""
-    return (2, 0) if version == "2.0" else BYTES_BY_VERSION[version]
 
 
 class _FragmentSink:

@@ -2,7 +2,12 @@
 manifest (``operations``, ``indices``), conflicts with concurrent commits (``conflict``,
 ``rebase``) and the retry loop (``commit``)."""
 
-from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction, load_transaction
+from lance_spark_ops.table.commit.commit import (
+    DEFAULT_MAX_RETRIES,
+    CommitResult,
+    commit_transaction,
+    load_transaction,
+)
 from lance_spark_ops.table.commit.handler import (
     CommitHandler,
     ExternalManifestCommitHandler,
@@ -14,6 +19,7 @@ from lance_spark_ops.table.commit.handler import (
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "CommitHandler",
+    "CommitResult",
     "ExternalManifestCommitHandler",
     "ExternalManifestStore",
     "PutIfNotExistsCommitHandler",

@@ -32,7 +32,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from lance_spark_ops.errors import (
     CommitConflict,
@@ -55,7 +55,12 @@ from lance_spark_ops.table.commit.indices import index_section
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
-from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
+from lance_spark_ops.table.format.manifest import (
+    Manifest,
+    ManifestFile,
+    parse_manifest_file,
+    serialize_manifest_file,
+)
 from lance_spark_ops.table.format.transaction import Operation, Restore, Rewrite, Transaction
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
@@ -68,10 +73,7 @@ from lance_spark_ops.table.paths import (
     version_hint_bytes,
 )
 
-if TYPE_CHECKING:
-    from lance_spark_ops.table.dataset import Dataset
-
-__all__ = ["DEFAULT_MAX_RETRIES", "commit_transaction", "load_transaction"]
+__all__ = ["DEFAULT_MAX_RETRIES", "CommitResult", "commit_transaction", "load_transaction"]
 
 DEFAULT_MAX_RETRIES = 20
 MAX_BACKOFF_SECONDS = 5.0
@@ -89,6 +91,31 @@ def load_transaction(store: ObjectStore, mf: ManifestFile) -> Transaction | None
         return Transaction.from_bytes(store.read(rel), store.uri(rel))
     except (NotFoundError, CorruptFileError):
         return None
+
+
+@dataclass(frozen=True)
+class CommitResult:
+    """What a landed commit produced: the new manifest and where it was written.
+
+    The read side wraps it (``Dataset.from_commit``); this layer never builds a Dataset."""
+
+    store: ObjectStore
+    manifest_file: ManifestFile
+    naming_scheme: ManifestNamingScheme
+    manifest_name: str  # file name under _versions/
+    handler: CommitHandler
+
+    @property
+    def manifest(self) -> Manifest:
+        return self.manifest_file.manifest
+
+    @property
+    def version(self) -> int:
+        return self.manifest.version
+
+    @property
+    def manifest_path(self) -> str:
+        return f"{VERSIONS_DIR}/{self.manifest_name}"
 
 
 @dataclass
@@ -184,12 +211,12 @@ def commit_transaction(
     tag: str = "",
     transaction_properties: dict[str, str] | None = None,
     rebase_hints: Mapping[str, Any] | None = None,
-) -> Dataset:
+) -> CommitResult:
     """Commit ``operation`` made from version ``read_version`` (0 / None: a new dataset).
 
-    Returns the new version. Raises CommitConflict (retry the operation from a fresh read),
-    IncompatibleTransaction (give up), CommitStateUnknown (it may have landed: delete nothing),
-    UnsupportedError (unknown writer feature flag), NotFoundError (no such dataset / version).
+    Returns the new version's manifest (``Dataset.from_commit`` opens it). Raises CommitConflict
+    (retry the operation from a fresh read), IncompatibleTransaction (give up), CommitStateUnknown
+    (it may have landed: delete nothing), UnsupportedError (unknown writer feature flag), NotFoundError (no such dataset / version).
     ``must_create`` fails with IncompatibleTransaction when the dataset exists.
     ``enable_v2_manifest_paths`` / ``enable_stable_row_ids`` / ``data_storage_version`` shape a
     new dataset (an Overwrite may also change the storage version).
@@ -226,8 +253,8 @@ def commit_transaction(
 
 
 def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamingScheme,
-             must_create: bool) -> Dataset | None:
-    """One attempt: the new Dataset, or None when another writer took the version first."""
+             must_create: bool) -> CommitResult | None:
+    """One attempt: the landed commit, or None when another writer took the version first."""
     store = att.store
     listing = att.handler.list_versions(store)
     latest = listing.latest
@@ -297,9 +324,7 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
 
 
 def _landed(att: _Attempt, data: bytes, rel: str, scheme: ManifestNamingScheme,
-            txn_name: str | None) -> Dataset:
-    from lance_spark_ops.table.dataset import Dataset
-
+            txn_name: str | None) -> CommitResult:
     store = att.store
     mf = parse_manifest_file(data, store.uri(rel))
     _write_hint(store, mf.manifest.version)
@@ -308,7 +333,7 @@ def _landed(att: _Attempt, data: bytes, rel: str, scheme: ManifestNamingScheme,
         att.cleanup(keep_txn=txn_name, keep_files=keep)
     except Exception:  # noqa: BLE001 - leftovers are harmless; the commit landed
         pass
-    return Dataset(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store=att.handler)
+    return CommitResult(store, mf, scheme, rel.rsplit("/", 1)[-1], att.handler)
 
 
 def _referenced(txn: Transaction, rel: str) -> bool:

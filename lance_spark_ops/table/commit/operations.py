@@ -45,7 +45,7 @@ from dataclasses import dataclass, replace
 
 import numpy as np
 
-from lance_spark_ops import __version__
+from lance_spark_ops._version import __version__
 from lance_spark_ops.errors import CommitConflict, InvalidInputError, UnsupportedError
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.table.commit.indices import (
