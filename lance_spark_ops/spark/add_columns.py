@@ -40,9 +40,7 @@ from __future__ import annotations
 
 import math
 import re
-import time
-import uuid
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from functools import partial
 from typing import Any
@@ -51,14 +49,13 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import (
     CommitConflict,
-    CommitStateUnknown,
     IncompatibleTransaction,
     InvalidInputError,
     UnsupportedError,
 )
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
-from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.sql_arrow import SqlColumns, compile_frame
 from lance_spark_ops.spark.tasks.add_columns import (
     RESULT_SCHEMA,
@@ -109,6 +106,7 @@ class AddColumnsMetrics:
     orphan_files_deleted: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     engine: str = ""  # where values were computed: "arrow" (in our tasks) or "spark" (the JVM)
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
 @dataclass
@@ -271,21 +269,29 @@ def _task_rows(spark: Any, frags: Sequence[DataFragment], requested: int | None)
     return max(1, math.ceil(total / tasks))
 
 
-def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags: Sequence[DataFragment],
-             rows_per_task: int | None, batch_rows: int) -> list[WrittenFile]:
+def _compute(job: Job, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags: Sequence[DataFragment],
+             rows_per_task: int | None, batch_rows: int, phase: str = "compute") -> list[WrittenFile]:
     if not frags:
         return []
     sizes = [(f.id, int(f.physical_rows or 0)) for f in frags]
-    rows_per_task = _task_rows(spark, frags, rows_per_task)
-    desc = f"add columns {plan.schema.names} to {ds.uri} v{ds.version}: {len(frags)} fragments"
-    if plan.fn is not None:  # function mode, and SQL translated for Arrow (sql_arrow)
-        tasks = [FunctionTask(tuple(g), plan.read_columns, batch_rows)
-                 for g in group_fragments(sizes, rows_per_task)]
-        fn = partial(run_function_task, spec, plan.fn)
-        out = (run_tasks_locally(spec.job_id, tasks, fn) if spark is None
-               else run_tasks(spark, spec.job_id, tasks, fn, description=desc))
-        return [w for i in range(len(tasks)) for w in out[i][1]]
-    spark.sparkContext.setJobDescription(desc)
+    rows_per_task = _task_rows(job.spark, frags, rows_per_task)
+    groups = group_fragments(sizes, rows_per_task)
+    detail = f"{plan.schema.names} on v{ds.version}, {len(frags)} fragments"
+    with job.phase(phase, tasks=len(groups), detail=detail) as ph:
+        if plan.fn is not None:  # function mode, and SQL translated for Arrow (sql_arrow)
+            tasks = [FunctionTask(tuple(g), plan.read_columns, batch_rows) for g in groups]
+            written = [w for r in job.run_tasks(tasks, partial(run_function_task, spec, plan.fn)) for w in r]
+        else:
+            written = _spark_compute(job.spark, ds, plan, spec, frags, rows_per_task, batch_rows)
+            ph.add(tasks=len(groups))
+        ph.add(rows=sum(w.rows for w in written), bytes=sum(w.size for w in written))
+    return written
+
+
+def _spark_compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags: Sequence[DataFragment],
+                   rows_per_task: int, batch_rows: int) -> list[WrittenFile]:
+    """Spark evaluates the values (SQL it must evaluate, or a backfill join); our writer tasks
+    write them."""
     previous = spark.conf.get(ARROW_BATCH_CONF, None)
     if previous is None or int(previous) < batch_rows:
         spark.conf.set(ARROW_BATCH_CONF, str(batch_rows))  # Spark's default, 10000, triples the cost
@@ -293,7 +299,6 @@ def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags:
         rows = _spark_values(spark, ds, plan, frags, rows_per_task, batch_rows).mapInArrow(
             make_writer_mapper(spec), RESULT_SCHEMA).collect()
     finally:
-        spark.sparkContext.setJobDescription(None)
         if previous is None:
             spark.conf.unset(ARROW_BATCH_CONF)
         else:
@@ -336,12 +341,6 @@ def _delete_files(ds: Dataset, written: Sequence[WrittenFile]) -> None:
     ds.store.delete_many(f"{DATA_DIR}/{w.path}" for w in written)
 
 
-def _delete_orphans(ds: Dataset, job_id: str, keep: set[str]) -> int:
-    orphans = [n for n in ds.store.list(DATA_DIR) if n.startswith(job_id) and n not in keep]
-    ds.store.delete_many(f"{DATA_DIR}/{n}" for n in orphans)
-    return len(orphans)
-
-
 def _rebase(ds: Dataset, latest: Dataset, schema: LanceSchema, files: dict[int, WrittenFile]
             ) -> tuple[list[DataFragment], list[WrittenFile]]:
     """Fragments of ``latest`` still needing values, and our files that became useless."""
@@ -355,14 +354,13 @@ def _rebase(ds: Dataset, latest: Dataset, schema: LanceSchema, files: dict[int, 
     return todo, stale
 
 
-def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, files: dict[int, WrittenFile],
-                 job_id: str, metrics: AddColumnsMetrics, max_rounds: int, rows_per_task: int | None,
-                 batch_rows: int, before_commit: Callable[[int], None] | None) -> Dataset:
+def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files: dict[int, WrittenFile],
+                 metrics: AddColumnsMetrics, max_rounds: int, rows_per_task: int | None,
+                 batch_rows: int) -> Dataset:
     for rnd in range(1, max_rounds + 1):
         metrics.rounds = rnd
-        if before_commit is not None:
-            before_commit(rnd)
-        spec = _spec(ds, plan, schema, job_id, ds.fragments)
+        job.before_commit(rnd)
+        spec = _spec(ds, plan, schema, job.job_id, ds.fragments)
         frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)]) if f.id in files else f
                  for f in ds.fragments]
         try:
@@ -377,8 +375,8 @@ def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, file
             files.pop(w.fragment_id, None)
         schema = _new_schema(latest, plan)  # same ids: the schema did not change
         if plan.mode != "nulls":  # all-null columns need no file on any fragment
-            spec = _spec(latest, plan, schema, job_id, todo)
-            written = _compute(spark, latest, plan, spec, todo, rows_per_task, batch_rows)
+            spec = _spec(latest, plan, schema, job.job_id, todo)
+            written = _compute(job, latest, plan, spec, todo, rows_per_task, batch_rows, phase="recompute")
             files.update({w.fragment_id: w for w in written})
             metrics.fragments_recomputed += len(todo)
         ds = latest
@@ -388,49 +386,37 @@ def _commit_loop(spark: Any, ds: Dataset, plan: _Plan, schema: LanceSchema, file
 def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
                 storage_options: dict[str, Any] | None = None, rows_per_task: int | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, max_rounds: int = 5,
-                before_commit: Callable[[int], None] | None = None,
                 sql_engine: str = "auto") -> AddColumnsMetrics:
     """Add ``columns`` to the dataset at ``uri`` (see the module doc for the four kinds).
 
     ``rows_per_task`` packs neighbouring small fragments into one task (default: at most 4 Mi
-    rows, tasks a multiple of Spark's parallelism, at least one per slot); ``max_rounds`` bounds
-    the commit retries over concurrent writers; ``before_commit(round)`` is called right before
-    each commit attempt (a hook for tests that inject a concurrent writer). ``sql_engine``:
-    ``auto`` evaluates SQL expressions with Arrow inside our tasks when ``spark.sql_arrow``
-    can translate them and with Spark otherwise; ``spark`` / ``arrow`` force one."""
-    t0 = time.perf_counter()
-    ds = Dataset.open(uri, storage_options=storage_options)
-    ds.check_writable()
-    plan = _plan(spark, ds, columns, on, sql_engine)
-    schema = _new_schema(ds, plan)
-    t_plan = time.perf_counter()
-    metrics = AddColumnsMetrics(uri, ds.version, plan.mode, plan.schema.names, fragments=len(ds.fragments),
-                                engine="spark" if plan.mode == "sql" and plan.fn is None else "arrow")
-    job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    files: dict[int, WrittenFile] = {}
-    try:
+    rows, tasks a multiple of the session's parallelism, at least one per slot); ``max_rounds``
+    bounds the commit retries over concurrent writers. ``sql_engine``: ``auto`` evaluates SQL
+    expressions with Arrow inside our tasks when ``spark.sql_arrow`` can translate them and
+    with Spark otherwise; ``spark`` / ``arrow`` force one."""
+    metrics = AddColumnsMetrics(uri, 0)
+    with Job(spark, "add_columns", uri, metrics) as job:
+        with job.phase("plan"):
+            ds = Dataset.open(uri, storage_options=storage_options)
+            ds.check_writable()
+            plan = _plan(spark, ds, columns, on, sql_engine)
+            schema = _new_schema(ds, plan)
+            metrics.read_version, metrics.mode, metrics.columns = ds.version, plan.mode, plan.schema.names
+            metrics.fragments = len(ds.fragments)
+            metrics.engine = "spark" if plan.mode == "sql" and plan.fn is None else "arrow"
+        files: dict[int, WrittenFile] = {}
+        with job.cleanup_on_failure(ds.store):
+            if plan.mode != "nulls":
+                written = _compute(job, ds, plan, _spec(ds, plan, schema, job.job_id, ds.fragments),
+                                   ds.fragments, rows_per_task, batch_rows)
+                files = {w.fragment_id: w for w in written}
+            with job.phase("commit"):
+                new_ds = _commit_loop(job, ds, plan, schema, files, metrics, max_rounds, rows_per_task,
+                                      batch_rows)
+        metrics.new_version = new_ds.version
+        metrics.files_written = len(files)
+        metrics.rows_written = sum(w.rows for w in files.values())
+        metrics.bytes_written = sum(w.size for w in files.values())
         if plan.mode != "nulls":
-            written = _compute(spark, ds, plan, _spec(ds, plan, schema, job_id, ds.fragments), ds.fragments,
-                               rows_per_task, batch_rows)
-            files = {w.fragment_id: w for w in written}
-        metrics.seconds["plan"] = t_plan - t0
-        metrics.seconds["compute"] = time.perf_counter() - t_plan
-        t1 = time.perf_counter()
-        new_ds = _commit_loop(spark, ds, plan, schema, files, job_id, metrics, max_rounds, rows_per_task,
-                              batch_rows, before_commit)
-        metrics.seconds["commit"] = time.perf_counter() - t1
-    except CommitStateUnknown:
-        raise  # it may have landed: delete nothing
-    except BaseException:
-        if plan.mode != "nulls":
-            _delete_orphans(ds, job_id, set())
-        raise
-    metrics.new_version = new_ds.version
-    metrics.files_written = len(files)
-    metrics.rows_written = sum(w.rows for w in files.values())
-    metrics.bytes_written = sum(w.size for w in files.values())
-    if plan.mode != "nulls":
-        metrics.orphan_files_deleted = _delete_orphans(ds, job_id, {w.path for w in files.values()})
-    metrics.seconds["total"] = time.perf_counter() - t0
+            metrics.orphan_files_deleted = job.delete_unreferenced(ds.store, {w.path for w in files.values()})
     return metrics
-

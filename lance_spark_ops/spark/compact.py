@@ -1,10 +1,10 @@
 """Compaction on Spark: plan on the driver, rewrite task groups on executors, commit one
 Rewrite per commit batch on the driver.
 
-Phases (each shown as the Spark job description): ``plan`` -> ``rewrite group i/n`` ->
-``commit``. Files written by attempts that do not land (failed commits, retried or
-speculative task attempts) are deleted at once: every file is named with the job id, so one
-listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
+Phases (``spark.job``: timed, tagged, shown as the Spark job description): ``plan`` ->
+``rewrite`` -> ``commit`` (the last two once per commit batch). Files written by attempts that
+do not land (failed commits, retried or speculative task attempts) are deleted at once: every
+file is named with the job id, so one listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
 
 Indices: fragments covered by an index are left alone and counted in
 ``indexed_fragments_skipped``. Without stable row ids their rows would move under the index;
@@ -18,20 +18,15 @@ files named with their final ids.
 
 from __future__ import annotations
 
-import time
-import uuid
-from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
 from pyroaring import BitMap
 
-from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
+from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.spark.job import Job, referenced_data_files
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
-from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
-from lance_spark_ops.spark.tasks.common import DATA_DIR
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
@@ -61,6 +56,7 @@ class CompactionMetrics:
     worker_peak_rss_bytes: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
     plan: list[list[int]] = field(default_factory=list)
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
 def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats], int]:
@@ -107,31 +103,18 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     """Compact the dataset at ``uri``; options as pylance's ``CompactionOptions`` plus
     ``dry_run`` and ``commit_every``. ``spark=None`` runs the tasks in this process."""
     opts = CompactionOptions.from_kwargs(**options)
-    t0 = time.perf_counter()
-    ds = Dataset.open(uri, storage_options=storage_options)
-    ds.check_writable()
-    file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=True)
-    tasks = plan_compaction(stats, opts)
-    indexed = {s.id for s in stats if s.indices}
-    tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
-    metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
-                                indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
-    metrics.seconds["plan"] = time.perf_counter() - t0
-    if opts.dry_run or not tasks:
-        metrics.seconds["total"] = time.perf_counter() - t0
-        return metrics
-
-    job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    per_commit = opts.commit_every or len(tasks)
-    batches = [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)]
-    with _cleanup_on_failure(ds, job_id):
-        for b, batch in enumerate(batches):
-            ds = _rewrite_and_commit(spark, ds, batch, opts, file_version, job_id,
-                                     f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics)
-    metrics.new_version = ds.version
-    metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
-    metrics.seconds["total"] = time.perf_counter() - t0
+    metrics = CompactionMetrics(uri=uri, read_version=0, dry_run=opts.dry_run)
+    with Job(spark, "compact", uri, metrics) as job:
+        with job.phase("plan"):
+            ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
+            indexed = {s.id for s in stats if s.indices}
+            tasks = [t for t in plan_compaction(stats, opts) if not indexed & set(t.fragment_ids)]
+            _planned(metrics, ds, tasks, skipped)
+        if opts.dry_run or not tasks:
+            return metrics
+        per_commit = opts.commit_every or len(tasks)
+        _rewrite_batches(job, ds, [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)], opts,
+                         file_version, metrics)
     return metrics
 
 
@@ -141,62 +124,73 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
     and one out (no merging), so no deletion file remains on them. Row ids are preserved
     under stable row ids; commit and conflict rules as ``compact``."""
-    t0 = time.perf_counter()
-    ds = Dataset.open(uri, storage_options=storage_options)
-    ds.check_writable()
+    metrics = CompactionMetrics(uri=uri, read_version=0)
     opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62)
-    file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=True)
-    tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not s.indices)]
-    metrics = CompactionMetrics(uri=uri, read_version=ds.version, tasks=len(tasks),
-                                indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
-    metrics.seconds["plan"] = time.perf_counter() - t0
-    if tasks:
-        job_id = f"lso-{uuid.uuid4().hex[:12]}"
-        with _cleanup_on_failure(ds, job_id):
-            ds = _rewrite_and_commit(spark, ds, tasks, opts, file_version, job_id,
-                                     f"materialize deletions {uri}", metrics)
-        metrics.new_version = ds.version
-        metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
-    metrics.seconds["total"] = time.perf_counter() - t0
+    with Job(spark, "materialize_deletions", uri, metrics) as job:
+        with job.phase("plan"):
+            ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
+            tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
+                s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not s.indices)]
+            _planned(metrics, ds, tasks, skipped)
+        if tasks:
+            _rewrite_batches(job, ds, [tasks], opts, file_version, metrics)
     return metrics
 
 
-def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
-                        file_version: str, job_id: str, description: str,
-                        metrics: CompactionMetrics) -> Dataset:
+def _open_for_rewrite(uri: str, storage_options: dict[str, Any] | None, opts: CompactionOptions
+                      ) -> tuple[Dataset, str, list[FragmentStats], int]:
+    """The latest version, the file version to write, planning inputs, indexed fragments withheld."""
+    ds = Dataset.open(uri, storage_options=storage_options)
+    ds.check_writable()
+    file_version = _target_version(ds, opts)
+    stats, skipped = fragment_stats(ds, skip_indexed=True)
+    return ds, file_version, stats, skipped
+
+
+def _planned(metrics: CompactionMetrics, ds: Dataset, tasks: list[CompactionTask], skipped: int) -> None:
+    metrics.read_version = ds.version
+    metrics.tasks = len(tasks)
+    metrics.indexed_fragments_skipped = skipped
+    metrics.plan = [list(t.fragment_ids) for t in tasks]
+
+
+def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]], opts: CompactionOptions,
+                     file_version: str, metrics: CompactionMetrics) -> Dataset:
+    """Rewrite and commit batch after batch. A failed job (a task that failed all its
+    attempts, a refused binary copy, an incompatible commit) deletes every file it wrote that
+    no version it committed holds (the job's cleanup contract); then the orphans of retried or
+    speculative attempts."""
+    with job.cleanup_on_failure(ds.store):
+        for b, batch in enumerate(batches):
+            ds = _rewrite_and_commit(job, ds, batch, opts, file_version, metrics,
+                                     f"batch {b + 1}/{len(batches)}")
+    metrics.new_version = ds.version
+    metrics.orphan_files_deleted += job.delete_unreferenced(ds.store, referenced_data_files(ds))
+    return ds
+
+
+def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
+                        file_version: str, metrics: CompactionMetrics, detail: str) -> Dataset:
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
                          rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
                          mode=opts.compaction_mode)
              for t in batch]
-    t1 = time.perf_counter()
-    if spark is None:
-        out = run_tasks_locally(job_id, specs, run_rewrite)
-    else:
-        out = run_tasks(spark, job_id, specs, run_rewrite, description=description)
-    results: list[RewriteResult] = [out[i][1] for i in range(len(specs))]
-    metrics.seconds["rewrite"] = metrics.seconds.get("rewrite", 0.0) + time.perf_counter() - t1
+    with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
+        results: list[RewriteResult] = job.run_tasks(specs, run_rewrite)
+        ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
     by_id = {f.id: f for f in ds.fragments}
-    written = [f for r in results for f in r.files]
-    t2 = time.perf_counter()
-    if spark is not None:
-        spark.sparkContext.setJobDescription(f"{description}: commit")
-    try:
+    with job.phase("commit"):
+        job.before_commit(metrics.commits + 1)
         _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
         new_ds = ds.commit(Rewrite(groups), ds.version)
-    except CommitStateUnknown:
-        raise  # it may have landed: delete nothing
-    except BaseException:
-        ds.store.delete_many(f"{DATA_DIR}/{p}" for p in written)
-        raise
-    finally:
-        if spark is not None:
-            spark.sparkContext.setJobDescription(None)
-    metrics.seconds["commit"] = metrics.seconds.get("commit", 0.0) + time.perf_counter() - t2
     metrics.commits += 1
+    _count(metrics, groups, results)
+    return new_ds
+
+
+def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list[RewriteResult]) -> None:
     for g, r in zip(groups, results, strict=True):
         metrics.fragments_removed += len(g.old_fragments)
         metrics.fragments_added += len(g.new_fragments)
@@ -210,7 +204,6 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
-    return new_ds
 
 
 def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
@@ -222,29 +215,3 @@ def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
-
-
-@contextmanager
-def _cleanup_on_failure(ds: Dataset, job_id: str) -> Iterator[None]:
-    """A failed job (a task that failed all its attempts, a refused binary copy, an
-    incompatible commit) deletes every file it wrote that no version it committed holds;
-    when the last commit's outcome is unknown, nothing is deleted."""
-    try:
-        yield
-    except CommitStateUnknown:
-        raise
-    except BaseException:
-        try:
-            _delete_orphans(Dataset.open(ds.store), job_id)
-        except Exception:  # noqa: BLE001 - keep the job's own error; orphans are named by job id
-            pass
-        raise
-
-
-def _delete_orphans(ds: Dataset, job_id: str) -> int:
-    """Delete files this job wrote that the latest version does not reference (retried or
-    speculative attempts, failed batches)."""
-    referenced = {df.path for frag in ds.fragments for df in frag.files}
-    orphans = [n for n in ds.store.list(DATA_DIR) if n.startswith(job_id) and n not in referenced]
-    ds.store.delete_many(f"{DATA_DIR}/{n}" for n in orphans)
-    return len(orphans)

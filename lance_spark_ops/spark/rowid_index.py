@@ -1,7 +1,8 @@
 """Row-id index rebuild on Spark: compact every fragment's row-id sequence, commit, and write
 the persisted row id -> row address lookup for the committed version.
 
-Phases (each is the Spark job description): ``sequences`` -> ``commit`` -> ``index``.
+Phases (``spark.job``: timed, tagged, shown as the Spark job description): ``sequences`` ->
+``commit`` -> ``index``.
 
 1. *sequences* - fragments are grouped into tasks; each task re-encodes its fragments' row-id
    sequences (``spark.tasks.rowid_index.run_sequence_rebuild``: live ids unchanged, ids at
@@ -27,15 +28,12 @@ Indices of older versions stay until deleted by hand under ``_lance_spark_ops/ro
 from __future__ import annotations
 
 import math
-import time
-import uuid
-from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lance_spark_ops.errors import CommitConflict, CorruptFileError
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
-from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.tasks.rowid_index import (
     PAIRS_SCHEMA,
     PART_RESULT_SCHEMA,
@@ -75,11 +73,7 @@ class RowIdIndexMetrics:
     index_path: str | None = None
     attempts: int = 0
     seconds: dict[str, float] = field(default_factory=dict)
-
-
-def _describe(spark: Any, text: str | None) -> None:
-    if spark is not None:
-        spark.sparkContext.setJobDescription(text)
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
 def _task_groups(ds: Dataset, fragments_per_task: int | None, spark: Any) -> list[tuple[int, ...]]:
@@ -90,16 +84,13 @@ def _task_groups(ds: Dataset, fragments_per_task: int | None, spark: Any) -> lis
     return [tuple(ids[i:i + fragments_per_task]) for i in range(0, len(ids), fragments_per_task)]
 
 
-def _rebuild_sequences(spark: Any, ds: Dataset, job_id: str, fragments_per_task: int | None
-                       ) -> list[FragmentSequence]:
+def _rebuild_sequences(job: Job, ds: Dataset, fragments_per_task: int | None) -> list[FragmentSequence]:
     specs = [SequenceSpec(ds.uri, ds.version, g, dict(ds.store.storage_options), ds.timestamp)
-             for g in _task_groups(ds, fragments_per_task, spark)]
-    if spark is None:
-        out = run_tasks_locally(job_id, specs, run_sequence_rebuild)
-    else:
-        desc = f"rebuild row-id index {ds.uri}: sequences of {len(ds.fragments)} fragments"
-        out = run_tasks(spark, job_id, specs, run_sequence_rebuild, description=desc)
-    return [r for i in range(len(specs)) for r in out[i][1]]
+             for g in _task_groups(ds, fragments_per_task, job.spark)]
+    with job.phase("sequences", tasks=len(specs), detail=f"of {len(ds.fragments)} fragments") as ph:
+        out = [r for rs in job.run_tasks(specs, run_sequence_rebuild) for r in rs]
+        ph.add(rows=sum(int(f.physical_rows or 0) for f in ds.fragments), bytes=sum(r.bytes_after for r in out))
+    return out
 
 
 def _commit(ds: Dataset, results: list[FragmentSequence]) -> Dataset:
@@ -109,14 +100,11 @@ def _commit(ds: Dataset, results: list[FragmentSequence]) -> Dataset:
     return ds.commit(Merge(fragments, ds.lance_schema), ds.version)
 
 
-def _sequences_and_commit(spark: Any, ds: Dataset, metrics: RowIdIndexMetrics, job_id: str,
-                          fragments_per_task: int | None, max_attempts: int,
-                          before_commit: Callable[[int], None] | None) -> Dataset:
+def _sequences_and_commit(job: Job, ds: Dataset, metrics: RowIdIndexMetrics, fragments_per_task: int | None,
+                          max_attempts: int) -> Dataset:
     for attempt in range(1, max_attempts + 1):
         metrics.attempts = attempt
-        t0 = time.perf_counter()
-        frags = _rebuild_sequences(spark, ds, job_id, fragments_per_task)
-        metrics.seconds["sequences"] = metrics.seconds.get("sequences", 0.0) + time.perf_counter() - t0
+        frags = _rebuild_sequences(job, ds, fragments_per_task)
         metrics.read_version = ds.version
         metrics.fragments = len(frags)
         metrics.fragments_rewritten = sum(r.changed for r in frags)
@@ -126,45 +114,39 @@ def _sequences_and_commit(spark: Any, ds: Dataset, metrics: RowIdIndexMetrics, j
         metrics.segments_after = sum(r.segments_after for r in frags)
         if not metrics.fragments_rewritten:
             return ds
-        if before_commit is not None:
-            before_commit(attempt)
-        t1 = time.perf_counter()
-        _describe(spark, f"rebuild row-id index {ds.uri}: commit")
+        job.before_commit(attempt)
         try:
-            new_ds = _commit(ds, frags)
+            with job.phase("commit"):
+                new_ds = _commit(ds, frags)
         except CommitConflict:
             if attempt == max_attempts:
                 raise
             ds = Dataset.open(ds.store)
             continue
-        finally:
-            _describe(spark, None)
-            metrics.seconds["commit"] = metrics.seconds.get("commit", 0.0) + time.perf_counter() - t1
         metrics.new_version = new_ds.version
         return new_ds
     raise AssertionError("unreachable")  # pragma: no cover
 
 
-def build_index(spark: Any, ds: Dataset, job_id: str, rows_per_partition: int = 1 << 20,
+def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
                 file_version: str = "2.1") -> IndexManifest:
     """Write the row id -> address index of ``ds`` (its version) and its manifest, last."""
+    spark = job.spark
     live = ds.count_rows()
     k = max(1, math.ceil(live / max(1, rows_per_partition)))
     so = dict(ds.store.storage_options)
     groups = group_fragments([(f.id, int(f.physical_rows or 0)) for f in ds.fragments], rows_per_partition)
     rows = list(enumerate(groups))
-    sc = spark.sparkContext
-    sc.setJobDescription(f"rebuild row-id index {ds.uri}: index of version {ds.version} ({k} partitions)")
-    try:
-        parts = []
+    parts = []
+    with job.phase("index", tasks=k, detail=f"of version {ds.version} ({k} partitions)") as ph:
         if rows:
-            desc = spark.createDataFrame(sc.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
-            pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, ds.timestamp), PAIRS_SCHEMA)
-            ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
-            writer = make_part_writer(ds.uri, ds.version, job_id, file_version, so)
-            parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()
-    finally:
-        sc.setJobDescription(None)
+            with job.cleanup_on_failure(ds.store, referenced=set, directory=index_dir(ds.version)):
+                desc = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
+                pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, ds.timestamp), PAIRS_SCHEMA)
+                ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
+                writer = make_part_writer(ds.uri, ds.version, job.job_id, file_version, so)
+                parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()
+        ph.add(tasks=k, rows=sum(int(r["rows"]) for r in parts), bytes=sum(int(r["size"]) for r in parts))
     partitions = sorted((IndexPartition(r["path"], int(r["min_row_id"]), int(r["max_row_id"]), int(r["rows"]),
                                         int(r["size"])) for r in parts), key=lambda p: p.min_row_id)
     manifest = IndexManifest(ds.version, sum(p.rows for p in partitions), file_version, partitions)
@@ -183,34 +165,29 @@ def build_index(spark: Any, ds: Dataset, job_id: str, rows_per_partition: int = 
 def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
                          rows_per_partition: int = 1 << 20,
                          fragments_per_task: int | None = None, write_index: bool = True,
-                         index_file_version: str = "2.1", max_attempts: int = 3,
-                         before_commit: Callable[[int], None] | None = None) -> RowIdIndexMetrics:
+                         index_file_version: str = "2.1", max_attempts: int = 3) -> RowIdIndexMetrics:
     """Compact the row-id sequences of ``uri`` and write its row-id index (see module doc).
 
     ``spark=None`` runs the sequence phase in this process and skips the index (it needs
-    Spark's range partitioning). ``before_commit(attempt)`` runs right before each commit
-    attempt (a hook for tests that inject a concurrent writer)."""
-    t0 = time.perf_counter()
-    ds = Dataset.open(uri, storage_options=storage_options)
-    metrics = RowIdIndexMetrics(uri=uri, read_version=ds.version, fragments=len(ds.fragments))
-    if not ds.uses_stable_row_ids:
-        metrics.stable_row_ids = False
-        metrics.message = NOT_STABLE
-        return metrics
-    ds.check_writable()
-    job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    ds = _sequences_and_commit(spark, ds, metrics, job_id, fragments_per_task, max_attempts, before_commit)
-    if write_index and spark is not None:
-        t1 = time.perf_counter()
-        manifest = build_index(spark, ds, job_id, rows_per_partition, index_file_version)
-        metrics.seconds["index"] = time.perf_counter() - t1
-        metrics.index_version = manifest.dataset_version
-        metrics.index_rows = manifest.rows
-        metrics.index_partitions = len(manifest.partitions)
-        metrics.index_bytes = sum(p.size for p in manifest.partitions)
-        metrics.index_path = ds.store.uri(index_dir(ds.version))
-    index = f"index of version {metrics.index_version}" if metrics.index_version else "no index"
-    metrics.message = (f"sequences {metrics.sequence_bytes_before} -> {metrics.sequence_bytes_after} bytes; "
-                       f"{index}")
-    metrics.seconds["total"] = time.perf_counter() - t0
+    Spark's range partitioning)."""
+    metrics = RowIdIndexMetrics(uri=uri, read_version=0)
+    with Job(spark, "rebuild_row_id_index", uri, metrics) as job:
+        ds = Dataset.open(uri, storage_options=storage_options)
+        metrics.read_version, metrics.fragments = ds.version, len(ds.fragments)
+        if not ds.uses_stable_row_ids:
+            metrics.stable_row_ids = False
+            metrics.message = NOT_STABLE
+            return metrics
+        ds.check_writable()
+        ds = _sequences_and_commit(job, ds, metrics, fragments_per_task, max_attempts)
+        if write_index and spark is not None:
+            manifest = build_index(job, ds, rows_per_partition, index_file_version)
+            metrics.index_version = manifest.dataset_version
+            metrics.index_rows = manifest.rows
+            metrics.index_partitions = len(manifest.partitions)
+            metrics.index_bytes = sum(p.size for p in manifest.partitions)
+            metrics.index_path = ds.store.uri(index_dir(ds.version))
+        index = f"index of version {metrics.index_version}" if metrics.index_version else "no index"
+        metrics.message = (f"sequences {metrics.sequence_bytes_before} -> {metrics.sequence_bytes_after} bytes; "
+                           f"{index}")
     return metrics

@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
+
 import numpy as np
 import pyarrow as pa
 
@@ -37,3 +40,17 @@ def small_fragments(uri: str, version: str, *, stable: bool = False, fragments: 
 
 def rows_multiset(table: pa.Table, columns: list[str]) -> list[tuple]:
     return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
+
+
+@contextmanager
+def before_commit(fn: Callable[[int], None]) -> Iterator[None]:
+    """Run ``fn(attempt)`` right before each commit attempt of the jobs run inside (the jobs'
+    private test hook; a concurrent writer goes here)."""
+    from lance_spark_ops.spark import job
+
+    previous = job._before_commit_hook
+    job._before_commit_hook = lambda kind, attempt: fn(attempt)
+    try:
+        yield
+    finally:
+        job._before_commit_hook = previous

@@ -17,6 +17,7 @@ from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
 from lance_spark_ops.spark.add_columns import ColumnFunction, add_columns
 from lance_spark_ops.spark.tasks.add_columns import ColumnWriteSpec, write_stream
+from tests.spark.datasets import before_commit
 
 VERSIONS = ("2.0", "2.1", "2.2")
 LIVE = sum(1 for a in range(3000) if not (a % 7 == 0 or 1000 <= a < 1100))  # rows _make leaves
@@ -135,14 +136,15 @@ def test_concurrent_append_is_computed_too(tmp_path: Path) -> None:
             lance.dataset(uri).delete("a = 5001")
 
     fn = ColumnFunction(lambda b: {"d": pc.add(b.column("a"), 1)}, pa.schema([("d", pa.int64())]), ("a",))
-    m = add_columns(None, uri, fn, before_commit=concurrent)
+    with before_commit(concurrent):
+        m = add_columns(None, uri, fn)
     assert m.rounds == 2 and m.fragments_recomputed == 1
     tbl = _table(uri)
     assert tbl.num_rows == LIVE + 399
     assert tbl.column("d").equals(pc.add(tbl.column("a"), 1))
     # all-null columns over a concurrent append: metadata only, still committed
-    m = add_columns(None, uri, pa.schema([("n", pa.string())]),
-                    before_commit=lambda rnd: concurrent(rnd) if rnd == 1 else None)
+    with before_commit(lambda rnd: concurrent(rnd) if rnd == 1 else None):
+        m = add_columns(None, uri, pa.schema([("n", pa.string())]))
     assert m.rounds == 2 and m.files_written == 0
     assert _table(uri).column("n").null_count == LIVE + 2 * 399  # a = 5001 deleted in both copies
 
@@ -224,7 +226,8 @@ def test_sql_with_concurrent_append(spark, tmp_path: Path) -> None:
         if rnd == 1:
             lance.write_dataset(extra, uri, mode="append")
 
-    m = add_columns(spark, uri, {"b": "a - u"}, before_commit=concurrent)
+    with before_commit(concurrent):
+        m = add_columns(spark, uri, {"b": "a - u"})
     assert m.rounds == 2 and m.fragments_recomputed == 1
     tbl = _table(uri)
     assert tbl.num_rows == LIVE + 300

@@ -11,20 +11,14 @@ import pytest
 
 from lance_spark_ops.errors import IncompatibleTransaction
 from lance_spark_ops.spark import compact as compact_mod
+from lance_spark_ops.spark import job as job_mod
 from lance_spark_ops.spark.compact import compact
 from tests.spark.datasets import small_fragments
 
 
 def _between_plan_and_commit(monkeypatch, action) -> None:
-    """Run ``action`` after the rewrite tasks, before the commit (local runner)."""
-    original = compact_mod.run_tasks_locally
-
-    def run_then_act(*args, **kwargs):
-        out = original(*args, **kwargs)
-        action()
-        return out
-
-    monkeypatch.setattr(compact_mod, "run_tasks_locally", run_then_act)
+    """Run ``action`` after the rewrite tasks, before the commit (the jobs' test hook)."""
+    monkeypatch.setattr(job_mod, "_before_commit_hook", lambda kind, attempt: action())
 
 
 def _data_files(uri: str) -> set[str]:

@@ -27,6 +27,7 @@ from lance_spark_ops.table.format.rowids import (
     RangeWithHolesSegment,
 )
 from lance_spark_ops.table.rowids import decode_row_ids, encode_row_ids
+from tests.spark.datasets import before_commit
 
 
 # -- the sequence re-encoding --------------------------------------------------------------------
@@ -182,7 +183,8 @@ def test_rebuild_retries_over_a_concurrent_append(stable_copy: str) -> None:
             lance.write_dataset(extra, stable_copy, mode="append")
 
     before = _mapping(stable_copy)
-    m = rebuild_row_id_index(None, stable_copy, before_commit=concurrent)
+    with before_commit(concurrent):
+        m = rebuild_row_id_index(None, stable_copy)
     assert m.attempts == 2 and m.new_version == m.read_version + 1
     after = _mapping(stable_copy)
     assert after.num_rows == before.num_rows + 100

@@ -1,0 +1,124 @@
+"""The job scaffold (spark.job): phases timed into metrics, Spark tags that cancel the job,
+descriptions only on classic sessions, progress lines, and the one cleanup contract."""
+
+from __future__ import annotations
+
+import logging
+import threading
+import time
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+from lance_spark_ops.errors import CommitConflict, CommitStateUnknown
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.job import Job, interrupt_tag
+from lance_spark_ops.spark.runner import TaskContext
+
+
+@dataclass
+class _Metrics:
+    seconds: dict[str, float] = field(default_factory=dict)
+    job_tag: str = ""
+
+
+def _double(task: int, ctx: TaskContext) -> int:
+    return 2 * task
+
+
+def test_phases_are_timed_counted_and_reported(caplog: pytest.LogCaptureFixture) -> None:
+    m = _Metrics()
+    caplog.set_level(logging.INFO, logger="lance_spark_ops")
+    with Job(None, "demo", "mem://x", m) as job:
+        with job.phase("work", tasks=3) as ph:
+            assert job.run_tasks([1, 2, 3], _double) == [2, 4, 6]
+            ph.add(rows=30, bytes=300)
+        with job.phase("work", tasks=1):
+            job.run_tasks([5], _double)
+    assert set(m.seconds) == {"work", "total"} and m.seconds["total"] >= m.seconds["work"] > 0
+    assert m.job_tag == job.tag == job.job_id and job.job_id.startswith("lso-")
+    lines = [r.getMessage() for r in caplog.records if r.name == "lance_spark_ops"]
+    assert any("work started, tasks 0/3, rows 0, bytes 0" in x for x in lines)
+    assert any("work ended in" in x and "tasks 3/3, rows 30, bytes 300" in x for x in lines)
+    assert lines[-1].startswith(f"demo mem://x {job.job_id}: done in")
+
+
+def _files(store: ObjectStore) -> set[str]:
+    return set(store.list("data"))
+
+
+@pytest.mark.parametrize("error", [CommitConflict, CommitStateUnknown])
+def test_cleanup_deletes_unreferenced_own_files_unless_state_unknown(tmp_path: Path, error: type) -> None:
+    store = ObjectStore(str(tmp_path))
+    store.write("data/someone-else.lance", b"x")
+    job = Job(None, "demo", str(tmp_path))
+    mine = [f"{job.job_id}-t{i}-a0-u.lance" for i in range(3)]
+    with pytest.raises(error):
+        with job.cleanup_on_failure(store, referenced=lambda: {mine[0]}):
+            for name in mine:
+                store.write(f"data/{name}", b"y")
+            raise error("commit failed")
+    kept = {"someone-else.lance", mine[0]} if error is CommitConflict else {"someone-else.lance", *mine}
+    assert _files(store) == kept
+    assert job.delete_unreferenced(store, set()) == (1 if error is CommitConflict else 3)
+    assert _files(store) == {"someone-else.lance"}
+
+
+@pytest.mark.spark
+def test_tags_and_descriptions_on_a_classic_session(spark) -> None:
+    seen: dict[str, object] = {}
+    sc = spark.sparkContext
+    with Job(spark, "demo", "mem://x") as job:
+        with job.phase("scan", detail="part 1"):
+            seen["tags"] = set(spark.getTags())
+            seen["sc_tags"] = set(sc.getJobTags())
+            seen["desc"] = sc.getLocalProperty("spark.job.description")
+        seen["after"] = sc.getLocalProperty("spark.job.description")
+        seen["job_tags"] = set(spark.getTags())
+    assert {job.tag, f"{job.tag}-scan"} <= seen["tags"]  # type: ignore[operator]
+    assert {job.tag, f"{job.tag}-scan"} <= seen["sc_tags"]  # type: ignore[operator]
+    assert seen["desc"] == "demo mem://x: scan part 1" and seen["after"] is None
+    assert seen["job_tags"] == {job.tag} and job.tag not in spark.getTags()
+    assert not sc.getJobTags()
+
+
+def _wait_for_release(task: str, ctx: TaskContext) -> str:
+    """Marks itself started, then waits (bounded) until released or killed."""
+    root = Path(task)
+    (root / f"started-{ctx.task_id}").write_text("")
+    deadline = time.monotonic() + 60
+    while not (root / "release").exists() and time.monotonic() < deadline:
+        time.sleep(0.05)
+    return "released"
+
+
+@pytest.mark.spark
+def test_interrupt_tag_cancels_the_job(spark, tmp_path: Path) -> None:
+    import pyspark.cloudpickle as cp
+
+    cp.register_pickle_by_value(__import__(__name__, fromlist=["_"]))
+    job = Job(spark, "demo", str(tmp_path))
+    outcome: dict[str, object] = {}
+
+    def run() -> None:
+        try:
+            with job, job.phase("wait", tasks=1):
+                outcome["result"] = job.run_tasks([str(tmp_path)], _wait_for_release)
+        except Exception as e:  # noqa: BLE001 - the cancellation, whatever PySpark wraps it in
+            outcome["error"] = e
+
+    thread = threading.Thread(target=run)
+    thread.start()
+    try:
+        deadline = time.monotonic() + 60
+        while not (tmp_path / "started-0").exists() and time.monotonic() < deadline:
+            time.sleep(0.05)
+        assert (tmp_path / "started-0").exists()
+        interrupt_tag(spark, job.tag)
+        thread.join(60)
+        assert not thread.is_alive()
+    finally:
+        (tmp_path / "release").write_text("")
+        thread.join(60)
+    assert "result" not in outcome and "cancel" in str(outcome["error"]).lower()
