@@ -56,6 +56,7 @@ from lance_spark_ops.errors import (
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.session import default_parallelism, is_classic
 from lance_spark_ops.spark.sql_arrow import SqlColumns, compile_frame
 from lance_spark_ops.spark.tasks.add_columns import (
     RESULT_SCHEMA,
@@ -133,9 +134,11 @@ def _empty_frame(spark: Any, ds: Dataset) -> Any:
     return spark.createDataFrame([], spark_schema(pa.schema(fields)))
 
 
-def _referenced(frame: Any, names: Sequence[str], exprs: Sequence[str]) -> list[str]:
+def _referenced(spark: Any, frame: Any, names: Sequence[str], exprs: Sequence[str]) -> list[str]:
     """Top-level columns the analysed projection reads (regex fallback off the JVM)."""
     try:
+        if not is_classic(spark):
+            raise LookupError("no JVM plan under Spark Connect")
         refs = frame._jdf.queryExecution().analyzed().references().toSeq()  # noqa: SLF001 - py4j
         it = refs.iterator()
         found = set()
@@ -172,7 +175,7 @@ def _sql_plan(spark: Any, ds: Dataset, sql: Mapping[str, str], engine: str) -> _
         projected = _empty_frame(spark, ds).selectExpr(*exprs)
     except Exception as e:  # pyspark's AnalysisException / ParseException
         raise InvalidInputError(f"cannot evaluate the column expressions {dict(sql)}: {e}") from e
-    refs = _referenced(projected, ds.schema.names, list(sql.values()))
+    refs = _referenced(spark, projected, ds.schema.names, list(sql.values()))
     schema = lance_schema_of_spark(projected.schema)
     plan = _Plan("sql", schema, sql=dict(sql), read_columns=tuple(refs))
     if engine != "spark":
@@ -262,7 +265,7 @@ def _task_rows(spark: Any, frags: Sequence[DataFragment], requested: int | None)
         if requested <= 0:
             raise InvalidInputError(f"rows_per_task must be positive, got {requested}")
         return requested
-    slots = spark.sparkContext.defaultParallelism if spark is not None else 1
+    slots = default_parallelism(spark)
     total = sum(int(f.physical_rows or 0) for f in frags)
     tasks = max(slots, math.ceil(total / DEFAULT_ROWS_PER_TASK))
     tasks = math.ceil(tasks / slots) * slots
@@ -328,7 +331,7 @@ def _spark_values(spark: Any, ds: Dataset, plan: _Plan, frags: Sequence[DataFrag
         keys = scan_dataframe(spark, ds, key_scan, ids)
         values = keys.join(plan.frame.select(plan.on, *names), on=plan.on, how="inner")
         values = values.select(ROW_ADDR, *names)
-    parts = max(1, min(len(ids), 4 * spark.sparkContext.defaultParallelism))
+    parts = max(1, min(len(ids), 4 * default_parallelism(spark)))
     return values.repartition(parts, F.shiftright(F.col(ROW_ADDR), 32)).sortWithinPartitions(ROW_ADDR)
 
 

@@ -34,6 +34,7 @@ from typing import Any
 from lance_spark_ops.errors import CommitConflict, CorruptFileError
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.rowid_index import (
     PAIRS_SCHEMA,
     PART_RESULT_SCHEMA,
@@ -43,7 +44,7 @@ from lance_spark_ops.spark.tasks.rowid_index import (
     make_part_writer,
     run_sequence_rebuild,
 )
-from lance_spark_ops.spark.tasks.scan import DESCRIPTOR_SCHEMA, group_fragments
+from lance_spark_ops.spark.tasks.scan import group_fragments
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Merge
 
@@ -79,7 +80,7 @@ class RowIdIndexMetrics:
 def _task_groups(ds: Dataset, fragments_per_task: int | None, spark: Any) -> list[tuple[int, ...]]:
     ids = [f.id for f in ds.fragments]
     if fragments_per_task is None:
-        slots = 2 * (spark.sparkContext.defaultParallelism if spark is not None else 1)
+        slots = 2 * default_parallelism(spark)
         fragments_per_task = max(1, math.ceil(len(ids) / max(1, slots)))
     return [tuple(ids[i:i + fragments_per_task]) for i in range(0, len(ids), fragments_per_task)]
 
@@ -136,13 +137,13 @@ def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
     k = max(1, math.ceil(live / max(1, rows_per_partition)))
     so = dict(ds.store.storage_options)
     groups = group_fragments([(f.id, int(f.physical_rows or 0)) for f in ds.fragments], rows_per_partition)
-    rows = list(enumerate(groups))
     parts = []
     with job.phase("index", tasks=k, detail=f"of version {ds.version} ({k} partitions)") as ph:
-        if rows:
+        if groups:
             with job.cleanup_on_failure(ds.store, referenced=set, directory=index_dir(ds.version)):
-                desc = spark.createDataFrame(spark.sparkContext.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
-                pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, ds.timestamp), PAIRS_SCHEMA)
+                ids = spark.range(0, len(groups), 1, len(groups))  # row i alone in partition i
+                pairs = ids.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, groups, ds.timestamp),
+                                       PAIRS_SCHEMA)
                 ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
                 writer = make_part_writer(ds.uri, ds.version, job.job_id, file_version, so)
                 parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()

@@ -33,6 +33,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.spark.session import is_classic
 
 __all__ = ["SqlColumns", "Untranslatable", "compile_frame", "compile_projection", "evaluate"]
 
@@ -289,6 +290,8 @@ def compile_frame(spark: Any, projected: Any, texts: list[str], columns: dict[st
     """Translate the analysed projection of the Spark DataFrame ``projected`` (one ``expr AS
     name`` per text), or None when Spark must evaluate it (or the JVM plan is not reachable,
     as under Spark Connect). ``columns``: name -> Spark type of the columns we can feed."""
+    if not is_classic(spark):
+        return None
     try:
         ansi = str(spark.conf.get("spark.sql.ansi.enabled", "true")).lower() == "true"
         it = projected._jdf.queryExecution().analyzed().expressions().iterator()  # noqa: SLF001 - py4j

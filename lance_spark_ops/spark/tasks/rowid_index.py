@@ -128,15 +128,17 @@ def _pairs_batches(ds: Dataset, fragment_ids: list[int]) -> Iterator[pa.RecordBa
                 names=["row_id", "row_addr"])
 
 
-def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any], timestamp: datetime | None = None
+def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any], groups: list[list[int]],
+                      timestamp: datetime | None = None
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """``mapInArrow`` function: fragment-id descriptors in, ``(row_id, row_addr)`` out."""
+    """``mapInArrow`` function over ``spark.range(len(groups))``: row ``i`` stands for the
+    fragments ``groups[i]``; yields their live ``(row_id, row_addr)`` pairs."""
 
-    def mapper(descriptors: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+    def mapper(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         ds = open_dataset(uri, version, storage_options, timestamp)
-        for desc in descriptors:
-            for ids in desc.column("fragment_ids").to_pylist():
-                yield from _pairs_batches(ds, ids or [])
+        for batch in ids:
+            for i in batch.column(0).to_pylist():
+                yield from _pairs_batches(ds, groups[i])
 
     return mapper
 
