@@ -107,7 +107,7 @@ def main() -> None:
     fresh_copy(base, uri)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from lance_spark_ops.spark.add_columns import add_columns
+    from lance_spark_ops.spark.columns import add_columns
     from lance_spark_ops.spark.session import get_spark
 
     t0 = time.perf_counter()

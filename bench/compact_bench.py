@@ -82,7 +82,7 @@ def main() -> None:
 
     import lance
 
-    from lance_spark_ops.spark.compact import compact
+    from lance_spark_ops.spark.compaction import compact
     from lance_spark_ops.spark.session import get_spark
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:

@@ -14,8 +14,8 @@ from __future__ import annotations
 import argparse
 import sys
 
-from lance_spark_ops.spark.add_columns import DEFAULT_ROWS_PER_TASK, add_columns
 from lance_spark_ops.spark.cli import parse_storage_options, print_metrics
+from lance_spark_ops.spark.columns import DEFAULT_ROWS_PER_TASK, add_columns
 from lance_spark_ops.spark.session import get_spark
 
 
@@ -48,7 +48,8 @@ def main(argv: list[str] | None = None) -> int:
     columns = parse_columns(args.column)
     spark = get_spark("lance-spark-ops add columns")
     metrics = add_columns(spark, args.uri, columns, rows_per_task=args.rows_per_task,
-                          sql_engine=args.sql_engine, storage_options=parse_storage_options(args.storage_option))
+                          sql_engine=args.sql_engine,
+                          storage_options=parse_storage_options(args.storage_option))
     print_metrics(metrics)
     return 0
 

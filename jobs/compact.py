@@ -13,15 +13,13 @@ from __future__ import annotations
 import argparse
 import sys
 
+from lance_spark_ops.spark import CompactionOptions, compact, get_spark
 from lance_spark_ops.spark.cli import (
     add_dataclass_options,
     options_from_args,
     parse_storage_options,
     print_metrics,
 )
-from lance_spark_ops.spark.compact import compact
-from lance_spark_ops.spark.options import CompactionOptions
-from lance_spark_ops.spark.session import get_spark
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -32,7 +30,7 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     opts = options_from_args(args, CompactionOptions)
     spark = get_spark("lance-spark-ops compact")
-    metrics = compact(spark, args.uri, parse_storage_options(args.storage_option), **vars(opts))
+    metrics = compact(spark, args.uri, opts, storage_options=parse_storage_options(args.storage_option))
     if opts.dry_run:
         for i, group in enumerate(metrics.plan):
             print(f"task {i}: fragments {group}")

@@ -9,7 +9,7 @@ import argparse
 import sys
 
 from lance_spark_ops.spark.cli import parse_storage_options, print_metrics
-from lance_spark_ops.spark.compact import materialize_deletions
+from lance_spark_ops.spark.compaction import materialize_deletions
 from lance_spark_ops.spark.session import get_spark
 
 
@@ -21,8 +21,9 @@ def main(argv: list[str] | None = None) -> int:
     ap.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
     args = ap.parse_args(argv)
     spark = get_spark("lance-spark-ops materialize_deletions")
-    metrics = materialize_deletions(spark, args.uri, args.threshold, parse_storage_options(args.storage_option),
-                                    args.data_storage_version)
+    metrics = materialize_deletions(spark, args.uri, args.threshold,
+                                    storage_options=parse_storage_options(args.storage_option),
+                                    data_storage_version=args.data_storage_version)
     print_metrics(metrics)
     return 0
 

@@ -1,52 +1,56 @@
-"""lance-spark-ops: maintenance operations for Lance datasets, run as Apache Spark jobs."""
+"""lance-spark-ops: maintenance operations for Lance datasets, run as Apache Spark jobs.
+
+The root holds the table and file API (``Dataset``, ``write_dataset``, ``LanceFileReader``,
+``LanceFileWriter``, ``SqliteManifestStore``) and every typed error; the Spark jobs are in
+``lance_spark_ops.spark``. Heavy names load on first use so that ``import lance_spark_ops``
+stays cheap on Spark executors.
+"""
 
 from __future__ import annotations
 
-from typing import Any
-
+from lance_spark_ops._lazy import lazy_exports
+from lance_spark_ops._version import __version__
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitError,
+    CommitStateUnknown,
     CorruptFileError,
     FormatError,
+    IncompatibleTransaction,
+    InvalidInputError,
     LanceError,
     NotFoundError,
+    SchemaError,
     UnsupportedError,
 )
+
+_LAZY = {
+    "Dataset": "lance_spark_ops.table.dataset",
+    "LanceFileReader": "lance_spark_ops.file.reader",
+    "LanceFileWriter": "lance_spark_ops.file.writer",
+    "SqliteManifestStore": "lance_spark_ops.table.commit.handler",
+    "write_dataset": "lance_spark_ops.table.write",
+}
 
 __all__ = [
     "CommitConflict",
     "CommitError",
+    "CommitStateUnknown",
     "CorruptFileError",
+    "Dataset",
     "FormatError",
+    "IncompatibleTransaction",
+    "InvalidInputError",
     "LanceError",
     "LanceFileReader",
+    "LanceFileWriter",
     "NotFoundError",
+    "SchemaError",
+    "SqliteManifestStore",
     "UnsupportedError",
+    "__version__",
+    "write_dataset",
 ]
-__version__ = "0.1.0"
 
 
-def __getattr__(name: str) -> Any:
-    # Lazy so that `import lance_spark_ops` stays cheap on Spark executors.
-    if name == "LanceFileReader":
-        from lance_spark_ops.file.reader import LanceFileReader
-
-        return LanceFileReader
-    if name == "LanceFileWriter":
-        from lance_spark_ops.file.writer import LanceFileWriter
-
-        return LanceFileWriter
-    if name == "Dataset":
-        from lance_spark_ops.table.dataset import Dataset
-
-        return Dataset
-    if name == "write_dataset":
-        from lance_spark_ops.table.write import write_dataset
-
-        return write_dataset
-    if name == "SqliteManifestStore":
-        from lance_spark_ops.table.commit.handler import SqliteManifestStore
-
-        return SqliteManifestStore
-    raise AttributeError(name)
+__getattr__, __dir__ = lazy_exports(globals(), _LAZY)

@@ -1,6 +1,6 @@
 """The persisted row-id index: row id -> row address for one dataset version, and ``lookup``.
 
-Written by ``spark.rowid_index.rebuild_row_id_index`` for datasets with stable row ids.
+Written by ``spark.row_id_index.rebuild_row_id_index`` for datasets with stable row ids.
 Layout under the dataset root (outside ``_indices/``, whose directories Lance's
 ``cleanup_old_versions`` deletes unless the manifest lists their uuid, and outside ``data/``)::
 
@@ -119,7 +119,7 @@ def read_index_manifest(store: ObjectStore, version: int) -> IndexManifest:
         data = store.read(rel)
     except NotFoundError:
         raise NotFoundError(f"no row-id index for version {version}; run rebuild_row_id_index "
-                            "(jobs/rebuild_rowid_index.py) on it", path=store.uri(rel)) from None
+                            "(jobs/rebuild_row_id_index.py) on it", path=store.uri(rel)) from None
     m = IndexManifest.from_json(data, store.uri(rel))
     if m.dataset_version != version:
         raise CorruptFileError(f"index manifest describes version {m.dataset_version}, not {version}",
@@ -206,12 +206,12 @@ def _lookup_addresses(ds: Dataset, ids: np.ndarray) -> np.ndarray:
     return out
 
 
-def lookup(uri: str, row_ids: Sequence[int] | np.ndarray | pa.Array, version: int | None = None,
+def lookup(uri: str, row_ids: Sequence[int] | np.ndarray | pa.Array, version: int | None = None, *,
            storage_options: dict[str, Any] | None = None) -> np.ndarray:
     """Row addresses (``uint64``) of ``row_ids`` in ``version`` (default: the latest), ``MISSING``
     for ids with no live row. NotFoundError when that version has no row-id index."""
     ids = _as_ids(row_ids)
-    ds = Dataset.open(uri, version, storage_options)
+    ds = Dataset.open(uri, version, storage_options=storage_options)
     if not ds.uses_stable_row_ids:
         return _lookup_addresses(ds, ids)
     manifest = read_index_manifest(ds.store, ds.version)

@@ -1,33 +1,33 @@
 """Spark drivers of the maintenance operations: plan on the driver, run pure task functions
 on executors through ``mapInArrow``, gather small results, commit on the driver.
 
-``compact``, ``materialize_deletions``, ``read_lance``, ``add_columns`` and
-``rebuild_row_id_index`` are importable from here (lazily, so importing the package does not
-start or import Spark).
+Every name in ``__all__`` is importable from here (lazily, so importing the package does not
+import Spark) and is the same object as in its module: ``compact`` / ``materialize_deletions``
+(``spark.compaction``), ``add_columns`` (``spark.columns``), ``rebuild_row_id_index``
+(``spark.row_id_index``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``).
+No module here shares its name with a function, so ``from lance_spark_ops.spark import
+add_columns`` is always the function. New jobs start from ``spark.job.Job``.
 """
 
 from __future__ import annotations
 
-from typing import Any
+from lance_spark_ops._lazy import lazy_exports
 
 _EXPORTS = {
-    "compact": "lance_spark_ops.spark.compact",
-    "materialize_deletions": "lance_spark_ops.spark.compact",
-    "CompactionMetrics": "lance_spark_ops.spark.compact",
+    "AddColumnsMetrics": "lance_spark_ops.spark.columns",
+    "ColumnFunction": "lance_spark_ops.spark.columns",
+    "CompactionMetrics": "lance_spark_ops.spark.compaction",
     "CompactionOptions": "lance_spark_ops.spark.options",
-    "read_lance": "lance_spark_ops.spark.read",
-    "add_columns": "lance_spark_ops.spark.add_columns",
-    "rebuild_row_id_index": "lance_spark_ops.spark.rowid_index",
+    "RowIdIndexMetrics": "lance_spark_ops.spark.row_id_index",
+    "add_columns": "lance_spark_ops.spark.columns",
+    "compact": "lance_spark_ops.spark.compaction",
     "get_spark": "lance_spark_ops.spark.session",
+    "materialize_deletions": "lance_spark_ops.spark.compaction",
+    "read_lance": "lance_spark_ops.spark.read",
+    "rebuild_row_id_index": "lance_spark_ops.spark.row_id_index",
 }
 
 __all__ = sorted(_EXPORTS)
 
 
-def __getattr__(name: str) -> Any:
-    module = _EXPORTS.get(name)
-    if module is None:
-        raise AttributeError(name)
-    import importlib
-
-    return getattr(importlib.import_module(module), name)
+__getattr__, __dir__ = lazy_exports(globals(), _EXPORTS)

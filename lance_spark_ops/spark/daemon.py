@@ -17,7 +17,7 @@ PRELOAD = (
     "lance_spark_ops.file.reader", "lance_spark_ops.file.writer", "lance_spark_ops.encoding.encode",
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.tasks.scan",
     "lance_spark_ops.spark.tasks.rewrite", "lance_spark_ops.spark.tasks.add_columns",
-    "lance_spark_ops.spark.tasks.rowid_index",
+    "lance_spark_ops.spark.tasks.row_id_index",
 )
 
 

@@ -21,7 +21,7 @@ and descriptions, a progress line per phase, cleanup of the job's own files, fin
 
 Example (a new job)::
 
-    from lance_spark_ops.spark.job import Job
+    from lance_spark_ops.spark.job import Job, referenced_data_files
     from lance_spark_ops.table.dataset import Dataset
 
     def vacuum(spark, uri, *, storage_options=None) -> VacuumMetrics:
@@ -35,6 +35,7 @@ Example (a new job)::
                     results = job.run_tasks(tasks, run_vacuum_task)  # TaskContext.file_prefix names files
                     ph.add(rows=sum(r.rows for r in results), bytes=sum(r.size for r in results))
                 with job.phase("commit"):
+                    job.before_commit(1)                      # tests inject concurrent writers here
                     new = ds.commit(make_operation(results))
             metrics.orphan_files_deleted = job.delete_unreferenced(new.store, referenced_data_files(new))
         return metrics

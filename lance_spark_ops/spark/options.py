@@ -3,7 +3,9 @@
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field, fields
+from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
 
@@ -53,3 +55,19 @@ class CompactionOptions:
         if unknown:
             raise InvalidInputError(f"unknown compaction option(s): {', '.join(unknown)}")
         return cls(**{k: v for k, v in kwargs.items() if v is not None})  # type: ignore[arg-type]
+
+    @classmethod
+    def resolve(cls, options: CompactionOptions | Mapping[str, Any] | None,
+                overrides: Mapping[str, Any]) -> CompactionOptions:
+        """``options`` (an instance, a mapping as pylance's ``CompactionOptions`` dict, or None)
+        with ``overrides`` applied on top."""
+        if options is None:
+            base: dict[str, Any] = {}
+        elif isinstance(options, CompactionOptions):
+            base = {f.name: getattr(options, f.name) for f in fields(cls)}
+        elif isinstance(options, Mapping):
+            base = dict(options)
+        else:
+            raise InvalidInputError("options must be a CompactionOptions or a mapping, got "
+                                    f"{type(options).__name__}")
+        return cls.from_kwargs(**{**base, **overrides})

@@ -55,7 +55,8 @@ def _candidacy(f: FragmentStats, opts: CompactionOptions) -> str | None:
     return None
 
 
-def _split_for_size(bin_: list[tuple[FragmentStats, str]], target: int) -> list[list[tuple[FragmentStats, str]]]:
+def _split_for_size(bin_: list[tuple[FragmentStats, str]], target: int
+                    ) -> list[list[tuple[FragmentStats, str]]]:
     """Cut a bin into pieces of >= target live rows; the remainder joins the last piece."""
     out = []
     while True:

@@ -45,7 +45,7 @@ def read_lance(spark: Any, uri: str, columns: Sequence[str] | None = None, with_
         raise InvalidInputError(f"columns must be a list of names, got the string {columns!r}")
     if max_rows_per_partition is not None and max_rows_per_partition <= 0:
         raise InvalidInputError(f"max_rows_per_partition must be positive, got {max_rows_per_partition}")
-    ds = Dataset.open(uri, version, storage_options)
+    ds = Dataset.open(uri, version, storage_options=storage_options)
     spec = ScanSpec(ds.uri, ds.version, tuple(columns) if columns is not None else None, with_row_id,
                     with_row_address, batch_rows, dict(storage_options or {}), ds.timestamp)
     return scan_dataframe(spark, ds, spec, fragment_ids, max_rows_per_partition)

@@ -63,8 +63,9 @@ def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: S
         attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
-            out_results = [pickle.dumps(_outcome(fn, pickle.loads(payloads[i]), TaskContext(job_id, i, attempt)))
-                           for i in ids]
+            out_results = [
+                pickle.dumps(_outcome(fn, pickle.loads(payloads[i]), TaskContext(job_id, i, attempt)))
+                for i in ids]
             yield pa.RecordBatch.from_arrays(
                 [pa.array(ids, pa.int64()), pa.array([attempt] * len(ids), pa.string()),
                  pa.array(out_results, pa.binary())],
@@ -97,6 +98,7 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     return out
 
 
-def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> dict[int, tuple[str, Any]]:
+def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]
+                      ) -> dict[int, tuple[str, Any]]:
     """Same contract as ``run_tasks`` without Spark (tests, dry runs, tiny datasets)."""
     return {i: ("local", fn(t, TaskContext(job_id, i, "local"))) for i, t in enumerate(tasks)}

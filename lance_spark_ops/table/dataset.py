@@ -56,7 +56,7 @@ class Dataset:
 
     # -- opening ---------------------------------------------------------
     @classmethod
-    def open(cls, uri: str | ObjectStore, version: int | None = None,
+    def open(cls, uri: str | ObjectStore, version: int | None = None, *,
              storage_options: dict[str, Any] | None = None,
              manifest_store: ExternalManifestStore | CommitHandler | None = None) -> Dataset:
         """Open the latest version (or ``version``). NotFoundError if either does not exist.

@@ -166,13 +166,14 @@ def _storage_version(requested: str | None, existing: Dataset | None, mode: str)
     return v
 
 
-def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_version: str | None = None,
+def write_dataset(data: Data, uri: str, schema: pa.Schema | None = None, mode: str = "create", *,
+                  data_storage_version: str | None = None,
                   max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE, enable_stable_row_ids: bool = False,
                   storage_options: dict[str, Any] | None = None, enable_v2_manifest_paths: bool = True,
-                  schema: pa.Schema | None = None,
                   manifest_store: ExternalManifestStore | CommitHandler | None = None,
                   max_retries: int = DEFAULT_MAX_RETRIES, page_bytes: int | None = None) -> Dataset:
-    """Write ``data`` (Table, RecordBatch, RecordBatchReader or batches) to ``uri``.
+    """Write ``data`` (Table, RecordBatch, RecordBatchReader or batches) to ``uri``; arguments in
+    pylance's order (``schema`` then ``mode``).
 
     ``mode``: ``create`` (fails if the dataset exists), ``append`` (creates it when absent) or
     ``overwrite``. ``data_storage_version`` is 2.0, 2.1 or 2.2 (default: the dataset's, or 2.2).

@@ -15,7 +15,7 @@ import pytest
 
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
-from lance_spark_ops.spark.add_columns import ColumnFunction, add_columns
+from lance_spark_ops.spark.columns import ColumnFunction, add_columns
 from lance_spark_ops.spark.tasks.add_columns import ColumnWriteSpec, write_stream
 from tests.spark.datasets import before_commit
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.spark.compact import compact, materialize_deletions
+from lance_spark_ops.spark.compaction import compact, materialize_deletions
 from tests.spark.datasets import small_fragments
 
 COLS = ["id", "f", "s", "l"]
@@ -49,7 +49,8 @@ def test_compact_local(tmp_path: Path, version: str, stable: bool) -> None:
 @pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("mode", ["reencode", "try_binary_copy"])
-def test_compact_bitmap_deletions_and_added_columns(tmp_path: Path, version: str, stable: bool, mode: str) -> None:
+def test_compact_bitmap_deletions_and_added_columns(tmp_path: Path, version: str, stable: bool,
+                                                     mode: str) -> None:
     uri = str(tmp_path / "ds")
     small_fragments(uri, version, stable=stable, big_delete=True, extra_column=True, fragments=4)
     import lance
@@ -200,9 +201,10 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
     pylance reads the same rows (and _rowid) back. pylance 14 writes one page per column
     for data this small whatever its max_page_bytes, so our writer makes the 16 KiB pages;
     pylance deletes and is the oracle before and after."""
-    from lance_spark_ops.table.write import write_dataset
     import lance
     import numpy as np
+
+    from lance_spark_ops.table.write import write_dataset
 
     uri = str(tmp_path / "ds")
     rng = np.random.default_rng(1)
@@ -215,7 +217,8 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
             "s": pa.array([f"row-{base + j}" * (1 + j % 3) if j % 11 else None for j in range(n)]),
             "l": pa.array([[j, j + 1] if j % 5 else [] for j in range(n)], pa.list_(pa.int32())),
             "v": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * 8).astype(np.float32)), 8),
-            "st": pa.StructArray.from_arrays([pa.array(np.arange(n) % 7), pa.array([f"k{j % 5}" for j in range(n)])],
+            "st": pa.StructArray.from_arrays([pa.array(np.arange(n) % 7),
+                                              pa.array([f"k{j % 5}" for j in range(n)])],
                                              names=["a", "b"]),
         })
         write_dataset(t, uri, mode="append" if i else "create", data_storage_version=version,

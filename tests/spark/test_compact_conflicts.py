@@ -6,13 +6,12 @@ from __future__ import annotations
 import os
 from pathlib import Path
 
-import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import IncompatibleTransaction
-from lance_spark_ops.spark import compact as compact_mod
+from lance_spark_ops.spark import compaction as compact_mod
 from lance_spark_ops.spark import job as job_mod
-from lance_spark_ops.spark.compact import compact
+from lance_spark_ops.spark.compaction import compact
 from tests.spark.datasets import small_fragments
 
 
@@ -58,7 +57,8 @@ def test_concurrent_delete_is_carried(tmp_path: Path, monkeypatch, stable: bool,
     assert sorted(after["id"].to_pylist()) == sorted(ids)
     if stable:
         want = {r: i for r, i in zip(before["_rowid"].to_pylist(), before["id"].to_pylist(), strict=True)}
-        assert all(want[r] == i for r, i in zip(after["_rowid"].to_pylist(), after["id"].to_pylist(), strict=True))
+        pairs = zip(after["_rowid"].to_pylist(), after["id"].to_pylist(), strict=True)
+        assert all(want[r] == i for r, i in pairs)
     assert m.rows_written == before.num_rows  # the rewrite was not redone
     assert any(f.metadata.deletion_file is not None for f in ds.get_fragments())
 
@@ -136,7 +136,8 @@ def test_concurrent_update_is_carried(tmp_path: Path, monkeypatch, stable: bool,
     uri = str(tmp_path / "ds")
     small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table()
-    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
+    _between_plan_and_commit(monkeypatch,
+                             lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
     compact(None, uri, target_rows_per_fragment=1000)
     after = lance.dataset(uri).to_table()
     assert sorted(after["id"].to_pylist()) == sorted(before["id"].to_pylist())

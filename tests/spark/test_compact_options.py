@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import UnsupportedError
-from lance_spark_ops.spark.compact import compact, materialize_deletions
+from lance_spark_ops.spark.compaction import compact, materialize_deletions
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import FragmentStats, plan_compaction
 from tests.spark.datasets import rows_multiset, small_fragments
@@ -63,10 +63,10 @@ def test_max_source_limits_and_threshold_plan() -> None:
     stats = [FragmentStats(i, 100, 0, 1000) for i in range(10)]
     opts = dict(target_rows_per_fragment=250)
     assert len(plan_compaction(stats, CompactionOptions(**opts))) == 3
-    assert [t.fragment_ids for t in plan_compaction(stats, CompactionOptions(**opts, max_source_rows=600))] == \
-        [(0, 1, 2), (3, 4, 5)]
-    assert [t.fragment_ids for t in plan_compaction(stats, CompactionOptions(**opts, max_source_bytes=3000))] == \
-        [(0, 1, 2)]
+    by_rows = plan_compaction(stats, CompactionOptions(**opts, max_source_rows=600))
+    assert [t.fragment_ids for t in by_rows] == [(0, 1, 2), (3, 4, 5)]
+    by_bytes = plan_compaction(stats, CompactionOptions(**opts, max_source_bytes=3000))
+    assert [t.fragment_ids for t in by_bytes] == [(0, 1, 2)]
     big = [FragmentStats(i, 1000, d, 0) for i, d in enumerate([0, 50, 200, 0])]  # 0%, 5%, 20%, 0%
     plan = plan_compaction(big, CompactionOptions(target_rows_per_fragment=500))
     assert [t.fragment_ids for t in plan] == [(2,)]
@@ -150,7 +150,7 @@ def test_force_binary_copy_copies_and_a_failed_task_leaves_no_file(tmp_path: Pat
     and commits nothing."""
     import lance
 
-    from lance_spark_ops.spark import compact as compact_mod
+    from lance_spark_ops.spark import compaction as compact_mod
 
     uri = str(tmp_path / "ds")
     _plain(uri, 6, rows=300, version="2.2")

@@ -87,7 +87,7 @@ def test_new_fragment_sizes_match_pylance(tmp_path, frag_rows: int, deleted_ever
     import lance
     import pyarrow as pa
 
-    from lance_spark_ops.spark.compact import compact
+    from lance_spark_ops.spark.compaction import compact
 
     uris = [str(tmp_path / "theirs"), str(tmp_path / "ours")]
     for uri in uris:

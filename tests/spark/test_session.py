@@ -84,7 +84,8 @@ def test_spark_submit_master_and_name_win(tmp_path: Path) -> None:
     submit = Path(sys.executable).parent / "spark-submit"
     env = {**os.environ, "PYSPARK_PYTHON": sys.executable, "PYSPARK_DRIVER_PYTHON": sys.executable}
     args = ["--master", "local[1]", "--name", "n", "--conf", "spark.ui.enabled=false", str(probe)]
-    out = subprocess.run([str(submit), *args], env=env, capture_output=True, text=True, timeout=300, check=True)
+    out = subprocess.run([str(submit), *args], env=env, capture_output=True, text=True, timeout=300,
+                         check=True)
     assert json.loads(out.stdout.strip().splitlines()[-1]) == ["local[1]", "n", 1, "false"]
 
 
@@ -115,9 +116,7 @@ def test_jobs_run_without_spark_context(connect_like: _ConnectLike, tmp_path: Pa
     import lance
 
     from lance_spark_ops.row_id_index import lookup
-    from lance_spark_ops.spark.add_columns import ColumnFunction, add_columns
-    from lance_spark_ops.spark.compact import compact
-    from lance_spark_ops.spark.rowid_index import rebuild_row_id_index
+    from lance_spark_ops.spark import ColumnFunction, add_columns, compact, rebuild_row_id_index
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", stable=True, fragments=4)

@@ -42,7 +42,8 @@ def assert_same_as_pylance(uri: str, version: int | None = None) -> pa.Table:
     """pylance opens the version and returns exactly our rows (with _rowid and _rowaddr)."""
     theirs = pylance_rows(uri, version)
     ours = our_rows(uri, version)
-    assert ours.schema.equals(theirs.schema), f"{uri}@{version}: schemas differ:\n{ours.schema}\n{theirs.schema}"
+    assert ours.schema.equals(theirs.schema), \
+        f"{uri}@{version}: schemas differ:\n{ours.schema}\n{theirs.schema}"
     assert ours.equals(theirs), f"{uri}@{version}: rows differ"
     return ours
 

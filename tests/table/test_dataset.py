@@ -64,7 +64,8 @@ def test_metadata_matches_pylance(pylance_dataset, scenario: str, version: str) 
         assert mine.num_rows == frag.count_rows()
     assert ours.count_rows() == theirs.count_rows()
     assert ours.uses_stable_row_ids == (scenario == "stable_row_ids")
-    expected_scheme = ManifestNamingScheme.V1 if scenario in ("v1_names", "updates_by_address") else ManifestNamingScheme.V2
+    v1 = scenario in ("v1_names", "updates_by_address")
+    expected_scheme = ManifestNamingScheme.V1 if v1 else ManifestNamingScheme.V2
     assert ours.naming_scheme is expected_scheme
     assert ours.timestamp.timestamp() == pytest.approx(theirs.versions()[-1]["timestamp"].timestamp(), abs=1)
     assert ours.max_fragment_id == max(f.id for f in ours.fragments)

@@ -196,8 +196,8 @@ class ColumnFileWriter:
         """Values of some of the physical rows ``start .. start + n`` (at ``offsets``); the
         others of that range are null."""
         if self._fid == fid and start != self._cursor:
-            raise InvalidInputError(f"fragment {fid}: rows from {start} do not continue at row {self._cursor}",
-                                    path=self.spec.uri)
+            raise InvalidInputError(f"fragment {fid}: rows from {start} do not continue at row "
+                                    f"{self._cursor}", path=self.spec.uri)
         self._segment(fid, offsets, values)
         self._pad(start + n)
 

@@ -138,7 +138,7 @@ class _FragmentSink:
 def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     """Executor entry point: rewrite ``spec.fragment_ids`` of version ``spec.read_version``."""
     t0 = time.perf_counter()
-    ds = Dataset.open(spec.uri, spec.read_version, spec.storage_options)
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
     by_id = {f.id: f for f in ds.fragments}
     frags = [by_id[i] for i in spec.fragment_ids]
     stable = ds.uses_stable_row_ids
@@ -152,7 +152,8 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
             keep = live_mask(ds, frag)
             if stable:
                 live_ids.append(ds.row_ids(frag)[keep])
-                for acc, seq in ((created, ds.created_at_versions(frag)), (updated, ds.last_updated_at_versions(frag))):
+                for acc, seq in ((created, ds.created_at_versions(frag)),
+                                 (updated, ds.last_updated_at_versions(frag))):
                     if seq is not None:
                         acc.append(seq[keep])
             reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
@@ -199,7 +200,8 @@ def _peak_rss() -> int:
     return kib if sys.platform == "darwin" else kib * 1024
 
 
-def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink) -> LanceFileReader | None:
+def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink
+              ) -> LanceFileReader | None:
     """A reader over the fragment's only data file when its pages can be moved: one data
     file holding every field, same file version (deleted rows are handled page by page)."""
     if len(frag.files) != 1:

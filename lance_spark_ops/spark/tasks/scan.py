@@ -52,7 +52,7 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
     key = (uri, version, so_key, timestamp)
     ds = _datasets.get(key)
     if ds is None:
-        ds = Dataset.open(uri, version, storage_options)
+        ds = Dataset.open(uri, version, storage_options=storage_options)
         if timestamp is not None and ds.timestamp != timestamp:
             raise IncompatibleTransaction(f"version {version} was committed at {ds.timestamp}, not at "
                                           f"{timestamp} as planned: the dataset was replaced", path=uri)

@@ -216,7 +216,8 @@ def commit_transaction(
 
     Returns the new version's manifest (``Dataset.from_commit`` opens it). Raises CommitConflict
     (retry the operation from a fresh read), IncompatibleTransaction (give up), CommitStateUnknown
-    (it may have landed: delete nothing), UnsupportedError (unknown writer feature flag), NotFoundError (no such dataset / version).
+    (it may have landed: delete nothing), UnsupportedError (unknown writer feature flag),
+    NotFoundError (no such dataset / version).
     ``must_create`` fails with IncompatibleTransaction when the dataset exists.
     ``enable_v2_manifest_paths`` / ``enable_stable_row_ids`` / ``data_storage_version`` shape a
     new dataset (an Overwrite may also change the storage version).

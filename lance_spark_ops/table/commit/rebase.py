@@ -137,7 +137,8 @@ def _carry_deletions(group: RewriteGroup, ctx: RebaseContext) -> list[DataFragme
     for old in group.old_fragments:
         base = _fragment(ctx.base, old.id)
         if base is None or base.physical_rows is None:
-            raise CommitConflict(f"fragment {old.id} is not in version {ctx.base.version} that the rewrite read")
+            raise CommitConflict(f"fragment {old.id} is not in version {ctx.base.version} that the rewrite "
+                                 "read")
         keep = np.ones(base.physical_rows, dtype=bool)
         keep[_deleted(ctx, base)] = False
         live = np.flatnonzero(keep)
@@ -146,7 +147,8 @@ def _carry_deletions(group: RewriteGroup, ctx: RebaseContext) -> list[DataFragme
             gone = np.arange(live.size)  # removed whole: all its rows are deleted now
         else:
             if [f.path for f in cur.files] != [f.path for f in base.files]:
-                raise CommitConflict(f"fragment {old.id} was rewritten by a concurrent commit; retry the rewrite")
+                raise CommitConflict(f"fragment {old.id} was rewritten by a concurrent commit; retry the "
+                                     "rewrite")
             newly = np.setdiff1d(_deleted(ctx, cur), _deleted(ctx, base))
             gone = np.searchsorted(live, newly)
         positions.append(gone + offset)

@@ -2,7 +2,7 @@
 
 ``run_sequence_rebuild`` (through ``spark.runner``): for each fragment of its group, read the
 row-id sequence (inline, or an ``external_row_ids`` slice left by an older writer) and the
-deletion vector, and re-encode the sequence (``rowid_sequences.compact_sequence``: live ids
+deletion vector, and re-encode the sequence (``row_id_sequences.compact_sequence``: live ids
 unchanged, ids at deleted positions chosen to encode smallest). A fragment whose sequence is
 already as small (and inline) is reported unchanged.
 
@@ -36,7 +36,7 @@ from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.row_id_index import PART_SCHEMA, index_dir
 from lance_spark_ops.spark.runner import TaskContext
-from lance_spark_ops.spark.tasks.rowid_sequences import compact_sequence
+from lance_spark_ops.spark.tasks.row_id_sequences import compact_sequence
 from lance_spark_ops.spark.tasks.scan import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.deletion import keep_mask

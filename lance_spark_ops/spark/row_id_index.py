@@ -5,7 +5,7 @@ Phases (``spark.job``: timed, tagged, shown as the Spark job description): ``seq
 ``commit`` -> ``index``.
 
 1. *sequences* - fragments are grouped into tasks; each task re-encodes its fragments' row-id
-   sequences (``spark.tasks.rowid_index.run_sequence_rebuild``: live ids unchanged, ids at
+   sequences (``spark.tasks.row_id_index.run_sequence_rebuild``: live ids unchanged, ids at
    deleted positions chosen to encode smallest; inline, the only placement pylance 14 reads
    without the opt-in spilled-column feature - see that module).
 2. *commit* - only when some sequence changed: a ``Merge`` with every fragment (changed ones
@@ -35,7 +35,7 @@ from lance_spark_ops.errors import CommitConflict, CorruptFileError
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
-from lance_spark_ops.spark.tasks.rowid_index import (
+from lance_spark_ops.spark.tasks.row_id_index import (
     PAIRS_SCHEMA,
     PART_RESULT_SCHEMA,
     FragmentSequence,
@@ -90,7 +90,8 @@ def _rebuild_sequences(job: Job, ds: Dataset, fragments_per_task: int | None) ->
              for g in _task_groups(ds, fragments_per_task, job.spark)]
     with job.phase("sequences", tasks=len(specs), detail=f"of {len(ds.fragments)} fragments") as ph:
         out = [r for rs in job.run_tasks(specs, run_sequence_rebuild) for r in rs]
-        ph.add(rows=sum(int(f.physical_rows or 0) for f in ds.fragments), bytes=sum(r.bytes_after for r in out))
+        ph.add(rows=sum(int(f.physical_rows or 0) for f in ds.fragments),
+               bytes=sum(r.bytes_after for r in out))
     return out
 
 
@@ -189,6 +190,6 @@ def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any
             metrics.index_bytes = sum(p.size for p in manifest.partitions)
             metrics.index_path = ds.store.uri(index_dir(ds.version))
         index = f"index of version {metrics.index_version}" if metrics.index_version else "no index"
-        metrics.message = (f"sequences {metrics.sequence_bytes_before} -> {metrics.sequence_bytes_after} bytes; "
-                           f"{index}")
+        metrics.message = (f"sequences {metrics.sequence_bytes_before} -> {metrics.sequence_bytes_after} "
+                           f"bytes; {index}")
     return metrics

@@ -1,6 +1,6 @@
 """Rebuild the row-id index of a Lance dataset on Spark.
 
-    spark-submit jobs/rebuild_rowid_index.py URI [--rows-per-partition N] [--fragments-per-task N]
+    spark-submit jobs/rebuild_row_id_index.py URI [--rows-per-partition N] [--fragments-per-task N]
         [--no-index] [--storage-option KEY=VALUE ...]
 
 Compacts every fragment's row-id sequence (committed as a new version when anything shrank)
@@ -16,7 +16,7 @@ import argparse
 import sys
 
 from lance_spark_ops.spark.cli import parse_storage_options, print_metrics
-from lance_spark_ops.spark.rowid_index import rebuild_row_id_index
+from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
 from lance_spark_ops.spark.session import get_spark
 
 

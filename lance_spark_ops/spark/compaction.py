@@ -4,7 +4,8 @@ Rewrite per commit batch on the driver.
 Phases (``spark.job``: timed, tagged, shown as the Spark job description): ``plan`` ->
 ``rewrite`` -> ``commit`` (the last two once per commit batch). Files written by attempts that
 do not land (failed commits, retried or speculative task attempts) are deleted at once: every
-file is named with the job id, so one listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
+file is named with the job id, so one listing of ``data/`` finds them (lance#7207 reports
+tables tripling from such orphans).
 
 Indices: fragments covered by an index are left alone and counted in
 ``indexed_fragments_skipped``. Without stable row ids their rows would move under the index;
@@ -18,6 +19,7 @@ files named with their final ids.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -98,11 +100,12 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     return version
 
 
-def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
-            **options: Any) -> CompactionMetrics:
-    """Compact the dataset at ``uri``; options as pylance's ``CompactionOptions`` plus
-    ``dry_run`` and ``commit_every``. ``spark=None`` runs the tasks in this process."""
-    opts = CompactionOptions.from_kwargs(**options)
+def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any] | None = None, *,
+            storage_options: dict[str, Any] | None = None, **overrides: Any) -> CompactionMetrics:
+    """Compact the dataset at ``uri``. ``options``: a ``CompactionOptions`` or a mapping of its
+    fields (pylance's ``CompactionOptions`` plus ``dry_run`` and ``commit_every``); keyword
+    ``overrides`` apply on top. ``spark=None`` runs the tasks in this process."""
+    opts = CompactionOptions.resolve(options, overrides)
     metrics = CompactionMetrics(uri=uri, read_version=0, dry_run=opts.dry_run)
     with Job(spark, "compact", uri, metrics) as job:
         with job.phase("plan"):
@@ -118,7 +121,7 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     return metrics
 
 
-def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
+def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
                           storage_options: dict[str, Any] | None = None,
                           data_storage_version: str | None = None) -> CompactionMetrics:
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
