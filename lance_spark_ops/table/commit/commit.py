@@ -55,12 +55,7 @@ from lance_spark_ops.table.commit.indices import index_section
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
-from lance_spark_ops.table.format.manifest import (
-    Manifest,
-    ManifestFile,
-    parse_manifest_file,
-    serialize_manifest_file,
-)
+from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
 from lance_spark_ops.table.format.transaction import Operation, Restore, Rewrite, Transaction
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
@@ -106,12 +101,8 @@ class CommitResult:
     handler: CommitHandler
 
     @property
-    def manifest(self) -> Manifest:
-        return self.manifest_file.manifest
-
-    @property
     def version(self) -> int:
-        return self.manifest.version
+        return self.manifest_file.manifest.version
 
     @property
     def manifest_path(self) -> str:
