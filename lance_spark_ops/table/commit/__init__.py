@@ -3,6 +3,7 @@ manifest (``operations``, ``indices``), conflicts with concurrent commits (``con
 ``rebase``) and the retry loop (``commit``)."""
 
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction, load_transaction
+from lance_spark_ops.table.commit.dynamodb import DynamoDBManifestStore  # registers s3+ddb://
 from lance_spark_ops.table.commit.handler import (
     CommitHandler,
     ExternalManifestCommitHandler,
@@ -14,6 +15,7 @@ from lance_spark_ops.table.commit.handler import (
 __all__ = [
     "DEFAULT_MAX_RETRIES",
     "CommitHandler",
+    "DynamoDBManifestStore",
     "ExternalManifestCommitHandler",
     "ExternalManifestStore",
     "PutIfNotExistsCommitHandler",
