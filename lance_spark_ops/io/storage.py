@@ -284,7 +284,10 @@ class ObjectStore:
             raise
 
     def copy(self, src: str, dst: str) -> None:
-        self.fs.copy(self.full_path(src), self.full_path(dst))
+        try:
+            self.fs.copy(self.full_path(src), self.full_path(dst))
+        except FileNotFoundError as e:
+            raise NotFoundError("file not found", path=self.uri(src)) from e
 
     def delete(self, rel: str) -> None:
         try:

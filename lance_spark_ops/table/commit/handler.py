@@ -283,12 +283,14 @@ class ExternalManifestCommitHandler(CommitHandler):
         if not _is_final(final) or "/" in path[cut:]:
             raise CorruptFileError(f"staged manifest path {path!r} of version {version} does not end in "
                                    "'.manifest-<uuid>'", path=store.uri(path))
-        if store.exists(path):
+        try:
             store.copy(path, final)
-        elif not store.exists(final):
-            raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
-                                "exists; "
-                                "refusing to load", path=store.uri(path))
+        except NotFoundError:
+            # Another reader or writer finished it first (copied, re-pointed, deleted the staged file).
+            if not store.exists(final):
+                raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
+                                    "exists; refusing to load", path=store.uri(path)) from None
+            return final
         size = store.size(final)
         self.kv.put_if_exists(self.base_uri(store), version, final, size)
         store.delete(path)
