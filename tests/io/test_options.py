@@ -58,7 +58,8 @@ def test_gcs_and_azure_keys() -> None:
                                 "azure_storage_endpoint": "http://127.0.0.1:10000/"}, env={})
     assert got == {"account_name": "acct", "account_key": SECRET, "account_host": "127.0.0.1:10000",
                    "use_listings_cache": False}
-    assert fsspec_options("az", {}, env={"AZURE_STORAGE_ACCOUNT_NAME": "e", "AZURE_STORAGE_SAS_TOKEN": "t"}) == {
+    env = {"AZURE_STORAGE_ACCOUNT_NAME": "e", "AZURE_STORAGE_SAS_TOKEN": "t"}
+    assert fsspec_options("az", {}, env=env) == {
         "account_name": "e", "sas_token": "t", "use_listings_cache": False}
 
 

@@ -34,8 +34,9 @@ def test_store_protocol_and_item_layout(s3: S3) -> None:
     assert item == {"base_uri": {"S": "a/ds.lance"}, "version": {"N": "1"},
                     "path": {"S": "a/ds.lance/_versions/1.manifest"}, "committer": {"S": "lance-spark-ops"},
                     "size": {"N": "10"}}
-    s3.client("dynamodb").put_item(TableName=name, Item={"base_uri": {"S": "a/ds.lance"}, "version": {"N": "3"},
-                                                         "path": {"S": "elsewhere/_versions/3.manifest"}})
+    stray = {"base_uri": {"S": "a/ds.lance"}, "version": {"N": "3"},
+             "path": {"S": "elsewhere/_versions/3.manifest"}}
+    s3.client("dynamodb").put_item(TableName=name, Item=stray)
     with pytest.raises(CorruptFileError, match="outside the dataset"):
         kv.get_latest(base)
     kv.delete(base)
