@@ -100,6 +100,13 @@ _S3: dict[str, tuple[str, _Conv]] = {
                "copy_if_not_exists",
                "aws_disable_tagging", "disable_tagging", "aws_bucket", "aws_bucket_name",
                "bucket", "bucket_name"),
+    # delta-rs' own S3 options (the same dict often serves import_delta's Delta side)
+    **_aliases("", _same, "aws_s3_allow_unsafe_rename", "aws_s3_locking_provider", "delta_dynamo_table_name",
+               "aws_s3_pool_idle_timeout", "aws_sts_pool_idle_timeout",
+               "aws_s3_get_internal_server_error_retries",
+               "aws_s3_role_arn", "aws_s3_role_session_name", "aws_web_identity_token_file", "aws_role_arn",
+               "aws_role_session_name"),
+    **_aliases("profile", _same, "aws_profile", "profile"),
 }
 # endpoint_url (s3fs's own name) is accepted directly; "token" is both pylance's and s3fs's
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3",

@@ -51,8 +51,9 @@ class ImportSpec:
     nested_names: dict[str, dict[str, Any]]  # logical name -> renames inside a struct (see _rename)
     version: str  # Lance file version
     max_rows_per_file: int
-    storage_options: dict[str, Any] = field(default_factory=dict)
-    delta_storage_options: dict[str, Any] = field(default_factory=dict)
+    # secrets: kept out of reprs (task errors and logs print specs)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    delta_storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 @dataclass
