@@ -43,6 +43,7 @@ COMMITTER = "lance-spark-ops"
 
 _CLIENTS: dict[tuple, Any] = {}
 _CLIENTS_LOCK = threading.Lock()
+_CHECKED_TABLES: set[tuple[str, str | None]] = set()  # (table, endpoint): DescribeTable once per process
 
 
 def _client_kwargs(options: Mapping[str, Any]) -> dict[str, Any]:
@@ -108,10 +109,6 @@ class DynamoDBManifestStore(ExternalManifestStore):
         self.table_name = table_name
         self.storage_options = dict(storage_options or {})
         self.committer = committer
-        self._checked = False
-
-    def __getstate__(self) -> dict[str, Any]:
-        return {**self.__dict__, "_checked": False}
 
     def __repr__(self) -> str:
         return f"DynamoDBManifestStore({self.table_name!r})"
@@ -119,9 +116,10 @@ class DynamoDBManifestStore(ExternalManifestStore):
     @property
     def client(self) -> Any:
         client = _client(self.storage_options)
-        if not self._checked:
+        key = (self.table_name, _client_kwargs(self.storage_options).get("endpoint_url"))
+        if key not in _CHECKED_TABLES:
             self._check_table(client)
-            self._checked = True
+            _CHECKED_TABLES.add(key)
         return client
 
     def _check_table(self, client: Any) -> None:
