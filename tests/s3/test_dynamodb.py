@@ -7,7 +7,13 @@ import pickle
 
 import pytest
 
-from lance_spark_ops.errors import CommitConflict, CorruptFileError, InvalidInputError, NotFoundError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CorruptFileError,
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+)
 from lance_spark_ops.table.commit.dynamodb import DynamoDBManifestStore, create_manifest_table
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.write import write_dataset
@@ -52,6 +58,11 @@ def test_table_checks(s3: S3) -> None:
         AttributeDefinitions=[{"AttributeName": "id", "AttributeType": "S"}])
     with pytest.raises(InvalidInputError, match="base_uri"):
         DynamoDBManifestStore(bad, s3.ddb_options).get_latest("s3://b/x")
+    with pytest.raises(LanceError, match="DynamoDB") as e:  # a request DynamoDB rejects: typed, no secrets
+        kv = DynamoDBManifestStore(f"kv{s3.bucket}", s3.ddb_options)
+        create_manifest_table(kv.table_name, s3.ddb_options)
+        kv.put_if_not_exists("s3://b", 1, "_versions/1.manifest", 1)  # bucket root: empty key
+    assert "testing-secret" not in str(e.value)
 
 
 def test_s3_ddb_uri_written_by_us_read_by_pylance(s3: S3) -> None:

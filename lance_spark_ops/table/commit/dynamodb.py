@@ -89,6 +89,17 @@ def _code(e: Exception) -> str:
     return str(response.get("Error", {}).get("Code", "")) if isinstance(response, dict) else ""
 
 
+def _call(table: str, op: str, fn: Any, **kwargs: Any) -> Any:
+    """One DynamoDB request; a failure other than a failed condition becomes a LanceError naming
+    the operation and the error code (botocore's messages carry no credentials, but keep it short)."""
+    try:
+        return fn(**kwargs)
+    except Exception as e:
+        if _code(e) == "ConditionalCheckFailedException":
+            raise
+        raise LanceError(f"DynamoDB {op} failed: {_code(e) or type(e).__name__}", path=table) from e
+
+
 def bucket_path(base_uri: str) -> str:
     """The object_store path of a dataset URI: ``s3://bkt/a/ds`` -> ``a/ds``."""
     parts = urlsplit(base_uri)
@@ -166,23 +177,24 @@ class DynamoDBManifestStore(ExternalManifestStore):
     # -- ExternalManifestStore ---------------------------------------------------------------
     def get(self, base_uri: str, version: int) -> str | None:
         base = bucket_path(base_uri)
-        out = self.client.get_item(TableName=self.table_name, ConsistentRead=True,
-                                   Key={"base_uri": {"S": base}, "version": {"N": str(version)}})
+        out = _call(self.table_name, "GetItem", self.client.get_item, TableName=self.table_name,
+                    ConsistentRead=True, Key={"base_uri": {"S": base}, "version": {"N": str(version)}})
         item = out.get("Item")
         return None if item is None else self._path_of(base, item)[1]
 
     def get_latest(self, base_uri: str) -> tuple[int, str] | None:
         base = bucket_path(base_uri)
-        out = self.client.query(TableName=self.table_name, ConsistentRead=True, ScanIndexForward=False,
-                                Limit=1, KeyConditionExpression="base_uri = :base_uri",
-                                ExpressionAttributeValues={":base_uri": {"S": base}})
+        out = _call(self.table_name, "Query", self.client.query, TableName=self.table_name,
+                    ConsistentRead=True, ScanIndexForward=False, Limit=1,
+                    KeyConditionExpression="base_uri = :base_uri",
+                    ExpressionAttributeValues={":base_uri": {"S": base}})
         items = out.get("Items") or []
         return self._path_of(base, items[0]) if items else None
 
     def _put(self, base_uri: str, version: int, path: str, size: int, condition: str) -> None:
         base = bucket_path(base_uri)
-        self.client.put_item(TableName=self.table_name, Item=self._item(base, version, path, size),
-                             ConditionExpression=condition)
+        _call(self.table_name, "PutItem", self.client.put_item, TableName=self.table_name,
+              Item=self._item(base, version, path, size), ConditionExpression=condition)
 
     def put_if_not_exists(self, base_uri: str, version: int, path: str, size: int) -> None:
         try:
