@@ -17,6 +17,7 @@ value: values may be secrets, and ``redact`` hides them wherever options are sho
 
 from __future__ import annotations
 
+import functools
 import inspect
 import json
 import os
@@ -183,6 +184,7 @@ def redact(options: Mapping[str, Any] | None) -> dict[str, Any]:
     return out
 
 
+@functools.lru_cache(maxsize=64)
 def _fsspec_params(protocol: str) -> frozenset[str] | None:
     """Keyword arguments the backend's filesystem class declares (None: backend not installed)."""
     import fsspec

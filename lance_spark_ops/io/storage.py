@@ -17,7 +17,8 @@ from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qsl
@@ -141,28 +142,38 @@ class ObjectStore:
         return path if self.protocol == "file" else f"{self.protocol}://{path}"
 
     # -- reads -----------------------------------------------------------
-    def size(self, rel: str) -> int:
+    @contextmanager
+    def _typed(self, op: str, rel: str) -> Iterator[None]:
+        """A missing object -> NotFoundError; any other failure of a remote store (denied,
+        unreachable, throttled ...) -> LanceError naming the operation and object. Local
+        errors pass unchanged. Messages come from the backend and hold no credentials."""
         try:
-            return int(self.fs.size(self.full_path(rel)))
+            yield
+        except (LanceError, FileExistsError):
+            raise
         except FileNotFoundError as e:
             raise NotFoundError("file not found", path=self.uri(rel)) from e
+        except Exception as e:
+            if self.protocol in ("file", "local", "memory"):
+                raise
+            raise LanceError(f"{op} failed: {type(e).__name__}: {e}", path=self.uri(rel)) from e
+
+    def size(self, rel: str) -> int:
+        with self._typed("size", rel):
+            return int(self.fs.size(self.full_path(rel)))
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))
 
     def read(self, rel: str) -> bytes:
-        try:
+        with self._typed("read", rel):
             return bytes(self.fs.cat_file(self.full_path(rel)))
-        except FileNotFoundError as e:
-            raise NotFoundError("file not found", path=self.uri(rel)) from e
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
         if size <= 0:
             return b""
-        try:
+        with self._typed("ranged read", rel):
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
-        except FileNotFoundError as e:
-            raise NotFoundError("file not found", path=self.uri(rel)) from e
         return bytes(data)
 
     def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]]) -> list[memoryview]:
@@ -212,8 +223,9 @@ class ObjectStore:
         """Names (not paths) of the objects directly under ``rel``; empty when it is absent."""
         path = self.full_path(rel)
         try:
-            entries = self.fs.ls(path, detail=False)
-        except FileNotFoundError:
+            with self._typed("list", rel):
+                entries = self.fs.ls(path, detail=False)
+        except NotFoundError:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
@@ -232,7 +244,8 @@ class ObjectStore:
                 f.write(data)
             os.replace(tmp, path)
         else:
-            self.fs.pipe_file(path, bytes(data))
+            with self._typed("write", rel):
+                self.fs.pipe_file(path, bytes(data))
 
     def open_output(self, rel: str) -> Any:
         """A writable binary stream for a large object written in pieces."""
@@ -284,15 +297,14 @@ class ObjectStore:
             raise
 
     def copy(self, src: str, dst: str) -> None:
-        try:
+        with self._typed("copy", src):
             self.fs.copy(self.full_path(src), self.full_path(dst))
-        except FileNotFoundError as e:
-            raise NotFoundError("file not found", path=self.uri(src)) from e
 
     def delete(self, rel: str) -> None:
         try:
-            self.fs.rm_file(self.full_path(rel))
-        except FileNotFoundError:
+            with self._typed("delete", rel):
+                self.fs.rm_file(self.full_path(rel))
+        except NotFoundError:
             pass
 
     def delete_many(self, rels: Iterable[str]) -> None:
