@@ -83,8 +83,7 @@ _S3: dict[str, tuple[str, _Conv]] = {
     **_aliases("key", _same, "aws_access_key_id", "access_key_id"),
     **_aliases("secret", _same, "aws_secret_access_key", "secret_access_key"),
     **_aliases("token", _same, "aws_session_token", "aws_token", "session_token"),
-    **_aliases("client_kwargs.endpoint_url", _same, "aws_endpoint", "aws_endpoint_url", "endpoint",
-               "endpoint_url_s3"),
+    **_aliases("client_kwargs.endpoint_url", _same, "aws_endpoint", "aws_endpoint_url", "endpoint"),
     **_aliases("client_kwargs.region_name", _same, "aws_region", "region"),
     **_aliases("client_kwargs.region_name~", _same, "aws_default_region", "default_region"),
     **_aliases("config_kwargs.s3.addressing_style", _addressing, "aws_virtual_hosted_style_request",
@@ -228,6 +227,16 @@ def _from_env(table: dict[str, tuple[str, _Conv]], names: tuple[str, ...],
     return {k: v for k, v in found.items() if k in table}
 
 
+def _targets(key: str, value: Any, table: dict[str, tuple[str, _Conv]]) -> set[str]:
+    """The fsspec settings a key sets (``client_kwargs.endpoint_url`` ...), to tell which
+    environment variables an explicit option overrides whatever alias either uses."""
+    if key in table:
+        return {table[key][0].rstrip("~")} if table[key][0] else set()
+    if isinstance(value, Mapping):
+        return {f"{key}.{k}" for k in value}
+    return {"client_kwargs.endpoint_url" if key == "endpoint_url" else key}
+
+
 def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
                    env: Mapping[str, str] | None = None) -> dict[str, Any]:
     """Keyword arguments for ``fsspec.filesystem(protocol, ...)`` from pylance-style options.
@@ -237,8 +246,9 @@ def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
     given = dict(storage_options or {})
     table, env_names = _BACKENDS.get(protocol, ({}, ()))
     env = os.environ if env is None else env
-    explicit = {str(k).lower() for k in given}
-    merged = {k: v for k, v in _from_env(table, env_names, env).items() if k not in explicit}
+    explicit = set().union(*(_targets(str(k).lower(), v, table) for k, v in given.items()))
+    from_env = _from_env(table, env_names, env)
+    merged = {k: v for k, v in from_env.items() if not _targets(k, v, table) & explicit}
     merged.update(given)
     native = _fsspec_params(protocol)
     out: dict[str, Any] = {}

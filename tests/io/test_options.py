@@ -45,6 +45,11 @@ def test_environment_fills_what_options_leave_unset() -> None:
     # the explicit endpoint beats the environment's, whatever alias either uses
     got = fsspec_options("s3", {"aws_endpoint": "http://explicit"}, env={"AWS_ENDPOINT": "http://env"})
     assert got["client_kwargs"]["endpoint_url"] == "http://explicit"
+    got = fsspec_options("s3", {"endpoint_url": "http://native", "key": "k"},
+                         env={"AWS_ENDPOINT_URL": "http://env", "AWS_ACCESS_KEY_ID": "envkey"})
+    assert got == {"endpoint_url": "http://native", "key": "k", "use_listings_cache": False}
+    got = fsspec_options("s3", {"client_kwargs": {"region_name": "explicit"}}, env={"AWS_REGION": "env"})
+    assert got["client_kwargs"] == {"region_name": "explicit"}
     assert fsspec_options("s3", {}, env={"AWS_ENDPOINT_URL": "http://a", "AWS_ENDPOINT_URL_S3": "http://s3"})[
         "client_kwargs"]["endpoint_url"] == "http://s3"
 
