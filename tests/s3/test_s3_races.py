@@ -116,3 +116,44 @@ def _check_ddb_items(s3: S3, uri: str, so: dict[str, str], latest: int) -> None:
     assert {c for _, _, c in mine} == {"lancedb", "lance-spark-ops"}
     kv = DynamoDBManifestStore(table_name, so)
     assert kv.get_latest(f"s3://{s3.bucket}/{name}")[0] == latest
+
+
+def test_our_compaction_races_pylance_appends(s3: S3) -> None:
+    """A compaction (Rewrite) and pylance's appends started together: both land, no row lost."""
+    import lance
+
+    from lance_spark_ops.spark.compact import compact
+
+    uri, so = s3.uri("compact-race.lance"), s3.options
+    lance.write_dataset(table(600), uri, storage_options=so, max_rows_per_file=100)
+    barrier = threading.Barrier(2, timeout=60)
+    errors: list[BaseException] = []
+    metrics = []
+
+    def ours() -> None:
+        barrier.wait()
+        metrics.append(compact(None, uri, storage_options=so, target_rows_per_fragment=1000))
+
+    def theirs() -> None:
+        barrier.wait()
+        for r in range(3):
+            lance.write_dataset(table(10, 5000 + 10 * r), uri, mode="append", storage_options=so)
+
+    def run(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(f,)) for f in (ours, theirs)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert metrics[0].new_version is not None
+    assert _ids(uri, so) == list(range(600)) + list(range(5000, 5030))
+    ds = lance.dataset(uri, storage_options=so)
+    # the six original fragments were rewritten (with or without appends that landed first)
+    assert not {f.fragment_id for f in ds.get_fragments()} & set(range(6))
