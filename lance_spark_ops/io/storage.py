@@ -1,29 +1,43 @@
 """fsspec-backed object store: ranged reads (coalesced), whole-object writes, atomic
 put-if-not-exists, listing and deletion.
 
-Local paths, ``file://`` and ``memory://`` work out of the box; any other fsspec URL
-(``s3://``, ``gs://``, ``az://`` ...) works when its filesystem package is installed.
-``storage_options`` are passed to the fsspec filesystem unchanged.
+Local paths, ``file://`` and ``memory://`` work out of the box; ``s3://`` (extra ``[s3]``:
+s3fs), ``gs://`` (``[gcs]``: gcsfs) and ``az://`` (``[azure]``: adlfs) when their filesystem
+package is installed. ``storage_options`` take pylance's names (``aws_endpoint``,
+``aws_access_key_id`` ...) or the backend's own; ``io.options`` translates them. Their values
+never appear in reprs or errors.
+
+Conditional puts: local files use ``os.link``; S3 / GCS / Azure the backend's ``mode="create"``
+(S3 ``If-None-Match: *``, as pylance 14 does; GCS ``ifGenerationMatch=0``; Azure
+``If-None-Match: *``). Any other backend, or S3 with ``aws_conditional_put=disabled``, has
+none: ``put_if_not_exists`` refuses (UnsupportedError) rather than risk a lost commit.
 """
 
 from __future__ import annotations
 
 import os
 import posixpath
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
+from urllib.parse import parse_qsl
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError
+from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError
+from lance_spark_ops.io.options import conditional_put_disabled, fsspec_options, redact
 
 # Ranges closer than this are fetched in one request (cloud stores charge per request).
 DEFAULT_COALESCE_GAP = 64 * 1024
 # ... but a coalesced request never grows beyond this.
 DEFAULT_MAX_COALESCED = 16 * 1024 * 1024
+# backends whose pipe_file(mode="create") is an atomic create-if-absent on the server
+_CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+_EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
+           "abfss": "azure"}
 
 
 def coalesce_ranges(
@@ -49,6 +63,18 @@ def coalesce_ranges(
     return out
 
 
+def _lost_condition(e: BaseException) -> bool:
+    """An S3 error saying the conditional put surely did not land: 412 (the object exists) or
+    409 ConditionalRequestConflict (a concurrent conditional put is in flight)."""
+    cause = e.__cause__ or e.__context__
+    response = getattr(cause, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
+
+
 def _split_protocol(uri: str) -> tuple[str, str]:
     if "://" in uri:
         proto, rest = uri.split("://", 1)
@@ -56,7 +82,7 @@ def _split_protocol(uri: str) -> tuple[str, str]:
     return "file", os.path.abspath(uri)
 
 
-@dataclass
+@dataclass(repr=False)
 class ObjectStore:
     """An fsspec filesystem plus a root URI; paths given to methods are relative to the root
     unless they are absolute URIs."""
@@ -66,8 +92,34 @@ class ObjectStore:
 
     def __post_init__(self) -> None:
         self.protocol, root_path = _split_protocol(self.root)
+        # "s3+ddb://bkt/ds?ddbTableName=T": s3 data, versions in an external store ("ddb", its query)
+        self.external_scheme: str | None = None
+        self.external_params: dict[str, str] = {}
+        if "+" in self.protocol:
+            self.protocol, self.external_scheme = self.protocol.split("+", 1)
+            root_path, _, query = root_path.partition("?")
+            self.external_params = dict(parse_qsl(query, keep_blank_values=True))
         self.root_path = root_path.rstrip("/") or "/"
-        self.fs = fsspec.filesystem(self.protocol, **(self.storage_options or {}))
+        kwargs = fsspec_options(self.protocol, self.storage_options)
+        try:
+            self.fs = fsspec.filesystem(self.protocol, **kwargs)
+        except ImportError as e:
+            extra = _EXTRAS.get(self.protocol)
+            hint = f"; pip install lance-spark-ops[{extra}]" if extra else ""
+            raise UnsupportedError(f"no filesystem package for {self.protocol}:// is installed{hint}",
+                                   path=self.root) from e
+        except ValueError as e:
+            raise UnsupportedError(f"unknown storage protocol {self.protocol!r}", path=self.root) from e
+
+    def __repr__(self) -> str:
+        return f"ObjectStore({self.root!r}, {redact(self.storage_options)!r})"
+
+    @property
+    def conditional_put(self) -> bool:
+        """Whether ``put_if_not_exists`` is atomic here (see the module docstring)."""
+        if self.protocol in ("file", "local", "memory"):
+            return True
+        return self.protocol in _CONDITIONAL_PUT and not conditional_put_disabled(self.storage_options)
 
     # -- paths -----------------------------------------------------------
     @classmethod
@@ -90,28 +142,38 @@ class ObjectStore:
         return path if self.protocol == "file" else f"{self.protocol}://{path}"
 
     # -- reads -----------------------------------------------------------
-    def size(self, rel: str) -> int:
+    @contextmanager
+    def _typed(self, op: str, rel: str) -> Iterator[None]:
+        """A missing object -> NotFoundError; any other failure of a remote store (denied,
+        unreachable, throttled ...) -> LanceError naming the operation and object. Local
+        errors pass unchanged. Messages come from the backend and hold no credentials."""
         try:
-            return int(self.fs.size(self.full_path(rel)))
+            yield
+        except (LanceError, FileExistsError):
+            raise
         except FileNotFoundError as e:
             raise NotFoundError("file not found", path=self.uri(rel)) from e
+        except Exception as e:
+            if self.protocol in ("file", "local", "memory"):
+                raise
+            raise LanceError(f"{op} failed: {type(e).__name__}: {e}", path=self.uri(rel)) from e
+
+    def size(self, rel: str) -> int:
+        with self._typed("size", rel):
+            return int(self.fs.size(self.full_path(rel)))
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))
 
     def read(self, rel: str) -> bytes:
-        try:
+        with self._typed("read", rel):
             return bytes(self.fs.cat_file(self.full_path(rel)))
-        except FileNotFoundError as e:
-            raise NotFoundError("file not found", path=self.uri(rel)) from e
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
         if size <= 0:
             return b""
-        try:
+        with self._typed("ranged read", rel):
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
-        except FileNotFoundError as e:
-            raise NotFoundError("file not found", path=self.uri(rel)) from e
         return bytes(data)
 
     def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]]) -> list[memoryview]:
@@ -161,8 +223,9 @@ class ObjectStore:
         """Names (not paths) of the objects directly under ``rel``; empty when it is absent."""
         path = self.full_path(rel)
         try:
-            entries = self.fs.ls(path, detail=False)
-        except FileNotFoundError:
+            with self._typed("list", rel):
+                entries = self.fs.ls(path, detail=False)
+        except NotFoundError:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
@@ -181,7 +244,8 @@ class ObjectStore:
                 f.write(data)
             os.replace(tmp, path)
         else:
-            self.fs.pipe_file(path, bytes(data))
+            with self._typed("write", rel):
+                self.fs.pipe_file(path, bytes(data))
 
     def open_output(self, rel: str) -> Any:
         """A writable binary stream for a large object written in pieces."""
@@ -193,9 +257,8 @@ class ObjectStore:
         """Create ``rel`` atomically, failing with CommitConflict if it already exists.
 
         Local files: write a temp file then ``os.link`` it (atomic create-if-absent).
-        Other backends: the filesystem's conditional put (``mode="create"``) where it has one;
-        otherwise an exists-check, which is only safe with a single writer (use an
-        external manifest store for object stores without conditional puts).
+        S3 / GCS / Azure: the filesystem's conditional put (``mode="create"``). Any other
+        backend: UnsupportedError (use an external manifest store there).
         """
         path = self.full_path(rel)
         self._ensure_parent(path)
@@ -220,22 +283,28 @@ class ObjectStore:
                 raise CommitConflict("object already exists", path=self.uri(rel))
             self.fs.pipe_file(path, data)
             return
+        if not self.conditional_put:
+            raise UnsupportedError(f"{self.protocol}:// has no conditional put here; commit through an "
+                                   "external manifest store (manifest_store=...) instead",
+                                   path=self.uri(rel))
         try:
             self.fs.pipe_file(path, data, mode="create")
         except FileExistsError as e:
             raise CommitConflict("object already exists", path=self.uri(rel)) from e
-        except TypeError:
-            if self.fs.exists(path):
-                raise CommitConflict("object already exists", path=self.uri(rel)) from None
-            self.fs.pipe_file(path, data)
+        except OSError as e:
+            if _lost_condition(e):
+                raise CommitConflict("object already exists", path=self.uri(rel)) from e
+            raise
 
     def copy(self, src: str, dst: str) -> None:
-        self.fs.copy(self.full_path(src), self.full_path(dst))
+        with self._typed("copy", src):
+            self.fs.copy(self.full_path(src), self.full_path(dst))
 
     def delete(self, rel: str) -> None:
         try:
-            self.fs.rm_file(self.full_path(rel))
-        except FileNotFoundError:
+            with self._typed("delete", rel):
+                self.fs.rm_file(self.full_path(rel))
+        except NotFoundError:
             pass
 
     def delete_many(self, rels: Iterable[str]) -> None:

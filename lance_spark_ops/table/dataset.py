@@ -66,7 +66,7 @@ class Dataset:
         ``_versions/`` is finished (copied, re-pointed) before it is read.
         """
         store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
-        handler = handler_for(manifest_store)
+        handler = handler_for(manifest_store, store)
         listing = handler.list_versions(store)
         if listing.scheme is None or not listing.paths:
             raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
@@ -184,7 +184,7 @@ class Dataset:
 
     def versions(self) -> list[int]:
         """Every version present now (one listing), ascending."""
-        return sorted(handler_for(self.manifest_store).list_versions(self.store).paths)
+        return sorted(handler_for(self.manifest_store, self.store).list_versions(self.store).paths)
 
     def latest_version(self) -> int:
         versions = self.versions()

@@ -8,6 +8,7 @@ from lance_spark_ops.table.commit.commit import (
     commit_transaction,
     load_transaction,
 )
+from lance_spark_ops.table.commit.dynamodb import DynamoDBManifestStore  # registers s3+ddb://
 from lance_spark_ops.table.commit.handler import (
     CommitHandler,
     ExternalManifestCommitHandler,
@@ -20,6 +21,7 @@ __all__ = [
     "DEFAULT_MAX_RETRIES",
     "CommitHandler",
     "CommitResult",
+    "DynamoDBManifestStore",
     "ExternalManifestCommitHandler",
     "ExternalManifestStore",
     "PutIfNotExistsCommitHandler",

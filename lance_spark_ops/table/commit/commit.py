@@ -218,8 +218,9 @@ def commit_transaction(
         raise InvalidInputError(f"max_retries must be >= 0, got {max_retries}")
     txn = Transaction(read_version or 0, str(uuidlib.uuid4()), operation, tag,
                       dict(transaction_properties or {}))
-    att = _Attempt(store, handler_for(manifest_store), txn, checked=txn.read_version,
+    att = _Attempt(store, handler_for(manifest_store, store), txn, checked=txn.read_version,
                    hints=rebase_hints or {})
+    att.handler.check_store(store)  # e.g. no conditional put and no external store: refuse up front
     options = BuildOptions(stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version)
     default_scheme = ManifestNamingScheme.V2 if enable_v2_manifest_paths else ManifestNamingScheme.V1
     started = time.monotonic()

@@ -28,9 +28,17 @@ from __future__ import annotations
 import sqlite3
 import uuid as uuidlib
 from abc import ABC, abstractmethod
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
+from typing import Any
 
-from lance_spark_ops.errors import CommitConflict, CorruptFileError, LanceError, NotFoundError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CorruptFileError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+)
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.paths import VERSIONS_DIR, ManifestNamingScheme, scan_versions
 
@@ -42,6 +50,7 @@ __all__ = [
     "SqliteManifestStore",
     "VersionListing",
     "handler_for",
+    "register_uri_store",
 ]
 
 
@@ -69,6 +78,9 @@ class CommitHandler(ABC):
         """Relative path of ``version`` (None when it does not exist)."""
         return listing.paths.get(version)
 
+    def check_store(self, store: ObjectStore) -> None:  # noqa: B027 - optional
+        """Raise (before anything is written) when this handler cannot commit safely to ``store``."""
+
     @abstractmethod
     def commit(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme, data: bytes) -> str:
         """Create ``version`` with manifest bytes ``data``; its relative path.
@@ -93,12 +105,36 @@ class CommitHandler(ABC):
 
 
 class PutIfNotExistsCommitHandler(CommitHandler):
-    """Default handler: the object store's own atomic create-if-absent."""
+    """Default handler: the object store's own atomic create-if-absent.
+
+    On S3 that is a PUT with ``If-None-Match: *``: 412 means another writer has the version.
+    A client retry of a PUT that did land also sees 412, so a conflict on a remote store is
+    checked by reading the object back: our own bytes mean the commit is ours.
+    """
+
+    def check_store(self, store: ObjectStore) -> None:
+        if not store.conditional_put:
+            raise UnsupportedError(f"{store.protocol}:// has no conditional put (see storage_options "
+                                   "aws_conditional_put); refusing to commit without an external manifest "
+                                   "store (manifest_store=...), which could lose a concurrent commit",
+                                   path=store.uri(""))
 
     def commit(self, store: ObjectStore, version: int, scheme: ManifestNamingScheme, data: bytes) -> str:
+        self.check_store(store)
         rel = scheme.manifest_path(version)
-        store.put_if_not_exists(rel, data)
+        try:
+            store.put_if_not_exists(rel, data)
+        except CommitConflict:
+            if store.protocol in ("file", "local", "memory") or not self._ours(store, rel, data):
+                raise
         return rel
+
+    @staticmethod
+    def _ours(store: ObjectStore, rel: str, data: bytes) -> bool:
+        try:
+            return store.read(rel) == data
+        except NotFoundError:
+            return False
 
 
 # -- external manifest store ---------------------------------------------------------------
@@ -247,12 +283,14 @@ class ExternalManifestCommitHandler(CommitHandler):
         if not _is_final(final) or "/" in path[cut:]:
             raise CorruptFileError(f"staged manifest path {path!r} of version {version} does not end in "
                                    "'.manifest-<uuid>'", path=store.uri(path))
-        if store.exists(path):
+        try:
             store.copy(path, final)
-        elif not store.exists(final):
-            raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
-                                "exists; "
-                                "refusing to load", path=store.uri(path))
+        except NotFoundError:
+            # Another reader or writer finished it first (copied, re-pointed, deleted the staged file).
+            if not store.exists(final):
+                raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
+                                    "exists; refusing to load", path=store.uri(path)) from None
+            return final
         size = store.size(final)
         self.kv.put_if_exists(self.base_uri(store), version, final, size)
         store.delete(path)
@@ -297,8 +335,27 @@ def _scheme_of(rel: str, store: ObjectStore) -> ManifestNamingScheme:
     return ManifestNamingScheme.V2 if len(stem) == 20 else ManifestNamingScheme.V1
 
 
-def handler_for(manifest_store: ExternalManifestStore | CommitHandler | None) -> CommitHandler:
-    """The handler for a manifest store (or handler) given by the caller; default put-if-not-exists."""
+# URI scheme suffix ("ddb" of s3+ddb://) -> factory(query params, storage options, root) of its store
+_URI_STORES: dict[str, Callable[[Mapping[str, str], Mapping[str, Any], str], ExternalManifestStore]] = {}
+
+
+def register_uri_store(suffix: str, factory: Callable[[Mapping[str, str], Mapping[str, Any], str],
+                                                      ExternalManifestStore]) -> None:
+    """Make ``<scheme>+<suffix>://...`` URIs commit through the store ``factory`` builds."""
+    _URI_STORES[suffix] = factory
+
+
+def handler_for(manifest_store: ExternalManifestStore | CommitHandler | None,
+                store: ObjectStore | None = None) -> CommitHandler:
+    """The handler for a manifest store (or handler) given by the caller; else the one the URI
+    names (``s3+ddb://...?ddbTableName=T``: DynamoDB); default put-if-not-exists."""
+    if manifest_store is None and store is not None and store.external_scheme is not None:
+        factory = _URI_STORES.get(store.external_scheme)
+        if factory is None:
+            raise UnsupportedError(f"no external manifest store for the URI scheme suffix "
+                                   f"+{store.external_scheme}", path=store.root)
+        kv = factory(store.external_params, store.storage_options, store.root)
+        return ExternalManifestCommitHandler(kv)
     if manifest_store is None:
         return PutIfNotExistsCommitHandler()
     if isinstance(manifest_store, CommitHandler):

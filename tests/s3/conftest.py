@@ -1,0 +1,91 @@
+"""A moto server (S3 + DynamoDB) on loopback for the whole session, and a fresh bucket per test.
+
+pylance (object_store) and our fsspec backend are both pointed at it with pylance's option
+names; the fixture gives the dataset root and those options."""
+
+from __future__ import annotations
+
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+import uuid
+from collections.abc import Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+import pytest
+
+READY_SECONDS = 30.0
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+@dataclass
+class S3:
+    endpoint: str
+    bucket: str
+
+    @property
+    def options(self) -> dict[str, str]:
+        """pylance's storage options for the server (dummy credentials)."""
+        return {"aws_endpoint": self.endpoint, "allow_http": "true", "aws_access_key_id": "testing",
+                "aws_secret_access_key": "testing-secret", "aws_region": "us-east-1"}
+
+    @property
+    def ddb_options(self) -> dict[str, str]:
+        return {**self.options, "dynamodb_endpoint": self.endpoint}
+
+    def uri(self, name: str) -> str:
+        return f"s3://{self.bucket}/{name}"
+
+    def client(self, service: str = "s3"):  # type: ignore[no-untyped-def]
+        import boto3
+
+        return boto3.client(service, endpoint_url=self.endpoint, aws_access_key_id="testing",
+                            aws_secret_access_key="testing-secret", region_name="us-east-1")
+
+
+@pytest.fixture(scope="session")
+def moto_endpoint() -> Iterator[str]:
+    """``moto_server`` on 127.0.0.1:<free port>; bounded wait for readiness, stopped at teardown."""
+    pytest.importorskip("moto")
+    exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+    assert exe, "moto[server] is in the test extra"
+    port = _free_port()
+    proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)
+    endpoint = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + READY_SECONDS
+    try:
+        while True:
+            try:
+                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
+                break
+            except OSError:
+                if proc.poll() is not None or time.monotonic() > deadline:
+                    raise RuntimeError(f"moto_server did not start on port {port}") from None
+                time.sleep(0.05)
+        yield endpoint
+    finally:
+        proc.terminate()
+        try:
+            proc.wait(timeout=10)
+        except subprocess.TimeoutExpired:
+            proc.kill()
+            proc.wait(timeout=10)
+
+
+@pytest.fixture
+def s3(moto_endpoint: str) -> S3:
+    """A new, empty bucket on the moto server."""
+    bucket = f"lso-{uuid.uuid4().hex[:12]}"
+    env = S3(moto_endpoint, bucket)
+    env.client().create_bucket(Bucket=bucket)
+    return env
