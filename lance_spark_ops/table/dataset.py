@@ -28,6 +28,7 @@ from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
 from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
+from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
 from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
@@ -85,6 +86,7 @@ class Dataset:
             raise CorruptFileError(f"manifest file for version {version} holds version {mf.manifest.version}",
                                    path=path)
         check_readable(mf.manifest.reader_feature_flags, path)
+        check_manifest(mf.manifest, path)
         return cls(store, mf, scheme, name, manifest_store)
 
     def checkout(self, version: int) -> Dataset:

@@ -34,6 +34,7 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.paths import data_file_path
 
 ROW_ID = "_rowid"
@@ -198,22 +199,27 @@ class FragmentScan:
         self.with_row_address = with_row_address
         self.schema = output_schema(fields, with_row_id, with_row_address)
         self.views: dict[int, FileView] = {}
+        self._check_files()
         self.plans = [self._plan(f) for f in fields]
         self.num_rows = self._physical_rows()
 
     # -- planning --------------------------------------------------------
+    def _check_files(self) -> None:
+        """Refuse any data file we cannot read before planning: a file left out of the plan
+        would read as nulls."""
+        for df in self.fragment.files:
+            where = self.store.uri(data_file_path(df, f"fragment {self.fragment.id}"))
+            check_data_file(df, where, legacy_ok=False)
+            df.validate(where)
+            if df.base_id is not None:
+                raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
+                                       "multi-base dataset), which is not supported", path=where)
+
     def _view(self, k: int) -> FileView:
         if k not in self.views:
             df = self.fragment.files[k]
             rel = data_file_path(df, f"fragment {self.fragment.id}")
             where = self.store.uri(rel)
-            if df.is_legacy:
-                raise UnsupportedError(f"legacy (v1, file version {df.file_version}) data files are not "
-                                       "supported", path=where)
-            df.validate(where)
-            if df.base_id is not None:
-                raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
-                                       "multi-base dataset), which is not supported", path=where)
             try:
                 reader = _open_reader(self.store, rel)
             except NotFoundError as e:

@@ -28,11 +28,12 @@ from typing import Any
 from google.protobuf.message import DecodeError
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import CorruptFileError, SchemaError
+from lance_spark_ops.errors import CorruptFileError, SchemaError, UnsupportedError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
 from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.support import unknown_field_numbers
 from lance_spark_ops.table.format.transaction import Transaction
 
 MAGIC = b"LANC"
@@ -117,6 +118,11 @@ class Manifest:
     # -- protobuf ------------------------------------------------------------
     @classmethod
     def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None) -> Manifest:
+        for f in pb.fields:  # a schema field we would re-serialize without them
+            numbers = unknown_field_numbers(unknown_of(f))
+            if numbers:
+                raise UnsupportedError(f"schema field {f.name!r} (id {f.id}) has protobuf field(s) {numbers} "
+                                       "this library does not know", path=path)
         try:
             schema = schema_from_pb(list(pb.fields), dict(pb.schema_metadata))
         except SchemaError as e:
