@@ -28,8 +28,8 @@ from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
 from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
-from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
+from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
     VERSIONS_DIR,
