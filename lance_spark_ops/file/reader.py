@@ -1,4 +1,7 @@
-"""``LanceFileReader``: read any Lance 2.0 / 2.1 / 2.2 data file into Arrow.
+"""``LanceFileReader``: read any Lance 0.1 (legacy) / 2.0 / 2.1 / 2.2 data file into Arrow.
+
+A legacy (v1) file is recognised by its footer and handed to ``file.legacy.LegacyFileReader``
+(same methods); ``legacy=True/False`` skips looking at the footer when the caller knows.
 
 Reads go through the storage layer; decoding is delegated to ``encoding`` (2.1+: page
 layouts -> rep/def -> Arrow; 2.0: the fenced-off legacy decoders). Full scans decode
@@ -27,6 +30,13 @@ DEFAULT_BATCH_ROWS = 64 * 1024
 SEARCH_CACHE_PAGES = 256
 
 
+def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
+    from lance_spark_ops.file.legacy import is_legacy_footer
+
+    size = store.size(rel)
+    return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
+
+
 class LanceFileReader:
     """Reader of one Lance data file.
 
@@ -35,8 +45,18 @@ class LanceFileReader:
     >>> r.read(columns=["a"]); r.take([5, 1, 5])          # doctest: +SKIP
     """
 
+    def __new__(cls, uri: str, *, storage_options: dict[str, Any] | None = None,
+                store: ObjectStore | None = None, legacy: bool | None = None) -> Any:
+        if cls is LanceFileReader and legacy is not False:
+            st, rel = (store, uri) if store is not None else ObjectStore.for_file(uri, storage_options)
+            if legacy or _has_legacy_footer(st, rel):
+                from lance_spark_ops.file.legacy import LegacyFileReader
+
+                return LegacyFileReader(rel, store=st)
+        return super().__new__(cls)
+
     def __init__(self, uri: str, *, storage_options: dict[str, Any] | None = None,
-                 store: ObjectStore | None = None) -> None:
+                 store: ObjectStore | None = None, legacy: bool | None = None) -> None:
         if store is None:
             store, rel = ObjectStore.for_file(uri, storage_options)
         else:

@@ -33,7 +33,7 @@ from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedE
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.format.fragment import TOMBSTONE_FIELD_ID, DataFile, DataFragment
 from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.paths import data_file_path
 
@@ -53,8 +53,16 @@ def output_schema(fields: list[LanceField], with_row_id: bool, with_row_address:
     return pa.schema(out, metadata=metadata or None)
 
 
-def _open_reader(store: ObjectStore, rel: str) -> LanceFileReader:
-    return LanceFileReader(rel, store=store)
+def _open_reader(store: ObjectStore, rel: str, legacy: bool = False) -> LanceFileReader:
+    return LanceFileReader(rel, store=store, legacy=legacy)
+
+
+def file_field_ids(data_file: DataFile) -> set[int]:
+    """Dataset field ids stored in ``data_file`` (legacy v1 files list no column indices:
+    every listed field is in the file, under its own id)."""
+    if data_file.is_legacy:
+        return {f for f in data_file.fields if f != TOMBSTONE_FIELD_ID}
+    return set(data_file.field_columns())
 
 
 def is_packed(node: LanceField) -> bool:
@@ -92,9 +100,14 @@ class FileView:
     def __init__(self, data_file: DataFile, reader: LanceFileReader, where: str) -> None:
         self.reader = reader
         self.where = where
-        self.colmap = data_file.field_columns()
         schema = reader.metadata.schema
-        self.owners = column_owners(schema.fields, reader.version)
+        if data_file.is_legacy:  # one "column" per field, pre-order, as in 2.0; ids are the dataset's
+            self.owners = column_owners(schema.fields, "2.0")
+            listed = file_field_ids(data_file)
+            self.colmap = {o.id: i for i, o in enumerate(self.owners) if o.id in listed}
+        else:
+            self.colmap = data_file.field_columns()
+            self.owners = column_owners(schema.fields, reader.version)
         self.parent: dict[int, LanceField | None] = {}
         for top in schema.fields:
             self.parent[id(top)] = None
@@ -209,7 +222,7 @@ class FragmentScan:
         would read as nulls."""
         for df in self.fragment.files:
             where = self.store.uri(data_file_path(df, f"fragment {self.fragment.id}"))
-            check_data_file(df, where, legacy_ok=False)
+            check_data_file(df, where, legacy_ok=True)
             df.validate(where)
             if df.base_id is not None:
                 raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
@@ -221,7 +234,7 @@ class FragmentScan:
             rel = data_file_path(df, f"fragment {self.fragment.id}")
             where = self.store.uri(rel)
             try:
-                reader = _open_reader(self.store, rel)
+                reader = _open_reader(self.store, rel, df.is_legacy)
             except NotFoundError as e:
                 raise NotFoundError(f"data file of fragment {self.fragment.id} is missing", path=where) from e
             self.views[k] = FileView(df, reader, where)
@@ -229,7 +242,7 @@ class FragmentScan:
 
     def _covering(self, dnode: LanceField) -> list[int]:
         ids = {n.id for n in dnode.walk()}
-        return [k for k, df in enumerate(self.fragment.files) if ids & df.field_columns().keys()]
+        return [k for k, df in enumerate(self.fragment.files) if ids & file_field_ids(df)]
 
     def _plan(self, dnode: LanceField) -> _Plan:
         files = self._covering(dnode)

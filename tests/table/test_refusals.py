@@ -142,9 +142,3 @@ def test_data_overlays_refused(tmp_path):
     edit_manifest(uri, clear)
     _refused(uri, "fragment 0", "[11]")
 
-
-def test_legacy_never_reads_as_nulls(tmp_path):
-    """Legacy (0.1) data files list no column indices; they must not be taken as 'no columns'."""
-    uri = str(tmp_path / "ds")
-    lance.write_dataset(_table(), uri, data_storage_version="legacy")
-    _refused(uri, "legacy")
