@@ -21,7 +21,13 @@ import pyarrow as pa
 
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.page import PageData
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, NotFoundError
+from lance_spark_ops.errors import (
+    CorruptFileError,
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+)
 from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
 from lance_spark_ops.file.metadata import FileMetadata, load_metadata
 from lance_spark_ops.io.storage import ObjectStore
@@ -260,6 +266,52 @@ class LanceFileReader:
             span = decode_field_2_0(field, cols, (lo, hi))
             pieces.append(span.take(pa.array(cluster - lo)))
         return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+
+    def blob_descriptions(self, column: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray,
+                                                                          np.ndarray]:
+        """(position, size, valid) of rows [start, stop) of a blob v1 column (``large_binary``
+        with ``lance-encoding:blob``), without reading the payloads."""
+        i = self._field_indices([column])[0]
+        first, count = self._ranges[i]
+        if count != 1:
+            raise UnsupportedError(f"column {column!r} is not a blob column", path=self.path)
+        if self.version == "2.0":
+            from lance_spark_ops.encoding.v2_0 import ColumnPages
+            from lance_spark_ops.encoding.v2_0.blob import decode_blob
+
+            desc = pa.field(column, pa.struct([("position", pa.uint64()), ("size", pa.uint64())]))
+            col = ColumnPages(self._meta.column(first), self._absolute_fetch)
+            if col.column_encoding().WhichOneof("column_encoding") != "blob":
+                raise UnsupportedError(f"column {column!r} is not a blob column", path=self.path)
+            arr = self._guard(i, lambda: decode_blob(desc, col, start, stop))
+            pos = arr.field(0).to_numpy(zero_copy_only=False)
+            size = arr.field(1).to_numpy(zero_copy_only=False)
+            return pos, size, np.ones(len(pos), dtype=bool)  # a null is {1, 0}, as pylance returns it
+        return self._guard(i, lambda: self._blob_descriptions_2_1(first, start, stop))
+
+    def _blob_descriptions_2_1(self, column: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                  np.ndarray]:
+        from lance_spark_ops.encoding.layout.blob import BlobDecoder
+
+        starts = self._page_starts_of(column)
+        pos_parts, size_parts = [np.zeros(0, np.uint64)], [np.zeros(0, np.uint64)]
+        first = int(np.searchsorted(starts, start, side="right") - 1)
+        last = int(np.searchsorted(starts, stop, side="left"))
+        for p in range(max(first, 0), last):
+            ps, pe = int(starts[p]), int(starts[p + 1])
+            lo, hi = max(start, ps), min(stop, pe)
+            if hi <= lo:
+                continue
+            dec = self._page_decoder(column, p, cache=False)
+            if not isinstance(dec, BlobDecoder):
+                raise UnsupportedError(f"column {column} page {p} is not a blob page", path=self.path)
+            rows = None if (lo, hi) == (ps, pe) else np.arange(lo - ps, hi - ps)
+            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p])
+            pos, size = dec._read_descriptors(fetch, rows)  # noqa: SLF001 - descriptors, no payloads
+            pos_parts.append(pos)
+            size_parts.append(size)
+        pos, size = np.concatenate(pos_parts), np.concatenate(size_parts)
+        return pos, size, ~((size == 0) & (pos != 0))  # a null smuggles its level into position
 
     def read_raw_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """Raw bytes of absolute (offset, size) ranges of the file (binary copy)."""

@@ -43,6 +43,18 @@ from lance_spark_ops.table.scan import FragmentScan, output_schema
 DEFAULT_BATCH_ROWS = 64 * 1024
 
 
+def _blob_file(frag: DataFragment, field: LanceField, store: ObjectStore) -> str:
+    """Relative path of the data file holding blob ``field`` in ``frag``."""
+    from lance_spark_ops.table.paths import data_file_path
+    from lance_spark_ops.table.scan import file_field_ids
+
+    for df in frag.files:
+        if field.id in file_field_ids(df):
+            return data_file_path(df, store.uri(""))
+    raise NotFoundError(f"fragment {frag.id} stores no data for blob column {field.name!r}",
+                        path=store.uri(""))
+
+
 class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
 
@@ -295,14 +307,15 @@ class Dataset:
         return [by_id[i] for i in fragment_ids]
 
     def output_schema(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
-                      with_row_address: bool = False) -> pa.Schema:
+                      with_row_address: bool = False, blobs: str = "descriptions") -> pa.Schema:
+        """Schema of scans; blob columns are descriptions unless ``blobs="bytes"`` (``table.scan``)."""
         return output_schema(self._fields(columns), with_row_id, with_row_address,
-                             self.manifest.schema.metadata)
+                             self.manifest.schema.metadata, blobs)
 
     def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
                       with_row_id: bool = False, with_row_address: bool = False,
-                      batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False
-                      ) -> Iterator[pa.RecordBatch]:
+                      batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
+                      blobs: str = "descriptions") -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
         (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart)."""
         if batch_rows <= 0:
@@ -311,14 +324,14 @@ class Dataset:
         fields = self._fields(columns)
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
-                            with_row_id=with_row_id, with_row_address=with_row_address)
+                            with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
                                    path=self.store.uri(self.manifest_path))
         scan.row_ids = row_ids
         scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
-        schema = self.output_schema(columns, with_row_id, with_row_address)
+        schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
         for batch in scan.batches(batch_rows):
             yield batch.replace_schema_metadata(schema.metadata)
 
@@ -331,14 +344,50 @@ class Dataset:
             yield from self.scan_fragment(frag, columns, with_row_id, with_row_address, batch_rows)
 
     def to_table(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
-                 with_row_address: bool = False, fragment_ids: Sequence[int] | None = None) -> pa.Table:
-        """All live rows of the selected fragments (default: all) as one table."""
-        schema = self.output_schema(columns, with_row_id, with_row_address)
+                 with_row_address: bool = False, fragment_ids: Sequence[int] | None = None,
+                 blobs: str = "descriptions") -> pa.Table:
+        """All live rows of the selected fragments (default: all) as one table (blob columns:
+        descriptions, as pylance; ``blobs="bytes"`` reads blob v1 payloads instead)."""
+        schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
         batches = []
         for frag in self._select_fragments(fragment_ids):
             rows = frag.physical_rows or DEFAULT_BATCH_ROWS
-            batches.extend(self.scan_fragment(frag, columns, with_row_id, with_row_address, max(rows, 1)))
+            batches.extend(self.scan_fragment(frag, columns, with_row_id, with_row_address, max(rows, 1),
+                                              blobs=blobs))
         return pa.Table.from_batches(batches, schema=schema)
+
+    def take_blobs(self, column: str, indices: Sequence[int], *, allow_external: bool = False
+                   ) -> list[bytes | None]:
+        """Payload bytes of blob column ``column`` at live-row ``indices`` (as ``to_table`` rows
+        are numbered), like pylance's ``take_blobs(column, indices=...)`` read whole; None for
+        null rows. Blobs stored outside the dataset (``blob_uri``) need ``allow_external``."""
+        from lance_spark_ops.table.blob import blob_version, read_payloads
+
+        (field,) = self._fields([column])
+        version = blob_version(field)
+        if version is None:
+            raise InvalidInputError(f"column {column!r} is not a blob column", path=self.uri)
+        want = np.asarray(indices, dtype=np.int64)
+        out: list[bytes | None] = [None] * len(want)
+        base = 0
+        for frag in self.fragments:
+            n = frag.num_rows
+            if n is None:
+                n = int(self._keep(frag, self._physical_rows(frag)).sum())
+            sel = np.flatnonzero((want >= base) & (want < base + n))
+            if sel.size:
+                desc = pa.Table.from_batches(list(self.scan_fragment(frag, [column])),
+                                             schema=self.output_schema([column])).column(0).combine_chunks()
+                rel = _blob_file(frag, field, self.store)
+                got = read_payloads(self.store, rel, desc.take(pa.array(want[sel] - base)), version,
+                                    allow_external=allow_external)
+                for i, g in zip(sel.tolist(), got, strict=True):
+                    out[i] = g
+            base += n
+        bad = want[(want < 0) | (want >= base)]
+        if bad.size:
+            raise InvalidInputError(f"row index {int(bad[0])} out of range ({base} rows)", path=self.uri)
+        return out
 
     def __repr__(self) -> str:
         return (f"Dataset({self.uri!r}, version={self.version}, fragments={len(self.fragments)}, "

@@ -29,23 +29,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description_field, v1_descriptions
 from lance_spark_ops.table.format.fragment import TOMBSTONE_FIELD_ID, DataFile, DataFragment
 from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.paths import data_file_path
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
+BLOB_MODES = ("descriptions", "bytes")
 _PACKED_KEYS = (b"packed", b"lance-encoding:packed")
 
 
 def output_schema(fields: list[LanceField], with_row_id: bool, with_row_address: bool,
-                  metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
-    """Dataset fields, then ``_rowid`` and ``_rowaddr`` (``uint64``) when asked for."""
-    out = [f.to_arrow() for f in fields]
+                  metadata: dict[bytes, bytes] | None = None, blobs: str = "descriptions") -> pa.Schema:
+    """Dataset fields, then ``_rowid`` and ``_rowaddr`` (``uint64``) when asked for.
+
+    Blob columns (``table.blob``) are their descriptions, as pylance's ``to_table`` returns
+    them, unless ``blobs="bytes"`` (blob v1 only: the payloads, as the dataset type).
+    """
+    if blobs not in BLOB_MODES:
+        raise InvalidInputError(f"blobs must be one of {BLOB_MODES}, got {blobs!r}")
+    out = [description_field(f) if blobs == "descriptions" and blob_version(f) else f.to_arrow()
+           for f in fields]
     if with_row_id:
         out.append(pa.field(ROW_ID, pa.uint64()))
     if with_row_address:
@@ -183,6 +192,15 @@ class _FromFile:
     path: list[int]
     fnode: LanceField
     dnode: LanceField
+    raw: bool = False  # blob v2 descriptions: the file's type, not the dataset's
+
+
+@dataclass
+class _BlobDescriptions:
+    """A blob v1 column read as (position, size) descriptions, payloads left alone."""
+
+    file: int
+    top: str
 
 
 @dataclass
@@ -192,7 +210,7 @@ class _StructOf:
     validity: _FromFile
 
 
-_Plan = _Nulls | _FromFile | _StructOf
+_Plan = _Nulls | _FromFile | _StructOf | _BlobDescriptions
 
 
 class FragmentScan:
@@ -200,9 +218,10 @@ class FragmentScan:
 
     def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
-                 with_row_id: bool, with_row_address: bool) -> None:
+                 with_row_id: bool, with_row_address: bool, blobs: str = "descriptions") -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
-        ``keep``: live-row mask over the physical rows (None: nothing deleted)."""
+        ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
+        ``output_schema``."""
         self.store = store
         self.fragment = fragment
         self.fields = fields
@@ -210,7 +229,8 @@ class FragmentScan:
         self.keep = keep
         self.with_row_id = with_row_id
         self.with_row_address = with_row_address
-        self.schema = output_schema(fields, with_row_id, with_row_address)
+        self.blobs = blobs
+        self.schema = output_schema(fields, with_row_id, with_row_address, blobs=blobs)
         self.views: dict[int, FileView] = {}
         self._check_files()
         self.plans = [self._plan(f) for f in fields]
@@ -246,6 +266,14 @@ class FragmentScan:
 
     def _plan(self, dnode: LanceField) -> _Plan:
         files = self._covering(dnode)
+        blob = blob_version(dnode)
+        if blob and self.blobs == "descriptions":
+            if not files:
+                return _Nulls(description_field(dnode).type)
+            return self._blob_plan(files, dnode, blob)
+        if blob == 2:
+            raise UnsupportedError(f"blob v2 column {dnode.name!r}: reading or rewriting its payloads "
+                                   "through a scan is not supported (use Dataset.take_blobs)")
         if not files:
             return _Nulls(dnode.arrow_type())
         if len(files) == 1 or dnode.logical_type != "struct" or is_packed(dnode):
@@ -255,6 +283,18 @@ class FragmentScan:
             return self._from_file(files[0], dnode)
         children = [self._plan(c) for c in dnode.children]
         return _StructOf(dnode, children, self._from_file(files[0], dnode))
+
+    def _blob_plan(self, files: list[int], dnode: LanceField, blob: int) -> _Plan:
+        if len(files) > 1:
+            raise UnsupportedError(f"blob column {dnode.name!r} is split over {len(files)} data files")
+        plan = self._from_file(files[0], dnode)
+        if plan.path:
+            raise UnsupportedError(f"blob column {dnode.name!r} inside a struct is not supported",
+                                   path=self.views[plan.file].where)
+        if blob == 1:
+            return _BlobDescriptions(plan.file, plan.top)
+        plan.raw = True
+        return plan
 
     def _from_file(self, k: int, dnode: LanceField) -> _FromFile:
         view = self._view(k)
@@ -278,16 +318,25 @@ class FragmentScan:
         return declared
 
     # -- execution -------------------------------------------------------
-    def _eval(self, plan: _Plan, batches: dict[int, pa.RecordBatch], n: int) -> pa.Array:
+    def _eval(self, plan: _Plan, batches: dict[int, pa.RecordBatch], start: int, n: int) -> pa.Array:
         if isinstance(plan, _Nulls):
             return pa.nulls(n, plan.type)
+        if isinstance(plan, _BlobDescriptions):
+            reader = self.views[plan.file].reader
+            return v1_descriptions(*reader.blob_descriptions(plan.top, start, start + n))
         if isinstance(plan, _FromFile):
             arr = batches[plan.file].column(plan.top)
             for i in plan.path:
                 arr = arr.field(i)
+            if plan.raw:
+                if arr.type != V2_DESCRIPTION:
+                    raise CorruptFileError(f"blob column {plan.dnode.name!r} is {arr.type} in the file, "
+                                           f"expected the descriptions {V2_DESCRIPTION}",
+                                           path=self.views[plan.file].where)
+                return arr
             return self.views[plan.file].conform(arr, plan.fnode, plan.dnode)
-        children = [self._eval(c, batches, n) for c in plan.children]
-        holder = self._eval(plan.validity, batches, n)
+        children = [self._eval(c, batches, start, n) for c in plan.children]
+        holder = self._eval(plan.validity, batches, start, n)
         mask = pc.invert(holder.is_valid()) if holder.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(plan.dnode.arrow_type()), mask=mask)
 
@@ -327,7 +376,7 @@ class FragmentScan:
             keep = None if self.keep is None else self.keep[start:stop]
             if keep is not None and not keep.any():
                 continue
-            arrays = [self._eval(p, batches, n) for p in self.plans]
+            arrays = [self._eval(p, batches, start, n) for p in self.plans]
             if self.with_row_id or self.with_row_address:
                 addr = np.arange(start, stop, dtype=np.uint64) | frag_base
                 if self.with_row_id:

@@ -29,6 +29,7 @@ from lance_spark_ops.file.container import BYTES_BY_VERSION
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.table.blob import blob_version
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
@@ -173,7 +174,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
             if spec.mode == "force_binary_copy":
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows):
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs="bytes"):
                 rows_read += batch.num_rows
                 sink.write(batch)
         sink.roll()
@@ -208,9 +209,12 @@ def _peak_rss() -> int:
 
 def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink) -> LanceFileReader | None:
     """A reader over the fragment's only data file when its pages can be moved: one data
-    file holding every field, same file version (deleted rows are handled page by page)."""
+    file holding every field, same file version, no blob column (deleted rows are handled
+    page by page)."""
     if len(frag.files) != 1:
         return None
+    if any(blob_version(f) for f in ds.lance_schema.fields):
+        return None  # blob descriptors hold absolute offsets into the old file: re-encode
     df = frag.files[0]
     if (df.file_major_version, df.file_minor_version) != file_version_numbers(spec.file_version):
         return None
