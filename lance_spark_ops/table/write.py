@@ -29,7 +29,7 @@ from lance_spark_ops.errors import (
     SchemaError,
     UnsupportedError,
 )
-from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
+from lance_spark_ops.file.schema import LanceField, LanceSchema, schema_from_arrow
 from lance_spark_ops.file.writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction
@@ -95,6 +95,39 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordB
             raise SchemaError(f"column {f.name!r} is {col.type}, the dataset stores {f.type}", path=where)
         cols.append(col)
     return pa.RecordBatch.from_arrays(cols, schema=target)
+
+
+def appended_schema(dataset: LanceSchema, data: pa.Schema, where: str) -> LanceSchema:
+    """The part of ``dataset``'s schema that appended ``data`` holds (ids kept), as pylance
+    accepts it: nullable fields (or struct children) may be left out and read as null; a
+    left-out non-nullable field or a column the dataset lacks is a SchemaError."""
+
+    def pick(fields: list[LanceField], present: dict[str, pa.Field], path: str) -> list[LanceField]:
+        known = {f.name for f in fields}
+        extra = [n for n in present if n not in known]
+        if extra:
+            raise SchemaError(f"data has column(s) {[path + n for n in extra]} the dataset does not have",
+                              path=where)
+        out = []
+        for f in fields:
+            given = present.get(f.name)
+            if given is None:
+                if not f.nullable:
+                    raise SchemaError(f"non-nullable column {path + f.name!r} is missing from the appended "
+                                      "data", path=where)
+                continue
+            if f.logical_type == "struct" and pa.types.is_struct(given.type) and not _packed(f):
+                kids = {given.type.field(i).name: given.type.field(i) for i in range(given.type.num_fields)}
+                out.append(replace(f, children=pick(f.children, kids, f"{path}{f.name}.")))
+            else:
+                out.append(f)
+        return out
+
+    return LanceSchema(pick(dataset.fields, {f.name: f for f in data}, ""), dataset.metadata)
+
+
+def _packed(f: LanceField) -> bool:
+    return any(f.metadata.get(k, b"").lower() == b"true" for k in (b"packed", b"lance-encoding:packed"))
 
 
 def _rows_per_file(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[list[pa.RecordBatch]]:
@@ -176,7 +209,8 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
 
     ``mode``: ``create`` (fails if the dataset exists), ``append`` (creates it when absent) or
     ``overwrite``. ``data_storage_version`` is 2.0, 2.1 or 2.2 (default: the dataset's, or 2.2).
-    Appended data must have the dataset's columns and types (any column order).
+    Appended data must have the dataset's types (any column order); nullable columns and
+    struct children may be left out (they read as null), as pylance allows.
     ``page_bytes`` overrides the writer's page size (default 8 MiB).
     """
     if mode not in MODES:
@@ -191,7 +225,7 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
     if existing is not None:
         existing.check_writable()
     if mode == "append" and existing is not None:
-        lance_schema = existing.lance_schema
+        lance_schema = appended_schema(existing.lance_schema, arrow_schema, store.uri(""))
     else:
         lance_schema = schema_from_arrow(arrow_schema)
     written: list[str] = []
