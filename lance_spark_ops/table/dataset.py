@@ -33,6 +33,7 @@ from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
     VERSIONS_DIR,
+    BaseResolver,
     ManifestNamingScheme,
     deletion_file_path,
     external_file_path,
@@ -43,16 +44,15 @@ from lance_spark_ops.table.scan import FragmentScan, output_schema
 DEFAULT_BATCH_ROWS = 64 * 1024
 
 
-def _blob_file(frag: DataFragment, field: LanceField, store: ObjectStore) -> str:
-    """Relative path of the data file holding blob ``field`` in ``frag``."""
-    from lance_spark_ops.table.paths import data_file_path
+def _blob_file(frag: DataFragment, field: LanceField, resolver: BaseResolver) -> tuple[ObjectStore, str]:
+    """(store, relative path) of the data file holding blob ``field`` in ``frag``."""
     from lance_spark_ops.table.scan import file_field_ids
 
     for df in frag.files:
         if field.id in file_field_ids(df):
-            return data_file_path(df, store.uri(""))
+            return resolver.data_file(df, resolver.where)
     raise NotFoundError(f"fragment {frag.id} stores no data for blob column {field.name!r}",
-                        path=store.uri(""))
+                        path=resolver.where)
 
 
 class Dataset:
@@ -248,8 +248,18 @@ class Dataset:
     def last_updated_at_versions(self, fragment: DataFragment) -> np.ndarray | None:
         return self._versions_of(fragment, "last_updated_at")
 
+    @property
+    def base_resolver(self) -> BaseResolver:
+        """Locates data and deletion files, also under the manifest's registered base paths."""
+        cached = getattr(self, "_resolver", None)
+        if cached is None or cached[0] is not self.manifest:
+            cached = (self.manifest, BaseResolver(self.store, self.manifest.base_paths,
+                                                  self.store.uri(self.manifest_path)))
+            self._resolver = cached
+        return cached[1]
+
     def deleted_offsets(self, fragment: DataFragment) -> np.ndarray:
-        return deleted_offsets(self.store, fragment)
+        return deleted_offsets(self.store, fragment, self.base_resolver)
 
     def live_mask(self, fragment: DataFragment) -> np.ndarray | None:
         """True per physical row that is not deleted; None when the fragment has no deletions."""
@@ -268,7 +278,7 @@ class Dataset:
         if fragment.physical_rows is not None:
             return fragment.physical_rows
         return FragmentScan(self.store, fragment, [], row_ids=None, keep=None, with_row_id=False,
-                            with_row_address=False).num_rows
+                            with_row_address=False, resolver=self.base_resolver).num_rows
 
     # -- scanning ----------------------------------------------------------
     def _fields(self, columns: Sequence[str] | None) -> list[LanceField]:
@@ -324,7 +334,8 @@ class Dataset:
         fields = self._fields(columns)
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
-                            with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs)
+                            with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs,
+                            resolver=self.base_resolver)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
@@ -378,8 +389,8 @@ class Dataset:
             if sel.size:
                 desc = pa.Table.from_batches(list(self.scan_fragment(frag, [column])),
                                              schema=self.output_schema([column])).column(0).combine_chunks()
-                rel = _blob_file(frag, field, self.store)
-                got = read_payloads(self.store, rel, desc.take(pa.array(want[sel] - base)), version,
+                store, rel = _blob_file(frag, field, self.base_resolver)
+                got = read_payloads(store, rel, desc.take(pa.array(want[sel] - base)), version,
                                     allow_external=allow_external)
                 for i, g in zip(sel.tolist(), got, strict=True):
                     out[i] = g

@@ -36,7 +36,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description_field, v1_descriptions
 from lance_spark_ops.table.format.fragment import TOMBSTONE_FIELD_ID, DataFile, DataFragment
 from lance_spark_ops.table.format.support import check_data_file
-from lance_spark_ops.table.paths import data_file_path
+from lance_spark_ops.table.paths import BaseResolver
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -218,7 +218,8 @@ class FragmentScan:
 
     def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
-                 with_row_id: bool, with_row_address: bool, blobs: str = "descriptions") -> None:
+                 with_row_id: bool, with_row_address: bool, blobs: str = "descriptions",
+                 resolver: BaseResolver | None = None) -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
         ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
         ``output_schema``."""
@@ -230,6 +231,7 @@ class FragmentScan:
         self.with_row_id = with_row_id
         self.with_row_address = with_row_address
         self.blobs = blobs
+        self.resolver = resolver if resolver is not None else BaseResolver(store, [])
         self.schema = output_schema(fields, with_row_id, with_row_address, blobs=blobs)
         self.views: dict[int, FileView] = {}
         self._check_files()
@@ -241,20 +243,18 @@ class FragmentScan:
         """Refuse any data file we cannot read before planning: a file left out of the plan
         would read as nulls."""
         for df in self.fragment.files:
-            where = self.store.uri(data_file_path(df, f"fragment {self.fragment.id}"))
+            store, rel = self.resolver.data_file(df, f"fragment {self.fragment.id}")
+            where = store.uri(rel)
             check_data_file(df, where, legacy_ok=True)
             df.validate(where)
-            if df.base_id is not None:
-                raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
-                                       "multi-base dataset), which is not supported", path=where)
 
     def _view(self, k: int) -> FileView:
         if k not in self.views:
             df = self.fragment.files[k]
-            rel = data_file_path(df, f"fragment {self.fragment.id}")
-            where = self.store.uri(rel)
+            store, rel = self.resolver.data_file(df, f"fragment {self.fragment.id}")
+            where = store.uri(rel)
             try:
-                reader = _open_reader(self.store, rel, df.is_legacy)
+                reader = _open_reader(store, rel, df.is_legacy)
             except NotFoundError as e:
                 raise NotFoundError(f"data file of fragment {self.fragment.id} is missing", path=where) from e
             self.views[k] = FileView(df, reader, where)

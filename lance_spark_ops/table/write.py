@@ -268,7 +268,7 @@ def delete_rows(dataset: Dataset, offsets: Mapping[int, Sequence[int] | np.ndarr
             if new.size and (new.min() < 0 or new.max() >= n):
                 raise InvalidInputError(f"fragment {fid} has {n} rows; cannot delete offsets "
                                         f"{int(new.min())}..{int(new.max())}", path=dataset.uri)
-            merged = np.union1d(deleted_offsets(store, frag).astype(np.int64), new)
+            merged = np.union1d(deleted_offsets(store, frag, dataset.base_resolver).astype(np.int64), new)
             if merged.size == n:
                 removed.append(fid)
                 continue

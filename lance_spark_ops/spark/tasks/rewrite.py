@@ -220,7 +220,8 @@ def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _Fragmen
         return None
     if list(df.fields) != sink.field_ids or list(df.column_indices) != sink.column_indices:
         return None
-    return LanceFileReader(f"{DATA_DIR}/{df.path}", store=ds.store)
+    store, rel = ds.base_resolver.data_file(df)
+    return LanceFileReader(rel, store=store, legacy=False)
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
