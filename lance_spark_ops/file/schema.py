@@ -128,6 +128,8 @@ class LanceField:
     encoding: int = 0
     extension_name: str = ""
     unenforced_primary_key: bool = False
+    # legacy (0.1) dictionary fields: the values, stored in the manifest file / data file
+    dictionary: pa.Array | None = field(default=None, compare=False, repr=False)
 
     def arrow_type(self) -> pa.DataType:
         lt = self.logical_type

@@ -89,10 +89,11 @@ def _index_bitmaps(ds: Dataset) -> list[BitMap]:
 
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     wanted = opts.data_storage_version or ds.data_storage_version
-    aliases = {"stable": "2.2"}
+    aliases = {"stable": "2.2", "legacy": "0.1"}
     version = aliases.get(wanted, wanted)
-    if version not in ("2.0", "2.1", "2.2"):
-        raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 2.0, 2.1, 2.2)")
+    if version not in ("0.1", "2.0", "2.1", "2.2"):
+        raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 0.1, 2.0, 2.1, "
+                               "2.2)")
     if version != ds.data_storage_version:
         # pylance 14 refuses to open a dataset whose data files differ from the manifest's
         # data storage version ("mixed data-file-version capability is not enabled")

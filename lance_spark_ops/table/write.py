@@ -29,6 +29,7 @@ from lance_spark_ops.errors import (
     SchemaError,
     UnsupportedError,
 )
+from lance_spark_ops.file.legacy.writer import LEGACY_MINOR, LegacyFileWriter
 from lance_spark_ops.file.schema import LanceField, LanceSchema, schema_from_arrow
 from lance_spark_ops.file.writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
@@ -44,7 +45,7 @@ from lance_spark_ops.table.scan import column_owners
 __all__ = ["data_file_name", "delete_rows", "write_dataset", "write_fragments"]
 
 MODES = ("create", "append", "overwrite")
-VERSIONS = ("2.0", "2.1", "2.2")
+VERSIONS = ("0.1", "2.0", "2.1", "2.2")
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
@@ -159,8 +160,12 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
     if max_rows_per_file <= 0:
         raise InvalidInputError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
     arrow_schema = schema.to_arrow()
-    owners = column_owners(schema.fields, version)
-    major, minor = (int(x) for x in version.split("."))
+    if version == "0.1":  # legacy: every field, pre-order, no column indices, recorded as (0, 2)
+        owners, indices, (major, minor) = list(schema.walk()), [], (0, LEGACY_MINOR)
+    else:
+        owners = column_owners(schema.fields, version)
+        indices = list(range(len(owners)))
+        major, minor = (int(x) for x in version.split("."))
     frags: list[DataFragment] = []
     conformed = (_conform(b, arrow_schema, store.uri("")) for b in batches)
     for group in _rows_per_file(conformed, max_rows_per_file):
@@ -168,12 +173,20 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
         rel = f"{DATA_DIR}/{name}"
         if written is not None:
             written.append(rel)
-        with LanceFileWriter(rel, arrow_schema, version=version, store=store,
-                             page_bytes=page_bytes or DEFAULT_PAGE_BYTES) as w:
+        if version == "0.1":
+            w: Any = LegacyFileWriter(rel, arrow_schema, store=store, lance_schema=schema)
+        else:
+            w = LanceFileWriter(rel, arrow_schema, version=version, store=store,
+                                page_bytes=page_bytes or DEFAULT_PAGE_BYTES)
+        with w:
             for b in group:
                 w.write(b)
         rows, size = w.close()
-        files = [DataFile(name, [o.id for o in owners], list(range(len(owners))), major, minor, size)]
+        if version == "0.1":  # the manifest of a legacy dataset carries the dictionaries too
+            for node in schema.walk():
+                if node.dictionary is None and node.id in w.dictionaries:
+                    node.dictionary = w.dictionaries[node.id]
+        files = [DataFile(name, [o.id for o in owners], indices, major, minor, size)]
         frags.append(DataFragment(0, files, physical_rows=rows))
     return frags
 
@@ -193,9 +206,10 @@ def _storage_version(requested: str | None, existing: Dataset | None, mode: str)
                                     f"{requested}")
     else:
         v = requested or (existing.data_storage_version if existing is not None else "2.2")
-    v = {"stable": "2.2"}.get(v, v)
+    v = {"stable": "2.2", "legacy": "0.1"}.get(v, v)
     if v not in VERSIONS:
-        raise UnsupportedError(f"data storage version {v!r} is not supported (use 2.0, 2.1 or 2.2)")
+        raise UnsupportedError(f"data storage version {v!r} is not supported (use 0.1/legacy, 2.0, 2.1 "
+                               "or 2.2)")
     return v
 
 
@@ -226,6 +240,9 @@ def write_dataset(data: Data, uri: str, mode: str = "create", *, data_storage_ve
         existing.check_writable()
     if mode == "append" and existing is not None:
         lance_schema = appended_schema(existing.lance_schema, arrow_schema, store.uri(""))
+        if version == "0.1" and len(list(lance_schema.walk())) != len(list(existing.lance_schema.walk())):
+            raise SchemaError("appends to a legacy (0.1) dataset must hold every column (pylance refuses "
+                              "them too)", path=store.uri(""))
     else:
         lance_schema = schema_from_arrow(arrow_schema)
     written: list[str] = []

@@ -108,6 +108,26 @@ def _read_dictionary(src: PageSource, field: LanceField, dt: pa.DictionaryType, 
     return pa.DictionaryArray.from_arrays(keys, values)
 
 
+def dictionary_values(value_type: pa.DataType, data: bytes | memoryview, position: int,
+                      length: int) -> pa.Array:
+    """Dictionary values stored at ``position`` of the in-memory file ``data`` (a legacy
+    manifest file keeps them there)."""
+    view = memoryview(data)
+
+    def fetch(ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+        out = []
+        for off, size in ranges:
+            if off < 0 or size < 0 or off + size > len(view):
+                raise CorruptFileError(f"dictionary bytes {off}..{off + size} lie outside the file")
+            out.append(view[off:off + size])
+        return out
+
+    src = PageSource(lambda *_: (0, 0), lambda _: (0, 0), fetch, "")
+    if fixed_width_bits(value_type) is not None:
+        return _read_plain(src, value_type, position, length)
+    return _read_binary(src, value_type, position, length, nullable=True)
+
+
 def decode_field(field: LanceField, src: PageSource, batch: int) -> pa.Array:
     """All rows of ``field`` in ``batch``, typed as the field's Arrow type."""
     dt = field.arrow_type()

@@ -26,6 +26,7 @@ import pyarrow as pa
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.container import BYTES_BY_VERSION
+from lance_spark_ops.file.legacy.writer import LEGACY_MINOR, LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
@@ -70,7 +71,10 @@ class RewriteResult:
 
 
 def file_version_numbers(version: str) -> tuple[int, int]:
-    """(major, minor) a DataFile records: 2.0 files are recorded as (2, 0) in manifests."""
+    """(major, minor) a DataFile records: 2.0 files are recorded as (2, 0) in manifests,
+    legacy (0.1) files as (0, 2) like pylance 14 records them."""
+    if version == "0.1":
+        return (0, LEGACY_MINOR)
     return (2, 0) if version == "2.0" else BYTES_BY_VERSION[version]
 
 
@@ -80,13 +84,20 @@ class _FragmentSink:
     def __init__(self, ds: Dataset, spec: RewriteSpec, prefix: str) -> None:
         self.ds, self.spec, self.prefix = ds, spec, prefix
         self.schema = ds.schema
-        self.field_ids, self.column_indices = data_file_field_ids(ds.lance_schema.fields, spec.file_version)
+        if spec.file_version == "0.1":  # every field, pre-order; v1 files have no column indices
+            self.field_ids, self.column_indices = [f.id for f in ds.lance_schema.walk()], []
+        else:
+            self.field_ids, self.column_indices = data_file_field_ids(ds.lance_schema.fields,
+                                                                      spec.file_version)
         self.done: list[tuple[DataFile, int]] = []
         self.writer: LanceFileWriter | None = None
         self.name = ""
 
     def _open(self) -> LanceFileWriter:
         self.name = f"{self.prefix}-{uuid.uuid4().hex}.lance"
+        if self.spec.file_version == "0.1":
+            return LegacyFileWriter(f"{DATA_DIR}/{self.name}", self.schema, store=self.ds.store,
+                                    lance_schema=self.ds.lance_schema)
         return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
                                lance_schema=self.ds.lance_schema)
@@ -211,7 +222,7 @@ def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _Fragmen
     """A reader over the fragment's only data file when its pages can be moved: one data
     file holding every field, same file version, no blob column (deleted rows are handled
     page by page)."""
-    if len(frag.files) != 1:
+    if len(frag.files) != 1 or frag.files[0].is_legacy or spec.file_version == "0.1":
         return None
     if any(blob_version(f) for f in ds.lance_schema.fields):
         return None  # blob descriptors hold absolute offsets into the old file: re-encode

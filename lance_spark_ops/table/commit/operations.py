@@ -84,7 +84,7 @@ from lance_spark_ops.table.format.transaction import (
 from lance_spark_ops.table.rowids import decode_row_ids, encode_row_ids
 
 WRITER_LIBRARY = "lance-spark-ops"
-SUPPORTED_STORAGE_VERSIONS = ("2.0", "2.1", "2.2")
+SUPPORTED_STORAGE_VERSIONS = ("0.1", "2.0", "2.1", "2.2")
 
 
 def writer_version() -> WriterVersion:
@@ -372,7 +372,7 @@ def _storage_format(previous: Manifest | None, frags: list[DataFragment], op: Op
                                f"(use one of {', '.join(SUPPORTED_STORAGE_VERSIONS)})")
     if previous is not None and not isinstance(op, Overwrite):
         return previous.data_storage_format
-    found = {d.file_version for f in frags for d in f.files}
+    found = {"0.1" if d.is_legacy else d.file_version for f in frags for d in f.files}
     if previous is not None and not found:  # an Overwrite with no data keeps the version
         return DataStorageFormat("lance", requested) if requested else previous.data_storage_format
     if len(found) > 1:
