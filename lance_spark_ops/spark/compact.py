@@ -94,13 +94,43 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     if version not in ("0.1", "2.0", "2.1", "2.2"):
         raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 0.1, 2.0, 2.1, "
                                "2.2)")
+    if version != ds.data_storage_version and opts.migrate_legacy and ds.data_storage_version == "0.1" \
+            and version != "0.1":
+        return version
     if version != ds.data_storage_version:
         # pylance 14 refuses to open a dataset whose data files differ from the manifest's
         # data storage version ("mixed data-file-version capability is not enabled")
         raise UnsupportedError(f"dataset stores {ds.data_storage_version} files; compaction writes the "
                                f"dataset's own file version (asked for {version}): pylance cannot read "
-                               "a dataset that mixes file versions")
+                               "a dataset that mixes file versions"
+                               + (" (migrate_legacy=True rewrites every fragment in one commit)"
+                                  if ds.data_storage_version == "0.1" else ""))
     return version
+
+
+def _migration_tasks(ds: Dataset, stats: list[FragmentStats], indexed: int,
+                     opts: CompactionOptions) -> list[CompactionTask]:
+    """Every fragment, in consecutive groups of about ``target_rows_per_fragment`` live rows:
+    moving a legacy dataset to 2.x must rewrite all of them in one commit."""
+    if indexed:
+        raise UnsupportedError(f"{indexed} fragment(s) are covered by an index; a legacy dataset with "
+                               "indices cannot be moved to 2.x (the indices would need remapping)",
+                               path=ds.uri)
+    tasks: list[CompactionTask] = []
+    group: list[FragmentStats] = []
+
+    def close() -> None:
+        if group:
+            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group),
+                                        sum(s.live_rows for s in group), sum(s.bytes for s in group)))
+            group.clear()
+
+    for s in stats:
+        if group and sum(g.live_rows for g in group) + s.live_rows > opts.target_rows_per_fragment:
+            close()
+        group.append(s)
+    close()
+    return tasks
 
 
 def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
@@ -113,9 +143,13 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     ds.check_writable()
     file_version = _target_version(ds, opts)
     stats, skipped = fragment_stats(ds, skip_indexed=True)
-    tasks = plan_compaction(stats, opts)
-    indexed = {s.id for s in stats if s.indices}
-    tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
+    migrate = file_version != ds.data_storage_version
+    if migrate:
+        tasks = _migration_tasks(ds, stats, skipped, opts)
+    else:
+        tasks = plan_compaction(stats, opts)
+        indexed = {s.id for s in stats if s.indices}
+        tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0
@@ -124,12 +158,13 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
         return metrics
 
     job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    per_commit = opts.commit_every or len(tasks)
+    per_commit = len(tasks) if migrate else opts.commit_every or len(tasks)
     batches = [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)]
     with _cleanup_on_failure(ds, job_id):
         for b, batch in enumerate(batches):
             ds = _rewrite_and_commit(spark, ds, batch, opts, file_version, job_id,
-                                     f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics)
+                                     f"compact {uri}: rewrite batch {b + 1}/{len(batches)}", metrics,
+                                     new_storage_version=file_version if migrate else None)
     metrics.new_version = ds.version
     metrics.orphan_files_deleted += _delete_orphans(ds, job_id)
     metrics.seconds["total"] = time.perf_counter() - t0
@@ -166,7 +201,7 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
 
 def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
                         file_version: str, job_id: str, description: str,
-                        metrics: CompactionMetrics) -> Dataset:
+                        metrics: CompactionMetrics, new_storage_version: str | None = None) -> Dataset:
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
                          rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
@@ -187,7 +222,8 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     try:
         _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version)
+        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version,
+                                    data_storage_version=new_storage_version)
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:

@@ -78,3 +78,28 @@ def test_create_legacy_dataset(tmp_path, version):
     write_dataset(t, uri, data_storage_version=version)
     assert lance.dataset(uri).data_storage_version == "0.1"
     assert lance.dataset(uri).to_table().equals(Dataset.open(uri).to_table())
+
+
+@pytest.mark.parametrize("target", ["2.0", "2.2"])
+def test_compaction_moves_legacy_to_2x(tmp_path, target):
+    uri = str(tmp_path / "ds")
+    before = _make(uri)
+    n_frags = len(lance.dataset(uri).get_fragments())
+    compact(None, uri, target_rows_per_fragment=15, data_storage_version=target, migrate_legacy=True,
+            commit_every=1)
+    ds = lance.dataset(uri)
+    assert ds.data_storage_version == target and len(ds.get_fragments()) < n_frags
+    files = [f for fr in ds.get_fragments() for f in fr.metadata.files]
+    assert all(f.file_major_version == 2 for f in files)
+    assert ds.to_table().equals(before.cast(ds.schema))
+    _same(uri)
+    assert lance.dataset(uri, version=ds.version - 2).data_storage_version == "0.1"  # history intact
+
+
+def test_moving_legacy_needs_the_option(tmp_path):
+    from lance_spark_ops.errors import UnsupportedError
+
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    with pytest.raises(UnsupportedError, match="mixes file versions"):
+        compact(None, uri, data_storage_version="2.2")
