@@ -241,7 +241,8 @@ def schema_to_pb(schema: LanceSchema) -> list[file_pb2.Field]:
             pbf.metadata[k.decode()] = v
         out.append(pbf)
         for c in node.children:
-            visit(c, node.id)
+            # pylance 14 writes a blob v2 descriptor's children as id -1 / parent -1
+            visit(c, -1 if c.id == -1 and _is_blob(node) else node.id)
 
     for f in schema.fields:
         visit(f, -1)

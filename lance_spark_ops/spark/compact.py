@@ -282,6 +282,13 @@ def _delete_orphans(ds: Dataset, job_id: str) -> int:
     """Delete files this job wrote that the latest version does not reference (retried or
     speculative attempts, failed batches)."""
     referenced = {df.path for frag in ds.fragments for df in frag.files}
-    orphans = [n for n in ds.store.list(DATA_DIR) if n.startswith(job_id) and n not in referenced]
-    ds.store.delete_many(f"{DATA_DIR}/{n}" for n in orphans)
+    sidecar_dirs = {p[: -len(".lance")] for p in referenced}  # blob v2 sidecars of live files
+    orphans = [n for n in ds.store.list(DATA_DIR)
+               if n.startswith(job_id) and n not in referenced and n not in sidecar_dirs]
+    for n in orphans:
+        path = ds.store.full_path(f"{DATA_DIR}/{n}")
+        if ds.store.fs.isdir(path):
+            ds.store.fs.rm(path, recursive=True)
+        else:
+            ds.store.delete(f"{DATA_DIR}/{n}")
     return len(orphans)

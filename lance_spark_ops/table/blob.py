@@ -20,11 +20,14 @@ Two generations:
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops._pb import file_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
-from lance_spark_ops.file.schema import LanceField
+from lance_spark_ops.file.schema import LanceField, arrow_to_logical_type
 from lance_spark_ops.io.storage import ObjectStore
 
 BLOB_KEY = b"lance-encoding:blob"
@@ -104,3 +107,90 @@ def _v2_payload(store: ObjectStore, data_rel: str, d: dict, allow_external: bool
         return ext.read_range(rel, pos, size) if size else ext.read(rel)
     raise UnsupportedError(f"blob kind {kind} is not known", path=store.uri(data_rel))
 
+
+
+def descriptor_lance_field(field: LanceField) -> LanceField:
+    """The Lance field a data file stores for blob v2 column ``field``: the packed descriptor
+    struct (children with id -1, as pylance 14 writes them), under the dataset field's id."""
+    children = [LanceField(-1, c.name, arrow_to_logical_type(c.type), c.nullable, {},
+                           encoding=file_pb2.PLAIN if c.name != "blob_uri" else file_pb2.VAR_BINARY)
+                for c in V2_DESCRIPTION]
+    meta = {BLOB_KEY: b"true", PACKED_KEY: b"true"}
+    return LanceField(field.id, field.name, "struct", field.nullable, meta, children)
+
+
+def blob_data_file(frag: Any, field: LanceField, resolver: Any) -> tuple[ObjectStore, str]:
+    """(store, relative path) of the data file holding blob ``field`` in fragment ``frag``."""
+    from lance_spark_ops.table.scan import file_field_ids
+
+    for df in frag.files:
+        if field.id in file_field_ids(df):
+            return resolver.data_file(df, resolver.where)
+    raise CorruptFileError(f"fragment {frag.id} stores no data for blob column {field.name!r}",
+                           path=resolver.where)
+
+
+class BlobCarrier:
+    """Carries blob v2 payloads of rewritten rows into the sidecars of one new data file.
+
+    Inline and packed payloads are appended to one packed sidecar (blob id 1, kind 1);
+    a dedicated sidecar is copied whole under a new blob id (kind 2); external blobs and nulls
+    keep their descriptors. The new data file's descriptors point at the new sidecars, so the
+    old files can go.
+    """
+
+    def __init__(self, store: ObjectStore, data_rel: str) -> None:
+        self.store = store
+        self.stem = data_rel[: -len(".lance")] if data_rel.endswith(".lance") else data_rel
+        self.written: list[str] = []
+        self._packed: Any = None
+        self._packed_pos = 0
+        self._next_id = 2
+
+    def carry(self, desc: pa.StructArray, src: tuple[ObjectStore, str]) -> pa.StructArray:
+        kind = desc.field("kind").to_numpy(zero_copy_only=False).copy()
+        pos = desc.field("position").to_numpy(zero_copy_only=False).copy()
+        size = desc.field("size").to_numpy(zero_copy_only=False)
+        blob_id = desc.field("blob_id").to_numpy(zero_copy_only=False).copy()
+        valid = desc.is_valid().to_numpy(zero_copy_only=False)
+        src_store, src_rel = src
+        src_stem = src_rel[: -len(".lance")] if src_rel.endswith(".lance") else src_rel
+        for i in np.flatnonzero(valid & (kind != KIND_EXTERNAL) & ((size > 0) | (kind != KIND_INLINE))):
+            k, p, s = int(kind[i]), int(pos[i]), int(size[i])
+            if k == KIND_DEDICATED:
+                rel = f"{self.stem}/{sidecar_name(self._next_id)}"
+                self.store.write(rel, src_store.read(f"{src_stem}/{sidecar_name(int(blob_id[i]))}"))
+                self.written.append(rel)
+                blob_id[i], self._next_id = self._next_id, self._next_id + 1
+                continue
+            if k not in (KIND_INLINE, KIND_PACKED):
+                raise UnsupportedError(f"blob kind {k} is not known", path=src_store.uri(src_rel))
+            where = src_rel if k == KIND_INLINE else f"{src_stem}/{sidecar_name(int(blob_id[i]))}"
+            data = src_store.read_range(where, p, s)
+            if len(data) != s:
+                raise CorruptFileError(f"blob payload of {s} bytes at {p} is short",
+                                       path=src_store.uri(where))
+            kind[i], pos[i], blob_id[i] = KIND_PACKED, self._append(data), 1
+        arrays = [pa.array(kind, pa.uint8()), pa.array(pos, pa.uint64()), desc.field("size"),
+                  pa.array(blob_id, pa.uint32()), desc.field("blob_uri")]
+        mask = None if valid.all() else pa.array(~valid)
+        return pa.StructArray.from_arrays(arrays, fields=list(V2_DESCRIPTION), mask=mask)
+
+    def _append(self, data: bytes) -> int:
+        if self._packed is None:
+            rel = f"{self.stem}/{sidecar_name(1)}"
+            self._packed = self.store.open_output(rel)
+            self.written.append(rel)
+        at = self._packed_pos
+        self._packed.write(data)
+        self._packed_pos += len(data)
+        return at
+
+    def close(self) -> None:
+        if self._packed is not None:
+            self._packed.close()
+            self._packed = None
+
+    def abort(self) -> None:
+        self.close()
+        self.store.delete_many(self.written)

@@ -44,16 +44,6 @@ from lance_spark_ops.table.scan import FragmentScan, output_schema
 DEFAULT_BATCH_ROWS = 64 * 1024
 
 
-def _blob_file(frag: DataFragment, field: LanceField, resolver: BaseResolver) -> tuple[ObjectStore, str]:
-    """(store, relative path) of the data file holding blob ``field`` in ``frag``."""
-    from lance_spark_ops.table.scan import file_field_ids
-
-    for df in frag.files:
-        if field.id in file_field_ids(df):
-            return resolver.data_file(df, resolver.where)
-    raise NotFoundError(f"fragment {frag.id} stores no data for blob column {field.name!r}",
-                        path=resolver.where)
-
 
 class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
@@ -372,7 +362,7 @@ class Dataset:
         """Payload bytes of blob column ``column`` at live-row ``indices`` (as ``to_table`` rows
         are numbered), like pylance's ``take_blobs(column, indices=...)`` read whole; None for
         null rows. Blobs stored outside the dataset (``blob_uri``) need ``allow_external``."""
-        from lance_spark_ops.table.blob import blob_version, read_payloads
+        from lance_spark_ops.table.blob import blob_data_file, blob_version, read_payloads
 
         (field,) = self._fields([column])
         version = blob_version(field)
@@ -389,7 +379,7 @@ class Dataset:
             if sel.size:
                 desc = pa.Table.from_batches(list(self.scan_fragment(frag, [column])),
                                              schema=self.output_schema([column])).column(0).combine_chunks()
-                store, rel = _blob_file(frag, field, self.base_resolver)
+                store, rel = blob_data_file(frag, field, self.base_resolver)
                 got = read_payloads(store, rel, desc.take(pa.array(want[sel] - base)), version,
                                     allow_external=allow_external)
                 for i, g in zip(sel.tolist(), got, strict=True):

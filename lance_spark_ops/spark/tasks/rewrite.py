@@ -28,9 +28,10 @@ from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.container import BYTES_BY_VERSION
 from lance_spark_ops.file.legacy.writer import LEGACY_MINOR, LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
-from lance_spark_ops.table.blob import blob_version
+from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
@@ -83,11 +84,22 @@ class _FragmentSink:
 
     def __init__(self, ds: Dataset, spec: RewriteSpec, prefix: str) -> None:
         self.ds, self.spec, self.prefix = ds, spec, prefix
-        self.schema = ds.schema
+        self.blob_v2 = [f for f in ds.lance_schema.fields if blob_version(f) == 2]
+        self.blobs = "descriptions" if self.blob_v2 else "bytes"
+        if self.blob_v2 and any(blob_version(f) == 1 for f in ds.lance_schema.fields):
+            raise UnsupportedError("a dataset with both blob v1 and blob v2 columns cannot be rewritten",
+                                   path=ds.uri)
+        # blob v2 columns are rewritten as their packed descriptors, payloads carried to sidecars
+        self.file_schema = LanceSchema([descriptor_lance_field(f) if blob_version(f) == 2 else f
+                                        for f in ds.lance_schema.fields], ds.lance_schema.metadata)
+        self.schema = self.file_schema.to_arrow()
+        self.sources: dict[int, tuple[Any, str]] = {}  # blob v2 field id -> its current data file
+        self.carrier: BlobCarrier | None = None
+        self.sidecars: list[str] = []
         if spec.file_version == "0.1":  # every field, pre-order; v1 files have no column indices
             self.field_ids, self.column_indices = [f.id for f in ds.lance_schema.walk()], []
         else:
-            self.field_ids, self.column_indices = data_file_field_ids(ds.lance_schema.fields,
+            self.field_ids, self.column_indices = data_file_field_ids(self.file_schema.fields,
                                                                       spec.file_version)
         self.done: list[tuple[DataFile, int]] = []
         self.writer: LanceFileWriter | None = None
@@ -98,9 +110,21 @@ class _FragmentSink:
         if self.spec.file_version == "0.1":
             return LegacyFileWriter(f"{DATA_DIR}/{self.name}", self.schema, store=self.ds.store,
                                     lance_schema=self.ds.lance_schema)
+        if self.blob_v2:
+            self.carrier = BlobCarrier(self.ds.store, f"{DATA_DIR}/{self.name}")
         return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
-                               lance_schema=self.ds.lance_schema)
+                               lance_schema=self.file_schema)
+
+    def _carry(self, part: pa.RecordBatch) -> pa.RecordBatch:
+        """Blob v2 descriptors of ``part`` pointing at the new file's sidecars."""
+        if self.carrier is None:
+            return part
+        cols = list(part.columns)
+        for f in self.blob_v2:
+            i = part.schema.get_field_index(f.name)
+            cols[i] = self.carrier.carry(cols[i], self.sources[f.id])
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def copy_file(self, reader: LanceFileReader, keep: np.ndarray) -> tuple[int, int] | None:
         """Binary copy of a data file's pages: all of them when ``keep`` (live rows) is all
@@ -130,7 +154,7 @@ class _FragmentSink:
                 self.writer = self._open()
             room = self.spec.max_rows_per_file - self.writer.rows_written
             part = batch.slice(start, room)
-            self.writer.write(part)
+            self.writer.write(self._carry(part))
             start += part.num_rows
             full = self.writer.rows_written >= self.spec.max_rows_per_file
             too_big = (self.spec.max_bytes_per_file is not None
@@ -142,6 +166,10 @@ class _FragmentSink:
         if self.writer is None:
             return
         rows, size = self.writer.close()
+        if self.carrier is not None:
+            self.carrier.close()
+            self.sidecars += self.carrier.written
+            self.carrier = None
         major, minor = file_version_numbers(self.spec.file_version)
         self.done.append((DataFile(self.name, list(self.field_ids), list(self.column_indices), major, minor,
                                    size), rows))
@@ -151,6 +179,10 @@ class _FragmentSink:
         if self.writer is not None:
             self.writer.abort()
             self.writer = None
+        if self.carrier is not None:
+            self.carrier.abort()
+            self.carrier = None
+        self.ds.store.delete_many(self.sidecars)
         return [df.path for df, _ in self.done]
 
 
@@ -185,7 +217,8 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
             if spec.mode == "force_binary_copy":
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs="bytes"):
+            sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs):
                 rows_read += batch.num_rows
                 sink.write(batch)
         sink.roll()
