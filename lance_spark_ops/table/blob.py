@@ -121,10 +121,8 @@ def descriptor_lance_field(field: LanceField) -> LanceField:
 
 def blob_data_file(frag: Any, field: LanceField, resolver: Any) -> tuple[ObjectStore, str]:
     """(store, relative path) of the data file holding blob ``field`` in fragment ``frag``."""
-    from lance_spark_ops.table.scan import file_field_ids
-
     for df in frag.files:
-        if field.id in file_field_ids(df):
+        if field.id in df.stored_field_ids():
             return resolver.data_file(df, resolver.where)
     raise CorruptFileError(f"fragment {frag.id} stores no data for blob column {field.name!r}",
                            path=resolver.where)

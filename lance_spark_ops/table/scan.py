@@ -67,11 +67,8 @@ def _open_reader(store: ObjectStore, rel: str, legacy: bool = False) -> LanceFil
 
 
 def file_field_ids(data_file: DataFile) -> set[int]:
-    """Dataset field ids stored in ``data_file`` (legacy v1 files list no column indices:
-    every listed field is in the file, under its own id)."""
-    if data_file.is_legacy:
-        return {f for f in data_file.fields if f != TOMBSTONE_FIELD_ID}
-    return set(data_file.field_columns())
+    """Dataset field ids stored in ``data_file`` (``DataFile.stored_field_ids``)."""
+    return data_file.stored_field_ids()
 
 
 def is_packed(node: LanceField) -> bool:
