@@ -34,7 +34,7 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description_field, v1_descriptions
-from lance_spark_ops.table.format.fragment import TOMBSTONE_FIELD_ID, DataFile, DataFragment
+from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.paths import BaseResolver
 
