@@ -142,3 +142,11 @@ def test_data_overlays_refused(tmp_path):
     edit_manifest(uri, clear)
     _refused(uri, "fragment 0", "[11]")
 
+
+
+def test_unknown_logical_type_refused(plain):
+    def other(pb: table_pb2.Manifest) -> None:
+        pb.fields[0].logical_type = "int128"
+
+    edit_manifest(plain, other)
+    _refused(plain, "int128")

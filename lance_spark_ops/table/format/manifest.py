@@ -127,7 +127,8 @@ class Manifest:
         try:
             schema = schema_from_pb(list(pb.fields), dict(pb.schema_metadata))
         except SchemaError as e:
-            raise CorruptFileError(f"manifest schema: {e}", path=path) from e
+            kind = UnsupportedError if "unsupported logical type" in str(e) else CorruptFileError
+            raise kind(f"manifest schema: {e}", path=path) from e
         try:
             fragments = [DataFragment.from_pb(f) for f in pb.fragments]
         except CorruptFileError as e:
