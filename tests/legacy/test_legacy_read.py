@@ -97,3 +97,11 @@ def test_dataset_with_stable_row_ids(tmp_path):
                              data_storage_version="legacy", max_rows_per_file=10, enable_stable_row_ids=True)
     ds.delete("a < 4")
     _assert_same(uri)
+
+
+def test_inspect_legacy_file(one_file):
+    from lance_spark_ops.file.inspect import summarize
+
+    path, expected = one_file
+    text = summarize(LanceFileReader(path).metadata)
+    assert "legacy Lance file" in text and f"{expected.num_rows} rows" in text

@@ -111,6 +111,17 @@ class LegacyFileMetadata:
     def num_batches(self) -> int:
         return max(len(self.batch_offsets) - 1, 0)
 
+    def describe(self) -> str:
+        """A few lines for ``jobs/inspect_file.py``: batches and each field's pages."""
+        lines = [f"{self.path}: legacy Lance file (0.{self.minor}), {self.num_rows} rows in "
+                 f"{self.num_batches} batches, {self.size} bytes"]
+        for f in self.schema.walk():
+            table = self.pages.get(f.id)
+            rows = [] if table is None else table[:, 1].tolist()
+            lines.append(f"  field {f.id} {f.name!r} ({f.logical_type}): page lengths {rows[:8]}"
+                         + (" ..." if len(rows) > 8 else ""))
+        return "\n".join(lines)
+
     def page(self, field_id: int, batch: int) -> tuple[int, int]:
         table = self.pages.get(field_id)
         if table is None:
