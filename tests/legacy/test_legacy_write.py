@@ -14,9 +14,10 @@ from lance_spark_ops.table.write import delete_rows, write_dataset
 from tests.legacy.cases import legacy_table
 
 
-def _make(uri: str) -> pa.Table:
+def _make(uri: str, stable: bool = False) -> pa.Table:
     t = legacy_table(n_repeat=4)
-    lance.write_dataset(t, uri, data_storage_version="legacy", max_rows_per_file=9, max_rows_per_group=4)
+    lance.write_dataset(t, uri, data_storage_version="legacy", max_rows_per_file=9, max_rows_per_group=4,
+                        enable_stable_row_ids=stable)
     ds = lance.dataset(uri)
     ds.delete("id % 5 = 2")
     return ds.to_table(with_row_id=False)
@@ -28,9 +29,10 @@ def _same(uri: str) -> None:
     assert ours.equals(theirs)
 
 
-def test_compaction_keeps_legacy_format(tmp_path):
+@pytest.mark.parametrize("stable", [False, True])
+def test_compaction_keeps_legacy_format(tmp_path, stable):
     uri = str(tmp_path / "ds")
-    before = _make(uri)
+    before = _make(uri, stable)
     metrics = compact(None, uri, target_rows_per_fragment=25)
     ds = lance.dataset(uri)
     assert metrics.new_version == ds.version and ds.data_storage_version == "0.1"
