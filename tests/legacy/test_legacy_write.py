@@ -105,3 +105,14 @@ def test_moving_legacy_needs_the_option(tmp_path):
     _make(uri)
     with pytest.raises(UnsupportedError, match="mixes file versions"):
         compact(None, uri, data_storage_version="2.2")
+
+
+def test_add_columns_on_legacy_refused_typed(tmp_path):
+    from lance_spark_ops.errors import UnsupportedError
+    from lance_spark_ops.spark.add_columns import add_columns
+
+    uri = str(tmp_path / "ds")
+    lance.write_dataset(pa.table({"a": pa.array(range(4), pa.int64())}), uri, data_storage_version="legacy")
+    with pytest.raises(UnsupportedError, match="migrate_legacy"):
+        add_columns(None, uri, {"b": "a * 2"})
+    assert lance.dataset(uri).version == 1
