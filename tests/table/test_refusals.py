@@ -118,6 +118,11 @@ def test_next_format_refused(tmp_path):
     lance.write_dataset(_table(), uri, data_storage_version="next")
     assert lance.dataset(uri).data_storage_version == "2.3"
     _refused(uri, "2.3")
+    from lance_spark_ops.file.reader import LanceFileReader
+
+    (path,) = glob.glob(f"{uri}/data/*.lance")
+    with pytest.raises(UnsupportedError, match="2.3"):
+        LanceFileReader(path)
 
 
 def test_data_overlays_refused(tmp_path):
