@@ -43,8 +43,9 @@ def plain_bytes(arr: pa.Array) -> bytes:
         return np.packbits(filled.to_numpy(zero_copy_only=False), bitorder="little").tobytes()
     width = fixed_width_bits(dt) // 8
     buf = arr.buffers()[1]
-    return buf.to_pybytes()[arr.offset * width:(arr.offset + len(arr)) * width] if buf is not None \
-        else bytes(len(arr) * width)
+    if buf is None:
+        return bytes(len(arr) * width)
+    return buf.slice(arr.offset * width, len(arr) * width).to_pybytes()  # only this slice is copied
 
 
 def binary_parts(arr: pa.Array) -> tuple[bytes, np.ndarray]:
@@ -53,7 +54,7 @@ def binary_parts(arr: pa.Array) -> tuple[bytes, np.ndarray]:
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if large else np.int32,
                             count=len(arr) + 1, offset=arr.offset * (8 if large else 4)).astype(np.int64)
     data = arr.buffers()[2]
-    body = data.to_pybytes()[offsets[0]:offsets[-1]] if data is not None else b""
+    body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes() if data is not None else b""
     rel = offsets - offsets[0]
     if arr.null_count:  # a null's bytes (if any) are dropped: it reads back as empty / null
         lengths = np.diff(rel)

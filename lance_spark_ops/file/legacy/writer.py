@@ -105,8 +105,8 @@ class LegacyFileWriter:
                 self._flush(self.group)
 
     def _flush(self, rows: int) -> None:
-        table = pa.Table.from_batches(self._pending, schema=self._pending[0].schema).combine_chunks()
-        head, rest = table.slice(0, rows), table.slice(rows)
+        table = pa.Table.from_batches(self._pending, schema=self._pending[0].schema)
+        head, rest = table.slice(0, rows).combine_chunks(), table.slice(rows)  # slices: no copy of the rest
         self._pending = rest.to_batches() if rest.num_rows else []
         self._pending_rows = rest.num_rows
         batch_id = len(self._batch_offsets) - 1
