@@ -54,7 +54,8 @@ def binary_parts(arr: pa.Array) -> tuple[bytes, np.ndarray]:
     offsets = np.frombuffer(arr.buffers()[1], dtype=np.int64 if large else np.int32,
                             count=len(arr) + 1, offset=arr.offset * (8 if large else 4)).astype(np.int64)
     data = arr.buffers()[2]
-    body = data.slice(int(offsets[0]), int(offsets[-1] - offsets[0])).to_pybytes() if data is not None else b""
+    span = int(offsets[-1] - offsets[0])
+    body = data.slice(int(offsets[0]), span).to_pybytes() if data is not None else b""
     rel = offsets - offsets[0]
     if arr.null_count:  # a null's bytes (if any) are dropped: it reads back as empty / null
         lengths = np.diff(rel)
