@@ -16,7 +16,6 @@ from lance_spark_ops._pb import file2_pb2
 from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
 from lance_spark_ops.encoding.page import Fetch
 from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
-
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.container import unpack_any
 from lance_spark_ops.file.schema import LanceField

@@ -54,6 +54,10 @@ def describe_pages(meta: FileMetadata) -> list[PageInfo]:
 
 
 def summarize(meta: FileMetadata) -> str:
+    from lance_spark_ops.file.legacy.container import LegacyFileMetadata
+
+    if isinstance(meta, LegacyFileMetadata):
+        return meta.describe()
     lines = [f"{meta.path}: Lance file version {meta.version}, {meta.num_rows} rows, "
              f"{meta.num_columns} columns, {meta.size} bytes"]
     for info in describe_pages(meta):

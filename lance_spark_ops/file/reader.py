@@ -1,4 +1,7 @@
-"""``LanceFileReader``: read any Lance 2.0 / 2.1 / 2.2 data file into Arrow.
+"""``LanceFileReader``: read any Lance 0.1 (legacy) / 2.0 / 2.1 / 2.2 data file into Arrow.
+
+A legacy (v1) file is recognised by its footer and handed to ``file.legacy.LegacyFileReader``
+(same methods); ``legacy=True/False`` skips looking at the footer when the caller knows.
 
 Reads go through the storage layer; decoding is delegated to ``encoding`` (2.1+: page
 layouts -> rep/def -> Arrow; 2.0: the fenced-off legacy decoders). Full scans decode
@@ -18,13 +21,26 @@ import pyarrow as pa
 
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.page import PageData
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, NotFoundError
+from lance_spark_ops.errors import (
+    CorruptFileError,
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+)
 from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
 from lance_spark_ops.file.metadata import FileMetadata, load_metadata
 from lance_spark_ops.io.storage import ObjectStore
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 SEARCH_CACHE_PAGES = 256
+
+
+def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
+    from lance_spark_ops.file.legacy import is_legacy_footer
+
+    size = store.size(rel)
+    return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
 
 
 class LanceFileReader:
@@ -35,8 +51,18 @@ class LanceFileReader:
     >>> r.read(columns=["a"]); r.take([5, 1, 5])          # doctest: +SKIP
     """
 
+    def __new__(cls, uri: str, *, storage_options: dict[str, Any] | None = None,
+                store: ObjectStore | None = None, legacy: bool | None = None) -> Any:
+        if cls is LanceFileReader and legacy is not False:
+            st, rel = (store, uri) if store is not None else ObjectStore.for_file(uri, storage_options)
+            if legacy or _has_legacy_footer(st, rel):
+                from lance_spark_ops.file.legacy import LegacyFileReader
+
+                return LegacyFileReader(rel, store=st)
+        return super().__new__(cls)
+
     def __init__(self, uri: str, *, storage_options: dict[str, Any] | None = None,
-                 store: ObjectStore | None = None) -> None:
+                 store: ObjectStore | None = None, legacy: bool | None = None) -> None:
         if store is None:
             store, rel = ObjectStore.for_file(uri, storage_options)
         else:
@@ -240,6 +266,52 @@ class LanceFileReader:
             span = decode_field_2_0(field, cols, (lo, hi))
             pieces.append(span.take(pa.array(cluster - lo)))
         return pa.concat_arrays(pieces) if len(pieces) > 1 else pieces[0]
+
+    def blob_descriptions(self, column: str, start: int, stop: int) -> tuple[np.ndarray, np.ndarray,
+                                                                          np.ndarray]:
+        """(position, size, valid) of rows [start, stop) of a blob v1 column (``large_binary``
+        with ``lance-encoding:blob``), without reading the payloads."""
+        i = self._field_indices([column])[0]
+        first, count = self._ranges[i]
+        if count != 1:
+            raise UnsupportedError(f"column {column!r} is not a blob column", path=self.path)
+        if self.version == "2.0":
+            from lance_spark_ops.encoding.v2_0 import ColumnPages
+            from lance_spark_ops.encoding.v2_0.blob import decode_blob
+
+            desc = pa.field(column, pa.struct([("position", pa.uint64()), ("size", pa.uint64())]))
+            col = ColumnPages(self._meta.column(first), self._absolute_fetch)
+            if col.column_encoding().WhichOneof("column_encoding") != "blob":
+                raise UnsupportedError(f"column {column!r} is not a blob column", path=self.path)
+            arr = self._guard(i, lambda: decode_blob(desc, col, start, stop))
+            pos = arr.field(0).to_numpy(zero_copy_only=False)
+            size = arr.field(1).to_numpy(zero_copy_only=False)
+            return pos, size, np.ones(len(pos), dtype=bool)  # a null is {1, 0}, as pylance returns it
+        return self._guard(i, lambda: self._blob_descriptions_2_1(first, start, stop))
+
+    def _blob_descriptions_2_1(self, column: int, start: int, stop: int) -> tuple[np.ndarray, np.ndarray,
+                                                                                  np.ndarray]:
+        from lance_spark_ops.encoding.layout.blob import BlobDecoder
+
+        starts = self._page_starts_of(column)
+        pos_parts, size_parts = [np.zeros(0, np.uint64)], [np.zeros(0, np.uint64)]
+        first = int(np.searchsorted(starts, start, side="right") - 1)
+        last = int(np.searchsorted(starts, stop, side="left"))
+        for p in range(max(first, 0), last):
+            ps, pe = int(starts[p]), int(starts[p + 1])
+            lo, hi = max(start, ps), min(stop, pe)
+            if hi <= lo:
+                continue
+            dec = self._page_decoder(column, p, cache=False)
+            if not isinstance(dec, BlobDecoder):
+                raise UnsupportedError(f"column {column} page {p} is not a blob page", path=self.path)
+            rows = None if (lo, hi) == (ps, pe) else np.arange(lo - ps, hi - ps)
+            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p])
+            pos, size = dec._read_descriptors(fetch, rows)  # noqa: SLF001 - descriptors, no payloads
+            pos_parts.append(pos)
+            size_parts.append(size)
+        pos, size = np.concatenate(pos_parts), np.concatenate(size_parts)
+        return pos, size, ~((size == 0) & (pos != 0))  # a null smuggles its level into position
 
     def read_raw_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
         """Raw bytes of absolute (offset, size) ranges of the file (binary copy)."""

@@ -128,6 +128,8 @@ class LanceField:
     encoding: int = 0
     extension_name: str = ""
     unenforced_primary_key: bool = False
+    # legacy (0.1) dictionary fields: the values, stored in the manifest file / data file
+    dictionary: pa.Array | None = field(default=None, compare=False, repr=False)
 
     def arrow_type(self) -> pa.DataType:
         lt = self.logical_type
@@ -182,6 +184,7 @@ def schema_from_pb(pb_fields: Sequence[file_pb2.Field], metadata: dict[str, byte
     """Rebuild the tree from the flattened, depth-first field list."""
     nodes: dict[int, LanceField] = {}
     roots: list[LanceField] = []
+    blob_v2: LanceField | None = None  # a blob v2 descriptor struct whose children follow
     for f in pb_fields:
         node = LanceField(
             id=f.id,
@@ -193,6 +196,12 @@ def schema_from_pb(pb_fields: Sequence[file_pb2.Field], metadata: dict[str, byte
             extension_name=f.extension_name,
             unenforced_primary_key=f.unenforced_primary_key,
         )
+        if f.id == -1 and f.parent_id == -1 and blob_v2 is not None:
+            # pylance 14 writes the children of a blob v2 descriptor struct in data files with
+            # id -1 and parent -1, right after the struct; they belong to it
+            blob_v2.children.append(node)
+            continue
+        blob_v2 = node if f.logical_type == "struct" and _is_blob(node) else None
         if f.id in nodes:
             raise SchemaError(f"duplicate field id {f.id} ({f.name!r})")
         nodes[f.id] = node
@@ -206,6 +215,10 @@ def schema_from_pb(pb_fields: Sequence[file_pb2.Field], metadata: dict[str, byte
     schema = LanceSchema(roots, meta)
     schema.to_arrow()  # validate every logical type now, not at first read
     return schema
+
+
+def _is_blob(node: LanceField) -> bool:
+    return node.metadata.get(b"lance-encoding:blob", b"").lower() == b"true"
 
 
 def schema_to_pb(schema: LanceSchema) -> list[file_pb2.Field]:
@@ -228,7 +241,8 @@ def schema_to_pb(schema: LanceSchema) -> list[file_pb2.Field]:
             pbf.metadata[k.decode()] = v
         out.append(pbf)
         for c in node.children:
-            visit(c, node.id)
+            # pylance 14 writes a blob v2 descriptor's children as id -1 / parent -1
+            visit(c, -1 if c.id == -1 and _is_blob(node) else node.id)
 
     for f in schema.fields:
         visit(f, -1)

@@ -87,17 +87,48 @@ def _index_bitmaps(ds: Dataset) -> list[BitMap]:
 
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     wanted = opts.data_storage_version or ds.data_storage_version
-    aliases = {"stable": "2.2"}
+    aliases = {"stable": "2.2", "legacy": "0.1"}
     version = aliases.get(wanted, wanted)
-    if version not in ("2.0", "2.1", "2.2"):
-        raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 2.0, 2.1, 2.2)")
+    if version not in ("0.1", "2.0", "2.1", "2.2"):
+        raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 0.1, 2.0, 2.1, "
+                               "2.2)")
+    if version != ds.data_storage_version and opts.migrate_legacy and ds.data_storage_version == "0.1" \
+            and version != "0.1":
+        return version
     if version != ds.data_storage_version:
         # pylance 14 refuses to open a dataset whose data files differ from the manifest's
         # data storage version ("mixed data-file-version capability is not enabled")
         raise UnsupportedError(f"dataset stores {ds.data_storage_version} files; compaction writes the "
                                f"dataset's own file version (asked for {version}): pylance cannot read "
-                               "a dataset that mixes file versions")
+                               "a dataset that mixes file versions"
+                               + (" (migrate_legacy=True rewrites every fragment in one commit)"
+                                  if ds.data_storage_version == "0.1" else ""))
     return version
+
+
+def _migration_tasks(ds: Dataset, stats: list[FragmentStats], indexed: int,
+                     opts: CompactionOptions) -> list[CompactionTask]:
+    """Every fragment, in consecutive groups of about ``target_rows_per_fragment`` live rows:
+    moving a legacy dataset to 2.x must rewrite all of them in one commit."""
+    if indexed:
+        raise UnsupportedError(f"{indexed} fragment(s) are covered by an index; a legacy dataset with "
+                               "indices cannot be moved to 2.x (the indices would need remapping)",
+                               path=ds.uri)
+    tasks: list[CompactionTask] = []
+    group: list[FragmentStats] = []
+
+    def close() -> None:
+        if group:
+            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group),
+                                        sum(s.live_rows for s in group), sum(s.bytes for s in group)))
+            group.clear()
+
+    for s in stats:
+        if group and sum(g.live_rows for g in group) + s.live_rows > opts.target_rows_per_fragment:
+            close()
+        group.append(s)
+    close()
+    return tasks
 
 
 def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any] | None = None, *,
@@ -110,14 +141,18 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
     with Job(spark, "compact", uri, metrics) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
-            indexed = {s.id for s in stats if s.indices}
-            tasks = [t for t in plan_compaction(stats, opts) if not indexed & set(t.fragment_ids)]
+            migrate = file_version != ds.data_storage_version
+            if migrate:  # legacy -> 2.x: every fragment, one commit
+                tasks = _migration_tasks(ds, stats, skipped, opts)
+            else:
+                indexed = {s.id for s in stats if s.indices}
+                tasks = [t for t in plan_compaction(stats, opts) if not indexed & set(t.fragment_ids)]
             _planned(metrics, ds, tasks, skipped)
         if opts.dry_run or not tasks:
             return metrics
-        per_commit = opts.commit_every or len(tasks)
+        per_commit = len(tasks) if migrate else opts.commit_every or len(tasks)
         _rewrite_batches(job, ds, [tasks[i:i + per_commit] for i in range(0, len(tasks), per_commit)], opts,
-                         file_version, metrics)
+                         file_version, metrics, new_storage_version=file_version if migrate else None)
     return metrics
 
 
@@ -158,7 +193,8 @@ def _planned(metrics: CompactionMetrics, ds: Dataset, tasks: list[CompactionTask
 
 
 def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]], opts: CompactionOptions,
-                     file_version: str, metrics: CompactionMetrics) -> Dataset:
+                     file_version: str, metrics: CompactionMetrics,
+                     new_storage_version: str | None = None) -> Dataset:
     """Rewrite and commit batch after batch. A failed job (a task that failed all its
     attempts, a refused binary copy, an incompatible commit) deletes every file it wrote that
     no version it committed holds (the job's cleanup contract); then the orphans of retried or
@@ -166,14 +202,15 @@ def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]],
     with job.cleanup_on_failure(ds.store):
         for b, batch in enumerate(batches):
             ds = _rewrite_and_commit(job, ds, batch, opts, file_version, metrics,
-                                     f"batch {b + 1}/{len(batches)}")
+                                     f"batch {b + 1}/{len(batches)}", new_storage_version)
     metrics.new_version = ds.version
     metrics.orphan_files_deleted += job.delete_unreferenced(ds.store, referenced_data_files(ds))
     return ds
 
 
 def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
-                        file_version: str, metrics: CompactionMetrics, detail: str) -> Dataset:
+                        file_version: str, metrics: CompactionMetrics, detail: str,
+                        new_storage_version: str | None = None) -> Dataset:
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
                          rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
@@ -187,7 +224,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         job.before_commit(metrics.commits + 1)
         _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = ds.commit(Rewrite(groups), ds.version)
+        new_ds = ds.commit(Rewrite(groups), ds.version, data_storage_version=new_storage_version)
     metrics.commits += 1
     _count(metrics, groups, results)
     return new_ds

@@ -179,8 +179,12 @@ class Job:
         """Delete this job's files in ``directory`` (names holding the job id) that are not in
         ``referenced``; returns how many."""
         keep = set(referenced)
+        keep |= {n[: -len(".lance")] for n in keep if n.endswith(".lance")}  # blob v2 sidecar dirs
         mine = [n for n in store.list(directory) if self.job_id in n and n not in keep]
-        store.delete_many(f"{directory}/{n}" for n in mine)
+        dirs = [n for n in mine if store.fs.isdir(store.full_path(f"{directory}/{n}"))]
+        for n in dirs:
+            store.fs.rm(store.full_path(f"{directory}/{n}"), recursive=True)
+        store.delete_many(f"{directory}/{n}" for n in mine if n not in dirs)
         return len(mine)
 
     @contextmanager

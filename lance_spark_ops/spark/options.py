@@ -35,6 +35,9 @@ class CompactionOptions:
     dry_run: bool = False
     # ours: commit after every N task groups (partial progress); None = one commit at the end
     commit_every: int | None = None
+    # ours: with a 2.x data_storage_version, move a legacy (0.1) dataset to that version by
+    # rewriting every fragment in one commit (pylance reads no dataset mixing file versions)
+    migrate_legacy: bool = False
 
     def __post_init__(self) -> None:
         if self.target_rows_per_fragment <= 0:

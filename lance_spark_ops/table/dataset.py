@@ -29,9 +29,11 @@ from lance_spark_ops.table.format.feature_flags import check_readable, check_wri
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
 from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
 from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
+from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
     VERSIONS_DIR,
+    BaseResolver,
     ManifestNamingScheme,
     deletion_file_path,
     external_file_path,
@@ -40,6 +42,7 @@ from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
 from lance_spark_ops.table.scan import FragmentScan, output_schema
 
 DEFAULT_BATCH_ROWS = 64 * 1024
+
 
 
 class Dataset:
@@ -85,6 +88,7 @@ class Dataset:
             raise CorruptFileError(f"manifest file for version {version} holds version {mf.manifest.version}",
                                    path=path)
         check_readable(mf.manifest.reader_feature_flags, path)
+        check_manifest(mf.manifest, path)
         return cls(store, mf, scheme, name, manifest_store)
 
     @classmethod
@@ -240,8 +244,18 @@ class Dataset:
     def last_updated_at_versions(self, fragment: DataFragment) -> np.ndarray | None:
         return self._versions_of(fragment, "last_updated_at")
 
+    @property
+    def base_resolver(self) -> BaseResolver:
+        """Locates data and deletion files, also under the manifest's registered base paths."""
+        cached = getattr(self, "_resolver", None)
+        if cached is None or cached[0] is not self.manifest:
+            cached = (self.manifest, BaseResolver(self.store, self.manifest.base_paths,
+                                                  self.store.uri(self.manifest_path)))
+            self._resolver = cached
+        return cached[1]
+
     def deleted_offsets(self, fragment: DataFragment) -> np.ndarray:
-        return deleted_offsets(self.store, fragment)
+        return deleted_offsets(self.store, fragment, self.base_resolver)
 
     def live_mask(self, fragment: DataFragment) -> np.ndarray | None:
         """True per physical row that is not deleted; None when the fragment has no deletions."""
@@ -260,7 +274,7 @@ class Dataset:
         if fragment.physical_rows is not None:
             return fragment.physical_rows
         return FragmentScan(self.store, fragment, [], row_ids=None, keep=None, with_row_id=False,
-                            with_row_address=False).num_rows
+                            with_row_address=False, resolver=self.base_resolver).num_rows
 
     # -- scanning ----------------------------------------------------------
     def _fields(self, columns: Sequence[str] | None) -> list[LanceField]:
@@ -299,14 +313,15 @@ class Dataset:
         return [by_id[i] for i in fragment_ids]
 
     def output_schema(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
-                      with_row_address: bool = False) -> pa.Schema:
+                      with_row_address: bool = False, blobs: str = "descriptions") -> pa.Schema:
+        """Schema of scans; blob columns are descriptions unless ``blobs="bytes"`` (``table.scan``)."""
         return output_schema(self._fields(columns), with_row_id, with_row_address,
-                             self.manifest.schema.metadata)
+                             self.manifest.schema.metadata, blobs)
 
     def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
                       with_row_id: bool = False, with_row_address: bool = False,
-                      batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False
-                      ) -> Iterator[pa.RecordBatch]:
+                      batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
+                      blobs: str = "descriptions") -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
         (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart)."""
         if batch_rows <= 0:
@@ -315,14 +330,15 @@ class Dataset:
         fields = self._fields(columns)
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
-                            with_row_id=with_row_id, with_row_address=with_row_address)
+                            with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs,
+                            resolver=self.base_resolver)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
                                    path=self.store.uri(self.manifest_path))
         scan.row_ids = row_ids
         scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
-        schema = self.output_schema(columns, with_row_id, with_row_address)
+        schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
         for batch in scan.batches(batch_rows):
             yield batch.replace_schema_metadata(schema.metadata)
 
@@ -335,14 +351,50 @@ class Dataset:
             yield from self.scan_fragment(frag, columns, with_row_id, with_row_address, batch_rows)
 
     def to_table(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
-                 with_row_address: bool = False, fragment_ids: Sequence[int] | None = None) -> pa.Table:
-        """All live rows of the selected fragments (default: all) as one table."""
-        schema = self.output_schema(columns, with_row_id, with_row_address)
+                 with_row_address: bool = False, fragment_ids: Sequence[int] | None = None,
+                 blobs: str = "descriptions") -> pa.Table:
+        """All live rows of the selected fragments (default: all) as one table (blob columns:
+        descriptions, as pylance; ``blobs="bytes"`` reads blob v1 payloads instead)."""
+        schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
         batches = []
         for frag in self._select_fragments(fragment_ids):
             rows = frag.physical_rows or DEFAULT_BATCH_ROWS
-            batches.extend(self.scan_fragment(frag, columns, with_row_id, with_row_address, max(rows, 1)))
+            batches.extend(self.scan_fragment(frag, columns, with_row_id, with_row_address, max(rows, 1),
+                                              blobs=blobs))
         return pa.Table.from_batches(batches, schema=schema)
+
+    def take_blobs(self, column: str, indices: Sequence[int], *, allow_external: bool = False
+                   ) -> list[bytes | None]:
+        """Payload bytes of blob column ``column`` at live-row ``indices`` (as ``to_table`` rows
+        are numbered), like pylance's ``take_blobs(column, indices=...)`` read whole; None for
+        null rows. Blobs stored outside the dataset (``blob_uri``) need ``allow_external``."""
+        from lance_spark_ops.table.blob import blob_data_file, blob_version, read_payloads
+
+        (field,) = self._fields([column])
+        version = blob_version(field)
+        if version is None:
+            raise InvalidInputError(f"column {column!r} is not a blob column", path=self.uri)
+        want = np.asarray(indices, dtype=np.int64)
+        out: list[bytes | None] = [None] * len(want)
+        base = 0
+        for frag in self.fragments:
+            n = frag.num_rows
+            if n is None:
+                n = int(self._keep(frag, self._physical_rows(frag)).sum())
+            sel = np.flatnonzero((want >= base) & (want < base + n))
+            if sel.size:
+                desc = pa.Table.from_batches(list(self.scan_fragment(frag, [column])),
+                                             schema=self.output_schema([column])).column(0).combine_chunks()
+                store, rel = blob_data_file(frag, field, self.base_resolver)
+                got = read_payloads(store, rel, desc.take(pa.array(want[sel] - base)), version,
+                                    allow_external=allow_external)
+                for i, g in zip(sel.tolist(), got, strict=True):
+                    out[i] = g
+            base += n
+        bad = want[(want < 0) | (want >= base)]
+        if bad.size:
+            raise InvalidInputError(f"row index {int(bad[0])} out of range ({base} rows)", path=self.uri)
+        return out
 
     def __repr__(self) -> str:
         return (f"Dataset({self.uri!r}, version={self.version}, fragments={len(self.fragments)}, "

@@ -20,6 +20,7 @@ from __future__ import annotations
 
 import os
 from collections.abc import Sequence
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -97,12 +98,16 @@ def decode_bitmap(data: bytes, path: str | None = None) -> np.ndarray:
 
 
 # -- store I/O -----------------------------------------------------------------
-def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: DeletionFile) -> np.ndarray:
-    """Deleted row offsets of a fragment, sorted unique ``uint32``."""
+def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: DeletionFile,
+                       resolver: Any = None) -> np.ndarray:
+    """Deleted row offsets of a fragment, sorted unique ``uint32``. A deletion file under another
+    base path (``base_id``) needs the manifest's ``paths.BaseResolver``."""
     rel = deletion_file_path(fragment_id, deletion_file)
-    if deletion_file.base_id is not None:
-        raise UnsupportedError(f"deletion file lives under base path {deletion_file.base_id}, which is "
-                               "not supported", path=store.uri(rel))
+    if resolver is not None:
+        store, rel = resolver.deletion_file(fragment_id, deletion_file)
+    elif deletion_file.base_id is not None:
+        raise UnsupportedError(f"deletion file lives under base path {deletion_file.base_id}; reading it "
+                               "needs the manifest's base paths", path=store.uri(rel))
     try:
         data = store.read(rel)
     except NotFoundError as e:
@@ -113,11 +118,11 @@ def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: Dele
     return decode_bitmap(data, path)
 
 
-def deleted_offsets(store: ObjectStore, fragment: DataFragment) -> np.ndarray:
+def deleted_offsets(store: ObjectStore, fragment: DataFragment, resolver: Any = None) -> np.ndarray:
     """The fragment's deleted offsets (empty when it has no deletion file)."""
     if fragment.deletion_file is None:
         return np.empty(0, dtype=np.uint32)
-    return read_deletion_file(store, fragment.id, fragment.deletion_file)
+    return read_deletion_file(store, fragment.id, fragment.deletion_file, resolver)
 
 
 def keep_mask(deleted: np.ndarray, physical_rows: int, where: str | None = None) -> np.ndarray:

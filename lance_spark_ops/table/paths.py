@@ -21,10 +21,13 @@ cannot make us read or delete outside the dataset root.
 from __future__ import annotations
 
 import json
+import os
 import re
 from enum import Enum
+from typing import Any
 
 from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFile, DeletionFile, ExternalFile
 from lance_spark_ops.table.format.rowids import U64_MAX
 
@@ -159,3 +162,59 @@ def transaction_file_name(read_version: int, uuid: str) -> str:
 def external_file_path(ext: ExternalFile, what: str, where: str | None = None) -> str:
     """Row-id / version sequence files are relative to the dataset root."""
     return safe_relative(ext.path, what, where)
+
+
+class BaseResolver:
+    """Where a data / deletion file of a manifest lives: the dataset's own root, or one of the
+    manifest's registered base paths (``Manifest.base_paths``, shallow clones and multi-base
+    datasets) chosen by the file's ``base_id``.
+
+    A base path that is a dataset root holds ``data/`` and ``_deletions/`` like any dataset;
+    another base path holds data files directly (it cannot hold deletion files). On local
+    file systems a resolved file whose real path (symlinks followed) leaves its root is refused.
+    """
+
+    def __init__(self, store: ObjectStore, base_paths: list[Any], where: str | None = None) -> None:
+        self.store = store
+        self.where = where
+        self.bases = {int(b.id): b for b in base_paths}
+        self._stores: dict[int, ObjectStore] = {}
+
+    def _base(self, base_id: int, what: str) -> tuple[Any, ObjectStore]:
+        base = self.bases.get(base_id)
+        if base is None:
+            raise CorruptFileError(f"{what} names base path id {base_id}, which the manifest does not "
+                                   f"register (ids: {sorted(self.bases)})", path=self.where)
+        if base_id not in self._stores:
+            path = base.path
+            if not path or not (path.startswith("/") or "://" in path or re.match(r"^[A-Za-z]:[/\\]", path)):
+                raise CorruptFileError(f"base path {base_id} {path!r} is not absolute", path=self.where)
+            self._stores[base_id] = ObjectStore(path, self.store.storage_options)
+        return base, self._stores[base_id]
+
+    def data_file(self, data_file: DataFile, where: str | None = None) -> tuple[ObjectStore, str]:
+        """(store, path relative to it) of a data file."""
+        if data_file.base_id is None:
+            return self._checked(self.store, data_file_path(data_file, where))
+        base, store = self._base(data_file.base_id, f"data file {data_file.path!r}")
+        rel = safe_relative(data_file.path, "data file", where)
+        return self._checked(store, f"{DATA_DIR}/{rel}" if base.is_dataset_root else rel)
+
+    def deletion_file(self, fragment_id: int, deletion_file: DeletionFile) -> tuple[ObjectStore, str]:
+        rel = deletion_file_path(fragment_id, deletion_file)
+        if deletion_file.base_id is None:
+            return self._checked(self.store, rel)
+        base, store = self._base(deletion_file.base_id, f"deletion file of fragment {fragment_id}")
+        if not base.is_dataset_root:
+            raise CorruptFileError(f"deletion file of fragment {fragment_id} names base path "
+                                   f"{deletion_file.base_id}, which is not a dataset root", path=self.where)
+        return self._checked(store, rel)
+
+    def _checked(self, store: ObjectStore, rel: str) -> tuple[ObjectStore, str]:
+        if store.protocol == "file":
+            root = os.path.realpath(store.root_path)
+            real = os.path.realpath(store.full_path(rel))
+            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
+                raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
+                                       f"{root!r}", path=store.uri(rel))
+        return store, rel

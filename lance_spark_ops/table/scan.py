@@ -29,22 +29,32 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description_field, v1_descriptions
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
-from lance_spark_ops.table.paths import data_file_path
+from lance_spark_ops.table.format.support import check_data_file
+from lance_spark_ops.table.paths import BaseResolver
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
+BLOB_MODES = ("descriptions", "bytes")
 _PACKED_KEYS = (b"packed", b"lance-encoding:packed")
 
 
 def output_schema(fields: list[LanceField], with_row_id: bool, with_row_address: bool,
-                  metadata: dict[bytes, bytes] | None = None) -> pa.Schema:
-    """Dataset fields, then ``_rowid`` and ``_rowaddr`` (``uint64``) when asked for."""
-    out = [f.to_arrow() for f in fields]
+                  metadata: dict[bytes, bytes] | None = None, blobs: str = "descriptions") -> pa.Schema:
+    """Dataset fields, then ``_rowid`` and ``_rowaddr`` (``uint64``) when asked for.
+
+    Blob columns (``table.blob``) are their descriptions, as pylance's ``to_table`` returns
+    them, unless ``blobs="bytes"`` (blob v1 only: the payloads, as the dataset type).
+    """
+    if blobs not in BLOB_MODES:
+        raise InvalidInputError(f"blobs must be one of {BLOB_MODES}, got {blobs!r}")
+    out = [description_field(f) if blobs == "descriptions" and blob_version(f) else f.to_arrow()
+           for f in fields]
     if with_row_id:
         out.append(pa.field(ROW_ID, pa.uint64()))
     if with_row_address:
@@ -52,8 +62,13 @@ def output_schema(fields: list[LanceField], with_row_id: bool, with_row_address:
     return pa.schema(out, metadata=metadata or None)
 
 
-def _open_reader(store: ObjectStore, rel: str) -> LanceFileReader:
-    return LanceFileReader(rel, store=store)
+def _open_reader(store: ObjectStore, rel: str, legacy: bool = False) -> LanceFileReader:
+    return LanceFileReader(rel, store=store, legacy=legacy)
+
+
+def file_field_ids(data_file: DataFile) -> set[int]:
+    """Dataset field ids stored in ``data_file`` (``DataFile.stored_field_ids``)."""
+    return data_file.stored_field_ids()
 
 
 def is_packed(node: LanceField) -> bool:
@@ -91,9 +106,14 @@ class FileView:
     def __init__(self, data_file: DataFile, reader: LanceFileReader, where: str) -> None:
         self.reader = reader
         self.where = where
-        self.colmap = data_file.field_columns()
         schema = reader.metadata.schema
-        self.owners = column_owners(schema.fields, reader.version)
+        if data_file.is_legacy:  # one "column" per field, pre-order, as in 2.0; ids are the dataset's
+            self.owners = column_owners(schema.fields, "2.0")
+            listed = file_field_ids(data_file)
+            self.colmap = {o.id: i for i, o in enumerate(self.owners) if o.id in listed}
+        else:
+            self.colmap = data_file.field_columns()
+            self.owners = column_owners(schema.fields, reader.version)
         self.parent: dict[int, LanceField | None] = {}
         for top in schema.fields:
             self.parent[id(top)] = None
@@ -169,6 +189,15 @@ class _FromFile:
     path: list[int]
     fnode: LanceField
     dnode: LanceField
+    raw: bool = False  # blob v2 descriptions: the file's type, not the dataset's
+
+
+@dataclass
+class _BlobDescriptions:
+    """A blob v1 column read as (position, size) descriptions, payloads left alone."""
+
+    file: int
+    top: str
 
 
 @dataclass
@@ -178,7 +207,7 @@ class _StructOf:
     validity: _FromFile
 
 
-_Plan = _Nulls | _FromFile | _StructOf
+_Plan = _Nulls | _FromFile | _StructOf | _BlobDescriptions
 
 
 class FragmentScan:
@@ -186,9 +215,11 @@ class FragmentScan:
 
     def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
-                 with_row_id: bool, with_row_address: bool) -> None:
+                 with_row_id: bool, with_row_address: bool, blobs: str = "descriptions",
+                 resolver: BaseResolver | None = None) -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
-        ``keep``: live-row mask over the physical rows (None: nothing deleted)."""
+        ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
+        ``output_schema``."""
         self.store = store
         self.fragment = fragment
         self.fields = fields
@@ -196,26 +227,31 @@ class FragmentScan:
         self.keep = keep
         self.with_row_id = with_row_id
         self.with_row_address = with_row_address
-        self.schema = output_schema(fields, with_row_id, with_row_address)
+        self.blobs = blobs
+        self.resolver = resolver if resolver is not None else BaseResolver(store, [])
+        self.schema = output_schema(fields, with_row_id, with_row_address, blobs=blobs)
         self.views: dict[int, FileView] = {}
+        self._check_files()
         self.plans = [self._plan(f) for f in fields]
         self.num_rows = self._physical_rows()
 
     # -- planning --------------------------------------------------------
+    def _check_files(self) -> None:
+        """Refuse any data file we cannot read before planning: a file left out of the plan
+        would read as nulls."""
+        for df in self.fragment.files:
+            store, rel = self.resolver.data_file(df, f"fragment {self.fragment.id}")
+            where = store.uri(rel)
+            check_data_file(df, where, legacy_ok=True)
+            df.validate(where)
+
     def _view(self, k: int) -> FileView:
         if k not in self.views:
             df = self.fragment.files[k]
-            rel = data_file_path(df, f"fragment {self.fragment.id}")
-            where = self.store.uri(rel)
-            if df.is_legacy:
-                raise UnsupportedError(f"legacy (v1, file version {df.file_version}) data files are not "
-                                       "supported", path=where)
-            df.validate(where)
-            if df.base_id is not None:
-                raise UnsupportedError(f"data file lives under base path {df.base_id} (shallow clone / "
-                                       "multi-base dataset), which is not supported", path=where)
+            store, rel = self.resolver.data_file(df, f"fragment {self.fragment.id}")
+            where = store.uri(rel)
             try:
-                reader = _open_reader(self.store, rel)
+                reader = _open_reader(store, rel, df.is_legacy)
             except NotFoundError as e:
                 raise NotFoundError(f"data file of fragment {self.fragment.id} is missing", path=where) from e
             self.views[k] = FileView(df, reader, where)
@@ -223,10 +259,18 @@ class FragmentScan:
 
     def _covering(self, dnode: LanceField) -> list[int]:
         ids = {n.id for n in dnode.walk()}
-        return [k for k, df in enumerate(self.fragment.files) if ids & df.field_columns().keys()]
+        return [k for k, df in enumerate(self.fragment.files) if ids & file_field_ids(df)]
 
     def _plan(self, dnode: LanceField) -> _Plan:
         files = self._covering(dnode)
+        blob = blob_version(dnode)
+        if blob and self.blobs == "descriptions":
+            if not files:
+                return _Nulls(description_field(dnode).type)
+            return self._blob_plan(files, dnode, blob)
+        if blob == 2:
+            raise UnsupportedError(f"blob v2 column {dnode.name!r}: reading or rewriting its payloads "
+                                   "through a scan is not supported (use Dataset.take_blobs)")
         if not files:
             return _Nulls(dnode.arrow_type())
         if len(files) == 1 or dnode.logical_type != "struct" or is_packed(dnode):
@@ -236,6 +280,18 @@ class FragmentScan:
             return self._from_file(files[0], dnode)
         children = [self._plan(c) for c in dnode.children]
         return _StructOf(dnode, children, self._from_file(files[0], dnode))
+
+    def _blob_plan(self, files: list[int], dnode: LanceField, blob: int) -> _Plan:
+        if len(files) > 1:
+            raise UnsupportedError(f"blob column {dnode.name!r} is split over {len(files)} data files")
+        plan = self._from_file(files[0], dnode)
+        if plan.path:
+            raise UnsupportedError(f"blob column {dnode.name!r} inside a struct is not supported",
+                                   path=self.views[plan.file].where)
+        if blob == 1:
+            return _BlobDescriptions(plan.file, plan.top)
+        plan.raw = True
+        return plan
 
     def _from_file(self, k: int, dnode: LanceField) -> _FromFile:
         view = self._view(k)
@@ -259,16 +315,25 @@ class FragmentScan:
         return declared
 
     # -- execution -------------------------------------------------------
-    def _eval(self, plan: _Plan, batches: dict[int, pa.RecordBatch], n: int) -> pa.Array:
+    def _eval(self, plan: _Plan, batches: dict[int, pa.RecordBatch], start: int, n: int) -> pa.Array:
         if isinstance(plan, _Nulls):
             return pa.nulls(n, plan.type)
+        if isinstance(plan, _BlobDescriptions):
+            reader = self.views[plan.file].reader
+            return v1_descriptions(*reader.blob_descriptions(plan.top, start, start + n))
         if isinstance(plan, _FromFile):
             arr = batches[plan.file].column(plan.top)
             for i in plan.path:
                 arr = arr.field(i)
+            if plan.raw:
+                if arr.type != V2_DESCRIPTION:
+                    raise CorruptFileError(f"blob column {plan.dnode.name!r} is {arr.type} in the file, "
+                                           f"expected the descriptions {V2_DESCRIPTION}",
+                                           path=self.views[plan.file].where)
+                return arr
             return self.views[plan.file].conform(arr, plan.fnode, plan.dnode)
-        children = [self._eval(c, batches, n) for c in plan.children]
-        holder = self._eval(plan.validity, batches, n)
+        children = [self._eval(c, batches, start, n) for c in plan.children]
+        holder = self._eval(plan.validity, batches, start, n)
         mask = pc.invert(holder.is_valid()) if holder.null_count else None
         return pa.StructArray.from_arrays(children, fields=list(plan.dnode.arrow_type()), mask=mask)
 
@@ -308,7 +373,7 @@ class FragmentScan:
             keep = None if self.keep is None else self.keep[start:stop]
             if keep is not None and not keep.any():
                 continue
-            arrays = [self._eval(p, batches, n) for p in self.plans]
+            arrays = [self._eval(p, batches, start, n) for p in self.plans]
             if self.with_row_id or self.with_row_address:
                 addr = np.arange(start, stop, dtype=np.uint64) | frag_base
                 if self.with_row_id:

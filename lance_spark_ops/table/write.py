@@ -29,7 +29,8 @@ from lance_spark_ops.errors import (
     SchemaError,
     UnsupportedError,
 )
-from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
+from lance_spark_ops.file.legacy.writer import LEGACY_MINOR, LegacyFileWriter
+from lance_spark_ops.file.schema import LanceField, LanceSchema, schema_from_arrow
 from lance_spark_ops.file.writer import DEFAULT_PAGE_BYTES, LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, commit_transaction
@@ -44,7 +45,7 @@ from lance_spark_ops.table.scan import column_owners
 __all__ = ["data_file_name", "delete_rows", "write_dataset", "write_fragments"]
 
 MODES = ("create", "append", "overwrite")
-VERSIONS = ("2.0", "2.1", "2.2")
+VERSIONS = ("0.1", "2.0", "2.1", "2.2")
 DEFAULT_MAX_ROWS_PER_FILE = 1024 * 1024
 
 Data = pa.Table | pa.RecordBatch | pa.RecordBatchReader | Iterable[pa.RecordBatch]
@@ -97,6 +98,39 @@ def _conform(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordB
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
+def appended_schema(dataset: LanceSchema, data: pa.Schema, where: str) -> LanceSchema:
+    """The part of ``dataset``'s schema that appended ``data`` holds (ids kept), as pylance
+    accepts it: nullable fields (or struct children) may be left out and read as null; a
+    left-out non-nullable field or a column the dataset lacks is a SchemaError."""
+
+    def pick(fields: list[LanceField], present: dict[str, pa.Field], path: str) -> list[LanceField]:
+        known = {f.name for f in fields}
+        extra = [n for n in present if n not in known]
+        if extra:
+            raise SchemaError(f"data has column(s) {[path + n for n in extra]} the dataset does not have",
+                              path=where)
+        out = []
+        for f in fields:
+            given = present.get(f.name)
+            if given is None:
+                if not f.nullable:
+                    raise SchemaError(f"non-nullable column {path + f.name!r} is missing from the appended "
+                                      "data", path=where)
+                continue
+            if f.logical_type == "struct" and pa.types.is_struct(given.type) and not _packed(f):
+                kids = {given.type.field(i).name: given.type.field(i) for i in range(given.type.num_fields)}
+                out.append(replace(f, children=pick(f.children, kids, f"{path}{f.name}.")))
+            else:
+                out.append(f)
+        return out
+
+    return LanceSchema(pick(dataset.fields, {f.name: f for f in data}, ""), dataset.metadata)
+
+
+def _packed(f: LanceField) -> bool:
+    return any(f.metadata.get(k, b"").lower() == b"true" for k in (b"packed", b"lance-encoding:packed"))
+
+
 def _rows_per_file(batches: Iterator[pa.RecordBatch], limit: int) -> Iterator[list[pa.RecordBatch]]:
     """Group rows into lists of batches holding at most ``limit`` rows each."""
     group: list[pa.RecordBatch] = []
@@ -126,8 +160,12 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
     if max_rows_per_file <= 0:
         raise InvalidInputError(f"max_rows_per_file must be positive, got {max_rows_per_file}")
     arrow_schema = schema.to_arrow()
-    owners = column_owners(schema.fields, version)
-    major, minor = (int(x) for x in version.split("."))
+    if version == "0.1":  # legacy: every field, pre-order, no column indices, recorded as (0, 2)
+        owners, indices, (major, minor) = list(schema.walk()), [], (0, LEGACY_MINOR)
+    else:
+        owners = column_owners(schema.fields, version)
+        indices = list(range(len(owners)))
+        major, minor = (int(x) for x in version.split("."))
     frags: list[DataFragment] = []
     conformed = (_conform(b, arrow_schema, store.uri("")) for b in batches)
     for group in _rows_per_file(conformed, max_rows_per_file):
@@ -135,12 +173,20 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
         rel = f"{DATA_DIR}/{name}"
         if written is not None:
             written.append(rel)
-        with LanceFileWriter(rel, arrow_schema, version=version, store=store,
-                             page_bytes=page_bytes or DEFAULT_PAGE_BYTES) as w:
+        if version == "0.1":
+            w: Any = LegacyFileWriter(rel, arrow_schema, store=store, lance_schema=schema)
+        else:
+            w = LanceFileWriter(rel, arrow_schema, version=version, store=store,
+                                page_bytes=page_bytes or DEFAULT_PAGE_BYTES)
+        with w:
             for b in group:
                 w.write(b)
         rows, size = w.close()
-        files = [DataFile(name, [o.id for o in owners], list(range(len(owners))), major, minor, size)]
+        if version == "0.1":  # the manifest of a legacy dataset carries the dictionaries too
+            for node in schema.walk():
+                if node.dictionary is None and node.id in w.dictionaries:
+                    node.dictionary = w.dictionaries[node.id]
+        files = [DataFile(name, [o.id for o in owners], indices, major, minor, size)]
         frags.append(DataFragment(0, files, physical_rows=rows))
     return frags
 
@@ -160,9 +206,10 @@ def _storage_version(requested: str | None, existing: Dataset | None, mode: str)
                                     f"{requested}")
     else:
         v = requested or (existing.data_storage_version if existing is not None else "2.2")
-    v = {"stable": "2.2"}.get(v, v)
+    v = {"stable": "2.2", "legacy": "0.1"}.get(v, v)
     if v not in VERSIONS:
-        raise UnsupportedError(f"data storage version {v!r} is not supported (use 2.0, 2.1 or 2.2)")
+        raise UnsupportedError(f"data storage version {v!r} is not supported (use 0.1/legacy, 2.0, 2.1 "
+                               "or 2.2)")
     return v
 
 
@@ -177,7 +224,8 @@ def write_dataset(data: Data, uri: str, schema: pa.Schema | None = None, mode: s
 
     ``mode``: ``create`` (fails if the dataset exists), ``append`` (creates it when absent) or
     ``overwrite``. ``data_storage_version`` is 2.0, 2.1 or 2.2 (default: the dataset's, or 2.2).
-    Appended data must have the dataset's columns and types (any column order).
+    Appended data must have the dataset's types (any column order); nullable columns and
+    struct children may be left out (they read as null), as pylance allows.
     ``page_bytes`` overrides the writer's page size (default 8 MiB).
     """
     if mode not in MODES:
@@ -192,7 +240,10 @@ def write_dataset(data: Data, uri: str, schema: pa.Schema | None = None, mode: s
     if existing is not None:
         existing.check_writable()
     if mode == "append" and existing is not None:
-        lance_schema = existing.lance_schema
+        lance_schema = appended_schema(existing.lance_schema, arrow_schema, store.uri(""))
+        if version == "0.1" and len(list(lance_schema.walk())) != len(list(existing.lance_schema.walk())):
+            raise SchemaError("appends to a legacy (0.1) dataset must hold every column (pylance refuses "
+                              "them too)", path=store.uri(""))
     else:
         lance_schema = schema_from_arrow(arrow_schema)
     written: list[str] = []
@@ -235,7 +286,7 @@ def delete_rows(dataset: Dataset, offsets: Mapping[int, Sequence[int] | np.ndarr
             if new.size and (new.min() < 0 or new.max() >= n):
                 raise InvalidInputError(f"fragment {fid} has {n} rows; cannot delete offsets "
                                         f"{int(new.min())}..{int(new.max())}", path=dataset.uri)
-            merged = np.union1d(deleted_offsets(store, frag).astype(np.int64), new)
+            merged = np.union1d(deleted_offsets(store, frag, dataset.base_resolver).astype(np.int64), new)
             if merged.size == n:
                 removed.append(fid)
                 continue

@@ -14,9 +14,9 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 import pytest
+from google.protobuf.message import Message
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
-from google.protobuf.message import Message
 
 from lance_spark_ops import LanceFileReader
 from lance_spark_ops.file.columns import page_layout

@@ -161,12 +161,12 @@ def test_bad_arguments(pylance_dataset) -> None:
         ds.to_table(fragment_ids=[42])
 
 
-def test_other_base_paths_unsupported(dataset_copy) -> None:
+def test_unregistered_base_path_refused(dataset_copy) -> None:
     uri = dataset_copy("basic")
 
     def edit(m):
         m.fragments[0].files[0].base_id = 1
 
     _edit_manifest(uri, edit)
-    with pytest.raises(UnsupportedError, match="base path"):
+    with pytest.raises(CorruptFileError, match="base path id 1"):
         Dataset.open(uri).to_table()

@@ -512,7 +512,7 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     return out.reshape(n, width * lanes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pack_plan(t_bits: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per transposed row: output word, shift, the first row of each word, spilling rows."""
     r = np.arange(t_bits, dtype=np.int64)

@@ -25,10 +25,13 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
+from lance_spark_ops.file.legacy.writer import LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
+from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
@@ -71,17 +74,47 @@ class _FragmentSink:
 
     def __init__(self, ds: Dataset, spec: RewriteSpec, prefix: str) -> None:
         self.ds, self.spec, self.prefix = ds, spec, prefix
-        self.schema = ds.schema
-        self.field_ids, self.column_indices = data_file_field_ids(ds.lance_schema.fields, spec.file_version)
+        self.blob_v2 = [f for f in ds.lance_schema.fields if blob_version(f) == 2]
+        self.blobs = "descriptions" if self.blob_v2 else "bytes"
+        if self.blob_v2 and any(blob_version(f) == 1 for f in ds.lance_schema.fields):
+            raise UnsupportedError("a dataset with both blob v1 and blob v2 columns cannot be rewritten",
+                                   path=ds.uri)
+        # blob v2 columns are rewritten as their packed descriptors, payloads carried to sidecars
+        self.file_schema = LanceSchema([descriptor_lance_field(f) if blob_version(f) == 2 else f
+                                        for f in ds.lance_schema.fields], ds.lance_schema.metadata)
+        self.schema = self.file_schema.to_arrow()
+        self.sources: dict[int, tuple[Any, str]] = {}  # blob v2 field id -> its current data file
+        self.carrier: BlobCarrier | None = None
+        self.sidecars: list[str] = []
+        if spec.file_version == "0.1":  # every field, pre-order; v1 files have no column indices
+            self.field_ids, self.column_indices = [f.id for f in ds.lance_schema.walk()], []
+        else:
+            self.field_ids, self.column_indices = data_file_field_ids(self.file_schema.fields,
+                                                                      spec.file_version)
         self.done: list[tuple[DataFile, int]] = []
         self.writer: LanceFileWriter | None = None
         self.name = ""
 
     def _open(self) -> LanceFileWriter:
         self.name = f"{self.prefix}-{uuid.uuid4().hex}.lance"
+        if self.spec.file_version == "0.1":
+            return LegacyFileWriter(f"{DATA_DIR}/{self.name}", self.schema, store=self.ds.store,
+                                    lance_schema=self.ds.lance_schema)
+        if self.blob_v2:
+            self.carrier = BlobCarrier(self.ds.store, f"{DATA_DIR}/{self.name}")
         return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
-                               lance_schema=self.ds.lance_schema)
+                               lance_schema=self.file_schema)
+
+    def _carry(self, part: pa.RecordBatch) -> pa.RecordBatch:
+        """Blob v2 descriptors of ``part`` pointing at the new file's sidecars."""
+        if self.carrier is None:
+            return part
+        cols = list(part.columns)
+        for f in self.blob_v2:
+            i = part.schema.get_field_index(f.name)
+            cols[i] = self.carrier.carry(cols[i], self.sources[f.id])
+        return pa.RecordBatch.from_arrays(cols, schema=self.schema)
 
     def copy_file(self, reader: LanceFileReader, keep: np.ndarray) -> tuple[int, int] | None:
         """Binary copy of a data file's pages: all of them when ``keep`` (live rows) is all
@@ -111,7 +144,7 @@ class _FragmentSink:
                 self.writer = self._open()
             room = self.spec.max_rows_per_file - self.writer.rows_written
             part = batch.slice(start, room)
-            self.writer.write(part)
+            self.writer.write(self._carry(part))
             start += part.num_rows
             full = self.writer.rows_written >= self.spec.max_rows_per_file
             too_big = (self.spec.max_bytes_per_file is not None
@@ -123,6 +156,10 @@ class _FragmentSink:
         if self.writer is None:
             return
         rows, size = self.writer.close()
+        if self.carrier is not None:
+            self.carrier.close()
+            self.sidecars += self.carrier.written
+            self.carrier = None
         major, minor = file_version_numbers(self.spec.file_version)
         self.done.append((DataFile(self.name, list(self.field_ids), list(self.column_indices), major, minor,
                                    size), rows))
@@ -132,6 +169,10 @@ class _FragmentSink:
         if self.writer is not None:
             self.writer.abort()
             self.writer = None
+        if self.carrier is not None:
+            self.carrier.abort()
+            self.carrier = None
+        self.ds.store.delete_many(self.sidecars)
         return [df.path for df, _ in self.done]
 
 
@@ -167,7 +208,8 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
             if spec.mode == "force_binary_copy":
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows):
+            sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs):
                 rows_read += batch.num_rows
                 sink.write(batch)
         sink.roll()
@@ -203,15 +245,19 @@ def _peak_rss() -> int:
 def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _FragmentSink
               ) -> LanceFileReader | None:
     """A reader over the fragment's only data file when its pages can be moved: one data
-    file holding every field, same file version (deleted rows are handled page by page)."""
-    if len(frag.files) != 1:
+    file holding every field, same file version, no blob column (deleted rows are handled
+    page by page)."""
+    if len(frag.files) != 1 or frag.files[0].is_legacy or spec.file_version == "0.1":
         return None
+    if any(blob_version(f) for f in ds.lance_schema.fields):
+        return None  # blob descriptors hold absolute offsets into the old file: re-encode
     df = frag.files[0]
     if (df.file_major_version, df.file_minor_version) != file_version_numbers(spec.file_version):
         return None
     if list(df.fields) != sink.field_ids or list(df.column_indices) != sink.column_indices:
         return None
-    return LanceFileReader(f"{DATA_DIR}/{df.path}", store=ds.store)
+    store, rel = ds.base_resolver.data_file(df)
+    return LanceFileReader(rel, store=store, legacy=False)
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:

@@ -46,7 +46,12 @@ from dataclasses import dataclass, replace
 import numpy as np
 
 from lance_spark_ops._version import __version__
-from lance_spark_ops.errors import CommitConflict, InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    IncompatibleTransaction,
+    InvalidInputError,
+    UnsupportedError,
+)
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.table.commit.indices import (
     IndexMetadata,
@@ -84,7 +89,7 @@ from lance_spark_ops.table.format.transaction import (
 from lance_spark_ops.table.rowids import decode_row_ids, encode_row_ids
 
 WRITER_LIBRARY = "lance-spark-ops"
-SUPPORTED_STORAGE_VERSIONS = ("2.0", "2.1", "2.2")
+SUPPORTED_STORAGE_VERSIONS = ("0.1", "2.0", "2.1", "2.2")
 
 
 def writer_version() -> WriterVersion:
@@ -370,9 +375,18 @@ def _storage_format(previous: Manifest | None, frags: list[DataFragment], op: Op
     if requested is not None and requested not in SUPPORTED_STORAGE_VERSIONS:
         raise UnsupportedError(f"data storage version {requested!r} is not supported "
                                f"(use one of {', '.join(SUPPORTED_STORAGE_VERSIONS)})")
+    if previous is not None and isinstance(op, Rewrite) and requested is not None \
+            and requested != previous.data_storage_version:
+        # a whole-dataset rewrite moving to another file version (legacy -> 2.x migration)
+        found = {"0.1" if d.is_legacy else d.file_version for f in frags for d in f.files}
+        if found - {requested}:
+            raise IncompatibleTransaction(f"moving the dataset to {requested} files, but the version would "
+                                          f"still hold {sorted(found - {requested})} files (pylance reads no "
+                                          "dataset mixing file versions)")
+        return DataStorageFormat("lance", requested)
     if previous is not None and not isinstance(op, Overwrite):
         return previous.data_storage_format
-    found = {d.file_version for f in frags for d in f.files}
+    found = {"0.1" if d.is_legacy else d.file_version for f in frags for d in f.files}
     if previous is not None and not found:  # an Overwrite with no data keeps the version
         return DataStorageFormat("lance", requested) if requested else previous.data_storage_format
     if len(found) > 1:

@@ -89,6 +89,13 @@ class DataFile:
         return {f: c for f, c in zip(self.fields, self.column_indices, strict=False)
                 if f != TOMBSTONE_FIELD_ID and c >= 0}
 
+    def stored_field_ids(self) -> set[int]:
+        """Dataset field ids stored in this file (legacy v1 files list no column indices:
+        every listed field is in the file, under its own id)."""
+        if self.is_legacy:
+            return {f for f in self.fields if f != TOMBSTONE_FIELD_ID}
+        return set(self.field_columns())
+
     def validate(self, where: str) -> None:
         if not self.is_legacy and len(self.fields) != len(self.column_indices):
             raise CorruptFileError(f"data file lists {len(self.fields)} fields but "

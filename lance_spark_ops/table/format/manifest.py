@@ -25,14 +25,16 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 
-from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import CorruptFileError, SchemaError
+from lance_spark_ops._pb import file_pb2, table_pb2
+from lance_spark_ops.errors import CorruptFileError, SchemaError, UnsupportedError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
 from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.support import unknown_field_numbers
 from lance_spark_ops.table.format.transaction import Transaction
 
 MAGIC = b"LANC"
@@ -117,10 +119,16 @@ class Manifest:
     # -- protobuf ------------------------------------------------------------
     @classmethod
     def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None) -> Manifest:
+        for f in pb.fields:  # a schema field we would re-serialize without them
+            numbers = unknown_field_numbers(unknown_of(f))
+            if numbers:
+                raise UnsupportedError(f"schema field {f.name!r} (id {f.id}) has protobuf field(s) {numbers} "
+                                       "this library does not know", path=path)
         try:
             schema = schema_from_pb(list(pb.fields), dict(pb.schema_metadata))
         except SchemaError as e:
-            raise CorruptFileError(f"manifest schema: {e}", path=path) from e
+            kind = UnsupportedError if "unsupported logical type" in str(e) else CorruptFileError
+            raise kind(f"manifest schema: {e}", path=path) from e
         try:
             fragments = [DataFragment.from_pb(f) for f in pb.fragments]
         except CorruptFileError as e:
@@ -266,12 +274,44 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
                                path=path)
     pb = _parse_pb(table_pb2.Manifest, bytes(data[pos + 4 : end]), "manifest", path)
     manifest = Manifest.from_pb(pb, path)
+    _load_dictionaries(pb, manifest, data, path)
     txn = idx = None
     if manifest.inline_transaction_offset is not None:
         txn = _section(data, manifest.inline_transaction_offset, "inline transaction", path, pos)
     if manifest.index_section is not None:
         idx = _section(data, manifest.index_section, "index section", path, pos)
     return ManifestFile(manifest, txn, idx, path)
+
+
+def _load_dictionaries(pb: table_pb2.Manifest, manifest: Manifest, data: bytes | memoryview,
+                       path: str | None) -> None:
+    """Legacy (0.1) datasets keep each dictionary field's values in the manifest file, at the
+    field's ``dictionary`` (offset, length); read them so a later commit can write them again."""
+    from lance_spark_ops.encoding.v0_1.decode import dictionary_values
+
+    for f in pb.fields:
+        if f.encoding != file_pb2.DICTIONARY or not f.HasField("dictionary") or f.dictionary.length <= 0:
+            continue
+        node = manifest.schema.field_by_id(f.id)
+        dt = node.arrow_type()
+        try:
+            node.dictionary = dictionary_values(dt.value_type, data, int(f.dictionary.offset),
+                                                int(f.dictionary.length))
+        except (CorruptFileError, ValueError, pa.ArrowException) as e:
+            raise CorruptFileError(f"dictionary of field {f.name!r}: {e}", path=path) from e
+
+
+def _write_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[int, int]]:
+    """Write every kept dictionary into ``out``; field id -> (offset, length) to record."""
+    from lance_spark_ops.encoding.v0_1.encode import dictionary_values_page, place
+
+    placed = {}
+    for node in manifest.schema.walk():
+        if node.dictionary is not None:
+            data, position = place(dictionary_values_page(node.id, node.dictionary), len(out))
+            out += data
+            placed[node.id] = (position, len(node.dictionary))
+    return placed
 
 
 def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes | None = None,
@@ -282,6 +322,7 @@ def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes
     cleared) before it is serialized, as Lance's ``write_manifest`` does.
     """
     out = bytearray()
+    placed = _write_dictionaries(manifest, out)
     manifest.index_section = None
     manifest.transaction_offset = None
     manifest.transaction_section = None
@@ -294,7 +335,11 @@ def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes
         body = transaction if isinstance(transaction, bytes) else transaction.to_bytes()
         out += _U32.pack(len(body)) + body
     pos = len(out)
-    body = manifest.to_pb().SerializeToString()
+    pb = manifest.to_pb()
+    for f in pb.fields:
+        if f.id in placed:
+            f.dictionary.offset, f.dictionary.length = placed[f.id]
+    body = pb.SerializeToString()
     out += _U32.pack(len(body)) + body
     out += FOOTER.pack(pos, FOOTER_MAJOR, FOOTER_MINOR, MAGIC)
     return bytes(out)
