@@ -35,50 +35,27 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.compression._arrays import alloc_empty
+from lance_spark_ops.encoding.layers import (
+    ALL_VALID_ITEM,
+    ALL_VALID_LIST,
+    EMPTYABLE_LIST,
+    LAYER_NAMES,
+    NULL_AND_EMPTY_LIST,
+    NULLABLE_ITEM,
+    NULLABLE_LIST,
+    is_list_layer,
+    layer_name,
+    num_def_levels,
+)
+from lance_spark_ops.encoding.leaves import is_single_leaf, map_entries
 from lance_spark_ops.errors import CorruptFileError
 
-# RepDefLayer enum values (encodings_v2_1.proto).
-ALL_VALID_ITEM = 1
-ALL_VALID_LIST = 2
-NULLABLE_ITEM = 3
-NULLABLE_LIST = 4
-EMPTYABLE_LIST = 5
-NULL_AND_EMPTY_LIST = 6
-
-_NAMES = {
-    ALL_VALID_ITEM: "ALL_VALID_ITEM",
-    ALL_VALID_LIST: "ALL_VALID_LIST",
-    NULLABLE_ITEM: "NULLABLE_ITEM",
-    NULLABLE_LIST: "NULLABLE_LIST",
-    EMPTYABLE_LIST: "EMPTYABLE_LIST",
-    NULL_AND_EMPTY_LIST: "NULL_AND_EMPTY_LIST",
-}
-_LIST_KINDS = frozenset((ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
 _ALL_VALID_KINDS = frozenset((ALL_VALID_ITEM, ALL_VALID_LIST, EMPTYABLE_LIST))
-
-
-def layer_name(kind: int) -> str:
-    """Readable name of a ``RepDefLayer`` value (for error messages)."""
-    return _NAMES.get(kind, f"UNKNOWN({kind})")
-
-
-def is_list_layer(kind: int) -> bool:
-    """Whether the layer kind describes a list (has offsets and a rep level)."""
-    return kind in _LIST_KINDS
-
-
-def num_def_levels(kind: int) -> int:
-    """How many def values the layer kind uses (0, 1, or 2 for null-and-empty lists)."""
-    if kind in (ALL_VALID_ITEM, ALL_VALID_LIST):
-        return 0
-    if kind == NULL_AND_EMPTY_LIST:
-        return 2
-    return 1
 
 
 def _check_kinds(layers: list[int]) -> None:
     for k in layers:
-        if k not in _NAMES:
+        if k not in LAYER_NAMES:
             raise CorruptFileError(f"unknown rep/def layer kind {k} in layers {list(layers)}")
     if layers and is_list_layer(layers[0]):
         raise CorruptFileError(
@@ -435,8 +412,6 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
 
 
 def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, out: list[LeafLevels]) -> None:
-    from lance_spark_ops.encoding.structural import _map_entries, is_single_leaf
-
     dt = node_field.type
     if is_single_leaf(node_field):
         _apply_item(state, arr)
@@ -451,7 +426,7 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         return
     if pa.types.is_map(dt):
         _apply_list(state, arr)
-        _shred(_map_entries(dt), arr.values, state, num_rows, out)
+        _shred(map_entries(dt), arr.values, state, num_rows, out)
         return
     if pa.types.is_list(dt) or pa.types.is_large_list(dt):
         _apply_list(state, arr)
@@ -473,8 +448,6 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
     if field is None:
         field = pa.field("", array.type)
     n = len(array)
-    from lance_spark_ops.encoding.structural import is_single_leaf
-
     if is_single_leaf(field):  # fast path: one layer, def = 1 where null
         valid = _validity_np(array)
         if valid.all():

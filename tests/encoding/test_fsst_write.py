@@ -25,7 +25,7 @@ from lance_spark_ops.encoding.compression.fsst import (
     parse_symbol_table,
     serialize_symbol_table,
 )
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, roundtrip, size_ratio, text

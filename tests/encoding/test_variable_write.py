@@ -19,7 +19,7 @@ from lance_spark_ops.encoding.compression.variable import (
     encode_variable_miniblock,
     encode_variable_per_value,
 )
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._write import page_bytes, pylance_page, roundtrip
 

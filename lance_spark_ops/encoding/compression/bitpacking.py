@@ -65,6 +65,7 @@ from lance_spark_ops.encoding.compression._arrays import (
     uint_dtype,
     uint_view,
 )
+from lance_spark_ops.encoding.compression.buffer_compression import decompress_buffer
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
@@ -300,8 +301,6 @@ def decode_inline_bitpacking_miniblock(
     counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
     bufs = [c[0] for c in chunks]
     if msg.HasField("values"):
-        from lance_spark_ops.encoding.compression.general import decompress_buffer
-
         bufs = [memoryview(decompress_buffer(msg.values, b, "inline bitpacking chunk")) for b in bufs]
     data, starts, sizes = join_with_starts(bufs)
     return _inline_ranges(msg, data, starts, sizes, counts, "inline bitpacking")
@@ -323,8 +322,6 @@ def decode_inline_bitpacking_block(
     dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking block")
     data = as_u8(buffer)
     if msg.HasField("values"):
-        from lance_spark_ops.encoding.compression.general import decompress_buffer
-
         data = as_u8(decompress_buffer(msg.values, buffer, "inline bitpacking block"))
     wsize, t_bits = dt.itemsize, dt.itemsize * 8
     nchunks = -(-num_values // BLOCK)
@@ -512,7 +509,7 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     return out.reshape(n, width * lanes)
 
 
-@functools.lru_cache(maxsize=None)
+@functools.cache
 def _pack_plan(t_bits: int, width: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """Per transposed row: output word, shift, the first row of each word, spilling rows."""
     r = np.arange(t_bits, dtype=np.int64)

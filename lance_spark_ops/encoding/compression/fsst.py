@@ -75,7 +75,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
 FSST_MAGIC = 0x46535354
@@ -222,23 +222,17 @@ def _expand(msg: pb.Fsst, block: DataBlock) -> DataBlock:
 
 
 def decode_fsst_miniblock(
-    msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray, codecs: CodecLookup
 ) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
-
-    return _expand(msg, decompress_miniblock_chunks(msg.values, chunks, counts))
+    return _expand(msg, codecs.decompress_miniblock_chunks(msg.values, chunks, counts))
 
 
-def decode_fsst_block(msg: pb.Fsst, buffer: memoryview, num_values: int) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_block
-
-    return _expand(msg, decompress_block(msg.values, buffer, num_values))
+def decode_fsst_block(msg: pb.Fsst, buffer: memoryview, num_values: int, codecs: CodecLookup) -> DataBlock:
+    return _expand(msg, codecs.decompress_block(msg.values, buffer, num_values))
 
 
-def decode_fsst_per_value(msg: pb.Fsst, block: DataBlock) -> DataBlock:
-    from lance_spark_ops.encoding.layout.fullzip import per_value
-
-    return _expand(msg, per_value(msg.values, block))
+def decode_fsst_per_value(msg: pb.Fsst, block: DataBlock, codecs: CodecLookup) -> DataBlock:
+    return _expand(msg, codecs.decompress_per_value(msg.values, block))
 
 
 # ----------------------------------------------------------------------------- encoders
