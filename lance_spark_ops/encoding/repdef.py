@@ -298,7 +298,8 @@ class _State:
     ``rep_code``: 0 or 1 + ordinal (outermost first) of the outermost list started here.
     ``def_code``: 0 or 1 + 2 * depth (+1 for "empty") of the outermost null/empty layer.
     ``special``: the entry ended at an outer layer (null/empty list); ``idx``: element index
-    into the current layer's array for non-special entries.
+    into the current layer's array for non-special entries. ``dense``: no special entry
+    and ``idx`` is ``arange(idx[0], idx[0] + len)`` (the fast paths below keep it so).
     """
 
     rep_code: np.ndarray
@@ -307,6 +308,7 @@ class _State:
     idx: np.ndarray
     layers: list[_Layer] = field(default_factory=list)
     num_lists: int = 0
+    dense: bool = False
 
 
 def _validity_np(arr: pa.Array) -> np.ndarray:
@@ -320,6 +322,10 @@ def _validity_np(arr: pa.Array) -> np.ndarray:
 
 def _apply_item(state: _State, arr: pa.Array) -> None:
     depth = len(state.layers)
+    if _no_nulls(arr):  # nothing becomes null here
+        live_codes = state.def_code if state.dense else state.def_code[~state.special]
+        state.layers.append(_Layer(False, has_null=bool(live_codes.any())))
+        return
     live = np.flatnonzero(~state.special)
     valid = _validity_np(arr)
     dc = state.def_code
@@ -331,12 +337,44 @@ def _apply_item(state: _State, arr: pa.Array) -> None:
     state.layers.append(_Layer(False, has_null=bool(np.any(dc[live] != 0))))
 
 
+def _no_nulls(arr: pa.Array) -> bool:
+    """No null element (dictionary value nulls and the null type count as nulls)."""
+    return arr.null_count == 0 and not pa.types.is_dictionary(arr.type) and not pa.types.is_null(arr.type)
+
+
+def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
+    """``_apply_list`` when every entry is a live, unmasked, non-empty list over a
+    contiguous run of lists (e.g. a top-level list column without null / empty rows): the
+    items are a contiguous run too. Returns False (nothing done) when that does not hold."""
+    n = len(state.idx)
+    if not state.dense or n == 0 or state.def_code.any():
+        return False
+    i0 = int(state.idx[0])
+    run = offs[i0 : i0 + n + 1]
+    if not (np.diff(run) > 0).all():
+        return False
+    base, total = int(run[0]), int(run[-1] - run[0])
+    first = run[:-1] - base
+    rep_code = state.rep_code
+    new_rep = np.zeros(total, np.int32)
+    new_rep[first] = np.where(rep_code == 0, ordinal + 1, rep_code)
+    state.rep_code, state.def_code = new_rep, np.zeros(total, np.int32)
+    state.special, state.idx = np.zeros(total, bool), np.arange(base, base + total, dtype=np.int64)
+    state.layers.append(_Layer(True))
+    return True
+
+
 def _apply_list(state: _State, arr: pa.Array) -> None:
     """Record one list layer: null / empty / masked lists end their entry here (specials),
     other lists expand it into one entry per item (first keeps the outer rep code)."""
     depth = len(state.layers)
     ordinal = state.num_lists
     state.num_lists += 1
+    if len(arr) and _no_nulls(arr):
+        offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if _apply_dense_list(state, offs, ordinal):
+            return
+    state.dense = False
     special, idx, def_code = state.special, state.idx, state.def_code
     if len(arr):
         offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
@@ -403,6 +441,9 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
     if state.num_lists and n:
         rc = state.rep_code
         rep = np.where(rc == 0, 0, state.num_lists - (rc - 1)).astype(np.uint16)
+    if state.dense:
+        values = arr.slice(int(state.idx[0]), len(state.idx)) if len(state.idx) else arr.slice(0, 0)
+        return LeafLevels(values, rep, def_, layers, num_rows)
     live_idx = state.idx[~state.special]
     if len(live_idx) and np.array_equal(live_idx, np.arange(live_idx[0], live_idx[0] + len(live_idx))):
         values = arr.slice(int(live_idx[0]), len(live_idx))
@@ -421,7 +462,7 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         _apply_item(state, arr)
         for i in range(dt.num_fields):
             child = _State(state.rep_code, state.def_code, state.special, state.idx,
-                           list(state.layers), state.num_lists)
+                           list(state.layers), state.num_lists, state.dense)
             _shred(dt.field(i), arr.field(i), child, num_rows, out)
         return
     if pa.types.is_map(dt):
@@ -454,7 +495,7 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
             return [LeafLevels(array, None, None, [ALL_VALID_ITEM], n)]
         return [LeafLevels(array, None, (~valid).astype(np.uint16), [NULLABLE_ITEM], n)]
     state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
-                   np.arange(n, dtype=np.int64))
+                   np.arange(n, dtype=np.int64), dense=True)
     out: list[LeafLevels] = []
     _shred(field, array, state, n, out)
     return out

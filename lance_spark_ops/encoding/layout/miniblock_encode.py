@@ -96,11 +96,13 @@ def repetition_index(rep: np.ndarray, counts: np.ndarray, max_rep: int) -> np.nd
     """(chunks, 2) u64: rows finishing in each chunk, levels left over (module doc, step 3)."""
     starts = exclusive_cumsum(counts)
     ends = starts + counts
-    is_row = rep == max_rep
-    cum = np.concatenate([[0], np.cumsum(is_row)])
-    first = is_row[starts]
-    rows = cum[ends] - cum[starts] - first
-    last_row = np.maximum.accumulate(np.where(is_row, np.arange(len(rep)), -1))[ends - 1]
+    row_starts = np.flatnonzero(rep == max_rep)  # level of each row's first entry
+    before_start = np.searchsorted(row_starts, starts)  # rows starting before each chunk
+    before_end = np.searchsorted(row_starts, ends)
+    padded = np.append(row_starts, -1)  # index -1 / len(row_starts): no such row (-1)
+    first = padded[before_start] == starts  # the chunk begins with a row start
+    rows = before_end - before_start - first
+    last_row = np.where(before_end > before_start, padded[before_end - 1], -1)  # last row start inside
     leftover = np.where(last_row >= starts, ends - last_row, counts)
     leftover[-1] = 0
     fix = np.flatnonzero(first[1:] & (leftover[:-1] != 0))
