@@ -633,11 +633,13 @@ def encode_out_of_line_bitpacking_blocks(
     part_starts = exclusive_cumsum(counts)
     # every block to pack: whole blocks plus packed tails (zero padded by gather_parts)
     pack_counts = whole * BLOCK + np.where(packed_tail, tail, 0)
-    keep = ragged_arange(part_starts, pack_counts)
-    blocks, nblocks = gather_parts(values[keep], pack_counts, BLOCK)
+    to_pack = values if not raw_tail.any() else values[ragged_arange(part_starts, pack_counts)]
+    blocks, nblocks = gather_parts(to_pack, pack_counts, BLOCK)
     packed = fastlanes_pack(blocks, width).reshape(-1)
     # assemble each part as [its packed words][its raw tail values]
     sizes = nblocks * wpb + raw_tail
+    if not raw_tail.any():  # the parts' packed words are already back to back
+        return packed.view(np.uint8), sizes * dt.itemsize
     starts = exclusive_cumsum(sizes)
     out = np.empty(int(sizes.sum()), dtype=dt)
     scatter_ragged(out, starts, packed, exclusive_cumsum(nblocks) * wpb, nblocks * wpb)

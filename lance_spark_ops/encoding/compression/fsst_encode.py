@@ -335,10 +335,15 @@ def compress(table: Table, data: np.ndarray, offsets: np.ndarray) -> tuple[np.nd
         return _compress_all(table, data, o)
     u_data, u_offs, which = distinct
     u_out, u_new = _compress_all(table, u_data, u_offs)
-    lens = np.diff(u_new)[which]
-    new_offsets = np.zeros(len(o), np.int64)
-    np.cumsum(lens, out=new_offsets[1:])
-    return u_out[ragged_arange(u_new[:-1][which], lens)], new_offsets
+    codes = _binary(u_out, u_new).take(pa.array(which))  # Arrow copies each string's codes
+    new_offsets = np.frombuffer(codes.buffers()[1], np.int64)[: len(o)]
+    return np.frombuffer(codes.buffers()[2], np.uint8)[: int(new_offsets[-1])], new_offsets
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.LargeBinaryArray:
+    """The strings ``data[offsets[i]:offsets[i + 1]]`` as an Arrow array (no copy)."""
+    buffers = [None, pa.py_buffer(np.ascontiguousarray(offsets)), pa.py_buffer(np.ascontiguousarray(data))]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
 def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
@@ -348,8 +353,7 @@ def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     n = len(o) - 1
     if n < 4 * REPEAT_SAMPLE:
         return None
-    buffers = [None, pa.py_buffer(np.ascontiguousarray(o)), pa.py_buffer(np.ascontiguousarray(data))]
-    strings = pa.LargeBinaryArray.from_buffers(pa.large_binary(), n, buffers)
+    strings = _binary(data, o)
     sample = strings.take(pa.array(np.linspace(0, n - 1, REPEAT_SAMPLE).astype(np.int64)))
     if len(sample.unique()) > (1 - REPEAT_SHARE) * REPEAT_SAMPLE:
         return None

@@ -45,7 +45,6 @@ from lance_spark_ops.encoding.compression._arrays import (
     check_chunk_counts,
     exclusive_cumsum,
     join,
-    ragged_arange,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -282,11 +281,14 @@ def encode_variable_miniblock(
     sizes = -(-(head + nbytes) // w) * w
     base = exclusive_cumsum(sizes)
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    # offsets: chunk c's entries j = 0..count sit at base + j * w (base is a multiple of w)
+    # offsets: chunk c's entries j = 0..count (of value starts_c + j) sit at base + j * w
+    # (base is a multiple of w). Listing every chunk's entries in order, entry k of chunk c
+    # is value k - c and lands in slot k + base_c / w - (c + starts_c).
     chunk_of = np.repeat(np.arange(len(counts)), counts + 1)
-    entry = ragged_arange(starts, counts + 1)
-    values = offs[entry] - offs[starts][chunk_of] + head[chunk_of]
-    slots = base[chunk_of] // w + (entry - starts[chunk_of])
+    k = np.arange(len(chunk_of), dtype=np.int64)
+    shift = np.arange(len(counts), dtype=np.int64) + starts
+    values = offs[k - chunk_of] + (head - offs[starts])[chunk_of]
+    slots = k + (base // w - shift)[chunk_of]
     out.view(_offset_dtype(bits))[slots] = values
     # value bytes: chunk c's bytes follow its offsets
     dst = base + head
