@@ -491,8 +491,9 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
 
     Row ``r`` of the transposed layout lands in output word ``r * width // T`` shifted left by
     ``r * width % T``, its high bits spilling into the next word. Those word indices never
-    decrease with ``r``, so one OR-``reduceat`` over the shifted rows builds every word, and
-    one more OR adds the spills (each word boundary is crossed by at most one row)."""
+    decrease with ``r``, so word j ORs a run of consecutive shifted rows: one OR per position
+    in the run (at most ``ceil(T / width)``) builds every word, and one more OR adds the
+    spills (each word boundary is crossed by at most one row)."""
     dt = values.dtype
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
@@ -502,7 +503,14 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     rows = np.take(values, _positions(t_bits).reshape(-1), axis=1).reshape(n, t_bits, lanes)
     first, shift, starts, spill = _pack_plan(t_bits, width)
     lo = np.left_shift(rows, shift.astype(dt)[None, :, None])
-    out = np.bitwise_or.reduceat(lo, starts, axis=1)
+    run = np.diff(np.append(starts, t_bits))  # rows per output word
+    out = lo[:, starts, :]
+    for k in range(1, int(run.max())):
+        words = np.flatnonzero(run > k)
+        if len(words) == len(starts):
+            out |= lo[:, starts + k, :]
+        else:
+            out[:, words, :] |= lo[:, starts[words] + k, :]
     if spill.size:
         hi = np.right_shift(rows[:, spill, :], (t_bits - shift[spill]).astype(dt)[None, :, None])
         out[:, first[spill] + 1, :] |= hi
