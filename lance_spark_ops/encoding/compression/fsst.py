@@ -50,6 +50,9 @@ Encoder design (``fsst_encode.py``; no Python loop per byte or per string):
 4. Output: a token's position in its piece is its step number plus the escapes before it;
    piece sizes give piece starts (``cumsum``), and every code byte (and escaped literal) is
    written with one scatter. String offsets follow from the piece sizes.
+5. Repeats: a string compresses the same wherever it stands, so when >= 10% of an evenly
+   spaced 4096-string sample are repeats, only the distinct strings (Arrow
+   ``dictionary_encode``) are parsed and an Arrow ``take`` copies their codes out.
 
 Vectorised decode: escapes are found with a run-parity rule (in a run of 0xFF bytes that
 starts at a code position, even positions are escapes and odd ones their literals; runs

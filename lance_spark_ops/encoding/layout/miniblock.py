@@ -26,8 +26,8 @@ Worked example (2.2, int32 0..36 repeating, no nulls): metadata word ``1a 06 00 
 words (784 bytes), 2**10 values; the chunk starts ``00 00 | 04 03 00 00 | 00 00 fe fe`` (no
 levels, one 772-byte buffer) followed by the inline-bitpacked values (bit width 6).
 
-Levels are u16 and decoded with ``decompress_block`` (one block per chunk, ``num_levels``
-values; OutOfLineBitpacking, or Rle in 2.2); values with ``decompress_miniblock_chunks``,
+Levels are u16 and decoded through the codec registry as one block per chunk (``num_levels``
+values; OutOfLineBitpacking, or Rle in 2.2); values as mini-block chunks,
 batched over every chunk of the page.
 
 Which items have value slots (from Lance's ``RepDefSlicer`` and ``map_range``, confirmed on
