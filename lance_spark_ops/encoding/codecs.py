@@ -1,19 +1,17 @@
-"""Run a strategy's ``Codec`` tree through the codec modules' encoders.
+"""Run a strategy's ``Codec`` tree through the encoders of the codec registry
+(``compression/registry.py``, the same table the reader decodes with).
 
-Each codec module (``compression/<module>.py``, module per oneof as in
-``decompress.CODEC_MODULES``) exposes ``encode_<kind>_miniblock(block, params)``,
-``encode_<kind>_block(block, params)`` and ``encode_<kind>_per_value(block, params)``.
-This module only dispatches: it picks the function for a tree node, hands General its
-inner codec's encoder as a callable (mini-block, block) - per-value General compresses
-the raw values itself -, passes General's scheme / level in the params and out-of-line
-bitpacking its page-wide width. A codec that is not implemented raises
-``UnsupportedError`` naming the missing function.
+For each tree node it takes the node's encoder for the context (mini-block, block,
+per-value), hands General its inner codec's encoder as a callable (mini-block, block) -
+per-value General compresses the raw values itself -, passes General's scheme / level in
+the params, out-of-line bitpacking its page-wide width and VariablePackedStruct its
+fields' per-value results. A codec that is not implemented raises ``UnsupportedError``
+naming the encoding and the context.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import importlib
 from collections.abc import Callable
 from typing import Any
 
@@ -21,29 +19,15 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, StructBlock
-from lance_spark_ops.encoding.compression.decompress import CODEC_MODULES
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.registry import CODECS
 from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.errors import UnsupportedError
 
-_PACKAGE = "lance_spark_ops.encoding.compression"
-
 
 def encoder(kind: str, context: str) -> Callable[..., Any]:
-    """``encode_<kind>_<context>`` of the codec module implementing ``kind``."""
-    module_name = CODEC_MODULES.get(kind)
-    if module_name is None:
-        raise UnsupportedError(f"no codec module implements compression {kind!r}")
-    name = f"encode_{kind}_{context}"
-    try:
-        module = importlib.import_module(f"{_PACKAGE}.{module_name}")
-    except ImportError as e:  # pragma: no cover - module missing entirely
-        raise UnsupportedError(f"codec module {_PACKAGE}.{module_name} cannot be imported: {e}") from e
-    fn = getattr(module, name, None)
-    if fn is None:
-        raise UnsupportedError(
-            f"compression {kind!r} has no {context} encoder ({_PACKAGE}.{module_name}.{name})")
-    return fn
+    """The registry's encoder of compression ``kind`` for ``context`` (miniblock, block, per_value)."""
+    return CODECS.encoder(kind, context)
 
 
 def missing_encoders(codec: Codec, context: str) -> list[str]:

@@ -15,11 +15,15 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lance_spark_ops.encoding.codecs import compress_block, compress_miniblock, compress_per_value
+from lance_spark_ops.encoding.layout.blob import encode_blob_page
+from lance_spark_ops.encoding.layout.constant import encode_constant_page
+from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
+from lance_spark_ops.encoding.leaves import field_leaf_count, leaf_fields
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.encoding.page_split import slice_levels, split_rows
 from lance_spark_ops.encoding.plan import PagePlan, plan_page
 from lance_spark_ops.encoding.repdef import LeafLevels, levels_from_arrow
-from lance_spark_ops.encoding.structural import field_leaf_count, leaf_fields
 from lance_spark_ops.errors import InvalidInputError, LanceError, UnsupportedError
 
 __all__ = ["encode_field", "encode_field_pages", "encode_plan", "plan_field", "plan_field_pages"]
@@ -99,17 +103,14 @@ def encode_plan(plan: PagePlan) -> EncodedPage:
 
 
 def _constant_page(plan: PagePlan, value: bytes | None, variable: bool) -> EncodedPage:
-    from lance_spark_ops.encoding.layout.constant import encode_constant_page
-
     t = plan.arrow_type
     large = t is not None and (pa.types.is_large_string(t) or pa.types.is_large_binary(t))
     return encode_constant_page(plan.num_rows, value, variable, plan.rep, plan.def_, plan.layers,
-                                plan.version, offset_bits=64 if large else 32)
+                                plan.version, offset_bits=64 if large else 32,
+                                rep_codec=plan.rep_codec, def_codec=plan.def_codec)
 
 
 def _miniblock_page(plan: PagePlan) -> EncodedPage:
-    from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
-
     assert plan.block is not None and plan.values is not None
     values = compress_miniblock(plan.values, plan.block, plan.params)
     dictionary = None
@@ -118,12 +119,11 @@ def _miniblock_page(plan: PagePlan) -> EncodedPage:
         buf, enc = compress_block(plan.dictionary_codec, plan.dictionary, plan.dictionary_params)
         dictionary = (buf, enc, int(plan.dictionary.num_values))
     return encode_miniblock_page(plan.num_rows, values, plan.rep, plan.def_, plan.layers, plan.version,
-                                 dictionary=dictionary, num_items=plan.num_items)
+                                 dictionary=dictionary, num_items=plan.num_items,
+                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec)
 
 
 def _fullzip_page(plan: PagePlan) -> EncodedPage:
-    from lance_spark_ops.encoding.layout.fullzip import encode_fullzip_page
-
     assert plan.block is not None and plan.values is not None
     values, encoding = compress_per_value(plan.values, plan.block, plan.params)
     return encode_fullzip_page(plan.num_rows, values, encoding, plan.rep, plan.def_, plan.layers,
@@ -131,6 +131,4 @@ def _fullzip_page(plan: PagePlan) -> EncodedPage:
 
 
 def _blob_page(plan: PagePlan) -> EncodedPage:
-    from lance_spark_ops.encoding.layout.blob import encode_blob_page
-
     return encode_blob_page(plan.num_rows, plan.values_array, plan.rep, plan.def_, plan.layers, plan.version)

@@ -18,7 +18,8 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_spark_ops.encoding.repdef import LeafLevels, is_list_layer, num_def_levels
+from lance_spark_ops.encoding.layers import max_rep, max_visible_def, num_def_levels
+from lance_spark_ops.encoding.repdef import LeafLevels
 
 REPDEF_BUDGET_BITS = 16 * 1024 * 8
 MAX_CHUNK_LEVELS = 0xFFFF
@@ -26,21 +27,12 @@ MAX_CHUNK_LEVELS = 0xFFFF
 
 def level_budget(layers: list[int]) -> int | None:
     """Most levels one mini-block chunk may hold (None: the page has no rep levels)."""
-    max_rep = sum(1 for k in layers if is_list_layer(k))
-    if max_rep == 0:
+    reps = max_rep(layers)
+    if reps == 0:
         return None
     max_def = sum(num_def_levels(k) for k in layers)
-    bits = int(max_rep).bit_length() + int(max_def).bit_length()
+    bits = int(reps).bit_length() + int(max_def).bit_length()
     return min(REPDEF_BUDGET_BITS // bits, MAX_CHUNK_LEVELS)
-
-
-def _max_visible_def(layers: list[int]) -> int:
-    total = 0
-    for kind in layers:  # innermost first
-        if is_list_layer(kind):
-            break
-        total += num_def_levels(kind)
-    return total
 
 
 def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
@@ -51,11 +43,10 @@ def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
     if budget is None or lv.rep is None or lv.def_ is None or len(lv.rep) <= budget:
         return [(0, n)], False
     rep = np.asarray(lv.rep)
-    max_rep = sum(1 for k in lv.layers if is_list_layer(k))
-    starts = np.flatnonzero(rep == max_rep)  # first level of each row
+    starts = np.flatnonzero(rep == max_rep(lv.layers))  # first level of each row
     if len(starts) != n:
         return [(0, n)], False
-    invisible = np.asarray(lv.def_) > _max_visible_def(list(lv.layers))
+    invisible = np.asarray(lv.def_) > max_visible_def(lv.layers)
     if not invisible.any():
         return [(0, n)], False
     level_end = np.append(starts[1:], len(rep))  # one past each row's last level
@@ -81,11 +72,10 @@ def slice_levels(lv: LeafLevels, start: int, stop: int) -> LeafLevels:
     if start == 0 and stop == lv.num_rows:
         return lv
     rep = np.asarray(lv.rep)
-    max_rep = sum(1 for k in lv.layers if is_list_layer(k))
-    row_starts = np.append(np.flatnonzero(rep == max_rep), len(rep))
+    row_starts = np.append(np.flatnonzero(rep == max_rep(lv.layers)), len(rep))
     lo, hi = int(row_starts[start]), int(row_starts[stop])
     d = np.asarray(lv.def_)
-    visible = d <= _max_visible_def(list(lv.layers))
+    visible = d <= max_visible_def(lv.layers)
     v0 = int(np.count_nonzero(visible[:lo]))
     v1 = v0 + int(np.count_nonzero(visible[lo:hi]))
     return LeafLevels(lv.values.slice(v0, v1 - v0), rep[lo:hi], d[lo:hi], list(lv.layers), stop - start)

@@ -52,8 +52,9 @@ from lance_spark_ops.encoding.compression.strategy import (
     params_from_metadata,
     per_value_codec,
 )
-from lance_spark_ops.encoding.repdef import NULLABLE_ITEM, LeafLevels, is_list_layer, num_def_levels
-from lance_spark_ops.encoding.structural import is_blob
+from lance_spark_ops.encoding.layers import NULLABLE_ITEM, max_visible_def
+from lance_spark_ops.encoding.leaves import is_blob
+from lance_spark_ops.encoding.repdef import LeafLevels
 from lance_spark_ops.errors import InvalidInputError, SchemaError
 
 MINIBLOCK_MAX_BYTES_PER_VALUE = 256
@@ -117,13 +118,8 @@ def leaf_validity(lv: LeafLevels) -> np.ndarray | None:
     """Validity of each visible value (None: all valid), from the def levels."""
     if lv.def_ is None:
         return None
-    max_visible = 0
-    for kind in lv.layers:  # innermost first: item / struct layers below the first list
-        if is_list_layer(kind):
-            break
-        max_visible += num_def_levels(kind)
     d = np.asarray(lv.def_)
-    visible = d[d <= max_visible]
+    visible = d[d <= max_visible_def(lv.layers)]
     return visible == 0
 
 

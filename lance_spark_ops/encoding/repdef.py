@@ -35,50 +35,27 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.compression._arrays import alloc_empty
+from lance_spark_ops.encoding.layers import (
+    ALL_VALID_ITEM,
+    ALL_VALID_LIST,
+    EMPTYABLE_LIST,
+    LAYER_NAMES,
+    NULL_AND_EMPTY_LIST,
+    NULLABLE_ITEM,
+    NULLABLE_LIST,
+    is_list_layer,
+    layer_name,
+    num_def_levels,
+)
+from lance_spark_ops.encoding.leaves import is_single_leaf, map_entries
 from lance_spark_ops.errors import CorruptFileError
 
-# RepDefLayer enum values (encodings_v2_1.proto).
-ALL_VALID_ITEM = 1
-ALL_VALID_LIST = 2
-NULLABLE_ITEM = 3
-NULLABLE_LIST = 4
-EMPTYABLE_LIST = 5
-NULL_AND_EMPTY_LIST = 6
-
-_NAMES = {
-    ALL_VALID_ITEM: "ALL_VALID_ITEM",
-    ALL_VALID_LIST: "ALL_VALID_LIST",
-    NULLABLE_ITEM: "NULLABLE_ITEM",
-    NULLABLE_LIST: "NULLABLE_LIST",
-    EMPTYABLE_LIST: "EMPTYABLE_LIST",
-    NULL_AND_EMPTY_LIST: "NULL_AND_EMPTY_LIST",
-}
-_LIST_KINDS = frozenset((ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
 _ALL_VALID_KINDS = frozenset((ALL_VALID_ITEM, ALL_VALID_LIST, EMPTYABLE_LIST))
-
-
-def layer_name(kind: int) -> str:
-    """Readable name of a ``RepDefLayer`` value (for error messages)."""
-    return _NAMES.get(kind, f"UNKNOWN({kind})")
-
-
-def is_list_layer(kind: int) -> bool:
-    """Whether the layer kind describes a list (has offsets and a rep level)."""
-    return kind in _LIST_KINDS
-
-
-def num_def_levels(kind: int) -> int:
-    """How many def values the layer kind uses (0, 1, or 2 for null-and-empty lists)."""
-    if kind in (ALL_VALID_ITEM, ALL_VALID_LIST):
-        return 0
-    if kind == NULL_AND_EMPTY_LIST:
-        return 2
-    return 1
 
 
 def _check_kinds(layers: list[int]) -> None:
     for k in layers:
-        if k not in _NAMES:
+        if k not in LAYER_NAMES:
             raise CorruptFileError(f"unknown rep/def layer kind {k} in layers {list(layers)}")
     if layers and is_list_layer(layers[0]):
         raise CorruptFileError(
@@ -321,15 +298,34 @@ class _State:
     ``rep_code``: 0 or 1 + ordinal (outermost first) of the outermost list started here.
     ``def_code``: 0 or 1 + 2 * depth (+1 for "empty") of the outermost null/empty layer.
     ``special``: the entry ended at an outer layer (null/empty list); ``idx``: element index
-    into the current layer's array for non-special entries.
+    into the current layer's array for non-special entries. None stands for the common
+    values, not materialised on the fast paths: ``def_code`` all 0, no ``special`` entry,
+    ``idx`` = ``arange(first, first + n)``; ``defs()`` etc. give the arrays.
     """
 
-    rep_code: np.ndarray
-    def_code: np.ndarray
-    special: np.ndarray
-    idx: np.ndarray
+    rep_code: np.ndarray  # int16
+    def_code: np.ndarray | None = None
+    special: np.ndarray | None = None
+    idx: np.ndarray | None = None
     layers: list[_Layer] = field(default_factory=list)
     num_lists: int = 0
+    first: int = 0
+
+    @property
+    def dense(self) -> bool:
+        """No special entry and the entries are the elements ``first, first + 1, ...``."""
+        return self.special is None and self.idx is None
+
+    def defs(self) -> np.ndarray:
+        return np.zeros(len(self.rep_code), np.int16) if self.def_code is None else self.def_code
+
+    def specials(self) -> np.ndarray:
+        return np.zeros(len(self.rep_code), bool) if self.special is None else self.special
+
+    def indices(self) -> np.ndarray:
+        if self.idx is None:
+            return np.arange(self.first, self.first + len(self.rep_code), dtype=np.int64)
+        return self.idx
 
 
 def _validity_np(arr: pa.Array) -> np.ndarray:
@@ -343,15 +339,45 @@ def _validity_np(arr: pa.Array) -> np.ndarray:
 
 def _apply_item(state: _State, arr: pa.Array) -> None:
     depth = len(state.layers)
-    live = np.flatnonzero(~state.special)
+    if _no_nulls(arr):  # nothing becomes null here
+        dc = state.def_code
+        live_codes = dc if dc is None or state.special is None else dc[~state.special]
+        state.layers.append(_Layer(False, has_null=live_codes is not None and bool(live_codes.any())))
+        return
+    live = np.flatnonzero(~state.specials())
     valid = _validity_np(arr)
-    dc = state.def_code
-    newly_null = live[(dc[live] == 0) & ~valid[state.idx[live]]]
+    dc = state.defs()
+    newly_null = live[(dc[live] == 0) & ~valid[state.indices()[live]]]
     if len(newly_null):
         dc = dc.copy()
         dc[newly_null] = 1 + 2 * depth
         state.def_code = dc
     state.layers.append(_Layer(False, has_null=bool(np.any(dc[live] != 0))))
+
+
+def _no_nulls(arr: pa.Array) -> bool:
+    """No null element (dictionary value nulls and the null type count as nulls)."""
+    return arr.null_count == 0 and not pa.types.is_dictionary(arr.type) and not pa.types.is_null(arr.type)
+
+
+def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
+    """``_apply_list`` when every entry is a live, unmasked, non-empty list over a
+    contiguous run of lists (e.g. a top-level list column without null / empty rows): the
+    items are a contiguous run too. Returns False (nothing done) when that does not hold."""
+    n = len(state.rep_code)
+    if not state.dense or n == 0 or (state.def_code is not None and state.def_code.any()):
+        return False
+    run = offs[state.first : state.first + n + 1]
+    if not (np.diff(run) > 0).all():
+        return False
+    base, total = int(run[0]), int(run[-1] - run[0])
+    first = run[:-1] - base
+    rep_code = state.rep_code
+    new_rep = np.zeros(total, np.int16)
+    new_rep[first] = np.where(rep_code == 0, ordinal + 1, rep_code)
+    state.rep_code, state.def_code, state.first = new_rep, None, base
+    state.layers.append(_Layer(True))
+    return True
 
 
 def _apply_list(state: _State, arr: pa.Array) -> None:
@@ -360,7 +386,11 @@ def _apply_list(state: _State, arr: pa.Array) -> None:
     depth = len(state.layers)
     ordinal = state.num_lists
     state.num_lists += 1
-    special, idx, def_code = state.special, state.idx, state.def_code
+    if len(arr) and _no_nulls(arr):
+        offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+        if _apply_dense_list(state, offs, ordinal):
+            return
+    special, idx, def_code = state.specials(), state.indices(), state.defs()
     if len(arr):
         offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
         starts = offs[idx]  # special entries carry idx 0, always in range
@@ -386,9 +416,9 @@ def _apply_list(state: _State, arr: pa.Array) -> None:
         np.cumsum(counts[:-1], out=first[1:])
 
     rep_code = state.rep_code
-    new_rep = np.zeros(total, np.int32)
+    new_rep = np.zeros(total, np.int16)
     new_rep[first] = np.where(live & (rep_code == 0), ordinal + 1, rep_code)
-    new_def = np.zeros(total, np.int32)
+    new_def = np.zeros(total, np.int16)
     new_def[first] = def_code
     new_special = np.zeros(total, bool)
     new_special[first] = ~expand
@@ -420,13 +450,18 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
             table[2 + 2 * p] = b + 1
         elif kind == NULL_AND_EMPTY_LIST:
             table[2 + 2 * p] = b + 2
-    n = len(state.def_code)
-    def_ = table[state.def_code].astype(np.uint16) if base[-1] > 0 and n else None
+    n = len(state.rep_code)
+    def_ = table.astype(np.uint16)[state.defs()] if base[-1] > 0 and n else None
     rep = None
     if state.num_lists and n:
-        rc = state.rep_code
-        rep = np.where(rc == 0, 0, state.num_lists - (rc - 1)).astype(np.uint16)
-    live_idx = state.idx[~state.special]
+        # rep code 0 -> 0, code c (list ordinal c - 1, outermost first) -> num_lists + 1 - c
+        if state.num_lists == 1:
+            rep = state.rep_code.astype(np.uint16)
+        else:
+            rep = np.array([0, *range(state.num_lists, 0, -1)], np.uint16)[state.rep_code]
+    if state.dense:
+        return LeafLevels(arr.slice(state.first if n else 0, n), rep, def_, layers, num_rows)
+    live_idx = state.indices()[~state.specials()]
     if len(live_idx) and np.array_equal(live_idx, np.arange(live_idx[0], live_idx[0] + len(live_idx))):
         values = arr.slice(int(live_idx[0]), len(live_idx))
     else:
@@ -435,8 +470,6 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
 
 
 def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, out: list[LeafLevels]) -> None:
-    from lance_spark_ops.encoding.structural import _map_entries, is_single_leaf
-
     dt = node_field.type
     if is_single_leaf(node_field):
         _apply_item(state, arr)
@@ -446,12 +479,12 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         _apply_item(state, arr)
         for i in range(dt.num_fields):
             child = _State(state.rep_code, state.def_code, state.special, state.idx,
-                           list(state.layers), state.num_lists)
+                           list(state.layers), state.num_lists, state.first)
             _shred(dt.field(i), arr.field(i), child, num_rows, out)
         return
     if pa.types.is_map(dt):
         _apply_list(state, arr)
-        _shred(_map_entries(dt), arr.values, state, num_rows, out)
+        _shred(map_entries(dt), arr.values, state, num_rows, out)
         return
     if pa.types.is_list(dt) or pa.types.is_large_list(dt):
         _apply_list(state, arr)
@@ -473,15 +506,12 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
     if field is None:
         field = pa.field("", array.type)
     n = len(array)
-    from lance_spark_ops.encoding.structural import is_single_leaf
-
     if is_single_leaf(field):  # fast path: one layer, def = 1 where null
         valid = _validity_np(array)
         if valid.all():
             return [LeafLevels(array, None, None, [ALL_VALID_ITEM], n)]
         return [LeafLevels(array, None, (~valid).astype(np.uint16), [NULLABLE_ITEM], n)]
-    state = _State(np.zeros(n, np.int32), np.zeros(n, np.int32), np.zeros(n, bool),
-                   np.arange(n, dtype=np.int64))
+    state = _State(np.zeros(n, np.int16))
     out: list[LeafLevels] = []
     _shred(field, array, state, n, out)
     return out

@@ -26,79 +26,24 @@ import pyarrow as pa
 
 from lance_spark_ops.encoding.arrow import block_num_values, block_to_arrow, validity_buffer
 from lance_spark_ops.encoding.compression._arrays import alloc_empty
-from lance_spark_ops.encoding.page import PageData
-from lance_spark_ops.encoding.repdef import (
-    ALL_VALID_ITEM,
-    ALL_VALID_LIST,
-    LayerInfo,
-    concat_unraveled,
-    is_list_layer,
-    layer_name,
-    unravel,
+from lance_spark_ops.encoding.layers import ALL_VALID_ITEM, ALL_VALID_LIST, is_list_layer, layer_name
+from lance_spark_ops.encoding.leaves import (
+    children_of,
+    field_leaf_count,
+    is_blob,
+    is_packed_struct,
+    is_single_leaf,
+    leaf_fields,
+    leaf_paths,
+    storage_type,
 )
+from lance_spark_ops.encoding.page import PageData
+from lance_spark_ops.encoding.repdef import LayerInfo, concat_unraveled, unravel
 from lance_spark_ops.errors import CorruptFileError
 
-PACKED_KEYS = (b"lance-encoding:packed", b"packed")
-BLOB_KEY = b"lance-encoding:blob"
+# field_leaf_count, is_blob, is_packed_struct, leaf_fields live in ``leaves``; kept importable here.
+__all__ = ["build_array", "field_leaf_count", "is_blob", "is_packed_struct", "leaf_fields"]
 _I32_MAX = 2**31 - 1
-
-
-def is_packed_struct(field: pa.Field) -> bool:
-    """Struct stored row-major in one column (metadata value "true", any case, as Lance)."""
-    meta = field.metadata or {}
-    return pa.types.is_struct(field.type) and any(meta.get(k, b"").lower() == b"true" for k in PACKED_KEYS)
-
-
-def is_blob(field: pa.Field) -> bool:
-    """Field marked as a blob (metadata key present, any value, as Lance)."""
-    return BLOB_KEY in (field.metadata or {})
-
-
-def _storage(t: pa.DataType) -> pa.DataType:
-    return t.storage_type if isinstance(t, pa.BaseExtensionType) else t
-
-
-def is_single_leaf(field: pa.Field) -> bool:
-    """Whether the field is stored as exactly one column with no nested rep/def layers."""
-    dt = _storage(field.type)
-    if pa.types.is_struct(dt):
-        return dt.num_fields == 0 or is_packed_struct(field) or is_blob(field)
-    return not (pa.types.is_list(dt) or pa.types.is_large_list(dt) or pa.types.is_map(dt))
-
-
-def _map_entries(dt: pa.MapType) -> pa.Field:
-    return pa.field("entries", pa.struct([dt.key_field, dt.item_field]), nullable=False)
-
-
-def _children(field: pa.Field) -> list[pa.Field]:
-    dt = _storage(field.type)
-    if pa.types.is_map(dt):
-        return [_map_entries(dt)]
-    if pa.types.is_list(dt) or pa.types.is_large_list(dt):
-        return [dt.value_field]
-    return [dt.field(i) for i in range(dt.num_fields)]
-
-
-def leaf_fields(field: pa.Field) -> list[pa.Field]:
-    """The field's leaf columns in file order (depth-first)."""
-    if is_single_leaf(field):
-        return [field]
-    out: list[pa.Field] = []
-    for child in _children(field):
-        out.extend(leaf_fields(child))
-    return out
-
-
-def field_leaf_count(field: pa.Field) -> int:
-    """Number of file columns (2.1+) the field occupies."""
-    return len(leaf_fields(field))
-
-
-def leaf_paths(field: pa.Field) -> list[list[pa.Field]]:
-    """For each leaf, the fields from ``field`` (outermost) down to the leaf: one per layer."""
-    if is_single_leaf(field):
-        return [[field]]
-    return [[field, *p] for child in _children(field) for p in leaf_paths(child)]
 
 
 @dataclass
@@ -108,7 +53,7 @@ class _Leaf:
 
 
 def _is_list_field(f: pa.Field) -> bool:
-    dt = _storage(f.type)
+    dt = storage_type(f.type)
     return pa.types.is_list(dt) or pa.types.is_large_list(dt) or pa.types.is_map(dt)
 
 
@@ -142,7 +87,7 @@ def _empty_layers(path: list[pa.Field]) -> list[LayerInfo]:
 
 def _leaf_array(page: PageData, leaf: pa.Field, n: int, validity: np.ndarray | None, where: str) -> pa.Array:
     dt = leaf.type
-    storage = _storage(dt)
+    storage = storage_type(dt)
     if pa.types.is_struct(storage) and storage.num_fields == 0:
         # Lance reads empty structs back as all-valid rows whatever the levels say.
         arr = pa.Array.from_buffers(storage, n, [None], children=[])
@@ -186,14 +131,14 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
         leaf = next(leaves)
         return leaf.values, leaf
     dt = field.type
-    storage = _storage(dt)
-    kids = [_assemble(c, depth + 1, leaves) for c in _children(field)]
+    storage = storage_type(dt)
+    kids = [_assemble(c, depth + 1, leaves) for c in children_of(field)]
     first = kids[0][1]
     info = _layer_at(first, depth)
     n = info.num_elements
     vbuf = validity_buffer(info.validity)
     if pa.types.is_struct(storage):
-        for (arr, _), c in zip(kids, _children(field), strict=True):
+        for (arr, _), c in zip(kids, children_of(field), strict=True):
             if len(arr) != n:
                 raise CorruptFileError(f"struct {field.name!r}: child {c.name!r} has {len(arr)} values, "
                                        f"the struct has {n} (leaf columns disagree)")

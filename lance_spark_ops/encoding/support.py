@@ -5,15 +5,20 @@
 | struct with null rows                  | refused | yes     | yes |
 | map                                    | refused | refused | yes |
 | packed struct with a variable child    | refused | refused | yes |
+
+Whether Lance can store an Arrow type at all is the schema's question (``file.schema``);
+the writer passes that check in as ``type_check`` so this layer never imports ``file/``.
 """
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 import pyarrow as pa
 
+from lance_spark_ops.encoding.leaves import is_packed_struct
+from lance_spark_ops.encoding.v2_0.encoder import check_field_2_0
 from lance_spark_ops.errors import SchemaError
-from lance_spark_ops.file.columns import is_packed_struct
-from lance_spark_ops.file.schema import arrow_to_logical_type
 
 
 def _is_fixed_width(dt: pa.DataType) -> bool:
@@ -27,15 +32,18 @@ def _is_fixed_width(dt: pa.DataType) -> bool:
         return False
 
 
-def check_field_supported(field: pa.Field, version: str, path: str = "") -> None:
-    """Raise SchemaError when ``field`` cannot be written in file ``version``."""
+def check_field_supported(field: pa.Field, version: str, path: str = "",
+                          type_check: Callable[[pa.DataType], object] | None = None) -> None:
+    """Raise SchemaError when ``field`` cannot be written in file ``version``.
+
+    ``type_check`` (the writer passes ``file.schema.arrow_to_logical_type``) raises
+    SchemaError for a type Lance cannot store at all; it runs on every nested field."""
     name = f"{path}.{field.name}" if path else field.name
     dt = field.type
     if version == "2.0" and not path:
-        from lance_spark_ops.encoding.v2_0.encoder import check_field_2_0
-
         check_field_2_0(field)
-    arrow_to_logical_type(dt)  # raises SchemaError for types Lance cannot store
+    if type_check is not None:
+        type_check(dt)
     if pa.types.is_map(dt) and version in ("2.0", "2.1"):
         raise SchemaError(f"field {name!r}: map types need file version 2.2 (asked for {version})")
     if is_packed_struct(field) and not _is_fixed_width(dt) and version in ("2.0", "2.1"):
@@ -49,7 +57,7 @@ def check_field_supported(field: pa.Field, version: str, path: str = "") -> None
     elif pa.types.is_map(dt):
         children = [dt.key_field, dt.item_field]
     for child in children:
-        check_field_supported(child, version, name)
+        check_field_supported(child, version, name, type_check)
 
 
 def check_array_supported(field: pa.Field, array: pa.Array, version: str) -> None:

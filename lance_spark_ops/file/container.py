@@ -20,6 +20,7 @@ import numpy as np
 from google.protobuf.message import DecodeError
 
 from lance_spark_ops._pb import file2_pb2
+from lance_spark_ops.encoding.any_encoding import unpack_any as unpack_any  # re-exported
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 MAGIC = b"LANC"
@@ -120,18 +121,3 @@ def parse_column_metadata(data: bytes | memoryview, index: int, file_size: int, 
     return meta
 
 
-def unpack_any(encoding: file2_pb2.Encoding, path: str, where: str) -> tuple[str, bytes]:
-    """The (type name, payload) of a direct ``google.protobuf.Any`` encoding."""
-    from google.protobuf import any_pb2
-
-    kind = encoding.WhichOneof("location")
-    if kind is None or kind == "none":
-        return "", b""
-    if kind != "direct":
-        raise UnsupportedError(f"{where}: {kind} (deferred) encodings are not supported", path=path)
-    anyv = any_pb2.Any()
-    try:
-        anyv.ParseFromString(encoding.direct.encoding)
-    except DecodeError as e:
-        raise CorruptFileError(f"{where}: encoding does not parse ({e})", path=path) from e
-    return anyv.type_url.rsplit("/", 1)[-1], anyv.value

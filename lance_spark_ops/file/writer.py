@@ -175,9 +175,10 @@ class LanceFileWriter:
     # -- schema checks -----------------------------------------------------
     def _check_schema(self) -> None:
         from lance_spark_ops.encoding.support import check_field_supported
+        from lance_spark_ops.file.schema import arrow_to_logical_type
 
         for f in self.schema:
-            check_field_supported(f, self.version)
+            check_field_supported(f, self.version, type_check=arrow_to_logical_type)
 
     # -- writing -----------------------------------------------------------
     def write(self, data: pa.Table | pa.RecordBatch) -> None:

@@ -12,6 +12,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock
+from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
 from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
 from lance_spark_ops.encoding.page import PageData
 from lance_spark_ops.file.columns import page_fetch, page_layout
@@ -43,6 +44,11 @@ class Page:
         return self.decoder.decode(self.fetch, rows)
 
 
+# The registry mini-block pages decode with; the ``codec_path`` fixture (conftest.py) swaps in
+# the per-chunk registry so the same tests check the fast ``*_ranges`` paths against it.
+CODECS_UNDER_TEST: CodecRegistry = CODECS
+
+
 class Written:
     """A file written by pylance plus its pages and pylance's own read."""
 
@@ -62,6 +68,7 @@ class Written:
                         int(pmeta.length),
                         list(pmeta.buffer_sizes),
                         self.meta.version,
+                        CODECS_UNDER_TEST,
                     )
                 self.pages.append(
                     Page(

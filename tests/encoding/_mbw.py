@@ -15,7 +15,8 @@ import pyarrow as pa
 from lance_spark_ops._pb import file_pb2
 from lance_spark_ops.encoding.blocks import DataBlock, FixedSizeListBlock, FixedWidthBlock, StructBlock
 from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+from lance_spark_ops.encoding.compression.strategy import level_codec
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.encoding.repdef import levels_from_arrow
 from lance_spark_ops.file.columns import page_layout
@@ -55,7 +56,14 @@ def encode_column(arr: pa.Array, field: pa.Field, version: str, encoder: Encoder
     """One mini-block page holding the whole (single-leaf) column."""
     (leaf,) = levels_from_arrow(arr, field)
     values = encoder(to_block(leaf.values))
-    return encode_miniblock_page(leaf.num_rows, values, leaf.rep, leaf.def_, leaf.layers, version)
+    return encode_miniblock_page(leaf.num_rows, values, leaf.rep, leaf.def_, leaf.layers, version,
+                                 **level_codecs(leaf.rep, leaf.def_, version))
+
+
+def level_codecs(rep: np.ndarray | None, def_: np.ndarray | None, version: str) -> dict:
+    """The page plan's level codecs (``strategy.level_codec``) as ``encode_*_page`` keywords."""
+    return {"rep_codec": None if rep is None else level_codec(rep, version),
+            "def_codec": None if def_ is None else level_codec(def_, version)}
 
 
 def write_file(path: Path | str, table: pa.Table, version: str, encoder: Encoder | list[Encoder]) -> str:

@@ -86,7 +86,7 @@ def fullzip_page(arr: pa.Array, encoder, version: str, field: pa.Field | None = 
     """A full-zip page of a one-leaf array: levels from Arrow, values through ``encoder``
     (an ``encode_<codec>_per_value`` function)."""
     from lance_spark_ops.encoding.blocks_from_arrow import arrow_to_block
-    from lance_spark_ops.encoding.layout.fullzip import encode_fullzip_page
+    from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
 
     lv = leaf_levels(arr, field)
     values, encoding = encoder(arrow_to_block(lv.values))

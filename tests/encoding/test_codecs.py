@@ -19,9 +19,9 @@ from lance_spark_ops.encoding.compression.bitpacking import (
     fastlanes_unpack,
 )
 from lance_spark_ops.encoding.compression.byte_stream_split import decode_byte_stream_split_miniblock
-from lance_spark_ops.encoding.compression.decompress import decompress_block, decompress_miniblock_chunks
 from lance_spark_ops.encoding.compression.fixed_size_list import decode_fixed_size_list_per_value
 from lance_spark_ops.encoding.compression.general import decompress_buffer
+from lance_spark_ops.encoding.compression.registry import decompress_block, decompress_miniblock_chunks
 from lance_spark_ops.encoding.compression.rle import decode_rle_block, decode_rle_miniblock
 from lance_spark_ops.errors import CorruptFileError
 

@@ -30,11 +30,6 @@ from lance_spark_ops.encoding.compression.bitpacking import (
     out_of_line_bitpacking_encoding,
 )
 from lance_spark_ops.encoding.compression.byte_stream_split import encode_byte_stream_split_miniblock
-from lance_spark_ops.encoding.compression.decompress import (
-    decompress_block,
-    decompress_miniblock_chunks,
-    decompress_per_value,
-)
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.encoding.compression.fixed_size_list import (
     encode_fixed_size_list_block,
@@ -51,6 +46,11 @@ from lance_spark_ops.encoding.compression.general import (
 from lance_spark_ops.encoding.compression.packed_struct import (
     encode_packed_struct_block,
     encode_packed_struct_miniblock,
+)
+from lance_spark_ops.encoding.compression.registry import (
+    decompress_block,
+    decompress_miniblock_chunks,
+    decompress_per_value,
 )
 from lance_spark_ops.encoding.compression.rle import (
     decode_rle_blocks,

@@ -12,6 +12,7 @@ from lance_spark_ops.encoding.layout.constant import encode_constant_page, scala
 from lance_spark_ops.encoding.plan import constant_value, leaf_validity
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from tests.encoding._fz import oneofs
+from tests.encoding._mbw import level_codecs
 from tests.encoding._write import leaf_levels, page_bytes, pylance_page, roundtrip, size_ratio
 
 N = 1000
@@ -59,7 +60,9 @@ def our_page(arr: pa.Array, version: str):
     if value is None and rep is None and len(layers) == 1:
         rep, def_, layers = None, None, [pb.REPDEF_NULLABLE_ITEM]
     bits = 64 if pa.types.is_large_string(arr.type) or pa.types.is_large_binary(arr.type) else 32
-    return encode_constant_page(lv.num_rows, value, variable, rep, def_, layers, version, offset_bits=bits)
+    codecs = level_codecs(rep, def_, version) if value is None and version != "2.1" else {}
+    return encode_constant_page(lv.num_rows, value, variable, rep, def_, layers, version, offset_bits=bits,
+                                **codecs)
 
 
 def _check(tmp_path, arr: pa.Array, version: str) -> None:

@@ -11,7 +11,7 @@ import pytest
 from lance_spark_ops.encoding import encode as encode_mod
 from lance_spark_ops.encoding.arrow import block_to_arrow
 from lance_spark_ops.encoding.codecs import compress_block, compress_miniblock, compress_per_value
-from lance_spark_ops.encoding.compression.decompress import (
+from lance_spark_ops.encoding.compression.registry import (
     decompress_block,
     decompress_miniblock_chunks,
     decompress_per_value,

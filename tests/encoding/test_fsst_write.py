@@ -25,7 +25,7 @@ from lance_spark_ops.encoding.compression.fsst import (
     parse_symbol_table,
     serialize_symbol_table,
 )
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, roundtrip, size_ratio, text
@@ -118,6 +118,22 @@ def test_vectorised_parse_equals_reference(vals: list[bytes]) -> None:
     table, _ = fsst_encode.build_table(data, offsets)
     order, _ = finalize_order(table.vals, table.lens)
     final = fsst_encode.Table(table.vals[order], table.lens[order])
+    out, new_offsets = fsst_encode.compress(final, data, offsets)
+    want, want_offsets = reference_compress(final, data.tobytes(), offsets.tolist())
+    assert out.tobytes() == want and new_offsets.tolist() == want_offsets
+
+
+def test_repeated_strings_compress_once_and_equal_reference() -> None:
+    """A page of many repeats parses only its distinct strings; the bytes are those of the
+    reference parse of every string."""
+    rng = np.random.default_rng(4)
+    base = [" ".join(rng.choice(WORDS, 3)).encode() + b"\xff" * int(rng.integers(0, 2)) for _ in range(300)]
+    vals = [base[i] for i in rng.integers(0, len(base), 4 * fsst_encode.REPEAT_SAMPLE + 100)]
+    data, offsets = _arrays(vals)
+    table, _ = fsst_encode.build_table(data, offsets)
+    order, _ = finalize_order(table.vals, table.lens)
+    final = fsst_encode.Table(table.vals[order], table.lens[order])
+    assert fsst_encode._distinct(data, offsets) is not None  # the distinct-strings path is taken
     out, new_offsets = fsst_encode.compress(final, data, offsets)
     want, want_offsets = reference_compress(final, data.tobytes(), offsets.tolist())
     assert out.tobytes() == want and new_offsets.tolist() == want_offsets

@@ -9,6 +9,7 @@ import pytest
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import VariableWidthBlock
+from lance_spark_ops.encoding.compression.registry import CODECS
 from lance_spark_ops.encoding.compression.variable import decode_variable_block, decode_variable_miniblock
 from lance_spark_ops.encoding.compression.variable_packed_struct import (
     decode_variable_packed_struct_per_value,
@@ -200,11 +201,11 @@ def test_variable_packed_struct_errors() -> None:
     f2.bits_per_length = 32
     row = (7).to_bytes(4, "little") + (2).to_bytes(4, "little") + b"hi"
     ok = decode_variable_packed_struct_per_value(
-        msg, VariableWidthBlock(np.array([0, 10, 10], np.uint32), np.frombuffer(row, np.uint8), 2)
+        msg, VariableWidthBlock(np.array([0, 10, 10], np.uint32), np.frombuffer(row, np.uint8), 2), CODECS
     )
     assert ok.children[1].data.tobytes() == b"hi" and ok.children[0].data.tobytes()[4:] == b"\0" * 4
     for data, offs in ((row + b"!", [0, 11]), (row[:-1], [0, 9]), (row[:6], [0, 6])):
         with pytest.raises(CorruptFileError):
             decode_variable_packed_struct_per_value(
-                msg, VariableWidthBlock(np.array(offs, np.uint32), np.frombuffer(data, np.uint8), 1)
+                msg, VariableWidthBlock(np.array(offs, np.uint32), np.frombuffer(data, np.uint8), 1), CODECS
             )

@@ -12,16 +12,14 @@ from hypothesis import strategies as st
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import FixedWidthBlock, VariableWidthBlock
+from lance_spark_ops.encoding.codecs import compress_per_value
 from lance_spark_ops.encoding.compression.encoded import CompressionParams
 from lance_spark_ops.encoding.compression.fixed_size_list import encode_fixed_size_list_per_value
 from lance_spark_ops.encoding.compression.fsst import encode_fsst_per_value
 from lance_spark_ops.encoding.compression.general import encode_general_per_value
+from lance_spark_ops.encoding.compression.strategy import per_value_codec
 from lance_spark_ops.encoding.compression.variable import encode_variable_per_value
-from lance_spark_ops.encoding.compression.variable_packed_struct import (
-    encode_variable_packed_struct_per_value,
-)
-from lance_spark_ops.encoding.layout.fullzip import encode_fullzip_page
-from lance_spark_ops.encoding.layout.fullzip_encode import bytepack_width
+from lance_spark_ops.encoding.layout.fullzip_encode import bytepack_width, encode_fullzip_page
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, page_bytes, pylance_page, roundtrip, size_ratio, text
@@ -30,6 +28,13 @@ VERSIONS = ["2.1", "2.2"]
 N = 300
 RNG = np.random.default_rng(11)
 S500 = text(N, 500, 3)
+
+
+def _vps_per_value(block):
+    """VariablePackedStruct per value as the writer runs it: the strategy's codec tree
+    (each field's per-value choice) through ``codecs.compress_per_value``."""
+    params = CompressionParams()
+    return compress_per_value(per_value_codec(block, params), block, params)
 
 
 def zstd_per_value(block):
@@ -159,7 +164,7 @@ def test_variable_packed_struct_matches_pylance(tmp_path) -> None:
     ):
         table = _packed(arr)
         theirs, layout = pylance_page(tmp_path, table, "2.2")
-        page = fullzip_page(arr, encode_variable_packed_struct_per_value, "2.2", table.schema.field(0))
+        page = fullzip_page(arr, _vps_per_value, "2.2", table.schema.field(0))
         assert page.encoding == layout
         assert page_bytes(page) == theirs
         roundtrip(tmp_path, table, [[page]], "2.2")
@@ -176,7 +181,7 @@ def test_variable_packed_struct_compressed_children(tmp_path) -> None:
         names=["x", "s", "b"],
     )
     table = _packed(arr)
-    page = fullzip_page(arr, encode_variable_packed_struct_per_value, "2.2", table.schema.field(0))
+    page = fullzip_page(arr, _vps_per_value, "2.2", table.schema.field(0))
     assert {"variable_packed_struct", "fsst", "general"} <= set(oneofs(page.encoding))
     path, _, _ = roundtrip(tmp_path, table, [[page]], "2.2")
     assert size_ratio(tmp_path, table, path, "2.2") <= 1.05

@@ -20,6 +20,9 @@ from tests.encoding._mb import (
     write,
 )
 
+# every test twice: fast *_ranges decode paths, then per-chunk paths, same pylance pages
+pytestmark = pytest.mark.usefixtures("codec_path")
+
 N = 5000
 V = ("2.1", "2.2")
 

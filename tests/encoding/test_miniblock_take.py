@@ -12,6 +12,9 @@ from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder
 from lance_spark_ops.encoding.page import PageData
 from tests.encoding._mb import Written, block_numpy, item_values, list_column, table_with_meta, write
 
+# every test twice: fast *_ranges decode paths, then per-chunk paths, same pylance pages
+pytestmark = pytest.mark.usefixtures("codec_path")
+
 N = 6000
 
 

@@ -30,10 +30,10 @@ from lance_spark_ops.encoding.compression.fixed_size_list import encode_fixed_si
 from lance_spark_ops.encoding.compression.general import encode_general_block, encode_general_miniblock
 from lance_spark_ops.encoding.compression.packed_struct import encode_packed_struct_miniblock
 from lance_spark_ops.encoding.compression.rle import encode_rle_miniblock
+from lance_spark_ops.encoding.compression.strategy import level_codec
 from lance_spark_ops.encoding.compression.value import encode_flat_miniblock
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
 from lance_spark_ops.encoding.layout.miniblock_encode import (
-    choose_level_codec,
+    encode_miniblock_page,
     level_counts,
     repetition_index,
 )
@@ -41,7 +41,7 @@ from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.file.inspect import _oneofs as oneof_names
 from tests.conftest import pylance_read, pylance_write
 from tests.encoding._mb import Written, table_with_meta
-from tests.encoding._mbw import encode_column, page_bytes, raw_pages, write_file
+from tests.encoding._mbw import encode_column, level_codecs, page_bytes, raw_pages, write_file
 
 V = ("2.1", "2.2")
 N = 20_000
@@ -270,7 +270,8 @@ def test_dictionary_page_matches_pylance(version: str, tmp_path) -> None:
     kind = layout.value_compression.WhichOneof("compression")
     values = {"rle": RLE, "inline_bitpacking": BP, "flat": FLAT}[kind](pd.values)
     page = encode_miniblock_page(
-        5000, values, pd.rep, pd.def_, pd.layers, version, (data, enc, pd.dictionary.num_values)
+        5000, values, pd.rep, pd.def_, pd.layers, version, (data, enc, pd.dictionary.num_values),
+        **level_codecs(pd.rep, pd.def_, version),
     )
     assert page.encoding == ref.layout
     assert page_bytes(page) == ref.buffers
@@ -333,7 +334,7 @@ def test_repetition_index_rows_and_leftovers() -> None:
     ],
 )
 def test_level_codec_choice(levels: np.ndarray, version: str, kind: str) -> None:
-    assert choose_level_codec(levels, version)[0] == kind
+    assert level_codec(levels, version).kind == kind
 
 
 def test_errors() -> None:
@@ -343,6 +344,8 @@ def test_errors() -> None:
     with pytest.raises(InvalidInputError):
         encode_miniblock_page(11, values, None, None, [pb.REPDEF_ALL_VALID_ITEM], "2.1")
     with pytest.raises(InvalidInputError):
-        encode_miniblock_page(10, values, None, np.zeros(9, np.uint16), [pb.REPDEF_NULLABLE_ITEM], "2.1")
+        encode_miniblock_page(10, values, None, np.zeros(9, np.uint16), [pb.REPDEF_NULLABLE_ITEM], "2.1",
+                              **level_codecs(None, np.zeros(9, np.uint16), "2.1"))
     with pytest.raises(InvalidInputError):
-        encode_miniblock_page(10, values, np.zeros(10, np.uint16), None, [pb.REPDEF_ALL_VALID_ITEM], "2.1")
+        encode_miniblock_page(10, values, np.zeros(10, np.uint16), None, [pb.REPDEF_ALL_VALID_ITEM], "2.1",
+                              **level_codecs(np.zeros(10, np.uint16), None, "2.1"))

@@ -218,3 +218,25 @@ def test_roundtrip_levels_hypothesis(arr):
 def test_negative_levels_raise():
     with pytest.raises(CorruptFileError, match="negative definition level"):
         unravel(None, np.array([0, -1], np.int16), [NULLABLE_ITEM], 2)
+
+
+@pytest.mark.parametrize("arr", [
+    pa.array([[1, 2], [3], [4, 5, 6]] * 100, pa.list_(pa.int32())),
+    pa.array([[[1], [2, 3]], [[4]]] * 50, pa.list_(pa.list_(pa.int64()))),
+    pa.array([{"a": [1, 2], "b": 3}, {"a": [4], "b": 5}] * 50,
+             pa.struct([("a", pa.list_(pa.int16())), ("b", pa.int8())])),
+    pa.array([[1, 2], [3], [4, 5, 6]] * 100, pa.list_(pa.int32())).slice(7, 200),
+])
+def test_dense_list_fast_path_equals_general_path(arr, monkeypatch):
+    """Lists without null / empty entries take a shortcut; it shreds exactly as the
+    general path does."""
+    from lance_spark_ops.encoding import repdef
+
+    fast = levels_from_arrow(arr)
+    monkeypatch.setattr(repdef, "_apply_dense_list", lambda state, offs, ordinal: False)
+    general = levels_from_arrow(arr)
+    assert len(fast) == len(general)
+    for f, g in zip(fast, general, strict=True):
+        assert f.values.equals(g.values) and f.layers == g.layers and f.num_rows == g.num_rows
+        for a, b in ((f.rep, g.rep), (f.def_, g.def_)):
+            assert (a is None and b is None) or np.array_equal(a, b)

@@ -19,7 +19,7 @@ from lance_spark_ops.encoding.compression.variable import (
     encode_variable_miniblock,
     encode_variable_per_value,
 )
-from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._write import page_bytes, pylance_page, roundtrip
 
@@ -104,3 +104,14 @@ def test_variable_block_and_per_value() -> None:
         encode_variable_miniblock(FixedWidthBlock(np.zeros(4, np.uint8), 32, 1))
     with pytest.raises(InvalidInputError):
         encode_variable_block(VariableWidthBlock(np.array([0, 9], np.uint32), np.zeros(2, np.uint8), 1))
+
+
+@pytest.mark.parametrize("w", [4, 8])
+def test_chunk_ends_runs_of_guesses_match_lance(w: int) -> None:
+    """Long homogeneous runs (chunk sizes guessed and checked in bulk) broken by a few
+    outliers still chunk exactly as Lance's walk."""
+    lens = np.full(60_000, 23, np.int64)
+    lens[[5_000, 5_001, 31_337]] = [5_000, 0, 900]
+    lens[40_000:41_000] = 1
+    off = np.concatenate(([0], np.cumsum(lens)))
+    assert chunk_ends(off, w).tolist() == reference_chunk_ends(off.tolist(), w)

@@ -65,6 +65,7 @@ from lance_spark_ops.encoding.compression._arrays import (
     uint_dtype,
     uint_view,
 )
+from lance_spark_ops.encoding.compression.buffer_compression import decompress_buffer
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
@@ -300,8 +301,6 @@ def decode_inline_bitpacking_miniblock(
     counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
     bufs = [c[0] for c in chunks]
     if msg.HasField("values"):
-        from lance_spark_ops.encoding.compression.general import decompress_buffer
-
         bufs = [memoryview(decompress_buffer(msg.values, b, "inline bitpacking chunk")) for b in bufs]
     data, starts, sizes = join_with_starts(bufs)
     return _inline_ranges(msg, data, starts, sizes, counts, "inline bitpacking")
@@ -323,8 +322,6 @@ def decode_inline_bitpacking_block(
     dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking block")
     data = as_u8(buffer)
     if msg.HasField("values"):
-        from lance_spark_ops.encoding.compression.general import decompress_buffer
-
         data = as_u8(decompress_buffer(msg.values, buffer, "inline bitpacking block"))
     wsize, t_bits = dt.itemsize, dt.itemsize * 8
     nchunks = -(-num_values // BLOCK)
@@ -494,8 +491,9 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
 
     Row ``r`` of the transposed layout lands in output word ``r * width // T`` shifted left by
     ``r * width % T``, its high bits spilling into the next word. Those word indices never
-    decrease with ``r``, so one OR-``reduceat`` over the shifted rows builds every word, and
-    one more OR adds the spills (each word boundary is crossed by at most one row)."""
+    decrease with ``r``, so word j ORs a run of consecutive shifted rows: one OR per position
+    in the run (at most ``ceil(T / width)``) builds every word, and one more OR adds the
+    spills (each word boundary is crossed by at most one row)."""
     dt = values.dtype
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
@@ -505,7 +503,14 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     rows = np.take(values, _positions(t_bits).reshape(-1), axis=1).reshape(n, t_bits, lanes)
     first, shift, starts, spill = _pack_plan(t_bits, width)
     lo = np.left_shift(rows, shift.astype(dt)[None, :, None])
-    out = np.bitwise_or.reduceat(lo, starts, axis=1)
+    run = np.diff(np.append(starts, t_bits))  # rows per output word
+    out = lo[:, starts, :]
+    for k in range(1, int(run.max())):
+        words = np.flatnonzero(run > k)
+        if len(words) == len(starts):
+            out |= lo[:, starts + k, :]
+        else:
+            out[:, words, :] |= lo[:, starts[words] + k, :]
     if spill.size:
         hi = np.right_shift(rows[:, spill, :], (t_bits - shift[spill]).astype(dt)[None, :, None])
         out[:, first[spill] + 1, :] |= hi
@@ -636,11 +641,13 @@ def encode_out_of_line_bitpacking_blocks(
     part_starts = exclusive_cumsum(counts)
     # every block to pack: whole blocks plus packed tails (zero padded by gather_parts)
     pack_counts = whole * BLOCK + np.where(packed_tail, tail, 0)
-    keep = ragged_arange(part_starts, pack_counts)
-    blocks, nblocks = gather_parts(values[keep], pack_counts, BLOCK)
+    to_pack = values if not raw_tail.any() else values[ragged_arange(part_starts, pack_counts)]
+    blocks, nblocks = gather_parts(to_pack, pack_counts, BLOCK)
     packed = fastlanes_pack(blocks, width).reshape(-1)
     # assemble each part as [its packed words][its raw tail values]
     sizes = nblocks * wpb + raw_tail
+    if not raw_tail.any():  # the parts' packed words are already back to back
+        return packed.view(np.uint8), sizes * dt.itemsize
     starts = exclusive_cumsum(sizes)
     out = np.empty(int(sizes.sum()), dtype=dt)
     scatter_ragged(out, starts, packed, exclusive_cumsum(nblocks) * wpb, nblocks * wpb)

@@ -1,6 +1,7 @@
-"""Encoder-side counterparts of the decode contexts (see ``decompress.py``).
+"""What codecs exchange: encoder outputs, field knobs, and the registry interface nested
+codecs decode their inner encoding through (``registry.py`` holds the table).
 
-Each codec module exposes, for every message it can write, up to three functions:
+Each codec module exposes, for every message it can write, up to three encoders:
 
 - ``encode_<message>_miniblock(block, params) -> MiniBlockCompressed``
 - ``encode_<message>_block(block, params) -> tuple[np.ndarray, CompressiveEncoding]``
@@ -13,11 +14,14 @@ wrote, so the layout stores exactly what was produced. ``params`` is a
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass, field
+from typing import Protocol
 
 import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
+from lance_spark_ops.encoding.blocks import DataBlock
 
 
 @dataclass
@@ -50,3 +54,19 @@ class MiniBlockCompressed:
     chunk_log_values: np.ndarray  # (num_chunks,) uint8
     num_values: int
     encoding: pb.CompressiveEncoding
+
+
+class CodecLookup(Protocol):
+    """The decode half of ``registry.CodecRegistry``, as nested codecs (General, Fsst,
+    PackedStruct, VariablePackedStruct) receive it for their inner encoding."""
+
+    def decompress_miniblock_chunks(self, enc: pb.CompressiveEncoding, chunks: Sequence[Sequence[memoryview]],
+                                    counts: np.ndarray) -> DataBlock: ...
+
+    def decode_miniblock_ranges(self, enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray,
+                                sizes: np.ndarray, counts: np.ndarray) -> DataBlock: ...
+
+    def decompress_block(self, enc: pb.CompressiveEncoding, buffer: memoryview,
+                         num_values: int) -> DataBlock: ...
+
+    def decompress_per_value(self, enc: pb.CompressiveEncoding, block: DataBlock) -> DataBlock: ...

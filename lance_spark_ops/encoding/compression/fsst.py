@@ -50,6 +50,9 @@ Encoder design (``fsst_encode.py``; no Python loop per byte or per string):
 4. Output: a token's position in its piece is its step number plus the escapes before it;
    piece sizes give piece starts (``cumsum``), and every code byte (and escaped literal) is
    written with one scatter. String offsets follow from the piece sizes.
+5. Repeats: a string compresses the same wherever it stands, so when >= 10% of an evenly
+   spaced 4096-string sample are repeats, only the distinct strings (Arrow
+   ``dictionary_encode``) are parsed and an Arrow ``take`` copies their codes out.
 
 Vectorised decode: escapes are found with a run-parity rule (in a run of 0xFF bytes that
 starts at a code position, even positions are escapes and odd ones their literals; runs
@@ -75,7 +78,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
 FSST_MAGIC = 0x46535354
@@ -222,23 +225,17 @@ def _expand(msg: pb.Fsst, block: DataBlock) -> DataBlock:
 
 
 def decode_fsst_miniblock(
-    msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Fsst, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray, codecs: CodecLookup
 ) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
-
-    return _expand(msg, decompress_miniblock_chunks(msg.values, chunks, counts))
+    return _expand(msg, codecs.decompress_miniblock_chunks(msg.values, chunks, counts))
 
 
-def decode_fsst_block(msg: pb.Fsst, buffer: memoryview, num_values: int) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_block
-
-    return _expand(msg, decompress_block(msg.values, buffer, num_values))
+def decode_fsst_block(msg: pb.Fsst, buffer: memoryview, num_values: int, codecs: CodecLookup) -> DataBlock:
+    return _expand(msg, codecs.decompress_block(msg.values, buffer, num_values))
 
 
-def decode_fsst_per_value(msg: pb.Fsst, block: DataBlock) -> DataBlock:
-    from lance_spark_ops.encoding.layout.fullzip import per_value
-
-    return _expand(msg, per_value(msg.values, block))
+def decode_fsst_per_value(msg: pb.Fsst, block: DataBlock, codecs: CodecLookup) -> DataBlock:
+    return _expand(msg, codecs.decompress_per_value(msg.values, block))
 
 
 # ----------------------------------------------------------------------------- encoders

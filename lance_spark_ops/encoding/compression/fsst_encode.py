@@ -14,7 +14,8 @@ docstring; this module holds the machinery:
   length, never by the data size.
 - ``build_table``: FSST's rounds (count tokens and adjacent token pairs, rank candidates
   by gain, keep the 255 best) done with ``np.unique`` / sorting on a sample.
-- ``compress``: the final parse of the page and the output assembly (one scatter).
+- ``compress``: the final parse of the page and the output assembly (one scatter); when
+  a sample shows many repeated strings, only the distinct ones are parsed.
 
 Token ids: 0..254 are symbol codes, ``256 + b`` is byte ``b`` escaped (code 255 + b).
 """
@@ -24,6 +25,7 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pyarrow as pa
 
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
 
@@ -35,6 +37,8 @@ HASH_BITS = 12
 HASH_MUL = np.uint32(0x9E3779B1)
 ESC = 255
 ROUNDS = (8, 38, 68, 98, 128)  # FSST's sample fractions: count thresholds, last has no pairs
+REPEAT_SAMPLE = 4096  # strings sampled to decide whether to compress distinct strings only
+REPEAT_SHARE = 0.1  # ... which pays when at least this share of the sample are repeats
 
 _U64_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1, 0], dtype=np.uint64)
 _EMPTY_LEN = 9  # hash slots without a symbol (mask 0 never equals their value 1)
@@ -89,14 +93,13 @@ class Table:
     def match(self, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
         """Token id (uint16) of the symbol FSST's compressor picks at each cursor: the hash
         slot's symbol if it matches (3..8 bytes), else the 2-byte symbol, else the 1-byte
-        symbol, else an escape. ``w``: the next 8 bytes (LE u64), ``rem``: bytes left."""
+        symbol, else an escape. ``w``: the next 8 bytes (LE u64), ``rem``: bytes left.
+
+        Where one byte is left a 2-byte symbol may come out (its second byte lies past the
+        cursor's piece); ``walk`` sees it overshoot and replaces it (``single``)."""
         slot = _slot(w)
         hit = (self.ht_len[slot] <= rem) & ((w & self.ht_mask[slot]) == self.ht_val[slot])
-        low = w.view(np.uint16)[::4]
-        tok = np.take(self.short, low)
-        last = np.flatnonzero(rem == 1)  # one byte left: no 2-byte symbol
-        if len(last):
-            tok[last] = self.single[low[last] & 0xFF]
+        tok = np.take(self.short, w.view(np.uint16)[::4])
         np.copyto(tok, np.take(self.ht_tok, slot), where=hit)
         return tok
 
@@ -145,40 +148,43 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pa
     """
     npieces = len(start)
     it = np.int32 if len(w_all) < 2**31 - 16 else np.int64
-    pos, rem = start.astype(it), (end - start).astype(it)
-    ids = np.arange(npieces, dtype=it)
-    esc = None  # escapes so far, per open piece (None: none yet)
+    # one row per open piece: id, cursor, bytes left, escapes so far, last token (pairs)
+    state = np.zeros((5 if pairs else 4, npieces), it)
+    state[0] = np.arange(npieces)
+    state[1], state[2] = start, end - start
+    state[4:] = -1
+    esc_seen = False  # no escape yet: every token so far is one output byte
     piece_out = np.zeros(npieces, np.int64)
-    last = np.full(npieces, -1, np.int16) if pairs else None
     tok_len = table.tok_len.astype(it)
     out_piece, out_tok, out_rel, out_prev = [], [], [], []
     step = 0
-    while ids.size:
+    while state.shape[1]:
+        ids, pos, rem, esc = state[0], state[1], state[2], state[3]
         tok = table.match(w_all[pos], rem)
+        ln = np.take(tok_len, tok)
+        rem -= ln
+        finished = rem <= 0
+        done = np.flatnonzero(finished)
+        over = done[rem[done] < 0]  # a 2-byte symbol where one byte was left
+        if over.size:
+            tok[over] = table.single[w_all[pos[over]] & np.uint64(0xFF)]
+            rem[over] = 0
+        pos += ln
         out_piece.append(ids)
         out_tok.append(tok)
-        out_rel.append(step if esc is None else esc + step)
+        out_rel.append(esc + step if esc_seen else step)
         if int(tok.max()) >= 256:
-            is_esc = tok >= 256
-            esc = is_esc.astype(it) if esc is None else esc + is_esc
-        if last is not None:
-            out_prev.append(last)
-            last = tok.view(np.int16)
-        ln = np.take(tok_len, tok)
-        pos += ln
-        rem -= ln
+            esc += tok >= 256
+            esc_seen = True
+        if pairs:
+            out_prev.append(state[4].astype(np.int16))
+            state[4] = tok.view(np.int16)
         step += 1
-        done = np.flatnonzero(rem <= 0)
         if done.size:
-            piece_out[ids[done]] = step if esc is None else esc[done] + step
-            if done.size == ids.size:
+            piece_out[ids[done]] = esc[done] + step
+            if done.size == state.shape[1]:
                 break
-            keep = rem > 0
-            ids, pos, rem = ids[keep], pos[keep], rem[keep]
-            if esc is not None:
-                esc = esc[keep]
-            if last is not None:
-                last = last[keep]
+            state = state[:, ~finished]
     rel = [
         np.full(len(i), r, it) if isinstance(r, int) else r for i, r in zip(out_piece, out_rel, strict=True)
     ]
@@ -321,9 +327,47 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
 
 def compress(table: Table, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Compress the strings ``data[offsets[i]:offsets[i + 1]]``; returns (bytes, offsets
-    from 0 as int64). Each token's code byte (and escaped literal) is scattered to its
-    place in one pass once every piece's output size is known."""
+    from 0 as int64). A string compresses the same wherever it stands, so when a sample
+    shows many repeats only the distinct strings are parsed and their codes copied out."""
     o = np.asarray(offsets, dtype=np.int64)
+    distinct = _distinct(data, o)
+    if distinct is None:
+        return _compress_all(table, data, o)
+    u_data, u_offs, which = distinct
+    u_out, u_new = _compress_all(table, u_data, u_offs)
+    codes = _binary(u_out, u_new).take(pa.array(which))  # Arrow copies each string's codes
+    new_offsets = np.frombuffer(codes.buffers()[1], np.int64)[: len(o)]
+    return np.frombuffer(codes.buffers()[2], np.uint8)[: int(new_offsets[-1])], new_offsets
+
+
+def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.LargeBinaryArray:
+    """The strings ``data[offsets[i]:offsets[i + 1]]`` as an Arrow array (no copy)."""
+    buffers = [None, pa.py_buffer(np.ascontiguousarray(offsets)), pa.py_buffer(np.ascontiguousarray(data))]
+    return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
+
+
+def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """(bytes, offsets, index of each string's distinct value) when at least
+    ``REPEAT_SHARE`` of an evenly spaced sample of ``REPEAT_SAMPLE`` strings are repeats
+    (so the page holds at most ~20 000 distinct strings); else None."""
+    n = len(o) - 1
+    if n < 4 * REPEAT_SAMPLE:
+        return None
+    strings = _binary(data, o)
+    sample = strings.take(pa.array(np.linspace(0, n - 1, REPEAT_SAMPLE).astype(np.int64)))
+    if len(sample.unique()) > (1 - REPEAT_SHARE) * REPEAT_SAMPLE:
+        return None
+    encoded = strings.dictionary_encode()
+    values = encoded.dictionary
+    first = values.offset
+    u_offs = np.frombuffer(values.buffers()[1], np.int64)[first : first + len(values) + 1]
+    u_data = np.frombuffer(values.buffers()[2], np.uint8) if len(values) else np.zeros(0, np.uint8)
+    return u_data, u_offs, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+
+
+def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``compress`` of every string: each token's code byte (and escaped literal) is
+    scattered to its place in one pass once every piece's output size is known."""
     start, end, owner = pieces(o, PIECE)
     p = walk(table, windows(data), start, end)
     piece_base = np.zeros(len(start) + 1, np.int64)

@@ -52,83 +52,23 @@ from __future__ import annotations
 from collections.abc import Callable, Sequence
 
 import numpy as np
-import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression._arrays import as_u8, check_chunk_counts, exclusive_cumsum
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.buffer_compression import (
+    SCHEMES,
+    BufferCompressor,
+    buffer_compression,
+    compress_buffer,
+    decompress_buffer,
+)
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.value import encode_flat_block
+from lance_spark_ops.encoding.compression.variable import encode_variable_block
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 MIN_BUFFER_SIZE_FOR_COMPRESSION = 4 * 1024
-SCHEMES = {"zstd": pb.COMPRESSION_ALGORITHM_ZSTD, "lz4": pb.COMPRESSION_ALGORITHM_LZ4}
-ZSTD_DEFAULT_LEVEL = 3
-
-ZSTD_MAGIC = b"\x28\xb5\x2f\xfd"
-_MAX_INFLATE = 1 << 34  # refuse absurd declared sizes instead of allocating them
-
-
-def _zstd_is_raw_frame(data: memoryview) -> bool:
-    if len(data) < 8:
-        return True
-    if bytes(data[:4]) != ZSTD_MAGIC:
-        return False
-    return (data[4] & 0x10) == 0  # reserved bit of the frame header descriptor must be 0
-
-
-def _zstd(data: memoryview, what: str) -> bytes:
-    import zstandard
-
-    try:
-        if _zstd_is_raw_frame(data):
-            return zstandard.ZstdDecompressor().decompressobj().decompress(bytes(data))
-        size = int.from_bytes(data[:8], "little")
-        if size > _MAX_INFLATE:
-            raise CorruptFileError(f"{what}: zstd buffer declares {size} uncompressed bytes")
-        if size == 0:
-            return b""
-        out = zstandard.ZstdDecompressor().decompress(bytes(data[8:]), max_output_size=size)
-    except zstandard.ZstdError as e:
-        raise CorruptFileError(f"{what}: zstd data does not decompress ({e})") from e
-    if len(out) != size:
-        raise CorruptFileError(f"{what}: zstd buffer declares {size} bytes but inflates to {len(out)}")
-    return out
-
-
-def _lz4(data: memoryview, what: str) -> bytes:
-    if len(data) < 4:
-        raise CorruptFileError(f"{what}: lz4 buffer of {len(data)} bytes has no 4-byte size prefix")
-    size = int.from_bytes(data[:4], "little")
-    if size == 0:
-        return b""
-    codec = pa.Codec("lz4_raw")
-    payload = bytes(data[4:])
-    try:
-        out = codec.decompress(payload, decompressed_size=size, asbytes=True)
-    except (pa.ArrowException, OSError, ValueError) as e:
-        raise CorruptFileError(f"{what}: lz4 block does not decompress to {size} bytes ({e})") from e
-    # pyarrow returns a buffer of the declared size even when the block inflates to less;
-    # the block inflates to exactly `size` bytes iff it does not fit into size - 1.
-    if size == 1:
-        return out
-    try:
-        codec.decompress(payload, decompressed_size=size - 1, asbytes=True)
-    except (pa.ArrowException, OSError, ValueError):
-        return out
-    raise CorruptFileError(f"{what}: lz4 buffer declares {size} bytes but inflates to fewer")
-
-
-def decompress_buffer(compression: pb.BufferCompression, data: memoryview | bytes, what: str) -> bytes:
-    """Inflate one buffer compressed by Lance's ``BufferCompressor`` (see module doc)."""
-    data = memoryview(data)
-    if len(data) == 0:
-        return b""
-    scheme = compression.scheme
-    if scheme == pb.COMPRESSION_ALGORITHM_ZSTD:
-        return _zstd(data, what)
-    if scheme == pb.COMPRESSION_ALGORITHM_LZ4:
-        return _lz4(data, what)
-    raise UnsupportedError(f"{what}: buffer compression scheme {scheme} is not supported")
 
 
 def _inner(msg: pb.General) -> pb.CompressiveEncoding:
@@ -140,10 +80,8 @@ def _inner(msg: pb.General) -> pb.CompressiveEncoding:
 
 
 def decode_general_miniblock(
-    msg: pb.General, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.General, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray, codecs: CodecLookup
 ) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
-
     inner = _inner(msg)
     if chunks and len(chunks[0]) == 0:
         raise CorruptFileError("general mini-block chunk has no buffers")
@@ -152,19 +90,22 @@ def decode_general_miniblock(
         [memoryview(decompress_buffer(msg.compression, c[0], f"general mini-block chunk {i}")), *c[1:]]
         for i, c in enumerate(chunks)
     ]
-    return decompress_miniblock_chunks(inner, inflated, counts)
+    return codecs.decompress_miniblock_chunks(inner, inflated, counts)
 
 
-def decode_general_block(msg: pb.General, buffer: memoryview, num_values: int) -> DataBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_block
-
+def decode_general_block(
+    msg: pb.General, buffer: memoryview, num_values: int, codecs: CodecLookup
+) -> DataBlock:
     inner = _inner(msg)
     raw = decompress_buffer(msg.compression, buffer, "general block")
-    return decompress_block(inner, memoryview(raw), num_values)
+    return codecs.decompress_block(inner, memoryview(raw), num_values)
 
 
-def decode_general_per_value(msg: pb.General, block: DataBlock) -> DataBlock:
-    """Inflate every value of a variable-width block on its own."""
+def decode_general_per_value(
+    msg: pb.General, block: DataBlock, codecs: CodecLookup | None = None
+) -> DataBlock:
+    """Inflate every value of a variable-width block on its own (the inflated values are
+    the inner Variable's raw values, so ``codecs`` is not needed)."""
     if not isinstance(block, VariableWidthBlock):
         raise UnsupportedError(f"general per-value compression over {type(block).__name__} is not supported")
     offsets = np.asarray(block.offsets, dtype=np.int64)
@@ -192,42 +133,6 @@ def _scheme(params: CompressionParams) -> str:
     if scheme not in SCHEMES:
         raise InvalidInputError(f"general compression needs zstd or lz4, got {params.compression!r}")
     return scheme
-
-
-def buffer_compression(scheme: str, level: int | None) -> pb.BufferCompression:
-    msg = pb.BufferCompression(scheme=SCHEMES[scheme])
-    if level is not None:
-        msg.level = int(level)
-    return msg
-
-
-class BufferCompressor:
-    """Lance's ``BufferCompressor`` for one scheme: ``compress(bytes) -> framed bytes``."""
-
-    def __init__(self, scheme: str, level: int | None = None) -> None:
-        self.scheme = scheme
-        if scheme == "zstd":
-            import zstandard
-
-            self._zstd = zstandard.ZstdCompressor(level=int(level) if level else ZSTD_DEFAULT_LEVEL)
-        elif scheme == "lz4":
-            self._lz4 = pa.Codec("lz4_raw")
-        else:
-            raise InvalidInputError(f"unknown buffer compression {scheme!r}")
-
-    def compress(self, data: bytes | memoryview | np.ndarray) -> bytes:
-        raw = memoryview(np.ascontiguousarray(data, dtype=np.uint8)) if isinstance(data, np.ndarray) else data
-        n = len(raw)
-        if self.scheme == "zstd":
-            return n.to_bytes(8, "little") + self._zstd.compress(raw)
-        if n >= 2**32:
-            raise InvalidInputError(f"lz4 buffer of {n} bytes is too large (u32 size prefix)")
-        return n.to_bytes(4, "little") + self._lz4.compress(raw, asbytes=True)
-
-
-def compress_buffer(data: bytes | memoryview | np.ndarray, scheme: str, level: int | None = None) -> bytes:
-    """Frame and compress one buffer (module doc)."""
-    return BufferCompressor(scheme, level).compress(data)
 
 
 def general_encoding(scheme: str, level: int | None, inner: pb.CompressiveEncoding) -> pb.CompressiveEncoding:
@@ -267,15 +172,9 @@ def encode_general_miniblock(
 
 def _default_block_inner(block: DataBlock) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     if isinstance(block, FixedWidthBlock):
-        from lance_spark_ops.encoding.compression.value import encode_flat_block
-
         return encode_flat_block(block)
     if isinstance(block, VariableWidthBlock):
-        from lance_spark_ops.encoding.compression import variable
-
-        fn = getattr(variable, "encode_variable_block", None)
-        if fn is not None:
-            return fn(block, CompressionParams())
+        return encode_variable_block(block, CompressionParams())
     raise UnsupportedError(f"general block compression of a {type(block).__name__} needs an inner encoder")
 
 

@@ -25,7 +25,8 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock
 from lance_spark_ops.encoding.compression._arrays import as_u8
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.value import encode_flat_block, encode_flat_miniblock
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
@@ -68,32 +69,29 @@ def _values(msg: pb.PackedStruct) -> pb.CompressiveEncoding:
 
 
 def decode_packed_struct_miniblock(
-    msg: pb.PackedStruct, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.PackedStruct, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray, codecs: CodecLookup
 ) -> StructBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_miniblock_chunks
-
-    return split_rows(msg, decompress_miniblock_chunks(_values(msg), chunks, counts))
+    return split_rows(msg, codecs.decompress_miniblock_chunks(_values(msg), chunks, counts))
 
 
 def decode_packed_struct_miniblock_ranges(
-    msg: pb.PackedStruct, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.PackedStruct, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup,
 ) -> StructBlock:
     """Mini-block chunks given as byte ranges of ``data`` (the inner encoding decodes them)."""
-    from lance_spark_ops.encoding.layout.miniblock import decode_miniblock_ranges
-
-    return split_rows(msg, decode_miniblock_ranges(_values(msg), data, starts, sizes, counts))
+    return split_rows(msg, codecs.decode_miniblock_ranges(_values(msg), data, starts, sizes, counts))
 
 
-def decode_packed_struct_block(msg: pb.PackedStruct, buffer: memoryview, num_values: int) -> StructBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_block
+def decode_packed_struct_block(
+    msg: pb.PackedStruct, buffer: memoryview, num_values: int, codecs: CodecLookup
+) -> StructBlock:
+    return split_rows(msg, codecs.decompress_block(_values(msg), buffer, num_values))
 
-    return split_rows(msg, decompress_block(_values(msg), buffer, num_values))
 
-
-def decode_packed_struct_per_value(msg: pb.PackedStruct, block: DataBlock) -> StructBlock:
-    from lance_spark_ops.encoding.compression.decompress import decompress_per_value
-
-    return split_rows(msg, decompress_per_value(_values(msg), block))
+def decode_packed_struct_per_value(
+    msg: pb.PackedStruct, block: DataBlock, codecs: CodecLookup
+) -> StructBlock:
+    return split_rows(msg, codecs.decompress_per_value(_values(msg), block))
 
 
 # ---------------------------------------------------------------------------- encoders
@@ -133,8 +131,6 @@ def encode_packed_struct_miniblock(
     block: DataBlock, params: CompressionParams | None = None
 ) -> MiniBlockCompressed:
     """Packed rows stored as Flat mini-block chunks."""
-    from lance_spark_ops.encoding.compression.value import encode_flat_miniblock
-
     rows, bits = pack_rows(block)
     out = encode_flat_miniblock(rows)
     out.encoding = packed_struct_encoding(bits, out.encoding)
@@ -145,8 +141,6 @@ def encode_packed_struct_block(
     block: DataBlock, params: CompressionParams | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """Packed rows in one Flat buffer."""
-    from lance_spark_ops.encoding.compression.value import encode_flat_block
-
     rows, bits = pack_rows(block)
     data, enc = encode_flat_block(rows)
     return data, packed_struct_encoding(bits, enc)

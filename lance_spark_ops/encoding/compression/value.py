@@ -41,6 +41,7 @@ from lance_spark_ops.encoding.compression._arrays import (
     pack_bits,
     ranges_to_chunks,
 )
+from lance_spark_ops.encoding.compression.buffer_compression import decompress_buffer
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -58,8 +59,6 @@ def _bits(msg: pb.Flat) -> int:
 def _inflate(msg: pb.Flat, buf: memoryview, what: str) -> memoryview:
     if not msg.HasField("data"):
         return buf
-    from lance_spark_ops.encoding.compression.general import decompress_buffer
-
     return memoryview(decompress_buffer(msg.data, buf, what))
 
 

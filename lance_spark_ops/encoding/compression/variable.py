@@ -45,7 +45,6 @@ from lance_spark_ops.encoding.compression._arrays import (
     check_chunk_counts,
     exclusive_cumsum,
     join,
-    ragged_arange,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -227,26 +226,42 @@ def chunk_ends(offsets: np.ndarray, width: int, limit: int = MINICHUNK_SIZE) -> 
     at least 2 values. When the doubling passes the values left, the rest becomes the final
     chunk if it fits. With ``g[i] = offsets[i] + i * width`` the chunk ``[s, s + k)`` takes
     ``g[s + k] - g[s] + width`` bytes, so the largest fitting k is one ``searchsorted`` on
-    the monotonic ``g``: one step per chunk (~4 KiB of data), never per value.
+    the monotonic ``g``. The chunks are found in vectorised runs: after a chunk of k values
+    the next ones are guessed to hold k values too, all guesses are checked at once, and
+    the run of correct guesses is kept (homogeneous data: a few steps per page).
     """
     n = len(offsets) - 1
     if n <= 0:
         return np.zeros(1, np.int64)
     g = np.asarray(offsets, dtype=np.int64) + np.arange(n + 1, dtype=np.int64) * width
-    half_max = MAX_MINIBLOCK_VALUES // 2
-    ends = []
-    s = 0
+    ends: list[np.ndarray] = []
+    s, guesses = 0, 16
     while s < n:
-        rest = n - s
-        if rest <= 1:
-            s = n
-        else:
-            kmax = int(g.searchsorted(g[s] + (limit - width), side="right")) - 1 - s
-            span = min(kmax, rest, half_max)
-            num = 1 << (span.bit_length() - 1) if span >= 2 else 2
-            s = n if (2 * num > rest and kmax >= rest) else min(s + num, n)
-        ends.append(s)
-    return np.asarray(ends, dtype=np.int64)
+        e = int(_chunk_end(g, n, np.array([s]), limit, width)[0])
+        ends.append(np.array([e]))
+        num, m = e - s, min(guesses, (n - e) // max(e - s, 1))
+        s = e
+        if m < 2:
+            continue
+        cand = e + num * np.arange(m, dtype=np.int64)  # guessed chunk starts
+        good = _chunk_end(g, n, cand, limit, width) == cand + num
+        k = m if good.all() else int(np.argmin(good))
+        if k:
+            ends.append(cand[:k] + num)
+            s = int(cand[k - 1] + num)
+        guesses = guesses * 2 if k == m else 16
+    return np.concatenate(ends)
+
+
+def _chunk_end(g: np.ndarray, n: int, starts: np.ndarray, limit: int, width: int) -> np.ndarray:
+    """End of the chunk beginning at each of ``starts`` (``chunk_ends``' rule, vectorised)."""
+    rest = n - starts
+    kmax = np.searchsorted(g, g[starts] + (limit - width), side="right") - 1 - starts
+    span = np.minimum(np.minimum(kmax, rest), MAX_MINIBLOCK_VALUES // 2)
+    # the largest power of two <= span (span >= 2), else 2
+    num = np.where(span >= 2, np.left_shift(1, np.frexp(np.maximum(span, 1))[1] - 1), 2)
+    end = np.where((2 * num > rest) & (kmax >= rest), n, np.minimum(starts + num, n))
+    return np.where(rest <= 1, n, end).astype(np.int64)
 
 
 def encode_variable_miniblock(
@@ -266,11 +281,14 @@ def encode_variable_miniblock(
     sizes = -(-(head + nbytes) // w) * w
     base = exclusive_cumsum(sizes)
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
-    # offsets: chunk c's entries j = 0..count sit at base + j * w (base is a multiple of w)
+    # offsets: chunk c's entries j = 0..count (of value starts_c + j) sit at base + j * w
+    # (base is a multiple of w). Listing every chunk's entries in order, entry k of chunk c
+    # is value k - c and lands in slot k + base_c / w - (c + starts_c).
     chunk_of = np.repeat(np.arange(len(counts)), counts + 1)
-    entry = ragged_arange(starts, counts + 1)
-    values = offs[entry] - offs[starts][chunk_of] + head[chunk_of]
-    slots = base[chunk_of] // w + (entry - starts[chunk_of])
+    k = np.arange(len(chunk_of), dtype=np.int64)
+    shift = np.arange(len(counts), dtype=np.int64) + starts
+    values = offs[k - chunk_of] + (head - offs[starts])[chunk_of]
+    slots = k + (base // w - shift)[chunk_of]
     out.view(_offset_dtype(bits))[slots] = values
     # value bytes: chunk c's bytes follow its offsets
     dst = base + head

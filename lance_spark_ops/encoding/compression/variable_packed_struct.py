@@ -34,6 +34,7 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock, VariableWidthBlock
+from lance_spark_ops.encoding.compression.encoded import CodecLookup
 from lance_spark_ops.encoding.compression.variable import gather_segments
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -45,9 +46,9 @@ def _read_le(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def decode_variable_packed_struct_per_value(msg: pb.VariablePackedStruct, block: DataBlock) -> DataBlock:
-    from lance_spark_ops.encoding.layout.fullzip import per_value
-
+def decode_variable_packed_struct_per_value(
+    msg: pb.VariablePackedStruct, block: DataBlock, codecs: CodecLookup
+) -> DataBlock:
     if not isinstance(block, VariableWidthBlock):
         raise CorruptFileError(
             f"variable packed struct: expected variable-width rows, got {type(block).__name__}"
@@ -114,7 +115,7 @@ def decode_variable_packed_struct_per_value(msg: pb.VariablePackedStruct, block:
             cursor = end
         else:
             raise CorruptFileError(f"{what}: neither bits_per_value nor bits_per_length is set")
-        children.append(per_value(f.value, child))
+        children.append(codecs.decompress_per_value(f.value, child))
     if (cursor != row_end).any():
         raise CorruptFileError("variable packed struct: trailing bytes after the last field of a row")
     return StructBlock(children, n)
@@ -158,7 +159,8 @@ def _scatter_le(out: np.ndarray, pos: np.ndarray, values: np.ndarray, width: int
 def encode_variable_packed_struct_per_value(
     block: DataBlock,
     params: object | None = None,
-    children: list[tuple[DataBlock, pb.CompressiveEncoding]] | None = None,
+    *,
+    children: list[tuple[DataBlock, pb.CompressiveEncoding]],
 ) -> tuple[VariableWidthBlock, pb.CompressiveEncoding]:
     """Rows of ``block`` (a ``StructBlock``) packed as described in the module docstring.
 
@@ -171,8 +173,6 @@ def encode_variable_packed_struct_per_value(
     if not isinstance(block, StructBlock) or not block.children:
         raise InvalidInputError("variable packed struct needs a struct block with at least one field")
     n = block.num_values
-    if children is None:
-        children = [_compress_child(c, params) for c in block.children]
     if len(children) != len(block.children):
         raise InvalidInputError(
             f"variable packed struct: {len(children)} encoded fields for {len(block.children)}"
@@ -204,12 +204,3 @@ def encode_variable_packed_struct_per_value(
     offsets = np.append(row_start, total).astype(dtype)
     enc = pb.CompressiveEncoding(variable_packed_struct=pb.VariablePackedStruct(fields=fields))
     return VariableWidthBlock(offsets, out, n), enc
-
-
-def _compress_child(child: DataBlock, params: object | None) -> tuple[DataBlock, pb.CompressiveEncoding]:
-    from lance_spark_ops.encoding.codecs import compress_per_value
-    from lance_spark_ops.encoding.compression.encoded import CompressionParams
-    from lance_spark_ops.encoding.compression.strategy import per_value_codec
-
-    p = params if isinstance(params, CompressionParams) else CompressionParams()
-    return compress_per_value(per_value_codec(child, p), child, p)

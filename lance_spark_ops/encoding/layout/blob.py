@@ -40,8 +40,9 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import FixedWidthBlock, StructBlock, VariableWidthBlock
+from lance_spark_ops.encoding.layers import level_info
 from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
-from lance_spark_ops.encoding.layout.fullzip import join_u8, level_info, page_message, row_runs
+from lance_spark_ops.encoding.layout.pages import join_u8, page_message, row_runs
 from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -228,7 +229,7 @@ def encode_blob_page(
 
 def _descriptor_page(num_rows: int, pos: np.ndarray, size: np.ndarray, version: str) -> EncodedPage:
     from lance_spark_ops.encoding.compression.packed_struct import encode_packed_struct_miniblock
-    from lance_spark_ops.encoding.layout.miniblock import encode_miniblock_page
+    from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 
     fields = [
         FixedWidthBlock(np.ascontiguousarray(a, "<u8").view(np.uint8), 64, num_rows) for a in (pos, size)

@@ -36,8 +36,9 @@ Writing (``encode_constant_page``), as pylance 14 does:
 - all null, no lists, one NULLABLE_ITEM layer: no buffers at all (2.1 and 2.2);
 - all null with levels (null / empty lists, null structs): 2.1 ``[rep][def]`` raw u16 (an
   empty buffer for absent levels); 2.2 each level buffer compressed on its own with the
-  block codec ``strategy.level_codec`` picks (Rle for long runs, bitpacking, Flat for tiny
-  pages), ``num_rep_values`` / ``num_def_values`` set;
+  block codec the page plan chose (``PagePlan.rep_codec`` / ``def_codec`` from
+  ``strategy.level_codec``: Rle for long runs, bitpacking, Flat for tiny pages),
+  ``num_rep_values`` / ``num_def_values`` set;
 - a constant (2.2 only): fixed-width values of <= 32 bytes inline (ints, decimals, bools as
   a 1-byte bitmap), anything else as a scalar value block; levels stay raw u16 with no
   counts. Example: 1000 x "hello" -> one 25-byte buffer
@@ -50,9 +51,14 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import ConstantBlock, FixedWidthBlock
+from lance_spark_ops.encoding.codecs import compress_block
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
+from lance_spark_ops.encoding.compression.encoded import CompressionParams
+from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
+from lance_spark_ops.encoding.compression.strategy import Codec
+from lance_spark_ops.encoding.layers import level_info
 from lance_spark_ops.encoding.layout import PageDecoder
-from lance_spark_ops.encoding.layout.fullzip import as_u8, level_info, page_message, row_runs
+from lance_spark_ops.encoding.layout.pages import as_u8, page_message, row_runs
 from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -90,8 +96,10 @@ def parse_scalar_block(raw: np.ndarray, what: str) -> tuple[bytes, bool]:
 class ConstantDecoder(PageDecoder):
     """Decoder of a 2.1 ``AllNullLayout`` / 2.2 ``ConstantLayout`` page."""
 
-    def __init__(self, layout: object, num_rows: int, buffer_sizes: list[int], version: str) -> None:
+    def __init__(self, layout: object, num_rows: int, buffer_sizes: list[int], version: str,
+                 codecs: CodecRegistry = CODECS) -> None:
         super().__init__(layout, num_rows, buffer_sizes, version)
+        self.codecs = codecs
         msg = page_message(layout, "constant_layout")
         self.msg = msg
         self.what = (
@@ -130,11 +138,9 @@ class ConstantDecoder(PageDecoder):
         data = as_u8(raw)
         expected = int(getattr(self.msg, count_field))
         if self.msg.HasField(enc_field):
-            from lance_spark_ops.encoding.compression.decompress import decompress_block
-
             if expected <= 0:
                 raise CorruptFileError(f"{self.what}: compressed {kind} levels but {count_field} is 0")
-            block = decompress_block(getattr(self.msg, enc_field), raw, expected)
+            block = self.codecs.decompress_block(getattr(self.msg, enc_field), raw, expected)
             if (
                 not isinstance(block, FixedWidthBlock)
                 or block.bits_per_value != 16
@@ -244,19 +250,16 @@ def _raw_levels(levels: np.ndarray | None) -> np.ndarray:
 
 
 def _compressed_levels(
-    levels: np.ndarray | None, version: str
+    levels: np.ndarray | None, codec: Codec | None, what: str
 ) -> tuple[np.ndarray, pb.CompressiveEncoding | None, int]:
-    """(buffer, its compression, count) of one level buffer of a 2.2 all-null page."""
+    """(buffer, its compression, count) of one level buffer of a 2.2 all-null page,
+    compressed by the plan's ``codec``."""
     if levels is None:
         return np.zeros(0, np.uint8), None, 0
-    from lance_spark_ops.encoding.codecs import compress_block
-    from lance_spark_ops.encoding.compression.encoded import CompressionParams
-    from lance_spark_ops.encoding.compression.strategy import level_codec
-
+    if codec is None:
+        raise InvalidInputError(f"constant page: {what} levels need their codec (PagePlan.{what}_codec)")
     lv = np.ascontiguousarray(levels, dtype="<u2")
-    data, enc = compress_block(
-        level_codec(lv, version), FixedWidthBlock(lv.view(np.uint8), 16, len(lv)), CompressionParams()
-    )
+    data, enc = compress_block(codec, FixedWidthBlock(lv.view(np.uint8), 16, len(lv)), CompressionParams())
     return as_u8(data), enc, len(lv)
 
 
@@ -278,11 +281,15 @@ def encode_constant_page(
     layers: list[int],
     version: str,
     offset_bits: int = 32,
+    *,
+    rep_codec: Codec | None = None,
+    def_codec: Codec | None = None,
 ) -> EncodedPage:
     """An all-null (``value`` None) or constant page (see the module docstring).
 
     ``rep`` / ``def_``: one u16 per item (None: absent); ``variable``: the value is a string
-    / binary (stored with ``offset_bits`` offsets, 64 for large types).
+    / binary (stored with ``offset_bits`` offsets, 64 for large types); ``rep_codec`` /
+    ``def_codec``: the plan's level codecs, needed for 2.2 all-null pages with levels.
     """
     if version not in ("2.1", "2.2"):
         raise UnsupportedError(f"constant / all-null pages exist in file versions 2.1 and 2.2, not {version}")
@@ -307,8 +314,8 @@ def encode_constant_page(
         if version == "2.1":
             levels = [_raw_levels(rep), _raw_levels(def_)]
             return EncodedPage(num_rows, levels, pb.PageLayout(constant_layout=msg))
-        rbuf, renc, nrep = _compressed_levels(rep, version)
-        dbuf, denc, ndef = _compressed_levels(def_, version)
+        rbuf, renc, nrep = _compressed_levels(rep, rep_codec, "rep")
+        dbuf, denc, ndef = _compressed_levels(def_, def_codec, "def")
         if renc is not None:
             msg.rep_compression.CopyFrom(renc)
             msg.num_rep_values = nrep

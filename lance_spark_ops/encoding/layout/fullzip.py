@@ -33,7 +33,7 @@ NULL_AND_EMPTY_LIST]): rows ``[[], None, ["ab"]]`` zip to ``06 | 05 | 04 0200000
 (empty list rep 1 def 2, null list rep 1 def 1, item rep 1 def 0 with length 2) and the
 repetition index ``00 01 02 09`` (u8).
 
-Writing: ``encode_fullzip_page`` (in ``fullzip_encode``, re-exported here) produces exactly
+Writing: ``encode_fullzip_page`` (in ``fullzip_encode``) produces exactly
 these bytes, with the control-word and repetition-index widths pylance picks.
 
 Decoding is vectorised across rows: each pass of the item walk parses one item of every row
@@ -48,86 +48,15 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, VariableWidthBlock
+from lance_spark_ops.encoding.compression._arrays import ragged_arange
+from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
 from lance_spark_ops.encoding.compression.variable import gather_segments
+from lance_spark_ops.encoding.layers import LevelInfo, level_info
 from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.layout.pages import as_u8, join_u8, page_message, row_runs
 from lance_spark_ops.encoding.page import Fetch, PageData
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
-
-# ----------------------------------------------------------------------------- levels
-
-_LIST_LAYERS = frozenset(
-    {
-        pb.REPDEF_ALL_VALID_LIST,
-        pb.REPDEF_NULLABLE_LIST,
-        pb.REPDEF_EMPTYABLE_LIST,
-        pb.REPDEF_NULL_AND_EMPTY_LIST,
-    }
-)
-_DEF_LEVELS = {
-    pb.REPDEF_ALL_VALID_ITEM: 0,
-    pb.REPDEF_ALL_VALID_LIST: 0,
-    pb.REPDEF_NULLABLE_ITEM: 1,
-    pb.REPDEF_NULLABLE_LIST: 1,
-    pb.REPDEF_EMPTYABLE_LIST: 1,
-    pb.REPDEF_NULL_AND_EMPTY_LIST: 2,
-}
-NO_LIST_VISIBLE = 0xFFFF  # every item is visible when there are no list layers
-
-
-@dataclass(frozen=True)
-class LevelInfo:
-    """What the rep/def layers imply: ``max_rep`` (number of list layers; a row starts at
-    rep == max_rep) and ``max_visible_def`` (items with def <= this have a value slot)."""
-
-    layers: tuple[int, ...]
-    max_rep: int
-    max_visible_def: int
-
-    def visible(self, def_: np.ndarray | None, count: int) -> np.ndarray:
-        if def_ is None or self.max_visible_def >= NO_LIST_VISIBLE:
-            return np.ones(count, dtype=bool)
-        return def_ <= self.max_visible_def
-
-
-def level_info(layers: object, what: str) -> LevelInfo:
-    layers = tuple(int(x) for x in layers)  # type: ignore[union-attr]
-    for layer in layers:
-        if layer not in _DEF_LEVELS:
-            raise CorruptFileError(f"{what}: unknown rep/def layer {layer}")
-    is_list = [layer in _LIST_LAYERS for layer in layers]
-    max_rep = sum(is_list)
-    if max_rep == 0:
-        max_visible = NO_LIST_VISIBLE
-    else:
-        first = is_list.index(True)
-        max_visible = sum(_DEF_LEVELS[x] for x in layers[:first])
-    return LevelInfo(layers, max_rep, max_visible)
-
-
-def page_message(layout: object, field: str) -> object:
-    """Accept either a ``PageLayout`` or the inner layout message itself."""
-    if hasattr(layout, "WhichOneof") and field in type(layout).DESCRIPTOR.fields_by_name:
-        if layout.WhichOneof("layout") != field:
-            raise CorruptFileError(f"expected a {field} page, found {layout.WhichOneof('layout')}")
-        return getattr(layout, field)
-    return layout
-
-
-# ----------------------------------------------------------------------------- byte helpers
-
-
-def as_u8(buf: object) -> np.ndarray:
-    if isinstance(buf, np.ndarray):
-        return buf.view(np.uint8).reshape(-1)
-    return np.frombuffer(buf, dtype=np.uint8)  # type: ignore[arg-type]
-
-
-def join_u8(bufs: list) -> np.ndarray:
-    if len(bufs) == 1:
-        return as_u8(bufs[0])
-    return np.frombuffer(b"".join(bufs), dtype=np.uint8) if bufs else np.zeros(0, np.uint8)
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 
 def read_uint(buf: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
@@ -150,19 +79,6 @@ def unpack_uints(data: np.ndarray, width: int, what: str) -> np.ndarray:
     if width == 8 and vals.size and int(vals.max()) >= 2**63:
         raise CorruptFileError(f"{what}: offset {int(vals.max())} is out of range")
     return vals.astype(np.int64)
-
-
-def row_runs(rows: np.ndarray, num_rows: int, what: str) -> tuple[np.ndarray, np.ndarray]:
-    """Validate sorted unique page-relative rows; return runs of consecutive rows [a, b)."""
-    rows = np.asarray(rows, dtype=np.int64).reshape(-1)
-    if rows.size and (rows[0] < 0 or rows[-1] >= num_rows or (np.diff(rows) <= 0).any()):
-        raise InvalidInputError(f"{what}: rows must be sorted, unique and in [0, {num_rows})")
-    if rows.size == 0:
-        return np.zeros(0, np.int64), np.zeros(0, np.int64)
-    breaks = np.flatnonzero(np.diff(rows) != 1) + 1
-    starts = rows[np.concatenate(([0], breaks))]
-    ends = rows[np.concatenate((breaks - 1, [rows.size - 1]))] + 1
-    return starts, ends
 
 
 # ----------------------------------------------------------------------------- control words
@@ -315,25 +231,16 @@ def walk_items(
     return Items(rep, def_, vis, valid, vstart, vlen, buf)
 
 
-# ----------------------------------------------------------------------------- per-value codecs
-
-
-def per_value(enc: pb.CompressiveEncoding, block: DataBlock) -> DataBlock:
-    """Undo per-value compression (Flat, Variable, Fsst, General, FixedSizeList,
-    VariablePackedStruct, Constant) via the codec dispatcher."""
-    from lance_spark_ops.encoding.compression.decompress import decompress_per_value
-
-    return decompress_per_value(enc, block)
-
-
 # ----------------------------------------------------------------------------- decoder
 
 
 class FullZipDecoder(PageDecoder):
     """Decoder of one ``FullZipLayout`` page (see the module docstring for the bytes)."""
 
-    def __init__(self, layout: object, num_rows: int, buffer_sizes: list[int], version: str) -> None:
+    def __init__(self, layout: object, num_rows: int, buffer_sizes: list[int], version: str,
+                 codecs: CodecRegistry = CODECS) -> None:
         super().__init__(layout, num_rows, buffer_sizes, version)
+        self.codecs = codecs
         fz = page_message(layout, "full_zip_layout")
         self.fz = fz
         what = "full-zip page"
@@ -425,8 +332,6 @@ class FullZipDecoder(PageDecoder):
         # Row starts from the repetition index (cached, or the entries of each run).
         counts = ends - starts + 1
         if self.rep_index is not None:
-            from lance_spark_ops.encoding.compression._arrays import ragged_arange
-
             entries = self.rep_index[ragged_arange(starts, counts)]
         else:
             w = self.index_width
@@ -572,7 +477,7 @@ class FullZipDecoder(PageDecoder):
             offsets = np.zeros(lens.size + 1, dtype=odt)
             offsets[1:] = np.cumsum(lens)
             block = VariableWidthBlock(offsets, data, int(lens.size))
-        values = per_value(self.fz.value_compression, block)
+        values = self.codecs.decompress_per_value(self.fz.value_compression, block)
         return PageData(
             num_rows=num_rows,
             values=values,
@@ -580,11 +485,3 @@ class FullZipDecoder(PageDecoder):
             def_=items.def_,
             layers=list(self.info.layers),
         )
-
-
-# ----------------------------------------------------------------------------- encoder
-# (implemented in ``fullzip_encode``; re-exported here so the layout has one entry point)
-
-from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page  # noqa: E402
-
-__all__ = ["FullZipDecoder", "encode_fullzip_page"]

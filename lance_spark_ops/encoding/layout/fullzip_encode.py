@@ -32,7 +32,8 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression._arrays import as_u8, exclusive_cumsum, scatter_ragged
-from lance_spark_ops.encoding.layout.fullzip import level_info
+from lance_spark_ops.encoding.compression.variable import gather_segments
+from lance_spark_ops.encoding.layers import level_info
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 
@@ -105,8 +106,6 @@ def _value_payload(values: DataBlock, valid: np.ndarray) -> tuple[np.ndarray, np
         if (lens == np.diff(o)).all():
             payload = data[int(o[0]) : int(o[-1])] if o.size else data[:0]
         else:  # bytes under null values are not written
-            from lance_spark_ops.encoding.compression.variable import gather_segments
-
             payload = gather_segments(data, o[:-1], lens)
         return lens, payload, lw, "variable"
     raise UnsupportedError(f"full-zip page: per-value output of type {type(values).__name__}")

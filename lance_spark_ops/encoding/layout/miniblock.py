@@ -26,8 +26,8 @@ Worked example (2.2, int32 0..36 repeating, no nulls): metadata word ``1a 06 00 
 words (784 bytes), 2**10 values; the chunk starts ``00 00 | 04 03 00 00 | 00 00 fe fe`` (no
 levels, one 772-byte buffer) followed by the inline-bitpacked values (bit width 6).
 
-Levels are u16 and decoded with ``decompress_block`` (one block per chunk, ``num_levels``
-values; OutOfLineBitpacking, or Rle in 2.2); values with ``decompress_miniblock_chunks``,
+Levels are u16 and decoded through the codec registry as one block per chunk (``num_levels``
+values; OutOfLineBitpacking, or Rle in 2.2); values as mini-block chunks,
 batched over every chunk of the page.
 
 Which items have value slots (from Lance's ``RepDefSlicer`` and ``map_range``, confirmed on
@@ -45,13 +45,12 @@ the search cache (chunk metadata, repetition index, dictionary) picks the chunks
 those rows: chunk k covers rows ``[first_row_k - has_preamble_k, first_row_k + starts_k)``.
 Only they are fetched and decoded; then levels and values are cut down to exactly the rows.
 
-Writing: ``encode_miniblock_page`` (``miniblock_encode.py``).
+Writing: ``encode_miniblock_page`` (``miniblock_encode.py``, which imports this module, never
+the reverse).
 """
 
 from __future__ import annotations
 
-import importlib
-from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -62,37 +61,15 @@ from lance_spark_ops.encoding.blocks import ConstantBlock, DataBlock, FixedWidth
 from lance_spark_ops.encoding.compression._arrays import (
     exclusive_cumsum,
     join,
-    join_with_starts,
-    ranges_to_chunks,
     strided_rows,
 )
-from lance_spark_ops.encoding.compression.decompress import (
-    CODEC_MODULES,
-    decompress_block,
-    decompress_miniblock_chunks,
-)
-from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
+from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
+from lance_spark_ops.encoding.layers import max_rep, max_visible_def
 from lance_spark_ops.encoding.layout import PageDecoder
-from lance_spark_ops.encoding.page import EncodedPage, Fetch, PageData
+from lance_spark_ops.encoding.page import Fetch, PageData
 from lance_spark_ops.errors import CorruptFileError
 
 ALIGN = 8
-LIST_LAYERS = frozenset(
-    {
-        pb.REPDEF_ALL_VALID_LIST,
-        pb.REPDEF_NULLABLE_LIST,
-        pb.REPDEF_EMPTYABLE_LIST,
-        pb.REPDEF_NULL_AND_EMPTY_LIST,
-    }
-)
-DEF_LEVELS = {
-    pb.REPDEF_ALL_VALID_ITEM: 0,
-    pb.REPDEF_ALL_VALID_LIST: 0,
-    pb.REPDEF_NULLABLE_ITEM: 1,
-    pb.REPDEF_NULLABLE_LIST: 1,
-    pb.REPDEF_EMPTYABLE_LIST: 1,
-    pb.REPDEF_NULL_AND_EMPTY_LIST: 2,
-}
 
 
 def _pad(n: np.ndarray | int) -> np.ndarray | int:
@@ -110,53 +87,14 @@ def _read_uint(data: np.ndarray, pos: np.ndarray, nbytes: int) -> np.ndarray:
     return rows.view(f"<u{nbytes}").reshape(-1).astype(np.int64)
 
 
-def _codec_fn(enc: pb.CompressiveEncoding, suffix: str) -> tuple[object, object] | None:
-    """``decode_<kind>_<suffix>`` of the encoding's codec module and its message, if any."""
-    kind = enc.WhichOneof("compression")
-    if kind not in CODEC_MODULES:
-        return None
-    module = importlib.import_module(f"lance_spark_ops.encoding.compression.{CODEC_MODULES[kind]}")
-    fn = getattr(module, f"decode_{kind}_{suffix}", None)
-    return None if fn is None else (fn, getattr(enc, kind))
-
-
-def decode_miniblock_ranges(
-    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
-) -> DataBlock:
-    """Decode mini-block chunks whose value buffers are the byte ranges ``(starts[i, j],
-    sizes[i, j])`` of ``data`` (chunk i, buffer j). Codecs with a
-    ``decode_<kind>_miniblock_ranges`` work on the ranges directly (no per-chunk Python
-    objects, no joining copy); others get per-chunk memoryviews."""
-    found = _codec_fn(enc, "miniblock_ranges")
-    if found is not None:
-        fn, msg = found
-        return fn(msg, data, starts, sizes, counts)  # type: ignore[operator]
-    return decompress_miniblock_chunks(enc, ranges_to_chunks(data, starts, sizes), counts)
-
-
-def decode_levels(enc: pb.CompressiveEncoding, bufs: Sequence[memoryview], counts: np.ndarray) -> np.ndarray:
-    """Decode one level buffer per chunk into one uint16 array."""
-    data, starts, sizes = join_with_starts(bufs)
-    return decode_levels_ranges(enc, data, starts, sizes, counts)
-
-
 def decode_levels_ranges(
-    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    enc: pb.CompressiveEncoding, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecRegistry = CODECS,
 ) -> np.ndarray:
-    """Decode one level buffer per chunk (byte ranges of ``data``) into one uint16 array.
-
-    Codecs may offer ``decode_<kind>_blocks_ranges(msg, data, starts, sizes, counts)`` to do
-    all chunks in one vectorised call (bitpacking, rle, flat); otherwise each chunk goes
-    through ``decompress_block``.
-    """
+    """Decode one level buffer per chunk (byte ranges of ``data``) into one uint16 array
+    (bitpacking, rle and flat do all chunks in one vectorised call, others chunk by chunk)."""
     counts = np.asarray(counts, dtype=np.int64)
-    found = _codec_fn(enc, "blocks_ranges")
-    if found is not None:
-        fn, msg = found
-        blocks = [fn(msg, data, starts, sizes, counts)]  # type: ignore[operator]
-    else:
-        bufs = [c[0] for c in ranges_to_chunks(data, starts[:, None], sizes[:, None])]
-        blocks = [decompress_block(enc, b, int(n)) for b, n in zip(bufs, counts, strict=True)]
+    blocks = codecs.decode_blocks_ranges(enc, data, starts, sizes, counts)
     parts = []
     for blk in blocks:
         if isinstance(blk, ConstantBlock) and blk.value is not None and len(blk.value) == 2:
@@ -205,9 +143,11 @@ class MiniBlockDecoder(PageDecoder):
     layout: pb.MiniBlockLayout
 
     def __init__(
-        self, layout: pb.MiniBlockLayout, num_rows: int, buffer_sizes: list[int], version: str
+        self, layout: pb.MiniBlockLayout, num_rows: int, buffer_sizes: list[int], version: str,
+        codecs: CodecRegistry = CODECS,
     ) -> None:
         super().__init__(layout, num_rows, buffer_sizes, version)
+        self.codecs = codecs
         self._large = bool(layout.has_large_chunk)
         self._nbuf = int(layout.num_buffers)
         self._has_rep = layout.HasField("rep_compression")
@@ -216,13 +156,9 @@ class MiniBlockDecoder(PageDecoder):
         self._depth = int(layout.repetition_index_depth)
         if not layout.HasField("value_compression"):
             raise CorruptFileError("mini-block page has no value compression")
-        layers = list(layout.layers)
-        self._max_rep = sum(1 for lay in layers if lay in LIST_LAYERS)
-        self._max_visible = 0
-        for lay in layers:
-            if lay in LIST_LAYERS:
-                break
-            self._max_visible += DEF_LEVELS.get(lay, 0)
+        layers = [int(lay) for lay in layout.layers]
+        self._max_rep = max_rep(layers)
+        self._max_visible = max_visible_def(layers)
         if self._has_rep and self._max_rep == 0:
             raise CorruptFileError("mini-block page has repetition levels but no list layer")
         self._dict_buf = 2 if self._has_dict else -1
@@ -318,7 +254,7 @@ class MiniBlockDecoder(PageDecoder):
 
     def _decode_dictionary(self, buf: memoryview) -> DataBlock:
         n = int(self.layout.num_dictionary_items)
-        block = decompress_block(self.layout.dictionary, buf, n)
+        block = self.codecs.decompress_block(self.layout.dictionary, buf, n)
         if block.num_values != n:
             raise CorruptFileError(f"dictionary decoded to {block.num_values} items, layout says {n}")
         return block
@@ -370,14 +306,15 @@ class MiniBlockDecoder(PageDecoder):
             )
         sec = 0
         rep = def_ = None
+        lay = self.layout
         if self._has_rep:
             rep = decode_levels_ranges(
-                self.layout.rep_compression, data, section_starts[sec], section_sizes[sec], num_levels
+                lay.rep_compression, data, section_starts[sec], section_sizes[sec], num_levels, self.codecs
             )
             sec += 1
         if self._has_def:
             def_ = decode_levels_ranges(
-                self.layout.def_compression, data, section_starts[sec], section_sizes[sec], num_levels
+                lay.def_compression, data, section_starts[sec], section_sizes[sec], num_levels, self.codecs
             )
             sec += 1
         k = len(starts)
@@ -386,7 +323,7 @@ class MiniBlockDecoder(PageDecoder):
             vsizes = np.stack(section_sizes[sec:], axis=1)
         else:
             vstarts = vsizes = np.zeros((k, 0), dtype=np.int64)
-        values = decode_miniblock_ranges(self.layout.value_compression, data, vstarts, vsizes, counts)
+        values = self.codecs.decode_miniblock_ranges(lay.value_compression, data, vstarts, vsizes, counts)
         if values.num_values != int(counts.sum()):
             raise CorruptFileError(
                 f"mini-block values decoded to {values.num_values} items, chunks declare {int(counts.sum())}"
@@ -547,19 +484,3 @@ class MiniBlockDecoder(PageDecoder):
             list(self.layout.layers),
             self._dictionary,
         )
-
-
-def encode_miniblock_page(
-    num_rows: int,
-    values: MiniBlockCompressed,
-    rep: np.ndarray | None,
-    def_: np.ndarray | None,
-    layers: list[int],
-    version: str,
-    dictionary: tuple[np.ndarray, pb.CompressiveEncoding, int] | None = None,
-    num_items: int | None = None,
-) -> EncodedPage:
-    """Write one mini-block page (implemented in ``miniblock_encode``, see its docstring)."""
-    from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page as encode
-
-    return encode(num_rows, values, rep, def_, layers, version, dictionary, num_items)

@@ -7,15 +7,12 @@
 1. cuts the rep / def levels into one slice per value chunk: a chunk gets the levels up to
    and including its last *visible* item; invisible levels (null / empty lists) at a chunk
    boundary go to the next chunk, and the last chunk takes every remaining level;
-2. compresses each slice as a block, with one codec chosen for the whole page from all of
-   its levels (Lance's ``compress_levels`` + the versions' block strategies):
-
-   - 2.2 only: Rle (8-bit run lengths) when ``8 + 3 x entries`` (runs split at 255) is
-     smaller than the raw 2 bytes a level and not larger than the bitpacking estimate;
-   - bitpacking unless the page has at most 1024 levels that would not shrink
-     (``ceil(1024 x W / 8) >= 2 x levels``): InlineBitpacking for <= 1024 levels (each slice
-     packs with its own width), else OutOfLineBitpacking at the page's max width W;
-   - else Flat 16;
+2. compresses each slice as a block with the codec the page plan chose for all of its
+   levels (``PagePlan.rep_codec`` / ``def_codec``, from ``strategy.level_codec`` - Lance's
+   ``compress_levels`` + the versions' block strategies: 2.2 Rle when ``8 + 3 x entries``
+   beats raw u16 and the bitpacking estimate; bitpacking unless at most 1024 levels would
+   not shrink - InlineBitpacking for <= 1024 levels, else OutOfLineBitpacking at the page's
+   max width -; else Flat 16), through the registry's ``encode_blocks``;
 3. computes the repetition index (rep pages): per chunk the rows that *finish* in it and
    the levels left over after its last row start, corrected when the next chunk begins
    with a new row; the last chunk finishes its row;
@@ -41,23 +38,15 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, pad_to, scatter_ragged
-from lance_spark_ops.encoding.compression.bitpacking import (
-    BLOCK,
-    encode_inline_bitpacking_blocks,
-    encode_out_of_line_bitpacking_blocks,
-    inline_bitpacking_encoding,
-    out_of_line_bitpacking_encoding,
-    pack_tail,
-)
 from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
-from lance_spark_ops.encoding.compression.rle import MAX_RUN, encode_rle_blocks, rle_encoding, run_starts
-from lance_spark_ops.encoding.compression.value import encode_flat_blocks, flat_encoding
-from lance_spark_ops.encoding.layout.miniblock import ALIGN, DEF_LEVELS, LIST_LAYERS
+from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
+from lance_spark_ops.encoding.compression.strategy import Codec
+from lance_spark_ops.encoding.layers import max_rep, max_visible_def
+from lance_spark_ops.encoding.layout.miniblock import ALIGN
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 
 FILL = 0xFE
-RLE_BLOCK_HEADER = 8
 LARGE_CHUNK_VERSIONS = frozenset({"2.2"})
 MAX_CHUNK_BYTES = {False: 32 * 1024, True: (1 << 28) * ALIGN}
 U16 = 0xFFFF
@@ -75,62 +64,12 @@ class CompressedLevels:
 # ------------------------------------------------------------------------------ levels
 
 
-def _widths(levels: np.ndarray) -> np.ndarray:
-    """Bit width of each 1024-level block of the page (Lance's BitWidth statistic)."""
-    ors = np.bitwise_or.reduceat(levels, np.arange(0, len(levels), BLOCK))
-    return np.ceil(np.log2(ors.astype(np.float64) + 1)).astype(np.int64)
-
-
-def _bitpacking_bytes(n: int, width: int) -> int | None:
-    """Lance's block bitpacking estimate for n u16 levels (None: not smaller than raw)."""
-    if n <= BLOCK:
-        words = 1 + BLOCK * width // 16
-    elif width >= 16:
-        return None
-    else:
-        words = n // BLOCK * (BLOCK * width // 16)
-        tail = n % BLOCK
-        if tail:
-            words += BLOCK * width // 16 if bool(pack_tail(tail, width, 16)) else tail
-    return words * 2 if words * 2 < 2 * n else None
-
-
-def choose_level_codec(levels: np.ndarray, version: str) -> tuple[str, int]:
-    """``(kind, width)`` for a page's levels: kind is ``rle``, ``inline_bitpacking``,
-    ``out_of_line_bitpacking`` (at ``width`` bits) or ``flat`` (module doc, step 2)."""
-    n = len(levels)
-    widths = _widths(levels)
-    width = int(widths.max())
-    if version in LARGE_CHUNK_VERSIONS:
-        runs = np.diff(np.append(run_starts(levels), n))
-        rle = RLE_BLOCK_HEADER + 3 * int(((runs + MAX_RUN - 1) // MAX_RUN).sum())
-        if rle < 2 * n:
-            bp = _bitpacking_bytes(n, width)
-            if bp is None or bp >= rle:
-                return "rle", 0
-    if len(widths) == 1 and -(-BLOCK * int(widths[0]) // 8) >= 2 * n:
-        return "flat", 16
-    if n <= BLOCK:
-        return "inline_bitpacking", 0
-    return "out_of_line_bitpacking", width
-
-
-def compress_levels(levels: np.ndarray, counts: np.ndarray, version: str) -> CompressedLevels:
-    """Compress ``counts[i]`` consecutive levels per chunk with the page's level codec."""
+def compress_levels(levels: np.ndarray, counts: np.ndarray, codec: Codec,
+                    codecs: CodecRegistry = CODECS) -> CompressedLevels:
+    """Compress ``counts[i]`` consecutive levels per chunk with the page's level ``codec``
+    (the plan's choice, ``strategy.level_codec``)."""
     levels = np.ascontiguousarray(levels, dtype=np.uint16)
-    kind, width = choose_level_codec(levels, version)
-    if kind == "rle":
-        data, sizes = encode_rle_blocks(levels, counts)
-        enc = rle_encoding(16)
-    elif kind == "inline_bitpacking":
-        data, sizes = encode_inline_bitpacking_blocks(levels, counts)
-        enc = inline_bitpacking_encoding(16)
-    elif kind == "out_of_line_bitpacking":
-        data, sizes = encode_out_of_line_bitpacking_blocks(levels, counts, width)
-        enc = out_of_line_bitpacking_encoding(16, width)
-    else:
-        data, sizes = encode_flat_blocks(levels, counts)
-        enc = flat_encoding(16)
+    data, sizes, enc = codecs.encode_blocks(codec, levels, counts)
     if len(sizes) and int(sizes.max()) > U16:
         raise UnsupportedError(f"a chunk's levels compress to {int(sizes.max())} bytes, over the u16 limit")
     return CompressedLevels(data, np.asarray(sizes, dtype=np.int64), enc)
@@ -157,11 +96,13 @@ def repetition_index(rep: np.ndarray, counts: np.ndarray, max_rep: int) -> np.nd
     """(chunks, 2) u64: rows finishing in each chunk, levels left over (module doc, step 3)."""
     starts = exclusive_cumsum(counts)
     ends = starts + counts
-    is_row = rep == max_rep
-    cum = np.concatenate([[0], np.cumsum(is_row)])
-    first = is_row[starts]
-    rows = cum[ends] - cum[starts] - first
-    last_row = np.maximum.accumulate(np.where(is_row, np.arange(len(rep)), -1))[ends - 1]
+    row_starts = np.flatnonzero(rep == max_rep)  # level of each row's first entry
+    before_start = np.searchsorted(row_starts, starts)  # rows starting before each chunk
+    before_end = np.searchsorted(row_starts, ends)
+    padded = np.append(row_starts, -1)  # index -1 / len(row_starts): no such row (-1)
+    first = padded[before_start] == starts  # the chunk begins with a row start
+    rows = before_end - before_start - first
+    last_row = np.where(before_end > before_start, padded[before_end - 1], -1)  # last row start inside
     leftover = np.where(last_row >= starts, ends - last_row, counts)
     leftover[-1] = 0
     fix = np.flatnonzero(first[1:] & (leftover[:-1] != 0))
@@ -231,19 +172,6 @@ def serialize_chunks(
 # ------------------------------------------------------------------------------ page
 
 
-def _structure(layers: list[int]) -> tuple[int, int | None]:
-    """(max rep, max visible def level or None without lists)."""
-    max_rep = sum(1 for lay in layers if lay in LIST_LAYERS)
-    if not max_rep:
-        return 0, None
-    visible = 0
-    for lay in layers:
-        if lay in LIST_LAYERS:
-            break
-        visible += DEF_LEVELS.get(lay, 0)
-    return max_rep, visible
-
-
 @dataclass
 class _PageLevels:
     """The levels of a page cut per chunk and compressed."""
@@ -254,23 +182,27 @@ class _PageLevels:
 
 
 def _page_levels(
-    value_counts: np.ndarray, rep: np.ndarray | None, def_: np.ndarray | None, layers: list[int], version: str
+    value_counts: np.ndarray, rep: np.ndarray | None, def_: np.ndarray | None, layers: list[int],
+    rep_codec: Codec | None, def_codec: Codec | None,
 ) -> _PageLevels:
-    max_rep, max_visible = _structure(layers)
-    if rep is not None and not max_rep:
+    reps = max_rep(layers)
+    max_visible = max_visible_def(layers) if reps else None
+    if rep is not None and not reps:
         raise InvalidInputError("repetition levels given but no list layer")
-    if rep is None and max_rep:
+    if rep is None and reps:
         raise InvalidInputError("list layers given without repetition levels")
     if rep is not None and def_ is not None and len(rep) != len(def_):
         raise InvalidInputError(f"{len(rep)} repetition levels but {len(def_)} definition levels")
     levels = rep if rep is not None else def_
     if levels is None:
         return _PageLevels(np.zeros(len(value_counts), dtype=np.int64))
+    if (rep is not None and rep_codec is None) or (def_ is not None and def_codec is None):
+        raise InvalidInputError("mini-block levels need their codecs (PagePlan.rep_codec / def_codec)")
     out = _PageLevels(level_counts(value_counts, len(levels), def_, max_visible))
-    if rep is not None:
-        out.rep = compress_levels(rep, out.counts, version)
-    if def_ is not None:
-        out.def_ = compress_levels(def_, out.counts, version)
+    if rep is not None and rep_codec is not None:
+        out.rep = compress_levels(rep, out.counts, rep_codec)
+    if def_ is not None and def_codec is not None:
+        out.def_ = compress_levels(def_, out.counts, def_codec)
     return out
 
 
@@ -283,19 +215,23 @@ def encode_miniblock_page(
     version: str,
     dictionary: tuple[np.ndarray, pb.CompressiveEncoding, int] | None = None,
     num_items: int | None = None,
+    *,
+    rep_codec: Codec | None = None,
+    def_codec: Codec | None = None,
 ) -> EncodedPage:
     """One mini-block page from compressed value chunks and the page's levels.
 
     ``rep`` / ``def_`` hold one u16 per level (None: no lists / all valid); ``layers`` are
     ``RepDefLayer`` values innermost first; ``dictionary`` is (encoded buffer, its
     encoding, number of items) when ``values`` are dictionary indices; ``num_items``
-    defaults to the number of values.
+    defaults to the number of values; ``rep_codec`` / ``def_codec`` are the plan's level
+    codecs (``PagePlan.rep_codec`` / ``def_codec``), required when those levels are given.
     """
     if version not in ("2.1", "2.2"):
         raise UnsupportedError(f"mini-block pages are written for versions 2.1 and 2.2, not {version}")
     large = version in LARGE_CHUNK_VERSIONS
     counts = _value_counts(values)
-    levels = _page_levels(counts, rep, def_, layers, version)
+    levels = _page_levels(counts, rep, def_, layers, rep_codec, def_codec)
     parts = [(c.data, c.sizes, 2) for c in (levels.rep, levels.def_) if c is not None]
     sizes = np.asarray(values.chunk_buffer_sizes, dtype=np.int64).reshape(len(counts), -1)
     parts += [(buf, sizes[:, j], 4 if large else 2) for j, buf in enumerate(values.buffers)]
@@ -316,7 +252,7 @@ def encode_miniblock_page(
         layout.num_dictionary_items = int(n)
         buffers.append(data)
     if rep is not None:
-        index = repetition_index(np.asarray(rep), levels.counts, _structure(layers)[0])
+        index = repetition_index(np.asarray(rep), levels.counts, max_rep(layers))
         if int(index[:, 0].sum()) != num_rows:
             raise InvalidInputError(f"levels start {int(index[:, 0].sum())} rows, page has {num_rows}")
         layout.repetition_index_depth = 1

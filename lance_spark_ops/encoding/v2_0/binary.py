@@ -47,6 +47,7 @@ Writing (pylance 14's 2.0 choices, mirrored by ``encode_binary`` / ``encode_stri
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -55,8 +56,7 @@ import pyarrow.compute as pc
 from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
 from lance_spark_ops.encoding.v2_0.arrays import valid_mask, variable_array, variable_parts
 from lance_spark_ops.encoding.v2_0.buffers import PageBuffers, PageContext, compress
-from lance_spark_ops.encoding.v2_0.physical import (
-    decode_array,
+from lance_spark_ops.encoding.v2_0.flat import (
     decode_ints,
     encode_basic,
     encode_flat,
@@ -65,6 +65,8 @@ from lance_spark_ops.encoding.v2_0.physical import (
 )
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
+# decode_array(enc, ctx, dt, lo, hi) of ``physical.py``, passed in by it.
+DecodeArray = Callable[[pb.ArrayEncoding, PageContext, pa.DataType, int, int], pa.Array]
 COMPRESSION_KEY = b"lance-encoding:compression"
 COMPRESSION_LEVEL_KEY = b"lance-encoding:compression-level"
 DICT_THRESHOLD = 100  # pylance's LANCE_DICT_ENCODING_THRESHOLD default
@@ -111,12 +113,14 @@ def decode_binary(msg: pb.Binary, ctx: PageContext, dt: pa.DataType, lo: int, hi
     return variable_array(dt, offsets - base, data, ~is_null)
 
 
-def decode_dictionary(msg: pb.Dictionary, ctx: PageContext, dt: pa.DataType, lo: int, hi: int) -> pa.Array:
+def decode_dictionary(msg: pb.Dictionary, ctx: PageContext, dt: pa.DataType, lo: int, hi: int,
+                      decode_items: DecodeArray) -> pa.Array:
     """Rows ``[lo, hi)`` of a ``Dictionary`` page (either a dictionary-typed field or a
-    string field the writer chose to dictionary-encode)."""
+    string field the writer chose to dictionary-encode); ``decode_items`` is the caller's
+    ``decode_array`` (the items are any 2.0 array encoding)."""
     num_items = msg.num_dictionary_items
     value_type = dt.value_type if pa.types.is_dictionary(dt) else dt
-    items = decode_array(msg.items, ctx, value_type, 0, num_items)
+    items = decode_items(msg.items, ctx, value_type, 0, num_items)
     if len(items) != num_items:
         raise CorruptFileError(f"{ctx.where}: dictionary decoded {len(items)} items, expected {num_items}")
     idx, idx_valid = decode_ints(msg.indices, ctx, lo, hi)

@@ -42,8 +42,8 @@ from google.protobuf.message import DecodeError
 
 from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
 from lance_spark_ops._pb import file2_pb2
+from lance_spark_ops.encoding.any_encoding import unpack_any
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
-from lance_spark_ops.file.container import unpack_any
 
 # fetch([(absolute offset, size), ...]) -> the bytes of each range, in order.
 Fetch = Callable[[Sequence[tuple[int, int]]], list[memoryview]]

@@ -58,7 +58,8 @@ from lance_spark_ops.encoding.v2_0.fields import (
     is_packed_struct_2_0,
     is_primitive_2_0,
 )
-from lance_spark_ops.encoding.v2_0.physical import encode_basic, encode_packed_struct, fsl_items
+from lance_spark_ops.encoding.v2_0.flat import encode_basic, fsl_items
+from lance_spark_ops.encoding.v2_0.physical import encode_packed_struct
 from lance_spark_ops.errors import SchemaError, UnsupportedError
 
 __all__ = [

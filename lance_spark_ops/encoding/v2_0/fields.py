@@ -49,7 +49,8 @@ import pyarrow as pa
 from lance_spark_ops._pb import encodings_v2_0_pb2 as pb
 from lance_spark_ops.encoding.v2_0.arrays import concat, fixed_bit_width, valid_mask, validity_buffer
 from lance_spark_ops.encoding.v2_0.buffers import ColumnPages, PageBuffers
-from lance_spark_ops.encoding.v2_0.physical import decode_array, decode_ints, encode_uints
+from lance_spark_ops.encoding.v2_0.flat import decode_ints, encode_uints
+from lance_spark_ops.encoding.v2_0.physical import decode_array
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, UnsupportedError
 
 PACKED_KEY = b"lance-encoding:packed"

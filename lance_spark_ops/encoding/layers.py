@@ -1,0 +1,108 @@
+"""Rep/def layer facts every layout and the level code share (file versions 2.1+).
+
+A page's ``layers`` are ``RepDefLayer`` values (encodings_v2_1.proto), innermost first.
+Each layer kind uses 0, 1 or 2 def values (``num_def_levels``); list layers own a rep
+level (``max_rep`` = number of list layers; a row starts where rep == max_rep). An item
+is *visible* (owns a value slot) when its def level is at most the def values of the
+layers below the first list layer (``max_visible_def``, Lance's
+``SerializedRepDefs::max_visible_level``): null / empty lists own no value.
+
+Example: ``[NULLABLE_ITEM, NULL_AND_EMPTY_LIST]`` -> max_rep 1, def values 1 + 2,
+max_visible_def 1 (def 2 = null list, def 3 = empty list are invisible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_spark_ops.errors import CorruptFileError
+
+# RepDefLayer enum values (encodings_v2_1.proto).
+ALL_VALID_ITEM = 1
+ALL_VALID_LIST = 2
+NULLABLE_ITEM = 3
+NULLABLE_LIST = 4
+EMPTYABLE_LIST = 5
+NULL_AND_EMPTY_LIST = 6
+
+LAYER_NAMES = {
+    ALL_VALID_ITEM: "ALL_VALID_ITEM",
+    ALL_VALID_LIST: "ALL_VALID_LIST",
+    NULLABLE_ITEM: "NULLABLE_ITEM",
+    NULLABLE_LIST: "NULLABLE_LIST",
+    EMPTYABLE_LIST: "EMPTYABLE_LIST",
+    NULL_AND_EMPTY_LIST: "NULL_AND_EMPTY_LIST",
+}
+LIST_LAYERS = frozenset((ALL_VALID_LIST, NULLABLE_LIST, EMPTYABLE_LIST, NULL_AND_EMPTY_LIST))
+DEF_LEVELS = {
+    ALL_VALID_ITEM: 0,
+    ALL_VALID_LIST: 0,
+    NULLABLE_ITEM: 1,
+    NULLABLE_LIST: 1,
+    EMPTYABLE_LIST: 1,
+    NULL_AND_EMPTY_LIST: 2,
+}
+NO_LIST_VISIBLE = 0xFFFF  # max_visible_def of a page without lists: every item is visible
+
+
+def layer_name(kind: int) -> str:
+    """Readable name of a ``RepDefLayer`` value (for error messages)."""
+    return LAYER_NAMES.get(kind, f"UNKNOWN({kind})")
+
+
+def is_list_layer(kind: int) -> bool:
+    """Whether the layer kind describes a list (has offsets and a rep level)."""
+    return kind in LIST_LAYERS
+
+
+def num_def_levels(kind: int) -> int:
+    """How many def values the layer kind uses (0, 1, or 2 for null-and-empty lists)."""
+    if kind in (ALL_VALID_ITEM, ALL_VALID_LIST):
+        return 0
+    if kind == NULL_AND_EMPTY_LIST:
+        return 2
+    return 1
+
+
+def max_rep(layers: Iterable[int]) -> int:
+    """Number of list layers: the rep level that starts a row."""
+    return sum(1 for k in layers if is_list_layer(k))
+
+
+def max_visible_def(layers: Iterable[int]) -> int:
+    """Def values of the layers below the first list layer (all of them without lists):
+    items with def <= this own a value slot."""
+    total = 0
+    for kind in layers:  # innermost first
+        if is_list_layer(kind):
+            break
+        total += num_def_levels(kind)
+    return total
+
+
+@dataclass(frozen=True)
+class LevelInfo:
+    """What a page's layers imply: ``max_rep`` and ``max_visible_def`` (``NO_LIST_VISIBLE``
+    without lists, so every item is visible whatever its def level)."""
+
+    layers: tuple[int, ...]
+    max_rep: int
+    max_visible_def: int
+
+    def visible(self, def_: np.ndarray | None, count: int) -> np.ndarray:
+        if def_ is None or self.max_visible_def >= NO_LIST_VISIBLE:
+            return np.ones(count, dtype=bool)
+        return def_ <= self.max_visible_def
+
+
+def level_info(layers: object, what: str) -> LevelInfo:
+    """``LevelInfo`` of a page's layers; ``CorruptFileError`` naming ``what`` for unknown kinds."""
+    kinds = tuple(int(x) for x in layers)  # type: ignore[attr-defined]
+    for kind in kinds:
+        if kind not in DEF_LEVELS:
+            raise CorruptFileError(f"{what}: unknown rep/def layer {kind}")
+    reps = max_rep(kinds)
+    return LevelInfo(kinds, reps, max_visible_def(kinds) if reps else NO_LIST_VISIBLE)
