@@ -10,6 +10,7 @@ whose files may be gone still listed as old, and a rerun finishes the job.
 
 from __future__ import annotations
 
+import re
 import time
 import uuid
 from collections.abc import Callable, Sequence
@@ -48,13 +49,31 @@ from lance_spark_ops.table.cleanup import (
     tag_version,
 )
 from lance_spark_ops.table.format.manifest import parse_manifest_file
-from lance_spark_ops.table.paths import DATA_DIR, DELETIONS_DIR, INDICES_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, scan_versions
+from lance_spark_ops.table.paths import (
+    DATA_DIR,
+    DELETIONS_DIR,
+    INDICES_DIR,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    scan_versions,
+)
 
 DEFAULT_OLDER_THAN = timedelta(days=14)
 MANIFESTS_PER_TASK = 64
 DELETES_PER_TASK = 1000
 _KIND_FIELD = {"data": "data_files_removed", "transaction": "transaction_files_removed",
                "index": "index_files_removed", "deletion": "deletion_files_removed"}
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"14d"`` -> 14 days; InvalidInputError naming the text for anything else."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise InvalidInputError(f"duration {text!r} is not a number followed by s, m, h, d or w (e.g. 14d)")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
 @dataclass
@@ -75,9 +94,15 @@ class VacuumMetrics:
     failures: list[tuple[str, str]] = field(default_factory=list, repr=False)
 
 
-def _runner(spark: Any, job_id: str) -> Callable[[Sequence[Any], Callable[[Any, TaskContext], Any]], list[Any]]:
+Runner = Callable[[Sequence[Any], Callable[[Any, TaskContext], Any]], list[Any]]
+
+
+def _runner(spark: Any, job_id: str) -> Runner:
     def run(tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> list[Any]:
-        out = run_tasks(spark, job_id, tasks, fn) if spark is not None else run_tasks_locally(job_id, tasks, fn)
+        if spark is None:
+            out = run_tasks_locally(job_id, tasks, fn)
+        else:
+            out = run_tasks(spark, job_id, tasks, fn, f"lance-spark-ops vacuum: {fn.__name__}")
         return [out[i][1] for i in sorted(out)]
     return run
 
@@ -94,10 +119,11 @@ def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], in
     return out
 
 
-def _branch_refs(store: ObjectStore, branches: list[str]) -> FileRefs:
-    """Files under our root that any manifest of any branch references."""
-    refs = FileRefs()
+def _branch_refs(store: ObjectStore, branches: list[str]) -> dict[str, FileRefs]:
+    """Per branch, the files under our root that any of its manifests references."""
+    out = {}
     for name in branches:
+        refs = out[name] = FileRefs()
         vdir = f"{BRANCH_TREE}/{name}/{VERSIONS_DIR}"
         for entry in store.list(vdir):
             if entry.endswith(".manifest"):
@@ -105,7 +131,7 @@ def _branch_refs(store: ObjectStore, branches: list[str]) -> FileRefs:
                 mf = parse_manifest_file(store.read(rel), store.uri(rel))
                 refs.update(manifest_refs(mf.manifest, mf.index_section, store.root_path, store.uri(rel),
                                           own_base=False))
-    return refs
+    return out
 
 
 def _versions(store: ObjectStore, run: Callable) -> list[VersionInfo]:
@@ -145,8 +171,8 @@ def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_
     batches = [removals[i : i + DELETES_PER_TASK] for i in range(0, len(removals), DELETES_PER_TASK)]
     # the rate is for the whole job: tasks that may run at once share it
     rate = None if not max_per_second else max_per_second / max(1, min(parallel, len(batches)))
-    tasks = [DeleteTask(store.root, store.storage_options, tuple(r.path for r in b), tuple(r.size for r in b), rate)
-             for b in batches]
+    tasks = [DeleteTask(store.root, store.storage_options, tuple(r.path for r in b), tuple(r.size for r in b),
+                        rate) for b in batches]
     return run(tasks, delete_files) if tasks else []
 
 
@@ -185,14 +211,18 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
     versions = _versions(store, run)
     latest = max(v.version for v in versions)
     tags = _read_refs(store, TAGS_DIR, tag_version)
-    branches = _read_refs(store, BRANCHES_DIR, branch_parent_version)
-    branch_names = sorted(k for k in _read_refs(store, BRANCHES_DIR, lambda _d, _w: 0))
+    parents = _read_refs(store, BRANCHES_DIR, branch_parent_version)
+    per_branch = _branch_refs(store, sorted(_read_refs(store, BRANCHES_DIR, lambda _d, _w: 0)))
+    branch_refs = FileRefs()
+    for refs in per_branch.values():
+        branch_refs.update(refs)
+    # as pylance 14: a branch protects its parent version only when it uses files of this root
+    protected = {v for name, v in parents.items() if not per_branch[name].empty()}
     policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
                      error_if_tagged_old_versions)
-    classify_versions(versions, latest, tags, set(branches.values()), policy)  # refuse before listing
+    classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
     listing = _listing(store, run)
-    plan = plan_cleanup(versions, latest, tags, set(branches.values()), _branch_refs(store, branch_names),
-                        listing, policy)
+    plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
     sizes = {f.path: f.size for f in listing}
     if dry_run:
         results = None

@@ -4,7 +4,8 @@ Follows pylance 14's ``cleanup_old_versions`` (``rust/lance/src/dataset/cleanup.
 
 * a version is *old* when its manifest is older than ``before_timestamp`` and below
   ``before_version`` (whichever are set), is not the latest, is not tagged
-  (``_refs/tags/*.json``) and is not the parent of a branch (``_refs/branches/*.json``);
+  (``_refs/tags/*.json``) and is not the parent of a branch (``_refs/branches/*.json``)
+  whose manifests use files of this root;
 * files referenced by a kept version (the latest, young or tagged versions, and every
   manifest of every branch under ``tree/``) stay; files referenced only by old versions are
   *verified* and go; files nobody references (failed or in-flight writes) go only when their
@@ -68,6 +69,9 @@ class FileRefs:
     deletions: set[str] = field(default_factory=set)
     transactions: set[str] = field(default_factory=set)
     index_uuids: set[str] = field(default_factory=set)
+
+    def empty(self) -> bool:
+        return not (self.data or self.deletions or self.transactions or self.index_uuids)
 
     def update(self, other: FileRefs) -> None:
         self.data |= other.data
@@ -261,7 +265,8 @@ def _kind(path: str) -> str | None:
 def _referenced(path: str, kind: str, refs: FileRefs) -> bool:
     if kind == "index":
         return path.split("/")[1] in refs.index_uuids
-    return path in {"data": refs.data, "deletion": refs.deletions, "transaction": refs.transactions}.get(kind, ())
+    by_kind = {"data": refs.data, "deletion": refs.deletions, "transaction": refs.transactions}
+    return path in by_kind.get(kind, ())
 
 
 def unreferenced_files(listing: Iterable[ListedFile], kept: FileRefs, verified: FileRefs,
@@ -291,7 +296,8 @@ def plan_cleanup(versions: list[VersionInfo], latest: int, tags: dict[str, int],
     for v in old + branch_only:
         verified.update(v.refs)
     files = unreferenced_files(listing, kept_refs, verified, policy)
-    return CleanupPlan(sorted(old, key=lambda v: v.version), sorted(v.version for v in kept + branch_only), files)
+    kept_versions = sorted(v.version for v in kept + branch_only)
+    return CleanupPlan(sorted(old, key=lambda v: v.version), kept_versions, files)
 
 
 def guard_path(path: str) -> str:

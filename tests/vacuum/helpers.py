@@ -49,10 +49,11 @@ def history_dataset(root: Path, tag: int | None = 3) -> None:
         lance.dataset(root).tags.create("t1", tag)
     ds = lance.dataset(root)
     ds.create_scalar_index("id", "BTREE", replace=True)
-    lance.dataset(root).delete("id < 6000 and id >= 100")  # one bitmap file? only rows < 1200 exist
-    lance.write_dataset(table(9000, 100), root, mode="overwrite", max_rows_per_file=3000)
+    lance.dataset(root).delete("id >= 100 and id < 150")
+    lance.write_dataset(table(9000, 100), root, mode="overwrite", max_rows_per_file=6000)
     lance.dataset(root).delete("id >= 100 and id < 5200")  # >= 5000 rows in one fragment: .bin
     lance.dataset(root).delete("id >= 8000 and id < 8010")  # .arrow
+    lance.dataset(root).delete("id >= 5200 and id < 5300")  # replaces the .bin
     ds = lance.dataset(root)
     ds.create_scalar_index("id", "BTREE", name="idx2")
     add_unverified(root)

@@ -104,12 +104,14 @@ def list_prefix(task: ListTask, ctx: TaskContext | None = None) -> list[ListedFi
             p = str(path)
             p = p if p.startswith("/") or not root.startswith("/") else "/" + p
             if not p.startswith(root):
-                raise CorruptFileError(f"listing returned {p!r}, outside the dataset root", path=store.uri(""))
+                raise CorruptFileError(f"listing returned {p!r}, outside the dataset root",
+                                       path=store.uri(""))
             files.append(ListedFile(p[len(root):], int(info.get("size") or 0), _mtime(info)))
     for f in files:
         safe_relative(f.path, "listed", store.uri(task.prefix))
         if f.path != task.prefix and not f.path.startswith(task.prefix.rstrip("/") + "/"):
-            raise CorruptFileError(f"listing returned {f.path!r}, outside {task.prefix!r}", path=store.uri(""))
+            raise CorruptFileError(f"listing returned {f.path!r}, outside {task.prefix!r}",
+                                   path=store.uri(""))
     return files
 
 
@@ -122,7 +124,8 @@ def read_manifests(task: ReadManifestsTask, ctx: TaskContext | None = None) -> l
         mf = parse_manifest_file(store.read(rel), where)
         m = mf.manifest
         if m.version != version:
-            raise CorruptFileError(f"manifest file for version {version} holds version {m.version}", path=where)
+            raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
+                                   path=where)
         refs = manifest_refs(m, mf.index_section, store.root_path, where)
         out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
     return out
@@ -143,20 +146,25 @@ def delete_files(task: DeleteTask, ctx: TaskContext | None = None) -> DeleteResu
     deleted, failed, removed_bytes = [], [], 0
     start = time.monotonic()
     for i, (rel, size) in enumerate(zip(task.paths, task.sizes, strict=True)):
-        if task.max_per_second:
+        if task.max_per_second:  # delete i may start once i deletes' worth of time has passed
             wait = start + i / task.max_per_second - time.monotonic()
             if wait > 0:
                 time.sleep(wait)
         try:
             guard_path(rel)
             if not _inside_root(store, rel):
-                raise CorruptFileError("directory is a link leading outside the dataset root", path=store.uri(rel))
+                raise CorruptFileError("directory is a link leading outside the dataset root",
+                                       path=store.uri(rel))
             store.delete(rel)
         except (OSError, LanceError) as e:
             failed.append((rel, f"{type(e).__name__}: {e}"))
             continue
         deleted.append(rel)
         removed_bytes += size
+    if task.max_per_second:  # the next batch may start once this one's time slot is used up
+        wait = start + len(task.paths) / task.max_per_second - time.monotonic()
+        if wait > 0:
+            time.sleep(wait)
     return DeleteResult(tuple(deleted), removed_bytes, tuple(failed))
 
 
