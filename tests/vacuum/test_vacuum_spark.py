@@ -24,7 +24,8 @@ def _job():
     return module
 
 
-def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:  # noqa: F811
+def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F811
+                               monkeypatch: pytest.MonkeyPatch) -> None:
     # small batches so manifests and deletes really spread over several tasks
     monkeypatch.setattr(mod, "MANIFESTS_PER_TASK", 3)
     monkeypatch.setattr(mod, "DELETES_PER_TASK", 4)
@@ -37,7 +38,8 @@ def test_cli(spark, template: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
     job = _job()
     ours = twin(template, tmp_path / "ours")
     before = files(ours)
-    assert job.main([str(ours), "--older-than", "0s", "--error-if-tagged-old-versions", "false", "--dry-run"]) == 0
+    args = [str(ours), "--older-than", "0s", "--error-if-tagged-old-versions", "false"]
+    assert job.main([*args, "--dry-run"]) == 0
     out = capsys.readouterr().out.strip().splitlines()
     dry = json.loads(out[-1])
     would = {line.removeprefix("would remove ") for line in out[:-1]}
@@ -45,7 +47,7 @@ def test_cli(spark, template: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
     theirs = twin(template, tmp_path / "theirs")
     stats = lance.dataset(str(theirs)).cleanup_old_versions(older_than=timedelta(0),
                                                              error_if_tagged_old_versions=False)
-    assert job.main([str(ours), "--older-than", "0s", "--error-if-tagged-old-versions", "false"]) == 0
+    assert job.main(args) == 0
     real = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert set(before) - set(files(ours)) == would == set(before) - set(files(theirs))
     assert real["bytes_removed"] == stats.bytes_removed == dry["bytes_removed"]
