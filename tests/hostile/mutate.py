@@ -93,7 +93,10 @@ def cases(corpus: dict[str, list[tuple[str, str]]], sizes: dict[tuple[str, str],
         size = sizes[(ds, rel)] if kind != "row_ids" else 64
         op = rng.choice(("flip", "flip", "truncate", "huge32", "huge64", "zero", "huge32"))
         # half the positions in the last 64 bytes: footers, offsets and lengths live there
-        pos = rng.randrange(max(1, size)) if rng.random() < 0.5 else max(0, size - 1 - rng.randrange(min(64, size)))
+        if rng.random() < 0.5:
+            pos = rng.randrange(max(1, size))
+        else:
+            pos = max(0, size - 1 - rng.randrange(min(64, size)))
         arg = rng.randrange(1 << 30)
         out.append(Case(ds, rel, kind, op, pos, arg))
     return out

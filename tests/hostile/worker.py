@@ -51,21 +51,26 @@ def main() -> None:
     # warm up imports and thread pools on an unmutated read, then cap what is left
     warm(Path(corpus))
     limit = _vm_size() + int(mem_mb) * (1 << 20)
+    base_rss = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss  # KiB
     resource.setrlimit(resource.RLIMIT_AS, (limit, limit))
     for i in range(int(start), int(end)):
         case = all_cases[i]
         print(json.dumps({"i": i, "start": True}), flush=True)
         t0 = time.monotonic()
-        status, etype, msg = "ok", "", ""
+        status, etype, msg, named = "ok", "", "", True
         try:
             run_case(case, Path(corpus), Path(work))
         except LanceError as e:
             status, etype, msg = "lance", type(e).__name__, str(e)[:500]
+            named = e.path is not None
             if _allocation_failed(e):  # converted, but it asked for more memory than the cap
                 status = "escape"
         except BaseException as e:  # noqa: BLE001 - every other exception is what we look for
             status, etype, msg = "escape", type(e).__name__, str(e)[:500]
-        print(json.dumps({"i": i, "status": status, "type": etype, "msg": msg,
+        grown = (resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base_rss) >> 10
+        if grown > int(mem_mb) // 2:  # resident peak rose by more than half the cap: it materialised it
+            status, msg = "escape", f"peak RSS grew by {grown} MiB ({etype}: {msg})"
+        print(json.dumps({"i": i, "status": status, "type": etype, "msg": msg, "named": named,
                           "sec": round(time.monotonic() - t0, 3)}), flush=True)
 
 
