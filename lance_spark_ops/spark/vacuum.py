@@ -176,6 +176,22 @@ def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_
     return run(tasks, delete_files) if tasks else []
 
 
+def _spare_new_commits(store: ObjectStore, plan: CleanupPlan, latest: int) -> CleanupPlan:
+    """Drop from the plan every file a version committed since planning references (a restore
+    may point at old files again); pylance does not look, this narrows the race to the deletes."""
+    _scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
+    new = tuple((v, f"{VERSIONS_DIR}/{n}") for v, n in sorted(names.items()) if v > latest)
+    if not new:
+        return plan
+    refs = FileRefs()
+    for info in read_manifests(ReadManifestsTask(store.root, store.storage_options, new)):
+        refs.update(info.refs)
+    keep = refs.data | refs.deletions | refs.transactions
+    files = [r for r in plan.files
+             if r.path not in keep and not (r.kind == "index" and r.path.split("/")[1] in refs.index_uuids)]
+    return CleanupPlan(plan.old_versions, plan.kept_versions + [v for v, _ in new], files)
+
+
 def _metrics(plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResult] | None) -> VacuumMetrics:
     m = VacuumMetrics(dry_run=results is None, files_listed=len(sizes))
     gone = None if results is None else {p for r in results for p in r.deleted}
@@ -223,6 +239,8 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
     classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
     listing = _listing(store, run)
     plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
+    if not dry_run:
+        plan = _spare_new_commits(store, plan, latest)
     sizes = {f.path: f.size for f in listing}
     if dry_run:
         results = None

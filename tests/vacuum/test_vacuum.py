@@ -196,3 +196,24 @@ def test_bad_inputs(tmp_path: Path) -> None:
         vacuum(None, str(root), retain_versions=0)
     with pytest.raises(LanceError, match="no Lance dataset"):
         vacuum(None, str(tmp_path / "missing"))
+
+
+def test_commit_after_planning_is_spared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A restore of an old version committed between planning and deleting keeps its files."""
+    import lance_spark_ops.spark.vacuum as mod
+
+    ours = tmp_path / "ds.lance"
+    lance.write_dataset(table(100), ours)
+    lance.write_dataset(table(10, 500), ours, mode="overwrite")
+    real_plan = mod.plan_cleanup
+
+    def plan_then_restore(*args, **kwargs):
+        plan = real_plan(*args, **kwargs)
+        assert any(r.kind == "data" for r in plan.files)  # version 1's file was planned to go
+        lance.dataset(str(ours), version=1).restore()  # re-references version 1's data file
+        return plan
+
+    monkeypatch.setattr(mod, "plan_cleanup", plan_then_restore)
+    m = vacuum(None, str(ours), older_than=timedelta(0))
+    assert m.old_versions == 1 and m.data_files_removed == 0
+    assert _rows(ours) == table(100).to_pylist()
