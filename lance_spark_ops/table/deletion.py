@@ -106,7 +106,7 @@ def decode_bitmap(data: bytes, path: str | None = None, max_rows: int | None = N
     """
     try:
         bm = BitMap.deserialize(data)
-    except (ValueError, OverflowError, MemoryError) as e:
+    except (ValueError, OverflowError, MemoryError, IndexError) as e:  # IndexError: empty input
         raise CorruptFileError(f"deletion file is not a portable roaring bitmap: {e}", path=path) from e
     _check_count(len(bm), max_rows, path)
     if max_rows is not None and len(bm) and bm.max() >= max_rows:
