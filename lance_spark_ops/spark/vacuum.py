@@ -5,7 +5,8 @@ the refs and manifests (spread over tasks when there are many), listing runs as 
 prefix (``data/``, ``_deletions/``, ``_transactions/``, ``_versions/``, each
 ``_indices/<uuid>/``), and deletes run in batches on executors, rate-limited. Unreferenced
 files go first and old manifests last, so an interrupted vacuum leaves every old manifest
-whose files may be gone still listed as old, and a rerun finishes the job.
+whose files may be gone still listed as old, and a rerun finishes the job; an old manifest
+naming a file that failed to delete is kept for the same reason.
 """
 
 from __future__ import annotations
@@ -192,6 +193,19 @@ def _spare_new_commits(store: ObjectStore, plan: CleanupPlan, latest: int) -> Cl
     return CleanupPlan(plan.old_versions, plan.kept_versions + [v for v, _ in new], files)
 
 
+def _manifests_to_delete(plan: CleanupPlan, failed: set[str]) -> list[Removal]:
+    """Old manifests, except those naming a file whose delete failed: they keep it verified, so
+    a rerun deletes it instead of waiting for it to age as an unreferenced file."""
+    failed_uuids = {p.split("/")[1] for p in failed if p.startswith(f"{INDICES_DIR}/")}
+    out = []
+    for v, removal in zip(plan.old_versions, plan.manifests, strict=True):
+        r = v.refs
+        if failed & (r.data | r.deletions | r.transactions) or failed_uuids & r.index_uuids:
+            continue
+        out.append(removal)
+    return out
+
+
 def _metrics(plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResult] | None) -> VacuumMetrics:
     m = VacuumMetrics(dry_run=results is None, files_listed=len(sizes))
     gone = None if results is None else {p for r in results for p in r.deleted}
@@ -246,7 +260,9 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
         results = None
     else:
         results = _delete(store, plan.files, run, max_deletes_per_second, parallelism)
-        results += _delete(store, plan.manifests, run, max_deletes_per_second, parallelism)
+        failed = {p for r in results for p, _ in r.failed}
+        manifests = _manifests_to_delete(plan, failed)
+        results += _delete(store, manifests, run, max_deletes_per_second, parallelism)
     m = _metrics(plan, sizes, results)
     m.seconds = round(time.monotonic() - start, 3)
     return m

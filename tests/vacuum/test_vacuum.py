@@ -217,3 +217,29 @@ def test_commit_after_planning_is_spared(tmp_path: Path, monkeypatch: pytest.Mon
     m = vacuum(None, str(ours), older_than=timedelta(0))
     assert m.old_versions == 1 and m.data_files_removed == 0
     assert _rows(ours) == table(100).to_pylist()
+
+
+def test_failed_deletes_counted(template: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.io.storage import ObjectStore
+
+    ours = twin(template, tmp_path / "ours")
+    real_delete = ObjectStore.delete
+
+    def flaky(self, rel):
+        if rel.endswith(".txn"):
+            raise PermissionError(f"denied: {rel}")
+        return real_delete(self, rel)
+
+    monkeypatch.setattr(ObjectStore, "delete", flaky)
+    m = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert m.failed_deletes == len(m.failures) > 0 and m.transaction_files_removed == 0
+    assert all(p.endswith(".txn") and "denied" in err for p, err in m.failures)
+    # every old version names its own transaction file: all their manifests stay, still verified
+    assert m.old_versions == 0 and _rows(ours) == _rows(template)
+    monkeypatch.setattr(ObjectStore, "delete", real_delete)
+    again = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False)
+    theirs = twin(template, tmp_path / "theirs")
+    stats = lance.dataset(str(theirs)).cleanup_old_versions(older_than=timedelta(0),
+                                                             error_if_tagged_old_versions=False)
+    assert again.old_versions == stats.old_versions  # the rerun finishes the job
+    assert files(ours).keys() == files(theirs).keys()
