@@ -29,6 +29,7 @@ from pyroaring import BitMap
 from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFragment, DeletionFile, DeletionFileType
+from lance_spark_ops.table.format.ipc_bounds import check_single_batch
 from lance_spark_ops.table.paths import deletion_file_path
 
 BITMAP_THRESHOLD = 5000
@@ -62,6 +63,7 @@ def _check_count(n: int, max_rows: int | None, path: str | None) -> None:
 
 def decode_arrow(data: bytes, path: str | None = None, max_rows: int | None = None) -> np.ndarray:
     """Sorted unique offsets from an Arrow deletion file (at most ``max_rows`` of them)."""
+    check_single_batch(data, max_rows, 4, path)  # before pyarrow allocates what the file claims
     try:
         reader = ipc.open_file(pa.py_buffer(data))
         count = reader.num_record_batches

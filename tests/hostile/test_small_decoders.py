@@ -4,7 +4,10 @@ expanded beyond the fragment's rows (huge counts described in a few bytes are re
 
 from __future__ import annotations
 
+import struct
+
 import numpy as np
+import pyarrow as pa
 import pytest
 from pyroaring import BitMap
 
@@ -31,6 +34,7 @@ def _survives(decode, data: bytes) -> np.ndarray | None:
         out = decode(data)
     except LanceError as e:
         assert e.path == "f", e
+        assert not isinstance(e.__cause__, (MemoryError, pa.ArrowMemoryError)), e  # refused, not attempted
         return None
     assert out.size <= ROWS
     return out
@@ -85,3 +89,16 @@ def test_arrow_field_name_not_utf8() -> None:
     bad = data.replace(b"row_id", b"\xff\xfe\xfd\xfc\xfb\xfa")
     with pytest.raises(CorruptFileError, match="deletion file"):
         decode_arrow(bad, "d", ROWS)
+
+
+def test_arrow_huge_uncompressed_length_refused_before_allocating() -> None:
+    data = encode_arrow(np.arange(0, 4000, 4, dtype=np.uint32))  # 1000 offsets: 4000 bytes
+    prefix = struct.pack("<q", 4000)
+    assert data.count(prefix) == 1  # the data buffer's uncompressed length
+    for huge in (1 << 56, 1 << 40, 4065):
+        bad = data.replace(prefix, struct.pack("<q", huge))
+        with pytest.raises(CorruptFileError, match=f"claims {huge} bytes uncompressed") as e:
+            decode_arrow(bad, "d", ROWS)
+        assert e.value.__cause__ is None
+    with pytest.raises(CorruptFileError, match="1000 rows, at most 999"):
+        decode_arrow(data, "d", 999)
