@@ -45,3 +45,21 @@ def test_mutations(corpus: tuple[Path, dict], tmp_path: Path) -> None:
 @pytest.mark.slow
 def test_mutations_many(corpus: tuple[Path, dict], tmp_path: Path) -> None:
     _run(corpus, tmp_path, seed=7, n=4000)
+
+
+@pytest.mark.slow
+def test_data_file_metadata_sweep(corpus: tuple[Path, dict], tmp_path: Path) -> None:
+    """Huge u32 / u64 values written at every one of the last 256 bytes of a data file of each
+    format (footer, offset tables, column metadata: where lengths and counts live)."""
+    from tests.hostile.mutate import Case
+
+    root, index = corpus
+    drawn = []
+    for ds, items in sorted(index.items()):
+        rel = next(r for r, k in items if k == "data")
+        size = os.path.getsize(root / ds / rel)
+        drawn += [Case(ds, rel, "data", op, pos, arg) for pos in range(max(0, size - 256), size)
+                  for op, arg in (("huge32", 0), ("huge64", 5), ("huge32", 3))]
+    results = run_cases(drawn, root, tmp_path)
+    bad = escapes(drawn, results)
+    assert not bad, "\n".join(bad)
