@@ -243,3 +243,22 @@ def test_failed_deletes_counted(template: Path, tmp_path: Path, monkeypatch: pyt
                                                              error_if_tagged_old_versions=False)
     assert again.old_versions == stats.old_versions  # the rerun finishes the job
     assert files(ours).keys() == files(theirs).keys()
+
+
+def test_object_store_listing_path(template: Path, tmp_path: Path) -> None:
+    """The fsspec (non-local) listing and delete path, on memory://, removes what pylance does."""
+    import fsspec
+
+    fs = fsspec.filesystem("memory")
+    root = f"/vacuum-{os.getpid()}/ds.lance"
+    for rel in files(template):
+        fs.pipe_file(f"{root}/{rel}", (template / rel).read_bytes())
+    try:
+        kw = dict(older_than=timedelta(0), error_if_tagged_old_versions=False, delete_unverified=True)
+        theirs = twin(template, tmp_path / "theirs")
+        lance.dataset(str(theirs)).cleanup_old_versions(**kw)
+        m = vacuum(None, f"memory://{root}", **kw)
+        left = {p[len(root) + 1:] for p in fs.find(root)}
+        assert left == set(files(theirs)) and set(m.removed_paths) == set(files(template)) - left
+    finally:
+        fs.rm(root.rsplit("/", 1)[0], recursive=True)
