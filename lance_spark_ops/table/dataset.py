@@ -229,14 +229,18 @@ class Dataset:
     def row_ids(self, fragment: DataFragment) -> np.ndarray | None:
         """Row ids of every physical row of the fragment, or None (ids are row addresses)."""
         seq = self.row_id_sequence(fragment) if self.uses_stable_row_ids else None
-        return None if seq is None else decode_row_ids(seq)
+        if seq is None:
+            return None
+        return decode_row_ids(seq, fragment.physical_rows, self.store.uri(self.manifest_path))
 
     def _versions_of(self, fragment: DataFragment, which: str) -> np.ndarray | None:
         meta = getattr(fragment, f"{which}_version_meta")
         if meta is None:
             return None
         data = self._read_external(meta, f"{which} versions") if isinstance(meta, ExternalFile) else meta
-        return decode_versions(RowDatasetVersionSequence.from_bytes(data, self.store.uri(self.manifest_path)))
+        where = self.store.uri(self.manifest_path)
+        seq = RowDatasetVersionSequence.from_bytes(data, where)
+        return decode_versions(seq, fragment.physical_rows, where)
 
     def created_at_versions(self, fragment: DataFragment) -> np.ndarray | None:
         return self._versions_of(fragment, "created_at")

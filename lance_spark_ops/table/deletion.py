@@ -30,6 +30,7 @@ from pyroaring import BitMap
 from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFragment, DeletionFile, DeletionFileType
+from lance_spark_ops.table.format.ipc_bounds import check_single_batch
 from lance_spark_ops.table.paths import deletion_file_path
 
 BITMAP_THRESHOLD = 5000
@@ -55,23 +56,36 @@ def encode_arrow(offsets: np.ndarray) -> bytes:
     return sink.getvalue().to_pybytes()
 
 
-def decode_arrow(data: bytes, path: str | None = None) -> np.ndarray:
-    """Sorted unique offsets from an Arrow deletion file."""
+def _check_count(n: int, max_rows: int | None, path: str | None) -> None:
+    if max_rows is not None and n > max_rows:
+        raise CorruptFileError(f"deletion file holds {n} row offsets but the fragment has {max_rows} rows",
+                               path=path)
+
+
+def decode_arrow(data: bytes, path: str | None = None, max_rows: int | None = None) -> np.ndarray:
+    """Sorted unique offsets from an Arrow deletion file (at most ``max_rows`` of them)."""
+    check_single_batch(data, max_rows, 4, path)  # before pyarrow allocates what the file claims
     try:
         reader = ipc.open_file(pa.py_buffer(data))
         count = reader.num_record_batches
-        batch = reader.get_batch(0) if count == 1 else None
-    except (pa.ArrowInvalid, pa.ArrowIOError, OSError) as e:
-        raise CorruptFileError(f"deletion file is not an Arrow IPC file: {e}", path=path) from e
-    if batch is None:
-        raise CorruptFileError(f"deletion file holds {count} record batches, expected 1", path=path)
-    schema = reader.schema
-    if (len(schema) != 1 or schema.field(0).name != "row_id" or schema.field(0).type != pa.uint32()):
-        raise CorruptFileError(f"deletion file schema is {schema.to_string(show_schema_metadata=False)!r}, "
-                               "expected 'row_id: uint32 not null'", path=path)
-    col = batch.column(0)
-    if col.null_count:
-        raise CorruptFileError(f"deletion file has {col.null_count} null row ids", path=path)
+        schema = reader.schema
+        if (len(schema) != 1 or schema.field(0).name != "row_id" or schema.field(0).type != pa.uint32()):
+            shown = schema.to_string(show_schema_metadata=False)
+            raise CorruptFileError(f"deletion file schema is {shown!r}, expected 'row_id: uint32 not null'",
+                                   path=path)
+        if count != 1:
+            raise CorruptFileError(f"deletion file holds {count} record batches, expected 1", path=path)
+        batch = reader.get_batch(0)
+        _check_count(batch.num_rows, max_rows, path)
+        col = batch.column(0)
+        col.validate(full=True)
+        nulls = col.null_count
+    except (pa.ArrowException, OSError, ValueError, UnicodeDecodeError, IndexError) as e:
+        # damaged IPC metadata surfaces as any Arrow error (invalid, not implemented, ...)
+        raise CorruptFileError(f"deletion file is not a valid Arrow IPC file: {type(e).__name__}: {e}",
+                               path=path) from e
+    if nulls:
+        raise CorruptFileError(f"deletion file has {nulls} null row ids", path=path)
     offsets = col.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
     if offsets.size > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
         # pylance writes them in hash-set order; a plain sort is far cheaper than np.unique
@@ -88,20 +102,29 @@ def encode_bitmap(offsets: np.ndarray) -> bytes:
     return bytes(BitMap(np.asarray(offsets, dtype=np.uint32), optimize=False).serialize())
 
 
-def decode_bitmap(data: bytes, path: str | None = None) -> np.ndarray:
-    """Sorted offsets from a portable roaring bitmap."""
+def decode_bitmap(data: bytes, path: str | None = None, max_rows: int | None = None) -> np.ndarray:
+    """Sorted offsets from a portable roaring bitmap (at most ``max_rows``, all below it).
+
+    Run containers hold 65536 offsets in 4 bytes, so the count is checked before expanding.
+    """
     try:
         bm = BitMap.deserialize(data)
-    except (ValueError, OverflowError, MemoryError) as e:
+    except (ValueError, OverflowError, MemoryError, IndexError) as e:  # IndexError: empty input
         raise CorruptFileError(f"deletion file is not a portable roaring bitmap: {e}", path=path) from e
+    _check_count(len(bm), max_rows, path)
+    if max_rows is not None and len(bm) and bm.max() >= max_rows:
+        raise CorruptFileError(f"deletion file names row {bm.max()} but the fragment has {max_rows} rows",
+                               path=path)
     return np.frombuffer(bm.to_array(), dtype=np.uint32)
 
 
 # -- store I/O -----------------------------------------------------------------
 def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: DeletionFile,
-                       resolver: Any = None) -> np.ndarray:
+                       resolver: Any = None, max_rows: int | None = None) -> np.ndarray:
     """Deleted row offsets of a fragment, sorted unique ``uint32``. A deletion file under another
-    base path (``base_id``) needs the manifest's ``paths.BaseResolver``."""
+    base path (``base_id``) needs the manifest's ``paths.BaseResolver``; ``max_rows``: the
+    fragment's physical rows when known (more offsets than that is corruption, refused before
+    expanding)."""
     rel = deletion_file_path(fragment_id, deletion_file)
     if resolver is not None:
         store, rel = resolver.deletion_file(fragment_id, deletion_file)
@@ -114,15 +137,15 @@ def read_deletion_file(store: ObjectStore, fragment_id: int, deletion_file: Dele
         raise NotFoundError(f"deletion file of fragment {fragment_id} is missing", path=store.uri(rel)) from e
     path = store.uri(rel)
     if deletion_file.file_type is DeletionFileType.ARROW_ARRAY:
-        return decode_arrow(data, path)
-    return decode_bitmap(data, path)
+        return decode_arrow(data, path, max_rows)
+    return decode_bitmap(data, path, max_rows)
 
 
 def deleted_offsets(store: ObjectStore, fragment: DataFragment, resolver: Any = None) -> np.ndarray:
     """The fragment's deleted offsets (empty when it has no deletion file)."""
     if fragment.deletion_file is None:
         return np.empty(0, dtype=np.uint32)
-    return read_deletion_file(store, fragment.id, fragment.deletion_file, resolver)
+    return read_deletion_file(store, fragment.id, fragment.deletion_file, resolver, fragment.physical_rows)
 
 
 def keep_mask(deleted: np.ndarray, physical_rows: int, where: str | None = None) -> np.ndarray:

@@ -126,6 +126,8 @@ def safe_relative(path: str, what: str, where: str | None = None) -> str:
         bad = "is absolute"
     elif "://" in path:
         bad = "is a URL"
+    elif "\x00" in path:
+        bad = "holds a NUL byte"
     else:
         parts = re.split(r"[/\\]", path)
         if any(p in ("..", ".") for p in parts):

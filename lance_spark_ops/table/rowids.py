@@ -83,6 +83,9 @@ def _arange(start: int, stop: int) -> np.ndarray:
 
 def _bitmap_bits(seg: RangeWithBitmapSegment) -> np.ndarray:
     n = seg.end - seg.start
+    if len(seg.bitmap) * 8 < n:  # unpackbits would pad the missing bits with zeros (and allocate)
+        raise CorruptFileError(f"range-with-bitmap segment spans {n} ids but its bitmap holds "
+                               f"{len(seg.bitmap) * 8} bits")
     return np.unpackbits(np.frombuffer(seg.bitmap, dtype=np.uint8), count=n, bitorder="little").view(bool)
 
 
@@ -100,11 +103,21 @@ def segment_len(seg: U64Segment) -> int:
     """Number of ids the segment holds."""
     if isinstance(seg, RangeSegment):
         return seg.end - seg.start
-    if isinstance(seg, RangeWithHolesSegment):
-        return int(np.count_nonzero(_hole_mask(seg)))
+    if isinstance(seg, RangeWithHolesSegment):  # without expanding the range (it may be huge)
+        holes = decode_array(seg.holes)
+        inside = np.unique(holes[(holes >= _U64(seg.start)) & (holes < _U64(seg.end))])
+        return seg.end - seg.start - int(inside.size)
     if isinstance(seg, RangeWithBitmapSegment):
         return int(np.count_nonzero(_bitmap_bits(seg)))
     return len(seg.array)
+
+
+def _check_total(lengths: Sequence[int], expected: int | None, what: str, where: str | None) -> None:
+    """A few bytes can describe 2**64 ids: compare the count with the rows before expanding."""
+    total = sum(lengths)
+    if expected is not None and total != expected:
+        raise CorruptFileError(f"{what} holds {total} entries but the fragment has {expected} rows",
+                               path=where)
 
 
 def decode_segment(seg: U64Segment) -> np.ndarray:
@@ -122,19 +135,25 @@ def decode_segment(seg: U64Segment) -> np.ndarray:
     raise TypeError(f"not a row-id segment: {seg!r}")
 
 
-def decode_row_ids(seq: RowIdSequence) -> np.ndarray:
-    """All ids of a sequence, in row order, as one ``uint64`` array."""
+def decode_row_ids(seq: RowIdSequence, expected: int | None = None, where: str | None = None) -> np.ndarray:
+    """All ids of a sequence, in row order, as one ``uint64`` array (``expected``: the
+    fragment's row count, checked before anything is allocated)."""
+    if expected is not None:
+        _check_total([segment_len(s) for s in seq.segments], expected, "row-id sequence", where)
     parts = [decode_segment(s) for s in seq.segments]
     if not parts:
         return np.empty(0, dtype=_U64)
     return parts[0] if len(parts) == 1 else np.concatenate(parts)
 
 
-def decode_versions(seq: RowDatasetVersionSequence) -> np.ndarray:
-    """Per-row versions: run ``i`` repeated ``len(span_i)`` times."""
+def decode_versions(seq: RowDatasetVersionSequence, expected: int | None = None,
+                    where: str | None = None) -> np.ndarray:
+    """Per-row versions: run ``i`` repeated ``len(span_i)`` times (``expected`` as for row ids)."""
     if not seq.runs:
         return np.empty(0, dtype=_U64)
-    lengths = np.array([segment_len(r.span) for r in seq.runs], dtype=np.int64)
+    counts = [segment_len(r.span) for r in seq.runs]
+    _check_total(counts, expected, "version sequence", where)
+    lengths = np.array(counts, dtype=np.int64)
     versions = np.array([r.version for r in seq.runs], dtype=_U64)
     return np.repeat(versions, lengths)
 

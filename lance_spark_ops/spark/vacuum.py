@@ -1,0 +1,268 @@
+"""Vacuum: remove old versions of a Lance dataset and the files only they referenced.
+
+Semantics are pylance 14's ``cleanup_old_versions`` (see ``table.cleanup``). The driver reads
+the refs and manifests (spread over tasks when there are many), listing runs as one task per
+prefix (``data/``, ``_deletions/``, ``_transactions/``, ``_versions/``, each
+``_indices/<uuid>/``), and deletes run in batches on executors, rate-limited. Unreferenced
+files go first and old manifests last, so an interrupted vacuum leaves every old manifest
+whose files may be gone still listed as old, and a rerun finishes the job; an old manifest
+naming a file that failed to delete is kept for the same reason.
+"""
+
+from __future__ import annotations
+
+import re
+import time
+import uuid
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass, field
+from datetime import timedelta
+from typing import Any
+
+from lance_spark_ops.errors import InvalidInputError, NotFoundError
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
+from lance_spark_ops.spark.tasks.vacuum import (
+    DeleteResult,
+    DeleteTask,
+    ListTask,
+    ReadManifestsTask,
+    delete_files,
+    list_prefix,
+    read_manifests,
+    top_entries,
+)
+from lance_spark_ops.table.cleanup import (
+    BRANCH_TREE,
+    BRANCHES_DIR,
+    TAGS_DIR,
+    CleanupPlan,
+    FileRefs,
+    ListedFile,
+    Policy,
+    Removal,
+    VersionInfo,
+    branch_parent_version,
+    classify_versions,
+    manifest_refs,
+    plan_cleanup,
+    retain_before_version,
+    tag_version,
+)
+from lance_spark_ops.table.format.manifest import parse_manifest_file
+from lance_spark_ops.table.paths import (
+    DATA_DIR,
+    DELETIONS_DIR,
+    INDICES_DIR,
+    TRANSACTIONS_DIR,
+    VERSIONS_DIR,
+    scan_versions,
+)
+
+DEFAULT_OLDER_THAN = timedelta(days=14)
+MANIFESTS_PER_TASK = 64
+DELETES_PER_TASK = 1000
+_KIND_FIELD = {"data": "data_files_removed", "transaction": "transaction_files_removed",
+               "index": "index_files_removed", "deletion": "deletion_files_removed"}
+
+_UNITS = {"s": 1, "m": 60, "h": 3600, "d": 86400, "w": 7 * 86400}
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*([smhdw])\s*$")
+
+
+def parse_duration(text: str) -> timedelta:
+    """``"14d"`` -> 14 days; InvalidInputError naming the text for anything else."""
+    m = _DURATION.match(text)
+    if m is None:
+        raise InvalidInputError(f"duration {text!r} is not a number followed by s, m, h, d or w (e.g. 14d)")
+    return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
+
+
+@dataclass
+class VacuumMetrics:
+    """pylance's ``CleanupStats`` plus wall time; counts are what was (dry run: would be) removed."""
+
+    bytes_removed: int = 0
+    old_versions: int = 0
+    data_files_removed: int = 0
+    transaction_files_removed: int = 0
+    index_files_removed: int = 0
+    deletion_files_removed: int = 0
+    failed_deletes: int = 0
+    seconds: float = 0.0
+    dry_run: bool = False
+    files_listed: int = 0
+    removed_paths: list[str] = field(default_factory=list, repr=False)
+    failures: list[tuple[str, str]] = field(default_factory=list, repr=False)
+
+
+Runner = Callable[[Sequence[Any], Callable[[Any, TaskContext], Any]], list[Any]]
+
+
+def _runner(spark: Any, job_id: str) -> Runner:
+    def run(tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> list[Any]:
+        if spark is None:
+            out = run_tasks_locally(job_id, tasks, fn)
+        else:
+            out = run_tasks(spark, job_id, tasks, fn, f"lance-spark-ops vacuum: {fn.__name__}")
+        return [out[i][1] for i in sorted(out)]
+    return run
+
+
+def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
+    """``{name: version}`` of the ``*.json`` ref files under ``prefix`` (names may hold '/')."""
+    listed = list_prefix(ListTask(store.root, store.storage_options, prefix)) if store.exists(prefix) else []
+    out = {}
+    for f in listed:
+        if f.path.endswith(".json"):
+            v = parse(store.read(f.path), store.uri(f.path))
+            if v is not None:
+                out[f.path[len(prefix) + 1 : -len(".json")]] = v
+    return out
+
+
+def _branch_refs(store: ObjectStore, branches: list[str]) -> dict[str, FileRefs]:
+    """Per branch, the files under our root that any of its manifests references."""
+    out = {}
+    for name in branches:
+        refs = out[name] = FileRefs()
+        vdir = f"{BRANCH_TREE}/{name}/{VERSIONS_DIR}"
+        for entry in store.list(vdir):
+            if entry.endswith(".manifest"):
+                rel = f"{vdir}/{entry}"
+                mf = parse_manifest_file(store.read(rel), store.uri(rel))
+                refs.update(manifest_refs(mf.manifest, mf.index_section, store.root_path, store.uri(rel),
+                                          own_base=False))
+    return out
+
+
+def _versions(store: ObjectStore, run: Callable) -> list[VersionInfo]:
+    scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
+    if not names:
+        raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
+    items = tuple((v, f"{VERSIONS_DIR}/{n}") for v, n in sorted(names.items()))
+    chunks = [items[i : i + MANIFESTS_PER_TASK] for i in range(0, len(items), MANIFESTS_PER_TASK)]
+    tasks = [ReadManifestsTask(store.root, store.storage_options, c) for c in chunks]
+    if len(tasks) == 1:
+        return read_manifests(tasks[0])
+    return [v for part in run(tasks, read_manifests) for v in part]
+
+
+def _policy(versions: list[VersionInfo], older_than: timedelta | None, retain_versions: int | None,
+            delete_unverified: bool, unverified_older_than: timedelta, error_if_tagged: bool) -> Policy:
+    if older_than is None and retain_versions is None:
+        older_than = DEFAULT_OLDER_THAN
+    now = time.time()
+    if older_than is not None and older_than < timedelta(0):
+        raise InvalidInputError(f"older_than must not be negative, got {older_than}")
+    before_ts = None if older_than is None else int((now - older_than.total_seconds()) * 1e9)
+    before_v = None if retain_versions is None else retain_before_version([v.version for v in versions],
+                                                                            retain_versions)
+    return Policy(before_ts, before_v, delete_unverified, now - unverified_older_than.total_seconds(),
+                  error_if_tagged)
+
+
+def _listing(store: ObjectStore, run: Callable) -> list[ListedFile]:
+    prefixes = [DATA_DIR, DELETIONS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, *top_entries(store, INDICES_DIR)]
+    tasks = [ListTask(store.root, store.storage_options, p) for p in prefixes]
+    return [f for part in run(tasks, list_prefix) for f in part]
+
+
+def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_second: float | None,
+            parallel: int) -> list[DeleteResult]:
+    batches = [removals[i : i + DELETES_PER_TASK] for i in range(0, len(removals), DELETES_PER_TASK)]
+    # the rate is for the whole job: tasks that may run at once share it
+    rate = None if not max_per_second else max_per_second / max(1, min(parallel, len(batches)))
+    tasks = [DeleteTask(store.root, store.storage_options, tuple(r.path for r in b), tuple(r.size for r in b),
+                        rate) for b in batches]
+    return run(tasks, delete_files) if tasks else []
+
+
+def _spare_new_commits(store: ObjectStore, plan: CleanupPlan, latest: int) -> CleanupPlan:
+    """Drop from the plan every file a version committed since planning references (a restore
+    may point at old files again); pylance does not look, this narrows the race to the deletes."""
+    _scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
+    new = tuple((v, f"{VERSIONS_DIR}/{n}") for v, n in sorted(names.items()) if v > latest)
+    if not new:
+        return plan
+    refs = FileRefs()
+    for info in read_manifests(ReadManifestsTask(store.root, store.storage_options, new)):
+        refs.update(info.refs)
+    keep = refs.data | refs.deletions | refs.transactions
+    files = [r for r in plan.files
+             if r.path not in keep and not (r.kind == "index" and r.path.split("/")[1] in refs.index_uuids)]
+    return CleanupPlan(plan.old_versions, plan.kept_versions + [v for v, _ in new], files)
+
+
+def _manifests_to_delete(plan: CleanupPlan, failed: set[str]) -> list[Removal]:
+    """Old manifests, except those naming a file whose delete failed: they keep it verified, so
+    a rerun deletes it instead of waiting for it to age as an unreferenced file."""
+    failed_uuids = {p.split("/")[1] for p in failed if p.startswith(f"{INDICES_DIR}/")}
+    out = []
+    for v, removal in zip(plan.old_versions, plan.manifests, strict=True):
+        r = v.refs
+        if failed & (r.data | r.deletions | r.transactions) or failed_uuids & r.index_uuids:
+            continue
+        out.append(removal)
+    return out
+
+
+def _metrics(plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResult] | None) -> VacuumMetrics:
+    m = VacuumMetrics(dry_run=results is None, files_listed=len(sizes))
+    gone = None if results is None else {p for r in results for p in r.deleted}
+    for r in [*plan.files, *plan.manifests]:
+        if gone is not None and r.path not in gone:
+            continue
+        m.removed_paths.append(r.path)
+        m.bytes_removed += sizes.get(r.path, r.size)
+        if r.kind == "manifest":
+            m.old_versions += 1
+        elif r.kind in _KIND_FIELD:
+            setattr(m, _KIND_FIELD[r.kind], getattr(m, _KIND_FIELD[r.kind]) + 1)
+    if results is not None:
+        m.failures = [f for r in results for f in r.failed]
+        m.failed_deletes = len(m.failures)
+    return m
+
+
+def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_versions: int | None = None,
+           delete_unverified: bool = False, unverified_older_than: timedelta = timedelta(days=7),
+           error_if_tagged_old_versions: bool = True, dry_run: bool = False,
+           storage_options: dict[str, Any] | None = None, max_deletes_per_second: float | None = None,
+           parallelism: int = 8) -> VacuumMetrics:
+    """Remove old versions and unreferenced files (pylance's ``cleanup_old_versions``).
+
+    ``older_than`` None and ``retain_versions`` None mean 14 days, as in pylance; with
+    ``retain_versions`` alone only the version count decides. ``spark=None`` runs every task
+    in this process. ``dry_run`` lists and decides but deletes nothing.
+    """
+    start = time.monotonic()
+    store = ObjectStore(uri, storage_options or {})
+    run = _runner(spark, f"vacuum-{uuid.uuid4().hex[:12]}")
+    versions = _versions(store, run)
+    latest = max(v.version for v in versions)
+    tags = _read_refs(store, TAGS_DIR, tag_version)
+    parents = _read_refs(store, BRANCHES_DIR, branch_parent_version)
+    per_branch = _branch_refs(store, sorted(_read_refs(store, BRANCHES_DIR, lambda _d, _w: 0)))
+    branch_refs = FileRefs()
+    for refs in per_branch.values():
+        branch_refs.update(refs)
+    # as pylance 14: a branch protects its parent version only when it uses files of this root
+    protected = {v for name, v in parents.items() if not per_branch[name].empty()}
+    policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
+                     error_if_tagged_old_versions)
+    classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
+    listing = _listing(store, run)
+    plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
+    if not dry_run:
+        plan = _spare_new_commits(store, plan, latest)
+    sizes = {f.path: f.size for f in listing}
+    if dry_run:
+        results = None
+    else:
+        results = _delete(store, plan.files, run, max_deletes_per_second, parallelism)
+        failed = {p for r in results for p, _ in r.failed}
+        manifests = _manifests_to_delete(plan, failed)
+        results += _delete(store, manifests, run, max_deletes_per_second, parallelism)
+    m = _metrics(plan, sizes, results)
+    m.seconds = round(time.monotonic() - start, 3)
+    return m

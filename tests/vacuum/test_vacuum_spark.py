@@ -1,0 +1,61 @@
+"""Vacuum on Spark (listing, manifest reading and deletes as tasks) and the jobs/vacuum.py CLI."""
+
+from __future__ import annotations
+
+import importlib.util
+import json
+from datetime import timedelta
+from pathlib import Path
+
+import pytest
+
+import lance_spark_ops.spark.vacuum as mod
+from tests.vacuum.helpers import files, twin
+from tests.vacuum.test_vacuum import _rows, compare, template  # noqa: F401 - fixture
+
+lance = pytest.importorskip("lance")
+
+
+def _job():
+    path = Path(__file__).resolve().parents[2] / "jobs" / "vacuum.py"
+    spec = importlib.util.spec_from_file_location("job_vacuum", path)
+    module = importlib.util.module_from_spec(spec)
+    spec.loader.exec_module(module)
+    return module
+
+
+def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F811
+                               monkeypatch: pytest.MonkeyPatch) -> None:
+    # small batches so manifests and deletes really spread over several tasks
+    monkeypatch.setattr(mod, "MANIFESTS_PER_TASK", 3)
+    monkeypatch.setattr(mod, "DELETES_PER_TASK", 4)
+    removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),
+                         error_if_tagged_old_versions=False, delete_unverified=True)
+    assert m.old_versions >= 6 and len(removed) > 8
+
+
+def test_cli(spark, template: Path, tmp_path: Path, capsys: pytest.CaptureFixture) -> None:  # noqa: F811
+    job = _job()
+    ours = twin(template, tmp_path / "ours")
+    before = files(ours)
+    args = [str(ours), "--older-than", "0s", "--error-if-tagged-old-versions", "false"]
+    assert job.main([*args, "--dry-run"]) == 0
+    out = capsys.readouterr().out.strip().splitlines()
+    dry = json.loads(out[-1])
+    would = {line.removeprefix("would remove ") for line in out[:-1]}
+    assert files(ours) == before and dry["dry_run"] and dry["old_versions"] > 0
+    theirs = twin(template, tmp_path / "theirs")
+    stats = lance.dataset(str(theirs)).cleanup_old_versions(older_than=timedelta(0),
+                                                             error_if_tagged_old_versions=False)
+    assert job.main(args) == 0
+    real = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert set(before) - set(files(ours)) == would == set(before) - set(files(theirs))
+    assert real["bytes_removed"] == stats.bytes_removed == dry["bytes_removed"]
+    assert _rows(ours) == _rows(theirs)
+    # the tagged old version makes the default refuse; bad durations are usage errors
+    with pytest.raises(Exception, match="tagged"):
+        job.main([str(twin(template, tmp_path / "again")), "--older-than", "0s"])
+    for bad in ("14", "3 days", "1y"):
+        with pytest.raises(SystemExit):
+            job.main([str(ours), "--older-than", bad])
+    assert "duration" in capsys.readouterr().err
