@@ -6,10 +6,12 @@ Phases (each shown as the Spark job description): ``plan`` -> ``rewrite group i/
 speculative task attempts) are deleted at once: every file is named with the job id, so one
 listing of ``data/`` finds them (lance#7207 reports tables tripling from such orphans).
 
-Indices: fragments covered by an index are left alone and counted in
-``indexed_fragments_skipped``. Without stable row ids their rows would move under the index;
-with them, pylance 14 still looks rows up through the index's fragment bitmap and loses rows
-whose fragment changed unless the index itself is rewritten, which this job does not do.
+Indices (issue #11): fragments covered by an index are compacted like any other (never a group
+mixing fragments covered by different sets of indices); what happens to each index is decided
+and prepared in ``spark.index_remap`` (rewritten under a new uuid, covered by the fragment
+reuse index, or uncovered as pylance does) and lands in the same Rewrite commit. Only
+fragments covered by an index recording no fragment bitmap are left alone
+(``indexed_fragments_skipped``).
 
 New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
 Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
@@ -25,9 +27,13 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
-from pyroaring import BitMap
-
 from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
+from lance_spark_ops.spark.index_remap import (
+    IndexChanges,
+    check_defer_allowed,
+    compaction_index_changes,
+    covering_sets,
+)
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
@@ -54,6 +60,13 @@ class CompactionMetrics:
     bytes_read: int = 0
     bytes_written: int = 0
     indexed_fragments_skipped: int = 0
+    # per index type (BTREE, BITMAP, VECTOR, ...): rewritten through the address map, covered
+    # by a new fragment reuse index version, no longer covering the rewritten fragments
+    # (ZONEMAP / BLOOMFILTER), bitmap recalculated (stable row ids)
+    indices_remapped: dict[str, int] = field(default_factory=dict)
+    indices_frag_reuse: dict[str, int] = field(default_factory=dict)
+    indices_dropped: dict[str, int] = field(default_factory=dict)
+    indices_recalculated: dict[str, int] = field(default_factory=dict)
     orphan_files_deleted: int = 0
     fragments_binary_copied: int = 0
     pages_binary_copied: int = 0
@@ -63,28 +76,22 @@ class CompactionMetrics:
     plan: list[list[int]] = field(default_factory=list)
 
 
-def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats], int]:
-    """Planning inputs; returns (stats, number of indexed fragments withheld)."""
-    bitmaps = _index_bitmaps(ds)
+def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple[list[FragmentStats], int]:
+    """Planning inputs; returns (stats, number of indexed fragments withheld: those the user
+    excluded and those covered by an index without a fragment bitmap)."""
+    cover, blocked = covering_sets(ds)
     stats, skipped = [], 0
     for frag in ds.fragments:
-        covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
-        if skip_indexed and covering:
+        covering = cover.get(frag.id, frozenset())
+        if frag.id in blocked or (covering and frag.id in excluded):
             skipped += 1
-            # An indexed fragment acts as a boundary: planning must not merge across it.
+        if frag.id in blocked:
+            # acts as a boundary: planning must not merge across it
             stats.append(FragmentStats(frag.id, frag.physical_rows or 0, 0, 0, covering))
             continue
         stats.append(FragmentStats(frag.id, frag.physical_rows or 0, frag.num_deleted_rows or 0,
                                    sum(f.file_size_bytes or 0 for f in frag.files), covering))
     return stats, skipped
-
-
-def _index_bitmaps(ds: Dataset) -> list[BitMap]:
-    section = ds.manifest_file.index_section
-    if section is None:
-        return []
-    return [BitMap.deserialize(idx.fragment_bitmap) if idx.fragment_bitmap else BitMap()
-            for idx in section.indices]
 
 
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
@@ -111,10 +118,11 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
     file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=True)
+    check_defer_allowed(ds, opts.defer_index_remap)
+    stats, skipped = fragment_stats(ds, frozenset(opts.excluded_fragment_ids))
     tasks = plan_compaction(stats, opts)
-    indexed = {s.id for s in stats if s.indices}
-    tasks = [t for t in tasks if not indexed & set(t.fragment_ids)]
+    _, blocked = covering_sets(ds)
+    tasks = [t for t in tasks if not blocked & set(t.fragment_ids)]
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0
@@ -137,18 +145,21 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
 
 def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0,
                           storage_options: dict[str, Any] | None = None,
-                          data_storage_version: str | None = None) -> CompactionMetrics:
+                          data_storage_version: str | None = None,
+                          defer_index_remap: bool = False) -> CompactionMetrics:
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
     and one out (no merging), so no deletion file remains on them. Row ids are preserved
     under stable row ids; commit and conflict rules as ``compact``."""
     t0 = time.perf_counter()
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
-    opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62)
+    opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62,
+                             defer_index_remap=defer_index_remap)
     file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=True)
+    check_defer_allowed(ds, defer_index_remap)
+    stats, skipped = fragment_stats(ds)
     tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not s.indices)]
+        s for s in stats if s.deleted_rows and s.deleted_fraction > threshold)]
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0
@@ -183,20 +194,27 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     t2 = time.perf_counter()
     if spark is not None:
         spark.sparkContext.setJobDescription(f"{description}: commit")
+    index_files: list[str] = []
     try:
-        _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        reserved = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = commit_transaction(ds.store, Rewrite(groups), ds.version)
+        changes = compaction_index_changes(ds, groups, opts.defer_index_remap, reserved or ds.version,
+                                           remap=_index_remapper(spark, job_id))
+        index_files = changes.files
+        new_ds = commit_transaction(ds.store, Rewrite(
+            groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
+            frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered), ds.version)
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:
-        ds.store.delete_many(f"{DATA_DIR}/{p}" for p in written)
+        ds.store.delete_many([f"{DATA_DIR}/{p}" for p in written] + index_files)
         raise
     finally:
         if spark is not None:
             spark.sparkContext.setJobDescription(None)
     metrics.seconds["commit"] = metrics.seconds.get("commit", 0.0) + time.perf_counter() - t2
     metrics.commits += 1
+    _count_indices(metrics, changes)
     for g, r in zip(groups, results, strict=True):
         metrics.fragments_removed += len(g.old_fragments)
         metrics.fragments_added += len(g.new_fragments)
@@ -213,15 +231,29 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     return new_ds
 
 
-def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
+def _reserve_ids(ds: Dataset, new_fragments: list) -> int | None:
     """Give the new fragments final ids by committing a ReserveFragments first (as pylance's
-    compaction does); the Rewrite then keeps them."""
+    compaction does); the Rewrite then keeps them. Returns the reservation's version."""
     if not new_fragments:
-        return
+        return None
     reserved = commit_transaction(ds.store, ReserveFragments(len(new_fragments)), ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
+    return reserved.version
+
+
+def _index_remapper(spark: Any, job_id: str) -> Any:
+    """The function that rewrites index files for a Rewrite (None: none can be rewritten)."""
+    return None
+
+
+def _count_indices(metrics: CompactionMetrics, changes: IndexChanges) -> None:
+    counts = changes.actions.counts()
+    for action, target in (("remap", metrics.indices_remapped), ("reuse", metrics.indices_frag_reuse),
+                           ("uncover", metrics.indices_dropped), ("recalc", metrics.indices_recalculated)):
+        for kind, n in counts.get(action, {}).items():
+            target[kind] = target.get(kind, 0) + n
 
 
 @contextmanager

@@ -1,0 +1,142 @@
+"""Indices of a compaction: what happens to each index when fragments are rewritten (driver).
+
+``compaction_index_changes`` turns a compaction's rewrite groups into the parts of its Rewrite
+commit that concern indices (see ``lance_spark_ops.index.actions`` for the decisions):
+rewritten index entries (files written by ``spark.tasks.index_remap`` tasks), the fragment
+reuse index extended by one version, and the indices that stop covering the rewritten
+fragments. ``remap_indices`` rewrites every index still behind the fragment reuse index and
+trims the versions no index needs any more.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pyroaring import BitMap
+
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index.actions import REMAPPABLE_KINDS, IndexActions, plan_index_actions, stored_bitmap
+from lance_spark_ops.index.address_map import surviving_addresses
+from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
+from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.transaction import RewriteGroup
+
+
+def index_entries(ds: Dataset) -> list[Any]:
+    section = ds.manifest_file.index_section
+    return list(section.indices) if section is not None else []
+
+
+def frag_reuse_entry(ds: Dataset) -> Any | None:
+    return next((i for i in index_entries(ds) if i.name == FRAG_REUSE_INDEX_NAME), None)
+
+
+def reuse_versions(ds: Dataset) -> list[Any]:
+    """Versions of the dataset's fragment reuse index, oldest first (none: [])."""
+    fri = frag_reuse_entry(ds)
+    return load_versions(fri, ds.store.read) if fri is not None else []
+
+
+def check_defer_allowed(ds: Dataset, defer: bool) -> None:
+    if defer and ds.uses_stable_row_ids:
+        # pylance 14: "Cannot compact with defer_index_remap: the dataset uses stable row IDs"
+        raise UnsupportedError("defer_index_remap is not supported on a dataset with stable row ids "
+                               "(pylance 14 refuses it too)", path=ds.uri)
+
+
+def effective_bitmaps(ds: Dataset) -> list[BitMap | None]:
+    """Each index's fragments as pylance sees them (through the fragment reuse index)."""
+    from lance_spark_ops.index.actions import effective_bitmap
+
+    versions = reuse_versions(ds)
+    return [effective_bitmap(i, versions) for i in index_entries(ds)]
+
+
+@dataclass
+class IndexChanges:
+    """The index part of one Rewrite commit."""
+
+    actions: IndexActions
+    rewritten: list[Any] = field(default_factory=list)  # Transaction.Rewrite.RewrittenIndex
+    frag_reuse_index: Any = None
+    frag_reuse_replaces: bytes | None = None
+    uncovered: list[bytes] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # written for this commit, relative to the dataset
+
+
+def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: bool,
+                             dataset_version: int, remap: Any = None) -> IndexChanges:
+    """Decide and prepare the index changes of a Rewrite of ``groups`` (new fragments with
+    their final ids) read at ``ds``; ``dataset_version`` is the version recorded in a new
+    fragment reuse index version (pylance: the version after the id reservation).
+    ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
+    check_defer_allowed(ds, defer)
+    versions = reuse_versions(ds)
+    old_ids = [f.id for g in groups for f in g.old_fragments]
+    remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
+    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable)
+    out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
+    if acts.remap:
+        out.rewritten, out.files = remap(ds, acts.remap, groups)
+    if acts.reuse or (defer and not ds.uses_stable_row_ids):
+        version = _reuse_version(ds, groups, dataset_version)
+        new_frags = BitMap(f.id for g in groups for f in g.new_fragments)
+        old = frag_reuse_entry(ds)
+        meta, external = build_index(versions + [version], dataset_version, new_frags,
+                                     old.index_version if old is not None else 0)
+        if external is not None:
+            from lance_spark_ops.index.frag_reuse import details_path
+
+            ds.store.write(details_path(meta), external)
+            out.files.append(details_path(meta))
+        out.frag_reuse_index = meta
+        out.frag_reuse_replaces = bytes(old.uuid.uuid) if old is not None else None
+    return out
+
+
+def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
+    from lance_spark_ops._pb import table_pb2
+
+    version = table_pb2.FragmentReuseIndexDetails.Version(dataset_version=dataset_version)
+    for g in groups:
+        ids = [f.id for f in g.old_fragments]
+        if ids != sorted(ids):
+            raise InvalidInputError(f"rewrite group {ids}: a fragment reuse index needs old fragments in "
+                                    "ascending id order (pylance maps sorted addresses)")
+        masks = [live_mask(ds, f) for f in g.old_fragments]
+        survivors = surviving_addresses(ids, masks)
+        version.groups.append(make_group([_digest(f) for f in g.old_fragments], survivors,
+                                         [_digest(f) for f in g.new_fragments]))
+    return version
+
+
+def _digest(f: DataFragment) -> FragDigest:
+    deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
+    return FragDigest(f.id, int(f.physical_rows or 0), int(deleted))
+
+
+def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
+    keep = ds.live_mask(frag)
+    return keep if keep is not None else np.ones(int(frag.physical_rows or 0), dtype=bool)
+
+
+def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
+    """Per fragment id the positions of the indices covering it (pylance's view), and the
+    fragments covered by an index that records no fragment bitmap (never rewritten here)."""
+    bitmaps = effective_bitmaps(ds)
+    unknown = {i for i, bm in enumerate(bitmaps) if bm is None and index_entries(ds)[i].name != FRAG_REUSE_INDEX_NAME}
+    cover: dict[int, frozenset[int]] = {}
+    blocked: set[int] = set()
+    for frag in ds.fragments:
+        cover[frag.id] = frozenset(i for i, bm in enumerate(bitmaps) if bm is not None and frag.id in bm)
+        if unknown:
+            blocked.add(frag.id)
+    return cover, blocked
+
+
+__all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "covering_sets",
+           "effective_bitmaps", "reuse_versions", "stored_bitmap"]
