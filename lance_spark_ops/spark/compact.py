@@ -33,6 +33,7 @@ from lance_spark_ops.spark.index_remap import (
     check_defer_allowed,
     compaction_index_changes,
     covering_sets,
+    make_remapper,
 )
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
@@ -244,8 +245,8 @@ def _reserve_ids(ds: Dataset, new_fragments: list) -> int | None:
 
 
 def _index_remapper(spark: Any, job_id: str) -> Any:
-    """The function that rewrites index files for a Rewrite (None: none can be rewritten)."""
-    return None
+    """The function that rewrites index files for a Rewrite (a second stage of the job)."""
+    return make_remapper(spark, job_id, "compact: remap indices")
 
 
 def _count_indices(metrics: CompactionMetrics, changes: IndexChanges) -> None:

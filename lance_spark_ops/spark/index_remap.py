@@ -10,20 +10,24 @@ trims the versions no index needs any more.
 
 from __future__ import annotations
 
+import uuid as uuidlib
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
 from pyroaring import BitMap
 
+from lance_spark_ops._pb import transaction_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.actions import REMAPPABLE_KINDS, IndexActions, plan_index_actions, stored_bitmap
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME
+from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, uuid_str
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import RewriteGroup
+
+RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
 
 
 def index_entries(ds: Dataset) -> list[Any]:
@@ -140,3 +144,40 @@ def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
 
 __all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "covering_sets",
            "effective_bitmaps", "reuse_versions", "stored_bitmap"]
+
+
+def make_remapper(spark: Any, job_id: str, description: str = "remap indices") -> Any:
+    """``remap(ds, indices, groups) -> (rewritten, files)`` running one task per index (on
+    Spark, or in this process when ``spark`` is None)."""
+    from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+    from lance_spark_ops.spark.tasks.index_remap import IndexRemapSpec, run_index_remap
+
+    def remap(ds: Dataset, indices: list[Any], groups: list[RewriteGroup],
+              reuse: tuple[bytes, ...] = ()) -> tuple[list[Any], list[str]]:
+        spec_groups = tuple((tuple(f.id for f in g.old_fragments),
+                             tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments)) for g in groups)
+        specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
+                                reuse, dict(ds.store.storage_options)) for i in indices]
+        try:
+            if spark is None:
+                out = run_tasks_locally(f"{job_id}-idx", specs, run_index_remap)
+            else:
+                out = run_tasks(spark, f"{job_id}-idx", specs, run_index_remap, description=description)
+        except BaseException:
+            for s in specs:
+                _delete_dir(ds, f"_indices/{uuid_str(s.new_uuid)}")
+            raise
+        rewritten = [RewrittenIndex.FromString(out[k][1]) for k in range(len(specs))]
+        files = [f"_indices/{uuid_str(s.new_uuid)}/{f.path}" for s, r in zip(specs, rewritten, strict=True)
+                 for f in r.new_index_files]
+        return rewritten, files
+
+    return remap
+
+
+def _delete_dir(ds: Dataset, rel: str) -> None:
+    try:
+        names = ds.store.list(rel)
+    except Exception:  # noqa: BLE001 - nothing written there
+        return
+    ds.store.delete_many(f"{rel}/{n}" for n in names)
