@@ -2,7 +2,9 @@
 
 Without stable row ids an index meeting the rewritten fragments is
   * rewritten through the old -> new address map (``remap``) when its type can be remapped
-    here, ``defer_index_remap`` is off and its data are not behind the fragment reuse index;
+    here and ``defer_index_remap`` is off; data behind the fragment reuse index are first
+    mapped through its versions (pylance writes FRI-remapped bitmaps back on later commits,
+    so the bitmap cannot tell whether data are behind; mapping current data is a no-op);
   * otherwise covered by a new version of the fragment reuse index (``reuse``): its entry
     stays, pylance remaps it when it loads it;
   * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
@@ -19,7 +21,7 @@ from typing import Any
 
 from pyroaring import BitMap
 
-from lance_spark_ops.index.frag_reuse import index_behind, remap_fragment_bitmap
+from lance_spark_ops.index.frag_reuse import remap_fragment_bitmap
 from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind, stores_row_addresses
 
 REMAPPABLE_KINDS = frozenset({"BTREE", "BITMAP", "LABEL_LIST"})  # types whose files this library rewrites
@@ -76,8 +78,8 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif not defer and kind in remappable and not index_behind(stored_bitmap(idx), reuse_versions):
-            acts.remap.append(idx)
+        elif not defer and kind in remappable:
+            acts.remap.append(idx)  # through every FRI version first (a no-op on current data)
         else:
             acts.reuse.append(idx)
     return acts

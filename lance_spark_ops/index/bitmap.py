@@ -4,8 +4,10 @@ Columns ``keys`` (the indexed values, or list items for LABEL_LIST) and ``bitmap
 Lance's ``RowIdTreeMap`` of the row addresses holding the key: u32 count, then per fragment
 u32 fragment id, u32 n, n bytes of a portable 32-bit roaring bitmap of offsets, n = 0 meaning
 the whole fragment, all little-endian); schema metadata
-``lance:index_stats`` = ``{"num_bitmaps": n}``. A remap rewrites every bitmap through the
-address map (deleted rows leave it) and keeps the keys and their order.
+``lance:index_stats`` = ``{"num_bitmaps": n}``; LABEL_LIST files also carry
+``lance:label_list_nulls`` = the index of the global buffer holding the RowIdTreeMap of rows
+whose list is null (pylance 14 writes 1). A remap rewrites every bitmap through the address
+map (deleted rows leave it) and keeps the keys and their order.
 """
 
 from __future__ import annotations
@@ -36,6 +38,28 @@ def remap_bitmaps(table: pa.Table, amap: RowAddressMap) -> pa.Table:
            for i in range(len(arrays))]
     col = pa.array(out, table.schema.field("bitmaps").type)
     return table.set_column(1, table.schema.field("bitmaps"), col)
+
+
+NULLS_KEY = b"lance:label_list_nulls"
+
+
+def null_list_buffer(schema: pa.Schema) -> int | None:
+    """Index of the global buffer holding the null-list rows (LABEL_LIST), or None."""
+    raw = (schema.metadata or {}).get(NULLS_KEY)
+    if raw is None:
+        return None
+    try:
+        index = int(raw)
+    except ValueError as e:
+        raise CorruptFileError(f"{BITMAP_FILE}: {NULLS_KEY.decode()} = {raw!r} is not an integer") from e
+    if index < 1:
+        raise CorruptFileError(f"{BITMAP_FILE}: {NULLS_KEY.decode()} names global buffer {index}")
+    return index
+
+
+def remap_tree_map(data: bytes, amap: RowAddressMap) -> bytes:
+    _, moved = amap.apply(decode_tree_map(data))
+    return encode_tree_map(np.sort(moved))
 
 
 _U32 = struct.Struct("<I")

@@ -204,7 +204,8 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         index_files = changes.files
         new_ds = commit_transaction(ds.store, Rewrite(
             groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
-            frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered), ds.version)
+            frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
+            rewritten_bitmaps=changes.bases), ds.version)
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:

@@ -19,7 +19,13 @@ from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.index.actions import REMAPPABLE_KINDS, IndexActions, plan_index_actions, stored_bitmap
+from lance_spark_ops.index.actions import (
+    REMAPPABLE_KINDS,
+    IndexActions,
+    effective_bitmap,
+    plan_index_actions,
+    stored_bitmap,
+)
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, uuid_str
@@ -54,8 +60,6 @@ def check_defer_allowed(ds: Dataset, defer: bool) -> None:
 
 def effective_bitmaps(ds: Dataset) -> list[BitMap | None]:
     """Each index's fragments as pylance sees them (through the fragment reuse index)."""
-    from lance_spark_ops.index.actions import effective_bitmap
-
     versions = reuse_versions(ds)
     return [effective_bitmap(i, versions) for i in index_entries(ds)]
 
@@ -70,6 +74,7 @@ class IndexChanges:
     frag_reuse_replaces: bytes | None = None
     uncovered: list[bytes] = field(default_factory=list)
     files: list[str] = field(default_factory=list)  # written for this commit, relative to the dataset
+    bases: dict[bytes, bytes] = field(default_factory=dict)  # rewritten index -> bitmap before
 
 
 def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: bool,
@@ -85,7 +90,10 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
-        out.rewritten, out.files = remap(ds, acts.remap, groups)
+        out.rewritten, out.files = remap(ds, acts.remap, groups, tuple(v.SerializeToString() for v in versions))
+        for idx in acts.remap:
+            bm = effective_bitmap(idx, versions)
+            out.bases[bytes(idx.uuid.uuid)] = bytes(BitMap(bm).serialize())
     if acts.reuse or (defer and not ds.uses_stable_row_ids):
         version = _reuse_version(ds, groups, dataset_version)
         new_frags = BitMap(f.id for g in groups for f in g.new_fragments)

@@ -20,7 +20,7 @@ from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
-from lance_spark_ops.index.bitmap import BITMAP_FILE, remap_bitmaps
+from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
 from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, page_lookup, remap_page_data
 from lance_spark_ops.index.frag_reuse import version_map
 from lance_spark_ops.index.kinds import index_kind, uuid_str
@@ -68,14 +68,21 @@ def _read(ds: Dataset, rel: str) -> tuple[pa.Table, str]:
     return r.read(), r.version
 
 
-def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
+def _write(ds: Dataset, rel: str, table: pa.Table, version: str, extra: list[bytes] | None = None) -> int:
     w = LanceFileWriter(rel, table.schema, version=version, store=ds.store)
+    w.extra_global_buffers = list(extra or [])
     try:
         w.write(table)
         return w.close()[1]
     except BaseException:
         w.abort()
         raise
+
+
+def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
+    """Global buffers 1.. of a file, raw."""
+    gb = reader.metadata.global_buffers.tolist()[1:]
+    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(p) + int(n)) for p, n in gb])] if gb else []
 
 
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
@@ -98,10 +105,14 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
         files.append((PAGE_DATA, _write(ds, f"{dst}/{PAGE_DATA}", data, version)))
         files.append((PAGE_LOOKUP, _write(ds, f"{dst}/{PAGE_LOOKUP}", lookup, lookup_reader.version)))
     elif kind in ("BITMAP", "LABEL_LIST"):
-        table, version = _read(ds, f"{src}/{BITMAP_FILE}")
+        reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=ds.store)
+        table, extra = reader.read(), _extra_buffers(reader)
+        nulls = null_list_buffer(reader.schema)
         for m in maps:
             table = remap_bitmaps(table, m)
-        files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, version)))
+            if nulls is not None:
+                extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
+        files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
     out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)

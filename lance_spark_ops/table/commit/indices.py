@@ -132,7 +132,8 @@ def _uuid_bytes(msg: object) -> bytes:
 def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup], rewritten: list[object],
                     stable_row_ids: bool = False, uncovered: Iterable[bytes] = (),
                     frag_reuse_index: IndexMetadata | None = None,
-                    frag_reuse_replaces: bytes | None = None) -> list[IndexMetadata]:
+                    frag_reuse_replaces: bytes | None = None,
+                    bases: dict[bytes, bytes] | None = None) -> list[IndexMetadata]:
     """Indices after a Rewrite (Lance's ``handle_rewrite_indices``; see the module docstring)."""
     out = copy_indices(indices)
     seen: set[bytes] = set()
@@ -144,6 +145,8 @@ def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup], re
         target = next((i for i in out if _uuid_bytes(i.uuid) == old_id), None)
         if target is None:
             raise CommitConflict(f"rewrite remaps index {old_id.hex()}, which no longer exists")
+        if bases and old_id in bases:
+            target.fragment_bitmap = bases[old_id]
         _move_bitmap(target, groups)
         _apply_rewritten(target, r)
     dropped = set(uncovered)

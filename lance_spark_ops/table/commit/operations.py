@@ -297,7 +297,8 @@ def _rewrite(op: Rewrite, s: _State, schema: LanceSchema | None, version: int) -
             out.append(f)
     s.fragments = out
     s.indices = rewrite_indices(s.indices, assigned, op.rewritten_indices, s.next_row_id is not None,
-                                op.uncovered_indices, op.frag_reuse_index, op.frag_reuse_replaces)
+                                op.uncovered_indices, op.frag_reuse_index, op.frag_reuse_replaces,
+                                op.rewritten_bitmaps)
 
 
 def _merge(op: Merge, s: _State, schema: LanceSchema | None, version: int) -> LanceSchema:

@@ -1,0 +1,125 @@
+"""Compaction and deletion materialization of indexed datasets (issue #11), pylance the oracle.
+
+pylance builds every index type on a dataset with deletions; after our compaction (indices
+remapped or deferred to the fragment reuse index) pylance must report 0 unindexed rows for
+every index it keeps up to date itself, answer every query exactly as before, and as after
+its own compaction of an identical copy.
+"""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.spark.compact import compact, materialize_deletions
+from tests.index.helpers import build, queries, unindexed
+
+SUMMARY = {"id_zm"}  # ZONEMAP: pylance drops it for rewritten fragments too
+
+
+def _pylance_compacted(src: str, dst: str, defer: bool, **kw: object) -> dict[str, list]:
+    import lance
+
+    shutil.copytree(src, dst)
+    lance.dataset(dst).optimize.compact_files(defer_index_remap=defer, **kw)
+    return queries(lance.dataset(dst))
+
+
+def _check(uri: str, before: dict, oracle: dict, fragments_before: int) -> None:
+    import lance
+
+    ds = lance.dataset(uri)
+    assert len(ds.get_fragments()) < fragments_before
+    after = queries(ds)
+    assert after == before
+    assert after == oracle
+    stats = unindexed(ds)
+    assert {k: v for k, v in stats.items() if k not in SUMMARY} == {k: 0 for k in stats if k not in SUMMARY}
+    assert ds.count_rows() == lance.dataset(uri).count_rows(filter="id % 10 != 3")
+
+
+CASES = [("2.0", False, False), ("2.1", False, True), ("2.2", False, False), ("2.2", False, True),
+         ("2.1", True, False), ("2.2", True, False)]
+
+
+@pytest.mark.parametrize(("version", "stable", "defer"), CASES)
+def test_compact_every_index_type(tmp_path: Path, version: str, stable: bool, defer: bool) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    ds = build(uri, version, stable)
+    before = queries(ds)
+    oracle = _pylance_compacted(uri, str(tmp_path / "oracle"), defer, target_rows_per_fragment=1000)
+    m = compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=defer)
+    assert m.indexed_fragments_skipped == 0 and m.fragments_removed == 8
+    _check(uri, before, oracle, 8)
+    remapped, reuse = m.indices_remapped, m.indices_frag_reuse
+    if stable:
+        assert remapped == {"BTREE": 1} and reuse == {}
+        assert m.indices_recalculated == {"BITMAP": 1, "LABEL_LIST": 1, "INVERTED": 1, "NGRAM": 1, "VECTOR": 3}
+    elif defer:
+        assert remapped == {} and reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "INVERTED": 1,
+                                            "NGRAM": 1, "VECTOR": 3}
+    else:
+        assert remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1}
+        assert reuse == {"INVERTED": 1, "NGRAM": 1, "VECTOR": 3}
+    assert m.indices_dropped == {"ZONEMAP": 1}
+    names = {i["name"] for i in lance.dataset(uri).list_indices()}
+    assert ("__lance_frag_reuse" in names) == (not stable)
+
+
+@pytest.mark.parametrize(("version", "stable"), [("2.2", False), ("2.1", True)])
+def test_materialize_deletions_every_index_type(tmp_path: Path, version: str, stable: bool) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    ds = build(uri, version, stable, fragments=4)
+    before = queries(ds)
+    m = materialize_deletions(None, uri)
+    assert m.fragments_removed == 4 and m.fragments_added == 4 and m.indexed_fragments_skipped == 0
+    after = lance.dataset(uri)
+    assert all(f.deletion_file() is None for f in after.get_fragments())
+    assert queries(after) == before
+    stats = unindexed(after)
+    assert all(v == 0 for k, v in stats.items() if k not in SUMMARY), stats
+
+
+def test_defer_refused_with_stable_row_ids(tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    build(uri, "2.2", True, scalar=(("id", "BTREE", None),), vector=())
+    with pytest.raises(UnsupportedError, match="stable row ids"):
+        compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    with pytest.raises(Exception, match="stable row IDs"):
+        lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000, defer_index_remap=True)
+    assert len(lance.dataset(uri).get_fragments()) == 8
+
+
+def test_two_deferred_compactions_then_default(tmp_path: Path) -> None:
+    """The FRI grows a version per compaction; a default compaction over indices still behind it
+    covers them with a third version; pylance answers as before throughout."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    ds = build(uri, "2.2", False, rows=3200, fragments=16)
+    before = queries(ds)
+    compact(None, uri, target_rows_per_fragment=400, defer_index_remap=True)
+    assert queries(lance.dataset(uri)) == before
+    n = len(lance.dataset(uri).get_fragments())
+    lance.dataset(uri).delete("id % 10 = 7")
+    before = queries(lance.dataset(uri))
+    compact(None, uri, target_rows_per_fragment=800, defer_index_remap=True)
+    assert queries(lance.dataset(uri)) == before
+    assert len(lance.dataset(uri).get_fragments()) < n
+    lance.dataset(uri).delete("id % 10 = 1")
+    before = queries(lance.dataset(uri))
+    m = compact(None, uri, target_rows_per_fragment=3200)
+    ds = lance.dataset(uri)
+    assert queries(ds) == before and len(ds.get_fragments()) == 1
+    # indices behind the FRI are mapped through its versions, then through this compaction
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1}
+    assert all(v == 0 for k, v in unindexed(ds).items() if k not in SUMMARY)
