@@ -82,7 +82,7 @@ def _write(ds: Dataset, rel: str, table: pa.Table, version: str, extra: list[byt
 def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     """Global buffers 1.. of a file, raw."""
     gb = reader.metadata.global_buffers.tolist()[1:]
-    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(p) + int(n)) for p, n in gb])] if gb else []
+    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
