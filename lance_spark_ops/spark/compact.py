@@ -31,7 +31,7 @@ from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
 from lance_spark_ops.spark.index_remap import (
     IndexChanges,
     check_defer_allowed,
-    compaction_index_changes,
+    commit_rewrite,
     covering_sets,
     make_remapper,
 )
@@ -41,7 +41,7 @@ from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
 from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
+from lance_spark_ops.table.format.transaction import ReserveFragments, RewriteGroup
 
 
 @dataclass
@@ -195,21 +195,15 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     t2 = time.perf_counter()
     if spark is not None:
         spark.sparkContext.setJobDescription(f"{description}: commit")
-    index_files: list[str] = []
     try:
         reserved = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        changes = compaction_index_changes(ds, groups, opts.defer_index_remap, reserved or ds.version,
-                                           remap=_index_remapper(spark, job_id))
-        index_files = changes.files
-        new_ds = commit_transaction(ds.store, Rewrite(
-            groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
-            frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
-            rewritten_bitmaps=changes.bases), ds.version)
+        new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, reserved or ds.version,
+                                         _index_remapper(spark, job_id))
     except CommitStateUnknown:
         raise  # it may have landed: delete nothing
     except BaseException:
-        ds.store.delete_many([f"{DATA_DIR}/{p}" for p in written] + index_files)
+        ds.store.delete_many(f"{DATA_DIR}/{p}" for p in written)
         raise
     finally:
         if spark is not None:

@@ -18,7 +18,7 @@ import numpy as np
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.actions import (
     REMAPPABLE_KINDS,
     IndexActions,
@@ -31,7 +31,9 @@ from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versi
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, uuid_str
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
-from lance_spark_ops.table.format.transaction import RewriteGroup
+from lance_spark_ops.table.commit.commit import commit_transaction
+from lance_spark_ops.table.commit.conflict import touched
+from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
 
@@ -189,3 +191,55 @@ def _delete_dir(ds: Dataset, rel: str) -> None:
     except Exception:  # noqa: BLE001 - nothing written there
         return
     ds.store.delete_many(f"{rel}/{n}" for n in names)
+
+
+MAX_INDEX_RETRIES = 3
+
+
+def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
+                   remap: Any) -> tuple[Dataset, IndexChanges]:
+    """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
+
+    When the commit conflicts only because of concurrent index changes (an index created,
+    replaced or dropped, another fragment reuse index version) while every version since
+    holds our old fragments unchanged, the index part is prepared again against the latest
+    version and committed on top of it (lance#5143): a remapped index is never committed over
+    a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
+    Index files of attempts that did not land are deleted; data files are the caller's.
+    """
+    base = ds
+    for attempt in range(MAX_INDEX_RETRIES + 1):
+        changes = compaction_index_changes(base, groups, defer, reserved_version, remap)
+        op = Rewrite(groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
+                     frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
+                     rewritten_bitmaps=changes.bases)
+        try:
+            return commit_transaction(ds.store, op, base.version), changes
+        except CommitStateUnknown:
+            raise  # it may have landed: delete nothing
+        except CommitConflict:
+            ds.store.delete_many(changes.files)
+            latest = Dataset.open(ds.store)
+            if attempt == MAX_INDEX_RETRIES or not _only_index_changes(ds.store, base, latest, groups):
+                raise
+            base = latest
+        except BaseException:
+            ds.store.delete_many(changes.files)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _only_index_changes(store: Any, base: Dataset, latest: Dataset, groups: list[RewriteGroup]) -> bool:
+    """Whether every version after ``base`` left our old fragments as they were."""
+    ours = {f.id for g in groups for f in g.old_fragments}
+    current = {f.id: f for f in latest.fragments}
+    if any(f.id not in current or current[f.id] != f for g in groups for f in g.old_fragments):
+        return False
+    for v in range(base.version + 1, latest.version + 1):
+        txn = Dataset.open(store, v).transaction
+        if txn is None:
+            return False
+        hit = touched(txn.operation)
+        if hit is None or hit & ours:
+            return False
+    return True
