@@ -134,3 +134,20 @@ def index_behind(bitmap: BitMap | None, versions: Sequence[Details.Version]) -> 
     if bitmap is None:
         return False
     return any(f.id in bitmap for v in versions for g in v.groups for f in g.old_fragments)
+
+
+def caught_up(version: Details.Version, index: table_pb2.IndexMetadata) -> bool:
+    """pylance's ``is_index_remap_caught_up``: the index was made at or after the version and
+    covers none of its old fragments (an index without a bitmap counts as caught up)."""
+    if index.name.startswith("__lance_"):
+        return True
+    if index.dataset_version < version.dataset_version:
+        return False
+    if not index.fragment_bitmap:
+        return True
+    bm = BitMap.deserialize(index.fragment_bitmap)
+    return not any(f.id in bm for g in version.groups for f in g.old_fragments)
+
+
+def new_fragment_bitmap(versions: Sequence[Details.Version]) -> BitMap:
+    return BitMap(f.id for v in versions for g in v.groups for f in g.new_fragments)

@@ -243,3 +243,104 @@ def _only_index_changes(store: Any, base: Dataset, latest: Dataset, groups: list
         if hit is None or hit & ours:
             return False
     return True
+
+
+@dataclass
+class RemapIndicesMetrics:
+    uri: str
+    read_version: int
+    new_version: int | None = None
+    indices_remapped: dict[str, int] = field(default_factory=dict)  # per index type
+    indices_still_behind: dict[str, int] = field(default_factory=dict)  # types not remapped here
+    reuse_versions_trimmed: int = 0
+    reuse_versions_kept: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+
+
+def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
+                  max_retries: int = MAX_INDEX_RETRIES) -> RemapIndicesMetrics:
+    """Rewrite on executors every index still behind the fragment reuse index (through all its
+    versions), then drop the versions every index has caught up with (pylance's rule: made at
+    or after the version, covering none of its old fragments). One CreateIndex commit; retried
+    from a fresh read when a concurrent commit conflicts with it."""
+    import time
+
+    t0 = time.perf_counter()
+    for attempt in range(max_retries + 1):
+        ds = Dataset.open(uri, storage_options=storage_options)
+        ds.check_writable()
+        metrics = RemapIndicesMetrics(uri, ds.version)
+        try:
+            metrics.new_version = _remap_once(spark, ds, metrics)
+            break
+        except CommitConflict:
+            if attempt == max_retries:
+                raise
+    metrics.seconds["total"] = time.perf_counter() - t0
+    return metrics
+
+
+def _remap_once(spark: Any, ds: Dataset, metrics: RemapIndicesMetrics) -> int | None:
+    from lance_spark_ops.index.frag_reuse import caught_up, new_fragment_bitmap
+    from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind
+    from lance_spark_ops.table.format.transaction import CreateIndex
+
+    fri = frag_reuse_entry(ds)
+    if fri is None:
+        return None
+    versions = reuse_versions(ds)
+    entries = [i for i in index_entries(ds) if not i.name.startswith("__lance_")]
+
+    def current(v: Any, i: Any) -> bool:
+        # ZONEMAP / BLOOMFILTER are never remapped: once the rewritten fragments left their
+        # bitmap (as this library's compaction does) the version no longer concerns them
+        if index_kind(i) in SUMMARY_KINDS:
+            bm = stored_bitmap(i)
+            return bm is None or not any(f.id in bm for g in v.groups for f in g.old_fragments)
+        return caught_up(v, i)
+
+    behind = [i for i in entries if not all(current(v, i) for v in versions)]
+    todo = [i for i in behind if index_kind(i) in REMAPPABLE_KINDS]
+    for i in behind:
+        target = metrics.indices_remapped if i in todo else metrics.indices_still_behind
+        target[index_kind(i)] = target.get(index_kind(i), 0) + 1
+    rewritten, files = ([], [])
+    if todo:
+        job_id = f"lso-{uuidlib.uuid4().hex[:12]}"
+        rewritten, files = make_remapper(spark, job_id, "remap indices")(
+            ds, todo, [], tuple(v.SerializeToString() for v in versions))
+    new_entries = []
+    for idx, r in zip(todo, rewritten, strict=True):
+        new = type(idx)()
+        new.CopyFrom(idx)
+        new.uuid.CopyFrom(r.new_id)
+        new.dataset_version = ds.version
+        new.fragment_bitmap = bytes(BitMap(effective_bitmap(idx, versions)).serialize())
+        del new.files[:]
+        new.files.extend(r.new_index_files)
+        new_entries.append(new)
+    replaced = {bytes(i.uuid.uuid) for i in todo}
+    after = [i for i in entries if bytes(i.uuid.uuid) not in replaced] + new_entries
+    kept = [v for v in versions if not all(current(v, i) for i in after)]
+    metrics.reuse_versions_trimmed = len(versions) - len(kept)
+    metrics.reuse_versions_kept = len(kept)
+    if not todo and len(kept) == len(versions):
+        return None
+    siblings = [i for i in entries if i.name in {n.name for n in new_entries} and bytes(i.uuid.uuid) not in replaced]
+    new_indices, removed = new_entries + siblings, list(todo)
+    if len(kept) != len(versions):
+        meta, external = build_index(kept, ds.version, new_fragment_bitmap(kept), fri.index_version)
+        if external is not None:
+            from lance_spark_ops.index.frag_reuse import details_path
+
+            ds.store.write(details_path(meta), external)
+            files.append(details_path(meta))
+        new_indices.append(meta)
+        removed.append(fri)
+    try:
+        return commit_transaction(ds.store, CreateIndex(new_indices, removed), ds.version).version
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        ds.store.delete_many(files)
+        raise

@@ -52,6 +52,7 @@ def _ids(t: pa.Table) -> list[int]:
 
 def queries(ds: Any) -> dict[str, list]:
     """What pylance answers, index by index (every vector index with all partitions probed)."""
+    kinds = {i["type"] for i in ds.list_indices()}
     out = {
         "eq": _ids(ds.to_table(filter="id = 1234", columns=["id"])),
         "range": _ids(ds.to_table(filter="id >= 100 AND id < 160", columns=["id"])),
@@ -59,9 +60,12 @@ def queries(ds: Any) -> dict[str, list]:
         "cat": _ids(ds.to_table(filter="cat = 'c5'", columns=["id"])),
         "cat_in": _ids(ds.to_table(filter="cat IN ('c1', 'c2')", columns=["id"])),
         "labels": _ids(ds.to_table(filter="array_has_any(labels, ['l3'])", columns=["id"])),
-        "fts": _ids(ds.to_table(full_text_query="word7", columns=["id"])),
         "ngram": _ids(ds.to_table(filter="contains(text, 'other1')", columns=["id"])),
     }
+    if "Inverted" in kinds:
+        out["fts"] = _ids(ds.to_table(full_text_query="word7", columns=["id"]))
+    if not any(k.startswith("IVF") for k in kinds):
+        return out
     for _, name in VECTOR:
         t = ds.to_table(nearest={"column": "vec", "q": QUERY, "k": 10, "nprobes": 2}, filter="id > 300",
                         prefilter=True, columns=["id"])

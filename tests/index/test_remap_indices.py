@@ -1,0 +1,62 @@
+"""remap_indices: indices behind the fragment reuse index are rewritten, caught-up reuse
+versions trimmed; pylance answers as before and reports no unindexed row."""
+
+from __future__ import annotations
+
+import shutil
+from pathlib import Path
+
+import pytest
+
+from lance_spark_ops.spark.compact import compact
+from lance_spark_ops.spark.index_remap import frag_reuse_entry, remap_indices, reuse_versions
+from lance_spark_ops.table.dataset import Dataset
+from tests.index.helpers import build, queries, unindexed
+
+REMAPPABLE = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None))
+
+
+@pytest.mark.parametrize("who", ["ours", "pylance"])
+def test_remap_then_trim(tmp_path: Path, who: str) -> None:
+    """Deferred compactions (ours or pylance's), then remap_indices: every index is current and
+    the fragment reuse index holds no version any more."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.2", False, rows=3200, fragments=16, scalar=REMAPPABLE, vector=()))
+    for target in (400, 1600):
+        if who == "ours":
+            compact(None, uri, target_rows_per_fragment=target, defer_index_remap=True)
+        else:
+            lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=target, defer_index_remap=True)
+    assert len(reuse_versions(Dataset.open(uri))) == 2
+    m = remap_indices(None, uri)
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1} and m.indices_still_behind == {}
+    assert m.reuse_versions_trimmed == 2 and m.reuse_versions_kept == 0
+    ds = lance.dataset(uri)
+    assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+    assert reuse_versions(Dataset.open(uri)) == []
+    # nothing left to do: no commit
+    again = remap_indices(None, uri)
+    assert again.new_version is None and again.indices_remapped == {}
+    # a later compaction of the remapped dataset (pylance's own) still answers the same
+    shutil.copytree(uri, str(tmp_path / "copy"))
+    lance.dataset(str(tmp_path / "copy")).optimize.compact_files(target_rows_per_fragment=3200)
+    assert queries(lance.dataset(str(tmp_path / "copy"))) == before
+
+
+def test_types_not_remapped_keep_their_versions(tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.2", False))
+    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    fri = frag_reuse_entry(Dataset.open(uri))
+    m = remap_indices(None, uri)
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1}
+    assert m.indices_still_behind == {"INVERTED": 1, "NGRAM": 1, "VECTOR": 3}
+    assert m.reuse_versions_kept == 1 and m.reuse_versions_trimmed == 0
+    assert frag_reuse_entry(Dataset.open(uri)).uuid == fri.uuid
+    ds = lance.dataset(uri)
+    assert queries(ds) == before
+    assert all(v == 0 for k, v in unindexed(ds).items() if k != "id_zm")
