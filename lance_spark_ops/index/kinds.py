@@ -26,7 +26,8 @@ SUMMARY_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
 
 
 def index_kind(index: Any) -> str:
-    """BTREE, BITMAP, ..., VECTOR, FRAG_REUSE, or UNKNOWN (details missing or new)."""
+    """BTREE, BITMAP, ..., IVF_PQ / IVF_FLAT / IVF_SQ / IVF_HNSW_{PQ,SQ,FLAT} (VECTOR when the
+    details do not say), FRAG_REUSE, or UNKNOWN (details missing or new)."""
     if index.name == FRAG_REUSE_INDEX_NAME:
         return "FRAG_REUSE"
     if index.name == MEM_WAL_INDEX_NAME:
@@ -34,7 +35,27 @@ def index_kind(index: Any) -> str:
     if not index.HasField("index_details"):
         return "UNKNOWN"
     name = index.index_details.type_url.rsplit("/", 1)[-1].rsplit(".", 1)[-1]
-    return _BY_DETAILS.get(name, "UNKNOWN")
+    kind = _BY_DETAILS.get(name, "UNKNOWN")
+    return _vector_kind(index.index_details.value) if kind == "VECTOR" else kind
+
+
+def _vector_kind(details: bytes) -> str:
+    """pylance 14's VectorIndexDetails (newer than our protos) name the sub-index and
+    quantizer by which field is set: 3 HNSW, 4 PQ, 5 SQ, 8 FLAT."""
+    from google.protobuf import empty_pb2
+    from google.protobuf.message import DecodeError
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    msg = empty_pb2.Empty()
+    try:
+        msg.ParseFromString(bytes(details))
+    except DecodeError:
+        return "VECTOR"
+    present = {u.field_number for u in UnknownFieldSet(msg)}
+    quantizer = "PQ" if 4 in present else "SQ" if 5 in present else "FLAT" if 8 in present else None
+    if quantizer is None:
+        return "VECTOR"
+    return f"IVF_HNSW_{quantizer}" if 3 in present else f"IVF_{quantizer}"
 
 
 def stores_row_addresses(index: Any, stable_row_ids: bool) -> bool:

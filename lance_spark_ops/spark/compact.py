@@ -24,7 +24,7 @@ import time
 import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
@@ -121,9 +121,8 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     file_version = _target_version(ds, opts)
     check_defer_allowed(ds, opts.defer_index_remap)
     stats, skipped = fragment_stats(ds, frozenset(opts.excluded_fragment_ids))
-    tasks = plan_compaction(stats, opts)
-    _, blocked = covering_sets(ds)
-    tasks = [t for t in tasks if not blocked & set(t.fragment_ids)]
+    _, blocked = covering_sets(ds)  # never rewritten here: planned as excluded fragments
+    tasks = plan_compaction(stats, replace(opts, excluded_fragment_ids=(*opts.excluded_fragment_ids, *blocked)))
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0

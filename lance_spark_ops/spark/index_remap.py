@@ -28,7 +28,7 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, uuid_str
+from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.commit.commit import commit_transaction
@@ -140,14 +140,23 @@ def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
 
 def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
     """Per fragment id the positions of the indices covering it (pylance's view), and the
-    fragments covered by an index that records no fragment bitmap (never rewritten here)."""
+    fragments never rewritten here: those covered by an index recording no fragment bitmap,
+    and (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index, which
+    cannot be remapped here and which pylance 14 cannot read through the fragment reuse index
+    once rows were deleted ("HNSW graph has N nodes but its vector storage has M rows")."""
+    entries = index_entries(ds)
     bitmaps = effective_bitmaps(ds)
-    unknown = {i for i, bm in enumerate(bitmaps) if bm is None and index_entries(ds)[i].name != FRAG_REUSE_INDEX_NAME}
+    unknown = any(bm is None and i.name != FRAG_REUSE_INDEX_NAME for i, bm in zip(entries, bitmaps, strict=True))
+    hnsw = BitMap()
+    if not ds.uses_stable_row_ids:
+        for i, bm in zip(entries, bitmaps, strict=True):
+            if bm is not None and index_kind(i).startswith("IVF_HNSW"):
+                hnsw |= bm
     cover: dict[int, frozenset[int]] = {}
     blocked: set[int] = set()
     for frag in ds.fragments:
         cover[frag.id] = frozenset(i for i, bm in enumerate(bitmaps) if bm is not None and frag.id in bm)
-        if unknown:
+        if unknown or (frag.id in hnsw and frag.deletion_file is not None):
             blocked.add(frag.id)
     return cover, blocked
 

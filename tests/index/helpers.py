@@ -10,7 +10,9 @@ import pyarrow as pa
 
 SCALAR = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None),
           ("text", "INVERTED", None), ("id", "ZONEMAP", "id_zm"), ("text", "NGRAM", "text_ngram"))
+# one vector column per index: pylance's nearest() uses the first index on the column
 VECTOR = (("IVF_PQ", "vec_pq"), ("IVF_FLAT", "vec_flat"), ("IVF_HNSW_SQ", "vec_hnsw"))
+VECTOR_COLUMN = {"vec_pq": "vec", "vec_flat": "vec_f", "vec_hnsw": "vec_h"}
 DIM = 8
 QUERY = np.random.default_rng(1).random(DIM, dtype=np.float32)
 
@@ -24,7 +26,8 @@ def table(n: int, start: int = 0, seed: int = 0) -> pa.Table:
         "cat": pa.array([None if i % 31 == 0 else f"c{i % 17}" for i in ids]),
         "labels": pa.array(labels, pa.list_(pa.string())),
         "text": pa.array([f"word{i % 13} other{i % 29}" for i in ids]),
-        "vec": pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * DIM, dtype=np.float32)), DIM),
+        **{c: pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * DIM, dtype=np.float32)), DIM)
+           for c in ("vec", "vec_f", "vec_h")},
     })
 
 
@@ -40,7 +43,7 @@ def build(uri: str, version: str, stable: bool, *, rows: int = 2400, fragments: 
         ds.create_scalar_index(col, kind, name=name)
     for kind, name in vector:
         kw = {"num_sub_vectors": 2} if kind == "IVF_PQ" else {}
-        ds.create_index("vec", kind, name=name, num_partitions=2, **kw)
+        ds.create_index(VECTOR_COLUMN[name], kind, name=name, num_partitions=2, **kw)
     if delete:
         ds.delete(delete)
     return lance.dataset(uri)
@@ -64,11 +67,12 @@ def queries(ds: Any) -> dict[str, list]:
     }
     if "Inverted" in kinds:
         out["fts"] = _ids(ds.to_table(full_text_query="word7", columns=["id"]))
-    if not any(k.startswith("IVF") for k in kinds):
-        return out
+    names = {i["name"] for i in ds.list_indices()}
     for _, name in VECTOR:
-        t = ds.to_table(nearest={"column": "vec", "q": QUERY, "k": 10, "nprobes": 2}, filter="id > 300",
-                        prefilter=True, columns=["id"])
+        if name not in names:
+            continue
+        t = ds.to_table(nearest={"column": VECTOR_COLUMN[name], "q": QUERY, "k": 10, "nprobes": 2},
+                        filter="id > 300", prefilter=True, columns=["id"])
         out[f"nn_{name}"] = _ids(t)
     return out
 

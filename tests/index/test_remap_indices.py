@@ -11,7 +11,7 @@ import pytest
 from lance_spark_ops.spark.compact import compact
 from lance_spark_ops.spark.index_remap import frag_reuse_entry, remap_indices, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
-from tests.index.helpers import build, queries, unindexed
+from tests.index.helpers import VECTOR, build, queries, unindexed
 
 REMAPPABLE = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None))
 
@@ -49,12 +49,12 @@ def test_types_not_remapped_keep_their_versions(tmp_path: Path) -> None:
     import lance
 
     uri = str(tmp_path / "ds")
-    before = queries(build(uri, "2.2", False))
+    before = queries(build(uri, "2.2", False, vector=VECTOR[:2]))
     compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
     fri = frag_reuse_entry(Dataset.open(uri))
     m = remap_indices(None, uri)
-    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1}
-    assert m.indices_still_behind == {"INVERTED": 1, "NGRAM": 1, "VECTOR": 3}
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1, "IVF_FLAT": 1}
+    assert m.indices_still_behind == {"INVERTED": 1, "NGRAM": 1}
     assert m.reuse_versions_kept == 1 and m.reuse_versions_trimmed == 0
     assert frag_reuse_entry(Dataset.open(uri)).uuid == fri.uuid
     ds = lance.dataset(uri)

@@ -15,14 +15,15 @@ from typing import Any
 
 import pyarrow as pa
 
-from lance_spark_ops._pb import table_pb2, transaction_pb2
-from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops._pb import index_pb2, table_pb2, transaction_pb2
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
 from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
 from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, page_lookup, remap_page_data
 from lance_spark_ops.index.frag_reuse import version_map
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
@@ -85,6 +86,24 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
+def _remap_ivf(ds: Dataset, src: str, dst: str, maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+    """IVF_FLAT / IVF_PQ: auxiliary.idx rewritten, index.idx copied."""
+    reader = LanceFileReader(f"{src}/{AUX_FILE}", store=ds.store)
+    table, extra = reader.read(), _extra_buffers(reader)
+    slot = ivf_buffer(reader.schema) - 1
+    if slot >= len(extra):
+        raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
+    ivf = index_pb2.IVF.FromString(extra[slot])
+    transposed = pq_transposed(reader.schema)
+    for m in maps:
+        table, ivf = remap_storage(table, ivf, m, transposed)
+    extra[slot] = ivf.SerializeToString()
+    size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
+    body = ds.store.read(f"{src}/{INDEX_FILE}")
+    ds.store.write(f"{dst}/{INDEX_FILE}", body)
+    return [(AUX_FILE, size), (INDEX_FILE, len(body))]
+
+
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex``."""
     ds = Dataset.open(spec.uri, spec.read_version, spec.storage_options)
@@ -113,6 +132,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
             if nulls is not None:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
+    elif kind in ("IVF_PQ", "IVF_FLAT"):
+        files.extend(_remap_ivf(ds, src, dst, maps))
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
     out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)
