@@ -60,3 +60,38 @@ def test_types_not_remapped_keep_their_versions(tmp_path: Path) -> None:
     ds = lance.dataset(uri)
     assert queries(ds) == before
     assert all(v == 0 for k, v in unindexed(ds).items() if k != "id_zm")
+
+
+def test_index_replaced_during_remap(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An index rebuilt between our remap tasks and our commit wins: ours is retried and never
+    puts the remap of the older version over it."""
+    import lance
+
+    from lance_spark_ops.spark import index_remap
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.2", False, scalar=REMAPPABLE, vector=()))
+    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    original, calls, rebuilt = index_remap.make_remapper, [], {}
+
+    def remapper_then_replace(*args, **kwargs):
+        inner = original(*args, **kwargs)
+
+        def run(*a, **kw):
+            out = inner(*a, **kw)
+            if not calls:
+                lance.dataset(uri).create_scalar_index("id", "BTREE", replace=True)
+                rebuilt.update({i.name: i.uuid for i in Dataset.open(uri).manifest_file.index_section.indices})
+            calls.append(1)
+            return out
+
+        return run
+
+    monkeypatch.setattr(index_remap, "make_remapper", remapper_then_replace)
+    m = remap_indices(None, uri)
+    assert len(calls) == 2  # the first attempt conflicted
+    assert m.indices_remapped == {"BITMAP": 1, "LABEL_LIST": 1}
+    now = {i.name: i.uuid for i in Dataset.open(uri).manifest_file.index_section.indices}
+    assert now["id_idx"] == rebuilt["id_idx"]
+    ds = lance.dataset(uri)
+    assert queries(ds) == before and set(unindexed(ds).values()) == {0}
