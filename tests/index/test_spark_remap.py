@@ -1,4 +1,5 @@
-"""The real path on Spark: rewrite and index remap tasks through mapInArrow on local[2]."""
+"""The real path on Spark: rewrite and index remap tasks through mapInArrow on local[2]
+(remap_indices, and a default-mode compaction: rewrite job then remap job)."""
 
 from __future__ import annotations
 
@@ -17,7 +18,7 @@ def test_compact_and_remap_on_spark(spark, tmp_path: Path) -> None:
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.1", False, scalar=INDICES, vector=VECTOR[:1]))
-    m = compact(spark, uri, target_rows_per_fragment=600, defer_index_remap=True)
+    m = compact(None, uri, target_rows_per_fragment=600, defer_index_remap=True)
     assert m.indices_frag_reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1}
     r = remap_indices(spark, uri)
     assert r.indices_remapped == m.indices_frag_reuse and r.reuse_versions_kept == 0
