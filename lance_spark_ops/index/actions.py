@@ -24,7 +24,8 @@ from pyroaring import BitMap
 from lance_spark_ops.index.frag_reuse import remap_fragment_bitmap
 from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind, stores_row_addresses
 
-REMAPPABLE_KINDS = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "IVF_PQ", "IVF_FLAT"})  # types whose files this library rewrites
+# types whose files this library rewrites
+REMAPPABLE_KINDS = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "IVF_PQ", "IVF_FLAT"})
 
 
 @dataclass

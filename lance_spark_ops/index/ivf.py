@@ -33,7 +33,8 @@ def ivf_buffer(schema: pa.Schema) -> int:
     except ValueError:
         index = -1
     if index < 1:
-        raise CorruptFileError(f"{AUX_FILE}: schema metadata {IVF_KEY.decode()} = {raw!r} names no global buffer")
+        raise CorruptFileError(f"{AUX_FILE}: schema metadata {IVF_KEY.decode()} = {raw!r} names no "
+                               "global buffer")
     return index
 
 

@@ -122,7 +122,8 @@ def compact(spark: Any, uri: str, storage_options: dict[str, Any] | None = None,
     check_defer_allowed(ds, opts.defer_index_remap)
     stats, skipped = fragment_stats(ds, frozenset(opts.excluded_fragment_ids))
     _, blocked = covering_sets(ds)  # never rewritten here: planned as excluded fragments
-    tasks = plan_compaction(stats, replace(opts, excluded_fragment_ids=(*opts.excluded_fragment_ids, *blocked)))
+    excluded = (*opts.excluded_fragment_ids, *blocked)
+    tasks = plan_compaction(stats, replace(opts, excluded_fragment_ids=excluded))
     metrics = CompactionMetrics(uri=uri, read_version=ds.version, dry_run=opts.dry_run, tasks=len(tasks),
                                 indexed_fragments_skipped=skipped, plan=[list(t.fragment_ids) for t in tasks])
     metrics.seconds["plan"] = time.perf_counter() - t0

@@ -29,10 +29,10 @@ from lance_spark_ops.index.actions import (
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
-from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
@@ -92,7 +92,8 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
-        out.rewritten, out.files = remap(ds, acts.remap, groups, tuple(v.SerializeToString() for v in versions))
+        reuse = tuple(v.SerializeToString() for v in versions)
+        out.rewritten, out.files = remap(ds, acts.remap, groups, reuse)
         for idx in acts.remap:
             bm = effective_bitmap(idx, versions)
             out.bases[bytes(idx.uuid.uuid)] = bytes(BitMap(bm).serialize())
@@ -146,10 +147,11 @@ def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
     once rows were deleted ("HNSW graph has N nodes but its vector storage has M rows")."""
     entries = index_entries(ds)
     bitmaps = effective_bitmaps(ds)
-    unknown = any(bm is None and i.name != FRAG_REUSE_INDEX_NAME for i, bm in zip(entries, bitmaps, strict=True))
+    pairs = list(zip(entries, bitmaps, strict=True))
+    unknown = any(bm is None and i.name != FRAG_REUSE_INDEX_NAME for i, bm in pairs)
     hnsw = BitMap()
     if not ds.uses_stable_row_ids:
-        for i, bm in zip(entries, bitmaps, strict=True):
+        for i, bm in pairs:
             if bm is not None and index_kind(i).startswith("IVF_HNSW"):
                 hnsw |= bm
     cover: dict[int, frozenset[int]] = {}
@@ -174,7 +176,8 @@ def make_remapper(spark: Any, job_id: str, description: str = "remap indices") -
     def remap(ds: Dataset, indices: list[Any], groups: list[RewriteGroup],
               reuse: tuple[bytes, ...] = ()) -> tuple[list[Any], list[str]]:
         spec_groups = tuple((tuple(f.id for f in g.old_fragments),
-                             tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments)) for g in groups)
+                             tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
+                            for g in groups)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
                                 reuse, dict(ds.store.storage_options)) for i in indices]
         try:
@@ -335,7 +338,8 @@ def _remap_once(spark: Any, ds: Dataset, metrics: RemapIndicesMetrics) -> int | 
     metrics.reuse_versions_kept = len(kept)
     if not todo and len(kept) == len(versions):
         return None
-    siblings = [i for i in entries if i.name in {n.name for n in new_entries} and bytes(i.uuid.uuid) not in replaced]
+    names = {n.name for n in new_entries}
+    siblings = [i for i in entries if i.name in names and bytes(i.uuid.uuid) not in replaced]
     new_indices, removed = new_entries + siblings, list(todo)
     if len(kept) != len(versions):
         meta, external = build_index(kept, ds.version, new_fragment_bitmap(kept), fri.index_version)

@@ -60,8 +60,8 @@ def test_compact_every_index_type(tmp_path: Path, version: str, stable: bool, de
     remapped, reuse = m.indices_remapped, m.indices_frag_reuse
     if stable:
         assert remapped == {"BTREE": 1} and reuse == {}
-        assert m.indices_recalculated == {"BITMAP": 1, "LABEL_LIST": 1, "INVERTED": 1, "NGRAM": 1, "IVF_PQ": 1,
-                                          "IVF_FLAT": 1, "IVF_HNSW_SQ": 1}
+        assert m.indices_recalculated == {"BITMAP": 1, "LABEL_LIST": 1, "INVERTED": 1, "NGRAM": 1,
+                                          "IVF_PQ": 1, "IVF_FLAT": 1, "IVF_HNSW_SQ": 1}
     elif defer:
         assert remapped == {} and reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "INVERTED": 1,
                                             "NGRAM": 1, "IVF_PQ": 1, "IVF_FLAT": 1}

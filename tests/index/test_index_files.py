@@ -46,11 +46,13 @@ def _files(uri: str) -> dict[str, tuple]:
             r = LanceFileReader(str(f))
             if f.name == "index.idx":  # centroids; byte order of its metadata map varies
                 gb = r.metadata.global_buffers.tolist()[1:]
-                files[f.name] = (r.schema.metadata, [bytes(b) for b in r.read_raw_ranges([tuple(x) for x in gb])])
+                raw = r.read_raw_ranges([tuple(x) for x in gb])
+                files[f.name] = (r.schema.metadata, [bytes(b) for b in raw])
                 continue
             t = r.read()
             if "bitmaps" in t.schema.names:
-                t = t.set_column(1, "bitmaps", [[decode_tree_map(b).tolist() for b in t.column(1).to_pylist()]])
+                decoded = [decode_tree_map(b).tolist() for b in t.column(1).to_pylist()]
+                t = t.set_column(1, "bitmaps", [decoded])
             nulls = null_list_buffer(r.schema)
             extra = None
             if nulls is not None:

@@ -81,7 +81,8 @@ def test_index_replaced_during_remap(tmp_path: Path, monkeypatch: pytest.MonkeyP
             out = inner(*a, **kw)
             if not calls:
                 lance.dataset(uri).create_scalar_index("id", "BTREE", replace=True)
-                rebuilt.update({i.name: i.uuid for i in Dataset.open(uri).manifest_file.index_section.indices})
+                section = Dataset.open(uri).manifest_file.index_section
+                rebuilt.update({i.name: i.uuid for i in section.indices})
             calls.append(1)
             return out
 
@@ -95,3 +96,21 @@ def test_index_replaced_during_remap(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert now["id_idx"] == rebuilt["id_idx"]
     ds = lance.dataset(uri)
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+
+
+def test_remap_indices_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+    """jobs/remap_indices.py prints the metrics as its last line (run here without Spark)."""
+    import json
+
+    import lance
+
+    from jobs import remap_indices as job
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.2", False, scalar=REMAPPABLE[:1], vector=()))
+    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    monkeypatch.setattr(job, "get_spark", lambda *a, **k: None)
+    assert job.main([uri]) == 0
+    metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
+    assert metrics["indices_remapped"] == {"BTREE": 1} and metrics["reuse_versions_trimmed"] == 1
+    assert queries(lance.dataset(uri)) == before

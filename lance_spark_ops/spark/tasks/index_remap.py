@@ -108,7 +108,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex``."""
     ds = Dataset.open(spec.uri, spec.read_version, spec.storage_options)
     index = table_pb2.IndexMetadata.FromString(spec.index)
-    maps = [version_map(table_pb2.FragmentReuseIndexDetails.Version.FromString(v)) for v in spec.reuse_versions]
+    version_pb = table_pb2.FragmentReuseIndexDetails.Version
+    maps = [version_map(version_pb.FromString(v)) for v in spec.reuse_versions]
     if spec.groups:
         maps.append(address_map(ds, spec.groups))
     src = f"_indices/{uuid_str(index.uuid.uuid)}"

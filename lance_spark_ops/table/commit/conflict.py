@@ -311,7 +311,8 @@ def check_create_index_txn(ours: CreateIndex, theirs: Operation) -> Verdict:
         # committing ours would put an older version over the newer one
         mine = {bytes(i.uuid.uuid) for i in ours.removed_indices}
         gone = {bytes(i.uuid.uuid) for i in theirs.removed_indices}
-        names = {i.name for i in ours.new_indices if ours.removed_indices} & {i.name for i in theirs.new_indices}
+        names = {i.name for i in ours.new_indices if ours.removed_indices} & \
+            {i.name for i in theirs.new_indices}
         if mine & gone or names:
             return Retryable(_why(ours, theirs, f"indices {sorted(names)} were replaced concurrently"))
         return COMPATIBLE
