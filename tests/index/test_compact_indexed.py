@@ -148,3 +148,24 @@ def test_hnsw_fragments_with_deleted_rows_are_left_alone(tmp_path: Path) -> None
     assert m.fragments_removed == 7 and m.indices_frag_reuse == {"IVF_HNSW_SQ": 1}
     ds = lance.dataset(uri)
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+
+
+@pytest.mark.parametrize(("kind", "delete"), [("IVF_SQ", "id % 10 = 3"), ("IVF_HNSW_PQ", "")])
+def test_other_vector_types_covered_by_frag_reuse(tmp_path: Path, kind: str, delete: str) -> None:
+    """IVF_SQ (with deleted rows) and IVF_HNSW_PQ (without) are covered by the FRI and answer as
+    after pylance's own compaction."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    kw = {"num_sub_vectors": 2} if kind.endswith("PQ") else {}
+    build(uri, "2.1", False, scalar=(("id", "BTREE", None),), vector=(), delete="")
+    lance.dataset(uri).create_index("vec", kind, name="vec_pq", num_partitions=2, **kw)
+    if delete:
+        lance.dataset(uri).delete(delete)
+    before = queries(lance.dataset(uri))
+    oracle = _pylance_compacted(uri, str(tmp_path / "oracle"), False, target_rows_per_fragment=1000)
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    assert m.indices_frag_reuse == {kind: 1} and m.indices_remapped == {"BTREE": 1}
+    ds = lance.dataset(uri)
+    assert len(ds.get_fragments()) < 8 and queries(ds) == before == oracle
+    assert set(unindexed(ds).values()) == {0}
