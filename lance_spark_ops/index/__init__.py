@@ -9,7 +9,12 @@ NGRAM 0, ZONEMAP 0, BLOOMFILTER 0, IVF_* 1. Files per type: BTREE ``page_data.la
 ids: uint64 not null, sorted by value) + ``page_lookup.lance`` (min, max, null_count, page_idx;
 schema metadata ``batch_size`` = 4096, ``range_partitioned``); BITMAP / LABEL_LIST
 ``bitmap_page_lookup.lance``; INVERTED ``metadata.lance`` + ``part_0_{docs,invert,tokens}.lance``;
-IVF_* ``index.idx`` + ``auxiliary.idx``. Indices keep deleted rows until remapped.
+IVF_* ``index.idx`` + ``auxiliary.idx``. Indices keep deleted rows until remapped. Index
+``.lance`` files have the dataset's file version (2.0 datasets: 2.0 index files). BITMAP /
+LABEL_LIST bitmaps are Lance ``RowIdTreeMap``s (``index.bitmap``); LABEL_LIST keeps the rows
+with a null list in global buffer 1 (``lance:label_list_nulls``). ``VectorIndexDetails`` (empty
+in the late-2025 protos) set field 3 for HNSW, 4 PQ, 5 SQ, 8 FLAT (``kinds``). IVF storage
+layout: ``index.ivf``.
 
 Compaction without stable row ids, ``defer_index_remap=False``: every index but ZONEMAP and
 BLOOMFILTER is rewritten under a new uuid (``_indices/<new uuid>/``; the old directory stays
@@ -32,7 +37,13 @@ this compaction's new fragments only. Over 204800 bytes the details go to
 ``_indices/<uuid>/details.binpb`` (``external``: path, offset 0, size). The Rewrite
 transaction carries no trace of it. pylance remaps each index's fragment bitmap through every
 FRI version when it loads indices (a group partly covered is an error) and each index's row
-addresses when it opens the index, so ``index_stats`` reports 0 unindexed rows.
+addresses when it opens the index, so ``index_stats`` reports 0 unindexed rows. pylance's later
+commits (e.g. a Delete) write those FRI-remapped bitmaps back into the manifest while the index
+data stay behind, so a stored bitmap does not tell whether an index was remapped; pylance's
+trim rule (``frag_reuse.caught_up``) uses the index's ``dataset_version``. IVF_HNSW_* indices
+cannot be read through the FRI once the rewritten fragments had deleted rows ("HNSW graph has N
+nodes but its vector storage has M rows", pylance's own deferred compaction included); IVF_SQ,
+IVF_PQ, IVF_FLAT, INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can.
 
 Stable row ids: the Rewrite keeps every index's uuid and replaces each group's old fragment
 ids by its new ones in the bitmap, except indices holding row addresses: BTREE at
@@ -41,6 +52,7 @@ lose the rewritten fragments (bitmap emptied of them). ``defer_index_remap`` is 
 ("Not supported: Cannot compact with defer_index_remap: the dataset uses stable row IDs").
 
 Modules: ``kinds`` (what an index entry is), ``frag_reuse`` (the FRI: details, versions,
-bitmaps, address maps), ``address_map`` (old -> new row addresses of a rewrite),
-``actions`` (what a compaction does to each index).
+bitmaps, address maps), ``address_map`` (old -> new row addresses of a rewrite), ``actions``
+(what a compaction does to each index), ``btree`` / ``bitmap`` / ``ivf`` (file remaps). The
+Spark side: ``spark.index_remap`` (driver), ``spark.tasks.index_remap`` (executors).
 """
