@@ -169,3 +169,26 @@ def test_other_vector_types_covered_by_frag_reuse(tmp_path: Path, kind: str, del
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) < 8 and queries(ds) == before == oracle
     assert set(unindexed(ds).values()) == {0}
+
+
+def test_index_segments(tmp_path: Path) -> None:
+    """Indices with delta segments (pylance's optimize_indices without merging): each segment is
+    remapped on its own; groups never straddle two segments."""
+    import lance
+
+    from tests.index.helpers import table
+
+    uri = str(tmp_path / "ds")
+    build(uri, "2.2", False, scalar=(("id", "BTREE", None), ("cat", "BITMAP", None)),
+          vector=(("IVF_PQ", "vec_pq"),), delete="")
+    lance.write_dataset(table(1200, start=2400, seed=3), uri, mode="append", max_rows_per_file=300)
+    lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
+    lance.dataset(uri).delete("id % 10 = 3")
+    assert len(lance.dataset(uri).list_indices()) == 6
+    before = queries(lance.dataset(uri))
+    oracle = _pylance_compacted(uri, str(tmp_path / "oracle"), False, target_rows_per_fragment=900)
+    m = compact(None, uri, target_rows_per_fragment=900)
+    assert m.plan == [[0, 1, 2, 3], [4, 5, 6, 7], [8, 9, 10, 11]]
+    assert m.indices_remapped == {"BTREE": 2, "BITMAP": 2, "IVF_PQ": 2}
+    ds = lance.dataset(uri)
+    assert queries(ds) == before == oracle and set(unindexed(ds).values()) == {0}
