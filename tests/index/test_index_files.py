@@ -23,11 +23,12 @@ SCALARS = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIS
 VECTORS = (("IVF_PQ", "vec_pq"), ("IVF_FLAT", "vec_flat"))
 
 
-def _twins(tmp_path: Path, version: str, defer: bool, rows: int = 10_000) -> tuple[str, str]:
+def _twins(tmp_path: Path, version: str, defer: bool, rows: int = 10_000,
+           stable: bool = False) -> tuple[str, str]:
     import lance
 
     ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
-    build(ours, version, False, rows=rows, fragments=5, scalar=SCALARS, vector=VECTORS)
+    build(ours, version, stable, rows=rows, fragments=5, scalar=SCALARS, vector=VECTORS)
     shutil.copytree(ours, theirs)
     lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=rows, defer_index_remap=defer)
     compact(None, ours, target_rows_per_fragment=rows, defer_index_remap=defer)
@@ -67,9 +68,10 @@ def _files(uri: str) -> dict[str, tuple]:
     return out
 
 
-@pytest.mark.parametrize("version", ["2.0", "2.2"])
-def test_remapped_files_match_pylance(tmp_path: Path, version: str) -> None:
-    ours, theirs = _twins(tmp_path, version, defer=False)
+@pytest.mark.parametrize(("version", "stable"), [("2.0", False), ("2.2", False), ("2.1", True)])
+def test_remapped_files_match_pylance(tmp_path: Path, version: str, stable: bool) -> None:
+    """Stable row ids: only the BTREE (index_version 1, row addresses) is rewritten."""
+    ours, theirs = _twins(tmp_path, version, defer=False, stable=stable)
     mine, pylance = _files(ours), _files(theirs)
     assert mine.keys() == pylance.keys() == {"id_idx", "cat_idx", "labels_idx", "vec_pq", "vec_flat"}
     for name in mine:

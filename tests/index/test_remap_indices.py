@@ -98,7 +98,8 @@ def test_index_replaced_during_remap(tmp_path: Path, monkeypatch: pytest.MonkeyP
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
 
 
-def test_remap_indices_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture) -> None:
+def test_remap_indices_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                           capsys: pytest.CaptureFixture) -> None:
     """jobs/remap_indices.py prints the metrics as its last line (run here without Spark)."""
     import json
 
