@@ -25,7 +25,8 @@ def main(argv: list[str] | None = None) -> int:
     args = ap.parse_args(argv)
     spark = get_spark("lance-spark-ops materialize_deletions")
     metrics = materialize_deletions(spark, args.uri, args.threshold, parse_storage_options(args.storage_option),
-                                    args.data_storage_version, defer_index_remap=args.defer_index_remap)
+                                    args.data_storage_version,
+                                    defer_index_remap=args.defer_index_remap)
     print_metrics(metrics)
     return 0
 
