@@ -13,7 +13,6 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
-import pyarrow.compute as pc
 
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.index.address_map import RowAddressMap
@@ -43,20 +42,17 @@ def remap_page_data(page_data: pa.Table, amap: RowAddressMap) -> pa.Table:
 
 
 def page_lookup(page_data: pa.Table, batch_size: int, lookup_schema: pa.Schema) -> pa.Table:
-    """The lookup of ``page_data`` cut into pages of ``batch_size`` rows."""
+    """The lookup of ``page_data`` cut into pages of ``batch_size`` rows: as pylance 14 writes
+    it, ``min`` / ``max`` are a page's first and last value in index order (nulls sort first,
+    NaN last: a page starting with a null has a null ``min``, one ending with NaN a NaN ``max``)."""
     values = page_data.column("values").combine_chunks()
     n = len(values)
-    pages = max(1, -(-n // batch_size)) if n else 0
-    mins, maxs, nulls = [], [], []
-    for p in range(pages):  # one step per page of batch_size rows
-        part = values.slice(p * batch_size, batch_size)
-        mm = pc.min_max(part)
-        mins.append(mm["min"])
-        maxs.append(mm["max"])
-        nulls.append(part.null_count)
+    starts = np.arange(0, n, batch_size, dtype=np.int64)
+    ends = np.minimum(starts + batch_size, n) - 1
+    nulls = np.asarray(values.is_null().cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+    counts = np.add.reduceat(nulls, starts) if n else np.zeros(0, np.int64)
     vt = lookup_schema.field("min").type
-    cols = [pa.array([m.as_py() for m in mins], vt) if mins else pa.array([], vt),
-            pa.array([x.as_py() for x in maxs], vt) if maxs else pa.array([], vt),
-            pa.array(np.array(nulls, dtype=np.uint32), pa.uint32()),
-            pa.array(np.arange(pages, dtype=np.uint32), pa.uint32())]
+    cols = [values.take(pa.array(starts)).cast(vt), values.take(pa.array(ends)).cast(vt),
+            pa.array(counts.astype(np.uint32), pa.uint32()),
+            pa.array(np.arange(starts.size, dtype=np.uint32), pa.uint32())]
     return pa.Table.from_arrays(cols, schema=lookup_schema)
