@@ -24,8 +24,24 @@ from pyroaring import BitMap
 from lance_spark_ops.index.frag_reuse import remap_fragment_bitmap
 from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind, stores_row_addresses
 
-# types whose files this library rewrites
-REMAPPABLE_KINDS = frozenset({"BTREE", "BITMAP", "LABEL_LIST", "IVF_PQ", "IVF_FLAT"})
+# types whose files this library rewrites, and the files it knows for each: an index listing
+# other files (a newer layout) is covered by the fragment reuse index instead
+KNOWN_FILES = {
+    "BTREE": frozenset({"page_data.lance", "page_lookup.lance"}),
+    "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
+    "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
+    "IVF_PQ": frozenset({"index.idx", "auxiliary.idx"}),
+    "IVF_FLAT": frozenset({"index.idx", "auxiliary.idx"}),
+}
+REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
+
+
+def can_remap(index: Any, remappable: frozenset[str]) -> bool:
+    kind = index_kind(index)
+    if kind not in remappable:
+        return False
+    names = {f.path for f in index.files}
+    return not names or names <= KNOWN_FILES.get(kind, frozenset())
 
 
 @dataclass
@@ -73,13 +89,13 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
         if stable_row_ids:
             if not stores_row_addresses(idx, True):
                 acts.recalc.append(idx)
-            elif kind in remappable and kind not in SUMMARY_KINDS and not defer:
+            elif can_remap(idx, remappable) and not defer:
                 acts.remap.append(idx)
             else:
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif not defer and kind in remappable:
+        elif not defer and can_remap(idx, remappable):
             acts.remap.append(idx)  # through every FRI version first (a no-op on current data)
         else:
             acts.reuse.append(idx)

@@ -22,6 +22,7 @@ from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, InvalidIn
 from lance_spark_ops.index.actions import (
     REMAPPABLE_KINDS,
     IndexActions,
+    can_remap,
     effective_bitmap,
     plan_index_actions,
     stored_bitmap,
@@ -312,7 +313,7 @@ def _remap_once(spark: Any, ds: Dataset, metrics: RemapIndicesMetrics) -> int | 
         return caught_up(v, i)
 
     behind = [i for i in entries if not all(current(v, i) for v in versions)]
-    todo = [i for i in behind if index_kind(i) in REMAPPABLE_KINDS]
+    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS)]
     for i in behind:
         target = metrics.indices_remapped if i in todo else metrics.indices_still_behind
         target[index_kind(i)] = target.get(index_kind(i), 0) + 1

@@ -192,3 +192,17 @@ def test_index_segments(tmp_path: Path) -> None:
     assert m.indices_remapped == {"BTREE": 2, "BITMAP": 2, "IVF_PQ": 2}
     ds = lance.dataset(uri)
     assert queries(ds) == before == oracle and set(unindexed(ds).values()) == {0}
+
+
+def test_unknown_index_files_are_covered_by_frag_reuse(tmp_path: Path) -> None:
+    """An index listing files this library does not know (a newer layout) is not rewritten."""
+    from lance_spark_ops.index.actions import plan_index_actions
+    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.table.dataset import Dataset
+
+    uri = str(tmp_path / "ds")
+    build(uri, "2.2", False, scalar=(("id", "BTREE", None),), vector=())
+    (idx,) = index_entries(Dataset.open(uri))
+    assert plan_index_actions([idx], [0, 1], [], False, False).remap == [idx]
+    idx.files.add(path="part_0_page_data.lance", size_bytes=10)
+    assert plan_index_actions([idx], [0, 1], [], False, False).reuse == [idx]
