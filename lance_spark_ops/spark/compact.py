@@ -9,9 +9,11 @@ listing of ``data/`` finds them (lance#7207 reports tables tripling from such or
 Indices (issue #11): fragments covered by an index are compacted like any other (never a group
 mixing fragments covered by different sets of indices); what happens to each index is decided
 and prepared in ``spark.index_remap`` (rewritten under a new uuid, covered by the fragment
-reuse index, or uncovered as pylance does) and lands in the same Rewrite commit. Only
-fragments covered by an index recording no fragment bitmap are left alone
-(``indexed_fragments_skipped``).
+reuse index, or uncovered as pylance does) and lands in the same Rewrite commit. Left alone
+(``indexed_fragments_skipped``, planned as excluded): fragments the user excluded, fragments
+covered by an index recording no fragment bitmap, and, without stable row ids, fragments with
+deleted rows covered by an IVF_HNSW_* index (pylance 14 cannot read HNSW through the fragment
+reuse index then, and this library does not rewrite HNSW graphs).
 
 New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
 Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
