@@ -43,7 +43,10 @@ data stay behind, so a stored bitmap does not tell whether an index was remapped
 trim rule (``frag_reuse.caught_up``) uses the index's ``dataset_version``. IVF_HNSW_* indices
 cannot be read through the FRI once the rewritten fragments had deleted rows ("HNSW graph has N
 nodes but its vector storage has M rows", pylance's own deferred compaction included); IVF_SQ,
-IVF_PQ, IVF_FLAT, INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can.
+IVF_PQ, IVF_FLAT, INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can. pylance 14's own
+default compaction of a dataset whose indices are behind an FRI (its own or ours) answers
+equality / range / full-text / vector queries wrongly afterwards; ``remap_indices`` first (which
+trims the FRI once every index is current) avoids it.
 
 Stable row ids: the Rewrite keeps every index's uuid and replaces each group's old fragment
 ids by its new ones in the bitmap, except indices holding row addresses: BTREE at
