@@ -45,8 +45,8 @@ cannot be read through the FRI once the rewritten fragments had deleted rows ("H
 nodes but its vector storage has M rows", pylance's own deferred compaction included); IVF_SQ,
 IVF_PQ, IVF_FLAT, INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can. pylance 14's own
 default compaction of a dataset whose indices are behind an FRI (its own or ours) answers
-equality / range / full-text / vector queries wrongly afterwards; ``remap_indices`` first (which
-trims the FRI once every index is current) avoids it.
+equality / range / full-text / vector queries wrongly afterwards (for every index still behind
+the FRI: ``remap_indices`` first fixes it for the types it rewrites, not INVERTED / NGRAM).
 
 Stable row ids: the Rewrite keeps every index's uuid and replaces each group's old fragment
 ids by its new ones in the bitmap, except indices holding row addresses: BTREE at
