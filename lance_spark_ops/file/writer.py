@@ -155,6 +155,8 @@ class LanceFileWriter:
                     self._container.set_column_encoding(buf.first_column + j, enc)
         self._rows = 0
         self._closed = False
+        # global buffers 1.. (0 is the file descriptor); Lance index files keep bitmaps there
+        self.extra_global_buffers: list[bytes] = []
         self._result: tuple[int, int] | None = None
 
     @property
@@ -369,7 +371,7 @@ class LanceFileWriter:
             descriptor.schema.fields.extend(schema_to_pb(self._lance_schema))
             for k, v in self._lance_schema.metadata.items():
                 descriptor.schema.metadata[k.decode() if isinstance(k, bytes) else k] = v
-            size = self._container.finish([descriptor.SerializeToString()])
+            size = self._container.finish([descriptor.SerializeToString(), *self.extra_global_buffers])
             self._out.close()
         except BaseException:
             self.abort()

@@ -7,10 +7,14 @@ do not land (failed commits, retried or speculative task attempts) are deleted a
 file is named with the job id, so one listing of ``data/`` finds them (lance#7207 reports
 tables tripling from such orphans).
 
-Indices: fragments covered by an index are left alone and counted in
-``indexed_fragments_skipped``. Without stable row ids their rows would move under the index;
-with them, pylance 14 still looks rows up through the index's fragment bitmap and loses rows
-whose fragment changed unless the index itself is rewritten, which this job does not do.
+Indices (issue #11): fragments covered by an index are compacted like any other (never a group
+mixing fragments covered by different sets of indices); what happens to each index is decided
+and prepared in ``spark.index_remap`` (rewritten under a new uuid, covered by the fragment
+reuse index, or uncovered as pylance does) and lands in the same Rewrite commit. Left alone
+(``indexed_fragments_skipped``, planned as excluded): fragments the user excluded, fragments
+covered by an index recording no fragment bitmap, and, without stable row ids, fragments with
+deleted rows covered by an IVF_HNSW_* index (pylance 14 cannot read HNSW through the fragment
+reuse index then, and this library does not rewrite HNSW graphs).
 
 New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
 Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
@@ -20,12 +24,17 @@ files named with their final ids.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
-from pyroaring import BitMap
-
 from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.spark.index_remap import (
+    IndexChanges,
+    check_defer_allowed,
+    commit_rewrite,
+    covering_sets,
+    make_remapper,
+)
 from lance_spark_ops.spark.job import Job, referenced_data_files
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
@@ -51,6 +60,13 @@ class CompactionMetrics:
     bytes_read: int = 0
     bytes_written: int = 0
     indexed_fragments_skipped: int = 0
+    # per index type (BTREE, BITMAP, VECTOR, ...): rewritten through the address map, covered
+    # by a new fragment reuse index version, no longer covering the rewritten fragments
+    # (ZONEMAP / BLOOMFILTER), bitmap recalculated (stable row ids)
+    indices_remapped: dict[str, int] = field(default_factory=dict)
+    indices_frag_reuse: dict[str, int] = field(default_factory=dict)
+    indices_dropped: dict[str, int] = field(default_factory=dict)
+    indices_recalculated: dict[str, int] = field(default_factory=dict)
     orphan_files_deleted: int = 0
     fragments_binary_copied: int = 0
     pages_binary_copied: int = 0
@@ -61,28 +77,22 @@ class CompactionMetrics:
     job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
-def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats], int]:
-    """Planning inputs; returns (stats, number of indexed fragments withheld)."""
-    bitmaps = _index_bitmaps(ds)
+def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple[list[FragmentStats], int]:
+    """Planning inputs; returns (stats, number of indexed fragments withheld: those the user
+    excluded and those covered by an index without a fragment bitmap)."""
+    cover, blocked = covering_sets(ds)
     stats, skipped = [], 0
     for frag in ds.fragments:
-        covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
-        if skip_indexed and covering:
+        covering = cover.get(frag.id, frozenset())
+        if frag.id in blocked or (covering and frag.id in excluded):
             skipped += 1
-            # An indexed fragment acts as a boundary: planning must not merge across it.
+        if frag.id in blocked:
+            # acts as a boundary: planning must not merge across it
             stats.append(FragmentStats(frag.id, frag.physical_rows or 0, 0, 0, covering))
             continue
         stats.append(FragmentStats(frag.id, frag.physical_rows or 0, frag.num_deleted_rows or 0,
                                    sum(f.file_size_bytes or 0 for f in frag.files), covering))
     return stats, skipped
-
-
-def _index_bitmaps(ds: Dataset) -> list[BitMap]:
-    section = ds.manifest_file.index_section
-    if section is None:
-        return []
-    return [BitMap.deserialize(idx.fragment_bitmap) if idx.fragment_bitmap else BitMap()
-            for idx in section.indices]
 
 
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
@@ -145,8 +155,9 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
             if migrate:  # legacy -> 2.x: every fragment, one commit
                 tasks = _migration_tasks(ds, stats, skipped, opts)
             else:
-                indexed = {s.id for s in stats if s.indices}
-                tasks = [t for t in plan_compaction(stats, opts) if not indexed & set(t.fragment_ids)]
+                _, blocked = covering_sets(ds)  # never rewritten here: planned as excluded fragments
+                excluded = (*opts.excluded_fragment_ids, *blocked)
+                tasks = plan_compaction(stats, replace(opts, excluded_fragment_ids=excluded))
             _planned(metrics, ds, tasks, skipped)
         if opts.dry_run or not tasks:
             return metrics
@@ -158,17 +169,19 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
 
 def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
                           storage_options: dict[str, Any] | None = None,
-                          data_storage_version: str | None = None) -> CompactionMetrics:
+                          data_storage_version: str | None = None,
+                          defer_index_remap: bool = False) -> CompactionMetrics:
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
     and one out (no merging), so no deletion file remains on them. Row ids are preserved
     under stable row ids; commit and conflict rules as ``compact``."""
     metrics = CompactionMetrics(uri=uri, read_version=0)
-    opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62)
+    opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62,
+                             defer_index_remap=defer_index_remap)
     with Job(spark, "materialize_deletions", uri, metrics) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
             tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-                s for s in stats if s.deleted_rows and s.deleted_fraction > threshold and not s.indices)]
+                s for s in stats if s.deleted_rows and s.deleted_fraction > threshold)]
             _planned(metrics, ds, tasks, skipped)
         if tasks:
             _rewrite_batches(job, ds, [tasks], opts, file_version, metrics)
@@ -181,7 +194,8 @@ def _open_for_rewrite(uri: str, storage_options: dict[str, Any] | None, opts: Co
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
     file_version = _target_version(ds, opts)
-    stats, skipped = fragment_stats(ds, skip_indexed=True)
+    check_defer_allowed(ds, opts.defer_index_remap)
+    stats, skipped = fragment_stats(ds, frozenset(opts.excluded_fragment_ids))
     return ds, file_version, stats, skipped
 
 
@@ -222,11 +236,18 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
-        _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        reserved = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = ds.commit(Rewrite(groups), ds.version, data_storage_version=new_storage_version)
+        if new_storage_version is not None:  # legacy -> 2.x migration (refused on indexed datasets)
+            new_ds, changes = ds.commit(Rewrite(groups), ds.version,
+                                        data_storage_version=new_storage_version), None
+        else:
+            new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, reserved or ds.version,
+                                             make_remapper(job))
     metrics.commits += 1
     _count(metrics, groups, results)
+    if changes is not None:
+        _count_indices(metrics, changes)
     return new_ds
 
 
@@ -246,12 +267,21 @@ def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
 
 
-def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
+def _reserve_ids(ds: Dataset, new_fragments: list) -> int | None:
     """Give the new fragments final ids by committing a ReserveFragments first (as pylance's
-    compaction does); the Rewrite then keeps them."""
+    compaction does); the Rewrite then keeps them. Returns the reservation's version."""
     if not new_fragments:
-        return
+        return None
     reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
+    return reserved.version
+
+
+def _count_indices(metrics: CompactionMetrics, changes: IndexChanges) -> None:
+    counts = changes.actions.counts()
+    for action, target in (("remap", metrics.indices_remapped), ("reuse", metrics.indices_frag_reuse),
+                           ("uncover", metrics.indices_dropped), ("recalc", metrics.indices_recalculated)):
+        for kind, n in counts.get(action, {}).items():
+            target[kind] = target.get(kind, 0) + n

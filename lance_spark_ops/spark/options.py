@@ -28,8 +28,8 @@ class CompactionOptions:
     excluded_fragment_ids: tuple[int, ...] = field(default_factory=tuple)
     # must be the dataset's own version: pylance 14 cannot read a dataset mixing file versions
     data_storage_version: str | None = None
-    # accepted for parity; fragments covered by an index are never rewritten (reported as
-    # indexed_fragments_skipped), so no index needs remapping, deferred or not
+    # as pylance: True leaves every index file alone and records the moves in the fragment reuse
+    # index; False rewrites the indices it can (others are covered by the fragment reuse index)
     defer_index_remap: bool = False
     # ours: print and return the plan without changing anything
     dry_run: bool = False

@@ -117,7 +117,8 @@ def test_compact_on_spark(spark, tmp_path: Path) -> None:
 @pytest.mark.parametrize("stable", [False, True])
 def test_btree_index_stays_correct(tmp_path: Path, stable: bool) -> None:
     """A BTREE index built by pylance before compaction answers correctly after it: indexed
-    fragments are left alone, later (unindexed) fragments are compacted."""
+    fragments are compacted among themselves (issue #11), later (unindexed) fragments among
+    themselves, never mixed."""
     import lance
 
     uri = str(tmp_path / "ds")
@@ -130,8 +131,10 @@ def test_btree_index_stays_correct(tmp_path: Path, stable: bool) -> None:
     indexed = {f.fragment_id for f in lance.dataset(uri).get_fragments()[:4]}
     m = compact(None, uri, target_rows_per_fragment=10_000)
     ds = lance.dataset(uri)
-    assert m.indexed_fragments_skipped == 4 and m.fragments_removed == 4
-    assert indexed <= {f.fragment_id for f in ds.get_fragments()}
+    assert m.indexed_fragments_skipped == 0 and m.fragments_removed == 8
+    assert sorted(map(sorted, m.plan)) == [sorted(indexed), sorted(set(range(8)) - indexed)]
+    stats = ds.stats.index_stats("id_idx")
+    assert stats["num_unindexed_rows"] == 200 and stats["num_indexed_rows"] == ds.count_rows() - 200
     for probe in (7, 100_005, 300_299, 900_010, 900_199):
         got = ds.to_table(filter=f"id = {probe}")
         want = ds.to_table(filter=f"id + 0 = {probe}")  # not answered by the index

@@ -51,7 +51,9 @@ incompatible when an id, name or path repeats).
    fragments through the compaction's address map); today that hook answers R.
 5. When a new index's fragment bitmap (missing = all) covers a fragment the rewrite replaces.
 6. Same fragment and a common field. 7. The replaced file holds a field the new index covers.
-8. Except two fragment-reuse indices (R).
+8. Except two fragment-reuse indices (R), and when ours replaces indices (``removed_indices``)
+   that theirs replaced too or ours re-creates a name theirs created (R: ours would put an
+   older version of an index over a newer one).
 """
 
 from __future__ import annotations
@@ -303,7 +305,17 @@ def check_create_index_txn(ours: CreateIndex, theirs: Operation) -> Verdict:
     if isinstance(theirs, CreateIndex):
         reuse = any(i.name == FRAG_REUSE_INDEX_NAME for i in ours.new_indices) and \
             any(i.name == FRAG_REUSE_INDEX_NAME for i in theirs.new_indices)
-        return Retryable(_why(ours, theirs, "two fragment-reuse indices")) if reuse else COMPATIBLE
+        if reuse:
+            return Retryable(_why(ours, theirs, "two fragment-reuse indices"))
+        # ours replaces indices theirs replaced too (e.g. a remap of an index rebuilt meanwhile):
+        # committing ours would put an older version over the newer one
+        mine = {bytes(i.uuid.uuid) for i in ours.removed_indices}
+        gone = {bytes(i.uuid.uuid) for i in theirs.removed_indices}
+        names = {i.name for i in ours.new_indices if ours.removed_indices} & \
+            {i.name for i in theirs.new_indices}
+        if mine & gone or names:
+            return Retryable(_why(ours, theirs, f"indices {sorted(names)} were replaced concurrently"))
+        return COMPATIBLE
     if isinstance(theirs, Rewrite):
         covered = _index_fragments(ours.new_indices)
         common = _overlap(touched(theirs) or set(), covered)

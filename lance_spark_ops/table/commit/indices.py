@@ -11,14 +11,16 @@ harmless (fragment ids are never reused). The operations change indices as follo
 Append         unchanged
 Delete         ``retain_relevant_indices``
 Overwrite      all dropped
-Rewrite        only the indices in ``rewritten_indices`` (the caller rewrote their data) are
-               remapped old group -> new group and get their new uuid (a group that is partly
-               indexed is an error); other bitmaps keep naming the old fragments: those are
-               gone, so the index simply stops covering the moved rows, which are scanned
-               instead. Also under stable row ids: the late-2025 Lance sources remap every
-               bitmap then, but pylance 14 itself rewrites its indices on compaction even with
-               stable row ids, and a BTREE index whose bitmap was remapped without rewriting
-               its data loses the moved rows (observed), so no bitmap moves without its data.
+Rewrite        indices in ``rewritten_indices`` (the caller rewrote their data) get their new
+               uuid, details, version and files, and each group's old fragment ids replaced by
+               its new ones (a group partly indexed is an error); ``uncovered_indices`` lose
+               the rewritten fragments (ZONEMAP / BLOOMFILTER, as pylance 14); under stable
+               row ids every other bitmap of an index of row ids is recalculated like a
+               rewritten one (row ids do not move; a BTREE at index_version 1 holds row
+               addresses, so it keeps its bitmap unless rewritten); otherwise bitmaps keep the
+               fragments (the fragment reuse index, when the caller installs one, maps them
+               for pylance). ``frag_reuse_index`` replaces the previous one, which must still
+               be the one the caller extended (``frag_reuse_replaces``), else CommitConflict.
 Merge/Project  ``retain_relevant_indices``
 DataReplace    unchanged (Lance leaves them; a replaced column's index keeps its bitmap)
 =============  ==================================================================================
@@ -36,7 +38,8 @@ from collections.abc import Iterable
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError
+from lance_spark_ops.errors import CommitConflict, CorruptFileError, InvalidInputError
+from lance_spark_ops.index.kinds import stores_row_addresses
 from lance_spark_ops.table.format.transaction import RewriteGroup
 
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
@@ -126,8 +129,11 @@ def _uuid_bytes(msg: object) -> bytes:
     return bytes(getattr(msg, "uuid", b""))
 
 
-def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup],
-                    rewritten: list[object]) -> list[IndexMetadata]:
+def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup], rewritten: list[object],
+                    stable_row_ids: bool = False, uncovered: Iterable[bytes] = (),
+                    frag_reuse_index: IndexMetadata | None = None,
+                    frag_reuse_replaces: bytes | None = None,
+                    bases: dict[bytes, bytes] | None = None) -> list[IndexMetadata]:
     """Indices after a Rewrite (Lance's ``handle_rewrite_indices``; see the module docstring)."""
     out = copy_indices(indices)
     seen: set[bytes] = set()
@@ -138,13 +144,46 @@ def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup],
         seen.add(old_id)
         target = next((i for i in out if _uuid_bytes(i.uuid) == old_id), None)
         if target is None:
-            raise InvalidInputError(f"rewrite remaps index {old_id.hex()}, which does not exist")
-        bm = fragment_bitmap(target)
-        if bm is None:
-            raise InvalidInputError(f"index {target.name!r} has no fragment bitmap to remap")
-        set_fragment_bitmap(target, recalculate_fragment_bitmap(bm, groups, target.name))
-        target.uuid.CopyFrom(r.new_id)  # type: ignore[attr-defined]
+            raise CommitConflict(f"rewrite remaps index {old_id.hex()}, which no longer exists")
+        if bases and old_id in bases:
+            target.fragment_bitmap = bases[old_id]
+        _move_bitmap(target, groups)
+        _apply_rewritten(target, r)
+    dropped = set(uncovered)
+    old_ids = BitMap(f.id for g in groups for f in g.old_fragments)
+    for idx in out:
+        key = _uuid_bytes(idx.uuid)
+        if key in seen or is_system_index(idx):
+            continue
+        bm = fragment_bitmap(idx)
+        if key in dropped and bm is not None:
+            set_fragment_bitmap(idx, bm - old_ids)
+        elif stable_row_ids and bm is not None and not stores_row_addresses(idx, True):
+            _move_bitmap(idx, groups)
+    if frag_reuse_index is not None:
+        current = next((i for i in out if i.name == FRAG_REUSE_INDEX_NAME), None)
+        if (_uuid_bytes(current.uuid) if current is not None else None) != frag_reuse_replaces:
+            raise CommitConflict("the fragment reuse index changed since this compaction read it")
+        out = [i for i in out if i.name != FRAG_REUSE_INDEX_NAME] + copy_indices([frag_reuse_index])
     return out
+
+
+def _move_bitmap(index: IndexMetadata, groups: list[RewriteGroup]) -> None:
+    bm = fragment_bitmap(index)
+    if bm is None:
+        raise InvalidInputError(f"index {index.name!r} has no fragment bitmap to remap")
+    set_fragment_bitmap(index, recalculate_fragment_bitmap(bm, groups, index.name))
+
+
+def _apply_rewritten(index: IndexMetadata, r: object) -> None:
+    """The new uuid and, when given, details, version and files of a rewritten index."""
+    index.uuid.CopyFrom(r.new_id)  # type: ignore[attr-defined]
+    if r.HasField("new_index_details"):  # type: ignore[attr-defined]
+        index.index_details.CopyFrom(r.new_index_details)  # type: ignore[attr-defined]
+    index.index_version = r.new_index_version  # type: ignore[attr-defined]
+    if len(r.new_index_files):  # type: ignore[attr-defined]
+        del index.files[:]
+        index.files.extend(r.new_index_files)  # type: ignore[attr-defined]
 
 
 def index_section(indices: list[IndexMetadata]) -> table_pb2.IndexSection | None:

@@ -24,10 +24,12 @@ DataReplacement    per fragment, the data file with the same fields and file ver
 Project            new schema; data files left with no field of it are dropped
 ReserveFragments   ``max_fragment_id += num_fragments``
 Restore            the restored manifest, renumbered
+CreateIndex        fragments unchanged; indices named like a new one, and those in
+                   ``removed_indices`` (by uuid), are replaced by the new ones (as Lance)
 =================  ===========================================================================
 
-Update, CreateIndex, UpdateConfig, Clone and UpdateBases are recognised (conflict checks read
-them) but not built here: UnsupportedError.
+Update, UpdateConfig, Clone and UpdateBases are recognised (conflict checks read them) but not
+built here: UnsupportedError.
 
 Then, for every operation: fragments sorted by id, data files whose fields are all tombstones
 (-2) dropped, feature flags recomputed (deletion files -> 1, stable row ids -> 2, config -> 8,
@@ -74,6 +76,7 @@ from lance_spark_ops.table.format.rowids import (
 )
 from lance_spark_ops.table.format.transaction import (
     Append,
+    CreateIndex,
     DataReplacement,
     Delete,
     Merge,
@@ -301,7 +304,9 @@ def _rewrite(op: Rewrite, s: _State, schema: LanceSchema | None, version: int) -
         elif f.id not in dropped:
             out.append(f)
     s.fragments = out
-    s.indices = rewrite_indices(s.indices, assigned, op.rewritten_indices)
+    s.indices = rewrite_indices(s.indices, assigned, op.rewritten_indices, s.next_row_id is not None,
+                                op.uncovered_indices, op.frag_reuse_index, op.frag_reuse_replaces,
+                                op.rewritten_bitmaps)
 
 
 def _merge(op: Merge, s: _State, schema: LanceSchema | None, version: int) -> LanceSchema:
@@ -365,8 +370,16 @@ def _reserve(op: ReserveFragments, s: _State, schema: LanceSchema | None, versio
     return None
 
 
+def _create_index(op: CreateIndex, s: _State, schema: LanceSchema | None, version: int) -> None:
+    names = {i.name for i in op.new_indices}
+    gone = {bytes(i.uuid.uuid) for i in op.removed_indices}
+    s.indices = [i for i in s.indices if i.name not in names and bytes(i.uuid.uuid) not in gone]
+    s.indices.extend(copy_indices(op.new_indices))
+
+
 _APPLY = {Append: _append, Overwrite: _overwrite, Delete: _delete, Rewrite: _rewrite, Merge: _merge,
-          Project: _project, DataReplacement: _data_replacement, ReserveFragments: _reserve}
+          Project: _project, DataReplacement: _data_replacement, ReserveFragments: _reserve,
+          CreateIndex: _create_index}
 
 
 # -- the manifest itself --------------------------------------------------------------------------

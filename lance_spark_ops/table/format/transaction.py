@@ -101,6 +101,15 @@ class Rewrite(_Op):
     groups: list[RewriteGroup]
     rewritten_indices: list[Any] = field(default_factory=list)  # Transaction.Rewrite.RewrittenIndex
     legacy_group: RewriteGroup | None = None
+    # Not serialized (pylance 14 records neither in the transaction): the fragment reuse index
+    # entry this commit installs (replacing the one whose uuid is ``frag_reuse_replaces``, None
+    # = there was none), and uuids of indices that stop covering the rewritten fragments.
+    frag_reuse_index: Any = field(default=None, compare=False)  # table_pb2.IndexMetadata
+    frag_reuse_replaces: bytes | None = field(default=None, compare=False)
+    uncovered_indices: list[bytes] = field(default_factory=list, compare=False)
+    # old uuid -> serialized fragment bitmap a rewritten index covered before this rewrite (as
+    # pylance sees it through the fragment reuse index); default: its stored bitmap
+    rewritten_bitmaps: dict[bytes, bytes] = field(default_factory=dict, compare=False)
 
     def all_groups(self) -> list[RewriteGroup]:
         return ([self.legacy_group] if self.legacy_group else []) + self.groups

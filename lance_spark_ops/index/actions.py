@@ -1,0 +1,102 @@
+"""What a compaction does to each index (no I/O): the decision table of issue #11.
+
+Without stable row ids an index meeting the rewritten fragments is
+  * rewritten through the old -> new address map (``remap``) when its type can be remapped
+    here and ``defer_index_remap`` is off; data behind the fragment reuse index are first
+    mapped through its versions (pylance writes FRI-remapped bitmaps back on later commits,
+    so the bitmap cannot tell whether data are behind; mapping current data is a no-op);
+  * otherwise covered by a new version of the fragment reuse index (``reuse``): its entry
+    stays, pylance remaps it when it loads it;
+  * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
+With stable row ids, indices of row ids get their bitmaps recalculated (``recalc``); those
+holding row addresses are remapped (BTREE index_version 1) or uncovered (ZONEMAP,
+BLOOMFILTER, and a BTREE when its remap is not possible).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from typing import Any
+
+from pyroaring import BitMap
+
+from lance_spark_ops.index.frag_reuse import remap_fragment_bitmap
+from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind, stores_row_addresses
+
+# types whose files this library rewrites, and the files it knows for each: an index listing
+# other files (a newer layout) is covered by the fragment reuse index instead
+KNOWN_FILES = {
+    "BTREE": frozenset({"page_data.lance", "page_lookup.lance"}),
+    "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
+    "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
+    "IVF_PQ": frozenset({"index.idx", "auxiliary.idx"}),
+    "IVF_FLAT": frozenset({"index.idx", "auxiliary.idx"}),
+}
+REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
+
+
+def can_remap(index: Any, remappable: frozenset[str]) -> bool:
+    kind = index_kind(index)
+    if kind not in remappable:
+        return False
+    names = {f.path for f in index.files}
+    return not names or names <= KNOWN_FILES.get(kind, frozenset())
+
+
+@dataclass
+class IndexActions:
+    remap: list[Any] = field(default_factory=list)
+    reuse: list[Any] = field(default_factory=list)
+    uncover: list[Any] = field(default_factory=list)
+    recalc: list[Any] = field(default_factory=list)
+
+    def counts(self) -> dict[str, dict[str, int]]:
+        """{action: {index type: n}} for the metrics."""
+        out: dict[str, dict[str, int]] = {}
+        for name in ("remap", "reuse", "uncover", "recalc"):
+            for idx in getattr(self, name):
+                kind = index_kind(idx)
+                out.setdefault(name, {})[kind] = out.setdefault(name, {}).get(kind, 0) + 1
+        return out
+
+
+def stored_bitmap(index: Any) -> BitMap | None:
+    return BitMap.deserialize(index.fragment_bitmap) if index.fragment_bitmap else None
+
+
+def effective_bitmap(index: Any, reuse_versions: Sequence[Any]) -> BitMap | None:
+    """The fragments an index covers as pylance sees it (stored bitmap through the FRI)."""
+    bm = stored_bitmap(index)
+    if bm is None or not reuse_versions or index_kind(index) in ("FRAG_REUSE", "MEM_WAL"):
+        return bm
+    return remap_fragment_bitmap(bm, reuse_versions, index.name)
+
+
+def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_versions: Sequence[Any],
+                       stable_row_ids: bool, defer: bool,
+                       remappable: frozenset[str] = REMAPPABLE_KINDS) -> IndexActions:
+    """Sort every index meeting the ``rewritten`` fragment ids into one action."""
+    old = BitMap(rewritten)
+    acts = IndexActions()
+    for idx in indices:
+        kind = index_kind(idx)
+        if kind in ("FRAG_REUSE", "MEM_WAL"):
+            continue
+        bm = effective_bitmap(idx, reuse_versions)
+        if bm is None or not (bm & old):
+            continue
+        if stable_row_ids:
+            if not stores_row_addresses(idx, True):
+                acts.recalc.append(idx)
+            elif can_remap(idx, remappable) and not defer:
+                acts.remap.append(idx)
+            else:
+                acts.uncover.append(idx)
+        elif kind in SUMMARY_KINDS:
+            acts.uncover.append(idx)
+        elif not defer and can_remap(idx, remappable):
+            acts.remap.append(idx)  # through every FRI version first (a no-op on current data)
+        else:
+            acts.reuse.append(idx)
+    return acts

@@ -1,0 +1,97 @@
+"""BITMAP / LABEL_LIST index file (``bitmap_page_lookup.lance``) and its remap (no I/O).
+
+Columns ``keys`` (the indexed values, or list items for LABEL_LIST) and ``bitmaps`` (binary:
+Lance's ``RowIdTreeMap`` of the row addresses holding the key: u32 count, then per fragment
+u32 fragment id, u32 n, n bytes of a portable 32-bit roaring bitmap of offsets, n = 0 meaning
+the whole fragment, all little-endian); schema metadata
+``lance:index_stats`` = ``{"num_bitmaps": n}``; LABEL_LIST files also carry
+``lance:label_list_nulls`` = the index of the global buffer holding the RowIdTreeMap of rows
+whose list is null (pylance 14 writes 1). A remap rewrites every bitmap through the address
+map (deleted rows leave it) and keeps the keys and their order.
+"""
+
+from __future__ import annotations
+
+import struct
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.index.address_map import RowAddressMap
+
+BITMAP_FILE = "bitmap_page_lookup.lance"
+
+
+def remap_bitmaps(table: pa.Table, amap: RowAddressMap) -> pa.Table:
+    if table.schema.names[:2] != ["keys", "bitmaps"]:
+        raise CorruptFileError(f"{BITMAP_FILE}: columns {table.schema.names}, expected keys, bitmaps")
+    blobs = table.column("bitmaps").to_pylist()
+    arrays = [decode_tree_map(b) if b else np.zeros(0, np.uint64) for b in blobs]
+    sizes = np.array([a.size for a in arrays], dtype=np.int64)
+    flat = np.concatenate(arrays) if arrays else np.zeros(0, np.uint64)
+    keep, moved = amap.apply(flat)
+    owner = np.repeat(np.arange(len(arrays)), sizes)[keep]
+    bounds = np.searchsorted(owner, np.arange(len(arrays) + 1))
+    out = [None if blobs[i] is None else encode_tree_map(np.sort(moved[bounds[i]:bounds[i + 1]]))
+           for i in range(len(arrays))]
+    col = pa.array(out, table.schema.field("bitmaps").type)
+    return table.set_column(1, table.schema.field("bitmaps"), col)
+
+
+NULLS_KEY = b"lance:label_list_nulls"
+
+
+def null_list_buffer(schema: pa.Schema) -> int | None:
+    """Index of the global buffer holding the null-list rows (LABEL_LIST), or None."""
+    raw = (schema.metadata or {}).get(NULLS_KEY)
+    if raw is None:
+        return None
+    try:
+        index = int(raw)
+    except ValueError as e:
+        raise CorruptFileError(f"{BITMAP_FILE}: {NULLS_KEY.decode()} = {raw!r} is not an integer") from e
+    if index < 1:
+        raise CorruptFileError(f"{BITMAP_FILE}: {NULLS_KEY.decode()} names global buffer {index}")
+    return index
+
+
+def remap_tree_map(data: bytes, amap: RowAddressMap) -> bytes:
+    _, moved = amap.apply(decode_tree_map(data))
+    return encode_tree_map(np.sort(moved))
+
+
+_U32 = struct.Struct("<I")
+
+
+def decode_tree_map(data: bytes) -> np.ndarray:
+    """Row addresses (uint64, ascending) of a serialized ``RowIdTreeMap``."""
+    try:
+        (count,) = _U32.unpack_from(data, 0)
+        pos, parts = 4, []
+        for _ in range(count):  # one step per fragment
+            frag, size = struct.unpack_from("<II", data, pos)
+            pos += 8
+            if size == 0:
+                raise UnsupportedError(f"{BITMAP_FILE}: a bitmap selects all of fragment {frag}; "
+                                       "remapping such a selection is not supported")
+            offsets = np.asarray(BitMap.deserialize(bytes(data[pos:pos + size])).to_array(), dtype=np.uint64)
+            parts.append((np.uint64(frag) << np.uint64(32)) | offsets)
+            pos += size
+    except (struct.error, ValueError) as e:
+        raise CorruptFileError(f"{BITMAP_FILE}: a bitmap does not parse ({e})") from e
+    return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
+
+
+def encode_tree_map(addrs: np.ndarray) -> bytes:
+    """Serialize ascending row addresses as a ``RowIdTreeMap``."""
+    frags = (addrs >> np.uint64(32)).astype(np.uint32)
+    keys, starts = np.unique(frags, return_index=True)
+    bounds = list(starts) + [addrs.size]
+    out = [_U32.pack(len(keys))]
+    for i, frag in enumerate(keys.tolist()):  # one step per fragment
+        offsets = (addrs[bounds[i]:bounds[i + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
+        body = BitMap(offsets).serialize()
+        out.append(struct.pack("<II", frag, len(body)) + body)
+    return b"".join(out)

@@ -1,0 +1,58 @@
+"""BTREE index files and their remap (no I/O).
+
+``page_data.lance``: columns ``values`` (the indexed column's type) and ``ids`` (uint64 not
+null, row addresses; row ids under stable row ids at index_version 0), sorted by value;
+``page_lookup.lance``: one row per page of ``batch_size`` rows of page_data (``min``, ``max``
+over the page's non-null values, ``null_count`` uint32, ``page_idx`` uint32), schema metadata
+``batch_size`` and ``range_partitioned``. pylance 14 reads page i as rows
+``[i * batch_size, (i + 1) * batch_size)``; its remap drops deleted rows, rewrites addresses and
+cuts the pages again (observed: 10000 rows, 10% deleted -> 9000 rows, lookup mins 0 / 4551 / 9102).
+"""
+
+from __future__ import annotations
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.index.address_map import RowAddressMap
+
+PAGE_DATA = "page_data.lance"
+PAGE_LOOKUP = "page_lookup.lance"
+DEFAULT_BATCH_SIZE = 4096
+
+
+def batch_size_of(lookup_schema: pa.Schema) -> int:
+    meta = lookup_schema.metadata or {}
+    raw = meta.get(b"batch_size")
+    try:
+        return int(raw) if raw is not None else DEFAULT_BATCH_SIZE
+    except ValueError as e:
+        raise CorruptFileError(f"{PAGE_LOOKUP}: batch_size {raw!r} is not an integer") from e
+
+
+def remap_page_data(page_data: pa.Table, amap: RowAddressMap) -> pa.Table:
+    """Rows of moved rows get their new address, deleted rows go; order is kept."""
+    if page_data.schema.names[:2] != ["values", "ids"]:
+        raise CorruptFileError(f"{PAGE_DATA}: columns {page_data.schema.names}, expected values, ids")
+    ids = page_data.column("ids").to_numpy()
+    keep, new_ids = amap.apply(ids)
+    kept = page_data.filter(pa.array(keep)) if not keep.all() else page_data
+    return kept.set_column(1, page_data.schema.field("ids"), pa.array(new_ids, pa.uint64()))
+
+
+def page_lookup(page_data: pa.Table, batch_size: int, lookup_schema: pa.Schema) -> pa.Table:
+    """The lookup of ``page_data`` cut into pages of ``batch_size`` rows: as pylance 14 writes
+    it, ``min`` / ``max`` are a page's first and last value in index order (nulls sort first,
+    NaN last: a page starting with a null has a null ``min``, one ending with NaN a NaN ``max``)."""
+    values = page_data.column("values").combine_chunks()
+    n = len(values)
+    starts = np.arange(0, n, batch_size, dtype=np.int64)
+    ends = np.minimum(starts + batch_size, n) - 1
+    nulls = np.asarray(values.is_null().cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
+    counts = np.add.reduceat(nulls, starts) if n else np.zeros(0, np.int64)
+    vt = lookup_schema.field("min").type
+    cols = [values.take(pa.array(starts)).cast(vt), values.take(pa.array(ends)).cast(vt),
+            pa.array(counts.astype(np.uint32), pa.uint32()),
+            pa.array(np.arange(starts.size, dtype=np.uint32), pa.uint32())]
+    return pa.Table.from_arrays(cols, schema=lookup_schema)

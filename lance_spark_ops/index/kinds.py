@@ -1,0 +1,76 @@
+"""What an index entry is, from its ``index_details`` type and ``index_version`` (no I/O)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
+MEM_WAL_INDEX_NAME = "__lance_mem_wal"
+
+_BY_DETAILS = {
+    "BTreeIndexDetails": "BTREE",
+    "BitmapIndexDetails": "BITMAP",
+    "LabelListIndexDetails": "LABEL_LIST",
+    "InvertedIndexDetails": "INVERTED",
+    "NGramIndexDetails": "NGRAM",
+    "ZoneMapIndexDetails": "ZONEMAP",
+    "BloomFilterIndexDetails": "BLOOMFILTER",
+    "VectorIndexDetails": "VECTOR",
+    "FragmentReuseIndexDetails": "FRAG_REUSE",
+    "MemWalIndexDetails": "MEM_WAL",
+}
+
+# Indices whose data are per-fragment summaries of row addresses that pylance does not remap:
+# a compaction takes the rewritten fragments out of their bitmaps.
+SUMMARY_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
+
+
+def index_kind(index: Any) -> str:
+    """BTREE, BITMAP, ..., IVF_PQ / IVF_FLAT / IVF_SQ / IVF_HNSW_{PQ,SQ,FLAT} (VECTOR when the
+    details do not say), FRAG_REUSE, or UNKNOWN (details missing or new)."""
+    if index.name == FRAG_REUSE_INDEX_NAME:
+        return "FRAG_REUSE"
+    if index.name == MEM_WAL_INDEX_NAME:
+        return "MEM_WAL"
+    if not index.HasField("index_details"):
+        return "UNKNOWN"
+    name = index.index_details.type_url.rsplit("/", 1)[-1].rsplit(".", 1)[-1]
+    kind = _BY_DETAILS.get(name, "UNKNOWN")
+    return _vector_kind(index.index_details.value) if kind == "VECTOR" else kind
+
+
+def _vector_kind(details: bytes) -> str:
+    """pylance 14's VectorIndexDetails (newer than our protos) name the sub-index and
+    quantizer by which field is set: 3 HNSW, 4 PQ, 5 SQ, 8 FLAT."""
+    from google.protobuf import empty_pb2
+    from google.protobuf.message import DecodeError
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    msg = empty_pb2.Empty()
+    try:
+        msg.ParseFromString(bytes(details))
+    except DecodeError:
+        return "VECTOR"
+    present = {u.field_number for u in UnknownFieldSet(msg)}
+    quantizer = "PQ" if 4 in present else "SQ" if 5 in present else "FLAT" if 8 in present else None
+    if quantizer is None:
+        return "VECTOR"
+    return f"IVF_HNSW_{quantizer}" if 3 in present else f"IVF_{quantizer}"
+
+
+def stores_row_addresses(index: Any, stable_row_ids: bool) -> bool:
+    """Whether the index's data name rows by address (so moving rows invalidates them).
+
+    Without stable row ids every index does. With them, only BTREE at index_version 1 (seen
+    in pylance 14: its ``ids`` are row addresses) and the per-fragment summaries do.
+    """
+    kind = index_kind(index)
+    if not stable_row_ids:
+        return kind not in ("FRAG_REUSE", "MEM_WAL")
+    return kind in SUMMARY_KINDS or (kind == "BTREE" and index.index_version == 1)
+
+
+def uuid_str(raw: bytes) -> str:
+    """A 16-byte uuid as the directory name under ``_indices/``."""
+    h = bytes(raw).hex()
+    return f"{h[:8]}-{h[8:12]}-{h[12:16]}-{h[16:20]}-{h[20:]}"

@@ -1,0 +1,357 @@
+"""Indices of a compaction: what happens to each index when fragments are rewritten (driver).
+
+``compaction_index_changes`` turns a compaction's rewrite groups into the parts of its Rewrite
+commit that concern indices (see ``lance_spark_ops.index.actions`` for the decisions):
+rewritten index entries (files written by ``spark.tasks.index_remap`` tasks), the fragment
+reuse index extended by one version, and the indices that stop covering the rewritten
+fragments. ``remap_indices`` rewrites every index still behind the fragment reuse index and
+trims the versions no index needs any more.
+"""
+
+from __future__ import annotations
+
+import uuid as uuidlib
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+from pyroaring import BitMap
+
+from lance_spark_ops._pb import transaction_pb2
+from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, InvalidInputError, UnsupportedError
+from lance_spark_ops.index.actions import (
+    REMAPPABLE_KINDS,
+    IndexActions,
+    can_remap,
+    effective_bitmap,
+    plan_index_actions,
+    stored_bitmap,
+)
+from lance_spark_ops.index.address_map import surviving_addresses
+from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
+from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
+from lance_spark_ops.spark.job import Job
+from lance_spark_ops.table.commit.commit import commit_transaction
+from lance_spark_ops.table.commit.conflict import touched
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
+
+RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
+
+
+def index_entries(ds: Dataset) -> list[Any]:
+    section = ds.manifest_file.index_section
+    return list(section.indices) if section is not None else []
+
+
+def frag_reuse_entry(ds: Dataset) -> Any | None:
+    return next((i for i in index_entries(ds) if i.name == FRAG_REUSE_INDEX_NAME), None)
+
+
+def reuse_versions(ds: Dataset) -> list[Any]:
+    """Versions of the dataset's fragment reuse index, oldest first (none: [])."""
+    fri = frag_reuse_entry(ds)
+    return load_versions(fri, ds.store.read) if fri is not None else []
+
+
+def check_defer_allowed(ds: Dataset, defer: bool) -> None:
+    if defer and ds.uses_stable_row_ids:
+        # pylance 14: "Cannot compact with defer_index_remap: the dataset uses stable row IDs"
+        raise UnsupportedError("defer_index_remap is not supported on a dataset with stable row ids "
+                               "(pylance 14 refuses it too)", path=ds.uri)
+
+
+def effective_bitmaps(ds: Dataset) -> list[BitMap | None]:
+    """Each index's fragments as pylance sees them (through the fragment reuse index)."""
+    versions = reuse_versions(ds)
+    return [effective_bitmap(i, versions) for i in index_entries(ds)]
+
+
+@dataclass
+class IndexChanges:
+    """The index part of one Rewrite commit."""
+
+    actions: IndexActions
+    rewritten: list[Any] = field(default_factory=list)  # Transaction.Rewrite.RewrittenIndex
+    frag_reuse_index: Any = None
+    frag_reuse_replaces: bytes | None = None
+    uncovered: list[bytes] = field(default_factory=list)
+    files: list[str] = field(default_factory=list)  # written for this commit, relative to the dataset
+    bases: dict[bytes, bytes] = field(default_factory=dict)  # rewritten index -> bitmap before
+
+
+def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: bool,
+                             dataset_version: int, remap: Any = None) -> IndexChanges:
+    """Decide and prepare the index changes of a Rewrite of ``groups`` (new fragments with
+    their final ids) read at ``ds``; ``dataset_version`` is the version recorded in a new
+    fragment reuse index version (pylance: the version after the id reservation).
+    ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
+    check_defer_allowed(ds, defer)
+    versions = reuse_versions(ds)
+    old_ids = [f.id for g in groups for f in g.old_fragments]
+    remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
+    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable)
+    out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
+    if acts.remap:
+        reuse = tuple(v.SerializeToString() for v in versions)
+        out.rewritten, out.files = remap(ds, acts.remap, groups, reuse)
+        for idx in acts.remap:
+            bm = effective_bitmap(idx, versions)
+            out.bases[bytes(idx.uuid.uuid)] = bytes(BitMap(bm).serialize())
+    if acts.reuse or (defer and not ds.uses_stable_row_ids):
+        version = _reuse_version(ds, groups, dataset_version)
+        new_frags = BitMap(f.id for g in groups for f in g.new_fragments)
+        old = frag_reuse_entry(ds)
+        meta, external = build_index(versions + [version], dataset_version, new_frags,
+                                     old.index_version if old is not None else 0)
+        if external is not None:
+            from lance_spark_ops.index.frag_reuse import details_path
+
+            ds.store.write(details_path(meta), external)
+            out.files.append(details_path(meta))
+        out.frag_reuse_index = meta
+        out.frag_reuse_replaces = bytes(old.uuid.uuid) if old is not None else None
+    return out
+
+
+def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
+    from lance_spark_ops._pb import table_pb2
+
+    version = table_pb2.FragmentReuseIndexDetails.Version(dataset_version=dataset_version)
+    for g in groups:
+        ids = [f.id for f in g.old_fragments]
+        if ids != sorted(ids):
+            raise InvalidInputError(f"rewrite group {ids}: a fragment reuse index needs old fragments in "
+                                    "ascending id order (pylance maps sorted addresses)")
+        masks = [live_mask(ds, f) for f in g.old_fragments]
+        survivors = surviving_addresses(ids, masks)
+        version.groups.append(make_group([_digest(f) for f in g.old_fragments], survivors,
+                                         [_digest(f) for f in g.new_fragments]))
+    return version
+
+
+def _digest(f: DataFragment) -> FragDigest:
+    deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
+    return FragDigest(f.id, int(f.physical_rows or 0), int(deleted))
+
+
+def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
+    keep = ds.live_mask(frag)
+    return keep if keep is not None else np.ones(int(frag.physical_rows or 0), dtype=bool)
+
+
+def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
+    """Per fragment id the positions of the indices covering it (pylance's view), and the
+    fragments never rewritten here: those covered by an index recording no fragment bitmap,
+    and (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index, which
+    cannot be remapped here and which pylance 14 cannot read through the fragment reuse index
+    once rows were deleted ("HNSW graph has N nodes but its vector storage has M rows")."""
+    entries = index_entries(ds)
+    bitmaps = effective_bitmaps(ds)
+    pairs = list(zip(entries, bitmaps, strict=True))
+    unknown = any(bm is None and i.name != FRAG_REUSE_INDEX_NAME for i, bm in pairs)
+    hnsw = BitMap()
+    if not ds.uses_stable_row_ids:
+        for i, bm in pairs:
+            if bm is not None and index_kind(i).startswith("IVF_HNSW"):
+                hnsw |= bm
+    cover: dict[int, frozenset[int]] = {}
+    blocked: set[int] = set()
+    for frag in ds.fragments:
+        cover[frag.id] = frozenset(i for i, bm in enumerate(bitmaps) if bm is not None and frag.id in bm)
+        if unknown or (frag.id in hnsw and frag.deletion_file is not None):
+            blocked.add(frag.id)
+    return cover, blocked
+
+
+__all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "covering_sets",
+           "effective_bitmaps", "reuse_versions", "stored_bitmap"]
+
+
+def make_remapper(job: Job) -> Any:
+    """``remap(ds, indices, groups) -> (rewritten, files)`` running one task per index in a
+    ``remap_indices`` phase of ``job`` (on Spark, or in this process when it has no session)."""
+    from lance_spark_ops.spark.tasks.index_remap import IndexRemapSpec, run_index_remap
+
+    def remap(ds: Dataset, indices: list[Any], groups: list[RewriteGroup],
+              reuse: tuple[bytes, ...] = ()) -> tuple[list[Any], list[str]]:
+        spec_groups = tuple((tuple(f.id for f in g.old_fragments),
+                             tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
+                            for g in groups)
+        specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
+                                reuse, dict(ds.store.storage_options)) for i in indices]
+        try:
+            with job.phase("remap_indices", tasks=len(specs)):
+                out = job.run_tasks(specs, run_index_remap)
+        except BaseException:
+            for s in specs:
+                _delete_dir(ds, f"_indices/{uuid_str(s.new_uuid)}")
+            raise
+        rewritten = [RewrittenIndex.FromString(r) for r in out]
+        files = [f"_indices/{uuid_str(s.new_uuid)}/{f.path}" for s, r in zip(specs, rewritten, strict=True)
+                 for f in r.new_index_files]
+        return rewritten, files
+    return remap
+
+
+def _delete_dir(ds: Dataset, rel: str) -> None:
+    try:
+        names = ds.store.list(rel)
+    except Exception:  # noqa: BLE001 - nothing written there
+        return
+    ds.store.delete_many(f"{rel}/{n}" for n in names)
+
+
+MAX_INDEX_RETRIES = 3
+
+
+def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
+                   remap: Any) -> tuple[Dataset, IndexChanges]:
+    """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
+
+    When the commit conflicts only because of concurrent index changes (an index created,
+    replaced or dropped, another fragment reuse index version) while every version since
+    holds our old fragments unchanged, the index part is prepared again against the latest
+    version and committed on top of it (lance#5143): a remapped index is never committed over
+    a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
+    Index files of attempts that did not land are deleted; data files are the caller's.
+    """
+    base = ds
+    for attempt in range(MAX_INDEX_RETRIES + 1):
+        changes = compaction_index_changes(base, groups, defer, reserved_version, remap)
+        op = Rewrite(groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
+                     frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
+                     rewritten_bitmaps=changes.bases)
+        try:
+            return Dataset.from_commit(commit_transaction(ds.store, op, base.version)), changes
+        except CommitStateUnknown:
+            raise  # it may have landed: delete nothing
+        except CommitConflict:
+            ds.store.delete_many(changes.files)
+            latest = Dataset.open(ds.store)
+            if attempt == MAX_INDEX_RETRIES or not _only_index_changes(ds.store, base, latest, groups):
+                raise
+            base = latest
+        except BaseException:
+            ds.store.delete_many(changes.files)
+            raise
+    raise AssertionError("unreachable")
+
+
+def _only_index_changes(store: Any, base: Dataset, latest: Dataset, groups: list[RewriteGroup]) -> bool:
+    """Whether every version after ``base`` left our old fragments as they were."""
+    ours = {f.id for g in groups for f in g.old_fragments}
+    current = {f.id: f for f in latest.fragments}
+    if any(f.id not in current or current[f.id] != f for g in groups for f in g.old_fragments):
+        return False
+    for v in range(base.version + 1, latest.version + 1):
+        txn = Dataset.open(store, v).transaction
+        if txn is None:
+            return False
+        hit = touched(txn.operation)
+        if hit is None or hit & ours:
+            return False
+    return True
+
+
+@dataclass
+class RemapIndicesMetrics:
+    uri: str
+    read_version: int
+    new_version: int | None = None
+    indices_remapped: dict[str, int] = field(default_factory=dict)  # per index type
+    indices_still_behind: dict[str, int] = field(default_factory=dict)  # types not remapped here
+    reuse_versions_trimmed: int = 0
+    reuse_versions_kept: int = 0
+    seconds: dict[str, float] = field(default_factory=dict)
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
+
+
+def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
+                  max_retries: int = MAX_INDEX_RETRIES) -> RemapIndicesMetrics:
+    """Rewrite on executors every index still behind the fragment reuse index (through all its
+    versions), then drop the versions every index has caught up with (pylance's rule: made at
+    or after the version, covering none of its old fragments). One CreateIndex commit; retried
+    from a fresh read when a concurrent commit conflicts with it."""
+    metrics = RemapIndicesMetrics(uri, 0)
+    with Job(spark, "remap_indices", uri, metrics) as job:
+        for attempt in range(max_retries + 1):
+            with job.phase("plan"):
+                ds = Dataset.open(uri, storage_options=storage_options)
+                ds.check_writable()
+            metrics.read_version = ds.version
+            metrics.indices_remapped.clear()
+            metrics.indices_still_behind.clear()
+            try:
+                metrics.new_version = _remap_once(job, ds, metrics)
+                break
+            except CommitConflict:
+                if attempt == max_retries:
+                    raise
+    return metrics
+
+
+def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | None:
+    from lance_spark_ops.index.frag_reuse import caught_up, new_fragment_bitmap
+    from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind
+    from lance_spark_ops.table.format.transaction import CreateIndex
+
+    fri = frag_reuse_entry(ds)
+    if fri is None:
+        return None
+    versions = reuse_versions(ds)
+    entries = [i for i in index_entries(ds) if not i.name.startswith("__lance_")]
+
+    def current(v: Any, i: Any) -> bool:
+        # ZONEMAP / BLOOMFILTER are never remapped: once the rewritten fragments left their
+        # bitmap (as this library's compaction does) the version no longer concerns them
+        if index_kind(i) in SUMMARY_KINDS:
+            bm = stored_bitmap(i)
+            return bm is None or not any(f.id in bm for g in v.groups for f in g.old_fragments)
+        return caught_up(v, i)
+
+    behind = [i for i in entries if not all(current(v, i) for v in versions)]
+    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS)]
+    for i in behind:
+        target = metrics.indices_remapped if i in todo else metrics.indices_still_behind
+        target[index_kind(i)] = target.get(index_kind(i), 0) + 1
+    rewritten, files = ([], [])
+    if todo:
+        rewritten, files = make_remapper(job)(ds, todo, [], tuple(v.SerializeToString() for v in versions))
+    new_entries = []
+    for idx, r in zip(todo, rewritten, strict=True):
+        new = type(idx)()
+        new.CopyFrom(idx)
+        new.uuid.CopyFrom(r.new_id)
+        new.dataset_version = ds.version
+        new.fragment_bitmap = bytes(BitMap(effective_bitmap(idx, versions)).serialize())
+        del new.files[:]
+        new.files.extend(r.new_index_files)
+        new_entries.append(new)
+    replaced = {bytes(i.uuid.uuid) for i in todo}
+    after = [i for i in entries if bytes(i.uuid.uuid) not in replaced] + new_entries
+    kept = [v for v in versions if not all(current(v, i) for i in after)]
+    metrics.reuse_versions_trimmed = len(versions) - len(kept)
+    metrics.reuse_versions_kept = len(kept)
+    if not todo and len(kept) == len(versions):
+        return None
+    names = {n.name for n in new_entries}
+    siblings = [i for i in entries if i.name in names and bytes(i.uuid.uuid) not in replaced]
+    new_indices, removed = new_entries + siblings, list(todo)
+    if len(kept) != len(versions):
+        meta, external = build_index(kept, ds.version, new_fragment_bitmap(kept), fri.index_version)
+        if external is not None:
+            from lance_spark_ops.index.frag_reuse import details_path
+
+            ds.store.write(details_path(meta), external)
+            files.append(details_path(meta))
+        new_indices.append(meta)
+        removed.append(fri)
+    try:
+        return commit_transaction(ds.store, CreateIndex(new_indices, removed), ds.version).version
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        ds.store.delete_many(files)
+        raise

@@ -1,0 +1,146 @@
+"""Index remap task: rewrite one index's files through a compaction's old -> new row-address
+map into ``_indices/<new uuid>/`` and describe the result as a ``RewrittenIndex``.
+
+The address map travels as the rewrite groups' fragment ids and new row counts only: the
+task rebuilds it from the old fragments' deletion vectors at the read version (live rows in
+fragment then offset order fill the new fragments in order). FRI versions the index is
+behind (``remap_indices``) are applied first. Attempts write the same paths (the new uuid is
+chosen by the driver), so a retried or speculative attempt leaves no orphan.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+
+from lance_spark_ops._pb import index_pb2, table_pb2, transaction_pb2
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
+from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
+from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, page_lookup, remap_page_data
+from lance_spark_ops.index.frag_reuse import version_map
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
+from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.table.dataset import Dataset
+
+Group = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]  # old fragment ids, new (id, rows)
+
+
+@dataclass(frozen=True)
+class IndexRemapSpec:
+    """Picklable: one index to rewrite (its metadata as protobuf bytes)."""
+
+    uri: str
+    read_version: int
+    index: bytes  # table_pb2.IndexMetadata
+    new_uuid: bytes
+    groups: tuple[Group, ...] = ()
+    reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
+    storage_options: dict[str, Any] = field(default_factory=dict)
+
+
+def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
+    """The old -> new map of a rewrite of ``groups`` read at ``ds``."""
+    by_id = {f.id: f for f in ds.fragments}
+    maps = []
+    for old_ids, new in groups:
+        masks = []
+        for i in old_ids:
+            keep = ds.live_mask(by_id[i])
+            masks.append(keep if keep is not None else _all_live(by_id[i]))
+        old = surviving_addresses(old_ids, masks)
+        maps.append(RowAddressMap.from_pairs(old, new_addresses(new), old_ids))
+    return RowAddressMap.concat(maps)
+
+
+def _all_live(frag: Any) -> Any:
+    import numpy as np
+
+    return np.ones(int(frag.physical_rows or 0), dtype=bool)
+
+
+def _read(ds: Dataset, rel: str) -> tuple[pa.Table, str]:
+    r = LanceFileReader(rel, store=ds.store)
+    return r.read(), r.version
+
+
+def _write(ds: Dataset, rel: str, table: pa.Table, version: str, extra: list[bytes] | None = None) -> int:
+    w = LanceFileWriter(rel, table.schema, version=version, store=ds.store)
+    w.extra_global_buffers = list(extra or [])
+    try:
+        w.write(table)
+        return w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
+    """Global buffers 1.. of a file, raw."""
+    gb = reader.metadata.global_buffers.tolist()[1:]
+    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
+
+
+def _remap_ivf(ds: Dataset, src: str, dst: str, maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+    """IVF_FLAT / IVF_PQ: auxiliary.idx rewritten, index.idx copied."""
+    reader = LanceFileReader(f"{src}/{AUX_FILE}", store=ds.store)
+    table, extra = reader.read(), _extra_buffers(reader)
+    slot = ivf_buffer(reader.schema) - 1
+    if slot >= len(extra):
+        raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
+    ivf = index_pb2.IVF.FromString(extra[slot])
+    transposed = pq_transposed(reader.schema)
+    for m in maps:
+        table, ivf = remap_storage(table, ivf, m, transposed)
+    extra[slot] = ivf.SerializeToString()
+    size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
+    body = ds.store.read(f"{src}/{INDEX_FILE}")
+    ds.store.write(f"{dst}/{INDEX_FILE}", body)
+    return [(AUX_FILE, size), (INDEX_FILE, len(body))]
+
+
+def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
+    """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex``."""
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    index = table_pb2.IndexMetadata.FromString(spec.index)
+    version_pb = table_pb2.FragmentReuseIndexDetails.Version
+    maps = [version_map(version_pb.FromString(v)) for v in spec.reuse_versions]
+    if spec.groups:
+        maps.append(address_map(ds, spec.groups))
+    src = f"_indices/{uuid_str(index.uuid.uuid)}"
+    dst = f"_indices/{uuid_str(spec.new_uuid)}"
+    kind = index_kind(index)
+    files: list[tuple[str, int]] = []
+    if kind == "BTREE":
+        data, version = _read(ds, f"{src}/{PAGE_DATA}")
+        lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=ds.store)
+        for m in maps:
+            data = remap_page_data(data, m)
+        lookup = page_lookup(data, batch_size_of(lookup_reader.schema), lookup_reader.schema)
+        files.append((PAGE_DATA, _write(ds, f"{dst}/{PAGE_DATA}", data, version)))
+        files.append((PAGE_LOOKUP, _write(ds, f"{dst}/{PAGE_LOOKUP}", lookup, lookup_reader.version)))
+    elif kind in ("BITMAP", "LABEL_LIST"):
+        reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=ds.store)
+        table, extra = reader.read(), _extra_buffers(reader)
+        nulls = null_list_buffer(reader.schema)
+        for m in maps:
+            table = remap_bitmaps(table, m)
+            if nulls is not None:
+                extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
+        files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
+    elif kind in ("IVF_PQ", "IVF_FLAT"):
+        files.extend(_remap_ivf(ds, src, dst, maps))
+    else:
+        raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
+    out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)
+    out.old_id.uuid = index.uuid.uuid
+    out.new_id.uuid = spec.new_uuid
+    if index.HasField("index_details"):
+        out.new_index_details.CopyFrom(index.index_details)
+    out.new_index_files.extend(table_pb2.IndexFile(path=p, size_bytes=n) for p, n in files)
+    return out.SerializeToString()

@@ -1,0 +1,32 @@
+"""The real path on Spark: rewrite and index remap tasks through mapInArrow on local[2]
+(remap_indices, and a default-mode compaction: rewrite job then remap job)."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.index_remap import remap_indices, reuse_versions
+from lance_spark_ops.table.dataset import Dataset
+from tests.index.helpers import VECTOR, build, queries, unindexed
+
+INDICES = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None))
+
+
+def test_compact_and_remap_on_spark(spark, tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.1", False, scalar=INDICES, vector=VECTOR[:1]))
+    m = compact(None, uri, target_rows_per_fragment=600, defer_index_remap=True)
+    assert m.indices_frag_reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1}
+    r = remap_indices(spark, uri)
+    assert r.indices_remapped == m.indices_frag_reuse and r.reuse_versions_kept == 0
+    assert reuse_versions(Dataset.open(uri)) == []
+    lance.dataset(uri).delete("id % 10 = 5")
+    before = queries(lance.dataset(uri))
+    m = compact(spark, uri, target_rows_per_fragment=2400)
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1}
+    ds = lance.dataset(uri)
+    assert len(ds.get_fragments()) == 1
+    assert queries(ds) == before and set(unindexed(ds).values()) == {0}
