@@ -1,8 +1,8 @@
 """Spark drivers of the maintenance operations: plan on the driver, run pure task functions
 on executors through ``mapInArrow``, gather small results, commit on the driver.
 
-``compact``, ``materialize_deletions``, ``read_lance``, ``add_columns`` and
-``rebuild_row_id_index`` are importable from here (lazily, so importing the package does not
+``compact``, ``materialize_deletions``, ``read_lance``, ``add_columns``,
+``rebuild_row_id_index`` and ``register_data_source`` (the ``lance`` format) are importable from here (lazily, so importing the package does not
 start or import Spark).
 """
 
@@ -19,6 +19,7 @@ _EXPORTS = {
     "add_columns": "lance_spark_ops.spark.add_columns",
     "rebuild_row_id_index": "lance_spark_ops.spark.rowid_index",
     "get_spark": "lance_spark_ops.spark.session",
+    "register_data_source": "lance_spark_ops.spark.datasource",
 }
 
 __all__ = sorted(_EXPORTS)
