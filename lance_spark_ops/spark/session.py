@@ -21,7 +21,9 @@ def get_spark(app_name: str = "lance-spark-ops", master: str | None = None, conf
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
     builder = SparkSession.builder.appName(app_name)
-    if master or "spark.master" not in (conf or {}):
+    # spark-submit starts the JVM first (PYSPARK_GATEWAY_PORT) with its --master: keep that one
+    submitted = "PYSPARK_GATEWAY_PORT" in os.environ
+    if master or ("spark.master" not in (conf or {}) and not submitted):
         builder = builder.master(master or os.environ.get("SPARK_MASTER", "local[2]"))
     builder = builder.config("spark.pyspark.python", os.environ["PYSPARK_PYTHON"])
     builder = builder.config("spark.ui.showConsoleProgress", "false")
