@@ -59,6 +59,7 @@ from lance_spark_ops.errors import (
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.session import default_parallelism, set_job_description
 from lance_spark_ops.spark.sql_arrow import SqlColumns, compile_frame
 from lance_spark_ops.spark.tasks.add_columns import (
     RESULT_SCHEMA,
@@ -265,7 +266,7 @@ def _task_rows(spark: Any, frags: Sequence[DataFragment], requested: int | None)
         if requested <= 0:
             raise InvalidInputError(f"rows_per_task must be positive, got {requested}")
         return requested
-    slots = spark.sparkContext.defaultParallelism if spark is not None else 1
+    slots = default_parallelism(spark)
     total = sum(int(f.physical_rows or 0) for f in frags)
     tasks = max(slots, math.ceil(total / DEFAULT_ROWS_PER_TASK))
     tasks = math.ceil(tasks / slots) * slots
@@ -286,7 +287,7 @@ def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags:
         out = (run_tasks_locally(spec.job_id, tasks, fn) if spark is None
                else run_tasks(spark, spec.job_id, tasks, fn, description=desc))
         return [w for i in range(len(tasks)) for w in out[i][1]]
-    spark.sparkContext.setJobDescription(desc)
+    set_job_description(spark, desc)
     previous = spark.conf.get(ARROW_BATCH_CONF, None)
     if previous is None or int(previous) < batch_rows:
         spark.conf.set(ARROW_BATCH_CONF, str(batch_rows))  # Spark's default, 10000, triples the cost
@@ -294,7 +295,7 @@ def _compute(spark: Any, ds: Dataset, plan: _Plan, spec: ColumnWriteSpec, frags:
         rows = _spark_values(spark, ds, plan, frags, rows_per_task, batch_rows).mapInArrow(
             make_writer_mapper(spec), RESULT_SCHEMA).collect()
     finally:
-        spark.sparkContext.setJobDescription(None)
+        set_job_description(spark, None)
         if previous is None:
             spark.conf.unset(ARROW_BATCH_CONF)
         else:
@@ -324,7 +325,7 @@ def _spark_values(spark: Any, ds: Dataset, plan: _Plan, frags: Sequence[DataFrag
         keys = scan_dataframe(spark, ds, key_scan, ids)
         values = keys.join(plan.frame.select(plan.on, *names), on=plan.on, how="inner")
         values = values.select(ROW_ADDR, *names)
-    parts = max(1, min(len(ids), 4 * spark.sparkContext.defaultParallelism))
+    parts = max(1, min(len(ids), 4 * default_parallelism(spark)))
     return values.repartition(parts, F.shiftright(F.col(ROW_ADDR), 32)).sortWithinPartitions(ROW_ADDR)
 
 

@@ -31,6 +31,7 @@ from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.session import set_job_description
 from lance_spark_ops.spark.tasks.rewrite import DATA_DIR, RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
@@ -182,7 +183,7 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
     written = [f for r in results for f in r.files]
     t2 = time.perf_counter()
     if spark is not None:
-        spark.sparkContext.setJobDescription(f"{description}: commit")
+        set_job_description(spark, f"{description}: commit")
     try:
         _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
@@ -194,7 +195,7 @@ def _rewrite_and_commit(spark: Any, ds: Dataset, batch: list[CompactionTask], op
         raise
     finally:
         if spark is not None:
-            spark.sparkContext.setJobDescription(None)
+            set_job_description(spark, None)
     metrics.seconds["commit"] = metrics.seconds.get("commit", 0.0) + time.perf_counter() - t2
     metrics.commits += 1
     for g, r in zip(groups, results, strict=True):

@@ -36,6 +36,7 @@ from typing import Any
 from lance_spark_ops.errors import CommitConflict, CorruptFileError
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
+from lance_spark_ops.spark.session import default_parallelism, descriptor_frame, set_job_description
 from lance_spark_ops.spark.tasks.rowid_index import (
     PAIRS_SCHEMA,
     PART_RESULT_SCHEMA,
@@ -45,7 +46,7 @@ from lance_spark_ops.spark.tasks.rowid_index import (
     make_part_writer,
     run_sequence_rebuild,
 )
-from lance_spark_ops.spark.tasks.scan import DESCRIPTOR_SCHEMA, group_fragments
+from lance_spark_ops.spark.tasks.scan import group_fragments
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Merge
 
@@ -78,14 +79,13 @@ class RowIdIndexMetrics:
 
 
 def _describe(spark: Any, text: str | None) -> None:
-    if spark is not None:
-        spark.sparkContext.setJobDescription(text)
+    set_job_description(spark, text)
 
 
 def _task_groups(ds: Dataset, fragments_per_task: int | None, spark: Any) -> list[tuple[int, ...]]:
     ids = [f.id for f in ds.fragments]
     if fragments_per_task is None:
-        slots = 2 * (spark.sparkContext.defaultParallelism if spark is not None else 1)
+        slots = 2 * default_parallelism(spark)
         fragments_per_task = max(1, math.ceil(len(ids) / max(1, slots)))
     return [tuple(ids[i:i + fragments_per_task]) for i in range(0, len(ids), fragments_per_task)]
 
@@ -153,18 +153,18 @@ def build_index(spark: Any, ds: Dataset, job_id: str, rows_per_partition: int = 
     so = dict(ds.store.storage_options)
     groups = group_fragments([(f.id, int(f.physical_rows or 0)) for f in ds.fragments], rows_per_partition)
     rows = list(enumerate(groups))
-    sc = spark.sparkContext
-    sc.setJobDescription(f"rebuild row-id index {ds.uri}: index of version {ds.version} ({k} partitions)")
+    set_job_description(spark, f"rebuild row-id index {ds.uri}: index of version {ds.version} "
+                               f"({k} partitions)")
     try:
         parts = []
         if rows:
-            desc = spark.createDataFrame(sc.parallelize(rows, len(rows)), DESCRIPTOR_SCHEMA)
+            desc = descriptor_frame(spark, groups)
             pairs = desc.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, ds.timestamp), PAIRS_SCHEMA)
             ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
             writer = make_part_writer(ds.uri, ds.version, job_id, file_version, so)
             parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()
     finally:
-        sc.setJobDescription(None)
+        set_job_description(spark, None)
     partitions = sorted((IndexPartition(r["path"], int(r["min_row_id"]), int(r["max_row_id"]), int(r["rows"]),
                                         int(r["size"])) for r in parts), key=lambda p: p.min_row_id)
     manifest = IndexManifest(ds.version, sum(p.rows for p in partitions), file_version, partitions)

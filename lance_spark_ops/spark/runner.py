@@ -23,6 +23,7 @@ from typing import Any
 import pyarrow as pa
 
 from lance_spark_ops.errors import LanceError
+from lance_spark_ops.spark.session import set_job_description
 
 RESULT_SCHEMA = "task_id long, attempt string, result binary"
 
@@ -89,16 +90,15 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``."""
     if not tasks:
         return {}
-    sc = spark.sparkContext
     if description:
-        sc.setJobDescription(description)
+        set_job_description(spark, description)
     payloads = [pickle.dumps(t) for t in tasks]
     ids = spark.range(0, len(payloads), 1, len(payloads))  # row i alone in partition i
     try:
         collected = ids.mapInArrow(_make_mapper(job_id, fn, payloads), RESULT_SCHEMA).collect()
     finally:
         if description:
-            sc.setJobDescription(None)
+            set_job_description(spark, None)
     out: dict[int, tuple[str, Any]] = {}
     for row in collected:
         out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))

@@ -185,7 +185,8 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
         wait_for("spark connect server", answers, READY_SECONDS, logs)
         yield server
     finally:
-        subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, capture_output=True, timeout=STOP_SECONDS + 30)
+        subprocess.run([str(sbin / "stop-connect-server.sh")], env=env, capture_output=True,
+                       timeout=STOP_SECONDS + 30)
         if pid is not None:
             _wait_gone(pid)
 
