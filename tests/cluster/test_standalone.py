@@ -23,7 +23,9 @@ COLUMNS = ["id", "f", "s", "l"]
 def _run(cluster, script: str, *args: str) -> dict:
     """Submit a job, check it ran on the cluster, return its metrics (the last output line)."""
     before = {a["id"] for a in cluster.state().get("completedapps", [])}
+    t0 = time.monotonic()
     done = cluster.submit(str(JOBS / script), *args)
+    print(f"spark-submit {script}: {time.monotonic() - t0:.1f} s")
     assert done.returncode == 0, done.stdout[-3000:] + done.stderr[-6000:]
     deadline = time.monotonic() + 30
     while True:  # the master files the application as completed shortly after it stops
@@ -46,11 +48,12 @@ def test_compact_job(standalone, tmp_path: Path) -> None:
     expected = rows_multiset(before.to_table(columns=COLUMNS), COLUMNS)
     metrics = _run(standalone, "compact.py", uri, "--target-rows-per-fragment", "100000")
     after = lance.dataset(uri)
-    assert after.version == before.version + 1 and metrics["new_version"] == after.version
+    assert after.version > before.version and metrics["new_version"] == after.version
     assert len(after.get_fragments()) == 1 and len(before.get_fragments()) == 6
     assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
 
 
+@pytest.mark.slow  # same task path as compact (run_tasks); each spark-submit costs 15-60 s here
 def test_materialize_deletions_job(standalone, tmp_path: Path) -> None:
     import lance
 
@@ -78,6 +81,7 @@ def test_add_columns_job(standalone, tmp_path: Path) -> None:
     assert got.column("tag").to_pylist() == pc.utf8_upper(got.column("s")).to_pylist()
 
 
+@pytest.mark.slow  # also run over Connect in the default suite (test_connect)
 def test_rebuild_row_id_index_job(standalone, tmp_path: Path) -> None:
     import lance
 
