@@ -67,7 +67,7 @@ def accepts(f: Any, types: dict[str, Any]) -> bool:
     if name == "EqualNullSafe":
         return f.value is None or _matches(f.value, kind)
     if name == "In":
-        return isinstance(f.value, tuple) and all(v is None or _matches(v, kind) for v in f.value)
+        return isinstance(f.value, (tuple, list)) and all(v is None or _matches(v, kind) for v in f.value)
     return name in _COMPARE and _matches(f.value, kind)
 
 
