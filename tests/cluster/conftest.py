@@ -112,9 +112,9 @@ def _spark_class(cls: str, args: list[str], env: dict[str, str], log: Path) -> s
         return subprocess.Popen(cmd, env=env, stdout=out, stderr=subprocess.STDOUT, stdin=subprocess.DEVNULL)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def standalone(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Standalone]:
-    """A standalone master and one worker (2 cores) on loopback, for the whole session."""
+    """A standalone master and one worker (2 cores) on loopback, for one test module."""
     tmp = tmp_path_factory.mktemp("standalone")
     env = server_env(tmp)
     port, web, wweb = free_port(), free_port(), free_port()
@@ -156,9 +156,9 @@ def _connect_session(url: str) -> Any:
     return SparkSession.builder.remote(url).getOrCreate()
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[ConnectServer]:
-    """A Spark Connect server (local[2] inside) bound to 127.0.0.1, for the whole session."""
+    """A Spark Connect server (local[2] inside) bound to 127.0.0.1, for one test module."""
     tmp = tmp_path_factory.mktemp("connect")
     env = server_env(tmp)
     port = free_port()
@@ -220,7 +220,7 @@ def connect_mode() -> Iterator[None]:
             os.environ.pop(CONNECT_MARK, None)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def _remote_session(connect_server: ConnectServer) -> Iterator[Any]:
     from lance_spark_ops.spark import register_data_source
 

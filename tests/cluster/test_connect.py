@@ -53,13 +53,16 @@ def test_append_and_overwrite(remote, tmp_path: Path) -> None:
     import lance
 
     uri = str(tmp_path / "new")
-    df = remote.range(0, 1000, 1, 3).selectExpr("id", "cast(id * 2 as int) AS twice", "cast(id as string) AS s")
+    df = remote.range(0, 1000, 1, 3).selectExpr("id", "cast(id * 2 as int) AS twice",
+                                                "cast(id as string) AS s")
     df.write.format("lance").mode("append").save(uri)  # creates it
-    assert lance.dataset(uri).to_table().sort_by("id").column("twice").to_pylist() == [2 * i for i in range(1000)]
+    first = lance.dataset(uri).to_table().sort_by("id")
+    assert first.column("twice").to_pylist() == [2 * i for i in range(1000)]
     df.where("id < 10").write.format("lance").mode("append").save(uri)
     ds = lance.dataset(uri)
     assert ds.version == 2 and ds.count_rows() == 1010
-    assert sorted(ds.to_table(columns=["id"]).column("id").to_pylist()) == sorted(list(range(1000)) + list(range(10)))
+    ids = sorted(ds.to_table(columns=["id"]).column("id").to_pylist())
+    assert ids == sorted(list(range(1000)) + list(range(10)))
     remote.range(5).selectExpr("id * 10 AS x").write.format("lance").mode("overwrite").save(uri)
     ds = lance.dataset(uri)
     assert ds.version == 3 and ds.schema.names == ["x"]

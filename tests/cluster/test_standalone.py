@@ -89,7 +89,8 @@ def test_rebuild_row_id_index_job(standalone, tmp_path: Path) -> None:
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", stable=True, fragments=4, rows=300)
-    script = "rebuild_row_id_index.py" if (JOBS / "rebuild_row_id_index.py").exists() else "rebuild_rowid_index.py"
+    renamed = JOBS / "rebuild_row_id_index.py"  # the job's new name on another branch
+    script = renamed.name if renamed.exists() else "rebuild_rowid_index.py"
     _run(standalone, script, uri)
     truth = lance.dataset(uri).to_table(columns=["id"], with_row_id=True, with_row_address=True)
     addrs = lookup(uri, truth.column("_rowid"))
