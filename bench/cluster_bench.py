@@ -26,7 +26,7 @@ import urllib.request
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).parent))
-from compact_bench import _warm_workers, dir_bytes, make_dataset  # noqa: E402
+from compact_bench import dir_bytes, make_dataset  # noqa: E402
 
 
 def _port() -> int:
@@ -83,6 +83,20 @@ def stop(procs: list[subprocess.Popen]) -> None:
             p.wait(30)
 
 
+def _import_package(task: int, ctx: object) -> int:
+    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+
+    return task
+
+
+def _warm_workers(spark) -> None:
+    """One task per slot importing the package (this script is pickled by value, unlike
+    compact_bench, which executors cannot import)."""
+    from lance_spark_ops.spark.runner import run_tasks
+
+    run_tasks(spark, "warm", list(range(spark.sparkContext.defaultParallelism)), _import_package)
+
+
 def timed_compact(master: str, uri: str, target_rows: int, mode: str) -> float:
     """Compact ``uri`` in a fresh session on ``master`` (warmed first); wall seconds."""
     from pyspark.sql import SparkSession
@@ -128,8 +142,8 @@ def main() -> None:
                 shutil.copytree(src, uri)
                 seconds[name] = timed_compact(master, uri, args.target_rows, args.mode)
                 print(f"{name}: {seconds[name]:.1f} s", flush=True)
-            a, b = (np.sort(lance.dataset(f"{tmp}/{n}.lance").to_table(columns=["id"]).column("id").to_numpy())
-                    for n in ("local2", "standalone"))
+            a, b = (np.sort(lance.dataset(f"{tmp}/{n}.lance").to_table(columns=["id"])
+                            .column("id").to_numpy()) for n in ("local2", "standalone"))
             assert np.array_equal(a, b), "compacted datasets differ"
         finally:
             stop(procs)
