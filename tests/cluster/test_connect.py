@@ -37,7 +37,10 @@ def test_read_with_options_and_pushed_filter(remote, tmp_path: Path) -> None:
     df = (remote.read.format("lance").option("version", "2").option("columns", "a,s")
           .option("with_row_id", "true").option("max_rows_per_partition", "400").load(uri))
     assert df.columns == ["a", "s", "_rowid"]
-    got = df.filter("a >= 500 AND s LIKE 'k1%'").orderBy("_rowid").toArrow()
+    filtered = df.filter("a >= 500 AND s LIKE 'k1%'")
+    plan = filtered._explain_string()  # both filters taken by the reader: no Filter above the scan
+    assert "BatchScan lance" in plan and "Filter " not in plan, plan
+    got = filtered.orderBy("_rowid").toArrow()
     truth = lance.dataset(uri, version=2).to_table(columns=["a", "s"], with_row_id=True,
                                                     filter="a >= 500 AND s LIKE 'k1%'")
     assert got.num_rows == truth.num_rows > 0
