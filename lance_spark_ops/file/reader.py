@@ -106,16 +106,21 @@ class LanceFileReader:
         return pa.Table.from_arrays(arrays, schema=self._project_schema(fields))
 
     def iter_batches(self, columns: Sequence[str] | None = None,
-                     batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
-        """Stream record batches of up to ``batch_rows`` rows; memory is bounded by the pages
-        overlapping one batch, not by the file."""
+                     batch_rows: int = DEFAULT_BATCH_ROWS, start: int = 0,
+                     stop: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Stream record batches of up to ``batch_rows`` rows of rows ``start..stop`` (default
+        all); memory is bounded by the pages overlapping one batch, not by the file."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        end = self.num_rows if stop is None else stop
+        if not 0 <= start <= end <= self.num_rows:
+            raise InvalidInputError(f"row range {start}..{end} is outside a file of {self.num_rows} rows",
+                                    path=self.path)
         fields = self._field_indices(columns)
         schema = self._project_schema(fields)
-        for start in range(0, self.num_rows, batch_rows):
-            stop = min(start + batch_rows, self.num_rows)
-            arrays = [self._decode_field_range(i, start, stop) for i in fields]
+        for lo in range(start, end, batch_rows):
+            hi = min(lo + batch_rows, end)
+            arrays = [self._decode_field_range(i, lo, hi) for i in fields]
             yield pa.RecordBatch.from_arrays(arrays, schema=schema)
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array,

@@ -4,7 +4,8 @@ on executors through ``mapInArrow``, gather small results, commit on the driver.
 Every name in ``__all__`` is importable from here (lazily, so importing the package does not
 import Spark) and is the same object as in its module: ``compact`` / ``materialize_deletions``
 (``spark.compaction``), ``add_columns`` (``spark.columns``), ``rebuild_row_id_index``
-(``spark.row_id_index``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``).
+(``spark.row_id_index``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
+``register_data_source`` (the ``lance`` format, ``spark.datasource``).
 No module here shares its name with a function, so ``from lance_spark_ops.spark import
 add_columns`` is always the function. New jobs start from ``spark.job.Job``.
 """
@@ -25,6 +26,7 @@ _EXPORTS = {
     "materialize_deletions": "lance_spark_ops.spark.compaction",
     "read_lance": "lance_spark_ops.spark.read",
     "rebuild_row_id_index": "lance_spark_ops.spark.row_id_index",
+    "register_data_source": "lance_spark_ops.spark.datasource",
 }
 
 __all__ = sorted(_EXPORTS)

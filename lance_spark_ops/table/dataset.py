@@ -325,9 +325,11 @@ class Dataset:
     def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
                       with_row_id: bool = False, with_row_address: bool = False,
                       batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
-                      blobs: str = "descriptions") -> Iterator[pa.RecordBatch]:
+                      blobs: str = "descriptions",
+                      row_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
-        (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart)."""
+        (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart;
+        ``row_range``: only physical rows ``start..stop``)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
@@ -343,7 +345,8 @@ class Dataset:
         scan.row_ids = row_ids
         scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
         schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
-        for batch in scan.batches(batch_rows):
+        first, last = row_range if row_range is not None else (0, None)
+        for batch in scan.batches(batch_rows, first, last):
             yield batch.replace_schema_metadata(schema.metadata)
 
     def iter_fragment_batches(self, columns: Sequence[str] | None = None, with_row_id: bool = False,

@@ -354,13 +354,18 @@ class FragmentScan:
             collect(p)
         return need
 
-    def batches(self, batch_rows: int) -> Iterator[pa.RecordBatch]:
-        """Live rows in physical order, in batches of at most ``batch_rows`` physical rows."""
-        n_total = self.num_rows
+    def batches(self, batch_rows: int, first: int = 0, last: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Live rows among physical rows ``first..last`` (default all) in physical order, in
+        batches of at most ``batch_rows`` physical rows."""
+        n_total = self.num_rows if last is None else last
+        if not 0 <= first <= n_total <= self.num_rows:
+            raise InvalidInputError(f"row range {first}..{n_total} is outside fragment {self.fragment.id} "
+                                    f"of {self.num_rows} rows")
         need = self._file_columns()
-        iters = {k: self.views[k].reader.iter_batches(cols, batch_rows) for k, cols in need.items()}
+        iters = {k: self.views[k].reader.iter_batches(cols, batch_rows, first, n_total)
+                 for k, cols in need.items()}
         frag_base = np.uint64(self.fragment.id) << np.uint64(32)
-        for start in range(0, n_total, batch_rows):
+        for start in range(first, n_total, batch_rows):
             stop = min(start + batch_rows, n_total)
             n = stop - start
             batches = {}

@@ -96,8 +96,7 @@ def _public_callables() -> list[object]:
 
 
 def test_storage_options_is_keyword_only() -> None:
-    # read_lance (spark/read.py) belongs to the read helper's branch and is checked once merged
-    checked = [fn for fn in _public_callables() if getattr(fn, "__name__", "") != "read_lance"]
+    checked = list(_public_callables())
     for fn in checked:
         params = inspect.signature(fn).parameters  # type: ignore[arg-type]
         if "storage_options" in params:

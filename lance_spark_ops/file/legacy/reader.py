@@ -59,14 +59,20 @@ class LegacyFileReader:
         return pa.Table.from_arrays([self._range(i, 0, self.num_rows) for i in fields], schema=schema)
 
     def iter_batches(self, columns: Sequence[str] | None = None,
-                     batch_rows: int = DEFAULT_BATCH_ROWS) -> Iterator[pa.RecordBatch]:
+                     batch_rows: int = DEFAULT_BATCH_ROWS, start: int = 0,
+                     stop: int | None = None) -> Iterator[pa.RecordBatch]:
+        """Record batches of up to ``batch_rows`` rows of rows ``start..stop`` (default all)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        end = self.num_rows if stop is None else stop
+        if not 0 <= start <= end <= self.num_rows:
+            raise InvalidInputError(f"row range {start}..{end} is outside a file of {self.num_rows} rows",
+                                    path=self.path)
         fields = self._field_indices(columns)
         schema = self._project_schema(fields)
-        for start in range(0, self.num_rows, batch_rows):
-            stop = min(start + batch_rows, self.num_rows)
-            yield pa.RecordBatch.from_arrays([self._range(i, start, stop) for i in fields], schema=schema)
+        for lo in range(start, end, batch_rows):
+            hi = min(lo + batch_rows, end)
+            yield pa.RecordBatch.from_arrays([self._range(i, lo, hi) for i in fields], schema=schema)
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array,
              columns: Sequence[str] | None = None) -> pa.Table:

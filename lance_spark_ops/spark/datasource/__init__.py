@@ -1,0 +1,83 @@
+"""The ``lance`` Python data source (``pyspark.sql.datasource``, pyspark >= 4.1).
+
+    register_data_source(spark)
+    df = spark.read.format("lance").option("columns", "a,b").load(uri)
+    df.write.format("lance").mode("append").save(uri)        # or "overwrite"
+
+Read options: ``version``, ``columns`` (JSON list or comma-separated), ``with_row_id``,
+``with_row_address`` (``_rowid`` / ``_rowaddr`` as Spark ``long``), ``batch_rows``,
+``max_rows_per_partition`` (split fragments into row ranges of at most that many rows and pack
+small neighbours), ``split_fragments`` (false: a fragment is never split), ``fragment_ids``
+(JSON list). Write options: ``max_rows_per_file``, ``data_storage_version`` (new datasets /
+overwrite; default 2.2), ``enable_stable_row_ids`` (new datasets). Both: ``storage.<key>`` per
+storage option, or ``storage_options`` as one JSON object (keeps key case).
+
+The schema is the dataset's, mapped as ``spark.types`` says; the version is pinned when the
+DataFrame is created, so every task reads the same manifest. Filters Spark pushes are
+evaluated in the reader when ``datasource.filters`` can do so exactly (needs
+``spark.sql.python.filterPushdown.enabled``, which ``register_data_source`` sets). A JVM data
+source of the same name (lance-spark's JAR on the classpath) takes precedence over this one.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from pyspark.sql.datasource import DataSource, DataSourceReader
+
+from lance_spark_ops.spark.datasource.options import ReadOptions, WriteOptions
+from lance_spark_ops.spark.datasource.reader import LanceReader, open_pinned, scan_arrow_schema
+from lance_spark_ops.spark.datasource.writer import LanceWriter
+from lance_spark_ops.spark.types import spark_schema
+
+__all__ = ["LanceDataSource", "LanceDataSourceNoPushdown", "register_data_source"]
+
+PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+
+class _Base(DataSource):
+    @classmethod
+    def name(cls) -> str:
+        return "lance"
+
+    def schema(self) -> Any:
+        """The dataset's columns as Spark types; pins the version it read for ``reader``."""
+        opts = ReadOptions.parse(self.options)
+        ds = open_pinned(opts)
+        self.options["version"] = str(ds.version)
+        self.options["version_timestamp"] = ds.timestamp.isoformat()
+        return spark_schema(scan_arrow_schema(ds, opts))
+
+    def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
+        return LanceWriter(WriteOptions.parse(self.options), schema, overwrite)
+
+
+class LanceDataSource(_Base):
+    """The ``lance`` source with filter pushdown (the session must enable it, see PUSHDOWN_CONF)."""
+
+    def reader(self, schema: Any) -> LanceReader:
+        return LanceReader(ReadOptions.parse(self.options), schema)
+
+
+class _ReaderNoPushdown(LanceReader):
+    pushFilters = DataSourceReader.pushFilters  # noqa: N815 - pyspark's own: every filter to Spark
+
+
+class LanceDataSourceNoPushdown(_Base):
+    """The ``lance`` source for sessions that keep Python filter pushdown off."""
+
+    def reader(self, schema: Any) -> LanceReader:
+        return _ReaderNoPushdown(ReadOptions.parse(self.options), schema)
+
+
+def register_data_source(spark: Any, filter_pushdown: bool = True) -> None:
+    """Register the ``lance`` format with ``spark`` (classic or Connect).
+
+    ``filter_pushdown``: set ``spark.sql.python.filterPushdown.enabled`` and register the
+    source that evaluates the filters it can; False registers one that leaves them all to
+    Spark (reads then work whatever that setting is)."""
+    if filter_pushdown:
+        spark.conf.set(PUSHDOWN_CONF, "true")
+        spark.dataSource.register(LanceDataSource)
+    else:
+        spark.dataSource.register(LanceDataSourceNoPushdown)

@@ -1,0 +1,130 @@
+"""Reading side of the ``lance`` data source: partition planning and the per-partition scan.
+
+A partition is a list of fragment slices ``(fragment id, first, last)`` (physical rows
+``first..last``; ``last`` None = to the end). By default every fragment is one partition and a
+fragment over ``DEFAULT_SPLIT_ROWS`` physical rows is split into equal row ranges;
+``max_rows_per_partition`` both splits at that size and packs neighbouring small fragments
+together; ``split_fragments=false`` never splits (``add_columns`` needs each fragment whole in
+one partition). Each partition yields its live rows in physical order.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import pyarrow as pa
+from pyspark.sql.datasource import DataSourceReader, InputPartition
+
+from lance_spark_ops.errors import NotFoundError, SchemaError
+from lance_spark_ops.spark.datasource import filters as F
+from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, ReadOptions
+from lance_spark_ops.spark.tasks.scan import open_dataset
+from lance_spark_ops.spark.types import spark_schema, spark_target_schema, to_spark_batch
+from lance_spark_ops.table.dataset import Dataset
+
+Slice = tuple[int, int, int | None]
+
+
+class LancePartition(InputPartition):
+    """Fragment slices read by one Spark task."""
+
+    def __init__(self, slices: Sequence[Slice]) -> None:
+        super().__init__(tuple(slices))
+        self.slices: tuple[Slice, ...] = tuple(slices)
+
+
+def plan_slices(sizes: Sequence[tuple[int, int | None]], max_rows: int | None,
+                split: bool = True) -> list[list[Slice]]:
+    """Group fragments ``(id, physical rows or None)`` into partitions (see the module doc)."""
+    limit = max_rows if max_rows is not None else DEFAULT_SPLIT_ROWS
+    groups: list[list[Slice]] = []
+    rows = 0
+    for fid, n in sizes:
+        if n is not None and split and n > limit:
+            k = math.ceil(n / limit)
+            bounds = [round(i * n / k) for i in range(k + 1)]
+            groups.extend([[(fid, bounds[i], bounds[i + 1])] for i in range(k)])
+            rows = limit  # nothing packs onto a split piece
+            continue
+        size = n if n is not None else limit
+        if max_rows is not None and groups and rows + size <= max_rows:
+            groups[-1].append((fid, 0, n))
+            rows += size
+        else:
+            groups.append([(fid, 0, n)])
+            rows = size
+    return groups
+
+
+def open_pinned(opts: ReadOptions) -> Dataset:
+    """The version a read is planned on (through the per-process cache when pinned)."""
+    if opts.version is not None:
+        return open_dataset(opts.uri, opts.version, opts.storage_options, opts.version_timestamp)
+    return Dataset.open(opts.uri, storage_options=opts.storage_options)
+
+
+def scan_arrow_schema(ds: Dataset, opts: ReadOptions) -> pa.Schema:
+    cols = list(opts.columns) if opts.columns is not None else None
+    return ds.output_schema(cols, opts.with_row_id, opts.with_row_address)
+
+
+class LanceReader(DataSourceReader):
+    """Plans partitions on the driver and scans them on executors (pickled in between)."""
+
+    def __init__(self, opts: ReadOptions, schema: Any) -> None:
+        from pyspark.sql.pandas.types import to_arrow_schema
+
+        self.opts = opts
+        ds = open_pinned(opts)
+        arrow = scan_arrow_schema(ds, opts)
+        expected = spark_schema(arrow)
+        if schema is not None and schema != expected:
+            raise SchemaError(f"the schema given to the lance source ({schema.simpleString()}) is not the "
+                              f"dataset's ({expected.simpleString()}); leave it out", path=opts.uri)
+        self.version, self.timestamp = ds.version, ds.timestamp
+        self.target = spark_target_schema(arrow)
+        self.spark_arrow = to_arrow_schema(expected, timezone="UTC")
+        self.types = {f.name: f.dataType for f in expected.fields}
+        self.sizes = self._sizes(ds)
+        self.filters: list[Any] = []
+
+    def _sizes(self, ds: Dataset) -> list[tuple[int, int | None]]:
+        frags = ds.fragments
+        if self.opts.fragment_ids is not None:
+            wanted = set(self.opts.fragment_ids)
+            missing = sorted(wanted - {f.id for f in frags})
+            if missing:
+                raise NotFoundError(f"no fragment(s) {missing} in version {ds.version}", path=ds.uri)
+            frags = [f for f in frags if f.id in wanted]
+        return [(f.id, f.physical_rows) for f in frags]
+
+    def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 (pyspark's name)
+        """Keep the filters ``filters.accepts``; hand the rest back to Spark."""
+        accepted, rejected = F.split_filters(filters, self.types)
+        self.filters.extend(accepted)
+        yield from rejected
+
+    def partitions(self) -> list[InputPartition]:
+        groups = plan_slices(self.sizes, self.opts.max_rows_per_partition, self.opts.split_fragments)
+        return [LancePartition(g) for g in groups]
+
+    def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
+        slices = getattr(partition, "slices", ())
+        if not slices:
+            return
+        ds = open_dataset(self.opts.uri, self.version, self.opts.storage_options, self.timestamp)
+        cols = list(self.opts.columns) if self.opts.columns is not None else None
+        for fid, first, last in slices:
+            row_range = None if last is None else (first, last)
+            for batch in ds.scan_fragment(fid, cols, self.opts.with_row_id, self.opts.with_row_address,
+                                          self.opts.batch_rows, row_range=row_range):
+                if batch.num_rows == 0:
+                    continue
+                out = to_spark_batch(batch, self.target)
+                if not out.schema.equals(self.spark_arrow):
+                    out = out.cast(self.spark_arrow)  # timestamps with a zone: Spark wants UTC
+                out = F.apply(self.filters, out)
+                if out.num_rows:
+                    yield out
