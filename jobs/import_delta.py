@@ -14,7 +14,7 @@ import argparse
 import sys
 
 from lance_spark_ops.spark.cli import parse_storage_options, print_metrics
-from lance_spark_ops.spark.import_delta import DEFAULT_MAX_ROWS_PER_FILE, MODES, import_delta
+from lance_spark_ops.spark.delta_import import DEFAULT_MAX_ROWS_PER_FILE, MODES, import_delta
 from lance_spark_ops.spark.session import get_spark
 
 

@@ -18,7 +18,7 @@ from datetime import timedelta
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.spark.cli import _parse_bool, parse_storage_options, print_metrics
 from lance_spark_ops.spark.session import get_spark
-from lance_spark_ops.spark.vacuum import parse_duration, vacuum
+from lance_spark_ops.spark.vacuuming import parse_duration, vacuum
 
 
 def _duration(text: str) -> timedelta:

@@ -1,5 +1,6 @@
 """Shared fixtures: files written by pylance (the oracle) and, for Spark tests, one
-session-scoped local SparkSession."""
+session-scoped local SparkSession. ``@pytest.mark.slow`` tests run only with ``-m slow`` (or
+``LSO_RUN_SLOW=1``); the default run skips them with that reason."""
 
 from __future__ import annotations
 
@@ -20,6 +21,16 @@ os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
 settings.register_profile("repeatable", derandomize=True, database=None)
 settings.register_profile("explore", derandomize=False)
 settings.load_profile(os.environ.get("HYPOTHESIS_PROFILE", "repeatable"))
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Skip ``slow`` tests unless ``-m`` names them or ``LSO_RUN_SLOW=1``."""
+    if os.environ.get("LSO_RUN_SLOW") == "1" or "slow" in (config.getoption("-m") or ""):
+        return
+    skip = pytest.mark.skip(reason="slow: run with -m slow or LSO_RUN_SLOW=1")
+    for item in items:
+        if "slow" in item.keywords:
+            item.add_marker(skip)
 
 
 def pylance_write(path: str | Path, table: pa.Table | pa.RecordBatch | list, version: str = "2.2",

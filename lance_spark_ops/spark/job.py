@@ -52,14 +52,14 @@ from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any
 
-from lance_spark_ops.errors import CommitStateUnknown
+from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
 from lance_spark_ops.spark.session import is_classic, set_description
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.paths import DATA_DIR
 
-__all__ = ["Job", "Phase", "interrupt_tag", "logger", "referenced_data_files"]
+__all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
 
 logger = logging.getLogger("lance_spark_ops")
 
@@ -81,6 +81,16 @@ def _ensure_progress_output() -> None:
 def referenced_data_files(ds: Dataset) -> set[str]:
     """Names (relative to ``data/``) of every data file of ``ds``'s version."""
     return {df.path for frag in ds.fragments for df in frag.files}
+
+
+def latest_data_files(store: ObjectStore, manifest_store: Any = None) -> set[str]:
+    """``referenced_data_files`` of the latest version (found through ``manifest_store`` when
+    given); empty when the dataset has no version yet (a job creating it failed)."""
+    try:
+        ds = Dataset.open(store, manifest_store=manifest_store)
+    except NotFoundError:
+        return set()
+    return referenced_data_files(ds)
 
 
 @dataclass
@@ -198,7 +208,7 @@ class Job:
             raise
         except BaseException:
             try:
-                keep = referenced() if referenced is not None else referenced_data_files(Dataset.open(store))
+                keep = referenced() if referenced is not None else latest_data_files(store)
                 self.delete_unreferenced(store, keep, directory)
             except Exception:  # noqa: BLE001 - keep the job's own error; the files are named by job id
                 logger.warning("%s %s: could not delete the job's files", self.kind, self.job_id,

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, SchemaError, UnsupportedError
-from lance_spark_ops.spark.import_delta import import_delta
+from lance_spark_ops.spark.delta_import import import_delta
 from tests.delta.deltas import add_inline_deletion_vector, history_table, rows
 
 pytest.importorskip("deltalake")
@@ -105,6 +105,59 @@ def test_unreadable_deletion_vectors_refused(history: str, tmp_path: Path, monke
     with pytest.raises(UnsupportedError, match="deletion vectors"):
         import_delta(None, history, str(tmp_path / "ds"))
     assert not (tmp_path / "ds").exists()
+
+
+def _fail_commit(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
+    import lance_spark_ops.spark.delta_import as mod
+
+    def commit(*args, **kwargs):  # type: ignore[no-untyped-def]
+        raise error
+
+    monkeypatch.setattr(mod, "commit_transaction", commit)
+
+
+def test_failed_commit_deletes_the_jobs_files(history: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files the import wrote go when its commit fails, a version's files stay; create and append."""
+    from lance_spark_ops.errors import IncompatibleTransaction
+
+    fresh = tmp_path / "fresh"
+    _fail_commit(monkeypatch, IncompatibleTransaction("overwritten meanwhile"))
+    with pytest.raises(IncompatibleTransaction):
+        import_delta(None, history, str(fresh), max_rows_per_file=200)
+    assert sorted(p.name for p in (fresh / "data").iterdir()) == []  # written, then deleted
+    monkeypatch.undo()
+    uri = str(tmp_path / "ds")
+    import_delta(None, history, uri)
+    before = sorted((tmp_path / "ds" / "data").iterdir())
+    _fail_commit(monkeypatch, IncompatibleTransaction("overwritten meanwhile"))
+    with pytest.raises(IncompatibleTransaction):
+        import_delta(None, history, uri, "append", max_rows_per_file=200)
+    assert sorted((tmp_path / "ds" / "data").iterdir()) == before
+    from deltalake import DeltaTable
+
+    _same(_pylance(uri), DeltaTable(history).to_pyarrow_table())
+
+
+def test_commit_state_unknown_keeps_the_files(history: str, tmp_path: Path,
+                                              monkeypatch: pytest.MonkeyPatch) -> None:
+    """After CommitStateUnknown the commit may have landed: none of the job's files is deleted."""
+    from lance_spark_ops.errors import CommitStateUnknown
+
+    uri = str(tmp_path / "ds")
+    import_delta(None, history, uri)
+    before = {p.name for p in (tmp_path / "ds" / "data").iterdir()}
+    _fail_commit(monkeypatch, CommitStateUnknown("timed out"))
+    with pytest.raises(CommitStateUnknown):
+        import_delta(None, history, uri, "append", max_rows_per_file=200)
+    new = {p.name for p in (tmp_path / "ds" / "data").iterdir()} - before
+    assert len(new) >= 3 and all(n.startswith("lso-") for n in new)
+
+
+def test_phases_timed(history: str, tmp_path: Path) -> None:
+    m = import_delta(None, history, str(tmp_path / "ds"))
+    assert set(m.seconds) == {"plan", "convert", "commit", "total"}
+    assert m.seconds["total"] >= m.seconds["convert"] > 0 and m.job_tag.startswith("lso-")
 
 
 def test_bad_inputs(tmp_path: Path) -> None:

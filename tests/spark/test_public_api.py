@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import inspect
 import json
+import pkgutil
 import subprocess
 import sys
 
@@ -71,11 +72,27 @@ def test_every_public_name_is_one_object(order: str) -> None:
 
 
 def test_documented_imports_give_functions() -> None:
-    from lance_spark_ops.spark import add_columns, compact, materialize_deletions, rebuild_row_id_index
+    from lance_spark_ops.spark import (
+        add_columns,
+        compact,
+        import_delta,
+        materialize_deletions,
+        rebuild_row_id_index,
+        vacuum,
+    )
 
-    for fn in (add_columns, compact, materialize_deletions, rebuild_row_id_index):
+    for fn in (add_columns, compact, materialize_deletions, rebuild_row_id_index, vacuum, import_delta):
         assert inspect.isfunction(fn), fn
     assert spark_pkg.compact is compact and spark_pkg.add_columns is add_columns
+    assert spark_pkg.vacuum is vacuum and spark_pkg.import_delta is import_delta
+    assert {"vacuum", "VacuumMetrics", "import_delta", "ImportMetrics"} <= set(spark_pkg.__all__)
+
+
+def test_no_module_shares_a_public_name() -> None:
+    """A submodule named like a public function would replace it on the package once imported."""
+    for pkg in (lance_spark_ops, spark_pkg):
+        modules = {info.name for info in pkgutil.iter_modules(pkg.__path__)}
+        assert modules & set(pkg.__all__) == set(), pkg.__name__
 
 
 def test_every_error_is_reexported_from_the_root() -> None:
@@ -116,6 +133,9 @@ def test_pylance_argument_order() -> None:
     params = inspect.signature(compact).parameters
     assert list(params)[:3] == ["spark", "uri", "options"]
     assert params["storage_options"].kind is inspect.Parameter.KEYWORD_ONLY
+    assert list(inspect.signature(spark_pkg.vacuum).parameters)[:2] == ["spark", "uri"]
+    import_params = list(inspect.signature(spark_pkg.import_delta).parameters)
+    assert import_params[:4] == ["spark", "delta_uri", "lance_uri", "mode"]
 
 
 def test_compact_accepts_options_object_mapping_and_overrides(tmp_path) -> None:

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
-from lance_spark_ops.spark.vacuum import parse_duration, vacuum
+from lance_spark_ops.spark.vacuuming import parse_duration, vacuum
 from lance_spark_ops.table.cleanup import CleanupError
 from tests.vacuum.helpers import add_unverified, files, history_dataset, table, touch, twin
 
@@ -170,7 +170,7 @@ def test_symlinks_not_followed(tmp_path: Path) -> None:
 def test_rate_limit_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    import lance_spark_ops.spark.vacuum as mod
+    import lance_spark_ops.spark.vacuuming as mod
 
     root = tmp_path / "ds.lance"
     lance.write_dataset(table(20), root)
@@ -200,7 +200,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
 
 def test_commit_after_planning_is_spared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A restore of an old version committed between planning and deleting keeps its files."""
-    import lance_spark_ops.spark.vacuum as mod
+    import lance_spark_ops.spark.vacuuming as mod
 
     ours = tmp_path / "ds.lance"
     lance.write_dataset(table(100), ours)
@@ -262,3 +262,13 @@ def test_object_store_listing_path(template: Path, tmp_path: Path) -> None:
         assert left == set(files(theirs)) and set(m.removed_paths) == set(files(template)) - left
     finally:
         fs.rm(root.rsplit("/", 1)[0], recursive=True)
+
+
+def test_phases_timed(template: Path, tmp_path: Path) -> None:
+    """Runs on the job scaffold: each phase timed into ``seconds``, the Spark tag recorded."""
+    _removed, m = compare(template, tmp_path, older_than=timedelta(0), error_if_tagged_old_versions=False)
+    assert set(m.seconds) == {"read", "list", "plan", "delete", "total"}
+    assert m.seconds["total"] >= m.seconds["delete"] > 0 and m.job_tag.startswith("lso-")
+    dry = vacuum(None, str(twin(template, tmp_path / "dry")), older_than=timedelta(0),
+                 error_if_tagged_old_versions=False, dry_run=True)
+    assert set(dry.seconds) == {"read", "list", "plan", "total"} and dry.dry_run

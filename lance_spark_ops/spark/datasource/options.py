@@ -117,7 +117,7 @@ class ReadOptions:
     split_fragments: bool = True
     fragment_ids: tuple[int, ...] | None = None
     version_timestamp: datetime | None = None
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, opts: Mapping[str, str]) -> ReadOptions:
@@ -144,7 +144,7 @@ class WriteOptions:
     max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE
     data_storage_version: str | None = None
     enable_stable_row_ids: bool = False
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
     @classmethod
     def parse(cls, opts: Mapping[str, str]) -> WriteOptions:

@@ -69,7 +69,7 @@ class ColumnWriteSpec:
     file_version: str
     file_major_minor: tuple[int, int]
     physical_rows: dict[int, int]  # fragment id -> physical rows
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     timestamp: datetime | None = None  # of the version (see tasks.scan.open_dataset)
 
 

@@ -41,7 +41,7 @@ class IndexRemapSpec:
     new_uuid: bytes
     groups: tuple[Group, ...] = ()
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
 def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:

@@ -49,7 +49,7 @@ class RewriteSpec:
     max_bytes_per_file: int | None = None
     batch_rows: int = 64 * 1024
     page_bytes: int = 8 * 1024 * 1024
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     mode: str = "reencode"  # | "try_binary_copy" | "force_binary_copy"
 
 

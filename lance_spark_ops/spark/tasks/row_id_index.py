@@ -55,7 +55,7 @@ class SequenceSpec:
     uri: str
     version: int
     fragment_ids: tuple[int, ...]
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     timestamp: datetime | None = None  # of the version (see tasks.scan.open_dataset)
 
 

@@ -36,7 +36,7 @@ class ScanSpec:
     with_row_id: bool = False
     with_row_address: bool = False
     batch_rows: int = DEFAULT_BATCH_ROWS
-    storage_options: dict[str, Any] = field(default_factory=dict)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     timestamp: datetime | None = None  # of the version (see open_dataset)
 
 

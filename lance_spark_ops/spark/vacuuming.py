@@ -7,22 +7,25 @@ prefix (``data/``, ``_deletions/``, ``_transactions/``, ``_versions/``, each
 files go first and old manifests last, so an interrupted vacuum leaves every old manifest
 whose files may be gone still listed as old, and a rerun finishes the job; an old manifest
 naming a file that failed to delete is kept for the same reason.
+
+Runs on the job scaffold (``spark.job``): phases ``read`` (manifests and refs) -> ``list`` ->
+``plan`` -> ``delete`` (unreferenced files, then old manifests), timed into
+``VacuumMetrics.seconds``. A vacuum writes no files, so it has nothing of its own to clean up.
 """
 
 from __future__ import annotations
 
 import re
 import time
-import uuid
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
-from lance_spark_ops.spark.tasks.vacuum import (
+from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.tasks.vacuuming import (
     DeleteResult,
     DeleteTask,
     ListTask,
@@ -88,24 +91,12 @@ class VacuumMetrics:
     index_files_removed: int = 0
     deletion_files_removed: int = 0
     failed_deletes: int = 0
-    seconds: float = 0.0
+    seconds: dict[str, float] = field(default_factory=dict)  # per phase and "total"
     dry_run: bool = False
     files_listed: int = 0
     removed_paths: list[str] = field(default_factory=list, repr=False)
     failures: list[tuple[str, str]] = field(default_factory=list, repr=False)
-
-
-Runner = Callable[[Sequence[Any], Callable[[Any, TaskContext], Any]], list[Any]]
-
-
-def _runner(spark: Any, job_id: str) -> Runner:
-    def run(tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> list[Any]:
-        if spark is None:
-            out = run_tasks_locally(job_id, tasks, fn)
-        else:
-            out = run_tasks(spark, job_id, tasks, fn, f"lance-spark-ops vacuum: {fn.__name__}")
-        return [out[i][1] for i in sorted(out)]
-    return run
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
 def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
@@ -206,8 +197,10 @@ def _manifests_to_delete(plan: CleanupPlan, failed: set[str]) -> list[Removal]:
     return out
 
 
-def _metrics(plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResult] | None) -> VacuumMetrics:
-    m = VacuumMetrics(dry_run=results is None, files_listed=len(sizes))
+def _count(m: VacuumMetrics, plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResult] | None
+           ) -> None:
+    """Fill ``m`` with what was (``results`` None: would be) removed."""
+    m.dry_run, m.files_listed = results is None, len(sizes)
     gone = None if results is None else {p for r in results for p in r.deleted}
     for r in [*plan.files, *plan.manifests]:
         if gone is not None and r.path not in gone:
@@ -221,7 +214,6 @@ def _metrics(plan: CleanupPlan, sizes: dict[str, int], results: list[DeleteResul
     if results is not None:
         m.failures = [f for r in results for f in r.failed]
         m.failed_deletes = len(m.failures)
-    return m
 
 
 def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_versions: int | None = None,
@@ -235,11 +227,30 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
     ``retain_versions`` alone only the version count decides. ``spark=None`` runs every task
     in this process. ``dry_run`` lists and decides but deletes nothing.
     """
-    start = time.monotonic()
     store = ObjectStore(uri, storage_options or {})
-    run = _runner(spark, f"vacuum-{uuid.uuid4().hex[:12]}")
-    versions = _versions(store, run)
-    latest = max(v.version for v in versions)
+    metrics = VacuumMetrics(dry_run=dry_run)
+    with Job(spark, "vacuum", uri, metrics) as job:
+        with job.phase("read"):
+            versions = _versions(store, job.run_tasks)
+            latest = max(v.version for v in versions)
+            tags, protected, branch_refs = _refs(store)
+            policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
+                             error_if_tagged_old_versions)
+            classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
+        with job.phase("list"):
+            listing = _listing(store, job.run_tasks)
+        with job.phase("plan"):
+            plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
+            if not dry_run:
+                plan = _spare_new_commits(store, plan, latest)
+        sizes = {f.path: f.size for f in listing}
+        results = None if dry_run else _delete_all(job, store, plan, max_deletes_per_second, parallelism)
+        _count(metrics, plan, sizes, results)
+    return metrics
+
+
+def _refs(store: ObjectStore) -> tuple[dict[str, int], set[int], FileRefs]:
+    """(tag -> version, versions branches protect, files branches reference under our root)."""
     tags = _read_refs(store, TAGS_DIR, tag_version)
     parents = _read_refs(store, BRANCHES_DIR, branch_parent_version)
     per_branch = _branch_refs(store, sorted(_read_refs(store, BRANCHES_DIR, lambda _d, _w: 0)))
@@ -248,21 +259,18 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
         branch_refs.update(refs)
     # as pylance 14: a branch protects its parent version only when it uses files of this root
     protected = {v for name, v in parents.items() if not per_branch[name].empty()}
-    policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
-                     error_if_tagged_old_versions)
-    classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
-    listing = _listing(store, run)
-    plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
-    if not dry_run:
-        plan = _spare_new_commits(store, plan, latest)
-    sizes = {f.path: f.size for f in listing}
-    if dry_run:
-        results = None
-    else:
-        results = _delete(store, plan.files, run, max_deletes_per_second, parallelism)
-        failed = {p for r in results for p, _ in r.failed}
-        manifests = _manifests_to_delete(plan, failed)
-        results += _delete(store, manifests, run, max_deletes_per_second, parallelism)
-    m = _metrics(plan, sizes, results)
-    m.seconds = round(time.monotonic() - start, 3)
-    return m
+    return tags, protected, branch_refs
+
+
+def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second: float | None,
+                parallel: int) -> list[DeleteResult]:
+    """Unreferenced files first, then the old manifests whose files all went."""
+    with job.phase("delete", tasks=-(-len(plan.files) // DELETES_PER_TASK), detail="files") as ph:
+        results = _delete(store, plan.files, job.run_tasks, max_per_second, parallel)
+        ph.add(bytes=sum(r.bytes_removed for r in results))
+    failed = {p for r in results for p, _ in r.failed}
+    manifests = _manifests_to_delete(plan, failed)
+    with job.phase("delete", tasks=-(-len(manifests) // DELETES_PER_TASK), detail="manifests") as ph:
+        more = _delete(store, manifests, job.run_tasks, max_per_second, parallel)
+        ph.add(bytes=sum(r.bytes_removed for r in more))
+    return results + more

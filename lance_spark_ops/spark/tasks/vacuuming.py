@@ -11,7 +11,7 @@ from __future__ import annotations
 import os
 import posixpath
 import time
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
 
@@ -28,21 +28,21 @@ _LOCAL = ("file", "local")
 @dataclass(frozen=True)
 class ListTask:
     uri: str
-    storage_options: dict[str, Any]
+    storage_options: dict[str, Any] = field(repr=False)  # secrets: not in reprs
     prefix: str  # relative, e.g. "data" or "_indices/<uuid>"
 
 
 @dataclass(frozen=True)
 class ReadManifestsTask:
     uri: str
-    storage_options: dict[str, Any]
+    storage_options: dict[str, Any] = field(repr=False)  # secrets: not in reprs
     manifests: tuple[tuple[int, str], ...]  # (version, relative path)
 
 
 @dataclass(frozen=True)
 class DeleteTask:
     uri: str
-    storage_options: dict[str, Any]
+    storage_options: dict[str, Any] = field(repr=False)  # secrets: not in reprs
     paths: tuple[str, ...]
     sizes: tuple[int, ...]
     max_per_second: float | None

@@ -3,16 +3,17 @@
 The driver reads the Delta log with ``deltalake`` (delta-rs; extra ``[delta]``): the live
 Parquet files (add actions), their partition values, deletion vectors (as row offsets to
 drop) and the column mapping (logical -> physical names). Executors convert the files
-(``spark.tasks.import_delta``); the driver commits one Append (``mode="append"``) or
-Overwrite (``create``: a new dataset; ``overwrite``) and deletes every file of the job that
-no committed version holds when anything fails (never after ``CommitStateUnknown``).
+(``spark.tasks.delta_import``); the driver commits one Append (``mode="append"``) or
+Overwrite (``create``: a new dataset; ``overwrite``). Runs on the job scaffold
+(``spark.job``): phases ``plan`` -> ``convert`` -> ``commit``, timed into
+``ImportMetrics.seconds``; when anything fails, every file of the job that the latest version
+does not hold is deleted (never after ``CommitStateUnknown``), and after the commit the files
+of retried or speculative attempts.
 """
 
 from __future__ import annotations
 
 import json
-import time
-import uuid
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
@@ -22,7 +23,6 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import (
-    CommitStateUnknown,
     InvalidInputError,
     NotFoundError,
     SchemaError,
@@ -30,12 +30,11 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.file.schema import schema_from_arrow
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.spark.runner import run_tasks, run_tasks_locally
-from lance_spark_ops.spark.tasks.import_delta import DeltaFile, ImportResult, ImportSpec, run_import
+from lance_spark_ops.spark.job import Job, latest_data_files, referenced_data_files
+from lance_spark_ops.spark.tasks.delta_import import DeltaFile, ImportResult, ImportSpec, run_import
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Append, Overwrite
-from lance_spark_ops.table.paths import DATA_DIR
 
 __all__ = ["DeltaSnapshot", "ImportMetrics", "import_delta", "read_delta_snapshot"]
 
@@ -72,6 +71,7 @@ class ImportMetrics:
     tasks: int = 0
     new_version: int | None = None
     seconds: dict[str, float] = field(default_factory=dict)
+    job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
 def _mapping(fields: list[dict[str, Any]]) -> dict[str, Any]:
@@ -206,12 +206,11 @@ def _groups(files: list[DeltaFile], rows_per_task: int) -> list[list[DeltaFile]]
     return groups
 
 
-def _delete_orphans(store: ObjectStore, job_id: str, manifest_store: Any) -> None:
-    """Delete this job's data files that the latest version does not hold."""
-    latest = _existing(store.root, store.storage_options, manifest_store)
-    held = {df.path for fr in latest.fragments for df in fr.files} if latest is not None else set()
-    mine = [n for n in store.list(DATA_DIR) if n.startswith(job_id) and n not in held]
-    store.delete_many(f"{DATA_DIR}/{n}" for n in mine)
+def _specs(snap: DeltaSnapshot, lance_uri: str, schema: Any, version: str, max_rows_per_file: int,
+           rows_per_task: int, so: dict[str, Any], dso: dict[str, Any]) -> list[ImportSpec]:
+    """One task per group of neighbouring files."""
+    return [ImportSpec(lance_uri, g, schema, snap.physical_names, snap.nested_names, version,
+                       max_rows_per_file, so, dso) for g in _groups(snap.files, rows_per_task)]
 
 
 def import_delta(spark: Any, delta_uri: str, lance_uri: str, mode: str = "create", *,
@@ -230,46 +229,35 @@ def import_delta(spark: Any, delta_uri: str, lance_uri: str, mode: str = "create
         raise InvalidInputError(f"mode must be one of {MODES}, got {mode!r}")
     if max_rows_per_file <= 0 or rows_per_task <= 0:
         raise InvalidInputError("max_rows_per_file and rows_per_task must be positive")
-    t0 = time.perf_counter()
     so = dict(storage_options or {})
     dso = dict(delta_storage_options if delta_storage_options is not None else so)
     metrics = ImportMetrics(delta_uri, lance_uri, mode)
-    snap = read_delta_snapshot(delta_uri, dso, delta_version)
-    existing = _existing(lance_uri, so, manifest_store)
-    if mode == "create" and existing is not None:
-        raise InvalidInputError("a dataset already exists here; use mode='append' or 'overwrite'",
-                                path=lance_uri)
-    schema, version = _target(snap, existing, mode, data_storage_version)
-    groups = _groups(snap.files, rows_per_task)
-    specs = [ImportSpec(lance_uri, g, schema, snap.physical_names, snap.nested_names, version,
-                        max_rows_per_file, so, dso) for g in groups]
-    metrics.delta_version, metrics.delta_files, metrics.tasks = snap.version, len(snap.files), len(specs)
-    metrics.seconds["plan"] = time.perf_counter() - t0
-    job_id = f"lso-{uuid.uuid4().hex[:12]}"
-    store = ObjectStore(lance_uri, so)
-    try:
-        if spark is None:
-            out = run_tasks_locally(job_id, specs, run_import)
-        else:
-            out = run_tasks(spark, job_id, specs, run_import, f"import_delta {delta_uri} -> {lance_uri}")
-        results: list[ImportResult] = [out[i][1] for i in sorted(out)]
-        metrics.seconds["convert"] = time.perf_counter() - t0 - metrics.seconds["plan"]
-        frags = [f for r in results for f in r.fragments]
-        op = Append(frags) if mode == "append" and existing is not None else Overwrite(frags, schema)
-        ds = commit_transaction(store, op, existing.version if existing is not None else 0,
-                                manifest_store=manifest_store, must_create=mode == "create",
-                                data_storage_version=version if isinstance(op, Overwrite) else None)
-    except CommitStateUnknown:
-        raise
-    except BaseException:
-        try:
-            _delete_orphans(store, job_id, manifest_store)
-        except Exception:  # noqa: BLE001 - keep the job's own error; orphans are named by job id
-            pass
-        raise
-    _delete_orphans(store, job_id, manifest_store)  # other attempts' files
+    with Job(spark, "import_delta", lance_uri, metrics) as job:
+        with job.phase("plan"):
+            snap = read_delta_snapshot(delta_uri, dso, delta_version)
+            existing = _existing(lance_uri, so, manifest_store)
+            if mode == "create" and existing is not None:
+                raise InvalidInputError("a dataset already exists here; use mode='append' or 'overwrite'",
+                                        path=lance_uri)
+            schema, version = _target(snap, existing, mode, data_storage_version)
+            specs = _specs(snap, lance_uri, schema, version, max_rows_per_file, rows_per_task, so, dso)
+            metrics.delta_version, metrics.delta_files = snap.version, len(snap.files)
+            metrics.tasks = len(specs)
+        store = ObjectStore(lance_uri, so)
+        with job.cleanup_on_failure(store, lambda: latest_data_files(store, manifest_store)):
+            with job.phase("convert", tasks=len(specs), detail=f"from {delta_uri}") as ph:
+                results: list[ImportResult] = job.run_tasks(specs, run_import)
+                ph.add(rows=sum(r.rows for r in results))
+            frags = [f for r in results for f in r.fragments]
+            op = Append(frags) if mode == "append" and existing is not None else Overwrite(frags, schema)
+            with job.phase("commit"):
+                job.before_commit(1)
+                ds = Dataset.from_commit(commit_transaction(
+                    store, op, existing.version if existing is not None else 0, manifest_store=manifest_store,
+                    must_create=mode == "create",
+                    data_storage_version=version if isinstance(op, Overwrite) else None))
+        job.delete_unreferenced(store, referenced_data_files(ds))  # other attempts' files
     metrics.rows = sum(r.rows for r in results)
     metrics.lance_files = len(frags)
     metrics.new_version = ds.version
-    metrics.seconds["total"] = time.perf_counter() - t0
     return metrics
