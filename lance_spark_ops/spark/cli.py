@@ -156,13 +156,16 @@ class JobArgumentParser(argparse.ArgumentParser):
         return super().parse_known_args(self._join_bools(argv), namespace)
 
     def _join_bools(self, argv: list[str]) -> list[str]:
-        switches = {s for a in self._actions if isinstance(a, _BoolAction)
-                    for s in a.option_strings if not s.startswith("--no-")}
+        flags = [s for a in self._actions if isinstance(a, _BoolAction) for s in a.option_strings]
+        switches = {s for s in flags if not s.startswith("--no-")}
+        negations = {s: "--" + s[5:] for s in flags if s.startswith("--no-")}
         out, i = [], 0
         while i < len(argv):
             arg = argv[i]
             if arg == "--":
                 return out + argv[i:]
+            if arg in negations:
+                arg = f"{negations[arg]}=false"
             if arg in switches:
                 nxt = argv[i + 1] if i + 1 < len(argv) else None
                 if nxt is not None and nxt.strip().lower() in TRUE_WORDS + FALSE_WORDS:

@@ -117,7 +117,10 @@ def _scalar(spec: OptionSpec, value: Any) -> Any:
     kind = spec.kind
     if isinstance(value, str) and kind is not str:
         text = value.strip()
-        value = parse_bool(text) if kind is bool else kind(text)
+        try:
+            value = parse_bool(text) if kind is bool else kind(text)
+        except ValueError:
+            raise ValueError(f"expected {kind.__name__}, got {value!r}") from None
     elif kind is float and isinstance(value, int) and not isinstance(value, bool):
         value = float(value)
     elif kind is str and isinstance(value, (int, float)) and not isinstance(value, bool):
