@@ -312,6 +312,13 @@ def metrics_dict(metrics: Any) -> dict[str, Any]:
     return dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(metrics)
 
 
+def metric_rows(metrics: Any) -> list[tuple[str, str]]:
+    """``(name, value)`` rows of the metrics, values as text (JSON for lists and dicts): a
+    two-column table for notebooks (``spark.createDataFrame(rows, "metric string, value string")``)."""
+    return [(k, v if isinstance(v, str) else json.dumps(v, default=str, sort_keys=True))
+            for k, v in metrics_dict(metrics).items()]
+
+
 def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
     """Print the metrics as one JSON line, last, for schedulers that parse job output."""
     text = json.dumps(metrics_dict(metrics), default=str, sort_keys=True)
