@@ -28,7 +28,7 @@ from pathlib import Path
 from typing import Any
 
 from airflow.providers.apache.spark.operators.spark_submit import SparkSubmitOperator
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, chain
 
 try:
     from airflow.sdk.exceptions import AirflowException, AirflowFailException
@@ -38,6 +38,7 @@ except ImportError:  # older task SDKs
 REPO = Path(__file__).resolve().parent.parent
 JOBS_DIR = Path(os.environ.get("LSO_JOBS_DIR", REPO / "jobs"))
 CONF_DIR = Path(os.environ.get("LSO_CONF_DIR", REPO / "conf"))
+LOG4J2 = CONF_DIR / "log4j2.properties"
 CONN_ID = "spark_default"
 
 # job -> its options exposed as params: {name: (default, JSON-schema type, description)}.
@@ -98,7 +99,7 @@ class LanceJobOperator(SparkSubmitOperator):
         super().__init__(
             task_id=job, application=str(JOBS_DIR / f"{job}.py"), name=f"lance-{job}", conn_id=CONN_ID,
             properties_file=str(CONF_DIR / "spark-defaults.conf"),
-            conf={"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={CONF_DIR / 'log4j2.properties'}"},
+            conf={"spark.driver.extraJavaOptions": f"-Dlog4j2.configurationFile={LOG4J2}"},
             **kwargs)
         self.job = job
 
@@ -122,7 +123,7 @@ def _params() -> dict[str, Param]:
     params = {"uri": Param(type="string", minLength=1, description="the Lance dataset's URI")}
     for job, options in JOB_OPTIONS.items():
         params[f"config_{job}"] = Param(None, type=["null", "string"],
-                                        description=f"a TOML/JSON options file for {job} (path on the worker)")
+                                        description=f"TOML/JSON options file for {job} (path on the worker)")
         for name, (default, kind, text) in options.items():
             params[name] = Param(default, type=kind, description=f"{job}: {text}")
     return params
@@ -140,5 +141,4 @@ with DAG(
     tasks = [LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", "rebuild_rowid_index")]
     if (JOBS_DIR / "vacuum.py").exists():  # written separately; runs last, once the others committed
         tasks.append(LanceJobOperator(job="vacuum"))
-    for upstream, downstream in zip(tasks, tasks[1:]):
-        upstream >> downstream
+    chain(*tasks)

@@ -1,4 +1,5 @@
 # Databricks notebook source
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Add columns to a Lance dataset
 # MAGIC
@@ -30,7 +31,8 @@ for item in dbutils.widgets.get("column").replace(";", "\n").splitlines():
         if not sep or not name.strip() or not expr.strip():
             raise ValueError(f"column expects NAME=SQL_EXPRESSION, got {item!r}")
         columns[name.strip()] = expr.strip()
-rows_per_task = int(dbutils.widgets.get("rows_per_task")) if dbutils.widgets.get("rows_per_task").strip() else None
+rows_per_task = dbutils.widgets.get("rows_per_task").strip()
+rows_per_task = int(rows_per_task) if rows_per_task else None
 
 metrics = add_columns(spark, uri, columns, rows_per_task=rows_per_task,
                       sql_engine=dbutils.widgets.get("sql_engine").strip() or "auto",

@@ -1,4 +1,5 @@
 # Databricks notebook source
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Inspect a Lance data file
 # MAGIC

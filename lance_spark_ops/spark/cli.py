@@ -18,7 +18,12 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, IncompatibleTransaction, InvalidInputError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    IncompatibleTransaction,
+    InvalidInputError,
+)
 from lance_spark_ops.spark.config import (
     ENV_STORAGE_OPTION_PREFIX,
     ENV_STORAGE_OPTIONS,
@@ -60,7 +65,7 @@ options come from, lowest precedence first: the defaults, --config FILE, the env
 storage options (credentials, endpoints) - prefer the environment or the config file: the
 command line is visible to every user of the machine (ps):
   {ENV_STORAGE_OPTIONS}='{{"key": "value", ...}}'   a JSON object
-  {ENV_STORAGE_OPTION_PREFIX}<KEY>=value             one key (lower-cased), e.g. {ENV_STORAGE_OPTION_PREFIX}AWS_REGION
+  {ENV_STORAGE_OPTION_PREFIX}<KEY>=value             one key, lower-cased: ..._AWS_REGION -> aws_region
   [storage_options] table in the config file, --storage-option KEY=VALUE
 Their values are never printed: they are replaced by *** in logs, errors and metrics.
 
@@ -222,8 +227,9 @@ def _arg_type(spec: OptionSpec) -> Callable[[str], Any]:
 
 
 def options_from_args(args: argparse.Namespace, cls: type) -> Any:
-    kwargs = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls) if getattr(args, f.name) is not None}
-    return cls(**kwargs)
+    """The ``cls`` built from the flags that were given (``None``: not given, the field's default)."""
+    given = {f.name: getattr(args, f.name) for f in dataclasses.fields(cls)}
+    return cls(**{k: v for k, v in given.items() if v is not None})
 
 
 def build_parser(job: Job) -> JobArgumentParser:

@@ -86,7 +86,8 @@ def test_compact_job(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("error, code, files_kept", [(CommitConflict, 3, False), (CommitStateUnknown, 5, True)])
+@pytest.mark.parametrize("error, code, files_kept", [(CommitConflict, 3, False),
+                                                     (CommitStateUnknown, 5, True)])
 def test_commit_failures_exit_codes(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str], error: type, code: int,
                                     files_kept: bool) -> None:
@@ -208,3 +209,22 @@ def test_spark_submit_with_conf(tmp_path: Path) -> None:
                          timeout=300)
     assert bad.returncode == 2
     assert last_json(bad.stdout)["error"]["type"] == "UsageError"
+
+
+# jobs written on other branches at the time; their examples come with them
+PENDING_EXAMPLES = {"vacuum", "import_delta", "remap_indices"}
+
+
+@pytest.mark.parametrize("path", [p for p in JOB_FILES if p.stem not in PENDING_EXAMPLES
+                                  or (ROOT / "conf" / "examples" / f"{p.stem}.toml").exists()],
+                         ids=lambda p: p.stem)
+def test_example_options_file(path: Path) -> None:
+    """conf/examples/<job>.toml exists for every job and is read without error (as given, and
+    with the URI from the command line overriding it)."""
+    from lance_spark_ops.spark.cli import parse_request
+
+    example = ROOT / "conf" / "examples" / f"{path.stem}.toml"
+    job = load_job(path.stem).JOB
+    request = parse_request(job, ["--config", str(example)], environ={})
+    assert request.uri.startswith("s3://")
+    assert parse_request(job, ["/local/ds", "--config", str(example)], environ={}).uri == "/local/ds"

@@ -74,7 +74,8 @@ def test_compact_notebook(spark: Any, tmp_path: Path) -> None:
     small_fragments(uri, "2.1", fragments=4, rows=200)
     before = lance.dataset(uri)
     expected = rows_multiset(before.to_table(columns=COLUMNS), COLUMNS)
-    ns, shown = run_notebook("compact", spark, {"uri": uri, "dry_run": "true", "target_rows_per_fragment": "500"})
+    widgets = {"uri": uri, "dry_run": "true", "target_rows_per_fragment": "500"}
+    ns, shown = run_notebook("compact", spark, widgets)
     assert ns["metrics"].dry_run and lance.dataset(uri).version == before.version
     ns, shown = run_notebook("compact", spark, {"uri": uri, "target_rows_per_fragment": "500"})
     after = lance.dataset(uri)
@@ -110,7 +111,8 @@ def test_add_columns_notebook(spark: Any, tmp_path: Path) -> None:
     assert metric_table(shown)["columns"] == '["twice", "tag"]'
     table = lance.dataset(uri).to_table(columns=["id", "s", "twice", "tag"])
     assert table.column("twice").to_pylist() == [i * 2 for i in table.column("id").to_pylist()]
-    assert table.column("tag").to_pylist() == [s.upper() if s else None for s in table.column("s").to_pylist()]
+    strings = table.column("s").to_pylist()
+    assert table.column("tag").to_pylist() == [s.upper() if s else None for s in strings]
 
 
 @pytest.mark.spark

@@ -69,7 +69,8 @@ def last_json(out: str) -> dict:
     (NotFoundError("no such dataset", path="/x"), 1),
     (RuntimeError("boom"), 1),
 ])
-def test_exit_codes_and_last_line(capsys: pytest.CaptureFixture[str], error: Exception | None, code: int) -> None:
+def test_exit_codes_and_last_line(capsys: pytest.CaptureFixture[str], error: Exception | None,
+                                  code: int) -> None:
     assert run_job(recording_job(error), ["/data/ds"], environ={}) == code
     out, err = capsys.readouterr()
     last = last_json(out)
@@ -130,8 +131,9 @@ def test_config_file_under_flags(tmp_path: Any, suffix: str) -> None:
         path.write_text('uri = "/from/config"\nsize = 7\nratio = 0.25\ndry-run = true\nids = [1, 2]\n'
                         '[storage_options]\ntoken = "from-config"\nregion = "eu"\n')
     else:
+        storage = {"token": "from-config", "region": "eu"}
         path.write_text(json.dumps({"uri": "/from/config", "size": 7, "ratio": 0.25, "dry_run": True,
-                                    "ids": [1, 2], "storage_options": {"token": "from-config", "region": "eu"}}))
+                                    "ids": [1, 2], "storage_options": storage}))
     req = parse_request(recording_job(), ["--config", str(path), "--size", "9"], environ={})
     assert req.uri == "/from/config"
     assert req.options == Opts(size=9, ratio=0.25, dry_run=True, ids=(1, 2))
