@@ -30,7 +30,8 @@ def _report(metrics: Any) -> Iterator[str]:
 
 
 JOB = Job("compact", _run, CompactionOptions, __doc__.split("\n\n")[0],
-          choices={"compaction_mode": COMPACTION_MODES}, report=_report)
+          choices={"compaction_mode": COMPACTION_MODES}, report=_report,
+          spark=lambda opts: not opts.dry_run)  # a dry run only plans: no Spark session
 
 
 def main(argv: list[str] | None = None) -> int:

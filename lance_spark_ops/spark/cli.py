@@ -93,7 +93,8 @@ class Job:
     """A command-line job: ``run(spark, uri, storage_options, options)`` returns the metrics (a
     dataclass or dict); ``options`` is the dataclass whose fields are the flags (help from its
     docstring's ``Attributes:``); ``choices`` restricts ``str`` fields; ``report(metrics)``
-    yields human-readable lines printed before the metrics; ``spark=False`` starts no session."""
+    yields human-readable lines printed before the metrics; ``spark=False`` starts no session
+    (a callable decides from the options: ``False`` for a dry run that only plans)."""
 
     name: str
     run: Callable[[Any, str, dict[str, Any], Any], Any]
@@ -101,7 +102,7 @@ class Job:
     description: str = ""
     choices: Mapping[str, Sequence[Any]] = field(default_factory=dict)
     uri_help: str = "dataset URI: a local path, file://, s3://, gs://, az://, memory://, ..."
-    spark: bool = True
+    spark: bool | Callable[[Any], bool] = True
     report: Callable[[Any], Iterable[str]] | None = None
 
 
@@ -247,11 +248,14 @@ def build_parser(job: Job) -> JobArgumentParser:
     return parser
 
 
-def parse_request(job: Job, argv: Sequence[str] | None = None,
-                  environ: Mapping[str, str] | None = None) -> Request:
+def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+                  seen: dict[str, Any] | None = None) -> Request:
     """Flags over ``--config`` over defaults; storage options: flags over environment over
-    config. Raises ``UsageError`` / ``InvalidInputError``."""
+    config. Raises ``UsageError`` / ``InvalidInputError``; ``seen["uri"]`` is set as soon as
+    the URI is known (for the error line)."""
+    seen = {} if seen is None else seen
     ns = build_parser(job).parse_args(argv)
+    seen["uri"] = ns.uri
     config = load_config(ns.config) if ns.config else {}
     source = ns.config
     storage = config.pop("storage_options", {}) or {}
@@ -263,6 +267,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None,
     level = ns.log_level or str(config.pop("log_level", "INFO")).upper()
     if not isinstance(uri, str) or not uri:
         raise UsageError("the dataset URI is required (argument uri, or `uri` in --config)")
+    seen["uri"] = uri
     values = typed_options(job.options, config, choices=job.choices, source=source) if job.options else {}
     if config and job.options is None:
         raise InvalidInputError(f"unknown option(s) {', '.join(config)}", path=source)
@@ -355,15 +360,16 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     ``--help`` prints the help and returns 0 with no JSON line."""
     setup_logging()
     secrets: Sequence[str] = ()
-    uri = None
+    seen: dict[str, Any] = {}
     try:
-        request = parse_request(job, argv, environ)
+        request = parse_request(job, argv, environ, seen)
         secrets = secret_values(request.storage_options)
         uri = request.uri
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
         log.info("%s %s: starting", job.name, uri)
-        spark = _session(job) if job.spark else None
+        wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
+        spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)
         for line in job.report(metrics) if job.report else ():
             sys.stdout.write(redact(line, secrets) + "\n")
@@ -373,7 +379,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
-        return _fail(job, uri, e, secrets)
+        return _fail(job, seen.get("uri"), e, secrets)
 
 
 def _session(job: Job) -> Any:

@@ -157,8 +157,10 @@ def test_bad_config_exit_2(tmp_path: Any, capsys: pytest.CaptureFixture[str], te
     path = tmp_path / "bad.toml"
     path.write_text(text)
     assert run_job(recording_job(), ["/d", "--config", str(path)], environ={}) == 2
-    error = last_json(capsys.readouterr().out)["error"]
+    last = last_json(capsys.readouterr().out)
+    error = last["error"]
     assert needle in error["message"] and str(path) in error["message"], error
+    assert last["uri"] == "/d"
 
 
 def test_missing_config_file_exit_2(capsys: pytest.CaptureFixture[str], tmp_path: Any) -> None:
