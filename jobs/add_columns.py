@@ -9,7 +9,8 @@ columns as ``read_lance`` types them. Each fragment gets one new data file with 
 columns; existing files are not touched; deleted rows read as null.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
 import sys
 from dataclasses import dataclass

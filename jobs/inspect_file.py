@@ -6,7 +6,8 @@ Reads one file (no Spark). The summary goes to stdout; the last line is a JSON o
 version, row count, columns and in-memory size.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
 import sys
 from collections.abc import Iterator

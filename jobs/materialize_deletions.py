@@ -4,7 +4,8 @@ deletion file remains on them (one fragment in, one out; row ids kept under stab
     spark-submit jobs/materialize_deletions.py URI [--threshold 0.0] [--config FILE] ...
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
 import sys
 from dataclasses import dataclass

@@ -9,7 +9,8 @@ and writes the row id -> row address lookup under ``_lance_spark_ops/row_id_inde
 row id is the row address and changes nothing (exit code 0).
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
 import sys
 from collections.abc import Iterator

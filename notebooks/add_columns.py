@@ -1,5 +1,4 @@
 # Databricks notebook source
-# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Add columns to a Lance dataset
 # MAGIC
@@ -10,6 +9,7 @@
 
 # COMMAND ----------
 
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark.add_columns import add_columns
 from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark.config import storage_options_from_env

@@ -1,5 +1,4 @@
 # Databricks notebook source
-# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Compact a Lance dataset
 # MAGIC
@@ -14,6 +13,7 @@
 
 # COMMAND ----------
 
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark.compact import compact
 from lance_spark_ops.spark.config import option_specs, storage_options_from_env, typed_options

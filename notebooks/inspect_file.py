@@ -1,5 +1,4 @@
 # Databricks notebook source
-# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Inspect a Lance data file
 # MAGIC
@@ -9,6 +8,7 @@
 
 # COMMAND ----------
 
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops import LanceFileReader
 from lance_spark_ops.file.inspect import summarize
 from lance_spark_ops.spark.cli import metric_rows

@@ -1,5 +1,4 @@
 # Databricks notebook source
-# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 # MAGIC %md
 # MAGIC # Rebuild the row-id index of a Lance dataset
 # MAGIC
@@ -10,6 +9,7 @@
 
 # COMMAND ----------
 
+# ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark.config import parse_bool, storage_options_from_env
 from lance_spark_ops.spark.rowid_index import rebuild_row_id_index
