@@ -187,7 +187,7 @@ def test_inspect_file_job(tmp_path: Path, lance_file: Any, capsys: pytest.Captur
 @pytest.mark.spark
 def test_spark_submit_with_conf(tmp_path: Path) -> None:
     """spark-submit with SPARK_CONF_DIR=conf: our progress lines, no Spark INFO lines, the JSON
-    line last, exit codes through spark-submit (0, and 2 for a bad option)."""
+    line last. (A failing job's exit code through spark-submit: tests/dags, which exits 2.)"""
     import lance
 
     uri = str(tmp_path / "ds")
@@ -204,11 +204,6 @@ def test_spark_submit_with_conf(tmp_path: Path) -> None:
     assert f"INFO lance_spark_ops: compact {uri}: starting" in both
     assert "a-secret-never-shown" not in both
     assert last_json(ok.stdout)["new_version"] == lance.dataset(uri).version > version
-
-    bad = subprocess.run(cmd + ["--compaction-mode", "sideways"], env=env, capture_output=True, text=True,
-                         timeout=300)
-    assert bad.returncode == 2
-    assert last_json(bad.stdout)["error"]["type"] == "UsageError"
 
 
 # jobs written on other branches at the time; their examples come with them
