@@ -16,7 +16,7 @@ from typing import Any
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.errors import CommitConflict, CommitStateUnknown
+from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, IncompatibleTransaction
 from lance_spark_ops.spark.config import option_specs
 from tests.spark.datasets import rows_multiset, small_fragments
 
@@ -86,13 +86,14 @@ def test_compact_job(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixture[s
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize("error, code, files_kept", [(CommitConflict, 3, False),
-                                                     (CommitStateUnknown, 5, True)])
+@pytest.mark.parametrize("error, code, files_kept", [
+    (CommitConflict, 3, False), (IncompatibleTransaction, 4, False), (CommitStateUnknown, 5, True)])
 def test_commit_failures_exit_codes(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                     capsys: pytest.CaptureFixture[str], error: type, code: int,
                                     files_kept: bool) -> None:
-    """A real compaction whose Rewrite commit fails: exit 3 (conflict: the files it wrote are
-    deleted) or 5 (state unknown: they are kept); the rows are those pylance saw before."""
+    """A real compaction whose Rewrite commit fails: exit 3 (conflict) or 4 (incompatible): the
+    files it wrote are deleted; 5 (state unknown): they are kept. The rows are those pylance saw
+    before."""
     import lance
 
     import lance_spark_ops.spark.compact as compact_module
