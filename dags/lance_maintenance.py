@@ -40,6 +40,9 @@ JOBS_DIR = Path(os.environ.get("LSO_JOBS_DIR", REPO / "jobs"))
 CONF_DIR = Path(os.environ.get("LSO_CONF_DIR", REPO / "conf"))
 LOG4J2 = CONF_DIR / "log4j2.properties"
 CONN_ID = "spark_default"
+# the row-id job's file was renamed rebuild_rowid_index.py -> rebuild_row_id_index.py
+ROW_ID_JOB = ("rebuild_rowid_index" if (JOBS_DIR / "rebuild_rowid_index.py").exists()
+              else "rebuild_row_id_index")
 
 # job -> its options exposed as params: {name: (default, JSON-schema type, description)}.
 # A None default leaves the flag out (the job's own default applies).
@@ -56,7 +59,7 @@ JOB_OPTIONS: dict[str, dict[str, tuple[Any, Any, str]]] = {
     "materialize_deletions": {
         "threshold": (0.0, "number", "rewrite fragments whose deleted fraction is above this"),
     },
-    "rebuild_rowid_index": {
+    ROW_ID_JOB: {
         "rows_per_partition": (1 << 20, "integer", "rows per index partition"),
         "index": (True, "boolean", "write the row-id index (false: only compact the sequences)"),
     },
@@ -138,7 +141,7 @@ with DAG(
     default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
     tags=["lance"],
 ) as dag:
-    tasks = [LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", "rebuild_rowid_index")]
+    tasks = [LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", ROW_ID_JOB)]
     if (JOBS_DIR / "vacuum.py").exists():  # written separately; runs last, once the others committed
         tasks.append(LanceJobOperator(job="vacuum"))
     chain(*tasks)

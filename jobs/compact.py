@@ -20,7 +20,7 @@ from lance_spark_ops.spark.options import COMPACTION_MODES, CompactionOptions
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CompactionOptions) -> Any:
     from lance_spark_ops.spark.compact import compact
 
-    return compact(spark, uri, storage_options, **vars(opts))
+    return compact(spark, uri, storage_options=storage_options, **vars(opts))
 
 
 def _report(metrics: Any) -> Iterator[str]:

@@ -37,7 +37,8 @@ class MaterializeDeletionsOptions:
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: MaterializeDeletionsOptions) -> Any:
     from lance_spark_ops.spark.compact import materialize_deletions
 
-    return materialize_deletions(spark, uri, opts.threshold, storage_options, opts.data_storage_version)
+    return materialize_deletions(spark, uri, opts.threshold, storage_options=storage_options,
+                                 data_storage_version=opts.data_storage_version)
 
 
 JOB = Job("materialize_deletions", _run, MaterializeDeletionsOptions, __doc__.split("\n\n")[0])

@@ -38,7 +38,7 @@ storage_options = storage_options_from_env()
 
 # COMMAND ----------
 
-metrics = compact(spark, uri, storage_options, **options)
+metrics = compact(spark, uri, storage_options=storage_options, **options)
 if metrics.dry_run:
     for i, group in enumerate(metrics.plan):
         print(f"task {i}: fragments {group}")

@@ -26,7 +26,8 @@ if not uri:
 threshold = float(dbutils.widgets.get("threshold") or 0.0)
 data_storage_version = dbutils.widgets.get("data_storage_version").strip() or None
 
-metrics = materialize_deletions(spark, uri, threshold, storage_options_from_env(), data_storage_version)
+metrics = materialize_deletions(spark, uri, threshold, storage_options=storage_options_from_env(),
+                                data_storage_version=data_storage_version)
 
 # COMMAND ----------
 

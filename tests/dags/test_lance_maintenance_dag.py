@@ -54,7 +54,9 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    jobs = ["compact", "materialize_deletions", "rebuild_rowid_index"]
+    old_name = (ROOT / "jobs" / "rebuild_rowid_index.py").exists()
+    row_id = "rebuild_rowid_index" if old_name else "rebuild_row_id_index"
+    jobs = ["compact", "materialize_deletions", row_id]
     if (ROOT / "jobs" / "vacuum.py").exists():
         jobs.append("vacuum")
     ok, failed = result["runs"]

@@ -96,8 +96,10 @@ def test_commit_failures_exit_codes(spark: Any, tmp_path: Path, monkeypatch: pyt
     before."""
     import lance
 
-    import lance_spark_ops.spark.compact as compact_module
+    from lance_spark_ops.spark.compact import compact
     from lance_spark_ops.table.format.transaction import Rewrite
+
+    compact_module = sys.modules[compact.__module__]
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", fragments=4, rows=200)

@@ -3,9 +3,10 @@
 # MAGIC # Rebuild the row-id index of a Lance dataset
 # MAGIC
 # MAGIC Compacts every fragment's row-id sequence (a new version when anything shrank) and writes
-# MAGIC the row id -> row address index under `_lance_spark_ops/row_id_index/` (as
-# MAGIC `jobs/rebuild_rowid_index.py`). A dataset without stable row ids is left unchanged: its row
-# MAGIC id is the row address. Storage options come from the cluster's environment.
+# MAGIC the row id -> row address index under `_lance_spark_ops/row_id_index/` (as the job
+# MAGIC `jobs/rebuild_row_id_index.py`, formerly `rebuild_rowid_index.py`). A dataset without stable
+# MAGIC row ids is left unchanged: its row id is the row address. Storage options come from the
+# MAGIC cluster's environment.
 
 # COMMAND ----------
 
