@@ -1,41 +1,41 @@
-"""Compact a Lance dataset on Spark.
+"""Compact a Lance dataset on Spark: merge small neighbouring fragments and drop deleted rows.
 
     spark-submit jobs/compact.py URI [--target-rows-per-fragment N] [--compaction-mode MODE]
-        [--materialize-deletions BOOL] [--dry-run true] [--commit-every N] ...
-        [--storage-option KEY=VALUE ...]
+        [--dry-run] [--commit-every N] [--config FILE] ...
 
-Every field of ``lance_spark_ops.spark.options.CompactionOptions`` is a flag. The last line
-printed is the metrics as one JSON object.
+Every field of ``lance_spark_ops.spark.options.CompactionOptions`` is a flag (see --help).
+With --dry-run the planned task groups are printed and nothing is written.
 """
 
 from __future__ import annotations
 
-import argparse
 import sys
+from collections.abc import Iterator
+from typing import Any
 
-from lance_spark_ops.spark import CompactionOptions, compact, get_spark
-from lance_spark_ops.spark.cli import (
-    add_dataclass_options,
-    options_from_args,
-    parse_storage_options,
-    print_metrics,
-)
+from lance_spark_ops.spark.cli import Job, run_job
+from lance_spark_ops.spark.options import COMPACTION_MODES, CompactionOptions
+
+
+def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CompactionOptions) -> Any:
+    from lance_spark_ops.spark import compact
+
+    return compact(spark, uri, storage_options=storage_options, **vars(opts))
+
+
+def _report(metrics: Any) -> Iterator[str]:
+    if metrics.dry_run:
+        for i, group in enumerate(metrics.plan):
+            yield f"task {i}: fragments {group}"
+
+
+JOB = Job("compact", _run, CompactionOptions, __doc__.split("\n\n")[0],
+          choices={"compaction_mode": COMPACTION_MODES}, report=_report,
+          spark=lambda opts: not opts.dry_run)  # a dry run only plans: no Spark session
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Compact a Lance dataset on Spark")
-    ap.add_argument("uri")
-    ap.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
-    add_dataclass_options(ap, CompactionOptions)
-    args = ap.parse_args(argv)
-    opts = options_from_args(args, CompactionOptions)
-    spark = get_spark("lance-spark-ops compact")
-    metrics = compact(spark, args.uri, opts, storage_options=parse_storage_options(args.storage_option))
-    if opts.dry_run:
-        for i, group in enumerate(metrics.plan):
-            print(f"task {i}: fragments {group}")
-    print_metrics(metrics)
-    return 0
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

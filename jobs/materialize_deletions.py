@@ -1,35 +1,55 @@
-"""Rewrite fragments whose deleted fraction is above a threshold so no deletion file remains.
+"""Rewrite the fragments of a Lance dataset whose deleted fraction is above a threshold, so no
+deletion file remains on them (one fragment in, one out; row ids kept under stable row ids).
 
-    spark-submit jobs/materialize_deletions.py URI [--threshold 0.0] [--defer-index-remap]
-        [--storage-option KEY=VALUE ...]
+    spark-submit jobs/materialize_deletions.py URI [--threshold 0.0] [--config FILE] ...
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
-import argparse
 import sys
+from dataclasses import dataclass
+from typing import Any
 
-from lance_spark_ops.spark.cli import parse_storage_options, print_metrics
-from lance_spark_ops.spark.compaction import materialize_deletions
-from lance_spark_ops.spark.session import get_spark
+from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.spark.cli import Job, run_job
+
+
+@dataclass(frozen=True)
+class MaterializeDeletionsOptions:
+    """Options of ``jobs/materialize_deletions.py``.
+
+    Attributes:
+        threshold: rewrite fragments whose deleted fraction (0 to 1) is above this; 0 rewrites
+            every fragment that has a deletion file.
+        data_storage_version: file version to write; must be the dataset's own (none: the
+            dataset's).
+        defer_index_remap: leave index files as they are and cover the rewritten fragments with
+            the fragment reuse index (pylance's defer_index_remap); default: remap indices now.
+    """
+
+    threshold: float = 0.0
+    data_storage_version: str | None = None
+    defer_index_remap: bool = False
+
+    def __post_init__(self) -> None:
+        if not 0.0 <= self.threshold <= 1.0:
+            raise InvalidInputError(f"threshold must be within [0, 1], got {self.threshold}")
+
+
+def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: MaterializeDeletionsOptions) -> Any:
+    from lance_spark_ops.spark import materialize_deletions
+
+    return materialize_deletions(spark, uri, opts.threshold, storage_options=storage_options,
+                                 data_storage_version=opts.data_storage_version,
+                                 defer_index_remap=opts.defer_index_remap)
+
+
+JOB = Job("materialize_deletions", _run, MaterializeDeletionsOptions, __doc__.split("\n\n")[0])
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Materialize deletions of a Lance dataset on Spark")
-    ap.add_argument("uri")
-    ap.add_argument("--threshold", type=float, default=0.0)
-    ap.add_argument("--data-storage-version", default=None)
-    ap.add_argument("--defer-index-remap", action="store_true",
-                    help="leave index files alone; record the moves in the fragment reuse index")
-    ap.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    spark = get_spark("lance-spark-ops materialize_deletions")
-    metrics = materialize_deletions(spark, args.uri, args.threshold,
-                                    storage_options=parse_storage_options(args.storage_option),
-                                    data_storage_version=args.data_storage_version,
-                                    defer_index_remap=args.defer_index_remap)
-    print_metrics(metrics)
-    return 0
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

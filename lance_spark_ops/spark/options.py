@@ -14,6 +14,40 @@ COMPACTION_MODES = ("reencode", "try_binary_copy", "force_binary_copy")
 
 @dataclass(frozen=True)
 class CompactionOptions:
+    """Options of ``compact`` (and of ``jobs/compact.py``, one flag each: the CLI's help is
+    this table).
+
+    Attributes:
+        target_rows_per_fragment: rows per output fragment; fragments with fewer live rows are
+            merged with their neighbours up to this.
+        max_rows_per_group: accepted for parity with pylance; Lance 2.x files have no row
+            groups, so (as in Lance) it changes nothing.
+        max_bytes_per_file: start a new output fragment when a file would exceed this many bytes
+            (none: no limit).
+        materialize_deletions: also rewrite fragments whose deleted fraction is above
+            materialize_deletions_threshold, even when they are large enough.
+        materialize_deletions_threshold: deleted fraction (0 to 1) above which a fragment is
+            rewritten to drop its deleted rows.
+        compaction_mode: how rows move: reencode (decode and encode again), try_binary_copy
+            (copy pages unchanged when the files allow it, else reencode) or force_binary_copy
+            (fail if they do not).
+        max_source_fragments: rewrite at most this many fragments in this run (task groups are
+            kept oldest first until the next would exceed a limit; none: no limit).
+        max_source_rows: rewrite fragments holding at most this many rows in total in this run.
+        max_source_bytes: rewrite fragments holding at most this many bytes in total in this run.
+        excluded_fragment_ids: fragment ids never rewritten (they split the plan like an index).
+        data_storage_version: file version to write; must be the dataset's own (pylance 14
+            cannot read a dataset mixing file versions) - none: the dataset's.
+        defer_index_remap: leave index files as they are and cover the rewritten fragments with
+            the fragment reuse index (pylance's defer_index_remap; refused with stable row ids);
+            default: remap every index in the same commit.
+        dry_run: print and return the plan without writing or committing anything.
+        commit_every: commit after every N task groups, so an interrupted job keeps its progress
+            (none: one commit at the end).
+        migrate_legacy: with data_storage_version 2.x on a legacy (0.1) dataset, rewrite every
+            fragment into that version in one commit.
+    """
+
     target_rows_per_fragment: int = 1024 * 1024
     # accepted for parity with pylance; Lance 2.x files have no row groups, so (as in Lance)
     # it changes nothing

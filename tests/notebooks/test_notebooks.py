@@ -1,0 +1,140 @@
+"""The Databricks notebooks in ``notebooks/``, executed as Databricks would run them (the whole
+source in one namespace, ``spark`` and ``dbutils`` provided, ``display`` when present) with a
+stand-in ``dbutils``, on pylance-made datasets; pylance checks what they did."""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pyarrow as pa
+import pytest
+
+from tests.spark.datasets import rows_multiset, small_fragments
+
+NOTEBOOKS = Path(__file__).resolve().parents[2] / "notebooks"
+COLUMNS = ["id", "f", "s"]
+
+
+class _Widgets:
+    """``dbutils.widgets``: ``text`` defines a widget (with its default), ``get`` reads the value
+    a run was given, and - as on Databricks - fails for a widget never defined."""
+
+    def __init__(self, values: dict[str, str]) -> None:
+        self.values, self.defined = values, {}
+
+    def text(self, name: str, default_value: str, label: str | None = None) -> None:
+        assert isinstance(default_value, str), name
+        self.defined[name] = default_value
+
+    def get(self, name: str) -> str:
+        if name not in self.defined:
+            raise KeyError(f"InputWidgetNotDefined: {name}")
+        return self.values.get(name, self.defined[name])
+
+
+class DBUtils:
+    def __init__(self, values: dict[str, str]) -> None:
+        self.widgets = _Widgets(values)
+
+
+def run_notebook(name: str, spark: Any, values: dict[str, str], display: bool = True
+                 ) -> tuple[dict[str, Any], list[Any]]:
+    path = NOTEBOOKS / f"{name}.py"
+    source = path.read_text()
+    assert source.startswith("# Databricks notebook source\n")
+    cells = source.split("\n# COMMAND ----------\n")
+    assert len(cells) >= 3 and cells[0].strip().splitlines()[1].startswith("# MAGIC %md")
+    shown: list[Any] = []
+    namespace: dict[str, Any] = {"spark": spark, "dbutils": DBUtils(values), "__name__": "__main__"}
+    if display:
+        namespace["display"] = shown.append
+    exec(compile(source, str(path), "exec"), namespace)
+    assert set(values) <= set(namespace["dbutils"].widgets.defined), "a value for an undefined widget"
+    return namespace, shown
+
+
+def metric_table(shown: list[Any]) -> dict[str, str]:
+    return {r["metric"]: r["value"] for r in shown[0].collect()}
+
+
+def test_every_job_has_a_notebook() -> None:
+    """One notebook per job file (named as the job), except the jobs written on other branches
+    at the time, whose notebooks come with them."""
+    jobs = {p.stem for p in (NOTEBOOKS.parent / "jobs").glob("*.py")}
+    assert {"compact", "materialize_deletions", "add_columns", "inspect_file", "rebuild_row_id_index"} <= jobs
+    missing = {j for j in jobs if not (NOTEBOOKS / f"{j}.py").exists()}
+    assert missing <= {"vacuum", "import_delta", "remap_indices"}, missing
+
+
+@pytest.mark.spark
+def test_compact_notebook(spark: Any, tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=4, rows=200)
+    before = lance.dataset(uri)
+    expected = rows_multiset(before.to_table(columns=COLUMNS), COLUMNS)
+    widgets = {"uri": uri, "dry_run": "true", "target_rows_per_fragment": "500"}
+    ns, shown = run_notebook("compact", spark, widgets)
+    assert ns["metrics"].dry_run and lance.dataset(uri).version == before.version
+    ns, shown = run_notebook("compact", spark, {"uri": uri, "target_rows_per_fragment": "500"})
+    after = lance.dataset(uri)
+    table = metric_table(shown)
+    assert int(table["new_version"]) == after.version > before.version
+    assert int(table["fragments_added"]) == len(after.get_fragments()) < len(before.get_fragments())
+    assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
+
+
+@pytest.mark.spark
+def test_materialize_deletions_notebook_without_display(spark: Any, tmp_path: Path,
+                                                        capsys: pytest.CaptureFixture[str]) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=2, rows=200)
+    expected = rows_multiset(lance.dataset(uri).to_table(columns=COLUMNS), COLUMNS)
+    ns, shown = run_notebook("materialize_deletions", spark, {"uri": uri}, display=False)
+    assert not shown and "fragments_removed" in capsys.readouterr().out  # the show() fallback
+    after = lance.dataset(uri)
+    assert all(f.deletion_file() is None for f in after.get_fragments())
+    assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
+    assert ns["metrics"].fragments_removed == 2
+
+
+@pytest.mark.spark
+def test_add_columns_notebook(spark: Any, tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=2, rows=100)
+    _, shown = run_notebook("add_columns", spark, {"uri": uri, "column": "twice=id * 2; tag=upper(s)"})
+    assert metric_table(shown)["columns"] == '["twice", "tag"]'
+    table = lance.dataset(uri).to_table(columns=["id", "s", "twice", "tag"])
+    assert table.column("twice").to_pylist() == [i * 2 for i in table.column("id").to_pylist()]
+    strings = table.column("s").to_pylist()
+    assert table.column("tag").to_pylist() == [s.upper() if s else None for s in strings]
+
+
+@pytest.mark.spark
+def test_rebuild_row_id_index_notebook(spark: Any, tmp_path: Path) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=2, rows=100, stable=True)
+    live = lance.dataset(uri).count_rows()
+    ns, shown = run_notebook("rebuild_row_id_index", spark, {"uri": uri, "rows_per_partition": "100"})
+    table = metric_table(shown)
+    assert int(table["index_rows"]) == live and int(table["index_partitions"]) == -(-live // 100)
+    assert int(table["index_version"]) == lance.dataset(uri).version
+
+
+@pytest.mark.spark
+def test_inspect_file_notebook(spark: Any, lance_file: Any) -> None:
+    from lance.file import LanceFileReader
+
+    path = lance_file(pa.table({"a": list(range(20)), "b": [f"x{i}" for i in range(20)]}), "2.1")
+    _, shown = run_notebook("inspect_file", spark, {"uri": path, "rows": "3"})
+    table = metric_table(shown)
+    assert int(table["rows"]) == LanceFileReader(path).metadata().num_rows == 20
+    assert [r["a"] for r in shown[1].collect()] == [0, 1, 2]
