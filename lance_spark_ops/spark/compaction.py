@@ -25,12 +25,14 @@ from typing import Any
 
 from pyroaring import BitMap
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.spark.job import Job, referenced_data_files
 from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import row_counts
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
 
@@ -65,15 +67,16 @@ def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats]
     """Planning inputs; returns (stats, number of indexed fragments withheld)."""
     bitmaps = _index_bitmaps(ds)
     stats, skipped = [], 0
-    for frag in ds.fragments:
-        covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
-        if skip_indexed and covering:
-            skipped += 1
-            # An indexed fragment acts as a boundary: planning must not merge across it.
-            stats.append(FragmentStats(frag.id, frag.physical_rows or 0, 0, 0, covering))
-            continue
-        stats.append(FragmentStats(frag.id, frag.physical_rows or 0, frag.num_deleted_rows or 0,
-                                   sum(f.file_size_bytes or 0 for f in frag.files), covering))
+    with gc_paused():  # 100 000 small objects (see lance_spark_ops._gc)
+        for frag in ds.fragments:
+            covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
+            physical, deleted, size = row_counts(frag)  # leaves a lazy fragment undecoded
+            if skip_indexed and covering:
+                skipped += 1
+                # An indexed fragment acts as a boundary: planning must not merge across it.
+                stats.append(FragmentStats(frag.id, physical, 0, 0, covering))
+                continue
+            stats.append(FragmentStats(frag.id, physical, deleted, size, covering))
     return stats, skipped
 
 
