@@ -67,9 +67,10 @@ def fragment_stats(ds: Dataset, skip_indexed: bool) -> tuple[list[FragmentStats]
     """Planning inputs; returns (stats, number of indexed fragments withheld)."""
     bitmaps = _index_bitmaps(ds)
     stats, skipped = [], 0
+    none: frozenset[int] = frozenset()
     with gc_paused():  # 100 000 small objects (see lance_spark_ops._gc)
         for frag in ds.fragments:
-            covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm)
+            covering = frozenset(i for i, bm in enumerate(bitmaps) if frag.id in bm) if bitmaps else none
             physical, deleted, size = row_counts(frag)  # leaves a lazy fragment undecoded
             if skip_indexed and covering:
                 skipped += 1
@@ -225,9 +226,10 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
-        _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        new_ds = ds.commit(Rewrite(groups), ds.version, data_storage_version=new_storage_version)
+        # committed through the reserved version's Dataset: its manifest is not parsed again
+        new_ds = latest.commit(Rewrite(groups), ds.version, data_storage_version=new_storage_version)
     metrics.commits += 1
     _count(metrics, groups, results)
     return new_ds
@@ -249,12 +251,13 @@ def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
 
 
-def _reserve_ids(ds: Dataset, new_fragments: list) -> None:
+def _reserve_ids(ds: Dataset, new_fragments: list) -> Dataset:
     """Give the new fragments final ids by committing a ReserveFragments first (as pylance's
-    compaction does); the Rewrite then keeps them."""
+    compaction does); the Rewrite then keeps them. Returns the latest version known."""
     if not new_fragments:
-        return
+        return ds
     reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
+    return reserved

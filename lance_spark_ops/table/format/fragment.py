@@ -331,4 +331,6 @@ def row_counts(f: DataFragment) -> tuple[int, int, int]:
         return (f.physical_rows or 0, f.num_deleted_rows or 0,
                 sum(d.file_size_bytes or 0 for d in f.files))
     deleted = pb.deletion_file.num_deleted_rows if pb.HasField("deletion_file") else 0
-    return pb.physical_rows, deleted, sum(d.file_size_bytes for d in pb.files)
+    files = pb.files
+    size = files[0].file_size_bytes if len(files) == 1 else sum(d.file_size_bytes for d in files)
+    return pb.physical_rows, deleted, size
