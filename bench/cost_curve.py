@@ -88,9 +88,8 @@ def run_child(kind: str, uri: str, target: int) -> dict:
 
 def run_ours(uri: str, target: int) -> dict:
     from lance_spark_ops.spark.compaction import compact
-    from lance_spark_ops.spark.session import get_spark
-
     from lance_spark_ops.spark.runner import run_tasks
+    from lance_spark_ops.spark.session import get_spark
 
     spark = get_spark("cost-curve")
     try:  # one task per slot first, so JVM and worker start-up are not timed

@@ -19,7 +19,6 @@ from typing import NamedTuple
 from lance_spark_ops._gc import gc_paused
 from lance_spark_ops.spark.options import CompactionOptions
 
-
 _NO_INDICES: frozenset[int] = frozenset()
 
 
