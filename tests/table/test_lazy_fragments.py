@@ -106,3 +106,23 @@ def test_commit_over_many_lazy_fragments_keeps_them_exact(tmp_path) -> None:
     assert all(after[i] == m for i, m in before.items())
     assert theirs.count_rows() == 301 * 9 + 2 * 10
     assert theirs.to_table().num_rows == ds.count_rows() == 301 * 9 + 2 * 10
+
+
+def test_a_landed_commit_holds_what_its_file_holds(pylance_dataset, tmp_path) -> None:
+    """The commit returns the manifest it built rather than parsing the file it wrote: both
+    must agree, and pylance must read the version as ours describes it."""
+    import shutil
+
+    uri = str(tmp_path / "ds")
+    shutil.copytree(pylance_dataset("deletions", "2.2"), uri)
+    ds = Dataset.open(uri)
+    frag = ds.fragments[0]
+    new = ds.commit(Append([replace(frag, id=0, deletion_file=None, files=[replace(f) for f in frag.files])]))
+    reread = Dataset.open(uri)
+    assert new.version == reread.version
+    assert new.manifest == reread.manifest
+    assert new.manifest_file.transaction_bytes == reread.manifest_file.transaction_bytes
+    assert new.manifest_file.index_section_bytes == reread.manifest_file.index_section_bytes
+    theirs = lance.dataset(uri)
+    assert [f.fragment_id for f in theirs.get_fragments()] == [f.id for f in new.fragments]
+    assert theirs.count_rows() == new.count_rows()

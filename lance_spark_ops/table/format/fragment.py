@@ -224,13 +224,16 @@ class DataFragment:
         return self.__dict__.get("_pb")
 
     def _decode(self) -> None:
+        # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
+        # too (setdefault keeps the first) or finds the values
         d = self.__dict__
-        pb = d.pop("_pb", None)
-        clean = d.pop("_clean", False)
+        pb = d.get("_pb")
         if pb is None:
             return
-        for k, v in _decoded_fields(pb, clean).items():
+        for k, v in _decoded_fields(pb, d.get("_clean", False)).items():
             d.setdefault(k, v)
+        d.pop("_pb", None)
+        d.pop("_clean", None)
 
     def __setattr__(self, name: str, value: object) -> None:
         d = self.__dict__
@@ -249,6 +252,7 @@ class DataFragment:
         return obj
 
     def to_pb(self) -> table_pb2.DataFragment:
+        """The protobuf (for an undecoded fragment the kept one itself: copy it before changing it)."""
         pb = self.__dict__.get("_pb")
         if pb is not None:
             return pb
