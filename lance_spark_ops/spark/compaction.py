@@ -27,6 +27,7 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.spark.index_remap import (
     IndexChanges,
@@ -40,6 +41,7 @@ from lance_spark_ops.spark.options import CompactionOptions
 from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import row_counts
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
 
@@ -82,16 +84,17 @@ def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple
     excluded and those covered by an index without a fragment bitmap)."""
     cover, blocked = covering_sets(ds)
     stats, skipped = [], 0
-    for frag in ds.fragments:
-        covering = cover.get(frag.id, frozenset())
-        if frag.id in blocked or (covering and frag.id in excluded):
-            skipped += 1
-        if frag.id in blocked:
-            # acts as a boundary: planning must not merge across it
-            stats.append(FragmentStats(frag.id, frag.physical_rows or 0, 0, 0, covering))
-            continue
-        stats.append(FragmentStats(frag.id, frag.physical_rows or 0, frag.num_deleted_rows or 0,
-                                   sum(f.file_size_bytes or 0 for f in frag.files), covering))
+    with gc_paused():  # 100 000 small objects (see lance_spark_ops._gc)
+        for frag in ds.fragments:
+            covering = cover.get(frag.id, frozenset())
+            physical, deleted, size = row_counts(frag)  # leaves a lazy fragment undecoded
+            if frag.id in blocked or (covering and frag.id in excluded):
+                skipped += 1
+            if frag.id in blocked:
+                # acts as a boundary: planning must not merge across it
+                stats.append(FragmentStats(frag.id, physical, 0, 0, covering))
+                continue
+            stats.append(FragmentStats(frag.id, physical, deleted, size, covering))
     return stats, skipped
 
 
@@ -236,13 +239,14 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
-        reserved = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
         if new_storage_version is not None:  # legacy -> 2.x migration (refused on indexed datasets)
-            new_ds, changes = ds.commit(Rewrite(groups), ds.version,
-                                        data_storage_version=new_storage_version), None
+            # committed through the reserved version's Dataset: its manifest is not parsed again
+            new_ds, changes = latest.commit(Rewrite(groups), ds.version,
+                                            data_storage_version=new_storage_version), None
         else:
-            new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, reserved or ds.version,
+            new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                              make_remapper(job))
     metrics.commits += 1
     _count(metrics, groups, results)
@@ -267,16 +271,16 @@ def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
 
 
-def _reserve_ids(ds: Dataset, new_fragments: list) -> int | None:
+def _reserve_ids(ds: Dataset, new_fragments: list) -> Dataset:
     """Give the new fragments final ids by committing a ReserveFragments first (as pylance's
-    compaction does); the Rewrite then keeps them. Returns the reservation's version."""
+    compaction does); the Rewrite then keeps them. Returns the latest version known."""
     if not new_fragments:
-        return None
+        return ds
     reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i
-    return reserved.version
+    return reserved
 
 
 def _count_indices(metrics: CompactionMetrics, changes: IndexChanges) -> None:

@@ -113,6 +113,7 @@ class Dataset:
         self.check_writable()
         read = self.version if read_version is None else read_version
         store = manifest_store if manifest_store is not None else self.manifest_store
+        kwargs.setdefault("known_manifests", {self.version: self.manifest_file})  # parsed already
         return Dataset.from_commit(commit_transaction(self.store, operation, read, max_retries=max_retries,
                                                       manifest_store=store, **kwargs))
 

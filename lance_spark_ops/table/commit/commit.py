@@ -31,7 +31,7 @@ import random
 import time
 import uuid as uuidlib
 from collections.abc import Mapping
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lance_spark_ops.errors import (
@@ -202,6 +202,7 @@ def commit_transaction(
     tag: str = "",
     transaction_properties: dict[str, str] | None = None,
     rebase_hints: Mapping[str, Any] | None = None,
+    known_manifests: Mapping[int, ManifestFile] | None = None,
 ) -> CommitResult:
     """Commit ``operation`` made from version ``read_version`` (0 / None: a new dataset).
 
@@ -212,6 +213,8 @@ def commit_transaction(
     ``must_create`` fails with IncompatibleTransaction when the dataset exists.
     ``enable_v2_manifest_paths`` / ``enable_stable_row_ids`` / ``data_storage_version`` shape a
     new dataset (an Overwrite may also change the storage version).
+    ``known_manifests``: version -> its manifest file, already parsed by the caller (a
+    ``Dataset`` passes its own), so a 100 000-fragment manifest is not read and parsed again.
     """
     store = target if isinstance(target, ObjectStore) else ObjectStore(target, storage_options or {})
     if max_retries < 0:
@@ -219,7 +222,7 @@ def commit_transaction(
     txn = Transaction(read_version or 0, str(uuidlib.uuid4()), operation, tag,
                       dict(transaction_properties or {}))
     att = _Attempt(store, handler_for(manifest_store, store), txn, checked=txn.read_version,
-                   hints=rebase_hints or {})
+                   hints=rebase_hints or {}, manifests=dict(known_manifests or {}))
     att.handler.check_store(store)  # e.g. no conditional put and no external store: refuse up front
     options = BuildOptions(stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version)
     default_scheme = ManifestNamingScheme.V2 if enable_v2_manifest_paths else ManifestNamingScheme.V1
@@ -271,7 +274,7 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
             _check_new_versions(att, listing, latest)
     version = (latest or 0) + 1
     scheme = listing.scheme or default_scheme
-    data, txn_name = _build(att, previous, listing, options)
+    data, txn_name, built = _build(att, previous, listing, options)
     try:
         rel = att.handler.commit(store, version, scheme, data)
     except CommitConflict:
@@ -289,12 +292,13 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
         # Interrupted (KeyboardInterrupt, SystemExit ...): keep our files unless surely not landed.
         att.unknown = att.handler.landed(store, version, scheme, data) is not False
         raise
-    return _landed(att, data, rel, scheme, txn_name)
+    return _landed(att, built, rel, scheme, txn_name)
 
 
 def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing,
-           options: BuildOptions) -> tuple[bytes, str | None]:
-    """Manifest file bytes for the next version; writes the transaction file first."""
+           options: BuildOptions) -> tuple[bytes, str | None, ManifestFile]:
+    """Manifest file bytes for the next version (and what they hold, so that a landed commit
+    need not parse them again); writes the transaction file first."""
     restored = None
     if isinstance(att.txn.operation, Restore):
         restored = att.manifest_file(att.txn.operation.version, listing)
@@ -313,13 +317,16 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
     if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
         att.txn_files[txn_name] = txn_bytes
         att.store.write(f"{TRANSACTIONS_DIR}/{txn_name}", txn_bytes)
-    return serialize_manifest_file(manifest, txn_bytes, index_section(new_indices)), txn_name
+    section = index_section(new_indices)
+    data = serialize_manifest_file(manifest, txn_bytes, section)
+    built = ManifestFile(manifest, txn_bytes, section.SerializeToString() if section is not None else None)
+    return data, txn_name, built
 
 
-def _landed(att: _Attempt, data: bytes, rel: str, scheme: ManifestNamingScheme,
+def _landed(att: _Attempt, built: ManifestFile, rel: str, scheme: ManifestNamingScheme,
             txn_name: str | None) -> CommitResult:
     store = att.store
-    mf = parse_manifest_file(data, store.uri(rel))
+    mf = replace(built, path=store.uri(rel))  # what the bytes written hold, without parsing them again
     _write_hint(store, mf.manifest.version)
     keep = {p for p in att.rebase_files if _referenced(att.txn, p)}
     try:

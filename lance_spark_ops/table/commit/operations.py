@@ -66,7 +66,14 @@ from lance_spark_ops.table.format.feature_flags import (
     FLAG_STABLE_ROW_IDS,
     compute_flags,
 )
-from lance_spark_ops.table.format.fragment import TOMBSTONE_FIELD_ID, DataFile, DataFragment, ExternalFile
+from lance_spark_ops.table.format.fragment import (
+    TOMBSTONE_FIELD_ID,
+    DataFile,
+    DataFragment,
+    ExternalFile,
+    has_deletion_file,
+    has_row_id_meta,
+)
 from lance_spark_ops.table.format.manifest import DataStorageFormat, Manifest, WriterVersion
 from lance_spark_ops.table.format.rowids import (
     RangeSegment,
@@ -243,6 +250,8 @@ def _new_fragments(frags: list[DataFragment], state: _State, version: int, what:
 
 
 def _drop_tombstoned_files(f: DataFragment) -> DataFragment:
+    if not f.is_decoded:
+        return f  # carried over unchanged from the previous version
     if all(any(i != TOMBSTONE_FIELD_ID for i in d.fields) for d in f.files):
         return f
     return replace(f, files=[d for d in f.files if any(i != TOMBSTONE_FIELD_ID for i in d.fields)])
@@ -442,14 +451,14 @@ def _new_manifest(previous: Manifest | None, schema: LanceSchema, frags: list[Da
 
 def _set_flags(m: Manifest, stable: bool, previous: Manifest | None) -> None:
     if stable:
-        lacking = [f.id for f in m.fragments if f.row_id_meta is None]
+        lacking = [f.id for f in m.fragments if not has_row_id_meta(f)]
         if lacking:
             raise InvalidInputError(f"the dataset uses stable row ids but fragment(s) {lacking[:10]} "
                                     "carry none")
     prev_flags = previous.writer_feature_flags if previous is not None else 0
     keep_disable = bool(prev_flags & FLAG_DISABLE_TRANSACTION_FILE)
     m.reader_feature_flags, m.writer_feature_flags = compute_flags(
-        has_deletion_files=any(f.deletion_file is not None for f in m.fragments),
+        has_deletion_files=any(has_deletion_file(f) for f in m.fragments),
         stable_row_ids=stable,
         has_config=bool(m.config),
         has_base_paths=bool(m.base_paths),

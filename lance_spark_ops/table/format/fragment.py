@@ -14,6 +14,12 @@ relative to the dataset root) and per-row created-at / last-updated-at version s
 
 Plain dataclasses with exact ``from_pb`` / ``to_pb`` so that commits can copy fragments from
 one manifest to the next unchanged. No I/O here.
+
+A manifest of 100 000 fragments must open in well under a second, so a parsed manifest holds
+*lazy* fragments (``DataFragment.lazy``): only ``id`` is read at parse time; the first read
+or write of any other attribute decodes the rest from the kept protobuf. A fragment nobody
+touched serializes straight from that protobuf (``to_pb``), so a commit that carries 99 998
+fragments over unchanged never decodes them.
 """
 
 from __future__ import annotations
@@ -102,16 +108,16 @@ class DataFile:
                                    f"{len(self.column_indices)} column indices", path=where)
 
     @classmethod
-    def from_pb(cls, pb: table_pb2.DataFile) -> DataFile:
+    def from_pb(cls, pb: table_pb2.DataFile, known_clean: bool = False) -> DataFile:
         return cls(
             path=pb.path,
-            fields=list(pb.fields),
-            column_indices=list(pb.column_indices),
+            fields=pb.fields[:],
+            column_indices=pb.column_indices[:],
             file_major_version=pb.file_major_version,
             file_minor_version=pb.file_minor_version,
             file_size_bytes=pb.file_size_bytes or None,
             base_id=pb.base_id if pb.HasField("base_id") else None,
-            unknown_fields=unknown_of(pb),
+            unknown_fields=b"" if known_clean else unknown_of(pb),
         )
 
     def to_pb(self) -> table_pb2.DataFile:
@@ -140,13 +146,13 @@ class DeletionFile:
     unknown_fields: bytes = field(default=b"", repr=False, compare=False)
 
     @classmethod
-    def from_pb(cls, pb: table_pb2.DeletionFile) -> DeletionFile:
+    def from_pb(cls, pb: table_pb2.DeletionFile, known_clean: bool = False) -> DeletionFile:
         try:
             kind = DeletionFileType(pb.file_type)
         except ValueError:
             raise CorruptFileError(f"unknown deletion file type {pb.file_type}") from None
         return cls(kind, pb.read_version, pb.id, pb.num_deleted_rows or None,
-                   pb.base_id if pb.HasField("base_id") else None, unknown_of(pb))
+                   pb.base_id if pb.HasField("base_id") else None, b"" if known_clean else unknown_of(pb))
 
     def to_pb(self) -> table_pb2.DeletionFile:
         pb = table_pb2.DeletionFile(file_type=int(self.file_type), read_version=self.read_version,
@@ -198,25 +204,58 @@ class DataFragment:
             return None
         return self.physical_rows - deleted
 
+    # -- laziness ------------------------------------------------------------------------------
+    @classmethod
+    def lazy(cls, pb: table_pb2.DataFragment, known_clean: bool = False) -> DataFragment:
+        """A fragment that decodes ``pb`` on first use of any attribute but ``id``.
+        ``known_clean``: the caller knows ``pb`` holds no unknown protobuf fields anywhere."""
+        obj = cls.__new__(cls)
+        obj.__dict__.update(id=pb.id, _pb=pb, _clean=known_clean)
+        return obj
+
+    @property
+    def is_decoded(self) -> bool:
+        """False while the fragment is still only its protobuf (nothing but ``id`` was used)."""
+        return "_pb" not in self.__dict__
+
+    @property
+    def source_pb(self) -> table_pb2.DataFragment | None:
+        """The protobuf of a not yet decoded fragment (do not modify it), else None."""
+        return self.__dict__.get("_pb")
+
+    def _decode(self) -> None:
+        # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
+        # too (setdefault keeps the first) or finds the values
+        d = self.__dict__
+        pb = d.get("_pb")
+        if pb is None:
+            return
+        for k, v in _decoded_fields(pb, d.get("_clean", False)).items():
+            d.setdefault(k, v)
+        d.pop("_pb", None)
+        d.pop("_clean", None)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        d = self.__dict__
+        if "_pb" in d:
+            self._decode()
+        d[name] = value
+
+    def __getstate__(self) -> dict:
+        self._decode()
+        return dict(self.__dict__)
+
     @classmethod
     def from_pb(cls, pb: table_pb2.DataFragment) -> DataFragment:
-        where = f"fragment {pb.id}"
-        try:
-            deletion = DeletionFile.from_pb(pb.deletion_file) if pb.HasField("deletion_file") else None
-        except CorruptFileError as e:
-            raise CorruptFileError(f"{where}: {e}") from e
-        return cls(
-            id=pb.id,
-            files=[DataFile.from_pb(f) for f in pb.files],
-            deletion_file=deletion,
-            physical_rows=pb.physical_rows or None,
-            row_id_meta=_seq_from_pb(pb, "row_id_sequence"),
-            last_updated_at_version_meta=_seq_from_pb(pb, "last_updated_at_version_sequence"),
-            created_at_version_meta=_seq_from_pb(pb, "created_at_version_sequence"),
-            unknown_fields=unknown_of(pb),
-        )
+        obj = cls.__new__(cls)
+        obj.__dict__.update(_decoded_fields(pb, False))
+        return obj
 
     def to_pb(self) -> table_pb2.DataFragment:
+        """The protobuf (for an undecoded fragment the kept one itself: copy it before changing it)."""
+        pb = self.__dict__.get("_pb")
+        if pb is not None:
+            return pb
         pb = table_pb2.DataFragment(id=self.id, files=[f.to_pb() for f in self.files],
                                     physical_rows=self.physical_rows or 0)
         if self.deletion_file is not None:
@@ -227,3 +266,75 @@ class DataFragment:
         _seq_to_pb(pb, self.created_at_version_meta, "inline_created_at_versions",
                    "external_created_at_versions")
         return restore_unknown(pb, self.unknown_fields)
+
+
+def _decoded_fields(pb: table_pb2.DataFragment, clean: bool) -> dict[str, object]:
+    """Every attribute of a ``DataFragment`` from its protobuf."""
+    where = f"fragment {pb.id}"
+    try:
+        deletion = DeletionFile.from_pb(pb.deletion_file, clean) if pb.HasField("deletion_file") else None
+    except CorruptFileError as e:
+        raise CorruptFileError(f"{where}: {e}") from e
+    return {
+        "id": pb.id,
+        "files": [DataFile.from_pb(f, clean) for f in pb.files],
+        "deletion_file": deletion,
+        "physical_rows": pb.physical_rows or None,
+        "row_id_meta": _seq_from_pb(pb, "row_id_sequence"),
+        "last_updated_at_version_meta": _seq_from_pb(pb, "last_updated_at_version_sequence"),
+        "created_at_version_meta": _seq_from_pb(pb, "created_at_version_sequence"),
+        "unknown_fields": b"" if clean else unknown_of(pb),
+    }
+
+
+class _Lazy:
+    """Non-data descriptor standing in for a field of a lazy ``DataFragment``: decodes the
+    fragment on first read; once decoded (or for an eagerly built fragment) the instance
+    dictionary holds the value and this is never consulted again."""
+
+    def __init__(self, name: str, default: object) -> None:
+        self.name, self.default = name, default
+
+    def __get__(self, obj: DataFragment | None, owner: type) -> object:
+        if obj is None:
+            return self.default
+        d = obj.__dict__
+        if "_pb" not in d:
+            raise AttributeError(self.name)
+        obj._decode()
+        return d[self.name]
+
+
+for _f in ("files", "deletion_file", "physical_rows", "row_id_meta", "last_updated_at_version_meta",
+           "created_at_version_meta", "unknown_fields"):
+    setattr(DataFragment, _f, _Lazy(_f, DataFragment.__dataclass_fields__[_f].default))
+del _f
+
+
+# -- reads that leave a lazy fragment undecoded (planning and commits touch every fragment) ------
+def has_deletion_file(f: DataFragment) -> bool:
+    pb = f.source_pb
+    return f.deletion_file is not None if pb is None else pb.HasField("deletion_file")
+
+
+def has_row_id_meta(f: DataFragment) -> bool:
+    pb = f.source_pb
+    return f.row_id_meta is not None if pb is None else pb.WhichOneof("row_id_sequence") is not None
+
+
+def data_file_paths(f: DataFragment) -> list[str]:
+    """Paths (relative to ``data/``) of the fragment's data files."""
+    pb = f.source_pb
+    return [d.path for d in (f.files if pb is None else pb.files)]
+
+
+def row_counts(f: DataFragment) -> tuple[int, int, int]:
+    """(physical rows, deleted rows, data bytes) with 0 for unknown counts, as planning uses them."""
+    pb = f.source_pb
+    if pb is None:
+        return (f.physical_rows or 0, f.num_deleted_rows or 0,
+                sum(d.file_size_bytes or 0 for d in f.files))
+    deleted = pb.deletion_file.num_deleted_rows if pb.HasField("deletion_file") else 0
+    files = pb.files
+    size = files[0].file_size_bytes if len(files) == 1 else sum(d.file_size_bytes for d in files)
+    return pb.physical_rows, deleted, size

@@ -28,6 +28,7 @@ from typing import Any
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._pb import file_pb2, table_pb2
 from lance_spark_ops.errors import CorruptFileError, SchemaError, UnsupportedError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
@@ -83,6 +84,9 @@ class Manifest:
     branch: str | None = None
     base_paths: list[Any] = field(default_factory=list)  # table_pb2.BasePath
     unknown_fields: bytes = field(default=b"", repr=False, compare=False)
+    # parsed from a file with no unknown protobuf field anywhere (``check_manifest`` skips
+    # the per-fragment scan)
+    known_clean: bool = field(default=False, repr=False, compare=False)
 
     # -- derived -----------------------------------------------------------
     @property
@@ -118,7 +122,9 @@ class Manifest:
 
     # -- protobuf ------------------------------------------------------------
     @classmethod
-    def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None) -> Manifest:
+    def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None, known_clean: bool = False) -> Manifest:
+        """``known_clean``: the caller checked that ``pb`` holds no unknown field anywhere.
+        Fragments are lazy (``DataFragment.lazy``): decoded when first used."""
         for f in pb.fields:  # a schema field we would re-serialize without them
             numbers = unknown_field_numbers(unknown_of(f))
             if numbers:
@@ -129,10 +135,9 @@ class Manifest:
         except SchemaError as e:
             kind = UnsupportedError if "unsupported logical type" in str(e) else CorruptFileError
             raise kind(f"manifest schema: {e}", path=path) from e
-        try:
-            fragments = [DataFragment.from_pb(f) for f in pb.fragments]
-        except CorruptFileError as e:
-            raise CorruptFileError(str(e), path=path) from e
+        lazy = DataFragment.lazy
+        with gc_paused():
+            fragments = [lazy(f, known_clean) for f in pb.fragments]
         wv = None
         if pb.HasField("writer_version"):
             w = pb.writer_version
@@ -166,13 +171,16 @@ class Manifest:
             tag=pb.tag,
             branch=pb.branch if pb.HasField("branch") else None,
             base_paths=list(pb.base_paths),
-            unknown_fields=unknown_of(pb),
+            unknown_fields=b"" if known_clean else unknown_of(pb),
+            known_clean=known_clean,
         )
 
-    def to_pb(self) -> table_pb2.Manifest:
+    def to_pb(self, with_fragments: bool = True) -> table_pb2.Manifest:
+        """The protobuf; ``with_fragments=False`` leaves the fragments out (``serialize_manifest_file``
+        appends them as bytes, which is much faster for many fragments)."""
         pb = table_pb2.Manifest(
             fields=schema_to_pb(self.schema),
-            fragments=[f.to_pb() for f in self.fragments],
+            fragments=[f.to_pb() for f in self.fragments] if with_fragments else [],
             version=self.version,
             version_aux_data=self.version_aux_data,
             tag=self.tag,
@@ -272,8 +280,15 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     if n != end - pos - 4:
         raise CorruptFileError(f"manifest at {pos} records {n} bytes but {end - pos - 4} precede the footer",
                                path=path)
-    pb = _parse_pb(table_pb2.Manifest, bytes(data[pos + 4 : end]), "manifest", path)
-    manifest = Manifest.from_pb(pb, path)
+    raw = bytes(data[pos + 4 : end])
+    pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
+    # No unknown field anywhere iff dropping them leaves the size unchanged (the known part
+    # re-encodes to no more bytes than it had); else parse again, keeping them.
+    pb.DiscardUnknownFields()
+    clean = pb.ByteSize() == len(raw)
+    if not clean:
+        pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
+    manifest = Manifest.from_pb(pb, path, known_clean=clean)
     _load_dictionaries(pb, manifest, data, path)
     txn = idx = None
     if manifest.inline_transaction_offset is not None:
@@ -314,6 +329,37 @@ def _write_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[i
     return placed
 
 
+_FRAGMENTS_TAG = bytes([(2 << 3) | 2])  # Manifest.fragments: field 2, length-delimited
+_VARINTS: dict[int, bytes] = {}
+
+
+def _varint(n: int) -> bytes:
+    cached = _VARINTS.get(n)
+    if cached is None:
+        out = bytearray()
+        v = n
+        while v >= 0x80:
+            out.append((v & 0x7F) | 0x80)
+            v >>= 7
+        out.append(v)
+        cached = bytes(out)
+        if len(_VARINTS) < 1 << 16:
+            _VARINTS[n] = cached
+    return cached
+
+
+def _fragments_bytes(fragments: list[DataFragment]) -> bytes:
+    """``Manifest.fragments`` encoded (protobuf lets a repeated field follow the other fields):
+    an undecoded fragment is its kept protobuf, re-serialized without a Python object per field."""
+    parts = []
+    tag = _FRAGMENTS_TAG
+    with gc_paused():
+        for f in fragments:
+            body = f.to_pb().SerializeToString()
+            parts += (tag, _varint(len(body)), body)
+    return b"".join(parts)
+
+
 def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes | None = None,
                             index_section: table_pb2.IndexSection | None = None) -> bytes:
     """Bytes of a manifest file: [index section] [transaction] manifest footer.
@@ -335,11 +381,15 @@ def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes
         body = transaction if isinstance(transaction, bytes) else transaction.to_bytes()
         out += _U32.pack(len(body)) + body
     pos = len(out)
-    pb = manifest.to_pb()
+    pb = manifest.to_pb(with_fragments=False)
     for f in pb.fields:
         if f.id in placed:
             f.dictionary.offset, f.dictionary.length = placed[f.id]
-    body = pb.SerializeToString()
+    # field 1 (schema), field 2 (fragments), the rest: the order a whole-message encoder
+    # writes, so a manifest read and written again is byte-identical
+    head = table_pb2.Manifest(fields=pb.fields).SerializeToString()
+    del pb.fields[:]
+    body = head + _fragments_bytes(manifest.fragments) + pb.SerializeToString()
     out += _U32.pack(len(body)) + body
     out += FOOTER.pack(pos, FOOTER_MAJOR, FOOTER_MINOR, MAGIC)
     return bytes(out)

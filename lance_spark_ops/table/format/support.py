@@ -55,6 +55,8 @@ def check_manifest(manifest: object, path: str | None = None) -> None:
                                f"{', '.join(READABLE_VERSIONS)})", path=path)
     for bp in manifest.base_paths:  # type: ignore[attr-defined]
         _refuse_unknown(unknown_of(bp), f"base path {bp.id}", path)
+    if manifest.known_clean:  # type: ignore[attr-defined]
+        return  # parsed from a file with no unknown field anywhere
     for frag in manifest.fragments:  # type: ignore[attr-defined]
         _refuse_unknown(frag.unknown_fields, f"fragment {frag.id}", path)
         for df in frag.files:
