@@ -34,7 +34,8 @@ def _run(cluster, script: str, *args: str) -> dict:
             break
         time.sleep(0.25)
     assert len(new) == 1, f"no new completed application on the master: {cluster.state()}"
-    assert new[0]["state"] == "FINISHED" and new[0]["name"].startswith("lance-spark-ops"), new[0]
+    # spark-submit names the application (the script, unless --name): the job keeps that name
+    assert new[0]["state"] == "FINISHED" and new[0]["name"] == script, new[0]
     assert new[0]["cores"] >= 1
     return json.loads(done.stdout.strip().splitlines()[-1])
 
