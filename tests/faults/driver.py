@@ -1,6 +1,6 @@
 """Run a job with ``spark-submit`` in its own process group and kill it - the whole group (driver
 kill) or only the Python workers (worker kill) - once a progress line of a chosen phase appeared
-on stderr, plus a seeded extra delay. Every wait is bounded."""
+(stdout: spark-submit merges the Python driver's stderr into it), plus a seeded extra delay. Every wait is bounded."""
 
 from __future__ import annotations
 
@@ -28,8 +28,10 @@ class DriverRun:
     workers_killed: int = 0
     stderr: list[str] = field(default_factory=list)
 
+    stdout: list[str] = field(default_factory=list)
+
     def tail(self, n: int = 15) -> str:
-        return "".join(self.stderr[-n:])
+        return "".join(self.stderr[-n:] + self.stdout[-n:])
 
 
 def _group_pids(pgid: int) -> list[tuple[int, str]]:
@@ -79,7 +81,7 @@ def run_job(script: str, args: list[str], *, fault: str | None, phase: str, kind
     proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE,
                             text=True, start_new_session=True)
     pgid = proc.pid
-    out: list[str] = []
+    out = run.stdout
 
     def read_err() -> None:
         assert proc.stderr is not None
@@ -88,9 +90,12 @@ def run_job(script: str, args: list[str], *, fault: str | None, phase: str, kind
             if marker.search(line):
                 seen.set()
 
-    def read_out() -> None:
+    def read_out() -> None:  # spark-submit merges the Python driver's stderr into stdout
         assert proc.stdout is not None
-        out.extend(proc.stdout)
+        for line in proc.stdout:
+            out.append(line)
+            if marker.search(line):
+                seen.set()
 
     readers = [threading.Thread(target=read_err, daemon=True), threading.Thread(target=read_out, daemon=True)]
     for t in readers:
