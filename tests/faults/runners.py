@@ -26,6 +26,7 @@ class JobRunner:
     args: Callable[[str, random.Random], list[str]]
     local: Callable[[str, dict[str, Any], random.Random], Any]
     phases: tuple[str, ...]
+    work_phases: tuple[str, ...] = ()  # phases whose Spark tasks run Python workers (worker kills)
     stable: bool = False  # the dataset needs stable row ids
     column: str | None = None  # a column the job adds (checked as id * 2)
 
@@ -72,14 +73,15 @@ def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random) -> Any:
 
 RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
     JobRunner("compact", "compact", "compact.py", _compact_args, _compact_local,
-              ("plan", "rewrite", "commit")),
+              ("plan", "rewrite", "commit"), ("rewrite",)),
     JobRunner("materialize_deletions", "materialize_deletions", "materialize_deletions.py",
-              lambda uri, rng: [uri, "--threshold", "0.0"], _materialize_local, ("plan", "rewrite", "commit")),
+              lambda uri, rng: [uri, "--threshold", "0.0"], _materialize_local, ("plan", "rewrite", "commit"),
+              ("rewrite",)),
     JobRunner("rebuild_row_id_index", "rebuild_row_id_index", "rebuild_row_id_index.py",
               lambda uri, rng: [uri, "--rows-per-partition", str(rng.choice([200, 1000]))], _rebuild_local,
-              ("sequences", "commit", "index"), stable=True),
+              ("sequences", "commit", "index"), ("sequences", "index"), stable=True),
     JobRunner("add_columns", "add_columns", "add_columns.py",
               lambda uri, rng: [uri, "--column", f"{ADDED}=id * 2",
                                 "--rows-per-task", str(rng.choice([300, 100000]))],
-              _add_columns_local, ("plan", "commit"), column=ADDED),
+              _add_columns_local, ("plan", "commit"), ("plan",), column=ADDED),
 ]}

@@ -119,7 +119,7 @@ def _hook_write(root: str, exp: Expected, rng: random.Random) -> None:
 
 def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
                   label: str) -> tuple[list[int], bool]:
-    phase = rng.choice(runner.phases)
+    phase = rng.choice(runner.phases if fault == "driver_kill" else runner.work_phases)
     delay = rng.uniform(0.0, 1.5)
     writers = Writers(root, exp, rng, rng.randint(2, 5)) if rng.random() < 0.3 else None
     master = "local[2]" if fault == "driver_kill" else "local[2,4]"  # local[N,F]: a task retried F-1 times
