@@ -1,6 +1,7 @@
 """Run a job with ``spark-submit`` in its own process group and kill it - the whole group (driver
 kill) or only the Python workers (worker kill) - once a progress line of a chosen phase appeared
-(stdout: spark-submit merges the Python driver's stderr into it), plus a seeded extra delay. Every wait is bounded."""
+(on stdout: spark-submit merges the Python driver's stderr into it), plus a seeded extra delay.
+Every wait is bounded."""
 
 from __future__ import annotations
 

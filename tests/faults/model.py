@@ -14,7 +14,6 @@ import random
 import threading
 from collections import Counter
 from dataclasses import dataclass, field
-from typing import Any
 
 import numpy as np
 import pyarrow as pa

@@ -1,5 +1,12 @@
 """The table of jobs under fault: how to run each in this process (``spark=None``) and as
-``spark-submit jobs/<job>.py``. Adding a job is one ``JobRunner`` entry in ``RUNNERS``."""
+``spark-submit jobs/<job>.py``. Adding a job is one ``JobRunner`` entry in ``RUNNERS``.
+
+For jobs still to come (sketch): ``vacuum`` - ``post_check`` asserts that no file unreferenced by
+every version and older than the threshold remains; ``remap_indices`` - ``prepare`` creates an
+index with pylance; the ``lance`` data-source writer and ``import_delta`` - ``rows`` returns the
+rows the job writes (fresh ids from ``model.FRESH_IDS`` + 10**7 up, columns id / val / s), which
+the check then requires all or none of (all when the job reported success).
+"""
 
 from __future__ import annotations
 
@@ -16,19 +23,22 @@ ADDED = "v2"  # the column add_columns adds: id * 2
 
 @dataclass(frozen=True)
 class JobRunner:
-    """One job: ``local(uri, storage_options, rng)`` runs it in-process and returns its metrics;
-    ``script`` + ``args(uri, rng)`` run it with spark-submit; ``phases`` are the progress
-    phases a driver kill may wait for; ``kind`` is the job name in its progress lines."""
+    """One job: ``local(uri, storage_options, rng, rows)`` runs it in-process and returns its
+    metrics; ``script`` + ``args(uri, rng, rows)`` run it with spark-submit; ``phases`` are the
+    progress phases a driver kill may wait for; ``kind`` is the job name in its progress lines."""
 
     name: str
     kind: str
     script: str
-    args: Callable[[str, random.Random], list[str]]
-    local: Callable[[str, dict[str, Any], random.Random], Any]
+    args: Callable[[str, random.Random, pa.Table | None], list[str]]
+    local: Callable[[str, dict[str, Any], random.Random, pa.Table | None], Any]
     phases: tuple[str, ...]
     work_phases: tuple[str, ...] = ()  # phases whose Spark tasks run Python workers (worker kills)
     stable: bool = False  # the dataset needs stable row ids
     column: str | None = None  # a column the job adds (checked as id * 2)
+    prepare: Callable[[str, random.Random], None] | None = None  # after the dataset is made (pylance)
+    rows: Callable[[random.Random], pa.Table] | None = None  # rows the job writes (all or nothing)
+    post_check: Callable[[str, bool], list[str]] | None = None  # job-specific invariants (uri, job ok)
 
 
 def _compact_opts(rng: random.Random) -> dict[str, Any]:
@@ -36,19 +46,19 @@ def _compact_opts(rng: random.Random) -> dict[str, Any]:
             "commit_every": rng.choice([None, None, 1, 2])}
 
 
-def _compact_args(uri: str, rng: random.Random) -> list[str]:
+def _compact_args(uri: str, rng: random.Random, rows: pa.Table | None = None) -> list[str]:
     o = _compact_opts(rng)
     out = [uri, "--target-rows-per-fragment", str(o["target_rows_per_fragment"])]
     return out + (["--commit-every", str(o["commit_every"])] if o["commit_every"] else [])
 
 
-def _compact_local(uri: str, so: dict[str, Any], rng: random.Random) -> Any:
+def _compact_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
     from lance_spark_ops.spark import compact
 
     return compact(None, uri, _compact_opts(rng), storage_options=so)
 
 
-def _materialize_local(uri: str, so: dict[str, Any], rng: random.Random) -> Any:
+def _materialize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
     from lance_spark_ops.spark.compaction import materialize_deletions
 
     return materialize_deletions(None, uri, 0.0, storage_options=so)
@@ -58,14 +68,14 @@ def _double_id(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     return {ADDED: pc.multiply(batch.column("id"), 2)}
 
 
-def _add_columns_local(uri: str, so: dict[str, Any], rng: random.Random) -> Any:
+def _add_columns_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
     from lance_spark_ops.spark.columns import ColumnFunction, add_columns
 
     fn = ColumnFunction(_double_id, pa.schema([(ADDED, pa.int64())]), ("id",))
     return add_columns(None, uri, fn, storage_options=so, rows_per_task=rng.choice([None, 300]))
 
 
-def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random) -> Any:
+def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
     from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
 
     return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]))
@@ -75,13 +85,13 @@ RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
     JobRunner("compact", "compact", "compact.py", _compact_args, _compact_local,
               ("plan", "rewrite", "commit"), ("rewrite",)),
     JobRunner("materialize_deletions", "materialize_deletions", "materialize_deletions.py",
-              lambda uri, rng: [uri, "--threshold", "0.0"], _materialize_local, ("plan", "rewrite", "commit"),
-              ("rewrite",)),
+              lambda uri, rng, rows=None: [uri, "--threshold", "0.0"], _materialize_local,
+              ("plan", "rewrite", "commit"), ("rewrite",)),
     JobRunner("rebuild_row_id_index", "rebuild_row_id_index", "rebuild_row_id_index.py",
-              lambda uri, rng: [uri, "--rows-per-partition", str(rng.choice([200, 1000]))], _rebuild_local,
-              ("sequences", "commit", "index"), ("sequences", "index"), stable=True),
+              lambda uri, rng, rows=None: [uri, "--rows-per-partition", str(rng.choice([200, 1000]))],
+              _rebuild_local, ("sequences", "commit", "index"), ("sequences", "index"), stable=True),
     JobRunner("add_columns", "add_columns", "add_columns.py",
-              lambda uri, rng: [uri, "--column", f"{ADDED}=id * 2",
+              lambda uri, rng, rows=None: [uri, "--column", f"{ADDED}=id * 2",
                                 "--rows-per-task", str(rng.choice([300, 100000]))],
               _add_columns_local, ("plan", "commit"), ("plan",), column=ADDED),
 ]}

@@ -9,8 +9,8 @@ Every run is seeded from ``(job, fault, seed)`` so a failure replays from its la
 from __future__ import annotations
 
 import random
-from contextlib import contextmanager
 from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
@@ -58,21 +58,39 @@ def run_scenario(job: str, fault: str, seed: int, tmp: Path) -> list[str]:
     rng = random.Random(f"{job}/{fault}/{seed}")
     root = str(tmp / "ds.lance")
     exp = make_dataset(root, rng.randrange(1 << 30), stable=runner.stable)
+    if runner.prepare:
+        runner.prepare(root, rng)
     ids_before = stable_row_ids(root) if runner.stable else None
+    rows = runner.rows(random.Random(rng.random())) if runner.rows else None
     STATS.runs[job] += 1
     if fault in SPARK_SUBMIT:
-        reported, ok = _spark_submit(runner, fault, root, exp, rng, label)
+        reported, ok = _spark_submit(runner, fault, root, exp, rng, label, rows)
     else:
-        reported, ok = _in_process(runner, fault, root, exp, rng, label)
-    bad = check(label, root, exp, reported, column=runner.column, column_must_exist=ok and bool(runner.column),
-                row_ids=ids_before)
+        reported, ok = _in_process(runner, fault, root, exp, rng, label, rows)
+    if rows is not None:
+        _expect_written(root, exp, rows, ok)
+    bad = check(label, root, exp, reported, column=runner.column,
+                column_must_exist=ok and bool(runner.column), row_ids=ids_before)
+    if runner.post_check:
+        bad += [f"{label}: {b}" for b in runner.post_check(root, ok)]
     if not bad and fault != "concurrent":
         bad = _recover(runner, label, root, exp, rng, ids_before)
     return bad
 
 
+def _expect_written(root: str, exp: Expected, rows: Any, ok: bool) -> None:
+    """The job's rows are expected when it succeeded or when any of them is there (then all)."""
+    import lance
+    import numpy as np
+
+    ids = rows["id"].to_numpy()
+    live = lance.dataset(root).to_table(columns=["id"])["id"].to_numpy()
+    if ok or np.isin(ids, live).any():
+        exp.rows.update(zip(ids.tolist(), rows["val"].to_pylist(), strict=True))
+
+
 def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
-                label: str) -> tuple[list[int], bool]:
+                label: str, rows: Any = None) -> tuple[list[int], bool]:
     uri, so, plan_name = root, {}, None
     if fault in ("transient", "ambiguous"):
         plan_name = label
@@ -82,18 +100,20 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
                                     manifest_only=rng.random() < 0.7))
         so = faulty_fs.install(plan_name, plan)
         uri = f"{faulty_fs.PROTOCOL}://{root}"
-    writers = Writers(root, exp, rng, rng.randint(3, 6)) if fault == "concurrent" or rng.random() < 0.25 else None
+    with_writers = fault == "concurrent" or rng.random() < 0.25
+    writers = Writers(root, exp, rng, rng.randint(3, 6)) if with_writers else None
     hook_rng = random.Random(rng.random())
-    hook = (lambda: _hook_write(root, exp, hook_rng)) if fault == "concurrent" and rng.random() < 0.6 else None
+    with_hook = fault == "concurrent" and rng.random() < 0.6
+    hook = (lambda: _hook_write(root, exp, hook_rng)) if with_hook else None
     metrics, exc = None, None
     try:
         if writers:
             writers.start.set()  # the writers and the job start together
         if hook:
             with _before_first_commit(hook):
-                metrics = runner.local(uri, so, rng)
+                metrics = runner.local(uri, so, rng, rows)
         else:
-            metrics = runner.local(uri, so, rng)
+            metrics = runner.local(uri, so, rng, rows)
     except Exception as e:  # noqa: BLE001 - any outcome is allowed; the invariants are checked after
         exc = e
     finally:
@@ -118,13 +138,13 @@ def _hook_write(root: str, exp: Expected, rng: random.Random) -> None:
 
 
 def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
-                  label: str) -> tuple[list[int], bool]:
+                  label: str, rows: Any = None) -> tuple[list[int], bool]:
     phase = rng.choice(runner.phases if fault == "driver_kill" else runner.work_phases)
     delay = rng.uniform(0.0, 1.5)
     writers = Writers(root, exp, rng, rng.randint(2, 5)) if rng.random() < 0.3 else None
     master = "local[2]" if fault == "driver_kill" else "local[2,4]"  # local[N,F]: a task retried F-1 times
-    run = run_job(runner.script, runner.args(root, rng), fault=fault, phase=phase, kind=runner.kind,
-                  delay=delay, master=master, on_marker=writers.start if writers else None)
+    run = run_job(runner.script, runner.args(root, rng, rows), fault=fault, phase=phase,
+                  kind=runner.kind, delay=delay, master=master, on_marker=writers.start if writers else None)
     if writers:
         writers.join()
     if run.killed:
@@ -148,10 +168,10 @@ def _recover(runner: JobRunner, label: str, root: str, exp: Expected, rng: rando
     """After a fault the job runs again cleanly (in-process) and must succeed."""
     import lance
 
-    if runner.column and runner.column in lance.dataset(root).schema.names:
-        return []
+    if runner.rows or (runner.column and runner.column in lance.dataset(root).schema.names):
+        return []  # a writer would write again; a column is there already
     try:
-        metrics = runner.local(root, {}, rng)
+        metrics = runner.local(root, {}, rng, None)
     except Exception as e:  # noqa: BLE001 - the finding
         bad = [f"{label}: the clean rerun after the fault failed: {e!r}"[:600]]
         STATS.violations.extend(bad)
