@@ -4,7 +4,8 @@ Two kinds of fault, decided per call by the plan named in the storage options
 (``{"plan": name}``; ``install(name, FaultPlan(...))`` first):
 
 * **transient**: the call raises ``OSError`` before touching anything;
-* **ambiguous** (writes only, as lance#8123): the write lands, then the caller sees an error.
+* **ambiguous** (writes only, as lance#8123): the write lands, then the caller sees an error;
+  with ``blind`` the next calls fail too, so reading back cannot tell whether it landed.
 
 Plans live in this process (in-process runs with ``spark=None``); every filesystem instance
 with the same plan name draws from one seeded generator, so a run replays from its seed.
@@ -36,9 +37,11 @@ class FaultPlan:
     transient: float = 0.0  # fraction of calls that fail before acting
     ambiguous: float = 0.0  # fraction of writes that land and then fail
     manifest_only: bool = False  # ambiguous faults only on manifest puts (``_versions/``)
+    blind: int = 0  # after an ambiguous fault the next ``blind`` calls fail too (no read-back)
     # run before the n-th manifest put (None: nothing); a concurrent writer that takes the version
     before_manifest_put: list = field(default_factory=list)
     calls: int = 0
+    blind_left: int = 0
     transient_faults: int = 0
     ambiguous_faults: int = 0
     rng: random.Random = field(init=False, repr=False)
@@ -50,7 +53,8 @@ class FaultPlan:
     def before(self, op: str, path: str) -> None:
         with self.lock:
             self.calls += 1
-            hit = self.rng.random() < self.transient
+            hit = self.rng.random() < self.transient or self.blind_left > 0
+            self.blind_left = max(0, self.blind_left - 1)
             if hit:
                 self.transient_faults += 1
         if hit:
@@ -63,6 +67,7 @@ class FaultPlan:
             hit = self.rng.random() < self.ambiguous
             if hit:
                 self.ambiguous_faults += 1
+                self.blind_left = self.blind
         if hit:
             raise InjectedFault(f"injected ambiguous fault: {op} {path} landed, the response was lost")
 

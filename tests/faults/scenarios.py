@@ -97,7 +97,7 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
         plan = (faulty_fs.FaultPlan(rng.randrange(1 << 30), transient=rng.choice([0.005, 0.02, 0.05]))
                 if fault == "transient" else
                 faulty_fs.FaultPlan(rng.randrange(1 << 30), ambiguous=rng.choice([0.3, 0.7, 1.0]),
-                                    manifest_only=rng.random() < 0.7))
+                                    manifest_only=rng.random() < 0.7, blind=rng.choice([0, 0, 2, 50])))
         so = faulty_fs.install(plan_name, plan)
         uri = f"{faulty_fs.PROTOCOL}://{root}"
     with_writers = fault == "concurrent" or rng.random() < 0.25
