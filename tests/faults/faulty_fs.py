@@ -165,5 +165,12 @@ class FaultyFileSystem(LocalFileSystem):
 
 
 def register() -> None:
-    """Make ``fsspec.filesystem("faulty")`` this class (idempotent)."""
+    """Make ``fsspec.filesystem("faulty")`` this class (idempotent), and let the library treat it
+    as a store with a conditional put (``pipe_file(mode="create")`` is atomic here) where it keeps
+    a list of such protocols."""
     fsspec.register_implementation(PROTOCOL, FaultyFileSystem, clobber=True)
+    from lance_spark_ops.io import storage
+
+    known = getattr(storage, "_CONDITIONAL_PUT", None)
+    if isinstance(known, frozenset | set) and PROTOCOL not in known:
+        storage._CONDITIONAL_PUT = frozenset(known | {PROTOCOL})

@@ -14,6 +14,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from tests.faults import faulty_fs
 from tests.faults.driver import run_job
 from tests.faults.model import STATS, Expected, Writers, check, make_dataset, stable_row_ids, writer_op
@@ -125,6 +126,9 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
     if fault == "concurrent":
         STATS.faults["concurrent"] += 1
     STATS.outcomes[_outcome(exc)] += 1
+    if isinstance(exc, InvalidInputError | UnsupportedError):  # not a fault: the harness is broken
+        STATS.violations.append(f"{label}: the job refused its input: {exc!r}")
+        raise AssertionError(f"{label}: the job refused its input") from exc
     return _reported(metrics), exc is None
 
 
