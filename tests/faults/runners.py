@@ -1,8 +1,10 @@
 """The table of jobs under fault: how to run each in this process (``spark=None``) and as
 ``spark-submit jobs/<job>.py``. Adding a job is one ``JobRunner`` entry in ``RUNNERS``.
 
-For jobs still to come (sketch): ``vacuum`` - ``post_check`` asserts that no file unreferenced by
-every version and older than the threshold remains; ``remap_indices`` - ``prepare`` creates an
+``vacuum`` joins the table when ``lance_spark_ops.spark.vacuuming`` exists (``retain_versions``
+only, so files no version references yet - concurrent writers' - are never its to delete);
+its ``post_check`` asserts that no data file referenced before the run by some version, and by
+no version left after it, remains. For jobs still to come (sketch): ``remap_indices`` - ``prepare`` creates an
 index with pylance; the ``lance`` data-source writer and ``import_delta`` - ``rows`` returns the
 rows the job writes (fresh ids from ``model.FRESH_IDS`` + 10**7 up, columns id / val / s), which
 the check then requires all or none of (all when the job reported success).
@@ -10,6 +12,8 @@ the check then requires all or none of (all when the job reported success).
 
 from __future__ import annotations
 
+import importlib.util
+import os
 import random
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -81,6 +85,35 @@ def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Ta
     return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]))
 
 
+_VACUUM_BEFORE: dict[str, set[str]] = {}  # dataset -> data files some version referenced before vacuum
+
+
+def _referenced(root: str) -> set[str]:
+    import lance
+
+    versions = [v["version"] for v in lance.dataset(root).versions()]
+    return {f.path for v in versions for frag in lance.dataset(root, version=v).get_fragments()
+            for f in frag.data_files()}
+
+
+def _vacuum_prepare(root: str, rng: random.Random) -> None:
+    _VACUUM_BEFORE[root] = _referenced(root)
+
+
+def _vacuum_post_check(root: str, ok: bool) -> list[str]:
+    before = _VACUUM_BEFORE.pop(root, set())
+    if not ok:
+        return []
+    left = (set(os.listdir(os.path.join(root, "data"))) & before) - _referenced(root)
+    return [f"vacuum left data files no version references: {sorted(left)[:5]} ({len(left)})"] if left else []
+
+
+def _vacuum_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+    from lance_spark_ops.spark.vacuuming import vacuum
+
+    return vacuum(None, uri, retain_versions=rng.choice([1, 2, 4]), storage_options=so)
+
+
 RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
     JobRunner("compact", "compact", "compact.py", _compact_args, _compact_local,
               ("plan", "rewrite", "commit"), ("rewrite",)),
@@ -95,3 +128,9 @@ RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
                                 "--rows-per-task", str(rng.choice([300, 100000]))],
               _add_columns_local, ("plan", "commit"), ("plan",), column=ADDED),
 ]}
+if importlib.util.find_spec("lance_spark_ops.spark.vacuuming") is not None:  # after the merge of vacuum
+    RUNNERS["vacuum"] = JobRunner(
+        "vacuum", "vacuum", "vacuum.py",
+        lambda uri, rng, rows=None: [uri, "--retain-versions", str(rng.choice([1, 2, 4]))], _vacuum_local,
+        ("read", "list", "plan", "delete"), ("list", "delete"), prepare=_vacuum_prepare,
+        post_check=_vacuum_post_check)
