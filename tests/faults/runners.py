@@ -42,7 +42,11 @@ class JobRunner:
     column: str | None = None  # a column the job adds (checked as id * 2)
     prepare: Callable[[str, random.Random], None] | None = None  # after the dataset is made (pylance)
     rows: Callable[[random.Random], pa.Table] | None = None  # rows the job writes (all or nothing)
-    post_check: Callable[[str, bool], list[str]] | None = None  # job-specific invariants (uri, job ok)
+    # job-specific invariants: (uri, job ok, job seed - ``random.Random(seed)`` was the job's rng)
+    post_check: Callable[[str, bool, float], list[str]] | None = None
+    # a failed run may leave versions older than the latest broken until a rerun finishes (vacuum:
+    # data files go before the manifests, as in Lance's cleanup); the rerun must leave all readable
+    may_break_old_versions: bool = False
 
 
 def _compact_opts(rng: random.Random) -> dict[str, Any]:
@@ -85,7 +89,8 @@ def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Ta
     return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]))
 
 
-_VACUUM_BEFORE: dict[str, set[str]] = {}  # dataset -> data files some version referenced before vacuum
+# dataset -> (data files some version referenced, latest version) before vacuum
+_VACUUM_BEFORE: dict[str, tuple[set[str], int]] = {}
 
 
 def _referenced(root: str) -> set[str]:
@@ -97,21 +102,36 @@ def _referenced(root: str) -> set[str]:
 
 
 def _vacuum_prepare(root: str, rng: random.Random) -> None:
-    _VACUUM_BEFORE[root] = _referenced(root)
+    """Compact with pylance first, so old versions hold files that only they reference."""
+    import lance
+
+    lance.dataset(root).optimize.compact_files(target_rows_per_fragment=rng.choice([400, 5000]))
+    _VACUUM_BEFORE[root] = _referenced(root), lance.dataset(root).version
 
 
-def _vacuum_post_check(root: str, ok: bool) -> list[str]:
-    before = _VACUUM_BEFORE.pop(root, set())
+def _retain(rng: random.Random) -> int:
+    return rng.choice([1, 2, 4])
+
+
+def _vacuum_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
+    """Versions beyond the retention are gone, and so are the data files only they referenced."""
+    import lance
+
+    before, latest = _VACUUM_BEFORE.pop(root)
     if not ok:
         return []
+    keep = _retain(random.Random(job_seed))
+    old = [v["version"] for v in lance.dataset(root).versions() if v["version"] <= latest - keep]
+    bad = [f"versions {old} outlived retain_versions={keep} (latest was {latest})"] if old else []
     left = (set(os.listdir(os.path.join(root, "data"))) & before) - _referenced(root)
-    return [f"vacuum left data files no version references: {sorted(left)[:5]} ({len(left)})"] if left else []
+    return bad + ([f"vacuum left data files no version references: {sorted(left)[:5]} ({len(left)})"]
+                  if left else [])
 
 
 def _vacuum_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
     from lance_spark_ops.spark.vacuuming import vacuum
 
-    return vacuum(None, uri, retain_versions=rng.choice([1, 2, 4]), storage_options=so)
+    return vacuum(None, uri, retain_versions=_retain(rng), storage_options=so)
 
 
 RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
@@ -131,6 +151,6 @@ RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
 if importlib.util.find_spec("lance_spark_ops.spark.vacuuming") is not None:  # after the merge of vacuum
     RUNNERS["vacuum"] = JobRunner(
         "vacuum", "vacuum", "vacuum.py",
-        lambda uri, rng, rows=None: [uri, "--retain-versions", str(rng.choice([1, 2, 4]))], _vacuum_local,
+        lambda uri, rng, rows=None: [uri, "--retain-versions", str(_retain(rng))], _vacuum_local,
         ("read", "list", "plan", "delete"), ("list", "delete"), prepare=_vacuum_prepare,
-        post_check=_vacuum_post_check)
+        post_check=_vacuum_post_check, may_break_old_versions=True)

@@ -47,6 +47,12 @@ def _outcome(exc: BaseException | None) -> str:
     return "ok" if exc is None else type(exc).__name__
 
 
+def _partial(metrics: Any) -> bool:
+    """The job finished but reported work it could not do (vacuum's failed deletes)."""
+    v = metrics.get("failed_deletes") if isinstance(metrics, dict) else getattr(metrics, "failed_deletes", 0)
+    return bool(v)
+
+
 def _reported(metrics: Any) -> list[int]:
     v = metrics.get("new_version") if isinstance(metrics, dict) else getattr(metrics, "new_version", None)
     return [v] if v else []
@@ -62,21 +68,32 @@ def run_scenario(job: str, fault: str, seed: int, tmp: Path) -> list[str]:
     if runner.prepare:
         runner.prepare(root, rng)
     ids_before = stable_row_ids(root) if runner.stable else None
+    latest_before = _latest(root)
+    job_seed = rng.random()  # the job's own choices (options), the same again in the rerun
     rows = runner.rows(random.Random(rng.random())) if runner.rows else None
     STATS.runs[job] += 1
     if fault in SPARK_SUBMIT:
-        reported, ok = _spark_submit(runner, fault, root, exp, rng, label, rows)
+        reported, ok = _spark_submit(runner, fault, root, exp, rng, label, rows, job_seed)
     else:
-        reported, ok = _in_process(runner, fault, root, exp, rng, label, rows)
+        reported, ok = _in_process(runner, fault, root, exp, rng, label, rows, job_seed)
     if rows is not None:
         _expect_written(root, exp, rows, ok)
     bad = check(label, root, exp, reported, column=runner.column,
-                column_must_exist=ok and bool(runner.column), row_ids=ids_before)
+                column_must_exist=ok and bool(runner.column), row_ids=ids_before,
+                readable_from=latest_before if runner.may_break_old_versions and not ok else 0)
     if runner.post_check:
-        bad += [f"{label}: {b}" for b in runner.post_check(root, ok)]
+        extra = [f"{label}: {b}" for b in runner.post_check(root, ok, job_seed)]
+        STATS.violations.extend(extra)
+        bad += extra
     if not bad and fault != "concurrent":
-        bad = _recover(runner, label, root, exp, rng, ids_before)
+        bad = _recover(runner, label, root, exp, random.Random(job_seed), ids_before)
     return bad
+
+
+def _latest(root: str) -> int:
+    import lance
+
+    return lance.dataset(root).version
 
 
 def _expect_written(root: str, exp: Expected, rows: Any, ok: bool) -> None:
@@ -91,7 +108,7 @@ def _expect_written(root: str, exp: Expected, rows: Any, ok: bool) -> None:
 
 
 def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
-                label: str, rows: Any = None) -> tuple[list[int], bool]:
+                label: str, rows: Any, job_seed: float) -> tuple[list[int], bool]:
     uri, so, plan_name = root, {}, None
     if fault in ("transient", "ambiguous"):
         plan_name = label
@@ -112,9 +129,9 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
             writers.start.set()  # the writers and the job start together
         if hook:
             with _before_first_commit(hook):
-                metrics = runner.local(uri, so, rng, rows)
+                metrics = runner.local(uri, so, random.Random(job_seed), rows)
         else:
-            metrics = runner.local(uri, so, rng, rows)
+            metrics = runner.local(uri, so, random.Random(job_seed), rows)
     except Exception as e:  # noqa: BLE001 - any outcome is allowed; the invariants are checked after
         exc = e
     finally:
@@ -129,7 +146,7 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
     if isinstance(exc, InvalidInputError | UnsupportedError):  # not a fault: the harness is broken
         STATS.violations.append(f"{label}: the job refused its input: {exc!r}")
         raise AssertionError(f"{label}: the job refused its input") from exc
-    return _reported(metrics), exc is None
+    return _reported(metrics), exc is None and not _partial(metrics)
 
 
 def _hook_write(root: str, exp: Expected, rng: random.Random) -> None:
@@ -142,12 +159,12 @@ def _hook_write(root: str, exp: Expected, rng: random.Random) -> None:
 
 
 def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
-                  label: str, rows: Any = None) -> tuple[list[int], bool]:
+                  label: str, rows: Any, job_seed: float) -> tuple[list[int], bool]:
     phase = rng.choice(runner.phases if fault == "driver_kill" else runner.work_phases)
     delay = rng.uniform(0.0, 1.5)
     writers = Writers(root, exp, rng, rng.randint(2, 5)) if rng.random() < 0.3 else None
     master = "local[2]" if fault == "driver_kill" else "local[2,4]"  # local[N,F]: a task retried F-1 times
-    run = run_job(runner.script, runner.args(root, rng, rows), fault=fault, phase=phase,
+    run = run_job(runner.script, runner.args(root, random.Random(job_seed), rows), fault=fault, phase=phase,
                   kind=runner.kind, delay=delay, master=master, on_marker=writers.start if writers else None)
     if writers:
         writers.join()
@@ -164,7 +181,7 @@ def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: 
         bad.append(f"{label}: the job failed without a fault: {run.tail()}")
     STATS.violations.extend(bad)
     assert not bad, bad
-    return _reported(run.metrics), run.returncode == 0
+    return _reported(run.metrics), run.returncode == 0 and not _partial(run.metrics)
 
 
 def _recover(runner: JobRunner, label: str, root: str, exp: Expected, rng: random.Random,
