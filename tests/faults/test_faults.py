@@ -14,7 +14,7 @@ from tests.faults.runners import RUNNERS
 from tests.faults.scenarios import IN_PROCESS, run_scenario
 
 JOBS = sorted(RUNNERS)
-SEEDS = int(os.environ.get("FAULT_SEEDS", "15"))
+SEEDS = int(os.environ.get("FAULT_SEEDS", "40"))
 SPARK_SEEDS = int(os.environ.get("FAULT_SPARK_SEEDS", "3"))
 
 
