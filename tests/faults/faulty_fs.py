@@ -98,7 +98,7 @@ class FaultyFileSystem(LocalFileSystem):
     cachable = False
 
     def __init__(self, plan: str = "", **kwargs: Any) -> None:
-        super().__init__(**kwargs)
+        super().__init__(**{"auto_mkdir": True, **kwargs})  # an object store has no directories to make
         self.plan = _PLANS[plan]
 
     @classmethod
