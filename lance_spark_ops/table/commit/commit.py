@@ -122,6 +122,11 @@ class _Attempt:
     txn_files: dict[str, bytes] = field(default_factory=dict)  # name -> bytes written
     rebase_files: list[str] = field(default_factory=list)
     unknown: bool = False  # an interrupted put may have landed: delete nothing
+    # Every rebase starts over from the transaction as first built (its read version and the
+    # rewrite's address map) with all verdicts so far: rebasing an already rebased transaction
+    # would map deletions through the wrong live rows and drop the ones carried before.
+    origin: Transaction | None = None
+    rebases: list[Rebase] = field(default_factory=list)
 
     def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
         if version not in self.manifests:
@@ -158,14 +163,16 @@ def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> 
     if retry is not None:
         raise CommitConflict(retry.reason, path=att.store.uri(""))
     if rebases:
-        base = att.manifest_file(att.txn.read_version, listing)
+        att.origin = att.origin or att.txn
+        att.rebases.extend(rebases)
+        base = att.manifest_file(att.origin.read_version, listing)
         current = att.manifest_file(latest, listing)
         if base is None or current is None:
-            raise CommitConflict(f"version {att.txn.read_version} that our transaction read is gone",
+            raise CommitConflict(f"version {att.origin.read_version} that our transaction read is gone",
                                  path=att.store.uri(""))
         ctx = RebaseContext(att.store, base.manifest, current.manifest, att.hints)
         try:
-            att.txn = rebase(att.txn, rebases, ctx)
+            att.txn = rebase(att.origin, att.rebases, ctx)
         finally:
             att.rebase_files.extend(ctx.written)
     att.checked = latest

@@ -1,0 +1,53 @@
+"""Fault injection over every job (issue #15): transient and ambiguous object-store failures,
+concurrent pylance writers, killed drivers and killed Python workers; the invariants of
+``model.check`` must hold after every run. A few seeds run by default; ``-m slow`` runs the
+full count (``FAULT_SEEDS`` / ``FAULT_SPARK_SEEDS`` scale it)."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+from tests.faults.runners import RUNNERS
+from tests.faults.scenarios import IN_PROCESS, run_scenario
+
+JOBS = sorted(RUNNERS)
+SEEDS = int(os.environ.get("FAULT_SEEDS", "40"))
+SPARK_SEEDS = int(os.environ.get("FAULT_SPARK_SEEDS", "3"))
+
+
+def _run(job: str, fault: str, seed: int, tmp_path: Path) -> None:
+    bad = run_scenario(job, fault, seed, tmp_path)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.parametrize("fault", IN_PROCESS)
+@pytest.mark.parametrize("job", JOBS)
+def test_in_process_fault(job: str, fault: str, tmp_path: Path) -> None:
+    _run(job, fault, 0, tmp_path)
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize(("job", "fault"), [("compact", "driver_kill"),
+                                            ("add_columns", "worker_kill")])
+def test_spark_submit_fault(job: str, fault: str, tmp_path: Path) -> None:
+    _run(job, fault, 0, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("seed", range(1, SEEDS + 1))
+@pytest.mark.parametrize("fault", IN_PROCESS)
+@pytest.mark.parametrize("job", JOBS)
+def test_in_process_fault_slow(job: str, fault: str, seed: int, tmp_path: Path) -> None:
+    _run(job, fault, seed, tmp_path)
+
+
+@pytest.mark.slow
+@pytest.mark.spark
+@pytest.mark.parametrize("seed", range(1, SPARK_SEEDS + 1))
+@pytest.mark.parametrize("fault", ["driver_kill", "worker_kill"])
+@pytest.mark.parametrize("job", JOBS)
+def test_spark_submit_fault_slow(job: str, fault: str, seed: int, tmp_path: Path) -> None:
+    _run(job, fault, seed, tmp_path)
