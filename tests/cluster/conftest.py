@@ -237,15 +237,3 @@ def remote(_remote_session: Any) -> Iterator[Any]:
     """A Spark Connect client session to ``connect_server`` (lance source registered)."""
     with connect_mode():
         yield _remote_session
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    """Cluster tests marked ``slow`` (more spark-submit runs) are left out of the default run;
-    ``-m slow`` (or any ``-m`` expression) or ``LANCE_SPARK_OPS_SLOW=1`` includes them."""
-    if config.getoption("-m") or os.environ.get("LANCE_SPARK_OPS_SLOW") == "1":
-        return
-    here = Path(__file__).parent
-    slow = [i for i in items if i.get_closest_marker("slow") and here in Path(str(i.fspath)).parents]
-    if slow:
-        config.hook.pytest_deselected(items=slow)
-        items[:] = [i for i in items if i not in slow]

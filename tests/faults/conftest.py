@@ -1,5 +1,5 @@
-"""The slow fault suite runs only when asked for (``-m slow``); the fault runs' counters are
-printed at the end of the session (and appended to ``$FAULTS_SUMMARY_FILE`` when set)."""
+"""The fault runs' counters, printed at the end of the session (and appended to
+``$FAULTS_SUMMARY_FILE`` when set). The slow fault suite runs with ``-m slow`` (tests/conftest.py)."""
 
 from __future__ import annotations
 
@@ -7,17 +7,6 @@ import os
 from typing import Any
 
 from tests.faults.model import STATS
-
-
-def pytest_collection_modifyitems(config: Any, items: list[Any]) -> None:
-    """Deselect this directory's ``slow`` tests unless the mark expression names ``slow``."""
-    if "slow" in (config.getoption("markexpr") or ""):
-        return
-    here = os.path.dirname(__file__)
-    drop = [i for i in items if i.get_closest_marker("slow") and str(i.path).startswith(here)]
-    if drop:
-        config.hook.pytest_deselected(items=drop)
-        items[:] = [i for i in items if i not in drop]
 
 
 def pytest_terminal_summary(terminalreporter: Any) -> None:

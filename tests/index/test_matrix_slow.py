@@ -1,4 +1,4 @@
-"""The full matrix (slow; ``LSO_SLOW=1``): file versions x stable row ids x remap mode x
+"""The full matrix (slow; ``-m slow`` or ``LSO_RUN_SLOW=1``): file versions x stable row ids x remap mode x
 operation, every index type pylance can read after the operation, pylance the oracle."""
 
 from __future__ import annotations
