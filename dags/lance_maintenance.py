@@ -1,6 +1,7 @@
 """Airflow 3 DAG ``lance_maintenance``: maintenance of one Lance dataset as spark-submit tasks of
 the jobs in ``jobs/`` - compaction, then deletion materialization, then the row-id index
-rebuild (then ``vacuum`` when ``jobs/vacuum.py`` exists).
+rebuild, then ``vacuum`` (once the others committed: it removes the versions they replaced,
+by default those older than 14 days).
 
 Trigger it with ``{"uri": "s3://bucket/table.lance", ...}``; every other param is a job
 option (the job's flag in snake_case) and defaults to the job's own default. The master is
@@ -61,7 +62,13 @@ JOB_OPTIONS: dict[str, dict[str, tuple[Any, Any, str]]] = {
         "rows_per_partition": (1 << 20, "integer", "rows per index partition"),
         "index": (True, "boolean", "write the row-id index (false: only compact the sequences)"),
     },
-    "vacuum": {},
+    "vacuum": {
+        "older_than": (None, ["null", "string"], "remove versions older than this, e.g. 14d, 12h, 90s "
+                                                 "(unset: 14d unless retain_versions is set)"),
+        "retain_versions": (None, ["null", "integer"], "always keep this many of the newest versions"),
+        "delete_unverified": (False, "boolean", "also delete unreferenced files younger than 7 days"),
+        "error_if_tagged_old_versions": (True, "boolean", "fail when a tagged version is old enough to go"),
+    },
 }
 EXIT_MEANINGS = {
     1: "failed (the dataset is left as it was)",
@@ -132,14 +139,13 @@ def _params() -> dict[str, Param]:
 
 with DAG(
     dag_id="lance_maintenance",
-    description="Compact a Lance dataset, materialize its deletions and rebuild its row-id index on Spark",
+    description="Compact a Lance dataset, materialize its deletions, rebuild its row-id index and vacuum "
+                "it on Spark",
     schedule=None,
     catchup=False,
     params=_params(),
     default_args={"retries": 1, "retry_delay": timedelta(minutes=5)},
     tags=["lance"],
 ) as dag:
-    tasks = [LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", ROW_ID_JOB)]
-    if (JOBS_DIR / "vacuum.py").exists():  # written separately; runs last, once the others committed
-        tasks.append(LanceJobOperator(job="vacuum"))
-    chain(*tasks)
+    # vacuum last, once the others committed
+    chain(*(LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", ROW_ID_JOB, "vacuum")))

@@ -1,61 +1,100 @@
 """Vacuum a Lance dataset on Spark: remove old versions and the files only they referenced.
 
     spark-submit jobs/vacuum.py URI [--older-than 14d] [--retain-versions N] [--delete-unverified]
-        [--unverified-older-than 7d] [--error-if-tagged-old-versions BOOL] [--dry-run]
-        [--max-deletes-per-second N] [--storage-option KEY=VALUE ...]
+        [--unverified-older-than 7d] [--no-error-if-tagged-old-versions] [--dry-run]
+        [--max-deletes-per-second X] [--config FILE] ...
 
 Durations are a number and a unit: ``90s``, ``30m``, ``12h``, ``14d``, ``2w``. Semantics are
-pylance's ``cleanup_old_versions``. A dry run prints each path that would go. The last line
-printed is the metrics as one JSON object.
+pylance's ``cleanup_old_versions``. A dry run prints each path that would go. Deletes that
+failed (listed, at most 100, in the metrics) make the exit code 1.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules (dataclasses look string annotations up there)
 
-import argparse
 import sys
-from datetime import timedelta
+from collections.abc import Iterator
+from dataclasses import dataclass
+from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import _parse_bool, parse_storage_options, print_metrics
-from lance_spark_ops.spark.session import get_spark
-from lance_spark_ops.spark.vacuuming import parse_duration, vacuum
+from lance_spark_ops.spark.cli import EXIT_FAILED, EXIT_OK, Job, run_job
+from lance_spark_ops.spark.vacuuming import parse_duration
+
+MAX_FAILURES_SHOWN = 100
 
 
-def _duration(text: str) -> timedelta:
-    try:
-        return parse_duration(text)
-    except InvalidInputError as e:
-        raise argparse.ArgumentTypeError(str(e)) from e
+@dataclass(frozen=True)
+class VacuumOptions:
+    """Options of ``jobs/vacuum.py``.
+
+    Attributes:
+        older_than: versions older than this go - a number and a unit s, m, h, d or w (e.g. 90s,
+            12h, 14d); none: 14d, or only retain_versions decides when that is given.
+        retain_versions: always keep this many of the newest versions (none: no count).
+        delete_unverified: also delete unreferenced files younger than unverified_older_than
+            (they may belong to a write still in progress).
+        unverified_older_than: unreferenced files younger than this are kept unless
+            delete_unverified (a duration, as older_than).
+        error_if_tagged_old_versions: refuse when a tagged version is old enough to go (off:
+            keep tagged versions and remove the rest).
+        dry_run: list what would be removed (one `would remove PATH` line each), remove nothing.
+        max_deletes_per_second: throttle the deletes (none: as fast as the tasks go).
+    """
+
+    older_than: str | None = None
+    retain_versions: int | None = None
+    delete_unverified: bool = False
+    unverified_older_than: str = "7d"
+    error_if_tagged_old_versions: bool = True
+    dry_run: bool = False
+    max_deletes_per_second: float | None = None
+
+    def __post_init__(self) -> None:
+        for text in (self.older_than, self.unverified_older_than):
+            if text is not None:
+                parse_duration(text)  # InvalidInputError naming the text: a usage error (exit 2)
+        if self.retain_versions is not None and self.retain_versions < 1:
+            raise InvalidInputError(f"retain_versions must be at least 1, got {self.retain_versions}")
+        if self.max_deletes_per_second is not None and self.max_deletes_per_second <= 0:
+            raise InvalidInputError(
+                f"max_deletes_per_second must be positive, got {self.max_deletes_per_second}")
+
+
+class _Printed(dict):
+    """The metrics as printed (failures cut to MAX_FAILURES_SHOWN, paths left out), keeping the
+    removed paths for the dry run's report."""
+
+    def __init__(self, metrics: Any) -> None:
+        out = {k: v for k, v in vars(metrics).items() if k not in ("removed_paths", "failures")}
+        super().__init__(out, failures=metrics.failures[:MAX_FAILURES_SHOWN])
+        self.removed_paths = metrics.removed_paths
+
+
+def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: VacuumOptions) -> _Printed:
+    from lance_spark_ops.spark import vacuum
+
+    metrics = vacuum(
+        spark, uri, older_than=None if opts.older_than is None else parse_duration(opts.older_than),
+        retain_versions=opts.retain_versions, delete_unverified=opts.delete_unverified,
+        unverified_older_than=parse_duration(opts.unverified_older_than),
+        error_if_tagged_old_versions=opts.error_if_tagged_old_versions, dry_run=opts.dry_run,
+        storage_options=storage_options, max_deletes_per_second=opts.max_deletes_per_second)
+    return _Printed(metrics)
+
+
+def _report(metrics: _Printed) -> Iterator[str]:
+    if metrics["dry_run"]:
+        for path in metrics.removed_paths:
+            yield f"would remove {path}"
+
+
+JOB = Job("vacuum", _run, VacuumOptions, __doc__.split("\n\n")[0], report=_report,
+          status=lambda m: EXIT_FAILED if m["failed_deletes"] else EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> int:
-    ap = argparse.ArgumentParser(description="Remove old versions of a Lance dataset on Spark")
-    ap.add_argument("uri")
-    ap.add_argument("--older-than", type=_duration, default=None,
-                    help="versions older than this go (default 14d unless --retain-versions is given)")
-    ap.add_argument("--retain-versions", type=int, default=None)
-    ap.add_argument("--delete-unverified", action="store_true",
-                    help="also delete unreferenced files younger than --unverified-older-than")
-    ap.add_argument("--unverified-older-than", type=_duration, default=timedelta(days=7))
-    ap.add_argument("--error-if-tagged-old-versions", type=_parse_bool, default=True, metavar="BOOL")
-    ap.add_argument("--dry-run", action="store_true")
-    ap.add_argument("--max-deletes-per-second", type=float, default=None)
-    ap.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE")
-    args = ap.parse_args(argv)
-    spark = get_spark("lance-spark-ops vacuum")
-    metrics = vacuum(spark, args.uri, older_than=args.older_than, retain_versions=args.retain_versions,
-                     delete_unverified=args.delete_unverified,
-                     unverified_older_than=args.unverified_older_than,
-                     error_if_tagged_old_versions=args.error_if_tagged_old_versions, dry_run=args.dry_run,
-                     storage_options=parse_storage_options(args.storage_option),
-                     max_deletes_per_second=args.max_deletes_per_second)
-    if args.dry_run:
-        for path in metrics.removed_paths:
-            print(f"would remove {path}")
-    out = {k: v for k, v in vars(metrics).items() if k not in ("removed_paths", "failures")}
-    out["failures"] = metrics.failures[:100]
-    print_metrics(out)
-    return 0 if not metrics.failed_deletes else 1
+    return run_job(JOB, argv)
 
 
 if __name__ == "__main__":

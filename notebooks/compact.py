@@ -14,8 +14,8 @@
 # COMMAND ----------
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
-from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark import compact
+from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark.config import option_specs, storage_options_from_env, typed_options
 from lance_spark_ops.spark.options import COMPACTION_MODES, CompactionOptions
 

@@ -10,8 +10,8 @@
 # COMMAND ----------
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
-from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark import materialize_deletions
+from lance_spark_ops.spark.cli import metric_rows
 from lance_spark_ops.spark.config import storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")

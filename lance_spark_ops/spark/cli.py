@@ -80,6 +80,7 @@ exit codes:
      kept - check the dataset's latest version; do not clean up or retry blindly
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
+POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments
 LOGGER = "lance_spark_ops"
 log = logging.getLogger(LOGGER)
 
@@ -94,7 +95,11 @@ class Job:
     dataclass or dict); ``options`` is the dataclass whose fields are the flags (help from its
     docstring's ``Attributes:``); ``choices`` restricts ``str`` fields; ``report(metrics)``
     yields human-readable lines printed before the metrics; ``spark=False`` starts no session
-    (a callable decides from the options: ``False`` for a dry run that only plans)."""
+    (a callable decides from the options: ``False`` for a dry run that only plans).
+    ``positional`` names option fields also taken as arguments before the URI (``SRC URI``;
+    one argument alone is the URI); ``status(metrics)`` is the exit code of a run that returned
+    (nonzero: it finished but partly failed, e.g. deletes that failed). An option field with
+    ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed."""
 
     name: str
     run: Callable[[Any, str, dict[str, Any], Any], Any]
@@ -104,6 +109,8 @@ class Job:
     uri_help: str = "dataset URI: a local path, file://, s3://, gs://, az://, memory://, ..."
     spark: bool | Callable[[Any], bool] = True
     report: Callable[[Any], Iterable[str]] | None = None
+    positional: tuple[str, ...] = ()
+    status: Callable[[Any], int] | None = None
 
 
 @dataclass
@@ -235,6 +242,10 @@ def options_from_args(args: argparse.Namespace, cls: type) -> Any:
 
 def build_parser(job: Job) -> JobArgumentParser:
     parser = JobArgumentParser(description=job.description, epilog=EPILOG)
+    docs = {s.name: s for s in option_specs(job.options, job.choices)} if job.positional else {}
+    for name in job.positional:
+        parser.add_argument(f"{POSITIONAL}{name}", nargs="?", metavar=name.upper(),
+                            help=f"{docs[name].help.rstrip('.')} (or --{name.replace('_', '-')})")
     parser.add_argument("uri", nargs="?", help=f"{job.uri_help} (or `uri` in --config)")
     parser.add_argument("--config", metavar="FILE",
                         help="options file, TOML (or JSON if it ends in .json): keys are the flag names in "
@@ -255,6 +266,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     the URI is known (for the error line)."""
     seen = {} if seen is None else seen
     ns = build_parser(job).parse_args(argv)
+    leading = _positionals(job, ns)
     seen["uri"] = ns.uri
     config = load_config(ns.config) if ns.config else {}
     source = ns.config
@@ -275,12 +287,38 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     if job.options is not None:
         for spec in option_specs(job.options, job.choices):
             given = getattr(ns, spec.name)
+            if spec.name in leading:
+                if given is not None:
+                    raise UsageError(f"{spec.name.upper()} given twice (argument and {spec.flag})")
+                given = leading[spec.name]
             if given is not None:
                 values[spec.name] = tuple(given) if spec.multiple else given
             elif spec.required and spec.name not in values:
                 raise UsageError(f"{spec.flag} is required (or `{spec.name}` in --config)")
         options = job.options(**values)
     return Request(uri, options, storage, level)
+
+
+def _positionals(job: Job, ns: argparse.Namespace) -> dict[str, Any]:
+    """The ``Job.positional`` values given before the URI (all of them, or none: one argument
+    alone is the URI); ``ns.uri`` is set to the URI."""
+    given = [v for v in (*(getattr(ns, POSITIONAL + n) for n in job.positional), ns.uri) if v is not None]
+    if len(given) <= 1:
+        ns.uri = given[0] if given else None
+        return {}
+    if len(given) != len(job.positional) + 1:
+        raise UsageError(f"expected {' '.join(n.upper() for n in job.positional)} URI, or the URI alone")
+    ns.uri = given[-1]
+    return dict(zip(job.positional, given[:-1], strict=True))
+
+
+def option_secrets(options: Any) -> dict[str, str]:
+    """The ``KEY=VALUE`` items of the option fields marked ``metadata={"secret": True}``."""
+    if options is None or not dataclasses.is_dataclass(options):
+        return {}
+    items = [item for f in dataclasses.fields(options) if f.metadata.get("secret")
+             for item in getattr(options, f.name) or ()]
+    return parse_key_values(items, "a secret option")
 
 
 # -- running ---------------------------------------------------------------------------------------
@@ -363,7 +401,8 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     seen: dict[str, Any] = {}
     try:
         request = parse_request(job, argv, environ, seen)
-        secrets = secret_values(request.storage_options)
+        secrets = secret_values(dict(enumerate([*request.storage_options.values(),
+                                                *option_secrets(request.options).values()])))
         uri = request.uri
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
@@ -375,7 +414,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
             sys.stdout.write(redact(line, secrets) + "\n")
         log.info("%s %s: done in %.1f s", job.name, uri, time.perf_counter() - t0)
         print_metrics(metrics, secrets)
-        return EXIT_OK
+        return job.status(metrics) if job.status else EXIT_OK
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line

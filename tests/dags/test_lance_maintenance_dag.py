@@ -47,16 +47,15 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     small_fragments(uri, "2.1", fragments=4, rows=100)
     before = lance.dataset(uri)
     expected = rows_multiset(before.to_table(columns=COLUMNS), COLUMNS)
-    confs = [{"uri": uri, "target_rows_per_fragment": 1000}, {"uri": uri, "commit_every": 0}]
+    confs = [{"uri": uri, "target_rows_per_fragment": 1000, "older_than": "0s"},
+             {"uri": uri, "commit_every": 0}]
     proc = subprocess.run([str(VENV / "bin" / "python"), str(ROOT / "tests" / "dags" / "run_dag.py"),
                            str(ROOT / "dags" / "lance_maintenance.py"), json.dumps(confs)],
                           env=airflow_env(tmp_path / "airflow"), capture_output=True, text=True, timeout=900)
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    jobs = ["compact", "materialize_deletions", "rebuild_row_id_index"]
-    if (ROOT / "jobs" / "vacuum.py").exists():
-        jobs.append("vacuum")
+    jobs = ["compact", "materialize_deletions", "rebuild_row_id_index", "vacuum"]
     ok, failed = result["runs"]
     assert ok == dict.fromkeys(jobs, "success"), log[-5000:]
 
@@ -65,6 +64,7 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     assert len(after.get_fragments()) == 1 < len(before.get_fragments())
     assert all(f.deletion_file() is None for f in after.get_fragments())
     assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
+    assert [v["version"] for v in after.versions()] == [after.version]  # vacuum --older-than 0s
 
     assert failed == {"compact": "failed", **dict.fromkeys(jobs[1:], "upstream_failed")}, log[-5000:]
     assert "lance job compact exited with code 2: bad usage or option values" in log

@@ -171,7 +171,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
 
 @pytest.mark.spark
 def test_job_on_spark(spark, history: str, tmp_path: Path,  # type: ignore[no-untyped-def]
-                      monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                      capsys: pytest.CaptureFixture[str]) -> None:
     """jobs/import_delta.py with the test session: tasks on executors, metrics as the last line."""
     import importlib.util
     import json
@@ -182,7 +182,6 @@ def test_job_on_spark(spark, history: str, tmp_path: Path,  # type: ignore[no-un
                                                   "import_delta.py")
     job = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(job)
-    monkeypatch.setattr(job, "get_spark", lambda name: spark)
     uri = str(tmp_path / "ds")
     assert job.main([history, uri, "--data-storage-version", "2.1", "--max-rows-per-file", "150"]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])

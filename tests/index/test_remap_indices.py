@@ -106,11 +106,12 @@ def test_remap_indices_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     import lance
 
     from jobs import remap_indices as job
+    from lance_spark_ops.spark import cli
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, scalar=REMAPPABLE[:1], vector=()))
     compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
-    monkeypatch.setattr(job, "get_spark", lambda *a, **k: None)
+    monkeypatch.setattr(cli, "_session", lambda *a, **k: None)
     assert job.main([uri]) == 0
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["indices_remapped"] == {"BTREE": 1} and metrics["reuse_versions_trimmed"] == 1

@@ -59,12 +59,12 @@ def metric_table(shown: list[Any]) -> dict[str, str]:
 
 
 def test_every_job_has_a_notebook() -> None:
-    """One notebook per job file (named as the job), except the jobs written on other branches
-    at the time, whose notebooks come with them."""
+    """One notebook per job file, named as the job."""
     jobs = {p.stem for p in (NOTEBOOKS.parent / "jobs").glob("*.py")}
-    assert {"compact", "materialize_deletions", "add_columns", "inspect_file", "rebuild_row_id_index"} <= jobs
+    assert {"compact", "materialize_deletions", "add_columns", "inspect_file", "rebuild_row_id_index",
+            "vacuum", "import_delta", "remap_indices"} <= jobs
     missing = {j for j in jobs if not (NOTEBOOKS / f"{j}.py").exists()}
-    assert missing <= {"vacuum", "import_delta", "remap_indices"}, missing
+    assert not missing, missing
 
 
 @pytest.mark.spark
@@ -138,3 +138,75 @@ def test_inspect_file_notebook(spark: Any, lance_file: Any) -> None:
     table = metric_table(shown)
     assert int(table["rows"]) == LanceFileReader(path).metadata().num_rows == 20
     assert [r["a"] for r in shown[1].collect()] == [0, 1, 2]
+
+
+@pytest.mark.spark
+def test_vacuum_notebook(spark: Any, tmp_path: Path) -> None:
+    """A dry run lists exactly what pylance's cleanup removes from a twin; the real run removes it."""
+    from datetime import timedelta
+
+    import lance
+
+    from tests.vacuum.helpers import files, history_dataset, twin
+
+    ours = tmp_path / "ours"
+    history_dataset(ours, tag=None)
+    theirs = twin(ours, tmp_path / "theirs")
+    before = files(ours)
+    stats = lance.dataset(str(theirs)).cleanup_old_versions(older_than=timedelta(0))
+    gone = set(before) - set(files(theirs))
+    assert gone
+    widgets = {"uri": str(ours), "older_than": "0s", "dry_run": "true"}
+    ns, shown = run_notebook("vacuum", spark, widgets)
+    assert files(ours) == before
+    assert set(ns["metrics"].removed_paths) == gone  # relative to the dataset
+    ns, shown = run_notebook("vacuum", spark, {"uri": str(ours), "older_than": "0s"})
+    table = metric_table(shown)
+    assert int(table["bytes_removed"]) == stats.bytes_removed
+    assert int(table["old_versions"]) == stats.old_versions
+    assert set(before) - set(files(ours)) == gone
+    assert lance.dataset(str(ours)).to_table() == lance.dataset(str(theirs)).to_table()
+
+
+@pytest.mark.spark
+def test_import_delta_notebook(spark: Any, tmp_path: Path) -> None:
+    """A Delta table made by deltalake (two commits) comes out of pylance row for row."""
+    import lance
+    from deltalake import write_deltalake
+
+    delta = str(tmp_path / "delta")
+    first = pa.table({"id": pa.array(range(300), pa.int64()), "s": [f"r{i}" for i in range(300)]})
+    second = pa.table({"id": pa.array(range(300, 450), pa.int64()), "s": [None] * 150},
+                      schema=first.schema)
+    write_deltalake(delta, first)
+    write_deltalake(delta, second, mode="append")
+    uri = str(tmp_path / "ds.lance")
+    widgets = {"delta_uri": delta, "uri": uri, "data_storage_version": "2.1", "max_rows_per_file": "100"}
+    _, shown = run_notebook("import_delta", spark, widgets)
+    table = metric_table(shown)
+    ds = lance.dataset(uri)
+    assert int(table["rows"]) == ds.count_rows() == 450 and int(table["new_version"]) == ds.version
+    assert ds.data_storage_version == "2.1" and all(
+        f.metadata.physical_rows <= 100 for f in ds.get_fragments())
+    assert ds.to_table().sort_by("id") == pa.concat_tables([first, second])
+    _, shown = run_notebook("import_delta", spark, {**widgets, "mode": "append", "delta_version": "0"})
+    assert lance.dataset(uri).count_rows() == 750
+
+
+@pytest.mark.spark
+def test_remap_indices_notebook(spark: Any, tmp_path: Path) -> None:
+    """After a deferred compaction, the notebook remaps the BTREE index: pylance answers as
+    before and sees no unindexed row."""
+    import lance
+
+    from lance_spark_ops.spark.compaction import compact
+    from tests.index.helpers import build, queries, unindexed
+
+    uri = str(tmp_path / "ds")
+    before = queries(build(uri, "2.2", False, scalar=(("id", "BTREE", None),), vector=()))
+    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    _, shown = run_notebook("remap_indices", spark, {"uri": uri})
+    table = metric_table(shown)
+    assert table["indices_remapped"] == '{"BTREE": 1}' and int(table["reuse_versions_trimmed"]) == 1
+    ds = lance.dataset(uri)
+    assert queries(ds) == before and set(unindexed(ds).values()) == {0}

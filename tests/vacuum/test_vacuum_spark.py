@@ -52,10 +52,12 @@ def test_cli(spark, template: Path, tmp_path: Path, capsys: pytest.CaptureFixtur
     assert set(before) - set(files(ours)) == would == set(before) - set(files(theirs))
     assert real["bytes_removed"] == stats.bytes_removed == dry["bytes_removed"]
     assert _rows(ours) == _rows(theirs)
-    # the tagged old version makes the default refuse; bad durations are usage errors
-    with pytest.raises(Exception, match="tagged"):
-        job.main([str(twin(template, tmp_path / "again")), "--older-than", "0s"])
+    # the tagged old version makes the default refuse (exit 1); bad durations are usage errors (2)
+    again = twin(template, tmp_path / "again")
+    assert job.main([str(again), "--older-than", "0s"]) == 1
+    assert "tagged" in json.loads(capsys.readouterr().out.strip().splitlines()[-1])["error"]["message"]
     for bad in ("14", "3 days", "1y"):
-        with pytest.raises(SystemExit):
-            job.main([str(ours), "--older-than", bad])
-    assert "duration" in capsys.readouterr().err
+        assert job.main([str(ours), "--older-than", bad]) == 2
+        assert "duration" in capsys.readouterr().err
+        assert job.main([str(ours), "--unverified-older-than", bad]) == 2
+        assert "duration" in capsys.readouterr().err
