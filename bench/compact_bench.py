@@ -97,7 +97,9 @@ def main() -> None:
 
         os.sync()  # each timed run starts with no dirty pages of the copies pending
         t0 = time.perf_counter()
-        lance.dataset(theirs_uri).optimize.compact_files(target_rows_per_fragment=args.target_rows, num_threads=2)
+        lance.dataset(theirs_uri).optimize.compact_files(
+            target_rows_per_fragment=args.target_rows, num_threads=2
+        )
         theirs_s = time.perf_counter() - t0
         print(f"pylance compact_files: {theirs_s:.1f} s", flush=True)
 
@@ -119,7 +121,8 @@ def main() -> None:
             a = lance.dataset(ours_uri).to_table(columns=["id"]).column("id").to_numpy()
             assert np.array_equal(np.sort(a), np.sort(b)), "compacted datasets differ"
             result[mode] = {"seconds": ours_s, "ratio_ours_over_pylance": ours_s / theirs_s,
-                            "mb_s": m.bytes_read / 1e6 / ours_s, "fragments_copied": m.fragments_binary_copied,
+                            "mb_s": m.bytes_read / 1e6 / ours_s,
+                            "fragments_copied": m.fragments_binary_copied,
                             "pages_copied": m.pages_binary_copied,
                             "pages_reencoded_for_deletions": m.pages_reencoded_for_deletions,
                             "worker_peak_rss_mib": m.worker_peak_rss_bytes / 2**20,

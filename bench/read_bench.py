@@ -31,15 +31,20 @@ def kinds(n: int) -> dict[str, Callable[[], pa.Table]]:
     return {
         "int64_random": lambda: pa.table({"v": rng.integers(-2**62, 2**62, n)}),
         "int32_small_range": lambda: pa.table({"v": rng.integers(0, 5000, n).astype(np.int32)}),
-        "int64_nullable": lambda: pa.table({"v": pa.array(rng.integers(0, 10**6, n), mask=rng.random(n) < 0.2)}),
+        "int64_nullable": lambda: pa.table(
+            {"v": pa.array(rng.integers(0, 10**6, n), mask=rng.random(n) < 0.2)}
+        ),
         "float64": lambda: pa.table({"v": rng.random(n)}),
-        "timestamp_us": lambda: pa.table({"v": pa.array(np.sort(rng.integers(0, 10**15, n)), pa.timestamp("us"))}),
+        "timestamp_us": lambda: pa.table(
+            {"v": pa.array(np.sort(rng.integers(0, 10**15, n)), pa.timestamp("us"))}
+        ),
         "string_text": lambda: pa.table({"v": text()}),
         "string_low_card": lambda: pa.table({"v": pa.array(words[rng.integers(0, len(words), n)])}),
         "vector_f32x32": lambda: pa.table({"v": pa.FixedSizeListArray.from_arrays(
             pa.array(rng.random(n * 32, dtype=np.float32)), 32)}) if n else None,
         "list_int32": lambda: pa.table({"v": pa.ListArray.from_arrays(
-            pa.array(np.arange(0, n * 3 + 1, 3, dtype=np.int32)), pa.array(rng.integers(0, 1000, n * 3).astype(np.int32)))}),
+            pa.array(np.arange(0, n * 3 + 1, 3, dtype=np.int32)),
+            pa.array(rng.integers(0, 1000, n * 3).astype(np.int32)))}),
     }
 
 
@@ -77,8 +82,10 @@ def main() -> None:
                 path = f"{tmp}/{name}-{version}.lance"
                 with PyLanceWriter(path, table.schema, version=version) as w:
                     w.write_batch(table)
-                ours_t = best_time(lambda: LanceFileReader(path).read(), args.repeat)
-                theirs_t = best_time(lambda: PyLanceReader(path).read_all().to_table(), args.repeat)
+                ours_t = best_time(lambda path=path: LanceFileReader(path).read(), args.repeat)
+                theirs_t = best_time(
+                    lambda path=path: PyLanceReader(path).read_all().to_table(), args.repeat
+                )
                 row = {"kind": name, "version": version, "arrow_mb": round(mb, 1),
                        "ours_mb_s": round(mb / ours_t, 1), "pylance_mb_s": round(mb / theirs_t, 1),
                        "ratio": round(theirs_t / ours_t, 3)}
@@ -90,7 +97,8 @@ def main() -> None:
     overall = total_theirs / total_ours if total_ours else 0.0
     print(f"overall ratio (total pylance time / total our time): {overall:.3f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"rows": args.rows, "results": results, "overall": overall}, indent=1))
+    summary = {"rows": args.rows, "results": results, "overall": overall}
+    Path(args.out).write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

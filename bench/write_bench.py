@@ -16,6 +16,10 @@ import os
 import sys
 import tempfile
 from pathlib import Path
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:
+    import pyarrow as pa
 
 sys.path.insert(0, str(Path(__file__).parent))
 from read_bench import best_time, kinds  # noqa: E402
@@ -42,14 +46,15 @@ def main() -> None:
             table = build()
             mb = table.nbytes / 1e6
             for version in args.versions:
-                ours_path, theirs_path = f"{tmp}/o-{name}-{version}.lance", f"{tmp}/p-{name}-{version}.lance"
+                ours_path = f"{tmp}/o-{name}-{version}.lance"
+                theirs_path = f"{tmp}/p-{name}-{version}.lance"
 
-                def ours() -> None:
-                    with LanceFileWriter(ours_path, table.schema, version=version) as w:
+                def ours(path: str = ours_path, table: pa.Table = table, version: str = version) -> None:
+                    with LanceFileWriter(path, table.schema, version=version) as w:
                         w.write(table)
 
-                def theirs() -> None:
-                    with PyLanceWriter(theirs_path, table.schema, version=version) as w:
+                def theirs(path: str = theirs_path, table: pa.Table = table, version: str = version) -> None:
+                    with PyLanceWriter(path, table.schema, version=version) as w:
                         w.write_batch(table)
 
                 ours_t = best_time(ours, args.repeat)
@@ -60,14 +65,16 @@ def main() -> None:
                        "size_ratio": round(os.path.getsize(ours_path) / os.path.getsize(theirs_path), 4)}
                 results.append(row)
                 print(f"{name:18s} {version}  {mb:8.1f} MB  ours {row['ours_mb_s']:8.1f} MB/s  pylance "
-                      f"{row['pylance_mb_s']:8.1f} MB/s  ratio {row['ratio']:.3f}  size {row['size_ratio']:.4f}",
+                      f"{row['pylance_mb_s']:8.1f} MB/s  ratio {row['ratio']:.3f}  "
+                      f"size {row['size_ratio']:.4f}",
                       flush=True)
     total_ours = sum(r["arrow_mb"] / r["ours_mb_s"] for r in results)
     total_theirs = sum(r["arrow_mb"] / r["pylance_mb_s"] for r in results)
     overall = total_theirs / total_ours if total_ours else 0.0
     print(f"overall ratio (total pylance time / total our time): {overall:.3f}")
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
-    Path(args.out).write_text(json.dumps({"rows": args.rows, "results": results, "overall": overall}, indent=1))
+    summary = {"rows": args.rows, "results": results, "overall": overall}
+    Path(args.out).write_text(json.dumps(summary, indent=1))
 
 
 if __name__ == "__main__":

@@ -8,7 +8,6 @@ wherever no copy is needed.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Union
 
 import numpy as np
 
@@ -76,7 +75,7 @@ class ConstantBlock:
     variable: bool = False
 
 
-DataBlock = Union[FixedWidthBlock, VariableWidthBlock, FixedSizeListBlock, StructBlock, ConstantBlock]
+DataBlock = FixedWidthBlock | VariableWidthBlock | FixedSizeListBlock | StructBlock | ConstantBlock
 
 
 def empty_fixed(bits_per_value: int) -> FixedWidthBlock:

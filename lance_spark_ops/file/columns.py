@@ -21,8 +21,15 @@ from lance_spark_ops.file.container import unpack_any
 from lance_spark_ops.file.schema import LanceField
 from lance_spark_ops.io.storage import ObjectStore
 
-__all__ = ["column_ranges", "data_file_field_ids", "field_leaf_count", "is_packed_struct", "make_page_decoder",
-           "page_fetch", "page_layout"]
+__all__ = [
+    "column_ranges",
+    "data_file_field_ids",
+    "field_leaf_count",
+    "is_packed_struct",
+    "make_page_decoder",
+    "page_fetch",
+    "page_layout",
+]
 
 
 def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
@@ -43,7 +50,9 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
 def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
     type_name, payload = unpack_any(page.encoding, path, where)
     if type_name != "lance.encodings21.PageLayout":
-        raise UnsupportedError(f"{where}: expected a 2.1+ PageLayout, found encoding {type_name!r}", path=path)
+        raise UnsupportedError(
+            f"{where}: expected a 2.1+ PageLayout, found encoding {type_name!r}", path=path
+        )
     layout = pb21.PageLayout()
     try:
         layout.ParseFromString(payload)

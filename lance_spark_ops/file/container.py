@@ -83,7 +83,9 @@ def parse_footer(tail: bytes, file_size: int, path: str) -> Footer:
     return Footer(cms, cmo, gbo, ngb, ncol, major, minor)
 
 
-def parse_offset_table(data: bytes | memoryview, count: int, file_size: int, what: str, path: str) -> np.ndarray:
+def parse_offset_table(
+    data: bytes | memoryview, count: int, file_size: int, what: str, path: str
+) -> np.ndarray:
     """(count, 2) array of (position, size), each range checked against the file."""
     table = np.frombuffer(data, dtype="<u8", count=2 * count).reshape(count, 2)
     ends = table[:, 0] + table[:, 1]
@@ -97,7 +99,9 @@ def parse_offset_table(data: bytes | memoryview, count: int, file_size: int, wha
     return table
 
 
-def parse_column_metadata(data: bytes | memoryview, index: int, file_size: int, path: str) -> file2_pb2.ColumnMetadata:
+def parse_column_metadata(
+    data: bytes | memoryview, index: int, file_size: int, path: str
+) -> file2_pb2.ColumnMetadata:
     """Decode one column's metadata and check every page buffer lies inside the file."""
     meta = file2_pb2.ColumnMetadata()
     try:
@@ -111,7 +115,7 @@ def parse_column_metadata(data: bytes | memoryview, index: int, file_size: int, 
                 f"{len(page.buffer_sizes)} sizes",
                 path=path,
             )
-        for b, (off, size) in enumerate(zip(page.buffer_offsets, page.buffer_sizes)):
+        for b, (off, size) in enumerate(zip(page.buffer_offsets, page.buffer_sizes, strict=True)):
             if off + size > file_size:
                 raise CorruptFileError(
                     f"column {index} page {p} buffer {b}: bytes {off}..{off + size} outside the file "

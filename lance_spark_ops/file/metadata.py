@@ -80,7 +80,11 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         return view[pos - tail_start : pos - tail_start + length]
 
     cols = parse_offset_table(
-        region(footer.cmo_table_pos, 16 * footer.num_columns), footer.num_columns, size, "column metadata", path
+        region(footer.cmo_table_pos, 16 * footer.num_columns),
+        footer.num_columns,
+        size,
+        "column metadata",
+        path,
     )
     gbs = parse_offset_table(
         region(footer.gbo_table_pos, 16 * footer.num_global_buffers),

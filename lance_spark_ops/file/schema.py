@@ -79,7 +79,9 @@ def logical_type_to_arrow(lt: str, where: str = "") -> pa.DataType:
                 return pa.list_(item, size)
             return pa.list_(pa.field("item", logical_type_to_arrow(inner, where), True), size)
         if head == "dict" and len(parts) == 4:
-            return pa.dictionary(logical_type_to_arrow(parts[2], where), logical_type_to_arrow(parts[1], where))
+            return pa.dictionary(
+                logical_type_to_arrow(parts[2], where), logical_type_to_arrow(parts[1], where)
+            )
     except (ValueError, TypeError) as e:
         raise SchemaError(f"{where}bad logical type {lt!r}: {e}") from e
     raise SchemaError(f"{where}unsupported logical type {lt!r}")
@@ -180,7 +182,9 @@ class LanceSchema:
         raise SchemaError(f"no field with id {field_id}")
 
 
-def schema_from_pb(pb_fields: Sequence[file_pb2.Field], metadata: dict[str, bytes] | None = None) -> LanceSchema:
+def schema_from_pb(
+    pb_fields: Sequence[file_pb2.Field], metadata: dict[str, bytes] | None = None
+) -> LanceSchema:
     """Rebuild the tree from the flattened, depth-first field list."""
     nodes: dict[int, LanceField] = {}
     roots: list[LanceField] = []

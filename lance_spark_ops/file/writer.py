@@ -141,7 +141,7 @@ class LanceFileWriter:
         self._store, self._rel = store, rel
         self.path = store.uri(rel)
         ranges = column_ranges(schema, self.version)
-        self._fields = [_FieldBuffer(f, first, n) for f, (first, n) in zip(schema, ranges)]
+        self._fields = [_FieldBuffer(f, first, n) for f, (first, n) in zip(schema, ranges, strict=True)]
         num_columns = sum(n for _, n in ranges)
         self._out = store.open_output(rel)
         self._container = ContainerWriter(self._out, num_columns, self.version)
@@ -227,7 +227,8 @@ class LanceFileWriter:
                     from lance_spark_ops.encoding.v2_0.encoder import is_struct_header_2_0
 
                     if is_struct_header_2_0(page.encoding):
-                        self._struct_header_rows[column] = self._struct_header_rows.get(column, 0) + page.num_rows
+                        rows_so_far = self._struct_header_rows.get(column, 0)
+                        self._struct_header_rows[column] = rows_so_far + page.num_rows
                         continue
                 # 2.1+: a page's priority is its first row in the file; 2.0 writes 0.
                 priority = first_row + row if self.version != "2.0" else 0
@@ -279,7 +280,9 @@ class LanceFileWriter:
         # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages, whose length
         # counts items) record 0, as _flush writes them.
         priority = first_row if self.version != "2.0" else 0
-        self._container.write_packed_page(column, reader.read_raw_ranges(ranges), page.encoding, rows, priority)
+        self._container.write_packed_page(
+            column, reader.read_raw_ranges(ranges), page.encoding, rows, priority
+        )
 
     def append_file_pages(self, reader: Any) -> int:
         """Binary copy: append every page of ``reader``'s file (same version and schema) after
@@ -313,7 +316,9 @@ class LanceFileWriter:
         Returns (pages copied, pages re-encoded); memory stays one page."""
         keep = np.asarray(keep, dtype=bool)
         if keep.size != reader.num_rows:
-            raise InvalidInputError(f"keep mask has {keep.size} rows, the file {reader.num_rows}", path=self.path)
+            raise InvalidInputError(
+                f"keep mask has {keep.size} rows, the file {reader.num_rows}", path=self.path
+            )
         self._start_copy(reader)
         dead = np.concatenate([[0], np.cumsum(~keep, dtype=np.int64)])
         copied = reencoded = 0

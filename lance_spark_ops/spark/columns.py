@@ -403,9 +403,11 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
             ds = Dataset.open(uri, storage_options=storage_options)
             ds.check_writable()
             if ds.data_storage_version == "0.1":
-                raise UnsupportedError("add_columns does not write legacy (0.1) column files; move the dataset "
-                                       "to 2.x first (compact(..., data_storage_version='2.2', "
-                                       "migrate_legacy=True))", path=ds.uri)
+                raise UnsupportedError(
+                    "add_columns does not write legacy (0.1) column files; move the dataset "
+                    "to 2.x first (compact(..., data_storage_version='2.2', migrate_legacy=True))",
+                    path=ds.uri,
+                )
             plan = _plan(spark, ds, columns, on, sql_engine)
             schema = _new_schema(ds, plan)
             metrics.read_version, metrics.mode, metrics.columns = ds.version, plan.mode, plan.schema.names

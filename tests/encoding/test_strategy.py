@@ -63,7 +63,9 @@ def mismatches(table: pa.Table, version: str, tmp_path) -> list[str]:
     out, col = [], 0
     for f in table.schema:
         for plan in plan_field(f, table.column(f.name), version):
-            assert len(theirs[col]) == 1, f"the case must fit one pylance page; column {col} has {len(theirs[col])}"
+            assert len(theirs[col]) == 1, (
+                f"the case must fit one pylance page; column {col} has {len(theirs[col])}"
+            )
             ours = plan_signature(plan)
             want = theirs[col][0]
             if ours != want and drop_general(ours) != want:

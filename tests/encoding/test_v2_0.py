@@ -136,7 +136,7 @@ def assert_same(got: pa.Array | pa.Table, want: pa.ChunkedArray | pa.Table | pa.
     assert got.type == want.type if isinstance(got, pa.Array) else got.schema == want.schema, what
     if not got.equals(want):
         a, b = (got.to_pylist(), want.to_pylist())
-        bad = next((i for i, (x, y) in enumerate(zip(a, b)) if x != y), None)
+        bad = next((i for i, (x, y) in enumerate(zip(a, b, strict=False)) if x != y), None)
         raise AssertionError(f"{what}: differs (first at {bad}: {a[bad] if bad is not None else a[:3]!r} != "
                              f"{b[bad] if bad is not None else b[:3]!r}, lengths {len(a)} / {len(b)})")
 
@@ -227,7 +227,7 @@ def test_primitive_types(tmp_path: Path) -> None:
 
 
 def test_strings_and_binary(tmp_path: Path) -> None:
-    words = [("w%d-" % i) * (i % 7) for i in range(N)]  # includes empty strings, high cardinality
+    words = [f"w{i}-" * (i % 7) for i in range(N)]  # includes empty strings, high cardinality
     few = ["alpha", "beta", "", "gamma"]
     cols = {
         "s": pa.array(words),

@@ -23,8 +23,11 @@ def test_data_file_field_ids_match_pylance(tmp_path: Path, version: str) -> None
     }
     if version == "2.2":
         cols["m"] = pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int32()))
-    packed = pa.StructArray.from_arrays([pa.array([1, 2], pa.int32()), pa.array([3, 4], pa.int32())], ["i", "j"])
-    table = pa.table(cols).append_column(pa.field("pk", packed.type, True, {"lance-encoding:packed": "true"}), packed)
+    packed = pa.StructArray.from_arrays(
+        [pa.array([1, 2], pa.int32()), pa.array([3, 4], pa.int32())], ["i", "j"]
+    )
+    packed_field = pa.field("pk", packed.type, True, {"lance-encoding:packed": "true"})
+    table = pa.table(cols).append_column(packed_field, packed)
     uri = str(tmp_path / "ds")
     ds = lance.write_dataset(table, uri, data_storage_version=version)
     data_file = ds.get_fragments()[0].metadata.files[0]

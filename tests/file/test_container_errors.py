@@ -16,7 +16,10 @@ from lance_spark_ops.file.container import FOOTER_SIZE
 
 @pytest.fixture
 def good_file(lance_file) -> str:
-    t = pa.table({"a": pa.array(np.arange(1000, dtype=np.int64)), "s": pa.array([f"v{i}" for i in range(1000)])})
+    t = pa.table({
+        "a": pa.array(np.arange(1000, dtype=np.int64)),
+        "s": pa.array([f"v{i}" for i in range(1000)]),
+    })
     return lance_file(t, "2.1")
 
 

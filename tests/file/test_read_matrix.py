@@ -108,7 +108,8 @@ def test_field_metadata_options_change_the_file(tmp_path, version, data, option,
 
     arr = data()
     plain = pa.table({"v": arr})
-    tuned = pa.table([arr], schema=pa.schema([pa.field("v", arr.type, True, {f"lance-encoding:{option}": value})]))
+    tuned_field = pa.field("v", arr.type, True, {f"lance-encoding:{option}": value})
+    tuned = pa.table([arr], schema=pa.schema([tuned_field]))
     p1 = pylance_write(tmp_path / "plain.lance", plain, version)
     p2 = pylance_write(tmp_path / "tuned.lance", tuned, version)
     assert present_without in _encodings(p1)
@@ -124,8 +125,11 @@ def test_has_large_chunk_marks_every_2_2_miniblock_page(tmp_path, version) -> No
     from lance_spark_ops.file.columns import page_layout
     from tests.conftest import pylance_write
 
-    t = pa.table({"i": pa.array(np.arange(20_000) % 977), "s": pa.array([f"k{i % 50}" for i in range(20_000)]),
-                  "f": pa.array(np.random.default_rng(0).random(20_000))})
+    t = pa.table({
+        "i": pa.array(np.arange(20_000) % 977),
+        "s": pa.array([f"k{i % 50}" for i in range(20_000)]),
+        "f": pa.array(np.random.default_rng(0).random(20_000)),
+    })
     path = pylance_write(tmp_path / "m.lance", t, version)
     meta = load_metadata(*ObjectStore.for_file(path))
     layouts = [page_layout(p, path, "") for c in range(meta.num_columns) for p in meta.column(c).pages]

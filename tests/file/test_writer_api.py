@@ -47,7 +47,9 @@ def test_buffers_are_64_byte_aligned(tmp_path: Path, version: str) -> None:
         for i in range(0, 5000, 700):
             w.write(TABLE.slice(i, 700))
     meta = LanceFileReader(path).metadata
-    offsets = [int(o) for c in range(meta.num_columns) for p in meta.column(c).pages for o in p.buffer_offsets]
+    offsets = [
+        int(o) for c in range(meta.num_columns) for p in meta.column(c).pages for o in p.buffer_offsets
+    ]
     assert len(offsets) > meta.num_columns  # several pages
     assert all(o % 64 == 0 for o in offsets)
     assert pylance_read(path).equals(TABLE)

@@ -18,8 +18,9 @@ def test_coalesce_merges_near_ranges_and_keeps_members() -> None:
     ranges = [(1000, 10), (0, 100), (150, 50), (10**7, 5)]
     out = coalesce_ranges(ranges, gap=800, max_size=10**6)
     assert out == [(0, 1010, [1, 2, 0]), (10**7, 10**7 + 5, [3])]
-    assert coalesce_ranges(ranges, gap=0, max_size=10**6) == [(0, 100, [1]), (150, 200, [2]), (1000, 1010, [0]),
-                                                               (10**7, 10**7 + 5, [3])]
+    assert coalesce_ranges(ranges, gap=0, max_size=10**6) == [
+        (0, 100, [1]), (150, 200, [2]), (1000, 1010, [0]), (10**7, 10**7 + 5, [3])
+    ]
     # never grows a request beyond max_size
     assert len(coalesce_ranges([(0, 10), (20, 10), (40, 10)], gap=100, max_size=30)) == 2
 

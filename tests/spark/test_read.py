@@ -127,11 +127,13 @@ def test_worker_cache_does_not_serve_a_replaced_dataset(tmp_path) -> None:
     uri = str(tmp_path / "ds")
     lance.write_dataset(pa.table({"x": [1, 2, 3]}), uri)
     first = Dataset.open(uri)
-    assert open_dataset(uri, first.version, timestamp=first.timestamp).to_table().column("x").to_pylist() == [1, 2, 3]
+    pinned = open_dataset(uri, first.version, timestamp=first.timestamp)
+    assert pinned.to_table().column("x").to_pylist() == [1, 2, 3]
     shutil.rmtree(uri)
     lance.write_dataset(pa.table({"x": [7, 8]}), uri)
     second = Dataset.open(uri)
     assert second.version == first.version and second.timestamp != first.timestamp
-    assert open_dataset(uri, second.version, timestamp=second.timestamp).to_table().column("x").to_pylist() == [7, 8]
+    pinned = open_dataset(uri, second.version, timestamp=second.timestamp)
+    assert pinned.to_table().column("x").to_pylist() == [7, 8]
     with pytest.raises(IncompatibleTransaction, match="replaced"):
         open_dataset(uri, first.version, timestamp=first.timestamp.replace(year=2001))
