@@ -25,11 +25,11 @@ from lance_spark_ops.errors import (
     CorruptFileError,
     InvalidInputError,
     LanceError,
-    NotFoundError,
     UnsupportedError,
 )
 from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
 from lance_spark_ops.file.metadata import FileMetadata, load_metadata
+from lance_spark_ops.file.projection import ColumnSelection
 from lance_spark_ops.io.storage import ObjectStore
 
 DEFAULT_BATCH_ROWS = 64 * 1024
@@ -43,7 +43,7 @@ def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
     return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
 
 
-class LanceFileReader:
+class LanceFileReader(ColumnSelection):
     """Reader of one Lance data file.
 
     >>> r = LanceFileReader("data/0001.lance")            # doctest: +SKIP
@@ -145,21 +145,6 @@ class LanceFileReader:
             arrays.append(arr if len(uniq) == len(idx) and (inverse == np.arange(len(idx))).all()
                           else arr.take(pa.array(inverse)))
         return pa.Table.from_arrays(arrays, schema=schema)
-
-    # -- field selection ---------------------------------------------------
-    def _field_indices(self, columns: Sequence[str] | None) -> list[int]:
-        if columns is None:
-            return list(range(len(self.schema)))
-        out = []
-        for name in columns:
-            i = self.schema.get_field_index(name)
-            if i < 0:
-                raise NotFoundError(f"no column {name!r} (columns: {self.schema.names})", path=self.path)
-            out.append(i)
-        return out
-
-    def _project_schema(self, fields: list[int]) -> pa.Schema:
-        return pa.schema([self.schema.field(i) for i in fields], metadata=self.schema.metadata)
 
     # -- decoding ----------------------------------------------------------
     def _decode_field_range(self, field_index: int, start: int, stop: int) -> pa.Array:

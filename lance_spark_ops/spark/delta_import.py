@@ -35,6 +35,7 @@ from lance_spark_ops.spark.tasks.delta_import import DeltaFile, ImportResult, Im
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Append, Overwrite
+from lance_spark_ops.table.write import storage_version
 
 __all__ = ["DeltaSnapshot", "ImportMetrics", "import_delta", "read_delta_snapshot"]
 
@@ -178,19 +179,17 @@ def _target(snap: DeltaSnapshot, existing: Dataset | None, mode: str,
             data_storage_version: str | None) -> tuple[Any, str]:
     """(Lance schema, file version) of the version to commit."""
     if mode == "append" and existing is not None:
-        version = existing.data_storage_version
-        if data_storage_version not in (None, version):
-            raise InvalidInputError(f"the dataset stores version {version} files; cannot append "
-                                    f"{data_storage_version}", path=existing.uri)
+        version = storage_version(data_storage_version, existing, mode)
         want = existing.schema
         if want.names != snap.schema.names:
             raise SchemaError(f"Delta columns {snap.schema.names} differ from the dataset's {want.names}",
                               path=existing.uri)
         return existing.lance_schema, version
-    version = {"stable": "2.2", None: "2.2"}.get(data_storage_version, data_storage_version)
-    if version not in VERSIONS:
-        raise UnsupportedError(f"data storage version {data_storage_version!r} is not supported")
-    return schema_from_arrow(snap.schema), str(version)
+    version = storage_version(data_storage_version, None, mode)
+    if version not in VERSIONS:  # the conversion task writes 2.x files only
+        raise UnsupportedError(f"import_delta writes data storage versions {', '.join(VERSIONS)}, not "
+                               f"{data_storage_version!r}")
+    return schema_from_arrow(snap.schema), version
 
 
 def _groups(files: list[DeltaFile], rows_per_task: int) -> list[list[DeltaFile]]:

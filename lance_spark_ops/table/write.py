@@ -79,21 +79,29 @@ def _batches(data: Data, schema: pa.Schema | None) -> tuple[pa.Schema, Iterator[
     return first.schema, chain()
 
 
-def _conform(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordBatch:
-    """``batch`` with ``target``'s column order and field metadata; same types required."""
+def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str, *, cast: bool = False,
+                  source: str = "data") -> pa.RecordBatch:
+    """``batch`` with ``target``'s column order and field metadata. Same types required, or
+    with ``cast`` converted by safe casts only (a Spark DataFrame's types differ by design)."""
     if batch.schema.equals(target, check_metadata=False):
         return pa.RecordBatch.from_arrays(batch.columns, schema=target)
     names = batch.schema.names
     missing = [n for n in target.names if n not in names]
     extra = [n for n in names if n not in target.names]
     if missing or extra:
-        raise SchemaError(f"data columns {names} do not match the dataset's {target.names} "
+        raise SchemaError(f"{source} columns {names} do not match the dataset's {target.names} "
                           f"(missing {missing}, extra {extra})", path=where)
     cols = []
     for f in target:
         col = batch.column(names.index(f.name))
-        if col.type != f.type:
+        if col.type != f.type and not cast:
             raise SchemaError(f"column {f.name!r} is {col.type}, the dataset stores {f.type}", path=where)
+        if col.type != f.type:
+            try:
+                col = col.cast(f.type)
+            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
+                raise SchemaError(f"column {f.name!r}: {col.type} from {source} cannot be stored as the "
+                                  f"dataset's {f.type} ({e})", path=where) from None
         cols.append(col)
     return pa.RecordBatch.from_arrays(cols, schema=target)
 
@@ -167,7 +175,7 @@ def write_fragments(store: ObjectStore, batches: Iterable[pa.RecordBatch], schem
         indices = list(range(len(owners)))
         major, minor = (int(x) for x in version.split("."))
     frags: list[DataFragment] = []
-    conformed = (_conform(b, arrow_schema, store.uri("")) for b in batches)
+    conformed = (conform_batch(b, arrow_schema, store.uri("")) for b in batches)
     for group in _rows_per_file(conformed, max_rows_per_file):
         name = data_file_name()
         rel = f"{DATA_DIR}/{name}"
@@ -198,7 +206,9 @@ def _open(store: ObjectStore, manifest_store: ExternalManifestStore | CommitHand
         return None
 
 
-def _storage_version(requested: str | None, existing: Dataset | None, mode: str) -> str:
+def storage_version(requested: str | None, existing: Dataset | None, mode: str) -> str:
+    """The file version a write in ``mode`` makes: an append keeps the dataset's (and refuses
+    another), a create / overwrite takes ``requested`` (aliases resolved; default 2.2)."""
     if mode == "append" and existing is not None:
         v = existing.data_storage_version
         if requested is not None and requested != v:
@@ -236,7 +246,7 @@ def write_dataset(data: Data, uri: str, schema: pa.Schema | None = None, mode: s
         raise InvalidInputError("a dataset already exists here; use mode='append' or 'overwrite'",
                                 path=store.uri(""))
     arrow_schema, batches = _batches(data, schema)
-    version = _storage_version(data_storage_version, existing, mode)
+    version = storage_version(data_storage_version, existing, mode)
     if existing is not None:
         existing.check_writable()
     if mode == "append" and existing is not None:

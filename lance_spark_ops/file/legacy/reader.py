@@ -15,14 +15,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.v0_1 import PageSource, decode_field
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, NotFoundError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
 from lance_spark_ops.file.legacy.container import LegacyFileMetadata, load_legacy_metadata
+from lance_spark_ops.file.projection import ColumnSelection
 from lance_spark_ops.io.storage import ObjectStore
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
 
-class LegacyFileReader:
+class LegacyFileReader(ColumnSelection):
     """Reader of one v1 Lance data file."""
 
     def __init__(self, uri: str, *, storage_options: dict[str, Any] | None = None,
@@ -104,20 +105,6 @@ class LegacyFileReader:
         return pa.Table.from_arrays(arrays, schema=schema)
 
     # -- internals ---------------------------------------------------------
-    def _field_indices(self, columns: Sequence[str] | None) -> list[int]:
-        if columns is None:
-            return list(range(len(self.schema)))
-        out = []
-        for name in columns:
-            i = self.schema.get_field_index(name)
-            if i < 0:
-                raise NotFoundError(f"no column {name!r} (columns: {self.schema.names})", path=self.path)
-            out.append(i)
-        return out
-
-    def _project_schema(self, fields: list[int]) -> pa.Schema:
-        return pa.schema([self.schema.field(i) for i in fields], metadata=self.schema.metadata)
-
     def _range(self, field_index: int, start: int, stop: int) -> pa.Array:
         offsets = self._meta.batch_offsets
         first = int(np.searchsorted(offsets, start, side="right") - 1)

@@ -20,7 +20,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceArrowWriter, WriterCommitMessage
 
-from lance_spark_ops.errors import CommitStateUnknown, NotFoundError, SchemaError
+from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.datasource.options import WriteOptions
@@ -29,7 +29,7 @@ from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import Append, Overwrite
-from lance_spark_ops.table.write import _storage_version, write_fragments
+from lance_spark_ops.table.write import conform_batch, storage_version, write_fragments
 
 
 @dataclass
@@ -38,27 +38,6 @@ class LanceCommitMessage(WriterCommitMessage):
 
     fragments: list[DataFragment] = field(default_factory=list)
     paths: list[str] = field(default_factory=list)
-
-
-def conform_batch(batch: pa.RecordBatch, target: pa.Schema, where: str) -> pa.RecordBatch:
-    """``batch`` with ``target``'s columns, in its order and types (safe casts only)."""
-    names = batch.schema.names
-    missing = [n for n in target.names if n not in names]
-    extra = [n for n in names if n not in target.names]
-    if missing or extra:
-        raise SchemaError(f"DataFrame columns {names} do not match the dataset's {target.names} "
-                          f"(missing {missing}, extra {extra})", path=where)
-    cols = []
-    for f in target:
-        col = batch.column(names.index(f.name))
-        if col.type != f.type:
-            try:
-                col = col.cast(f.type)
-            except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
-                raise SchemaError(f"column {f.name!r}: {col.type} from Spark cannot be stored as the "
-                                  f"dataset's {f.type} ({e})", path=where) from None
-        cols.append(col)
-    return pa.RecordBatch.from_arrays(cols, schema=target)
 
 
 class LanceWriter(DataSourceArrowWriter):
@@ -75,7 +54,7 @@ class LanceWriter(DataSourceArrowWriter):
             existing.check_writable()
         self.append = existing is not None and not overwrite
         mode = "append" if self.append else "overwrite"
-        self.file_version = _storage_version(opts.data_storage_version, existing, mode)
+        self.file_version = storage_version(opts.data_storage_version, existing, mode)
         self.read_version = existing.version if existing is not None else 0
         self.new_dataset = existing is None
         if self.append:
@@ -91,7 +70,8 @@ class LanceWriter(DataSourceArrowWriter):
         target = self.schema.to_arrow()
         where = store.uri("")
         written: list[str] = []
-        batches = (conform_batch(b, target, where) for b in iterator if b.num_rows)
+        batches = (conform_batch(b, target, where, cast=True, source="the DataFrame")
+                   for b in iterator if b.num_rows)
         try:
             frags = write_fragments(store, batches, self.schema, self.file_version,
                                     self.opts.max_rows_per_file, written)
