@@ -19,21 +19,20 @@ and descriptions, a progress line per phase, cleanup of the job's own files, fin
   landed, so its files stay. Cleanup errors never replace the job's own error.
 * **Metrics**: ``seconds["total"]`` and ``job_tag`` are filled when the job ends.
 
-Example (a new job)::
+Example (a new job that writes files and commits them; see ``spark/delta_import.py``)::
 
     from lance_spark_ops.spark.job import Job, referenced_data_files
     from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import data_file_paths
 
-    def vacuum(spark, uri, *, storage_options=None) -> VacuumMetrics:
-        ds = Dataset.open(uri, storage_options=storage_options)
-        metrics = VacuumMetrics(uri=uri, read_version=ds.version)
-        with Job(spark, "vacuum", uri, metrics) as job:
+    def rewrite_something(spark, uri, *, storage_options=None) -> MyMetrics:
+        metrics = MyMetrics(uri=uri)
+        with Job(spark, "rewrite_something", uri, metrics) as job:
             with job.phase("plan"):
-                tasks = plan_vacuum(ds)
+                ds = Dataset.open(uri, storage_options=storage_options)
+                tasks = plan(ds)                        # small picklable descriptors
             with job.cleanup_on_failure(ds.store):     # our files, unless a commit referenced them
-                with job.phase("rewrite", tasks=len(tasks)) as ph:
-                    results = job.run_tasks(tasks, run_vacuum_task)  # TaskContext.file_prefix names files
+                with job.phase("write", tasks=len(tasks)) as ph:
+                    results = job.run_tasks(tasks, write_task)  # TaskContext.file_prefix names files
                     ph.add(rows=sum(r.rows for r in results), bytes=sum(r.size for r in results))
                 with job.phase("commit"):
                     job.before_commit(1)                      # tests inject concurrent writers here
