@@ -324,6 +324,7 @@ def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | No
         new = type(idx)()
         new.CopyFrom(idx)
         new.uuid.CopyFrom(r.new_id)
+        new.ClearField("base_id")  # rewritten under the dataset's own root
         new.dataset_version = ds.version
         new.fragment_bitmap = bytes(BitMap(effective_bitmap(idx, versions)).serialize())
         del new.files[:]

@@ -202,6 +202,18 @@ class BaseResolver:
         rel = safe_relative(data_file.path, "data file", where)
         return self._checked(store, f"{DATA_DIR}/{rel}" if base.is_dataset_root else rel)
 
+    def index_dir(self, uuid: str, base_id: int | None) -> tuple[ObjectStore, str]:
+        """(store, path relative to it) of an index's directory ``_indices/<uuid>``: under the
+        dataset's root, or under the dataset root ``base_id`` names (a shallow clone's source)."""
+        rel = f"_indices/{uuid}"
+        if base_id is None:
+            return self.store, rel
+        base, store = self._base(base_id, f"index {uuid}")
+        if not base.is_dataset_root:
+            raise CorruptFileError(f"index {uuid} names base path {base_id}, which is not a dataset root",
+                                   path=self.where)
+        return store, rel
+
     def deletion_file(self, fragment_id: int, deletion_file: DeletionFile) -> tuple[ObjectStore, str]:
         rel = deletion_file_path(fragment_id, deletion_file)
         if deletion_file.base_id is None:

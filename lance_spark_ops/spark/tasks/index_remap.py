@@ -25,6 +25,7 @@ from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, p
 from lance_spark_ops.index.frag_reuse import version_map
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
 
@@ -64,8 +65,8 @@ def _all_live(frag: Any) -> Any:
     return np.ones(int(frag.physical_rows or 0), dtype=bool)
 
 
-def _read(ds: Dataset, rel: str) -> tuple[pa.Table, str]:
-    r = LanceFileReader(rel, store=ds.store)
+def _read(store: ObjectStore, rel: str) -> tuple[pa.Table, str]:
+    r = LanceFileReader(rel, store=store)
     return r.read(), r.version
 
 
@@ -86,9 +87,10 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
-def _remap_ivf(ds: Dataset, src: str, dst: str, maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
+               maps: list[RowAddressMap]) -> list[tuple[str, int]]:
     """IVF_FLAT / IVF_PQ: auxiliary.idx rewritten, index.idx copied."""
-    reader = LanceFileReader(f"{src}/{AUX_FILE}", store=ds.store)
+    reader = LanceFileReader(f"{src}/{AUX_FILE}", store=src_store)
     table, extra = reader.read(), _extra_buffers(reader)
     slot = ivf_buffer(reader.schema) - 1
     if slot >= len(extra):
@@ -99,7 +101,7 @@ def _remap_ivf(ds: Dataset, src: str, dst: str, maps: list[RowAddressMap]) -> li
         table, ivf = remap_storage(table, ivf, m, transposed)
     extra[slot] = ivf.SerializeToString()
     size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
-    body = ds.store.read(f"{src}/{INDEX_FILE}")
+    body = src_store.read(f"{src}/{INDEX_FILE}")
     ds.store.write(f"{dst}/{INDEX_FILE}", body)
     return [(AUX_FILE, size), (INDEX_FILE, len(body))]
 
@@ -112,20 +114,22 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     maps = [version_map(version_pb.FromString(v)) for v in spec.reuse_versions]
     if spec.groups:
         maps.append(address_map(ds, spec.groups))
-    src = f"_indices/{uuid_str(index.uuid.uuid)}"
+    # a shallow clone's index lives under the source dataset; the remapped one under ours
+    src_store, src = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid),
+                                                index.base_id if index.HasField("base_id") else None)
     dst = f"_indices/{uuid_str(spec.new_uuid)}"
     kind = index_kind(index)
     files: list[tuple[str, int]] = []
     if kind == "BTREE":
-        data, version = _read(ds, f"{src}/{PAGE_DATA}")
-        lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=ds.store)
+        data, version = _read(src_store, f"{src}/{PAGE_DATA}")
+        lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
         for m in maps:
             data = remap_page_data(data, m)
         lookup = page_lookup(data, batch_size_of(lookup_reader.schema), lookup_reader.schema)
         files.append((PAGE_DATA, _write(ds, f"{dst}/{PAGE_DATA}", data, version)))
         files.append((PAGE_LOOKUP, _write(ds, f"{dst}/{PAGE_LOOKUP}", lookup, lookup_reader.version)))
     elif kind in ("BITMAP", "LABEL_LIST"):
-        reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=ds.store)
+        reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=src_store)
         table, extra = reader.read(), _extra_buffers(reader)
         nulls = null_list_buffer(reader.schema)
         for m in maps:
@@ -134,7 +138,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
     elif kind in ("IVF_PQ", "IVF_FLAT"):
-        files.extend(_remap_ivf(ds, src, dst, maps))
+        files.extend(_remap_ivf(ds, src_store, src, dst, maps))
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
     out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)

@@ -178,6 +178,7 @@ def _move_bitmap(index: IndexMetadata, groups: list[RewriteGroup]) -> None:
 def _apply_rewritten(index: IndexMetadata, r: object) -> None:
     """The new uuid and, when given, details, version and files of a rewritten index."""
     index.uuid.CopyFrom(r.new_id)  # type: ignore[attr-defined]
+    index.ClearField("base_id")  # rewritten under the dataset's own root
     if r.HasField("new_index_details"):  # type: ignore[attr-defined]
         index.index_details.CopyFrom(r.new_index_details)  # type: ignore[attr-defined]
     index.index_version = r.new_index_version  # type: ignore[attr-defined]
