@@ -46,17 +46,26 @@ class IndexRemapSpec:
 
 
 def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
-    """The old -> new map of a rewrite of ``groups`` read at ``ds``."""
+    """The old -> new map of a rewrite of ``groups`` read at ``ds``: every group's pairs sorted
+    once together (the groups' old fragments are disjoint; sorting per group and again in
+    ``RowAddressMap.concat`` cost ~2x on a 5M-row map)."""
+    import numpy as np
+
     by_id = {f.id: f for f in ds.fragments}
-    maps = []
+    olds, news, all_ids = [], [], []
     for old_ids, new in groups:
         masks = []
         for i in old_ids:
             keep = ds.live_mask(by_id[i])
             masks.append(keep if keep is not None else _all_live(by_id[i]))
-        old = surviving_addresses(old_ids, masks)
-        maps.append(RowAddressMap.from_pairs(old, new_addresses(new), old_ids))
-    return RowAddressMap.concat(maps)
+        olds.append(surviving_addresses(old_ids, masks))
+        news.append(new_addresses(new))
+        if olds[-1].size != news[-1].size:  # per group, as from_pairs checks the whole
+            raise ValueError(f"{olds[-1].size} surviving old rows but {news[-1].size} new rows")
+        all_ids.extend(old_ids)
+    if not olds:
+        return RowAddressMap.concat([])
+    return RowAddressMap.from_pairs(np.concatenate(olds), np.concatenate(news), all_ids)
 
 
 def _all_live(frag: Any) -> Any:
