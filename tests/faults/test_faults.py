@@ -23,8 +23,8 @@ SPARK_SEEDS = int(os.environ.get("FAULT_SPARK_SEEDS", "3"))
 @pytest.fixture(autouse=True)
 def _session_for_datasource(request: pytest.FixtureRequest) -> None:
     """The data-source runner's in-process writes need the session fixture (only it asks)."""
-    params = getattr(request.node, "callspec", None)
-    if params is not None and params.params.get("job") == "datasource":
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("job") == "datasource" and params.get("fault") in IN_PROCESS:
         SESSION["spark"] = request.getfixturevalue("spark")
 
 
