@@ -2,9 +2,9 @@
 the ``lance`` data-source writer and ``import_delta``. ``runners.RUNNERS`` takes them in.
 
 * ``remap_indices``: ``prepare`` makes a BTREE (id) + BITMAP (s) index and compacts with
-  pylance's ``defer_index_remap=True``; ``post_check`` wants equality queries answered as a
-  scan does and, after a success with no concurrent commit, 0 unindexed rows, index fragment
-  sets equal to the live fragments and no fragment reuse version left (pylance).
+  pylance's ``defer_index_remap=True``; ``post_check`` (when no concurrent pylance write
+  committed) wants equality queries answered as a scan does and, after a success, 0 unindexed
+  rows, index fragment sets equal to the live fragments and no fragment reuse version left.
 * data source / ``import_delta``: ``rows`` are fresh ids (``model.FRESH_IDS`` + 10**7 up); the
   scenario then requires all of them exactly once or none (all after a success). The data
   source's store-fault runs drive ``LanceWriter`` (write per task, commit, abort) in this process,
@@ -64,7 +64,9 @@ def remap_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
 
     before = _REMAP_BEFORE.pop(root)
     ds = lance.dataset(root)
-    bad = []
+    bad: list[str] = []
+    if ds.version != before + ok:  # concurrent pylance commits: a pylance compaction over indices
+        return bad  # behind the reuse index breaks them by itself (seed 33 of -m slow, job or not)
     ids = ds.to_table(columns=["id"])["id"].to_numpy()
     rng = random.Random(job_seed)
     for probe in [int(ids[rng.randrange(len(ids))]) for _ in range(3)] + [1]:
@@ -73,7 +75,7 @@ def remap_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
             want = ds.to_table(columns=["id", "val"], filter=f"{col} = {val}", use_scalar_index=False)
             if not got.sort_by("id").equals(want.sort_by("id")):
                 bad.append(f"{col} = {val}: the index answers {got.num_rows} rows, a scan {want.num_rows}")
-    if ok and ds.version == before + 1:  # only the job committed since prepare
+    if ok:  # only the job committed since prepare
         # pylance counts rows behind the fragment reuse index as indexed; the fragment sets tell
         indices = {i["name"]: set(i["fragment_ids"]) for i in ds.list_indices()}
         live = {f.fragment_id for f in ds.get_fragments()}
