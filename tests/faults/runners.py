@@ -50,6 +50,7 @@ class JobRunner:
     # Spark runs a Python data source's writer planning and commit in driver-side Python processes
     # of the worker daemon, which are not retried: a worker kill may fail the job (never its rows)
     worker_kill_may_fail: bool = False
+    writer_kinds: tuple[str, ...] | None = None  # the concurrent pylance ops (None: all of model's)
 
 
 def _compact_opts(rng: random.Random) -> dict[str, Any]:
@@ -160,7 +161,7 @@ if importlib.util.find_spec("lance_spark_ops.spark.vacuuming") is not None:  # a
 RUNNERS.update({r.name: r for r in [
     JobRunner("remap_indices", "remap_indices", "remap_indices.py", lambda uri, rng, rows=None: [uri],
               rw.remap_local, ("plan", "remap_indices"), ("remap_indices",), prepare=rw.remap_prepare,
-              post_check=rw.remap_post_check),
+              post_check=rw.remap_post_check, writer_kinds=rw.REMAP_WRITER_KINDS),
     JobRunner("datasource", "datasource", "../tests/faults/append_datasource.py", rw._datasource_args,
               rw.datasource_local, ("write",), ("write",), rows=rw.write_rows, worker_kill_may_fail=True),
     JobRunner("import_delta", "import_delta", "import_delta.py", rw._delta_args, rw.delta_local,
