@@ -154,8 +154,9 @@ WRITER_KINDS = ("append", "delete", "update", "merge_insert", "create_index", "c
 class Writers:
     """Concurrent pylance writers: a thread that waits at ``start`` then runs ``ops`` writes."""
 
-    def __init__(self, uri: str, exp: Expected, rng: random.Random, ops: int) -> None:
-        self.uri, self.exp, self.ops = uri, exp, [rng.choice(WRITER_KINDS) for _ in range(ops)]
+    def __init__(self, uri: str, exp: Expected, rng: random.Random, ops: int,
+                 kinds: tuple[str, ...] = WRITER_KINDS) -> None:
+        self.uri, self.exp, self.ops = uri, exp, [rng.choice(kinds) for _ in range(ops)]
         self.rng = random.Random(rng.random())
         self.start = threading.Event()
         self.done: Counter = Counter()

@@ -4,10 +4,8 @@
 ``vacuum`` joins the table when ``lance_spark_ops.spark.vacuuming`` exists (``retain_versions``
 only, so files no version references yet - concurrent writers' - are never its to delete);
 its ``post_check`` asserts that no data file referenced before the run by some version, and by
-no version left after it, remains. For jobs still to come (sketch): ``remap_indices`` - ``prepare`` creates an
-index with pylance; the ``lance`` data-source writer and ``import_delta`` - ``rows`` returns the
-rows the job writes (fresh ids from ``model.FRESH_IDS`` + 10**7 up, columns id / val / s), which
-the check then requires all or none of (all when the job reported success).
+no version left after it, remains. ``remap_indices``, the ``lance`` data-source writer
+(``datasource``) and ``import_delta`` come from ``runners_write``.
 """
 
 from __future__ import annotations
@@ -21,6 +19,8 @@ from typing import Any
 
 import pyarrow as pa
 import pyarrow.compute as pc
+
+from tests.faults import runners_write as rw
 
 ADDED = "v2"  # the column add_columns adds: id * 2
 
@@ -47,6 +47,10 @@ class JobRunner:
     # a failed run may leave versions older than the latest broken until a rerun finishes (vacuum:
     # data files go before the manifests, as in Lance's cleanup); the rerun must leave all readable
     may_break_old_versions: bool = False
+    # Spark runs a Python data source's writer planning and commit in driver-side Python processes
+    # of the worker daemon, which are not retried: a worker kill may fail the job (never its rows)
+    worker_kill_may_fail: bool = False
+    writer_kinds: tuple[str, ...] | None = None  # the concurrent pylance ops (None: all of model's)
 
 
 def _compact_opts(rng: random.Random) -> dict[str, Any]:
@@ -154,3 +158,12 @@ if importlib.util.find_spec("lance_spark_ops.spark.vacuuming") is not None:  # a
         lambda uri, rng, rows=None: [uri, "--retain-versions", str(_retain(rng))], _vacuum_local,
         ("read", "list", "plan", "delete"), ("list", "delete"), prepare=_vacuum_prepare,
         post_check=_vacuum_post_check, may_break_old_versions=True)
+RUNNERS.update({r.name: r for r in [
+    JobRunner("remap_indices", "remap_indices", "remap_indices.py", lambda uri, rng, rows=None: [uri],
+              rw.remap_local, ("plan", "remap_indices"), ("remap_indices",), prepare=rw.remap_prepare,
+              post_check=rw.remap_post_check, writer_kinds=rw.REMAP_WRITER_KINDS),
+    JobRunner("datasource", "datasource", "../tests/faults/append_datasource.py", rw._datasource_args,
+              rw.datasource_local, ("write",), ("write",), rows=rw.write_rows, worker_kill_may_fail=True),
+    JobRunner("import_delta", "import_delta", "import_delta.py", rw._delta_args, rw.delta_local,
+              ("plan", "convert", "commit"), ("convert",), rows=rw.write_rows),
+]})

@@ -17,7 +17,16 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from tests.faults import faulty_fs
 from tests.faults.driver import run_job
-from tests.faults.model import STATS, Expected, Writers, check, make_dataset, stable_row_ids, writer_op
+from tests.faults.model import (
+    STATS,
+    WRITER_KINDS,
+    Expected,
+    Writers,
+    check,
+    make_dataset,
+    stable_row_ids,
+    writer_op,
+)
 from tests.faults.runners import RUNNERS, JobRunner
 
 IN_PROCESS = ("transient", "ambiguous", "concurrent")
@@ -119,10 +128,11 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
         so = faulty_fs.install(plan_name, plan)
         uri = f"{faulty_fs.PROTOCOL}://{root}"
     with_writers = fault == "concurrent" or rng.random() < 0.25
-    writers = Writers(root, exp, rng, rng.randint(3, 6)) if with_writers else None
+    kinds = runner.writer_kinds or WRITER_KINDS
+    writers = Writers(root, exp, rng, rng.randint(3, 6), kinds) if with_writers else None
     hook_rng = random.Random(rng.random())
     with_hook = fault == "concurrent" and rng.random() < 0.6
-    hook = (lambda: _hook_write(root, exp, hook_rng)) if with_hook else None
+    hook = (lambda: _hook_write(root, exp, hook_rng, kinds)) if with_hook else None
     metrics, exc = None, None
     try:
         if writers:
@@ -149,8 +159,8 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
     return _reported(metrics), exc is None and not _partial(metrics)
 
 
-def _hook_write(root: str, exp: Expected, rng: random.Random) -> None:
-    kind = rng.choice(["append", "delete", "update", "merge_insert", "compaction"])
+def _hook_write(root: str, exp: Expected, rng: random.Random, kinds: tuple[str, ...]) -> None:
+    kind = rng.choice([k for k in ("append", "delete", "update", "merge_insert", "compaction") if k in kinds])
     try:
         if writer_op(root, kind, exp, rng):
             STATS.writer_ops[kind] += 1
@@ -162,7 +172,8 @@ def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: 
                   label: str, rows: Any, job_seed: float) -> tuple[list[int], bool]:
     phase = rng.choice(runner.phases if fault == "driver_kill" else runner.work_phases)
     delay = rng.uniform(0.0, 1.5)
-    writers = Writers(root, exp, rng, rng.randint(2, 5)) if rng.random() < 0.3 else None
+    writers = (Writers(root, exp, rng, rng.randint(2, 5), runner.writer_kinds or WRITER_KINDS)
+               if rng.random() < 0.3 else None)
     master = "local[2]" if fault == "driver_kill" else "local[2,4]"  # local[N,F]: a task retried F-1 times
     run = run_job(runner.script, runner.args(root, random.Random(job_seed), rows), fault=fault, phase=phase,
                   kind=runner.kind, delay=delay, master=master, on_marker=writers.start if writers else None)
@@ -174,7 +185,7 @@ def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: 
                                                  else f"exit {run.returncode}")
     STATS.outcomes[outcome] += 1
     bad = []
-    if fault == "worker_kill" and run.returncode != 0 and not writers:
+    if fault == "worker_kill" and run.returncode != 0 and not writers and not runner.worker_kill_may_fail:
         bad.append(f"{label}: the job failed after {run.workers_killed} worker kill(s) (Spark retries "
                    f"tasks): {run.tail()}")
     if not run.killed and run.returncode != 0 and not writers:

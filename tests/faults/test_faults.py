@@ -11,11 +11,21 @@ from pathlib import Path
 import pytest
 
 from tests.faults.runners import RUNNERS
+from tests.faults.runners_write import SESSION
 from tests.faults.scenarios import IN_PROCESS, run_scenario
 
 JOBS = sorted(RUNNERS)
+NEW_JOBS = ["datasource", "import_delta", "remap_indices"]  # issue #15's last three: more default seeds
 SEEDS = int(os.environ.get("FAULT_SEEDS", "40"))
 SPARK_SEEDS = int(os.environ.get("FAULT_SPARK_SEEDS", "3"))
+
+
+@pytest.fixture(autouse=True)
+def _session_for_datasource(request: pytest.FixtureRequest) -> None:
+    """The data-source runner's in-process writes need the session fixture (only it asks)."""
+    params = getattr(getattr(request.node, "callspec", None), "params", {})
+    if params.get("job") == "datasource" and params.get("fault") in IN_PROCESS:
+        SESSION["spark"] = request.getfixturevalue("spark")
 
 
 def _run(job: str, fault: str, seed: int, tmp_path: Path) -> None:
@@ -27,6 +37,13 @@ def _run(job: str, fault: str, seed: int, tmp_path: Path) -> None:
 @pytest.mark.parametrize("job", JOBS)
 def test_in_process_fault(job: str, fault: str, tmp_path: Path) -> None:
     _run(job, fault, 0, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [1, 2])
+@pytest.mark.parametrize("fault", IN_PROCESS)
+@pytest.mark.parametrize("job", NEW_JOBS)
+def test_in_process_fault_more_seeds(job: str, fault: str, seed: int, tmp_path: Path) -> None:
+    _run(job, fault, seed, tmp_path)
 
 
 @pytest.mark.spark
