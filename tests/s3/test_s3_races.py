@@ -37,6 +37,27 @@ def _ids(uri: str, so: dict[str, str]) -> list[int]:
     return sorted(lance.dataset(uri, storage_options=so).to_table(columns=["id"]).column("id").to_pylist())
 
 
+def _run_together(barrier: threading.Barrier, *fns: Callable[[], None]) -> None:
+    """Run ``fns`` in threads meeting at ``barrier``; the first error aborts the barrier (so no
+    thread waits forever) and fails the test; every thread must finish within 120 s."""
+    errors: list[BaseException] = []
+
+    def run(fn: Callable[[], None]) -> None:
+        try:
+            fn()
+        except BaseException as e:  # noqa: BLE001 - reported below
+            errors.append(e)
+            barrier.abort()
+
+    threads = [threading.Thread(target=run, args=(f,)) for f in fns]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join(timeout=120)
+    assert not errors, errors
+    assert not any(t.is_alive() for t in threads)
+
+
 @pytest.mark.parametrize("kind", ["s3", "ddb"])
 def test_pylance_takes_the_version_we_are_putting(s3: S3, kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
     import lance
@@ -70,7 +91,6 @@ def test_rounds_on_a_barrier(s3: S3, kind: str) -> None:
     uri, so = _target(s3, kind, "race.lance")
     lance.write_dataset(table(10), uri, storage_options=so)
     barrier = threading.Barrier(2, timeout=60)
-    errors: list[BaseException] = []
 
     def ours() -> None:
         for r in range(ROUNDS):
@@ -82,20 +102,7 @@ def test_rounds_on_a_barrier(s3: S3, kind: str) -> None:
             barrier.wait()
             lance.write_dataset(table(10, 2000 + 10 * r), uri, mode="append", storage_options=so)
 
-    def run(fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(f,)) for f in (ours, theirs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
-    assert not any(t.is_alive() for t in threads)
+    _run_together(barrier, ours, theirs)
     want = list(range(10)) + list(range(1000, 1000 + 10 * ROUNDS)) + list(range(2000, 2000 + 10 * ROUNDS))
     assert _ids(uri, so) == want
     assert lance.dataset(uri, storage_options=so).version == 1 + 2 * ROUNDS
@@ -127,7 +134,6 @@ def test_our_compaction_races_pylance_appends(s3: S3) -> None:
     uri, so = s3.uri("compact-race.lance"), s3.options
     lance.write_dataset(table(600), uri, storage_options=so, max_rows_per_file=100)
     barrier = threading.Barrier(2, timeout=60)
-    errors: list[BaseException] = []
     metrics = []
 
     def ours() -> None:
@@ -139,19 +145,7 @@ def test_our_compaction_races_pylance_appends(s3: S3) -> None:
         for r in range(3):
             lance.write_dataset(table(10, 5000 + 10 * r), uri, mode="append", storage_options=so)
 
-    def run(fn: Callable[[], None]) -> None:
-        try:
-            fn()
-        except BaseException as e:  # noqa: BLE001 - reported below
-            errors.append(e)
-            barrier.abort()
-
-    threads = [threading.Thread(target=run, args=(f,)) for f in (ours, theirs)]
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join(timeout=120)
-    assert not errors, errors
+    _run_together(barrier, ours, theirs)
     assert metrics[0].new_version is not None
     assert _ids(uri, so) == list(range(600)) + list(range(5000, 5030))
     ds = lance.dataset(uri, storage_options=so)
