@@ -27,9 +27,12 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from enum import IntEnum
 
+from google.protobuf.message import DecodeError
+
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
+from lance_spark_ops.table.format.fragment_columns import FragmentColumns
 
 TOMBSTONE_FIELD_ID = -2
 
@@ -213,6 +216,17 @@ class DataFragment:
         obj.__dict__.update(id=pb.id, _pb=pb, _clean=known_clean)
         return obj
 
+    @classmethod
+    def lazy_bytes(cls, fragment_id: int, body: bytes, known_clean: bool, has_deletion: bool,
+                   has_row_ids: bool) -> DataFragment:
+        """As ``lazy``, from the fragment's serialized protobuf (parsed on first use of anything
+        but ``id``; an untouched fragment is written back as exactly these bytes). The flags
+        (from ``FragmentColumns``) answer ``has_deletion_file`` / ``has_row_id_meta`` unparsed."""
+        obj = cls.__new__(cls)
+        obj.__dict__.update(id=fragment_id, _pb=body, _raw=body, _clean=known_clean,
+                            _flags=(has_deletion, has_row_ids))
+        return obj
+
     @property
     def is_decoded(self) -> bool:
         """False while the fragment is still only its protobuf (nothing but ``id`` was used)."""
@@ -221,18 +235,34 @@ class DataFragment:
     @property
     def source_pb(self) -> table_pb2.DataFragment | None:
         """The protobuf of a not yet decoded fragment (do not modify it), else None."""
-        return self.__dict__.get("_pb")
+        d = self.__dict__
+        pb = d.get("_pb")
+        if isinstance(pb, bytes):  # read from bytes: parse once, keep the message
+            pb = _parse_fragment(pb, d["id"])
+            if isinstance(d.get("_pb"), bytes):
+                d["_pb"] = pb
+        return pb
+
+    @property
+    def source_bytes(self) -> bytes | None:
+        """The serialized protobuf of a not yet decoded fragment read from bytes, else None."""
+        d = self.__dict__
+        return d.get("_raw") if "_pb" in d else None
 
     def _decode(self) -> None:
         # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
         # too (setdefault keeps the first) or finds the values
         d = self.__dict__
-        pb = d.get("_pb")
+        if "_pb" not in d:
+            return
+        pb = self.source_pb
         if pb is None:
             return
         for k, v in _decoded_fields(pb, d.get("_clean", False)).items():
             d.setdefault(k, v)
         d.pop("_pb", None)
+        d.pop("_raw", None)
+        d.pop("_flags", None)
         d.pop("_clean", None)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -253,7 +283,7 @@ class DataFragment:
 
     def to_pb(self) -> table_pb2.DataFragment:
         """The protobuf (for an undecoded fragment the kept one itself: copy it before changing it)."""
-        pb = self.__dict__.get("_pb")
+        pb = self.source_pb
         if pb is not None:
             return pb
         pb = table_pb2.DataFragment(id=self.id, files=[f.to_pb() for f in self.files],
@@ -266,6 +296,15 @@ class DataFragment:
         _seq_to_pb(pb, self.created_at_version_meta, "inline_created_at_versions",
                    "external_created_at_versions")
         return restore_unknown(pb, self.unknown_fields)
+
+
+def _parse_fragment(body: bytes, fragment_id: int) -> table_pb2.DataFragment:
+    pb = table_pb2.DataFragment()
+    try:
+        pb.ParseFromString(body)
+    except DecodeError as e:
+        raise CorruptFileError(f"fragment {fragment_id} does not parse: {e}") from e
+    return pb
 
 
 def _decoded_fields(pb: table_pb2.DataFragment, clean: bool) -> dict[str, object]:
@@ -312,12 +351,23 @@ del _f
 
 
 # -- reads that leave a lazy fragment undecoded (planning and commits touch every fragment) ------
+def _lazy_flags(f: DataFragment) -> tuple[bool, bool] | None:
+    d = f.__dict__
+    return d.get("_flags") if "_pb" in d else None
+
+
 def has_deletion_file(f: DataFragment) -> bool:
+    flags = _lazy_flags(f)
+    if flags is not None:
+        return flags[0]
     pb = f.source_pb
     return f.deletion_file is not None if pb is None else pb.HasField("deletion_file")
 
 
 def has_row_id_meta(f: DataFragment) -> bool:
+    flags = _lazy_flags(f)
+    if flags is not None:
+        return flags[1]
     pb = f.source_pb
     return f.row_id_meta is not None if pb is None else pb.WhichOneof("row_id_sequence") is not None
 
@@ -338,3 +388,13 @@ def row_counts(f: DataFragment) -> tuple[int, int, int]:
     files = pb.files
     size = files[0].file_size_bytes if len(files) == 1 else sum(d.file_size_bytes for d in files)
     return pb.physical_rows, deleted, size
+
+
+def fragment_columns_of(fragments: list[DataFragment]) -> FragmentColumns:
+    """``FragmentColumns`` of fragment objects (lazy ones stay undecoded)."""
+    rows = []
+    for f in fragments:
+        pb = f.source_pb
+        files = len(f.files) if pb is None else len(pb.files)
+        rows.append((f.id, *row_counts(f), has_deletion_file(f), files, has_row_id_meta(f)))
+    return FragmentColumns.from_counts(rows)

@@ -23,6 +23,7 @@ from __future__ import annotations
 import struct
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
+from itertools import repeat
 from typing import Any
 
 import pyarrow as pa
@@ -34,7 +35,13 @@ from lance_spark_ops.errors import CorruptFileError, SchemaError, UnsupportedErr
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
-from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.fragment import DataFragment, fragment_columns_of
+from lance_spark_ops.table.format.fragment_columns import (
+    FragmentColumns,
+    IrregularWire,
+    fragment_columns,
+    split_fragments,
+)
 from lance_spark_ops.table.format.support import unknown_field_numbers
 from lance_spark_ops.table.format.transaction import Transaction
 
@@ -88,6 +95,27 @@ class Manifest:
     # the per-fragment scan)
     known_clean: bool = field(default=False, repr=False, compare=False)
 
+    # -- fragments read from bytes -----------------------------------------------------------------
+    def __getattr__(self, name: str) -> Any:
+        # only reached when ``fragments`` is not built yet (a manifest parsed from bytes): build
+        # the lazy fragment objects now (opening and planning never need them)
+        if name == "fragments":
+            src = self.__dict__.get("_fragment_source")
+            if src is not None:
+                frags = src.build()
+                self.__dict__["fragments"] = frags
+                return frags
+        raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def fragment_columns(self) -> FragmentColumns:
+        """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
+        objects were never built, else gathered from them."""
+        d = self.__dict__
+        src = d.get("_fragment_source")
+        if src is not None and "fragments" not in d:
+            return src.columns
+        return fragment_columns_of(self.fragments)
+
     # -- derived -----------------------------------------------------------
     @property
     def uses_stable_row_ids(self) -> bool:
@@ -122,9 +150,11 @@ class Manifest:
 
     # -- protobuf ------------------------------------------------------------
     @classmethod
-    def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None, known_clean: bool = False) -> Manifest:
+    def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None, known_clean: bool = False,
+                fragments_from: _FragmentSource | None = None) -> Manifest:
         """``known_clean``: the caller checked that ``pb`` holds no unknown field anywhere.
-        Fragments are lazy (``DataFragment.lazy``): decoded when first used."""
+        Fragments are lazy (``DataFragment.lazy``): decoded when first used. ``fragments_from``:
+        the fragments as bytes (``pb`` then has none); their objects are built on first use."""
         for f in pb.fields:  # a schema field we would re-serialize without them
             numbers = unknown_field_numbers(unknown_of(f))
             if numbers:
@@ -136,8 +166,12 @@ class Manifest:
             kind = UnsupportedError if "unsupported logical type" in str(e) else CorruptFileError
             raise kind(f"manifest schema: {e}", path=path) from e
         lazy = DataFragment.lazy
-        with gc_paused():
-            fragments = [lazy(f, known_clean) for f in pb.fragments]
+        fragments: list[DataFragment] | None = None
+        if fragments_from is None:
+            with gc_paused():
+                fragments = [lazy(f, known_clean) for f in pb.fragments]
+        elif not pb.HasField("data_format"):
+            fragments = fragments_from.build()
         wv = None
         if pb.HasField("writer_version"):
             w = pb.writer_version
@@ -150,9 +184,9 @@ class Manifest:
         def opt(name: str) -> int | None:
             return getattr(pb, name) if pb.HasField(name) else None
 
-        return cls(
+        out = cls(
             schema=schema,
-            fragments=fragments,
+            fragments=fragments if fragments is not None else [],
             version=pb.version,
             timestamp_nanos=ts,
             reader_feature_flags=pb.reader_feature_flags,
@@ -174,6 +208,11 @@ class Manifest:
             unknown_fields=b"" if known_clean else unknown_of(pb),
             known_clean=known_clean,
         )
+        if fragments_from is not None:
+            out.__dict__["_fragment_source"] = fragments_from
+            if fragments is None:
+                del out.__dict__["fragments"]  # built by __getattr__ when first wanted
+        return out
 
     def to_pb(self, with_fragments: bool = True) -> table_pb2.Manifest:
         """The protobuf; ``with_fragments=False`` leaves the fragments out (``serialize_manifest_file``
@@ -219,6 +258,21 @@ def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
         for f in frag.files:
             return DataStorageFormat("lance", "0.1" if f.is_legacy else f.file_version)
     return DataStorageFormat("lance", "0.1")
+
+
+class _FragmentSource:
+    """The fragments of a manifest parsed from bytes: each one's bytes and their columns."""
+
+    __slots__ = ("bodies", "columns")
+
+    def __init__(self, bodies: list[bytes], columns: FragmentColumns) -> None:
+        self.bodies, self.columns = bodies, columns
+
+    def build(self) -> list[DataFragment]:
+        c = self.columns
+        with gc_paused():
+            return list(map(DataFragment.lazy_bytes, c.id.tolist(), self.bodies, repeat(True),
+                            c.has_deletion.tolist(), c.has_row_ids.tolist()))
 
 
 @dataclass
@@ -281,14 +335,19 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
         raise CorruptFileError(f"manifest at {pos} records {n} bytes but {end - pos - 4} precede the footer",
                                path=path)
     raw = bytes(data[pos + 4 : end])
-    pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
-    # No unknown field anywhere iff dropping them leaves the size unchanged (the known part
-    # re-encodes to no more bytes than it had); else parse again, keeping them.
-    pb.DiscardUnknownFields()
-    clean = pb.ByteSize() == len(raw)
-    if not clean:
+    fast = _parse_split(raw, path)
+    if fast is not None:
+        pb, source = fast
+        manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=source)
+    else:
         pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
-    manifest = Manifest.from_pb(pb, path, known_clean=clean)
+        # No unknown field anywhere iff dropping them leaves the size unchanged (the known part
+        # re-encodes to no more bytes than it had); else parse again, keeping them.
+        pb.DiscardUnknownFields()
+        clean = pb.ByteSize() == len(raw)
+        if not clean:
+            pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
+        manifest = Manifest.from_pb(pb, path, known_clean=clean)
     _load_dictionaries(pb, manifest, data, path)
     txn = idx = None
     if manifest.inline_transaction_offset is not None:
@@ -296,6 +355,35 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     if manifest.index_section is not None:
         idx = _section(data, manifest.index_section, "index section", path, pos)
     return ManifestFile(manifest, txn, idx, path)
+
+
+def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, _FragmentSource] | None:
+    """The manifest without its fragments, parsed, and the fragments as bytes and columns
+    (``fragment_columns``): no message object per fragment. None (parse it whole) unless
+    the fragments are one contiguous run and nothing anywhere holds an unknown field."""
+    try:
+        split = split_fragments(raw)
+    except DecodeError:
+        return None  # the whole-message parse reports it
+    if split is None:
+        return None
+    head, bodies = split
+    try:
+        pb = table_pb2.Manifest.FromString(head)
+    except DecodeError:
+        return None
+    if len(pb.fragments):
+        return None  # not one run: the cut took something else
+    pb.DiscardUnknownFields()
+    if pb.ByteSize() != len(head):
+        return None
+    try:
+        columns = fragment_columns(bodies)
+    except IrregularWire:
+        return None
+    if not columns.clean:
+        return None
+    return pb, _FragmentSource(bodies, columns)
 
 
 def _load_dictionaries(pb: table_pb2.Manifest, manifest: Manifest, data: bytes | memoryview,
@@ -355,7 +443,9 @@ def _fragments_bytes(fragments: list[DataFragment]) -> bytes:
     tag = _FRAGMENTS_TAG
     with gc_paused():
         for f in fragments:
-            body = f.to_pb().SerializeToString()
+            body = f.source_bytes
+            if body is None:
+                body = f.to_pb().SerializeToString()
             parts += (tag, _varint(len(body)), body)
     return b"".join(parts)
 
