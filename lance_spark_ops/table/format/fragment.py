@@ -32,7 +32,8 @@ from google.protobuf.message import DecodeError
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
-from lance_spark_ops.table.format.fragment_columns import FragmentColumns
+from lance_spark_ops.table.format.fragment_columns import FragmentColumns, IrregularWire
+from lance_spark_ops.table.format.fragment_columns import data_file_paths as _paths_of_bodies
 
 TOMBSTONE_FIELD_ID = -2
 
@@ -376,6 +377,25 @@ def data_file_paths(f: DataFragment) -> list[str]:
     """Paths (relative to ``data/``) of the fragment's data files."""
     pb = f.source_pb
     return [d.path for d in (f.files if pb is None else pb.files)]
+
+
+def all_data_file_paths(fragments: list[DataFragment]) -> set[str]:
+    """Paths (relative to ``data/``) of every data file of ``fragments``; fragments still in
+    their parsed bytes are read in one pass over those bytes (none is parsed alone)."""
+    out: set[str] = set()
+    raw = []
+    for f in fragments:
+        if f.source_bytes is None:
+            out.update(data_file_paths(f))
+        else:
+            raw.append(f)
+    if raw:
+        try:
+            out |= _paths_of_bodies([f.source_bytes for f in raw])
+        except (IrregularWire, UnicodeDecodeError):  # one by one: the parser names the fault
+            for f in raw:
+                out.update(data_file_paths(f))
+    return out
 
 
 def row_counts(f: DataFragment) -> tuple[int, int, int]:

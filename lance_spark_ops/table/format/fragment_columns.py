@@ -204,6 +204,23 @@ def fragment_columns(bodies: Sequence[bytes]) -> FragmentColumns:
                            data_bytes, num_files, has_row_ids, clean=not unknown)
 
 
+def data_file_paths(bodies: Sequence[bytes]) -> set[str]:
+    """The data file paths named by the serialized ``DataFragment`` messages ``bodies``
+    (IrregularWire: see module; UnicodeDecodeError for a path that is not UTF-8)."""
+    lengths = np.fromiter(map(len, bodies), np.int64, len(bodies))
+    ends = np.cumsum(lengths)
+    joined = b"".join(bodies)
+    buf = np.frombuffer(joined + bytes(_PAD), np.uint8)
+    frag = _walk(buf, ends - lengths, ends, _FRAGMENT_FIELDS, (), (2,))
+    _, f_start, f_len = frag.spans[2]
+    files = _walk(buf, f_start, f_start + f_len, _DATA_FILE_FIELDS, (), (1,))
+    _, p_start, p_len = files.spans[1]
+    if len(p_start) != len(f_start):
+        raise IrregularWire("a data file without exactly one path")
+    names = {joined[a:b] for a, b in zip(p_start.tolist(), (p_start + p_len).tolist(), strict=True)}
+    return {n.decode() for n in names}
+
+
 # -- a manifest's fragments as bytes -------------------------------------------------------------
 def _fragments_view() -> type:
     """A message type reading field 2 (``Manifest.fragments``) as ``repeated bytes``: parsing a

@@ -21,11 +21,13 @@ the previous version's manifest, change fragments / schema / counters with
 from __future__ import annotations
 
 import struct
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from itertools import repeat
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
@@ -106,6 +108,17 @@ class Manifest:
                 self.__dict__["fragments"] = frags
                 return frags
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
+
+    def fragments_with_ids(self, ids: Iterable[int]) -> dict[int, DataFragment]:
+        """The fragments with these ids (absent ones left out). While the fragment objects are
+        not built (a manifest parsed from bytes), only these are (separate objects, for readers
+        that want a few fragments: an executor's task)."""
+        wanted = set(ids)
+        d = self.__dict__
+        src = d.get("_fragment_source")
+        if src is not None and "fragments" not in d:
+            return {f.id: f for f in src.build(wanted)}
+        return {f.id: f for f in self.fragments if f.id in wanted}
 
     def fragment_columns(self) -> FragmentColumns:
         """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
@@ -268,8 +281,13 @@ class _FragmentSource:
     def __init__(self, bodies: list[bytes], columns: FragmentColumns) -> None:
         self.bodies, self.columns = bodies, columns
 
-    def build(self) -> list[DataFragment]:
+    def build(self, ids: set[int] | None = None) -> list[DataFragment]:
+        """Lazy fragment objects of every fragment (or of those with ``ids``), manifest order."""
         c = self.columns
+        if ids is not None:
+            at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids)))).tolist()
+            return [DataFragment.lazy_bytes(c.id[i].item(), self.bodies[i], True, bool(c.has_deletion[i]),
+                                            bool(c.has_row_ids[i])) for i in at]
         with gc_paused():
             return list(map(DataFragment.lazy_bytes, c.id.tolist(), self.bodies, repeat(True),
                             c.has_deletion.tolist(), c.has_row_ids.tolist()))
