@@ -25,11 +25,14 @@ from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _PAD = 16  # zero bytes after the buffer: a varint read near the end never indexes past it
 
-# known field numbers of DataFragment, DataFile, DeletionFile, ExternalFile (table.proto)
-_FRAGMENT_FIELDS = frozenset(range(1, 11))
-_DATA_FILE_FIELDS = frozenset(range(1, 8))
-_DELETION_FIELDS = frozenset({1, 2, 3, 4, 7})
-_EXTERNAL_FIELDS = frozenset({1, 2, 3})
+# known fields of DataFragment, DataFile, DeletionFile, ExternalFile (table.proto) and the
+# wire types each may come in (repeated ints: packed or not). A known field number in another
+# wire type is an unknown field to a protobuf parser: irregular here.
+_V, _L = (_VARINT,), (_LEN,)
+_FRAGMENT_FIELDS = {1: _V, 2: _L, 3: _L, 4: _V, **{f: _L for f in range(5, 11)}}
+_DATA_FILE_FIELDS = {1: _L, 2: (_LEN, _VARINT), 3: (_LEN, _VARINT), 4: _V, 5: _V, 6: _V, 7: _V}
+_DELETION_FIELDS = {1: _V, 2: _V, 3: _V, 4: _V, 7: _V}
+_EXTERNAL_FIELDS = {1: _L, 2: _V, 3: _V}
 _EXTERNAL_SEQUENCES = (6, 8, 10)  # DataFragment.external_* (ExternalFile messages)
 
 
@@ -90,14 +93,18 @@ class _Walk:
     unknown: bool
 
 
-def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, known: frozenset[int],
+def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, known: dict[int, tuple[int, ...]],
           varint_fields: Sequence[int], len_fields: Sequence[int]) -> _Walk:
     """Walk the messages ``buf[starts[i]:ends[i]]`` field by field, all messages per step."""
     n = len(starts)
     values = {f: (np.zeros(n, np.uint64), np.zeros(n, bool)) for f in varint_fields}
     found: dict[int, list[tuple[np.ndarray, np.ndarray, np.ndarray]]] = {f: [] for f in len_fields}
-    lut = np.zeros(64, bool)
-    lut[[f for f in known if f < 64]] = True
+    lut = np.zeros(64, bool)  # known field numbers
+    wire = np.ones((64, 8), bool)  # (field, wire type) allowed; unknown fields: any
+    for f, types in known.items():
+        lut[f] = True
+        wire[f] = False
+        wire[f, list(types)] = True
     unknown = False
     live = starts < ends
     if bool((starts > ends).any()):
@@ -111,8 +118,11 @@ def _walk(buf: np.ndarray, starts: np.ndarray, ends: np.ndarray, known: frozense
         if bool((fno == 0).any()):
             raise IrregularWire("field number 0")
         big = fno >= 64
-        if bool(big.any()) or not bool(lut[np.minimum(fno, 63).astype(np.intp)].all()):
+        small = np.minimum(fno, 63).astype(np.intp)
+        if bool(big.any()) or not bool(lut[small].all()):
             unknown = True
+        if not bool(wire[small, wt].all()):
+            raise IrregularWire("a known field in an unexpected wire type")
         is_len = wt == _LEN
         nxt = p.copy()
         vary = (wt == _VARINT) | is_len
@@ -287,7 +297,10 @@ def split_fragments(raw: bytes) -> tuple[bytes, list[bytes]] | None:
         return None
     if start is None:
         return None
-    bodies = list(_ManifestFragments.FromString(raw).fragments)
+    view = _ManifestFragments.FromString(raw)
+    if view.ByteSize() != len(raw):
+        return None  # a fragment's tag or length is not minimally encoded: the cut below would miss
+    bodies = list(view.fragments)
     lengths = np.fromiter(map(len, bodies), np.int64, len(bodies))
     header = np.full(len(bodies), 2, np.int64)  # the tag byte and the length's first byte
     for bits in range(7, 64, 7):

@@ -104,9 +104,8 @@ class Manifest:
         if name == "fragments":
             src = self.__dict__.get("_fragment_source")
             if src is not None:
-                frags = src.build()
-                self.__dict__["fragments"] = frags
-                return frags
+                # setdefault: threads building at once all get the list stored first
+                return self.__dict__.setdefault("fragments", src.build())
         raise AttributeError(f"{type(self).__name__!r} object has no attribute {name!r}")
 
     def fragments_with_ids(self, ids: Iterable[int]) -> dict[int, DataFragment]:
