@@ -246,9 +246,9 @@ class DataFragment:
 
     @property
     def source_bytes(self) -> bytes | None:
-        """The serialized protobuf of a not yet decoded fragment read from bytes, else None."""
-        d = self.__dict__
-        return d.get("_raw") if "_pb" in d else None
+        """The serialized protobuf of a not yet decoded fragment read from bytes, else None
+        (decoding drops ``_raw`` with ``_pb``)."""
+        return self.__dict__.get("_raw")
 
     def _decode(self) -> None:
         # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
@@ -353,8 +353,16 @@ del _f
 
 # -- reads that leave a lazy fragment undecoded (planning and commits touch every fragment) ------
 def _lazy_flags(f: DataFragment) -> tuple[bool, bool] | None:
-    d = f.__dict__
-    return d.get("_flags") if "_pb" in d else None
+    return f.__dict__.get("_flags")  # dropped with ``_pb`` when the fragment is decoded
+
+
+def any_deletion_file(fragments: list[DataFragment]) -> bool:
+    """``any(has_deletion_file(f) for f in fragments)``, a commit's pass over every fragment."""
+    for f in fragments:
+        flags = f.__dict__.get("_flags")
+        if flags[0] if flags is not None else has_deletion_file(f):
+            return True
+    return False
 
 
 def has_deletion_file(f: DataFragment) -> bool:

@@ -435,35 +435,37 @@ def _write_dictionaries(manifest: Manifest, out: bytearray) -> dict[int, tuple[i
 
 
 _FRAGMENTS_TAG = bytes([(2 << 3) | 2])  # Manifest.fragments: field 2, length-delimited
-_VARINTS: dict[int, bytes] = {}
+_HEADERS: dict[int, bytes] = {}  # body length -> tag + length varint
 
 
-def _varint(n: int) -> bytes:
-    cached = _VARINTS.get(n)
-    if cached is None:
-        out = bytearray()
-        v = n
-        while v >= 0x80:
-            out.append((v & 0x7F) | 0x80)
-            v >>= 7
-        out.append(v)
-        cached = bytes(out)
-        if len(_VARINTS) < 1 << 16:
-            _VARINTS[n] = cached
-    return cached
+def _header(n: int) -> bytes:
+    out = bytearray(_FRAGMENTS_TAG)
+    v = n
+    while v >= 0x80:
+        out.append((v & 0x7F) | 0x80)
+        v >>= 7
+    out.append(v)
+    header = bytes(out)
+    if len(_HEADERS) < 1 << 16:
+        _HEADERS[n] = header
+    return header
 
 
 def _fragments_bytes(fragments: list[DataFragment]) -> bytes:
     """``Manifest.fragments`` encoded (protobuf lets a repeated field follow the other fields):
-    an undecoded fragment is its kept protobuf, re-serialized without a Python object per field."""
-    parts = []
-    tag = _FRAGMENTS_TAG
+    a fragment still in the bytes it was read from is those bytes, another one its protobuf
+    serialized; no Python object per field."""
+    parts: list[bytes] = []
+    add = parts.append
+    headers = _HEADERS
     with gc_paused():
         for f in fragments:
             body = f.source_bytes
             if body is None:
                 body = f.to_pb().SerializeToString()
-            parts += (tag, _varint(len(body)), body)
+            n = len(body)
+            add(headers.get(n) or _header(n))
+            add(body)
     return b"".join(parts)
 
 
