@@ -8,6 +8,9 @@ form a bin; a bin of one fragment that only wanted neighbours is dropped; bins a
 so each task produces about ``target_rows_per_fragment`` rows. Only neighbours merge, so
 insertion order is kept. Excluded fragments break runs. ``max_source_*`` cap the run:
 tasks are kept, oldest first, until the next would exceed a limit.
+
+Planned over arrays (``FragmentTable``, read from the manifest bytes by ``fragment_stats``):
+candidates, runs and bin boundaries are numpy masks; only bins and pieces are Python objects.
 """
 
 from __future__ import annotations

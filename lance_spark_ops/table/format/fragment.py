@@ -15,11 +15,12 @@ relative to the dataset root) and per-row created-at / last-updated-at version s
 Plain dataclasses with exact ``from_pb`` / ``to_pb`` so that commits can copy fragments from
 one manifest to the next unchanged. No I/O here.
 
-A manifest of 100 000 fragments must open in well under a second, so a parsed manifest holds
-*lazy* fragments (``DataFragment.lazy``): only ``id`` is read at parse time; the first read
-or write of any other attribute decodes the rest from the kept protobuf. A fragment nobody
-touched serializes straight from that protobuf (``to_pb``), so a commit that carries 99 998
-fragments over unchanged never decodes them.
+A manifest of 100 000 fragments must open and plan in well under a second, so a parsed
+manifest holds *lazy* fragments (``DataFragment.lazy_bytes``, built only when first wanted:
+planning reads ``FragmentColumns`` instead): just the id and two flags (deletion file, row
+ids) are known up front; the first read or write of any other attribute parses and decodes
+the fragment's kept bytes. A fragment nobody touched is written back as exactly those bytes,
+so a commit that carries 99 998 fragments over unchanged never parses them.
 """
 
 from __future__ import annotations

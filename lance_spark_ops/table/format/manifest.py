@@ -16,6 +16,11 @@ field 23 is written. Example: a dataset written once with no index is
 ``Manifest`` is a plain dataclass with exact ``from_pb`` / ``to_pb`` so that a commit can take
 the previous version's manifest, change fragments / schema / counters with
 ``dataclasses.replace`` and serialize it again. No I/O here.
+
+Parsing keeps the fragments as bytes (``fragment_columns.split_fragments``: one protobuf parse
+of the rest, a numpy walk of the fragments for their counts and unknown fields); the fragment
+objects are built on first use of ``Manifest.fragments``. Anything that walk does not handle
+is parsed whole by the protobuf library, with the same result.
 """
 
 from __future__ import annotations
