@@ -131,17 +131,20 @@ def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
                                path=ds.uri)
     tasks: list[CompactionTask] = []
     group: list[FragmentStats] = []
+    rows = 0  # live rows of ``group``
 
     def close() -> None:
         if group:
-            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group),
-                                        sum(s.live_rows for s in group), sum(s.bytes for s in group)))
+            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group), rows,
+                                        sum(s.bytes for s in group)))
             group.clear()
 
     for s in stats:
-        if group and sum(g.live_rows for g in group) + s.live_rows > opts.target_rows_per_fragment:
+        if group and rows + s.live_rows > opts.target_rows_per_fragment:
             close()
+            rows = 0
         group.append(s)
+        rows += s.live_rows
     close()
     return tasks
 
@@ -185,8 +188,10 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
     with Job(spark, "materialize_deletions", uri, metrics) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
-            tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-                s for s in stats if s.deleted_rows and s.deleted_fraction > threshold)]
+            pick = np.flatnonzero((stats.deleted_rows != 0) & (stats.deleted_fraction() > threshold))
+            ids, live, size = (a[pick].tolist() for a in (stats.id, stats.live_rows, stats.bytes))
+            tasks = [CompactionTask(i, (f,), r, b)
+                     for i, (f, r, b) in enumerate(zip(ids, live, size, strict=True))]
             _planned(metrics, ds, tasks, skipped)
         if tasks:
             _rewrite_batches(job, ds, [tasks], opts, file_version, metrics)

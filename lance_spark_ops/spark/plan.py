@@ -68,6 +68,16 @@ class FragmentTable:
                                  self.bytes.tolist(), self.cover.tolist(), strict=True):
             yield FragmentStats(i, p, d, b, covers[c])
 
+    @property
+    def live_rows(self) -> np.ndarray:
+        return self.physical_rows - self.deleted_rows
+
+    def deleted_fraction(self) -> np.ndarray:
+        """``FragmentStats.deleted_fraction`` of every fragment (0.0 without physical rows)."""
+        physical = self.physical_rows
+        known = physical != 0
+        return np.where(known, self.deleted_rows / np.where(known, physical, 1), 0.0)
+
     def blocked_ids(self) -> list[int]:
         return [] if self.blocked is None else self.id[self.blocked].tolist()
 
@@ -96,13 +106,10 @@ class CompactionTask:
 def _bins(t: FragmentTable, opts: CompactionOptions) -> list[tuple[int, int]]:
     """[start, end) of each bin: a run of adjacent candidates with one covering set, lone
     fragments that only wanted neighbours dropped."""
-    physical, deleted = t.physical_rows, t.deleted_rows
     itself = np.zeros(len(t), bool)
     if opts.materialize_deletions:
-        with np.errstate(divide="ignore", invalid="ignore"):
-            fraction = np.where(physical != 0, deleted / np.where(physical != 0, physical, 1), 0.0)
-        itself = fraction > opts.materialize_deletions_threshold
-    neighbors = ~itself & (physical < opts.target_rows_per_fragment)
+        itself = t.deleted_fraction() > opts.materialize_deletions_threshold
+    neighbors = ~itself & (t.physical_rows < opts.target_rows_per_fragment)
     cand = itself | neighbors
     if opts.excluded_fragment_ids:
         cand &= ~np.isin(t.id, np.fromiter(opts.excluded_fragment_ids, np.int64))
@@ -158,7 +165,7 @@ def plan_compaction(fragments: Sequence[FragmentStats] | FragmentTable, opts: Co
                     ) -> list[CompactionTask]:
     t = FragmentTable.of(fragments)
     target = opts.target_rows_per_fragment
-    live = t.physical_rows - t.deleted_rows
+    live = t.live_rows
     rows = np.concatenate(([0], np.cumsum(live))).tolist()
     size = np.concatenate(([0], np.cumsum(t.bytes))).tolist()
     monotonic = not bool((live < 0).any())
