@@ -384,6 +384,10 @@ def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, _Fra
     (``fragment_columns``): no message object per fragment. None (parse it whole) unless
     the fragments are one contiguous run and nothing anywhere holds an unknown field."""
     try:
+        # The protobuf library checks all of it (strings are UTF-8, packed fields whole, ...),
+        # so a manifest that fails to parse fails here, not when a fragment is first used.
+        # ~0.2 us per fragment: no Python object is built.
+        table_pb2.Manifest.FromString(raw)
         split = split_fragments(raw)
     except DecodeError:
         return None  # the whole-message parse reports it
