@@ -254,7 +254,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
                                             data_storage_version=new_storage_version), None
         else:
             new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
-                                             make_remapper(job))
+                                             make_remapper(job), known=(latest,))
     metrics.commits += 1
     _count(metrics, groups, results)
     if changes is not None:

@@ -11,6 +11,7 @@ trims the versions no index needs any more.
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -229,7 +230,7 @@ MAX_INDEX_RETRIES = 3
 
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
-                   remap: Any) -> tuple[Dataset, IndexChanges]:
+                   remap: Any, known: Sequence[Dataset] = ()) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
     When the commit conflicts only because of concurrent index changes (an index created,
@@ -238,6 +239,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     version and committed on top of it (lance#5143): a remapped index is never committed over
     a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
     Index files of attempts that did not land are deleted; data files are the caller's.
+    ``known``: versions in memory already (the id reservation's), not read and parsed again.
     """
     base = ds
     for attempt in range(MAX_INDEX_RETRIES + 1):
@@ -246,7 +248,9 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
                      frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
                      rewritten_bitmaps=changes.bases)
         try:
-            return Dataset.from_commit(commit_transaction(ds.store, op, base.version)), changes
+            parsed = {d.version: d.manifest_file for d in (base, *known)}
+            return Dataset.from_commit(commit_transaction(ds.store, op, base.version,
+                                                          known_manifests=parsed)), changes
         except CommitStateUnknown:
             raise  # it may have landed: delete nothing
         except CommitConflict:

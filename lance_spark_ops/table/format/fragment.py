@@ -30,6 +30,7 @@ from enum import IntEnum
 
 from google.protobuf.message import DecodeError
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
@@ -219,15 +220,22 @@ class DataFragment:
         return obj
 
     @classmethod
-    def lazy_bytes(cls, fragment_id: int, body: bytes, known_clean: bool, has_deletion: bool,
-                   has_row_ids: bool) -> DataFragment:
-        """As ``lazy``, from the fragment's serialized protobuf (parsed on first use of anything
-        but ``id``; an untouched fragment is written back as exactly these bytes). The flags
-        (from ``FragmentColumns``) answer ``has_deletion_file`` / ``has_row_id_meta`` unparsed."""
-        obj = cls.__new__(cls)
-        obj.__dict__.update(id=fragment_id, _pb=body, _raw=body, _clean=known_clean,
-                            _flags=(has_deletion, has_row_ids))
-        return obj
+    def lazy_bytes(cls, ids: list[int], bodies: list[bytes], has_deletion: list[bool],
+                   has_row_ids: list[bool]) -> list[DataFragment]:
+        """As ``lazy``, one fragment per serialized protobuf in ``bodies`` (the caller checked
+        that none holds an unknown field): parsed on first use of anything but ``id``; an
+        untouched fragment is written back as exactly these bytes. The flags (from
+        ``FragmentColumns``) answer ``has_deletion_file`` / ``has_row_id_meta`` unparsed."""
+        new, set_dict = object.__new__, object.__setattr__  # no __setattr__ hook per fragment
+        flags = [(False, False), (True, False), (False, True), (True, True)]
+        out = []
+        add = out.append
+        with gc_paused():
+            for i, body, d, r in zip(ids, bodies, has_deletion, has_row_ids, strict=True):
+                obj = new(cls)
+                set_dict(obj, "__dict__", {"id": i, "_pb": body, "_flags": flags[d + 2 * r]})
+                add(obj)
+        return out
 
     @property
     def is_decoded(self) -> bool:
@@ -239,9 +247,10 @@ class DataFragment:
         """The protobuf of a not yet decoded fragment (do not modify it), else None."""
         d = self.__dict__
         pb = d.get("_pb")
-        if isinstance(pb, bytes):  # read from bytes: parse once, keep the message
-            pb = _parse_fragment(pb, d["id"])
-            if isinstance(d.get("_pb"), bytes):
+        if isinstance(pb, bytes):  # read from bytes: parse once, keep the message and the bytes
+            raw, pb = pb, _parse_fragment(pb, d["id"])
+            if d.get("_pb") is raw:
+                d["_raw"] = raw
                 d["_pb"] = pb
         return pb
 
@@ -249,7 +258,9 @@ class DataFragment:
     def source_bytes(self) -> bytes | None:
         """The serialized protobuf of a not yet decoded fragment read from bytes, else None
         (decoding drops ``_raw`` with ``_pb``)."""
-        return self.__dict__.get("_raw")
+        d = self.__dict__
+        pb = d.get("_pb")
+        return pb if pb.__class__ is bytes else d.get("_raw")
 
     def _decode(self) -> None:
         # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
@@ -260,7 +271,7 @@ class DataFragment:
         pb = self.source_pb
         if pb is None:
             return
-        for k, v in _decoded_fields(pb, d.get("_clean", False)).items():
+        for k, v in _decoded_fields(pb, d.get("_clean", True)).items():  # from bytes: clean
             d.setdefault(k, v)
         d.pop("_pb", None)
         d.pop("_raw", None)

@@ -29,7 +29,6 @@ import struct
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
-from itertools import repeat
 from typing import Any
 
 import numpy as np
@@ -288,13 +287,12 @@ class _FragmentSource:
     def build(self, ids: set[int] | None = None) -> list[DataFragment]:
         """Lazy fragment objects of every fragment (or of those with ``ids``), manifest order."""
         c = self.columns
-        if ids is not None:
-            at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids)))).tolist()
-            return [DataFragment.lazy_bytes(c.id[i].item(), self.bodies[i], True, bool(c.has_deletion[i]),
-                                            bool(c.has_row_ids[i])) for i in at]
-        with gc_paused():
-            return list(map(DataFragment.lazy_bytes, c.id.tolist(), self.bodies, repeat(True),
-                            c.has_deletion.tolist(), c.has_row_ids.tolist()))
+        if ids is None:
+            return DataFragment.lazy_bytes(c.id.tolist(), self.bodies, c.has_deletion.tolist(),
+                                           c.has_row_ids.tolist())
+        at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids))))
+        return DataFragment.lazy_bytes(c.id[at].tolist(), [self.bodies[i] for i in at.tolist()],
+                                       c.has_deletion[at].tolist(), c.has_row_ids[at].tolist())
 
 
 @dataclass
