@@ -25,9 +25,10 @@ so a commit that carries 99 998 fragments over unchanged never parses them.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+import numpy as np
 from google.protobuf.message import DecodeError
 
 from lance_spark_ops._gc import gc_paused
@@ -36,6 +37,7 @@ from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.fragment_columns import FragmentColumns, IrregularWire
 from lance_spark_ops.table.format.fragment_columns import data_file_paths as _paths_of_bodies
+from lance_spark_ops.table.format.fragment_columns import fragment_columns as _columns_of_bodies
 
 TOMBSTONE_FIELD_ID = -2
 
@@ -431,10 +433,31 @@ def row_counts(f: DataFragment) -> tuple[int, int, int]:
 
 
 def fragment_columns_of(fragments: list[DataFragment]) -> FragmentColumns:
-    """``FragmentColumns`` of fragment objects (lazy ones stay undecoded)."""
+    """``FragmentColumns`` of fragment objects (lazy ones stay undecoded; those still in their
+    parsed bytes are read in one pass over those bytes, like a freshly parsed manifest's)."""
+    bodies = [f.source_bytes for f in fragments]
+    raw = [i for i, b in enumerate(bodies) if b is not None]
+    try:
+        bulk = _columns_of_bodies([bodies[i] for i in raw]) if raw else None
+    except IrregularWire:  # not for bytes a whole parse accepted; then one by one
+        bulk, raw = None, []
+    skip = set(raw)
     rows = []
-    for f in fragments:
-        pb = f.source_pb
-        files = len(f.files) if pb is None else len(pb.files)
-        rows.append((f.id, *row_counts(f), has_deletion_file(f), files, has_row_id_meta(f)))
-    return FragmentColumns.from_counts(rows)
+    for i, f in enumerate(fragments):
+        if i not in skip:
+            pb = f.source_pb
+            files = len(f.files) if pb is None else len(pb.files)
+            rows.append((f.id, *row_counts(f), has_deletion_file(f), files, has_row_id_meta(f)))
+    if bulk is None:
+        return FragmentColumns.from_counts(rows)
+    if not rows:
+        return replace(bulk, id=np.fromiter((f.id for f in fragments), np.int64, len(fragments)))
+    other = FragmentColumns.from_counts(rows)
+    at = np.array(raw, dtype=np.intp)
+    rest = np.setdiff1d(np.arange(len(fragments)), at)
+    out = {}
+    for name in ("physical_rows", "deleted_rows", "has_deletion", "data_bytes", "num_files", "has_row_ids"):
+        column = np.empty(len(fragments), getattr(bulk, name).dtype)
+        column[at], column[rest] = getattr(bulk, name), getattr(other, name)
+        out[name] = column
+    return FragmentColumns(id=np.fromiter((f.id for f in fragments), np.int64, len(fragments)), **out)
