@@ -27,21 +27,27 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lance_spark_ops._gc import gc_paused
+import numpy as np
+
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.spark.index_remap import (
     IndexChanges,
     check_defer_allowed,
     commit_rewrite,
-    covering_sets,
+    covering_columns,
     make_remapper,
 )
 from lance_spark_ops.spark.job import Job, referenced_data_files
 from lance_spark_ops.spark.options import CompactionOptions
-from lance_spark_ops.spark.plan import CompactionTask, FragmentStats, plan_compaction, rows_per_file
+from lance_spark_ops.spark.plan import (
+    CompactionTask,
+    FragmentStats,
+    FragmentTable,
+    plan_compaction,
+    rows_per_file,
+)
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import row_counts
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
 
@@ -79,23 +85,19 @@ class CompactionMetrics:
     job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
-def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple[list[FragmentStats], int]:
-    """Planning inputs; returns (stats, number of indexed fragments withheld: those the user
-    excluded and those covered by an index without a fragment bitmap)."""
-    cover, blocked = covering_sets(ds)
-    stats, skipped = [], 0
-    with gc_paused():  # 100 000 small objects (see lance_spark_ops._gc)
-        for frag in ds.fragments:
-            covering = cover.get(frag.id, frozenset())
-            physical, deleted, size = row_counts(frag)  # leaves a lazy fragment undecoded
-            if frag.id in blocked or (covering and frag.id in excluded):
-                skipped += 1
-            if frag.id in blocked:
-                # acts as a boundary: planning must not merge across it
-                stats.append(FragmentStats(frag.id, physical, 0, 0, covering))
-                continue
-            stats.append(FragmentStats(frag.id, physical, deleted, size, covering))
-    return stats, skipped
+def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple[FragmentTable, int]:
+    """Planning inputs, as arrays; returns (stats, number of indexed fragments withheld: those
+    the user excluded and those covered by an index without a fragment bitmap)."""
+    cols = ds.manifest.fragment_columns()  # no fragment object built or decoded
+    cover, covers, blocked = covering_columns(ds)
+    covered = np.array([bool(c) for c in covers])[cover]
+    withheld = blocked.copy()
+    if excluded:
+        withheld |= covered & np.isin(cols.id, np.fromiter(excluded, np.int64))
+    # a blocked fragment acts as a boundary (planned as excluded): no deletions, no bytes
+    stats = FragmentTable(cols.id, cols.physical_rows, np.where(blocked, 0, cols.deleted_rows),
+                          np.where(blocked, 0, cols.data_bytes), cover, covers, blocked)
+    return stats, int(withheld.sum())
 
 
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
@@ -119,7 +121,7 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     return version
 
 
-def _migration_tasks(ds: Dataset, stats: list[FragmentStats], indexed: int,
+def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
                      opts: CompactionOptions) -> list[CompactionTask]:
     """Every fragment, in consecutive groups of about ``target_rows_per_fragment`` live rows:
     moving a legacy dataset to 2.x must rewrite all of them in one commit."""
@@ -129,17 +131,20 @@ def _migration_tasks(ds: Dataset, stats: list[FragmentStats], indexed: int,
                                path=ds.uri)
     tasks: list[CompactionTask] = []
     group: list[FragmentStats] = []
+    rows = 0  # live rows of ``group``
 
     def close() -> None:
         if group:
-            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group),
-                                        sum(s.live_rows for s in group), sum(s.bytes for s in group)))
+            tasks.append(CompactionTask(len(tasks), tuple(s.id for s in group), rows,
+                                        sum(s.bytes for s in group)))
             group.clear()
 
     for s in stats:
-        if group and sum(g.live_rows for g in group) + s.live_rows > opts.target_rows_per_fragment:
+        if group and rows + s.live_rows > opts.target_rows_per_fragment:
             close()
+            rows = 0
         group.append(s)
+        rows += s.live_rows
     close()
     return tasks
 
@@ -158,8 +163,8 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
             if migrate:  # legacy -> 2.x: every fragment, one commit
                 tasks = _migration_tasks(ds, stats, skipped, opts)
             else:
-                _, blocked = covering_sets(ds)  # never rewritten here: planned as excluded fragments
-                excluded = (*opts.excluded_fragment_ids, *blocked)
+                # never rewritten here: planned as excluded fragments
+                excluded = (*opts.excluded_fragment_ids, *stats.blocked_ids())
                 tasks = plan_compaction(stats, replace(opts, excluded_fragment_ids=excluded))
             _planned(metrics, ds, tasks, skipped)
         if opts.dry_run or not tasks:
@@ -183,8 +188,10 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
     with Job(spark, "materialize_deletions", uri, metrics) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
-            tasks = [CompactionTask(i, (s.id,), s.live_rows, s.bytes) for i, s in enumerate(
-                s for s in stats if s.deleted_rows and s.deleted_fraction > threshold)]
+            pick = np.flatnonzero((stats.deleted_rows != 0) & (stats.deleted_fraction() > threshold))
+            ids, live, size = (a[pick].tolist() for a in (stats.id, stats.live_rows, stats.bytes))
+            tasks = [CompactionTask(i, (f,), r, b)
+                     for i, (f, r, b) in enumerate(zip(ids, live, size, strict=True))]
             _planned(metrics, ds, tasks, skipped)
         if tasks:
             _rewrite_batches(job, ds, [tasks], opts, file_version, metrics)
@@ -192,7 +199,7 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
 
 
 def _open_for_rewrite(uri: str, storage_options: dict[str, Any] | None, opts: CompactionOptions
-                      ) -> tuple[Dataset, str, list[FragmentStats], int]:
+                      ) -> tuple[Dataset, str, FragmentTable, int]:
     """The latest version, the file version to write, planning inputs, indexed fragments withheld."""
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
@@ -247,7 +254,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
                                             data_storage_version=new_storage_version), None
         else:
             new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
-                                             make_remapper(job))
+                                             make_remapper(job), known=(latest,))
     metrics.commits += 1
     _count(metrics, groups, results)
     if changes is not None:

@@ -11,6 +11,7 @@ trims the versions no index needs any more.
 from __future__ import annotations
 
 import uuid as uuidlib
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -143,12 +144,24 @@ def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
 
 def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
     """Per fragment id the positions of the indices covering it (pylance's view), and the
-    fragments never rewritten here: those covered by an index recording no fragment bitmap,
-    and (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index, which
+    fragments never rewritten here (see ``covering_columns``)."""
+    ids = ds.manifest.fragment_columns().id
+    cover, covers, blocked = covering_columns(ds)
+    return ({i: covers[k] for i, k in zip(ids.tolist(), cover.tolist(), strict=True)},
+            set(ids[blocked].tolist()))
+
+
+def covering_columns(ds: Dataset) -> tuple[np.ndarray, tuple[frozenset[int], ...], np.ndarray]:
+    """Per fragment (manifest order) a key into the tuple of covering sets (positions of the
+    indices covering it, pylance's view; equal sets, equal keys), and a mask of the fragments
+    never rewritten here: those covered by an index recording no fragment bitmap, and
+    (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index, which
     cannot be remapped here and which pylance 14 cannot read through the fragment reuse index
     once rows were deleted ("HNSW graph has N nodes but its vector storage has M rows")."""
+    cols = ds.manifest.fragment_columns()
+    n = len(cols)
     entries = index_entries(ds)
-    bitmaps = effective_bitmaps(ds)
+    bitmaps = effective_bitmaps(ds) if entries else []
     pairs = list(zip(entries, bitmaps, strict=True))
     unknown = any(bm is None and i.name != FRAG_REUSE_INDEX_NAME for i, bm in pairs)
     hnsw = BitMap()
@@ -156,17 +169,27 @@ def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
         for i, bm in pairs:
             if bm is not None and index_kind(i).startswith("IVF_HNSW"):
                 hnsw |= bm
-    cover: dict[int, frozenset[int]] = {}
-    blocked: set[int] = set()
-    for frag in ds.fragments:
-        cover[frag.id] = frozenset(i for i, bm in enumerate(bitmaps) if bm is not None and frag.id in bm)
-        if unknown or (frag.id in hnsw and frag.deletion_file is not None):
-            blocked.add(frag.id)
-    return cover, blocked
+    if unknown:
+        blocked = np.ones(n, bool)
+    elif hnsw:
+        blocked = np.isin(cols.id, _ids(hnsw)) & cols.has_deletion
+    else:
+        blocked = np.zeros(n, bool)
+    positions = [p for p, bm in enumerate(bitmaps) if bm is not None]
+    if not positions:
+        return np.zeros(n, np.int64), (frozenset(),), blocked
+    member = np.stack([np.isin(cols.id, _ids(bitmaps[p])) for p in positions], axis=1)
+    rows, cover = np.unique(member, axis=0, return_inverse=True)
+    covers = tuple(frozenset(p for p, m in zip(positions, row.tolist(), strict=True) if m) for row in rows)
+    return cover.reshape(n).astype(np.int64), covers, blocked
 
 
-__all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "covering_sets",
-           "effective_bitmaps", "reuse_versions", "stored_bitmap"]
+def _ids(bm: BitMap) -> np.ndarray:
+    return np.asarray(bm.to_array(), dtype=np.int64)
+
+
+__all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "covering_columns",
+           "covering_sets", "effective_bitmaps", "reuse_versions", "stored_bitmap"]
 
 
 def make_remapper(job: Job) -> Any:
@@ -207,7 +230,7 @@ MAX_INDEX_RETRIES = 3
 
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
-                   remap: Any) -> tuple[Dataset, IndexChanges]:
+                   remap: Any, known: Sequence[Dataset] = ()) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
     When the commit conflicts only because of concurrent index changes (an index created,
@@ -216,6 +239,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     version and committed on top of it (lance#5143): a remapped index is never committed over
     a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
     Index files of attempts that did not land are deleted; data files are the caller's.
+    ``known``: versions in memory already (the id reservation's), not read and parsed again.
     """
     base = ds
     for attempt in range(MAX_INDEX_RETRIES + 1):
@@ -224,7 +248,9 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
                      frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
                      rewritten_bitmaps=changes.bases)
         try:
-            return Dataset.from_commit(commit_transaction(ds.store, op, base.version)), changes
+            parsed = {d.version: d.manifest_file for d in (base, *known)}
+            return Dataset.from_commit(commit_transaction(ds.store, op, base.version,
+                                                          known_manifests=parsed)), changes
         except CommitStateUnknown:
             raise  # it may have landed: delete nothing
         except CommitConflict:

@@ -57,7 +57,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
 from lance_spark_ops.spark.session import is_classic, set_description
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import data_file_paths
+from lance_spark_ops.table.format.fragment import all_data_file_paths
 from lance_spark_ops.table.paths import DATA_DIR
 
 __all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
@@ -81,7 +81,7 @@ def _ensure_progress_output() -> None:
 
 def referenced_data_files(ds: Dataset) -> set[str]:
     """Names (relative to ``data/``) of every data file of ``ds``'s version."""
-    return {p for frag in ds.fragments for p in data_file_paths(frag)}
+    return all_data_file_paths(ds.fragments)
 
 
 def latest_data_files(store: ObjectStore, manifest_store: Any = None) -> set[str]:

@@ -12,7 +12,7 @@ data columns, matching pylance's ``to_table(with_row_id=True, with_row_address=T
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from datetime import datetime
 from typing import Any
 
@@ -145,6 +145,10 @@ class Dataset:
     @property
     def fragments(self) -> list[DataFragment]:
         return self.manifest.fragments
+
+    def fragments_with_ids(self, ids: Iterable[int]) -> dict[int, DataFragment]:
+        """Fragment id -> fragment for these ids (absent ones left out); see ``Manifest``."""
+        return self.manifest.fragments_with_ids(ids)
 
     @property
     def next_row_id(self) -> int:

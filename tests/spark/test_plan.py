@@ -100,3 +100,33 @@ def test_new_fragment_sizes_match_pylance(tmp_path, frag_rows: int, deleted_ever
     compact(None, uris[1], target_rows_per_fragment=target)
     sizes = [[f.count_rows() for f in lance.dataset(u).get_fragments()] for u in uris]
     assert sizes[1] == sizes[0]
+
+
+def test_planning_inputs_from_the_manifest_match_pylance_plan(tmp_path) -> None:
+    """Planning over the arrays read from the manifest bytes (``fragment_stats``) groups as
+    pylance does, with deletions and an index covering only the older fragments."""
+    import lance
+    import pyarrow as pa
+    from lance.optimize import Compaction
+
+    from lance_spark_ops.spark.compaction import fragment_stats
+    from lance_spark_ops.table.dataset import Dataset
+
+    uri = str(tmp_path / "ds")
+    for i in range(10):
+        lance.write_dataset(pa.table({"x": list(range(i * 100, i * 100 + 40 + 10 * (i % 3)))}), uri,
+                            mode="append" if i else "create")
+    lance.dataset(uri).delete("x % 10 = 0 AND x < 300")
+    lance.dataset(uri).create_scalar_index("x", "BTREE")
+    for i in range(10, 16):
+        lance.write_dataset(pa.table({"x": list(range(i * 100, i * 100 + 30))}), uri, mode="append")
+    ds = lance.dataset(uri)
+    stats, skipped = fragment_stats(Dataset.open(uri))
+    assert skipped == 0 and len(set(stats.cover.tolist())) == 2
+    for target in (100, 150, 1000):
+        theirs = Compaction.plan(ds, {"target_rows_per_fragment": target})
+        expected = [tuple(f.id for f in t.fragments) for t in theirs.tasks]
+        ours = plan_compaction(stats, CompactionOptions(target_rows_per_fragment=target))
+        assert [t.fragment_ids for t in ours] == expected, target
+        assert [t.live_rows for t in ours] == [sum(f.physical_rows - f.num_deletions for f in t.fragments)
+                                               for t in theirs.tasks]

@@ -180,7 +180,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     """Executor entry point: rewrite ``spec.fragment_ids`` of version ``spec.read_version``."""
     t0 = time.perf_counter()
     ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
-    by_id = {f.id: f for f in ds.fragments}
+    by_id = ds.fragments_with_ids(spec.fragment_ids)  # builds no object for the other fragments
     frags = [by_id[i] for i in spec.fragment_ids]
     stable = ds.uses_stable_row_ids
     sink = _FragmentSink(ds, spec, ctx.file_prefix)

@@ -44,6 +44,7 @@ from __future__ import annotations
 
 import time
 from dataclasses import dataclass, replace
+from operator import attrgetter
 
 import numpy as np
 
@@ -71,7 +72,7 @@ from lance_spark_ops.table.format.fragment import (
     DataFile,
     DataFragment,
     ExternalFile,
-    has_deletion_file,
+    any_deletion_file,
     has_row_id_meta,
 )
 from lance_spark_ops.table.format.manifest import DataStorageFormat, Manifest, WriterVersion
@@ -153,7 +154,7 @@ def build_manifest(previous: Manifest | None, indices: list[IndexMetadata], txn:
     schema = apply(op, state, schema, version) or schema
     if schema is None:
         raise InvalidInputError("a new dataset needs a schema (Overwrite.schema)")
-    frags = sorted(state.fragments, key=lambda f: f.id)
+    frags = sorted(state.fragments, key=attrgetter("id"))
     frags = [_drop_tombstoned_files(f) for f in frags]
     manifest = _new_manifest(previous, schema, frags, version, op, options)
     manifest.tag = txn.tag
@@ -458,7 +459,7 @@ def _set_flags(m: Manifest, stable: bool, previous: Manifest | None) -> None:
     prev_flags = previous.writer_feature_flags if previous is not None else 0
     keep_disable = bool(prev_flags & FLAG_DISABLE_TRANSACTION_FILE)
     m.reader_feature_flags, m.writer_feature_flags = compute_flags(
-        has_deletion_files=any(has_deletion_file(f) for f in m.fragments),
+        has_deletion_files=any_deletion_file(m.fragments),
         stable_row_ids=stable,
         has_config=bool(m.config),
         has_base_paths=bool(m.base_paths),

@@ -15,21 +15,29 @@ relative to the dataset root) and per-row created-at / last-updated-at version s
 Plain dataclasses with exact ``from_pb`` / ``to_pb`` so that commits can copy fragments from
 one manifest to the next unchanged. No I/O here.
 
-A manifest of 100 000 fragments must open in well under a second, so a parsed manifest holds
-*lazy* fragments (``DataFragment.lazy``): only ``id`` is read at parse time; the first read
-or write of any other attribute decodes the rest from the kept protobuf. A fragment nobody
-touched serializes straight from that protobuf (``to_pb``), so a commit that carries 99 998
-fragments over unchanged never decodes them.
+A manifest of 100 000 fragments must open and plan in well under a second, so a parsed
+manifest holds *lazy* fragments (``DataFragment.lazy_bytes``, built only when first wanted:
+planning reads ``FragmentColumns`` instead): just the id and two flags (deletion file, row
+ids) are known up front; the first read or write of any other attribute parses and decodes
+the fragment's kept bytes. A fragment nobody touched is written back as exactly those bytes,
+so a commit that carries 99 998 fragments over unchanged never parses them.
 """
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from enum import IntEnum
 
+import numpy as np
+from google.protobuf.message import DecodeError
+
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
+from lance_spark_ops.table.format.fragment_columns import FragmentColumns, IrregularWire
+from lance_spark_ops.table.format.fragment_columns import data_file_paths as _paths_of_bodies
+from lance_spark_ops.table.format.fragment_columns import fragment_columns as _columns_of_bodies
 
 TOMBSTONE_FIELD_ID = -2
 
@@ -213,6 +221,24 @@ class DataFragment:
         obj.__dict__.update(id=pb.id, _pb=pb, _clean=known_clean)
         return obj
 
+    @classmethod
+    def lazy_bytes(cls, ids: list[int], bodies: list[bytes], has_deletion: list[bool],
+                   has_row_ids: list[bool]) -> list[DataFragment]:
+        """As ``lazy``, one fragment per serialized protobuf in ``bodies`` (the caller checked
+        that none holds an unknown field): parsed on first use of anything but ``id``; an
+        untouched fragment is written back as exactly these bytes. The flags (from
+        ``FragmentColumns``) answer ``has_deletion_file`` / ``has_row_id_meta`` unparsed."""
+        new, set_dict = object.__new__, object.__setattr__  # no __setattr__ hook per fragment
+        flags = [(False, False), (True, False), (False, True), (True, True)]
+        out = []
+        add = out.append
+        with gc_paused():
+            for i, body, d, r in zip(ids, bodies, has_deletion, has_row_ids, strict=True):
+                obj = new(cls)
+                set_dict(obj, "__dict__", {"id": i, "_pb": body, "_flags": flags[d + 2 * r]})
+                add(obj)
+        return out
+
     @property
     def is_decoded(self) -> bool:
         """False while the fragment is still only its protobuf (nothing but ``id`` was used)."""
@@ -221,18 +247,37 @@ class DataFragment:
     @property
     def source_pb(self) -> table_pb2.DataFragment | None:
         """The protobuf of a not yet decoded fragment (do not modify it), else None."""
-        return self.__dict__.get("_pb")
+        d = self.__dict__
+        pb = d.get("_pb")
+        if isinstance(pb, bytes):  # read from bytes: parse once, keep the message and the bytes
+            raw, pb = pb, _parse_fragment(pb, d["id"])
+            if d.get("_pb") is raw:
+                d["_raw"] = raw
+                d["_pb"] = pb
+        return pb
+
+    @property
+    def source_bytes(self) -> bytes | None:
+        """The serialized protobuf of a not yet decoded fragment read from bytes, else None
+        (decoding drops ``_raw`` with ``_pb``)."""
+        d = self.__dict__
+        pb = d.get("_pb")
+        return pb if pb.__class__ is bytes else d.get("_raw")
 
     def _decode(self) -> None:
         # values first, ``_pb`` dropped last: another thread reading meanwhile either decodes
         # too (setdefault keeps the first) or finds the values
         d = self.__dict__
-        pb = d.get("_pb")
+        if "_pb" not in d:
+            return
+        pb = self.source_pb
         if pb is None:
             return
-        for k, v in _decoded_fields(pb, d.get("_clean", False)).items():
+        for k, v in _decoded_fields(pb, d.get("_clean", True)).items():  # from bytes: clean
             d.setdefault(k, v)
         d.pop("_pb", None)
+        d.pop("_raw", None)
+        d.pop("_flags", None)
         d.pop("_clean", None)
 
     def __setattr__(self, name: str, value: object) -> None:
@@ -253,7 +298,7 @@ class DataFragment:
 
     def to_pb(self) -> table_pb2.DataFragment:
         """The protobuf (for an undecoded fragment the kept one itself: copy it before changing it)."""
-        pb = self.__dict__.get("_pb")
+        pb = self.source_pb
         if pb is not None:
             return pb
         pb = table_pb2.DataFragment(id=self.id, files=[f.to_pb() for f in self.files],
@@ -266,6 +311,15 @@ class DataFragment:
         _seq_to_pb(pb, self.created_at_version_meta, "inline_created_at_versions",
                    "external_created_at_versions")
         return restore_unknown(pb, self.unknown_fields)
+
+
+def _parse_fragment(body: bytes, fragment_id: int) -> table_pb2.DataFragment:
+    pb = table_pb2.DataFragment()
+    try:
+        pb.ParseFromString(body)
+    except DecodeError as e:
+        raise CorruptFileError(f"fragment {fragment_id} does not parse: {e}") from e
+    return pb
 
 
 def _decoded_fields(pb: table_pb2.DataFragment, clean: bool) -> dict[str, object]:
@@ -312,12 +366,31 @@ del _f
 
 
 # -- reads that leave a lazy fragment undecoded (planning and commits touch every fragment) ------
+def _lazy_flags(f: DataFragment) -> tuple[bool, bool] | None:
+    return f.__dict__.get("_flags")  # dropped with ``_pb`` when the fragment is decoded
+
+
+def any_deletion_file(fragments: list[DataFragment]) -> bool:
+    """``any(has_deletion_file(f) for f in fragments)``, a commit's pass over every fragment."""
+    for f in fragments:
+        flags = f.__dict__.get("_flags")
+        if flags[0] if flags is not None else has_deletion_file(f):
+            return True
+    return False
+
+
 def has_deletion_file(f: DataFragment) -> bool:
+    flags = _lazy_flags(f)
+    if flags is not None:
+        return flags[0]
     pb = f.source_pb
     return f.deletion_file is not None if pb is None else pb.HasField("deletion_file")
 
 
 def has_row_id_meta(f: DataFragment) -> bool:
+    flags = _lazy_flags(f)
+    if flags is not None:
+        return flags[1]
     pb = f.source_pb
     return f.row_id_meta is not None if pb is None else pb.WhichOneof("row_id_sequence") is not None
 
@@ -326,6 +399,25 @@ def data_file_paths(f: DataFragment) -> list[str]:
     """Paths (relative to ``data/``) of the fragment's data files."""
     pb = f.source_pb
     return [d.path for d in (f.files if pb is None else pb.files)]
+
+
+def all_data_file_paths(fragments: list[DataFragment]) -> set[str]:
+    """Paths (relative to ``data/``) of every data file of ``fragments``; fragments still in
+    their parsed bytes are read in one pass over those bytes (none is parsed alone)."""
+    out: set[str] = set()
+    raw = []
+    for f in fragments:
+        if f.source_bytes is None:
+            out.update(data_file_paths(f))
+        else:
+            raw.append(f)
+    if raw:
+        try:
+            out |= _paths_of_bodies([f.source_bytes for f in raw])
+        except (IrregularWire, UnicodeDecodeError):  # one by one: the parser names the fault
+            for f in raw:
+                out.update(data_file_paths(f))
+    return out
 
 
 def row_counts(f: DataFragment) -> tuple[int, int, int]:
@@ -338,3 +430,34 @@ def row_counts(f: DataFragment) -> tuple[int, int, int]:
     files = pb.files
     size = files[0].file_size_bytes if len(files) == 1 else sum(d.file_size_bytes for d in files)
     return pb.physical_rows, deleted, size
+
+
+def fragment_columns_of(fragments: list[DataFragment]) -> FragmentColumns:
+    """``FragmentColumns`` of fragment objects (lazy ones stay undecoded; those still in their
+    parsed bytes are read in one pass over those bytes, like a freshly parsed manifest's)."""
+    bodies = [f.source_bytes for f in fragments]
+    raw = [i for i, b in enumerate(bodies) if b is not None]
+    try:
+        bulk = _columns_of_bodies([bodies[i] for i in raw]) if raw else None
+    except IrregularWire:  # not for bytes a whole parse accepted; then one by one
+        bulk, raw = None, []
+    skip = set(raw)
+    rows = []
+    for i, f in enumerate(fragments):
+        if i not in skip:
+            pb = f.source_pb
+            files = len(f.files) if pb is None else len(pb.files)
+            rows.append((f.id, *row_counts(f), has_deletion_file(f), files, has_row_id_meta(f)))
+    if bulk is None:
+        return FragmentColumns.from_counts(rows)
+    if not rows:
+        return replace(bulk, id=np.fromiter((f.id for f in fragments), np.int64, len(fragments)))
+    other = FragmentColumns.from_counts(rows)
+    at = np.array(raw, dtype=np.intp)
+    rest = np.setdiff1d(np.arange(len(fragments)), at)
+    out = {}
+    for name in ("physical_rows", "deleted_rows", "has_deletion", "data_bytes", "num_files", "has_row_ids"):
+        column = np.empty(len(fragments), getattr(bulk, name).dtype)
+        column[at], column[rest] = getattr(bulk, name), getattr(other, name)
+        out[name] = column
+    return FragmentColumns(id=np.fromiter((f.id for f in fragments), np.int64, len(fragments)), **out)
