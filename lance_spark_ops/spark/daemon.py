@@ -25,6 +25,9 @@ PRELOAD = (
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.tasks.scan",
     "lance_spark_ops.spark.tasks.rewrite", "lance_spark_ops.spark.tasks.add_columns",
     "lance_spark_ops.spark.tasks.row_id_index",
+    # what pyspark.daemon imports in each worker after forking (it starts no thread: numpy's and
+    # pyarrow's allocator threads, which fork handles, are already running by now)
+    "pyspark.worker",
 )
 
 
