@@ -7,10 +7,16 @@ and pays pyarrow, pandas (pyarrow imports it on first use), numpy and this packa
 ``spark.python.daemon.module`` to this module; a module that fails to import is skipped (the
 worker imports it itself, and reports the error, when a task needs it).
 
-Before importing anything it also takes the installed pyspark's own ``pyspark.zip`` off
-``sys.path`` (``unship_pyspark``): imported from the zip, pyspark is compiled from source in
-every new daemon (~0.3 s), and each worker's first task re-reads that zip's directory once per
-package inside it (``importlib.invalidate_caches`` in ``setup_spark_files``, ~0.3 s).
+Before importing anything it also takes the installed pyspark's own ``pyspark.zip`` (and py4j
+zip, and jars) off ``sys.path`` (``unship_pyspark``): imported from the zip, pyspark is compiled
+from source in every new daemon (~0.4 s CPU), and each worker's first task re-reads that zip's
+directory once per pyspark package imported from it (``importlib.invalidate_caches`` in
+``setup_spark_files``, ~0.15 s CPU, more under load).
+
+Preloading happens before the daemon tells Spark its port, not in a background thread: Spark
+asks for the first fork 10-50 ms after it reads the port, so a background import could only
+overlap with that fork by forking mid-import (a child inheriting another thread's import
+locks), and would still have to finish before the next fork.
 """
 
 from __future__ import annotations
