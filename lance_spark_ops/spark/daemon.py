@@ -6,11 +6,24 @@ and pays pyarrow, pandas (pyarrow imports it on first use), numpy and this packa
 ~0.5 s - inside its first task. Forked from this daemon, it inherits them. ``get_spark`` sets
 ``spark.python.daemon.module`` to this module; a module that fails to import is skipped (the
 worker imports it itself, and reports the error, when a task needs it).
+
+Before importing anything it also takes the installed pyspark's own ``pyspark.zip`` (and py4j
+zip, and jars) off ``sys.path`` (``unship_pyspark``): imported from the zip, pyspark is compiled
+from source in every new daemon (~0.4 s CPU), and each worker's first task re-reads that zip's
+directory once per pyspark package imported from it (``importlib.invalidate_caches`` in
+``setup_spark_files``, ~0.15 s CPU, more under load).
+
+Preloading happens before the daemon tells Spark its port, not in a background thread: Spark
+asks for the first fork 10-50 ms after it reads the port, so a background import could only
+overlap with that fork by forking mid-import (a child inheriting another thread's import
+locks), and would still have to finish before the next fork.
 """
 
 from __future__ import annotations
 
 import importlib
+import os
+import sys
 
 PRELOAD = (
     "numpy", "pyarrow", "pyarrow.compute", "pyarrow.ipc",
@@ -18,7 +31,48 @@ PRELOAD = (
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.tasks.scan",
     "lance_spark_ops.spark.tasks.rewrite", "lance_spark_ops.spark.tasks.add_columns",
     "lance_spark_ops.spark.tasks.row_id_index",
+    # what pyspark.daemon imports in each worker after forking (it starts no thread: numpy's and
+    # pyarrow's allocator threads, which fork handles, are already running by now)
+    "pyspark.worker",
 )
+
+
+def shipped_pyspark_entries(path: list[str]) -> list[str]:
+    """The entries of ``path`` (a ``sys.path``) that Spark added from inside the installed
+    pyspark package itself and that a plain import would find again, compiled, in that package:
+    ``<site>/pyspark/python/lib/pyspark.zip``, ``<site>/pyspark/jars/*.jar`` (no Python inside)
+    and ``<site>/pyspark/python/lib/py4j-<v>-src.zip`` when ``<site>`` also holds py4j ``<v>``.
+    Empty when the first pyspark among the directories of ``path`` is not that one (a separate
+    Spark install's zip must win: it matches its JVM)."""
+    site = next((e for e in path if os.path.isfile(os.path.join(e or ".", "pyspark", "__init__.py"))), None)
+    if site is None:
+        return []
+    package = os.path.join(os.path.abspath(site or "."), "pyspark")
+    lib, jars = os.path.join(package, "python", "lib"), os.path.join(package, "jars")
+    out = []
+    for entry in path:
+        folder, name = os.path.split(os.path.abspath(entry or "."))
+        if folder == lib and name == "pyspark.zip" or folder == jars and name.endswith(".jar"):
+            out.append(entry)
+        elif folder == lib and name.startswith("py4j-") and name.endswith("-src.zip"):
+            version = name[len("py4j-"):-len("-src.zip")]
+            if os.path.isdir(os.path.join(os.path.dirname(package), f"py4j-{version}.dist-info")):
+                out.append(entry)
+    return out
+
+
+def unship_pyspark() -> list[str]:
+    """Remove ``shipped_pyspark_entries`` from ``sys.path`` and their zip importers from
+    ``sys.path_importer_cache`` (``invalidate_caches`` re-reads every one); returns them. Does
+    nothing once pyspark is imported (its modules would then come from two places)."""
+    if "pyspark" in sys.modules:
+        return []
+    gone = shipped_pyspark_entries(sys.path)
+    sys.path[:] = [e for e in sys.path if e not in gone]
+    for key in list(sys.path_importer_cache):
+        if any(key == e or key.startswith(e + os.sep) for e in gone):
+            del sys.path_importer_cache[key]
+    return gone
 
 
 def preload() -> list[str]:
@@ -38,8 +92,14 @@ def preload() -> list[str]:
     return failed
 
 
-if __name__ == "__main__":
+def main() -> None:
+    """Unship pyspark, preload, then serve workers as ``pyspark.daemon`` does."""
+    unship_pyspark()
     preload()
     from pyspark import daemon
 
     daemon.manager()
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,80 @@
+"""The worker daemon: which ``sys.path`` entries it takes off (pyspark's own zips, never a
+separate Spark install's), and that workers forked from it import pyspark compiled."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from lance_spark_ops.spark.daemon import shipped_pyspark_entries
+from lance_spark_ops.spark.runner import TaskContext, run_tasks
+
+
+def _pip_layout(site: Path, py4j: str = "0.10.9.9") -> dict[str, str]:
+    """A pip-installed pyspark (and py4j) under ``site``; returns the entries Spark puts first."""
+    pkg = site / "pyspark"
+    (pkg / "python" / "lib").mkdir(parents=True)
+    (pkg / "jars").mkdir()
+    (pkg / "__init__.py").write_text("")
+    (site / f"py4j-{py4j}.dist-info").mkdir()
+    lib = pkg / "python" / "lib"
+    entries = {"zip": lib / "pyspark.zip", "py4j": lib / "py4j-0.10.9.9-src.zip",
+               "jar": pkg / "jars" / "spark-core_2.13-4.1.0.jar"}
+    for p in entries.values():
+        p.write_bytes(b"")
+    return {k: str(v) for k, v in entries.items()}
+
+
+def test_pip_pysparks_own_zips_and_jar_are_taken_off(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    e = _pip_layout(site)
+    path = [str(tmp_path / "cwd"), e["zip"], e["py4j"], e["jar"], "/usr/lib/python3.11", str(site)]
+    assert shipped_pyspark_entries(path) == [e["zip"], e["py4j"], e["jar"]]
+
+
+def test_py4j_zip_stays_without_that_py4j_version_installed(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    e = _pip_layout(site, py4j="0.10.9.7")
+    assert shipped_pyspark_entries([e["zip"], e["py4j"], str(site)]) == [e["zip"]]
+
+
+def test_a_separate_spark_installs_zip_stays(tmp_path: Path) -> None:
+    """SPARK_HOME/python/lib/pyspark.zip belongs to the JVM that runs the worker: it wins over
+    a pip-installed pyspark (maybe another version)."""
+    site = tmp_path / "site-packages"
+    _pip_layout(site)
+    home = tmp_path / "spark-4.1.0" / "python" / "lib"
+    home.mkdir(parents=True)
+    path = [str(home / "pyspark.zip"), str(home / "py4j-0.10.9.9-src.zip"), str(site)]
+    assert shipped_pyspark_entries(path) == []
+
+
+def test_nothing_taken_off_when_another_pyspark_comes_first(tmp_path: Path) -> None:
+    site = tmp_path / "site-packages"
+    e = _pip_layout(site)
+    other = tmp_path / "src"
+    (other / "pyspark").mkdir(parents=True)
+    (other / "pyspark" / "__init__.py").write_text("")
+    assert shipped_pyspark_entries([e["zip"], str(other), str(site)]) == []
+    assert shipped_pyspark_entries([e["zip"], "/usr/lib/python3.11"]) == []  # no pyspark directory at all
+
+
+def _where_pyspark_is(task: int, ctx: TaskContext) -> tuple[str, list[str]]:
+    import sys
+
+    import pyspark
+
+    return pyspark.__file__, [p for p in sys.path if p.endswith((".zip", ".jar"))]
+
+
+@pytest.mark.spark
+def test_workers_import_the_installed_pyspark(spark) -> None:
+    """Workers forked from the daemon run pyspark from the installed package (its compiled
+    modules), not from the zip Spark puts first on PYTHONPATH."""
+    import pyspark
+
+    out = run_tasks(spark, "jobD", [0, 1], _where_pyspark_is)
+    for _, (file, archives) in out.values():
+        assert file == pyspark.__file__
+        assert not any(a.endswith(("pyspark.zip", ".jar")) for a in archives), archives
