@@ -14,6 +14,7 @@ were normalised before quantisation).
 from __future__ import annotations
 
 import json
+import re
 from collections.abc import Iterator
 
 import numpy as np
@@ -23,6 +24,7 @@ from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.hnsw import Space
 from lance_spark_ops.index.ivf import AUX_FILE
+from lance_spark_ops.index.serde_float import reserialize
 
 _TENSOR_DTYPES = {index_pb2.Tensor.FLOAT16: np.float16, index_pb2.Tensor.FLOAT32: np.float32,
                   index_pb2.Tensor.FLOAT64: np.float64}
@@ -96,3 +98,23 @@ def _reconstruct(codes: np.ndarray, codebook: np.ndarray, nbits: int, m: int, di
     book = codebook.reshape(m, k, sub)
     out = book[np.arange(m)[None, :], codes.astype(np.int64)]  # (n, m, sub)
     return out.reshape(codes.shape[0], dim)
+
+
+_BOUND = re.compile(r'("(?:start|end)":)(-?[0-9][0-9.eE+-]*)')
+
+
+def rebuilt_storage_schema(schema: pa.Schema) -> pa.Schema:
+    """The storage schema as pylance 14 writes it when it rebuilds an HNSW index: the JSON of
+    ``storage_metadata`` re-serialised by serde_json, which moves SQ ``bounds`` read one ulp off
+    (``serde_float``); the other fields print as they were."""
+    meta = dict(schema.metadata or {})
+    raw = meta.get(b"storage_metadata")
+    if raw is None:
+        return schema
+    try:
+        items = json.loads(raw)
+    except ValueError as e:
+        raise CorruptFileError(f"{AUX_FILE}: storage_metadata does not parse ({e})") from e
+    items = [_BOUND.sub(lambda m: m.group(1) + reserialize(m.group(2)), s) for s in items]
+    meta[b"storage_metadata"] = json.dumps(items, separators=(",", ":")).encode()
+    return schema.with_metadata(meta)

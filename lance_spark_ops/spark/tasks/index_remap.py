@@ -111,6 +111,10 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     for m in maps:
         table, ivf = remap_storage(table, ivf, m, transposed)
     extra[slot] = ivf.SerializeToString()
+    if hnsw:
+        from lance_spark_ops.index.vector_space import rebuilt_storage_schema
+
+        table = table.replace_schema_metadata(rebuilt_storage_schema(table.schema).metadata)
     size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
     if not hnsw:
         body = src_store.read(f"{src}/{INDEX_FILE}")
@@ -126,7 +130,7 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     islot = ivf_buffer(ireader.schema) - 1
     if islot >= len(iextra):
         raise CorruptFileError(f"{INDEX_FILE}: no global buffer {islot + 1}", path=ireader.path)
-    spaces = partition_spaces(table, np.asarray(ivf.lengths, np.int64), reader.schema, extra, transposed)
+    spaces = partition_spaces(table, np.asarray(ivf.lengths, np.int64), table.schema, extra, transposed)
     graphs, iivf = hnsw_file.rebuild(spaces, ireader.schema, index_pb2.IVF.FromString(iextra[islot]))
     iextra[islot] = iivf.SerializeToString()
     isize = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
