@@ -72,12 +72,17 @@ class Space:
         return self.x.shape[0]
 
     def _finish(self, dot: np.ndarray, sq_a: np.ndarray | None, sq_b: np.ndarray | None) -> np.ndarray:
+        d = dot  # in place: these blocks are the bulk of the memory traffic
         if self.metric == "l2":
-            d = sq_a + sq_b - 2 * dot
+            d *= -2
+            d += sq_a
+            d += sq_b
             np.maximum(d, 0, out=d)
         else:
-            d = 1 - dot
-        return d * self.scale if self.scale != 1 else d
+            np.subtract(1, d, out=d)
+        if self.scale != 1:
+            d *= self.scale
+        return d
 
     def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
         """Distances (len(rows), len(cols))."""

@@ -74,7 +74,8 @@ def partition_spaces(table: pa.Table, lengths: np.ndarray, schema: pa.Schema, ex
         for p in range(lengths.size):
             yield Space(flat[starts[p]:starts[p + 1]], metric)
     else:
-        raise UnsupportedError(f"{AUX_FILE}: HNSW storage column {name!r} of type {col.type} is not supported")
+        raise UnsupportedError(f"{AUX_FILE}: HNSW storage column {name!r} of type {col.type} is not "
+                               "supported")
 
 
 def _codebook(meta: dict, extra: list[bytes]) -> np.ndarray:

@@ -162,7 +162,8 @@ def _partition_row_ids(uri: str, name: str, part: int) -> np.ndarray:
 
     (idx,) = [i for i in index_entries(Dataset.open(uri)) if i.name == name]
     r = LanceFileReader(str(Path(uri) / "_indices" / uuid_str(idx.uuid.uuid) / "auxiliary.idx"))
-    ivf = index_pb2.IVF.FromString(bytes(r.read_raw_ranges([tuple(r.metadata.global_buffers.tolist()[1])])[0]))
+    (raw,) = r.read_raw_ranges([tuple(r.metadata.global_buffers.tolist()[1])])
+    ivf = index_pb2.IVF.FromString(bytes(raw))
     rows = r.read().column(0).to_numpy()
     return rows[ivf.offsets[part]:ivf.offsets[part] + ivf.lengths[part]]
 

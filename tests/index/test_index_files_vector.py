@@ -143,7 +143,8 @@ def test_select_neighbors_matches_lance_heuristic(metric: str) -> None:
     ids, dist = np.take_along_axis(ids, order, 1), np.take_along_axis(dist, order, 1)
     sel = select_neighbors(space, nodes, ids, dist, 8, 0)
     for b in range(ids.shape[0]):
-        assert ids[b][sel[b]].tolist() == _reference_heuristic(space, nodes, ids[b].tolist(), dist[b].tolist(), 8)
+        expected = _reference_heuristic(space, nodes, ids[b].tolist(), dist[b].tolist(), 8)
+        assert ids[b][sel[b]].tolist() == expected
     # topped up with the nearest pruned candidates
     full = select_neighbors(space, nodes, ids, dist, 8, 8)
     assert (full.sum(1) == 8).all() and (full >= sel).all()
