@@ -19,8 +19,10 @@ node:
 Distances are the storage's own (``Space``): on SQ codes (squared L2 or dot on the uint8 codes,
 scaled back by ``(range / 255)^2`` as Lance's ``inverse_scalar_dist``), on PQ reconstructions,
 or on the raw vectors; L2 is squared, cosine ``1 - cos``, dot ``1 - x.y``, as Lance's.
-Cost per partition: sum over levels of ``n_l^2 d`` for the candidates plus
-``n_l ef^2 d`` for the heuristic; a level-0 partition of 10k 16-d vectors takes a few seconds.
+Cost per partition: sum over levels of ``n_l^2 d`` for the candidates (quadratic in the
+partition size: 10x the rows is 100x the time) plus ``n_l ef^2 (d + 1)`` for the heuristic,
+memory ~16 ``BLOCK_CELLS`` bytes beyond the vectors; a 10k-vector partition (8 or 16 dims, m 20,
+ef_construction 150) takes ~2 s of CPU.
 """
 
 from __future__ import annotations
