@@ -73,6 +73,13 @@ class Space:
     def __len__(self) -> int:
         return self.x.shape[0]
 
+    def subset(self, ids: np.ndarray) -> Space:
+        """The vectors ``ids`` (already normalised), as their own space."""
+        out = object.__new__(Space)
+        out.x, out.metric, out.scale = self.x[ids], self.metric, self.scale
+        out.sq = self.sq[ids] if self.sq is not None else None
+        return out
+
     def _finish(self, dot: np.ndarray, sq_a: np.ndarray | None, sq_b: np.ndarray | None) -> np.ndarray:
         d = dot  # in place: these blocks are the bulk of the memory traffic
         if self.metric == "l2":
@@ -86,12 +93,11 @@ class Space:
             d *= self.scale
         return d
 
-    def block(self, rows: np.ndarray, cols: np.ndarray) -> np.ndarray:
-        """Distances (len(rows), len(cols))."""
-        a, b = self.x[rows], self.x[cols]
+    def block(self, rows: np.ndarray | slice) -> np.ndarray:
+        """Distances from ``rows`` to every vector (len(rows), len(self))."""
         sq = self.sq
-        return self._finish(a @ b.T, sq[rows][:, None] if sq is not None else None,
-                            sq[cols][None, :] if sq is not None else None)
+        return self._finish(self.x[rows] @ self.x.T, sq[rows][:, None] if sq is not None else None,
+                            sq[None, :] if sq is not None else None)
 
     def among(self, ids: np.ndarray) -> np.ndarray:
         """Pairwise distances within each row of ``ids`` (B, K) -> (B, K, K)."""
@@ -156,25 +162,27 @@ def _rows_per_block(cells_per_row: int) -> int:
 
 
 def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Level:
+    """The level holding ``nodes``; ids below are positions in ``nodes`` until the end."""
     n = nodes.size
     empty = [np.zeros(0, np.uint32)] * n
     if n == 1:
         return Level(nodes.astype(np.uint32), empty, [np.zeros(0, np.float32)] * n)
     c = max(1, min(ef, n - 1))
+    space = space.subset(nodes)
     # candidates: the c exact nearest of each node at this level (positions into ``nodes``)
     cand = np.empty((n, c), np.int64)
     cand_d = np.empty((n, c), np.float32)
     step = _rows_per_block(n)
     for s in range(0, n, step):
         rows = np.arange(s, min(s + step, n))
-        d = space.block(nodes[rows], nodes)
+        d = space.block(slice(s, s + rows.size))
         d[np.arange(rows.size), rows] = np.inf  # not its own neighbour
         part = np.argpartition(d, c - 1, axis=1)[:, :c] if c < n else np.argsort(d, axis=1)[:, :c]
         pd = np.take_along_axis(d, part, axis=1)
         order = np.lexsort((part, pd), axis=1)  # by distance, then id (ties deterministic)
         cand[rows] = np.take_along_axis(part, order, axis=1)
         cand_d[rows] = np.take_along_axis(pd, order, axis=1)
-    fwd = _select_blocks(space, nodes, cand, cand_d, m, m)
+    fwd = _select_blocks(space, cand, cand_d, m, m)
     # forward edges plus their reverses, deduplicated, sorted by (node, distance, neighbour)
     src = np.repeat(np.arange(n), c)[fwd.ravel()]
     dst = cand.ravel()[fwd.ravel()]
@@ -199,7 +207,7 @@ def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Leve
         dist = np.full((over.size, k), np.inf, np.float32)
         ids[row_of[src[sub]], rank[sub]] = dst[sub]
         dist[row_of[src[sub]], rank[sub]] = dd[sub]
-        chosen = _select_blocks(space, nodes, ids, dist, m_max, m_max)
+        chosen = _select_blocks(space, ids, dist, m_max, m_max)
         in_over = np.isin(src, over)
         keep[in_over] = False
         keep[np.flatnonzero(sub)[chosen[row_of[src[sub]], rank[sub]]]] = True
@@ -209,25 +217,23 @@ def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Leve
     return Level(gid, np.split(gid[dst], bounds), np.split(dd.astype(np.float32), bounds))
 
 
-def _select_blocks(space: Space, nodes: np.ndarray, ids: np.ndarray, dist: np.ndarray, k_max: int,
-                   k_fill: int) -> np.ndarray:
+def _select_blocks(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int, k_fill: int) -> np.ndarray:
     k = ids.shape[1]
     out = np.zeros(ids.shape, bool)
-    step = _rows_per_block(k * k)
+    step = _rows_per_block(k * max(k, space.x.shape[1]))  # the pairwise block and the gathered vectors
     for s in range(0, ids.shape[0], step):
         sl = slice(s, s + step)
-        out[sl] = select_neighbors(space, nodes, ids[sl], dist[sl], k_max, k_fill)
+        out[sl] = select_neighbors(space, ids[sl], dist[sl], k_max, k_fill)
     return out
 
 
-def select_neighbors(space: Space, nodes: np.ndarray, ids: np.ndarray, dist: np.ndarray, k_max: int,
-                     k_fill: int) -> np.ndarray:
-    """Lance's ``select_neighbors_heuristic`` for every row at once: ``ids`` (B, K) positions
-    into ``nodes`` (-1: none) sorted by ``dist`` ascending; a candidate is kept while fewer than
+def select_neighbors(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int, k_fill: int) -> np.ndarray:
+    """Lance's ``select_neighbors_heuristic`` for every row at once: ``ids`` (B, K) vectors of
+    ``space`` (-1: none) sorted by ``dist`` ascending; a candidate is kept while fewer than
     ``k_max`` are and it is closer to the node than to each kept one. Then the nearest pruned
     candidates are added until ``k_fill`` are kept. Returns the kept mask (B, K)."""
     valid = ids >= 0
-    pair = space.among(nodes[np.where(valid, ids, 0)])
+    pair = space.among(np.where(valid, ids, 0))
     sel = np.zeros(ids.shape, bool)
     count = np.zeros(ids.shape[0], np.int64)
     for j in range(ids.shape[1]):
