@@ -16,9 +16,9 @@ node:
 * the reverse edges are added; a node left with more than ``m_max`` neighbours (``2 m`` at
   level 0, ``m`` above, as Lance) is pruned again with the heuristic and topped up to ``m_max``.
 
-Distances are the storage's own (``Space``): on SQ codes (squared L2 or dot on the uint8 codes,
-scaled back by ``(range / 255)^2`` as Lance's ``inverse_scalar_dist``), on PQ reconstructions,
-or on the raw vectors; L2 is squared, cosine ``1 - cos``, dot ``1 - x.y``, as Lance's.
+Distances are the storage's own (``Space``, built by ``vector_space``): on dequantised SQ codes,
+PQ reconstructions or the raw vectors; L2 is squared, cosine ``1 - cos``, dot ``1 - x.y``, as
+Lance's.
 Cost per partition: sum over levels of ``n_l^2 d`` for the candidates (quadratic in the
 partition size: 10x the rows is 100x the time) plus ``n_l ef^2 (d + 1)`` for the heuristic,
 memory ~16 ``BLOCK_CELLS`` bytes beyond the vectors; a 10k-vector partition (8 or 16 dims, m 20,
@@ -60,14 +60,14 @@ class Params:
 class Space:
     """Vectors and Lance's distance between two of them (``metric``: l2, cosine or dot)."""
 
-    def __init__(self, vectors: np.ndarray, metric: str, scale: float = 1.0) -> None:
+    def __init__(self, vectors: np.ndarray, metric: str) -> None:
         if metric not in ("l2", "cosine", "dot"):
             raise ValueError(f"distance type {metric!r} is not supported for HNSW")
         x = np.ascontiguousarray(vectors, dtype=np.float32)
         if metric == "cosine":
             norms = np.linalg.norm(x, axis=1, keepdims=True)
             x = x / np.where(norms == 0, 1, norms)
-        self.x, self.metric, self.scale = x, metric, np.float32(scale)
+        self.x, self.metric = x, metric
         self.sq = np.einsum("ij,ij->i", x, x) if metric == "l2" else None
 
     def __len__(self) -> int:
@@ -76,7 +76,7 @@ class Space:
     def subset(self, ids: np.ndarray) -> Space:
         """The vectors ``ids`` (already normalised), as their own space."""
         out = object.__new__(Space)
-        out.x, out.metric, out.scale = self.x[ids], self.metric, self.scale
+        out.x, out.metric = self.x[ids], self.metric
         out.sq = self.sq[ids] if self.sq is not None else None
         return out
 
@@ -89,8 +89,6 @@ class Space:
             np.maximum(d, 0, out=d)
         else:
             np.subtract(1, d, out=d)
-        if self.scale != 1:
-            d *= self.scale
         return d
 
     def block(self, rows: np.ndarray | slice) -> np.ndarray:

@@ -5,10 +5,11 @@
 or ``__pq_code`` (uint8 codes, sub-vector major per partition when ``transposed``; the codebook
 is a ``Tensor`` protobuf in global buffer ``codebook_position``, laid out sub-vector, centroid,
 sub-dimension; 4-bit codes pack two sub-vectors per byte, low nibble first). Lance's HNSW
-builder measures distances on what the storage holds (``dist_between``), so SQ distances are
-taken on the codes, scaled by ``(range / 255)^2``, and PQ distances on the reconstructions.
-The schema metadata ``distance_type`` names the metric (SQ computes cosine as L2: its vectors
-were normalised before quantisation).
+builder measures distances on what the storage holds (``dist_between``): pylance 14's
+``_distance`` values (compared edge by edge) are those of the SQ codes dequantised
+(``start + code * range / 255``) and of the PQ reconstructions. The schema metadata
+``distance_type`` names the metric; SQ and PQ compute cosine as squared L2 (their vectors were
+normalised before quantisation).
 """
 
 from __future__ import annotations
@@ -56,13 +57,15 @@ def partition_spaces(table: pa.Table, lengths: np.ndarray, schema: pa.Schema, ex
     starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     if name == "__sq_code":
         bounds = meta.get("bounds") or {}
-        scale = ((float(bounds.get("end", 1.0)) - float(bounds.get("start", 0.0))) / 255.0) ** 2
+        start = float(bounds.get("start", 0.0))
+        step = (float(bounds.get("end", 1.0)) - start) / 255.0
         metric = "l2" if metric == "cosine" else metric
         for p in range(lengths.size):
-            yield Space(flat[starts[p]:starts[p + 1]].astype(np.float32), metric, scale)
+            yield Space(start + flat[starts[p]:starts[p + 1]] * step, metric)
     elif name == "__pq_code":
         codebook = _codebook(meta, extra)
         nbits = int(meta.get("nbits", 8))
+        metric = "l2" if metric == "cosine" else metric
         for p in range(lengths.size):
             block = flat[starts[p]:starts[p + 1]]
             if transposed:
