@@ -13,7 +13,7 @@ partition); an empty partition has ``""`` and no rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterable
+from collections.abc import Callable, Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -37,38 +37,41 @@ def partition_params(schema: pa.Schema) -> list[Params | None]:
         raise CorruptFileError(f"{INDEX_FILE}: {HNSW_KEY.decode()} does not parse ({e})") from e
 
 
-def graph_table(graphs: Iterable[Graph], schema: pa.Schema) -> tuple[pa.Table, list[int], list[str]]:
-    """The rows of every partition's graph, their counts, and the partitions' metadata."""
-    ids, neighbors, dists, lengths, metas = [], [], [], [], []
-    for g in graphs:
-        n = 0
-        for lv in g.levels:
-            ids.append(lv.nodes)
-            neighbors.extend(lv.neighbors)
-            dists.extend(lv.distances)
-            n += lv.nodes.size
-        lengths.append(n)
+def _graph_rows(g: Graph) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
+    ids = [lv.nodes for lv in g.levels]
+    return ids, [a for lv in g.levels for a in lv.neighbors], [a for lv in g.levels for a in lv.distances]
+
+
+def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table,
+            ivf: index_pb2.IVF) -> tuple[pa.Table, index_pb2.IVF]:
+    """``index.idx``'s table and IVF protobuf after a remap: partitions that lost no row keep
+    their graph rows and metadata (node ids are storage positions, unchanged), as pylance 14
+    does; the others get a graph rebuilt on ``space(p)`` with their old build parameters
+    (defaults for a partition that was empty)."""
+    schema = table.schema
+    params = partition_params(schema)
+    old_meta = json.loads(schema.metadata[HNSW_KEY])
+    if len(params) != len(kept) or len(ivf.lengths) != len(kept):
+        raise CorruptFileError(f"{INDEX_FILE}: {len(params)} partitions in {HNSW_KEY.decode()}, "
+                               f"{len(ivf.lengths)} in its IVF, {len(kept)} in the storage")
+    fallback = next((p for p in params if p is not None), Params())
+    pieces, lengths, metas = [], [], []
+    for p, same in enumerate(kept):
+        if same:
+            pieces.append(table.slice(int(ivf.offsets[p]), int(ivf.lengths[p])))
+            lengths.append(int(ivf.lengths[p]))
+            metas.append(old_meta[p])
+            continue
+        g = build(space(p), params[p] or fallback, p)
+        ids, neighbors, dists = _graph_rows(g)
+        pieces.append(_rows(ids, neighbors, dists, schema))
+        lengths.append(pieces[-1].num_rows)
         metas.append(g.metadata())
-    flat_n = np.concatenate(neighbors) if neighbors else np.zeros(0, np.uint32)
-    flat_d = np.concatenate(dists) if dists else np.zeros(0, np.float32)
-    offsets = np.concatenate([[0], np.cumsum([a.size for a in neighbors])]).astype(np.int32)
-    fields = [schema.field(i) for i in range(3)]
-    cols = [pa.array(np.concatenate(ids) if ids else np.zeros(0, np.uint32), fields[0].type),
-            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_n, pa.uint32())).cast(fields[1].type),
-            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_d, pa.float32())).cast(fields[2].type)]
     meta = dict(schema.metadata or {})
     meta[HNSW_KEY] = json.dumps(metas, separators=(",", ":")).encode()
-    return pa.Table.from_arrays(cols, schema=schema.with_metadata(meta)), lengths, metas
-
-
-def rebuild(spaces: Iterable[Space], schema: pa.Schema, ivf: index_pb2.IVF) -> tuple[pa.Table, index_pb2.IVF]:
-    """``index.idx``'s table and IVF protobuf for graphs rebuilt on ``spaces`` (one per partition),
-    with each partition's old build parameters (defaults for a partition that was empty)."""
-    params = partition_params(schema)
-    fallback = next((p for p in params if p is not None), Params())
-    graphs = (build(s, params[i] if i < len(params) and params[i] is not None else fallback, i)
-              for i, s in enumerate(spaces))
-    table, lengths, _ = graph_table(graphs, schema)
+    out_schema = schema.with_metadata(meta)
+    out_table = pa.concat_tables([t.cast(out_schema) for t in pieces]).replace_schema_metadata(meta) \
+        if pieces else out_schema.empty_table()
     out = index_pb2.IVF()
     out.CopyFrom(ivf)
     del out.offsets[:]
@@ -76,4 +79,16 @@ def rebuild(spaces: Iterable[Space], schema: pa.Schema, ivf: index_pb2.IVF) -> t
     out.offsets.extend(np.concatenate([[0], np.cumsum(lengths)[:-1]]).astype(np.uint64).tolist()
                        if lengths else [])
     out.lengths.extend(lengths)
-    return table, out
+    return out_table, out
+
+
+def _rows(ids: list[np.ndarray], neighbors: list[np.ndarray], dists: list[np.ndarray],
+          schema: pa.Schema) -> pa.Table:
+    flat_n = np.concatenate(neighbors) if neighbors else np.zeros(0, np.uint32)
+    flat_d = np.concatenate(dists) if dists else np.zeros(0, np.float32)
+    offsets = np.concatenate([[0], np.cumsum([a.size for a in neighbors])]).astype(np.int32)
+    fields = [schema.field(i) for i in range(3)]
+    cols = [pa.array(np.concatenate(ids) if ids else np.zeros(0, np.uint32), fields[0].type),
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_n, pa.uint32())).cast(fields[1].type),
+            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_d, pa.float32())).cast(fields[2].type)]
+    return pa.Table.from_arrays(cols, schema=pa.schema(fields))

@@ -16,7 +16,7 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
@@ -45,8 +45,9 @@ def distance_type(schema: pa.Schema) -> str:
 
 
 def partition_spaces(table: pa.Table, lengths: np.ndarray, schema: pa.Schema, extra: list[bytes],
-                     transposed: bool) -> Iterator[Space]:
-    """One ``Space`` per partition of the storage ``table`` (rows grouped by partition)."""
+                     transposed: bool) -> Callable[[int], Space]:
+    """``space(p)``: the ``Space`` of partition p of the storage ``table`` (rows grouped by
+    partition, ``lengths`` rows each), decoded when asked for."""
     metric = distance_type(schema)
     col = table.column(1).combine_chunks()
     name = table.schema.field(1).name
@@ -57,28 +58,25 @@ def partition_spaces(table: pa.Table, lengths: np.ndarray, schema: pa.Schema, ex
     starts = np.concatenate([[0], np.cumsum(lengths)]).astype(np.int64)
     if name == "__sq_code":
         bounds = meta.get("bounds") or {}
-        start = float(bounds.get("start", 0.0))
-        step = (float(bounds.get("end", 1.0)) - start) / 255.0
-        metric = "l2" if metric == "cosine" else metric
-        for p in range(lengths.size):
-            yield Space(start + flat[starts[p]:starts[p + 1]] * step, metric)
-    elif name == "__pq_code":
+        lo = float(bounds.get("start", 0.0))
+        step = (float(bounds.get("end", 1.0)) - lo) / 255.0
+        sq_metric = "l2" if metric == "cosine" else metric
+        return lambda p: Space(lo + flat[starts[p]:starts[p + 1]] * step, sq_metric)
+    if name == "__pq_code":
         codebook = _codebook(meta, extra)
-        nbits = int(meta.get("nbits", 8))
-        metric = "l2" if metric == "cosine" else metric
-        for p in range(lengths.size):
+        nbits, m, dim = int(meta.get("nbits", 8)), int(meta["num_sub_vectors"]), int(meta["dimension"])
+        pq_metric = "l2" if metric == "cosine" else metric
+
+        def pq(p: int) -> Space:
             block = flat[starts[p]:starts[p + 1]]
             if transposed:
                 n = block.shape[0]
-                block = block.reshape(-1)[:n * width].reshape(width, n).T
-            yield Space(_reconstruct(block, codebook, nbits, int(meta["num_sub_vectors"]),
-                                     int(meta["dimension"])), metric)
-    elif pa.types.is_floating(col.type.value_type):
-        for p in range(lengths.size):
-            yield Space(flat[starts[p]:starts[p + 1]], metric)
-    else:
-        raise UnsupportedError(f"{AUX_FILE}: HNSW storage column {name!r} of type {col.type} is not "
-                               "supported")
+                block = block.reshape(-1).reshape(width, n).T
+            return Space(_reconstruct(block, codebook, nbits, m, dim), pq_metric)
+        return pq
+    if pa.types.is_floating(col.type.value_type):
+        return lambda p: Space(flat[starts[p]:starts[p + 1]], metric)
+    raise UnsupportedError(f"{AUX_FILE}: HNSW storage column {name!r} of type {col.type} is not supported")
 
 
 def _codebook(meta: dict, extra: list[bytes]) -> np.ndarray:

@@ -191,3 +191,52 @@ def test_graph_distances_match_pylance(tmp_path: Path, metric: str) -> None:
         assert len(common) > 0.6 * len(a), (name, len(common), len(a), len(b))
         x, y = np.array([a[k] for k in common]), np.array([b[k] for k in common])
         np.testing.assert_allclose(x, y, rtol=1e-4, atol=1e-5, err_msg=name)
+
+
+def _partition_graphs(uri: str, name: str) -> list[tuple[str, dict]]:
+    """Per partition (its lance:hnsw metadata, its graph rows)."""
+    r = LanceFileReader(str(_dir(uri, name) / "index.idx"))
+    ivf = index_pb2.IVF.FromString(_buffers(r)[0])
+    t = r.read()
+    metas = json.loads(r.schema.metadata[b"lance:hnsw"])
+    return [(metas[p], t.slice(int(o), int(n)).to_pydict())
+            for p, (o, n) in enumerate(zip(ivf.offsets, ivf.lengths, strict=True))]
+
+
+def test_partitions_losing_no_row_keep_their_graph(tmp_path: Path) -> None:
+    """Rows deleted in partition 0 only: partition 1 keeps its graph row for row, as pylance
+    does (node ids are storage positions, unchanged); partition 0 is rebuilt with as many
+    nodes as pylance's."""
+    import lance
+
+    from tests.index.test_compact_hnsw import _partition_row_ids
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    build_dataset(ours, "2.2", False, scalar=(), vector=NEW[1:2], delete="")
+    before = _partition_graphs(ours, "vec_hnsw")
+    addrs = _partition_row_ids(ours, "vec_hnsw", 0)[::7]
+    ids = lance.dataset(ours)._take_rows(addrs.tolist(), columns=["id"]).column("id").to_pylist()
+    lance.dataset(ours).delete(f"id IN ({', '.join(map(str, ids))})")
+    shutil.copytree(ours, theirs)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=2400)
+    compact(None, ours, target_rows_per_fragment=2400)
+    mine, pylance = _partition_graphs(ours, "vec_hnsw"), _partition_graphs(theirs, "vec_hnsw")
+    assert mine[1] == pylance[1] == before[1]
+    assert mine[0] != before[0]
+    assert json.loads(mine[0][0])["level_offsets"][1] == json.loads(pylance[0][0])["level_offsets"][1]
+
+
+def test_no_row_dropped_graphs_match_pylance(tmp_path: Path) -> None:
+    """No deleted rows: every graph is kept, so index.idx matches pylance's row for row."""
+    import lance
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    build_dataset(ours, "2.1", False, scalar=(), vector=NEW[1:], delete="")
+    shutil.copytree(ours, theirs)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=2400)
+    compact(None, ours, target_rows_per_fragment=2400)
+    for _, name in NEW[1:]:
+        assert _storage(ours, name) == _storage(theirs, name), name
+        a, b = (LanceFileReader(str(_dir(u, name) / "index.idx")) for u in (ours, theirs))
+        assert a.read().to_pydict() == b.read().to_pydict(), name
+        assert (a.schema.metadata, _buffers(a), a.version) == (b.schema.metadata, _buffers(b), b.version)

@@ -107,6 +107,7 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     if slot >= len(extra):
         raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
     ivf = index_pb2.IVF.FromString(extra[slot])
+    old_lengths = list(ivf.lengths)
     transposed = pq_transposed(reader.schema)
     for m in maps:
         table, ivf = remap_storage(table, ivf, m, transposed)
@@ -130,8 +131,10 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     islot = ivf_buffer(ireader.schema) - 1
     if islot >= len(iextra):
         raise CorruptFileError(f"{INDEX_FILE}: no global buffer {islot + 1}", path=ireader.path)
-    spaces = partition_spaces(table, np.asarray(ivf.lengths, np.int64), table.schema, extra, transposed)
-    graphs, iivf = hnsw_file.rebuild(spaces, ireader.schema, index_pb2.IVF.FromString(iextra[islot]))
+    lengths = np.asarray(ivf.lengths, np.int64)
+    kept = (lengths == np.asarray(old_lengths, np.int64)).tolist()  # a remap only drops rows
+    spaces = partition_spaces(table, lengths, table.schema, extra, transposed)
+    graphs, iivf = hnsw_file.rebuild(spaces, kept, ireader.read(), index_pb2.IVF.FromString(iextra[islot]))
     iextra[islot] = iivf.SerializeToString()
     isize = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
     return [(AUX_FILE, size), (INDEX_FILE, isize)]
