@@ -6,7 +6,8 @@ BTREE on ``id``.
     python bench/index_compact_bench.py [--gb 0.3] [--fragments 60] [--rounds 3] [--index-type IVF_PQ]
 
 The dataset is ``compact_bench.make_dataset``'s (10% of rows deleted); pylance builds the two
-indices on it before it is copied. Each round copies it twice; pylance compacts one copy
+indices on it before it is copied (``--delete-after-index``: then 10% more rows are deleted, so
+the remap drops rows from the indices and HNSW graphs are rebuilt). Each round copies it twice; pylance compacts one copy
 (remapping indices, its default), our job the other (remapping on executors in its
 ``remap_indices`` phase). Rounds alternate which side goes first. Spark's start-up is not timed
 and each timed run starts after ``os.sync()``. After each round pylance checks both copies: same
@@ -142,6 +143,8 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=16, help="IVF partitions")
     ap.add_argument("--sub-vectors", type=int, default=8, help="PQ sub-vectors")
     ap.add_argument("--index-type", default="IVF_PQ", help="vector index type")
+    ap.add_argument("--delete-after-index", action="store_true",
+                    help="delete another 10%% of rows once indexed, so the remap drops rows (HNSW: rebuilt)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "index_compact_bench.json"))
     args = ap.parse_args()
@@ -154,6 +157,10 @@ def main() -> None:
         t0 = time.perf_counter()
         rows = make_dataset(src, args.gb, args.fragments, args.version)
         build_indices(src, args.partitions, args.sub_vectors, args.index_type)
+        if args.delete_after_index:
+            import lance
+
+            lance.dataset(src).delete("id % 10 = 7")  # the probe id 12345 stays
         size = dir_bytes(src)
         print(f"dataset: {rows} rows, {size / 1e9:.2f} GB on disk with indices, {args.fragments} fragments "
               f"(built and indexed in {time.perf_counter() - t0:.0f} s)", flush=True)
@@ -162,7 +169,7 @@ def main() -> None:
         rounds = [one_round(spark, src, tmp, r, args) for r in range(args.rounds)]
         result = {"rows": rows, "bytes_on_disk": size, "fragments": args.fragments, "version": args.version,
                   "ivf_partitions": args.partitions, "pq_sub_vectors": args.sub_vectors,
-                  "index_type": args.index_type,
+                  "index_type": args.index_type, "delete_after_index": args.delete_after_index,
                   **summarise(rounds), "rounds": rounds}
         print(json.dumps({k: v for k, v in result.items() if k != "rounds"}))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

@@ -20,9 +20,10 @@ Distances are the storage's own (``Space``, built by ``vector_space``): on dequa
 PQ reconstructions or the raw vectors; L2 is squared, cosine ``1 - cos``, dot ``1 - x.y``, as
 Lance's.
 Cost per partition: sum over levels of ``n_l^2 d`` for the candidates (quadratic in the
-partition size: 10x the rows is 100x the time) plus ``n_l ef^2 (d + 1)`` for the heuristic,
-memory ~16 ``BLOCK_CELLS`` bytes beyond the vectors; a 10k-vector partition (8 or 16 dims, m 20,
-ef_construction 150) takes ~2 s of CPU.
+partition size: 10x the rows is 100x the time) plus ``n_l ef m d`` for the heuristic (each
+candidate against the neighbours kept so far), memory ~4-8 ``BLOCK_CELLS`` floats beyond the
+vectors; a 10k-vector partition (8, 16 or 32 dims, m 20, ef_construction 150) takes ~1.5-2 s
+of CPU.
 """
 
 from __future__ import annotations
@@ -96,13 +97,6 @@ class Space:
         sq = self.sq
         return self._finish(self.x[rows] @ self.x.T, sq[rows][:, None] if sq is not None else None,
                             sq[None, :] if sq is not None else None)
-
-    def among(self, ids: np.ndarray) -> np.ndarray:
-        """Pairwise distances within each row of ``ids`` (B, K) -> (B, K, K)."""
-        g = self.x[ids]
-        sq = self.sq[ids] if self.sq is not None else None
-        return self._finish(g @ g.transpose(0, 2, 1), sq[:, :, None] if sq is not None else None,
-                            sq[:, None, :] if sq is not None else None)
 
 
 @dataclass
@@ -218,7 +212,7 @@ def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Leve
 def _select_blocks(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int, k_fill: int) -> np.ndarray:
     k = ids.shape[1]
     out = np.zeros(ids.shape, bool)
-    step = _rows_per_block(k * max(k, space.x.shape[1]))  # the pairwise block and the gathered vectors
+    step = _rows_per_block(k_max * space.x.shape[1] + k)  # the kept vectors per row
     for s in range(0, ids.shape[0], step):
         sl = slice(s, s + step)
         out[sl] = select_neighbors(space, ids[sl], dist[sl], k_max, k_fill)
@@ -231,14 +225,39 @@ def select_neighbors(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int
     ``k_max`` are and it is closer to the node than to each kept one. Then the nearest pruned
     candidates are added until ``k_fill`` are kept. Returns the kept mask (B, K)."""
     valid = ids >= 0
-    pair = space.among(np.where(valid, ids, 0))
+    b = ids.shape[0]
     sel = np.zeros(ids.shape, bool)
-    count = np.zeros(ids.shape[0], np.int64)
+    count = np.zeros(b, np.int64)
+    # the kept neighbours' vectors (and squared norms), filled left to right per row: each
+    # candidate is compared with the kept ones only (B x k_max x d per step, no K x K block)
+    kept = np.zeros((b, k_max, space.x.shape[1]), np.float32)
+    kept_sq = np.zeros((b, k_max), np.float32)
+    open_rows = np.arange(b)
     for j in range(ids.shape[1]):
-        blocked = np.any(sel[:, :j] & (pair[:, j, :j] <= dist[:, j, None]), axis=1) if j else False
-        ok = valid[:, j] & ~blocked & (count < k_max)
-        sel[:, j] = ok
-        count += ok
+        rows = open_rows[valid[open_rows, j]]
+        if rows.size == 0:
+            if open_rows.size == 0 or not valid[open_rows, j:].any():
+                break
+            continue
+        c = count[rows]
+        width = int(c.max())
+        v = space.x[ids[rows, j]]
+        ok = np.ones(rows.size, bool)
+        if width:
+            dots = np.einsum("rkd,rd->rk", kept[rows, :width], v)
+            if space.sq is not None:
+                vsq = space.sq[ids[rows, j]]
+                d = space._finish(dots, vsq[:, None], kept_sq[rows, :width])
+            else:
+                d = space._finish(dots, None, None)
+            ok = ~np.any((np.arange(width)[None, :] < c[:, None]) & (d <= dist[rows, j][:, None]), axis=1)
+        acc = rows[ok]
+        sel[acc, j] = True
+        kept[acc, count[acc]] = v[ok]
+        if space.sq is not None:
+            kept_sq[acc, count[acc]] = space.sq[ids[acc, j]]
+        count[acc] += 1
+        open_rows = open_rows[count[open_rows] < k_max]
     if k_fill:
         unsel = valid & ~sel
         sel |= unsel & (np.cumsum(unsel, axis=1) <= (k_fill - count)[:, None])

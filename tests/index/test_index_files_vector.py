@@ -126,7 +126,7 @@ def _reference_heuristic(space: Space, cand: list[int], dist: list[float], k: in
     for c, d in sorted(zip(cand, dist, strict=True), key=lambda x: x[1]):
         if len(out) >= k:
             break
-        if all(d < space.among(np.array([[c, o]]))[0, 0, 1] for o in out):
+        if all(d < space.subset(np.array([c, o])).block(slice(0, 1))[0, 1] for o in out):
             out.append(c)
     return out
 
