@@ -7,8 +7,8 @@ BTREE on ``id``.
 
 The dataset is ``compact_bench.make_dataset``'s (10% of rows deleted); pylance builds the two
 indices on it before it is copied (``--delete-after-index``: then 10% more rows are deleted, so
-the remap drops rows from the indices and HNSW graphs are rebuilt). Each round copies it twice; pylance compacts one copy
-(remapping indices, its default), our job the other (remapping on executors in its
+the remap drops rows from the indices and HNSW graphs are rebuilt). Each round copies it twice;
+pylance compacts one copy (remapping indices, its default), our job the other (remapping on executors in its
 ``remap_indices`` phase). Rounds alternate which side goes first. Spark's start-up is not timed
 and each timed run starts after ``os.sync()``. After each round pylance checks both copies: same
 row count, 0 unindexed rows in both indices, and equal answers to an equality query on ``id``
