@@ -240,3 +240,29 @@ def test_no_row_dropped_graphs_match_pylance(tmp_path: Path) -> None:
         a, b = (LanceFileReader(str(_dir(u, name) / "index.idx")) for u in (ours, theirs))
         assert a.read().to_pydict() == b.read().to_pydict(), name
         assert (a.schema.metadata, _buffers(a), a.version) == (b.schema.metadata, _buffers(b), b.version)
+
+
+def test_hnsw_pq_4bit(tmp_path: Path) -> None:
+    """4-bit PQ codes (two sub-vectors a byte): the rebuilt graph's distances are pylance's and
+    the answers are as before and as after pylance's compaction."""
+    import lance
+
+    from tests.index.helpers import queries
+
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    build_dataset(ours, "2.2", False, scalar=(), vector=(), delete="")
+    lance.dataset(ours).create_index("vec", "IVF_HNSW_PQ", name="vec_hnsw_pq", num_partitions=2,
+                                     num_sub_vectors=4, num_bits=4)
+    lance.dataset(ours).delete("id % 10 = 3")
+    before = queries(lance.dataset(ours))
+    shutil.copytree(ours, theirs)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=2400)
+    m = compact(None, ours, target_rows_per_fragment=2400)
+    assert m.indices_remapped == {"IVF_HNSW_PQ": 1}
+    aux = LanceFileReader(str(_dir(ours, "vec_hnsw_pq") / "auxiliary.idx"))
+    assert b'\\"nbits\\":4' in aux.schema.metadata[b"storage_metadata"]
+    assert queries(lance.dataset(ours)) == before == queries(lance.dataset(theirs))
+    a, b = _edges(ours, "vec_hnsw_pq"), _edges(theirs, "vec_hnsw_pq")
+    common = sorted(a.keys() & b.keys())
+    assert len(common) > 0.6 * len(a)
+    np.testing.assert_allclose([a[k] for k in common], [b[k] for k in common], rtol=1e-4, atol=1e-5)
