@@ -101,9 +101,13 @@ class Space:
 
 @dataclass
 class Level:
+    """One level's adjacency lists, flat: node i's neighbours (ascending distance) are
+    ``neighbors[offsets[i]:offsets[i + 1]]``."""
+
     nodes: np.ndarray  # uint32, ascending: the level's node ids
-    neighbors: list[np.ndarray]  # per node, neighbour ids (ascending distance)
-    distances: list[np.ndarray]  # per node, float32
+    offsets: np.ndarray  # int64, len(nodes) + 1
+    neighbors: np.ndarray  # uint32
+    distances: np.ndarray  # float32
 
 
 @dataclass
@@ -156,9 +160,9 @@ def _rows_per_block(cells_per_row: int) -> int:
 def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Level:
     """The level holding ``nodes``; ids below are positions in ``nodes`` until the end."""
     n = nodes.size
-    empty = [np.zeros(0, np.uint32)] * n
     if n == 1:
-        return Level(nodes.astype(np.uint32), empty, [np.zeros(0, np.float32)] * n)
+        return Level(nodes.astype(np.uint32), np.zeros(2, np.int64), np.zeros(0, np.uint32),
+                     np.zeros(0, np.float32))
     c = max(1, min(ef, n - 1))
     space = space.subset(nodes)
     # candidates: the c exact nearest of each node at this level (positions into ``nodes``)
@@ -204,9 +208,9 @@ def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Leve
         keep[in_over] = False
         keep[np.flatnonzero(sub)[chosen[row_of[src[sub]], rank[sub]]]] = True
     src, dst, dd = src[keep], dst[keep], dd[keep]
-    bounds = np.cumsum(np.bincount(src, minlength=n))[:-1]
+    offsets = np.concatenate([[0], np.cumsum(np.bincount(src, minlength=n))]).astype(np.int64)
     gid = nodes.astype(np.uint32)
-    return Level(gid, np.split(gid[dst], bounds), np.split(dd.astype(np.float32), bounds))
+    return Level(gid, offsets, gid[dst], dd.astype(np.float32))
 
 
 def _select_blocks(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int, k_fill: int) -> np.ndarray:

@@ -37,11 +37,6 @@ def partition_params(schema: pa.Schema) -> list[Params | None]:
         raise CorruptFileError(f"{INDEX_FILE}: {HNSW_KEY.decode()} does not parse ({e})") from e
 
 
-def _graph_rows(g: Graph) -> tuple[list[np.ndarray], list[np.ndarray], list[np.ndarray]]:
-    ids = [lv.nodes for lv in g.levels]
-    return ids, [a for lv in g.levels for a in lv.neighbors], [a for lv in g.levels for a in lv.distances]
-
-
 def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table,
             ivf: index_pb2.IVF) -> tuple[pa.Table, index_pb2.IVF]:
     """``index.idx``'s table and IVF protobuf after a remap: partitions that lost no row keep
@@ -63,8 +58,7 @@ def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table
             metas.append(old_meta[p])
             continue
         g = build(space(p), params[p] or fallback, p)
-        ids, neighbors, dists = _graph_rows(g)
-        pieces.append(_rows(ids, neighbors, dists, schema))
+        pieces.append(_rows(g, schema))
         lengths.append(pieces[-1].num_rows)
         metas.append(g.metadata())
     meta = dict(schema.metadata or {})
@@ -82,13 +76,20 @@ def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table
     return out_table, out
 
 
-def _rows(ids: list[np.ndarray], neighbors: list[np.ndarray], dists: list[np.ndarray],
-          schema: pa.Schema) -> pa.Table:
-    flat_n = np.concatenate(neighbors) if neighbors else np.zeros(0, np.uint32)
-    flat_d = np.concatenate(dists) if dists else np.zeros(0, np.float32)
-    offsets = np.concatenate([[0], np.cumsum([a.size for a in neighbors])]).astype(np.int32)
+def _rows(g: Graph, schema: pa.Schema) -> pa.Table:
+    """A graph's rows, level 0 first (``HNSW::to_batch``)."""
     fields = [schema.field(i) for i in range(3)]
-    cols = [pa.array(np.concatenate(ids) if ids else np.zeros(0, np.uint32), fields[0].type),
-            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_n, pa.uint32())).cast(fields[1].type),
-            pa.ListArray.from_arrays(pa.array(offsets), pa.array(flat_d, pa.float32())).cast(fields[2].type)]
+    if not g.levels:
+        return pa.schema(fields).empty_table()
+    ids = np.concatenate([lv.nodes for lv in g.levels])
+    neighbors = np.concatenate([lv.neighbors for lv in g.levels])
+    dists = np.concatenate([lv.distances for lv in g.levels])
+    # each level's offsets shifted by the edges of the levels before it
+    ends = np.cumsum([lv.neighbors.size for lv in g.levels])
+    offsets = np.concatenate([[0]] + [lv.offsets[1:] + (ends[k - 1] if k else 0)
+                                      for k, lv in enumerate(g.levels)]).astype(np.int32)
+    offs = pa.array(offsets)
+    cols = [pa.array(ids, fields[0].type),
+            pa.ListArray.from_arrays(offs, pa.array(neighbors, pa.uint32())).cast(fields[1].type),
+            pa.ListArray.from_arrays(offs, pa.array(dists, pa.float32())).cast(fields[2].type)]
     return pa.Table.from_arrays(cols, schema=pa.schema(fields))
