@@ -51,8 +51,9 @@ cannot be read through the FRI once the rewritten fragments had deleted rows ("H
 nodes but its vector storage has M rows", pylance's own deferred compaction included), so this
 library rebuilds such an index in the deferred compaction's own commit (new uuid, listed in
 ``rewritten_indices``) while the other indices go behind the FRI (its entry keeps its
-``dataset_version``, as a Rewrite does, so ``remap_indices`` later rebuilds it once more, a
-no-op on its data, before trimming the version); IVF_SQ, IVF_PQ, IVF_FLAT,
+``dataset_version``, as a Rewrite does, so ``remap_indices`` later rewrites it once more,
+dropping no row, so every partition keeps its graph, before trimming the version); IVF_SQ,
+IVF_PQ, IVF_FLAT,
 INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can be read through it. pylance 14's own
 default compaction of a dataset whose indices are behind an FRI (its own or ours) answers
 equality / range / full-text / vector queries wrongly afterwards (for every index still behind

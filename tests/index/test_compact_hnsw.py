@@ -121,11 +121,15 @@ def test_hnsw_fragment_with_deleted_rows_is_compacted(tmp_path: Path) -> None:
     assert m.indices_remapped == HNSW and m.indices_frag_reuse == {"BTREE": 1, "IVF_SQ": 1}
     _ok(uri, before, oracle, 8)
     # the rebuilt HNSW entries keep their dataset_version (a Rewrite cannot change it), so by
-    # pylance's caught-up rule they are behind the new FRI version: remap_indices rebuilds them
-    # again (mapping current data is a no-op) and then trims the version
+    # pylance's caught-up rule they are behind the new FRI version: remap_indices rewrites them
+    # again, dropping no row (so no graph is rebuilt), and then trims the version
+    from tests.index.test_index_files_vector import _partition_graphs
+
+    graphs = {name: _partition_graphs(uri, name) for name in ("vec_hnsw", "vec_hnsw_pq", "vec_hnsw_flat")}
     r = remap_indices(None, uri)
     assert r.indices_remapped == {"BTREE": 1, "IVF_SQ": 1, **HNSW} and r.reuse_versions_trimmed == 1
     _ok(uri, before, oracle, 8)
+    assert graphs == {name: _partition_graphs(uri, name) for name in graphs}
 
 
 def test_deferred_hnsw_without_deletions_then_remap_indices(tmp_path: Path) -> None:
