@@ -266,3 +266,14 @@ def test_hnsw_pq_4bit(tmp_path: Path) -> None:
     common = sorted(a.keys() & b.keys())
     assert len(common) > 0.6 * len(a)
     np.testing.assert_allclose([a[k] for k in common], [b[k] for k in common], rtol=1e-4, atol=1e-5)
+
+
+def test_serde_float_as_pylance_rewrites_bounds() -> None:
+    """pylance 14 rewrote these SQ bounds so when it remapped an IVF_HNSW_SQ index (seen in
+    its files); a second pass leaves them."""
+    from lance_spark_ops.index.serde_float import reserialize
+
+    seen = {"0.9999687671661377": "0.9999687671661376", "3.635883331298828e-6": "3.635883331298828e-6",
+            "0.00006777048110961914": "0.00006777048110961914", "0.9999380707740784": "0.9999380707740784"}
+    for raw, written in seen.items():
+        assert reserialize(raw) == written and reserialize(written) == written
