@@ -1,12 +1,14 @@
 """Compaction of an indexed dataset: our Spark job (local[2]) against pylance
-``compact_files(num_threads=2)``, both remapping an IVF_PQ index on the vector column and a
+``compact_files(num_threads=2)``, both remapping an IVF_PQ index (``--index-type``: or IVF_SQ,
+IVF_FLAT, IVF_HNSW_{SQ,PQ,FLAT}, whose graphs both sides rebuild) on the vector column and a
 BTREE on ``id``.
 
-    python bench/index_compact_bench.py [--gb 0.3] [--fragments 60] [--rounds 3]
+    python bench/index_compact_bench.py [--gb 0.3] [--fragments 60] [--rounds 3] [--index-type IVF_PQ]
 
 The dataset is ``compact_bench.make_dataset``'s (10% of rows deleted); pylance builds the two
-indices on it before it is copied. Each round copies it twice; pylance compacts one copy
-(remapping indices, its default), our job the other (remapping on executors in its
+indices on it before it is copied (``--delete-after-index``: then 10% more rows are deleted, so
+the remap drops rows from the indices and HNSW graphs are rebuilt). Each round copies it twice;
+pylance compacts one copy (remapping indices, its default), our job the other (remapping on executors in its
 ``remap_indices`` phase). Rounds alternate which side goes first. Spark's start-up is not timed
 and each timed run starts after ``os.sync()``. After each round pylance checks both copies: same
 row count, 0 unindexed rows in both indices, and equal answers to an equality query on ``id``
@@ -47,11 +49,12 @@ def _import_package(task: int, ctx: object) -> int:
     return task
 
 
-def build_indices(uri: str, partitions: int, sub_vectors: int) -> None:
+def build_indices(uri: str, partitions: int, sub_vectors: int, index_type: str = "IVF_PQ") -> None:
     import lance
 
     ds = lance.dataset(uri)
-    ds.create_index("v", index_type="IVF_PQ", num_partitions=partitions, num_sub_vectors=sub_vectors)
+    kw = {"num_sub_vectors": sub_vectors} if index_type.endswith("PQ") else {}
+    ds.create_index("v", index_type=index_type, num_partitions=partitions, **kw)
     ds.create_scalar_index("id", index_type="BTREE")
 
 
@@ -68,8 +71,9 @@ def answers(uri: str, probe_id: int, query: np.ndarray, partitions: int) -> tupl
 
     ds = lance.dataset(uri)
     eq = ds.to_table(columns=["id"], filter=f"id = {probe_id}").column("id").to_pylist()
+    # ef: an HNSW search wide enough to be exact (ignored by the other types)
     nn = ds.to_table(columns=["id"], nearest={"column": "v", "q": query, "k": 10, "nprobes": partitions,
-                                              "refine_factor": 10}).column("id").to_pylist()
+                                              "refine_factor": 10, "ef": 300}).column("id").to_pylist()
     return ds.count_rows(), sorted(eq), nn
 
 
@@ -138,6 +142,9 @@ def main() -> None:
     ap.add_argument("--target-rows", type=int, default=1024 * 1024)
     ap.add_argument("--partitions", type=int, default=16, help="IVF partitions")
     ap.add_argument("--sub-vectors", type=int, default=8, help="PQ sub-vectors")
+    ap.add_argument("--index-type", default="IVF_PQ", help="vector index type")
+    ap.add_argument("--delete-after-index", action="store_true",
+                    help="delete another 10%% of rows once indexed, so the remap drops rows (HNSW: rebuilt)")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "index_compact_bench.json"))
     args = ap.parse_args()
@@ -149,7 +156,11 @@ def main() -> None:
         src = f"{tmp}/src.lance"
         t0 = time.perf_counter()
         rows = make_dataset(src, args.gb, args.fragments, args.version)
-        build_indices(src, args.partitions, args.sub_vectors)
+        build_indices(src, args.partitions, args.sub_vectors, args.index_type)
+        if args.delete_after_index:
+            import lance
+
+            lance.dataset(src).delete("id % 10 = 7")  # the probe id 12345 stays
         size = dir_bytes(src)
         print(f"dataset: {rows} rows, {size / 1e9:.2f} GB on disk with indices, {args.fragments} fragments "
               f"(built and indexed in {time.perf_counter() - t0:.0f} s)", flush=True)
@@ -158,6 +169,7 @@ def main() -> None:
         rounds = [one_round(spark, src, tmp, r, args) for r in range(args.rounds)]
         result = {"rows": rows, "bytes_on_disk": size, "fragments": args.fragments, "version": args.version,
                   "ivf_partitions": args.partitions, "pq_sub_vectors": args.sub_vectors,
+                  "index_type": args.index_type, "delete_after_index": args.delete_after_index,
                   **summarise(rounds), "rounds": rounds}
         print(json.dumps({k: v for k, v in result.items() if k != "rounds"}))
         Path(args.out).parent.mkdir(parents=True, exist_ok=True)

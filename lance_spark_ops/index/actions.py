@@ -5,6 +5,8 @@ Without stable row ids an index meeting the rewritten fragments is
     here and ``defer_index_remap`` is off; data behind the fragment reuse index are first
     mapped through its versions (pylance writes FRI-remapped bitmaps back on later commits,
     so the bitmap cannot tell whether data are behind; mapping current data is a no-op);
+    IVF_HNSW_* indices are remapped even with ``defer_index_remap`` when rewritten
+    fragments they cover had deleted rows (pylance 14 cannot read them through the FRI then);
   * otherwise covered by a new version of the fragment reuse index (``reuse``): its entry
     stays, pylance remaps it when it loads it;
   * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
@@ -30,9 +32,10 @@ KNOWN_FILES = {
     "BTREE": frozenset({"page_data.lance", "page_lookup.lance"}),
     "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
     "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
-    "IVF_PQ": frozenset({"index.idx", "auxiliary.idx"}),
-    "IVF_FLAT": frozenset({"index.idx", "auxiliary.idx"}),
+    **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
+        "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
 }
+IVF_KINDS = frozenset(k for k in KNOWN_FILES if k.startswith("IVF_"))
 REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
 
 
@@ -75,9 +78,12 @@ def effective_bitmap(index: Any, reuse_versions: Sequence[Any]) -> BitMap | None
 
 def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_versions: Sequence[Any],
                        stable_row_ids: bool, defer: bool,
-                       remappable: frozenset[str] = REMAPPABLE_KINDS) -> IndexActions:
-    """Sort every index meeting the ``rewritten`` fragment ids into one action."""
+                       remappable: frozenset[str] = REMAPPABLE_KINDS,
+                       with_deletions: Iterable[int] = ()) -> IndexActions:
+    """Sort every index meeting the ``rewritten`` fragment ids into one action;
+    ``with_deletions``: those of them that had deleted rows."""
     old = BitMap(rewritten)
+    deleted = BitMap(with_deletions)
     acts = IndexActions()
     for idx in indices:
         kind = index_kind(idx)
@@ -95,8 +101,11 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif not defer and can_remap(idx, remappable):
-            acts.remap.append(idx)  # through every FRI version first (a no-op on current data)
+        elif can_remap(idx, remappable) and (not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
+            # through every FRI version first (a no-op on current data); deferred, an HNSW
+            # index meeting deleted rows is rebuilt all the same: pylance cannot read it
+            # through the fragment reuse index
+            acts.remap.append(idx)
         else:
             acts.reuse.append(idx)
     return acts

@@ -1,13 +1,15 @@
-"""IVF vector index storage (``auxiliary.idx`` of IVF_FLAT / IVF_PQ) and its remap (no I/O).
+"""IVF vector index storage (``auxiliary.idx`` of IVF_FLAT / IVF_PQ / IVF_SQ / IVF_HNSW_*) and
+its remap (no I/O).
 
 ``auxiliary.idx`` holds ``_rowid`` (uint64 row addresses) and one storage column (IVF_FLAT:
-the vectors; IVF_PQ: ``__pq_code`` fixed-size lists of uint8), rows grouped by partition; the
+the vectors; IVF_PQ: ``__pq_code`` fixed-size lists of uint8; IVF_SQ: ``__sq_code``, the same
+for the HNSW variants), rows grouped by partition; the
 partition table is an ``IVF`` protobuf (offsets, lengths) in the global buffer named by the
 schema metadata ``lance:ivf`` (1 as pylance 14 writes it; the PQ codebook follows in buffer
 2). With ``"transposed": true`` in ``storage_metadata`` the PQ codes of a partition of n rows
 are stored sub-vector major: m blocks of n codes. ``index.idx`` (centroids; its own offsets
-and lengths are zeros) does not change. pylance 14's remap drops deleted rows and rewrites
-addresses, keeping the order within each partition.
+and lengths are zeros) does not change, except for IVF_HNSW_* (``hnsw_file``). pylance 14's
+remap drops deleted rows and rewrites addresses, keeping the order within each partition.
 """
 
 from __future__ import annotations

@@ -13,8 +13,10 @@ and prepared in ``spark.index_remap`` (rewritten under a new uuid, covered by th
 reuse index, or uncovered as pylance does) and lands in the same Rewrite commit. Left alone
 (``indexed_fragments_skipped``, planned as excluded): fragments the user excluded, fragments
 covered by an index recording no fragment bitmap, and, without stable row ids, fragments with
-deleted rows covered by an IVF_HNSW_* index (pylance 14 cannot read HNSW through the fragment
-reuse index then, and this library does not rewrite HNSW graphs).
+deleted rows covered by an IVF_HNSW_* index whose files this library does not know (pylance 14
+cannot read HNSW through the fragment reuse index then). Known IVF_HNSW_* indices are remapped
+by rebuilding their graphs (``index.hnsw``), with ``defer_index_remap`` too when the rewritten
+fragments had deleted rows.
 
 New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
 Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion

@@ -92,7 +92,9 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     versions = reuse_versions(ds)
     old_ids = [f.id for g in groups for f in g.old_fragments]
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
-    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable)
+    deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
+    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
+                              deleted)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
         reuse = tuple(v.SerializeToString() for v in versions)
@@ -155,9 +157,10 @@ def covering_columns(ds: Dataset) -> tuple[np.ndarray, tuple[frozenset[int], ...
     """Per fragment (manifest order) a key into the tuple of covering sets (positions of the
     indices covering it, pylance's view; equal sets, equal keys), and a mask of the fragments
     never rewritten here: those covered by an index recording no fragment bitmap, and
-    (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index, which
-    cannot be remapped here and which pylance 14 cannot read through the fragment reuse index
-    once rows were deleted ("HNSW graph has N nodes but its vector storage has M rows")."""
+    (without stable row ids) those with deleted rows covered by an IVF_HNSW_* index this
+    library cannot rebuild (files of a layout it does not know), which pylance 14 cannot read
+    through the fragment reuse index once rows were deleted ("HNSW graph has N nodes but its
+    vector storage has M rows"). Known HNSW indices are rebuilt instead (``index.hnsw``)."""
     cols = ds.manifest.fragment_columns()
     n = len(cols)
     entries = index_entries(ds)
@@ -167,7 +170,7 @@ def covering_columns(ds: Dataset) -> tuple[np.ndarray, tuple[frozenset[int], ...
     hnsw = BitMap()
     if not ds.uses_stable_row_ids:
         for i, bm in pairs:
-            if bm is not None and index_kind(i).startswith("IVF_HNSW"):
+            if bm is not None and index_kind(i).startswith("IVF_HNSW") and not can_remap(i, REMAPPABLE_KINDS):
                 hnsw |= bm
     if unknown:
         blocked = np.ones(n, bool)

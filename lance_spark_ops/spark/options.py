@@ -39,8 +39,9 @@ class CompactionOptions:
         data_storage_version: file version to write; must be the dataset's own (pylance 14
             cannot read a dataset mixing file versions) - none: the dataset's.
         defer_index_remap: leave index files as they are and cover the rewritten fragments with
-            the fragment reuse index (pylance's defer_index_remap; refused with stable row ids);
-            default: remap every index in the same commit.
+            the fragment reuse index (pylance's defer_index_remap; refused with stable row ids),
+            except IVF_HNSW_* indices meeting deleted rows, rebuilt in the same commit (pylance
+            cannot read them through the FRI); default: remap every index in the same commit.
         dry_run: print and return the plan without writing or committing anything.
         commit_every: commit after every N task groups, so an interrupted job keeps its progress
             (none: one commit at the end).

@@ -13,6 +13,9 @@ SCALAR = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST
 # one vector column per index: pylance's nearest() uses the first index on the column
 VECTOR = (("IVF_PQ", "vec_pq"), ("IVF_FLAT", "vec_flat"), ("IVF_HNSW_SQ", "vec_hnsw"))
 VECTOR_COLUMN = {"vec_pq": "vec", "vec_flat": "vec_f", "vec_hnsw": "vec_h"}
+# other vector index names tests use (one index per column: pick names on distinct columns)
+VECTOR_COLUMN.update({"vec_sq": "vec_s", "vec_hnsw_pq": "vec", "vec_hnsw_flat": "vec_f"})
+HNSW_EF = 200  # generous: every partition's HNSW search is exact at these sizes
 DIM = 8
 QUERY = np.random.default_rng(1).random(DIM, dtype=np.float32)
 
@@ -27,12 +30,13 @@ def table(n: int, start: int = 0, seed: int = 0) -> pa.Table:
         "labels": pa.array(labels, pa.list_(pa.string())),
         "text": pa.array([f"word{i % 13} other{i % 29}" for i in ids]),
         **{c: pa.FixedSizeListArray.from_arrays(pa.array(rng.random(n * DIM, dtype=np.float32)), DIM)
-           for c in ("vec", "vec_f", "vec_h")},
+           for c in ("vec", "vec_f", "vec_h", "vec_s")},
     })
 
 
 def build(uri: str, version: str, stable: bool, *, rows: int = 2400, fragments: int = 8,
-          scalar: tuple = SCALAR, vector: tuple = VECTOR, delete: str = "id % 10 = 3") -> Any:
+          scalar: tuple = SCALAR, vector: tuple = VECTOR, delete: str = "id % 10 = 3",
+          metric: str = "l2") -> Any:
     """``fragments`` fragments, the indices, then deletions (the indices keep deleted rows)."""
     import lance
 
@@ -42,8 +46,8 @@ def build(uri: str, version: str, stable: bool, *, rows: int = 2400, fragments: 
     for col, kind, name in scalar:
         ds.create_scalar_index(col, kind, name=name)
     for kind, name in vector:
-        kw = {"num_sub_vectors": 2} if kind == "IVF_PQ" else {}
-        ds.create_index(VECTOR_COLUMN[name], kind, name=name, num_partitions=2, **kw)
+        kw = {"num_sub_vectors": 2} if kind.endswith("PQ") else {}
+        ds.create_index(VECTOR_COLUMN[name], kind, name=name, num_partitions=2, metric=metric, **kw)
     if delete:
         ds.delete(delete)
     return lance.dataset(uri)
@@ -67,12 +71,14 @@ def queries(ds: Any) -> dict[str, list]:
     }
     if "Inverted" in kinds:
         out["fts"] = _ids(ds.to_table(full_text_query="word7", columns=["id"]))
-    names = {i["name"] for i in ds.list_indices()}
-    for _, name in VECTOR:
-        if name not in names:
+    types = {i["name"]: i["type"] for i in ds.list_indices()}
+    for name in VECTOR_COLUMN:
+        if name not in types:
             continue
-        t = ds.to_table(nearest={"column": VECTOR_COLUMN[name], "q": QUERY, "k": 10, "nprobes": 2},
-                        filter="id > 300", prefilter=True, columns=["id"])
+        nearest = {"column": VECTOR_COLUMN[name], "q": QUERY, "k": 10, "nprobes": 2}
+        if "HNSW" in types[name]:
+            nearest["ef"] = HNSW_EF
+        t = ds.to_table(nearest=nearest, filter="id > 300", prefilter=True, columns=["id"])
         out[f"nn_{name}"] = _ids(t)
     return out
 

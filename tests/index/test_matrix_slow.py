@@ -28,7 +28,7 @@ def test_matrix(tmp_path: Path, version: str, stable: bool, defer: bool, op: str
     import lance
 
     uri = str(tmp_path / "ds")
-    ds = build(uri, version, stable, rows=3200, fragments=16, vector=VECTOR if stable else VECTOR[:2])
+    ds = build(uri, version, stable, rows=3200, fragments=16, vector=VECTOR)
     before = queries(ds)
     if op == "materialize":
         m = materialize_deletions(None, uri, defer_index_remap=defer)
@@ -36,8 +36,8 @@ def test_matrix(tmp_path: Path, version: str, stable: bool, defer: bool, op: str
         assert all(f.deletion_file() is None for f in lance.dataset(uri).get_fragments())
     else:
         shutil.copytree(uri, str(tmp_path / "oracle"))
-        lance.dataset(str(tmp_path / "oracle")).optimize.compact_files(target_rows_per_fragment=800,
-                                                                       defer_index_remap=defer)
+        # pylance's deferred compaction breaks its IVF_HNSW_SQ index (deleted rows): never the oracle
+        lance.dataset(str(tmp_path / "oracle")).optimize.compact_files(target_rows_per_fragment=800)
         compact(None, uri, target_rows_per_fragment=800, defer_index_remap=defer)
         assert queries(lance.dataset(uri)) == queries(lance.dataset(str(tmp_path / "oracle")))
     assert queries(lance.dataset(uri)) == before

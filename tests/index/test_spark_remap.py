@@ -17,16 +17,19 @@ def test_compact_and_remap_on_spark(spark, tmp_path: Path) -> None:
     import lance
 
     uri = str(tmp_path / "ds")
-    before = queries(build(uri, "2.1", False, scalar=INDICES, vector=VECTOR[:1]))
+    before = queries(build(uri, "2.1", False, scalar=INDICES, vector=VECTOR))
     m = compact(None, uri, target_rows_per_fragment=600, defer_index_remap=True)
-    assert m.indices_frag_reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1}
+    assert m.indices_frag_reuse == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1, "IVF_FLAT": 1}
+    assert m.indices_remapped == {"IVF_HNSW_SQ": 1}  # rows were deleted: rebuilt, not deferred
+    assert queries(lance.dataset(uri)) == before
     r = remap_indices(spark, uri)
-    assert r.indices_remapped == m.indices_frag_reuse and r.reuse_versions_kept == 0
+    assert r.indices_remapped == {**m.indices_frag_reuse, "IVF_HNSW_SQ": 1} and r.reuse_versions_kept == 0
     assert reuse_versions(Dataset.open(uri)) == []
     lance.dataset(uri).delete("id % 10 = 5")
     before = queries(lance.dataset(uri))
     m = compact(spark, uri, target_rows_per_fragment=2400)
-    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1}
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1, "IVF_FLAT": 1,
+                                  "IVF_HNSW_SQ": 1}
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) == 1
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}

@@ -19,6 +19,7 @@ from lance_spark_ops._pb import index_pb2, table_pb2, transaction_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.index.actions import IVF_KINDS
 from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
 from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
 from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, page_lookup, remap_page_data
@@ -96,23 +97,47 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
-def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
-               maps: list[RowAddressMap]) -> list[tuple[str, int]]:
-    """IVF_FLAT / IVF_PQ: auxiliary.idx rewritten, index.idx copied."""
+def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: list[RowAddressMap],
+               hnsw: bool) -> list[tuple[str, int]]:
+    """IVF_FLAT / IVF_PQ / IVF_SQ: auxiliary.idx rewritten, index.idx copied. IVF_HNSW_*: the
+    graphs in index.idx are rebuilt on the remapped storage (``index.hnsw``), as Lance does."""
     reader = LanceFileReader(f"{src}/{AUX_FILE}", store=src_store)
     table, extra = reader.read(), _extra_buffers(reader)
     slot = ivf_buffer(reader.schema) - 1
     if slot >= len(extra):
         raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
     ivf = index_pb2.IVF.FromString(extra[slot])
+    old_lengths = list(ivf.lengths)
     transposed = pq_transposed(reader.schema)
     for m in maps:
         table, ivf = remap_storage(table, ivf, m, transposed)
     extra[slot] = ivf.SerializeToString()
+    if hnsw:
+        from lance_spark_ops.index.vector_space import rebuilt_storage_schema
+
+        table = table.replace_schema_metadata(rebuilt_storage_schema(table.schema).metadata)
     size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
-    body = src_store.read(f"{src}/{INDEX_FILE}")
-    ds.store.write(f"{dst}/{INDEX_FILE}", body)
-    return [(AUX_FILE, size), (INDEX_FILE, len(body))]
+    if not hnsw:
+        body = src_store.read(f"{src}/{INDEX_FILE}")
+        ds.store.write(f"{dst}/{INDEX_FILE}", body)
+        return [(AUX_FILE, size), (INDEX_FILE, len(body))]
+    import numpy as np
+
+    from lance_spark_ops.index import hnsw_file
+    from lance_spark_ops.index.vector_space import partition_spaces
+
+    ireader = LanceFileReader(f"{src}/{INDEX_FILE}", store=src_store)
+    iextra = _extra_buffers(ireader)
+    islot = ivf_buffer(ireader.schema) - 1
+    if islot >= len(iextra):
+        raise CorruptFileError(f"{INDEX_FILE}: no global buffer {islot + 1}", path=ireader.path)
+    lengths = np.asarray(ivf.lengths, np.int64)
+    kept = (lengths == np.asarray(old_lengths, np.int64)).tolist()  # a remap only drops rows
+    spaces = partition_spaces(table, lengths, table.schema, extra, transposed)
+    graphs, iivf = hnsw_file.rebuild(spaces, kept, ireader.read(), index_pb2.IVF.FromString(iextra[islot]))
+    iextra[islot] = iivf.SerializeToString()
+    isize = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
+    return [(AUX_FILE, size), (INDEX_FILE, isize)]
 
 
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
@@ -146,8 +171,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
             if nulls is not None:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
-    elif kind in ("IVF_PQ", "IVF_FLAT"):
-        files.extend(_remap_ivf(ds, src_store, src, dst, maps))
+    elif kind in IVF_KINDS:
+        files.extend(_remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_")))
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
     out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)
