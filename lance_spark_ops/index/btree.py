@@ -14,7 +14,7 @@ from __future__ import annotations
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
 
 PAGE_DATA = "page_data.lance"
@@ -29,6 +29,16 @@ def batch_size_of(lookup_schema: pa.Schema) -> int:
         return int(raw) if raw is not None else DEFAULT_BATCH_SIZE
     except ValueError as e:
         raise CorruptFileError(f"{PAGE_LOOKUP}: batch_size {raw!r} is not an integer") from e
+
+
+def check_not_range_partitioned(lookup_schema: pa.Schema, path: str) -> None:
+    """Refuse a range-partitioned BTREE (``range_partitioned: true``, pages split over
+    per-range files with ``page_num_per_range_partition``): pylance 14's Python API never
+    writes one, so its remap could not be checked against the oracle. The job fails typed and
+    the dataset stays as it was."""
+    meta = lookup_schema.metadata or {}
+    if meta.get(b"range_partitioned", b"false").lower() not in (b"false", b""):
+        raise UnsupportedError(f"{path}: range-partitioned BTREE indices cannot be remapped")
 
 
 def remap_page_data(page_data: pa.Table, amap: RowAddressMap) -> pa.Table:

@@ -166,3 +166,34 @@ def test_unknown_index_files_are_covered_by_frag_reuse(tmp_path: Path) -> None:
     assert plan_index_actions([idx], [0, 1], [], False, False).remap == [idx]
     idx.files.add(path="part_0_page_data.lance", size_bytes=10)
     assert plan_index_actions([idx], [0, 1], [], False, False).reuse == [idx]
+
+
+def test_range_partitioned_btree_is_refused(tmp_path: Path) -> None:
+    """A BTREE whose lookup says ``range_partitioned: true`` (pylance 14's Python API writes
+    none; the flag is set here on a pylance-written lookup) fails the compaction with a typed
+    error naming the file; the dataset keeps its fragments, indices and answers (only the
+    ReserveFragments commit made before the remap, as pylance makes it, remains)."""
+    import lance
+    from lance.file import LanceFileReader, LanceFileWriter
+
+    uri = str(tmp_path / "ds")
+    ds = build(uri, "2.2", False, scalar=(("id", "BTREE", None),), vector=())
+    before, frags, indices = queries(ds), [f.metadata for f in ds.get_fragments()], ds.list_indices()
+    index_dir = Path(uri) / "_indices" / ds.list_indices()[0]["uuid"]
+    lookup = index_dir / "page_lookup.lance"
+    original = lookup.read_bytes()
+    table = LanceFileReader(str(lookup)).read_all().to_table()
+    meta = dict(table.schema.metadata or {})
+    assert meta[b"range_partitioned"] == b"false"
+    meta[b"range_partitioned"] = b"true"
+    flagged = table.replace_schema_metadata(meta)
+    lookup.unlink()
+    with LanceFileWriter(str(lookup), flagged.schema, version="2.2") as w:
+        w.write_batch(flagged)
+    assert LanceFileReader(str(lookup)).metadata().schema.metadata[b"range_partitioned"] == b"true"
+    with pytest.raises(UnsupportedError, match="page_lookup.lance: range-partitioned"):
+        compact(None, uri, target_rows_per_fragment=1000)
+    after = lance.dataset(uri)
+    assert [f.metadata for f in after.get_fragments()] == frags and after.list_indices() == indices
+    lookup.write_bytes(original)  # the manifest records the original file's size
+    assert after.count_rows() == 2160 and queries(lance.dataset(uri)) == before

@@ -22,7 +22,14 @@ from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index.actions import IVF_KINDS
 from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
 from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
-from lance_spark_ops.index.btree import PAGE_DATA, PAGE_LOOKUP, batch_size_of, page_lookup, remap_page_data
+from lance_spark_ops.index.btree import (
+    PAGE_DATA,
+    PAGE_LOOKUP,
+    batch_size_of,
+    check_not_range_partitioned,
+    page_lookup,
+    remap_page_data,
+)
 from lance_spark_ops.index.frag_reuse import version_map
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
@@ -155,8 +162,9 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     kind = index_kind(index)
     files: list[tuple[str, int]] = []
     if kind == "BTREE":
-        data, version = _read(src_store, f"{src}/{PAGE_DATA}")
         lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
+        check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
+        data, version = _read(src_store, f"{src}/{PAGE_DATA}")
         for m in maps:
             data = remap_page_data(data, m)
         lookup = page_lookup(data, batch_size_of(lookup_reader.schema), lookup_reader.schema)
