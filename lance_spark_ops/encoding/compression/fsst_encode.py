@@ -8,12 +8,15 @@ docstring; this module holds the machinery:
   symbol, else an escape) and a 4096-slot hash table over the first three bytes holding at
   most one symbol of 3..8 bytes per slot (a colliding, lower-gain candidate is dropped, as
   in FSST).
-- ``walk``: the greedy parse of many strings at once. Strings are cut into pieces of at
-  most ``PIECE`` bytes (FSST's own 511-byte pieces); each step matches one token at the
-  cursor of every unfinished piece, so the number of Python steps is bounded by the piece
-  length, never by the data size.
+- ``walk``: the greedy parse of many strings at once (the final compression). Strings are
+  cut into pieces of at most ``PIECE`` bytes (FSST's own 511-byte pieces); each step
+  matches one token at the cursor of every unfinished piece, so the number of Python steps
+  is bounded by the piece length, never by the data size.
 - ``build_table``: FSST's rounds (count tokens and adjacent token pairs, rank candidates
-  by gain, keep the 255 best) done with ``np.unique`` / sorting on a sample.
+  by gain, keep the 255 best) done with ``np.unique`` / sorting on a sample, which is
+  parsed by matching at every byte at once and following the token chains
+  (``_sample_parse``: cheaper than ``walk`` on small inputs, where steps cost more than
+  bytes).
 - ``compress``: the final parse of the page and the output assembly (one scatter); when
   a sample shows many repeated strings, only the distinct ones are parsed.
 
@@ -140,7 +143,7 @@ class Parse:
     prev: np.ndarray | None = None  # token before each token (-1 at a piece start)
 
 
-def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pairs: bool = False) -> Parse:
+def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray) -> Parse:
     """Greedy FSST parse of every piece at once (one step = one token per open piece).
 
     A token's output position in its piece is its step number plus the escapes before it
@@ -148,15 +151,14 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pa
     """
     npieces = len(start)
     it = np.int32 if len(w_all) < 2**31 - 16 else np.int64
-    # one row per open piece: id, cursor, bytes left, escapes so far, last token (pairs)
-    state = np.zeros((5 if pairs else 4, npieces), it)
+    # one row per open piece: id, cursor, bytes left, escapes so far
+    state = np.zeros((4, npieces), it)
     state[0] = np.arange(npieces)
     state[1], state[2] = start, end - start
-    state[4:] = -1
     esc_seen = False  # no escape yet: every token so far is one output byte
     piece_out = np.zeros(npieces, np.int64)
     tok_len = table.tok_len.astype(it)
-    out_piece, out_tok, out_rel, out_prev = [], [], [], []
+    out_piece, out_tok, out_rel = [], [], []
     step = 0
     while state.shape[1]:
         ids, pos, rem, esc = state[0], state[1], state[2], state[3]
@@ -176,9 +178,6 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pa
         if int(tok.max()) >= 256:
             esc += tok >= 256
             esc_seen = True
-        if pairs:
-            out_prev.append(state[4].astype(np.int16))
-            state[4] = tok.view(np.int16)
         step += 1
         if done.size:
             piece_out[ids[done]] = esc[done] + step
@@ -194,7 +193,6 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray, pa
         cat(out_tok, np.uint16),
         cat(rel, it),
         piece_out,
-        cat(out_prev, np.int16).astype(np.int64) if pairs else None,
     )
 
 
@@ -305,21 +303,81 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
     sbuf, soffs = sample(data, offsets)
     terminator = int(np.argmin(np.bincount(sbuf, minlength=256)))
     start, end, _ = pieces(soffs, SAMPLE_PIECE)
-    w_all = windows(sbuf)
     table = Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
     best, best_size = table, None
     for frac in ROUNDS:
-        p = walk(table, w_all, start, end, pairs=frac < 128)
+        p = _sample_parse(table, sbuf, start, end)
         size = int(p.piece_out.sum())
         if best_size is None or size < best_size:
             best, best_size = table, size
         first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
         val, ln = _candidates(table, p, first_bytes, frac)
         table = Table(val, ln.astype(np.uint8))
-    size = int(walk(table, w_all, start, end).piece_out.sum())
+    size = int(_sample_parse(table, sbuf, start, end).piece_out.sum())
     if best_size is None or size < best_size:
         best = table
     return best, terminator
+
+
+def _sample_parse(table: Table, data: np.ndarray, start: np.ndarray, end: np.ndarray) -> Parse:
+    """The parse ``build_table`` needs of the sample (pieces ``[start, end)`` tiling
+    ``data``): its tokens with the token before each (-1 at a piece start) and, as one
+    number, the output size. Tokens come in data order (``walk`` gives step order; the
+    table rounds only count them).
+
+    A token depends only on its cursor, so it is matched at every byte at once
+    (``_match_all``); a piece's parse is then the chain start, start + len, ... which ends
+    exactly where the next piece starts: all chains are followed in step, one gather per
+    step, a chain dropping out when it reaches a position already seen."""
+    size = len(data)
+    if size == 0:
+        empty = np.zeros(0, np.int64)
+        return Parse(empty, np.zeros(0, np.uint16), empty, np.zeros(1, np.int64), empty)
+    tok = _match_all(table, data, start, end)
+    nxt = np.arange(size, dtype=np.intp)
+    nxt += table.tok_len[tok]
+    seen = np.zeros(size + 1, bool)
+    seen[size] = True
+    pos = start.astype(np.intp)
+    seen[pos] = True
+    while len(pos):
+        pos = nxt[pos]
+        pos = pos[~seen[pos]]
+        seen[pos] = True
+    at = np.flatnonzero(seen[:size])
+    toks = tok[at]
+    prev = np.empty(len(toks), np.int64)
+    prev[0] = -1
+    prev[1:] = toks[:-1]
+    piece_start = np.zeros(size, bool)
+    piece_start[start] = True
+    prev[piece_start[at]] = -1
+    out_size = len(toks) + int(np.count_nonzero(toks >= 256))
+    empty = np.zeros(0, np.int64)
+    return Parse(empty, toks, empty, np.array([out_size], np.int64), prev)
+
+
+_MATCH_BLOCK = 1 << 16  # positions matched per numpy pass (temporaries stay in cache)
+
+
+def _match_all(table: Table, data: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """The token id ``walk`` would pick with its cursor at each byte of ``data`` (pieces
+    ``[start, end)`` tile it): bytes left in the piece are capped at 8, as no symbol is
+    longer, and a 2-byte symbol where one byte is left becomes the 1-byte choice."""
+    size = len(data)
+    rem = np.full(size, 8, np.int8)
+    for k in range(1, 8):  # the last 7 bytes of each piece
+        idx = end - k
+        rem[idx[idx >= start]] = k
+    w_all = windows(data)
+    tok = np.empty(size, np.uint16)
+    for a in range(0, size, _MATCH_BLOCK):
+        b = min(a + _MATCH_BLOCK, size)
+        tok[a:b] = table.match(np.ascontiguousarray(w_all[a:b]), rem[a:b])
+    over = np.flatnonzero(rem == 1)
+    over = over[table.tok_len[tok[over]] == 2]
+    tok[over] = table.single[data[over]]
+    return tok
 
 
 # ----------------------------------------------------------------------------- compression
