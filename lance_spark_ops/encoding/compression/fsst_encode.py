@@ -393,7 +393,7 @@ def compress(table: Table, data: np.ndarray, offsets: np.ndarray) -> tuple[np.nd
         return _compress_all(table, data, o)
     u_data, u_offs, which = distinct
     u_out, u_new = _compress_all(table, u_data, u_offs)
-    codes = _binary(u_out, u_new).take(pa.array(which))  # Arrow copies each string's codes
+    codes = _binary(u_out, u_new).take(which)  # Arrow copies each string's codes
     new_offsets = np.frombuffer(codes.buffers()[1], np.int64)[: len(o)]
     return np.frombuffer(codes.buffers()[2], np.uint8)[: int(new_offsets[-1])], new_offsets
 
@@ -404,7 +404,7 @@ def _binary(data: np.ndarray, offsets: np.ndarray) -> pa.LargeBinaryArray:
     return pa.LargeBinaryArray.from_buffers(pa.large_binary(), len(offsets) - 1, buffers)
 
 
-def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, pa.Array] | None:
     """(bytes, offsets, index of each string's distinct value) when at least
     ``REPEAT_SHARE`` of an evenly spaced sample of ``REPEAT_SAMPLE`` strings are repeats
     (so the page holds at most ~20 000 distinct strings); else None."""
@@ -420,7 +420,7 @@ def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     first = values.offset
     u_offs = np.frombuffer(values.buffers()[1], np.int64)[first : first + len(values) + 1]
     u_data = np.frombuffer(values.buffers()[2], np.uint8) if len(values) else np.zeros(0, np.uint8)
-    return u_data, u_offs, encoded.indices.to_numpy(zero_copy_only=False).astype(np.int64)
+    return u_data, u_offs, encoded.indices
 
 
 def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
