@@ -55,12 +55,13 @@ def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
     row_inv = inv_cum[level_end] - inv_cum[starts]
     if np.any((row_levels > budget) & (row_inv > 0)):
         return [(0, n)], True
+    inv_at_end = inv_cum[level_end]  # invisible levels up to the end of each row
     ranges, r0 = [], 0
     while r0 < n:
         base_lv, base_inv = starts[r0], inv_cum[starts[r0]]
         # first row taking the page over the budget / first row giving it an invisible level
         over = int(np.searchsorted(level_end, base_lv + budget, side="right"))
-        with_inv = int(np.searchsorted(inv_cum[level_end], base_inv, side="right"))
+        with_inv = int(np.searchsorted(inv_at_end, base_inv, side="right"))
         cut = max(over, with_inv, r0 + 1)
         ranges.append((r0, min(cut, n)))
         r0 = min(cut, n)
