@@ -11,14 +11,15 @@ docstring; this module holds the machinery:
 - ``walk``: the greedy parse of many strings at once (the final compression). Strings are
   cut into pieces of at most ``PIECE`` bytes (FSST's own 511-byte pieces); each step
   matches one token at the cursor of every unfinished piece, so the number of Python steps
-  is bounded by the piece length, never by the data size.
+  is bounded by the piece length, never by the data size. Each token is left at the input
+  byte where it starts, so reading those bytes in order gives the output.
 - ``build_table``: FSST's rounds (count tokens and adjacent token pairs, rank candidates
   by gain, keep the 255 best) done with ``np.unique`` / sorting on a sample, which is
   parsed by matching at every byte at once and following the token chains
   (``_sample_parse``: cheaper than ``walk`` on small inputs, where steps cost more than
   bytes).
-- ``compress``: the final parse of the page and the output assembly (one scatter); when
-  a sample shows many repeated strings, only the distinct ones are parsed.
+- ``compress``: the final parse of the page and the output assembly; when a sample shows
+  many repeated strings, only the distinct ones are parsed.
 
 Token ids: 0..254 are symbol codes, ``256 + b`` is byte ``b`` escaped (code 255 + b).
 """
@@ -45,6 +46,7 @@ REPEAT_SHARE = 0.1  # ... which pays when at least this share of the sample are 
 
 _U64_MASK = np.array([0] + [(1 << (8 * k)) - 1 for k in range(1, 8)] + [2**64 - 1, 0], dtype=np.uint64)
 _EMPTY_LEN = 9  # hash slots without a symbol (mask 0 never equals their value 1)
+NO_TOKEN = 0xFFFF  # walk's mark for input bytes where no token starts
 
 
 def _slot(w: np.ndarray) -> np.ndarray:
@@ -133,67 +135,38 @@ def pieces(offsets: np.ndarray, piece: int) -> tuple[np.ndarray, np.ndarray, np.
 
 @dataclass
 class Parse:
-    """Tokens of a parse in step-major order: piece id, token id and the token's output
-    position inside its piece; ``piece_out``: output bytes per piece."""
+    """A parse of the table sample: its tokens (data order), the token before each (-1 at a
+    piece start) and the output size in bytes."""
 
-    piece: np.ndarray
     tok: np.ndarray
-    rel: np.ndarray
-    piece_out: np.ndarray
-    prev: np.ndarray | None = None  # token before each token (-1 at a piece start)
+    prev: np.ndarray
+    out_size: int
 
 
-def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray) -> Parse:
-    """Greedy FSST parse of every piece at once (one step = one token per open piece).
-
-    A token's output position in its piece is its step number plus the escapes before it
-    (an escape takes two bytes), so only escapes need per-piece bookkeeping.
-    """
-    npieces = len(start)
+def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray) -> np.ndarray:
+    """Greedy FSST parse of every piece at once (one step = one token per open piece);
+    returns, per input byte, the token starting there (``NO_TOKEN`` inside a token). Only
+    each open piece's cursor and bytes left are carried from step to step."""
     it = np.int32 if len(w_all) < 2**31 - 16 else np.int64
-    # one row per open piece: id, cursor, bytes left, escapes so far
-    state = np.zeros((4, npieces), it)
-    state[0] = np.arange(npieces)
-    state[1], state[2] = start, end - start
-    esc_seen = False  # no escape yet: every token so far is one output byte
-    piece_out = np.zeros(npieces, np.int64)
+    tok_at = np.full(len(w_all), NO_TOKEN, np.uint16)
+    pos, rem = start.astype(it), (end - start).astype(it)
     tok_len = table.tok_len.astype(it)
-    out_piece, out_tok, out_rel = [], [], []
-    step = 0
-    while state.shape[1]:
-        ids, pos, rem, esc = state[0], state[1], state[2], state[3]
+    while len(pos):
         tok = table.match(w_all[pos], rem)
         ln = np.take(tok_len, tok)
         rem -= ln
         finished = rem <= 0
-        done = np.flatnonzero(finished)
-        over = done[rem[done] < 0]  # a 2-byte symbol where one byte was left
-        if over.size:
-            tok[over] = table.single[w_all[pos[over]] & np.uint64(0xFF)]
-            rem[over] = 0
+        if finished.any():
+            over = np.flatnonzero(rem < 0)  # a 2-byte symbol where one byte was left
+            if over.size:
+                tok[over] = table.single[w_all[pos[over]] & np.uint64(0xFF)]
+            tok_at[pos] = tok
+            keep = ~finished
+            pos, rem, ln = pos[keep], rem[keep], ln[keep]
+        else:
+            tok_at[pos] = tok
         pos += ln
-        out_piece.append(ids)
-        out_tok.append(tok)
-        out_rel.append(esc + step if esc_seen else step)
-        if int(tok.max()) >= 256:
-            esc += tok >= 256
-            esc_seen = True
-        step += 1
-        if done.size:
-            piece_out[ids[done]] = esc[done] + step
-            if done.size == state.shape[1]:
-                break
-            state = state[:, ~finished]
-    rel = [
-        np.full(len(i), r, it) if isinstance(r, int) else r for i, r in zip(out_piece, out_rel, strict=True)
-    ]
-    cat = lambda parts, dt: np.concatenate(parts) if parts else np.zeros(0, dt)  # noqa: E731
-    return Parse(
-        cat(out_piece, it),
-        cat(out_tok, np.uint16),
-        cat(rel, it),
-        piece_out,
-    )
+    return tok_at
 
 
 # ----------------------------------------------------------------------------- table building
@@ -270,7 +243,7 @@ def _candidates(table: Table, p: Parse, first_bytes: np.ndarray, frac: int) -> t
     vals.append(table.tok_val[ids])
     lens.append(ln)
     gains.append(counts[ids] * ln * np.where(ln == 1, 8, 1))
-    if frac < 128 and p.prev is not None:
+    if frac < 128:
         has = p.prev >= 0
         a, b = p.prev[has], p.tok[has]
         fb = first_bytes[has]
@@ -307,13 +280,13 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
     best, best_size = table, None
     for frac in ROUNDS:
         p = _sample_parse(table, sbuf, start, end)
-        size = int(p.piece_out.sum())
+        size = p.out_size
         if best_size is None or size < best_size:
             best, best_size = table, size
         first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
         val, ln = _candidates(table, p, first_bytes, frac)
         table = Table(val, ln.astype(np.uint8))
-    size = int(_sample_parse(table, sbuf, start, end).piece_out.sum())
+    size = _sample_parse(table, sbuf, start, end).out_size
     if best_size is None or size < best_size:
         best = table
     return best, terminator
@@ -331,8 +304,7 @@ def _sample_parse(table: Table, data: np.ndarray, start: np.ndarray, end: np.nda
     step, a chain dropping out when it reaches a position already seen."""
     size = len(data)
     if size == 0:
-        empty = np.zeros(0, np.int64)
-        return Parse(empty, np.zeros(0, np.uint16), empty, np.zeros(1, np.int64), empty)
+        return Parse(np.zeros(0, np.uint16), np.zeros(0, np.int64), 0)
     tok = _match_all(table, data, start, end)
     nxt = np.arange(size, dtype=np.intp)
     nxt += table.tok_len[tok]
@@ -353,8 +325,7 @@ def _sample_parse(table: Table, data: np.ndarray, start: np.ndarray, end: np.nda
     piece_start[start] = True
     prev[piece_start[at]] = -1
     out_size = len(toks) + int(np.count_nonzero(toks >= 256))
-    empty = np.zeros(0, np.int64)
-    return Parse(empty, toks, empty, np.array([out_size], np.int64), prev)
+    return Parse(toks, prev, out_size)
 
 
 _MATCH_BLOCK = 1 << 16  # positions matched per numpy pass (temporaries stay in cache)
@@ -424,25 +395,35 @@ def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
 
 
 def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """``compress`` of every string: each token's code byte (and escaped literal) is
-    scattered to its place in one pass once every piece's output size is known."""
-    start, end, owner = pieces(o, PIECE)
-    p = walk(table, windows(data), start, end)
-    piece_base = np.zeros(len(start) + 1, np.int64)
-    np.cumsum(p.piece_out, out=piece_base[1:])
-    out = np.empty(int(piece_base[-1]), np.uint8)
-    it = np.int32 if len(out) < 2**31 else np.int64
-    dest = piece_base[:-1].astype(it)[p.piece]
-    dest += p.rel
-    code = p.tok.astype(np.uint8)  # escapes (256 + b) wrap to b
-    esc = np.flatnonzero(p.tok >= 256)
-    if len(esc):
-        out[dest[esc] + 1] = code[esc]
-        code[esc] = ESC
+    """``compress`` of every string: ``walk`` leaves each token at the input position where
+    it starts, so the tokens in data order are the output (each string's codes follow the
+    previous string's); escapes then take two bytes."""
+    o = np.asarray(o, dtype=np.int64)
+    if len(o) < 2 or int(o[-1]) == int(o[0]):
+        return np.zeros(0, np.uint8), np.zeros(len(o), np.int64)
+    base = int(o[0])
+    rel = o - base
+    d = data[base : int(o[-1])]
+    start, end, _ = pieces(rel, PIECE)
+    tok_at = walk(table, windows(d), start, end)
+    is_tok = tok_at != NO_TOKEN
+    toks = tok_at[is_tok]
+    # tokens per non-empty string (their bytes tile the input), then before each string
+    nonempty = rel[1:] > rel[:-1]
+    per_string = np.zeros(len(rel) - 1, np.int64)
+    per_string[nonempty] = np.add.reduceat(is_tok, rel[:-1][nonempty], dtype=np.int64)
+    ks = np.zeros(len(rel), np.int64)
+    np.cumsum(per_string, out=ks[1:])
+    code = toks.astype(np.uint8)  # escapes (256 + b) wrap to b
+    esc = np.flatnonzero(toks >= 256)
+    if not len(esc):
+        return code, ks
+    before = np.zeros(len(toks) + 1, np.int64)  # escapes before each token
+    before[esc + 1] = 1
+    np.cumsum(before, out=before)
+    dest = np.arange(len(toks), dtype=np.int64) + before[:-1]
+    out = np.empty(len(toks) + len(esc), np.uint8)
     out[dest] = code
-    # string i ends where its last piece ends (strings without pieces are empty)
-    last = np.flatnonzero(np.diff(owner, append=-1) != 0)
-    new_offsets = np.zeros(len(o), np.int64)
-    new_offsets[owner[last] + 1] = piece_base[last + 1]
-    np.maximum.accumulate(new_offsets, out=new_offsets)
-    return out, new_offsets
+    out[dest[esc]] = ESC
+    out[dest[esc] + 1] = code[esc]
+    return out, ks + before[ks]
