@@ -147,7 +147,7 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray) ->
     """Greedy FSST parse of every piece at once (one step = one token per open piece);
     returns, per input byte, the token starting there (``NO_TOKEN`` inside a token). Only
     each open piece's cursor and bytes left are carried from step to step."""
-    it = np.int32 if len(w_all) < 2**31 - 16 else np.int64
+    it = np.intp  # cursors index w_all and tok_at every step: no conversion to intp
     tok_at = np.full(len(w_all), NO_TOKEN, np.uint16)
     pos, rem = start.astype(it), (end - start).astype(it)
     tok_len = table.tok_len.astype(it)
