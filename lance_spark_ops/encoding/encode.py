@@ -21,7 +21,7 @@ from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
 from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.encoding.leaves import field_leaf_count, leaf_fields
 from lance_spark_ops.encoding.page import EncodedPage
-from lance_spark_ops.encoding.page_split import slice_levels, split_rows
+from lance_spark_ops.encoding.page_split import slice_pages, split_rows
 from lance_spark_ops.encoding.plan import PagePlan, plan_page
 from lance_spark_ops.encoding.repdef import LeafLevels, levels_from_arrow
 from lance_spark_ops.errors import InvalidInputError, LanceError, UnsupportedError
@@ -57,7 +57,8 @@ def plan_field_pages(field: pa.Field, array: pa.Array | pa.ChunkedArray,
     out = []
     for leaf, lv in _leaves(field, array, version):
         ranges, over = split_rows(lv)
-        out.append([(lo, _plan(leaf, field, slice_levels(lv, lo, hi), version, over)) for lo, hi in ranges])
+        out.append([(lo, _plan(leaf, field, page, version, over))
+                    for (lo, _), page in zip(ranges, slice_pages(lv, ranges), strict=True)])
     return out
 
 

@@ -55,12 +55,13 @@ def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
     row_inv = inv_cum[level_end] - inv_cum[starts]
     if np.any((row_levels > budget) & (row_inv > 0)):
         return [(0, n)], True
+    inv_at_end = inv_cum[level_end]  # invisible levels up to the end of each row
     ranges, r0 = [], 0
     while r0 < n:
         base_lv, base_inv = starts[r0], inv_cum[starts[r0]]
         # first row taking the page over the budget / first row giving it an invisible level
         over = int(np.searchsorted(level_end, base_lv + budget, side="right"))
-        with_inv = int(np.searchsorted(inv_cum[level_end], base_inv, side="right"))
+        with_inv = int(np.searchsorted(inv_at_end, base_inv, side="right"))
         cut = max(over, with_inv, r0 + 1)
         ranges.append((r0, min(cut, n)))
         r0 = min(cut, n)
@@ -69,13 +70,26 @@ def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
 
 def slice_levels(lv: LeafLevels, start: int, stop: int) -> LeafLevels:
     """The levels and values of rows ``[start, stop)`` of a leaf page."""
-    if start == 0 and stop == lv.num_rows:
-        return lv
+    return slice_pages(lv, [(start, stop)])[0]
+
+
+def slice_pages(lv: LeafLevels, ranges: list[tuple[int, int]]) -> list[LeafLevels]:
+    """``slice_levels`` of each row range, the row starts and visible-item counts found
+    once for all of them (not once per page: a list leaf may split into dozens)."""
+    if ranges == [(0, lv.num_rows)]:
+        return [lv]
     rep = np.asarray(lv.rep)
     row_starts = np.append(np.flatnonzero(rep == max_rep(lv.layers)), len(rep))
-    lo, hi = int(row_starts[start]), int(row_starts[stop])
     d = np.asarray(lv.def_)
-    visible = d <= max_visible_def(lv.layers)
-    v0 = int(np.count_nonzero(visible[:lo]))
-    v1 = v0 + int(np.count_nonzero(visible[lo:hi]))
-    return LeafLevels(lv.values.slice(v0, v1 - v0), rep[lo:hi], d[lo:hi], list(lv.layers), stop - start)
+    visible_before = np.zeros(len(d) + 1, np.int64)  # visible items before each level
+    np.cumsum(d <= max_visible_def(lv.layers), out=visible_before[1:])
+    out = []
+    for start, stop in ranges:
+        if start == 0 and stop == lv.num_rows:
+            out.append(lv)
+            continue
+        lo, hi = int(row_starts[start]), int(row_starts[stop])
+        v0, v1 = int(visible_before[lo]), int(visible_before[hi])
+        values = lv.values.slice(v0, v1 - v0)
+        out.append(LeafLevels(values, rep[lo:hi], d[lo:hi], list(lv.layers), stop - start))
+    return out

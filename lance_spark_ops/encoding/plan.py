@@ -141,29 +141,31 @@ def constant_value(values: pa.Array, valid: np.ndarray | None) -> tuple[bytes, b
         return None
     block = arrow_to_block(values)
     n = len(values)
-    mask = np.ones(n, bool) if valid is None else np.asarray(valid, bool)
-    idx = np.flatnonzero(mask)
-    if len(idx) == 0:
-        return None
-    first = int(idx[0])
+    # all valid (the common case): no O(n) mask or index arrays, the first value leads
+    mask = None if valid is None else np.asarray(valid, bool)
+    if mask is None:
+        first = 0
+    else:
+        first = int(np.argmax(mask))
+        if not mask[first]:
+            return None
     if isinstance(block, FixedWidthBlock) and block.bits_per_value == 1:
         bits = np.unpackbits(as_u8(block.data), count=n, bitorder="little").astype(bool)
         v = bits[first]
-        return (b"\x01" if v else b"\x00", False) if np.all(bits[idx] == v) else None
+        same = bits == v if mask is None else (bits == v) | ~mask
+        return (b"\x01" if v else b"\x00", False) if np.all(same) else None
     if isinstance(block, FixedWidthBlock):
         w = block.bits_per_value // 8
         v = stats.uint_values(block)
         rows = v if v is not None else as_u8(block.data)[: n * w].reshape(n, w)
         first_row = rows[first]
-        probe = rows[: min(n, 256)] != first_row  # cheap early rejection
-        probe = probe.any(axis=1) if probe.ndim > 1 else probe
-        if np.any(probe & mask[: len(probe)]):
-            return None
-        diff = rows != first_row
-        diff = diff.any(axis=1) if diff.ndim > 1 else diff
-        if np.any(diff & mask):
-            return None
+        for end in (min(n, 256), n):  # a cheap early rejection first, then every value
+            diff = rows[:end] != first_row
+            diff = diff.any(axis=1) if diff.ndim > 1 else diff
+            if np.any(diff if mask is None else diff & mask[:end]):
+                return None
         return as_u8(block.data)[first * w:(first + 1) * w].tobytes(), False
+    idx = np.arange(n) if mask is None else np.flatnonzero(mask)
     if isinstance(block, VariableWidthBlock):
         offs = np.asarray(block.offsets).astype(np.int64)
         data = as_u8(block.data)

@@ -193,6 +193,44 @@ def test_fastlanes_pack_inverts_unpack(dtype) -> None:
         np.testing.assert_array_equal(fastlanes_unpack(fastlanes_pack(values, width), width), values)
 
 
+@pytest.mark.parametrize("dtype", UINTS)
+def test_fastlanes_pack_matches_reference(dtype) -> None:
+    """Every width against the packer written from the layout description (test_codecs)."""
+    from tests.encoding.test_codecs import ref_pack
+
+    bits = np.dtype(dtype).itemsize * 8
+    rng = np.random.default_rng(bits + 1)
+    for width in range(bits + 1):
+        raw = rng.integers(0, 2**64, (2, 1024), dtype=np.uint64, endpoint=False)
+        values = (raw & np.uint64((1 << width) - 1)).astype(dtype)
+        want = np.stack([ref_pack(row, width) if width else np.zeros(0, dtype) for row in values])
+        np.testing.assert_array_equal(fastlanes_pack(values, width), want, err_msg=f"width {width}")
+
+
+@pytest.mark.parametrize("max_runs", [0, 10**9])
+def test_inline_bitpacking_chunks_match_reference(monkeypatch, max_runs: int) -> None:
+    """Chunks ``[W][packed]`` with W per 1024 values, whether equal-width runs are packed in
+    place or each width once over all its chunks (``_MAX_RUNS``)."""
+    from lance_spark_ops.encoding.compression import bitpacking
+    from tests.encoding.test_codecs import ref_pack
+
+    monkeypatch.setattr(bitpacking, "_MAX_RUNS", max_runs)
+    rng = np.random.default_rng(7)
+    widths = [5, 5, 12, 5, 0, 31, 31, 12]
+    values = np.concatenate(
+        [rng.integers(0, 1 << w, 1024, dtype=np.uint64).astype(np.uint32) | np.uint32((1 << w) >> 1)
+         for w in widths]
+    )[: 7 * 1024 + 300]  # last chunk partial: zero padded
+    padded = np.zeros(8 * 1024, np.uint32)
+    padded[: len(values)] = values
+    want = np.concatenate(
+        [np.concatenate([[w], ref_pack(padded[i * 1024 : (i + 1) * 1024], w)]).astype(np.uint32)
+         for i, w in enumerate(widths)]
+    )
+    mb = encode_inline_bitpacking_miniblock(fixed(values))
+    np.testing.assert_array_equal(mb.buffers[0].view(np.uint32), want)
+
+
 def test_out_of_line_tail_raw_or_packed() -> None:
     """Lance packs the tail iff padding costs less than packing saves."""
     values = np.zeros(1068, np.uint16)

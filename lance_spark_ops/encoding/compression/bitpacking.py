@@ -43,7 +43,7 @@ over the T rows of the transposed layout, never over values).
 from __future__ import annotations
 
 import functools
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import numpy as np
 
@@ -490,31 +490,76 @@ def fastlanes_pack(values: np.ndarray, width: int) -> np.ndarray:
     ``width`` bits; the result is (n, width * LANES) words (inverse of ``fastlanes_unpack``).
 
     Row ``r`` of the transposed layout lands in output word ``r * width // T`` shifted left by
-    ``r * width % T``, its high bits spilling into the next word. Those word indices never
-    decrease with ``r``, so word j ORs a run of consecutive shifted rows: one OR per position
-    in the run (at most ``ceil(T / width)``) builds every word, and one more OR adds the
-    spills (each word boundary is crossed by at most one row)."""
+    ``r * width % T``, its high bits spilling into the next word. Row r of every lane is one
+    contiguous run of LANES values of the block (block row ``perm[r]`` when the block is seen
+    as (T, LANES)), so each step of ``_pack_steps`` is one ``take`` of whole block rows, one
+    shift in place and one OR into a strided slice of output words: no full transposed copy
+    and no fancy-indexed read-modify-write."""
     dt = values.dtype
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
     n = values.shape[0]
+    out = np.empty((n, width, lanes), dtype=dt)
     if width == 0:
-        return np.zeros((n, 0), dtype=dt)
-    rows = np.take(values, _positions(t_bits).reshape(-1), axis=1).reshape(n, t_bits, lanes)
-    first, shift, starts, spill = _pack_plan(t_bits, width)
-    lo = np.left_shift(rows, shift.astype(dt)[None, :, None])
-    run = np.diff(np.append(starts, t_bits))  # rows per output word
-    out = lo[:, starts, :]
-    for k in range(1, int(run.max())):
-        words = np.flatnonzero(run > k)
-        if len(words) == len(starts):
-            out |= lo[:, starts + k, :]
-        else:
-            out[:, words, :] |= lo[:, starts[words] + k, :]
-    if spill.size:
-        hi = np.right_shift(rows[:, spill, :], (t_bits - shift[spill]).astype(dt)[None, :, None])
-        out[:, first[spill] + 1, :] |= hi
+        return out.reshape(n, 0)
+    v = values.reshape(n, t_bits, lanes)
+    steps = _pack_steps(t_bits, width)
+    src, shift, _, _ = steps[0]  # every word's first row: assigns all of ``out``
+    np.take(v, src, axis=1, out=out, mode="clip")  # "clip": indices are valid; no buffering
+    if shift is not None:
+        np.left_shift(out, shift, out=out)
+    for src, shift, right, words in steps[1:]:
+        part = np.take(v, src, axis=1, mode="clip")
+        if shift is not None:
+            (np.right_shift if right else np.left_shift)(part, shift, out=part)
+        out[:, words, :] |= part
     return out.reshape(n, width * lanes)
+
+
+@functools.cache
+def _pack_steps(
+    t_bits: int, width: int
+) -> tuple[tuple[np.ndarray, np.ndarray | None, bool, slice], ...]:
+    """The OR terms of ``fastlanes_pack`` grouped into steps over strided runs of output
+    words: (block rows to take, shifts (None if all 0), right shift?, output word slice). The first
+    step is the first row of every word (k = 0), then the k-th rows of words with more, then
+    the spills of rows crossing a word boundary (right-shifted into the next word)."""
+    lanes = BLOCK // t_bits
+    pos = _positions(t_bits)
+    perm = pos[:, 0] // lanes
+    first, shift, starts, spill = _pack_plan(t_bits, width)
+    run = np.diff(np.append(starts, t_bits))  # rows per output word
+    terms = []
+    for k in range(int(run.max())):
+        words = np.flatnonzero(run > k)
+        terms.append((words, starts[words] + k, shift[starts[words] + k], False))
+    if spill.size:
+        terms.append((first[spill] + 1, spill, t_bits - shift[spill], True))
+    dt = np.dtype(f"u{t_bits // 8}")
+    steps = []
+    for words, rows, shifts, right in terms:
+        for a, b in _arithmetic_runs(words):
+            # shifts spelled out per lane: numpy's inner loop then runs over whole rows
+            sh = np.repeat(shifts[a:b].astype(dt), lanes)[None, :, None].reshape(1, b - a, lanes)
+            sh = sh if shifts[a:b].any() else None
+            step = int(words[a + 1] - words[a]) if b - a > 1 else 1
+            steps.append((perm[rows[a:b]], sh, right, slice(int(words[a]), int(words[b - 1]) + 1, step)))
+    return tuple(steps)
+
+
+def _arithmetic_runs(words: np.ndarray) -> list[tuple[int, int]]:
+    """Split increasing ``words`` greedily into runs with a constant step ([a, b) index
+    ranges), so each run is one strided slice of the output."""
+    runs, i, n = [], 0, len(words)
+    while i < n:
+        j = i + 1
+        if j < n:
+            d = words[j] - words[i]
+            while j + 1 < n and words[j + 1] - words[j] == d:
+                j += 1
+        runs.append((i, min(j + 1, n)))
+        i = min(j + 1, n)
+    return runs
 
 
 @functools.cache
@@ -545,25 +590,66 @@ def _values_of(block: DataBlock, what: str) -> np.ndarray:
 def _inline_pack(blocks: np.ndarray, widths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """Inline chunks ``[W][packed words]`` of each row of ``blocks``: words back to back
     and the size of each chunk in words."""
-    dt = blocks.dtype
+    return _inline_pack_rows(lambda i, j: blocks[i:j], widths, blocks.dtype, lambda: blocks)
+
+
+def _inline_pack_rows(
+    rows: Callable[[int, int], np.ndarray], widths: np.ndarray, dt: np.dtype,
+    all_rows: Callable[[], np.ndarray],
+) -> tuple[np.ndarray, np.ndarray]:
+    """``_inline_pack`` over blocks given by ``rows(i, j)`` (blocks i..j-1 as (j - i, 1024)).
+
+    Consecutive chunks of one width are contiguous in the output, so each such run is packed
+    and copied into its slice of it (a 2-D view past the width words; packing straight into
+    that strided view measured slower). When widths change too
+    often for that (more runs than ``_MAX_RUNS``), each width is packed once over all its
+    blocks (``all_rows()[sel]``) and scattered."""
     t_bits = dt.itemsize * 8
+    lanes = BLOCK // t_bits
     sizes = 1 + BLOCK * widths // t_bits
     starts = exclusive_cumsum(sizes)
-    if len(widths) and (widths == widths[0]).all():  # one width: a 2-D copy
-        out2d = np.empty((len(widths), int(sizes[0])), dtype=dt)
-        out2d[:, 0] = widths[0]
-        out2d[:, 1:] = fastlanes_pack(blocks, int(widths[0]))
-        return out2d.reshape(-1), sizes
     out = np.empty(int(sizes.sum()), dtype=dt)
+    if not len(widths):
+        return out, sizes
+    bounds = np.flatnonzero(np.diff(widths)) + 1
+    if len(bounds) < _MAX_RUNS:
+        for i, j in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(widths)].tolist(), strict=True):
+            w = int(widths[i])
+            run = out[starts[i] : starts[i] + (j - i) * (1 + w * lanes)].reshape(j - i, 1 + w * lanes)
+            run[:, 0] = w
+            if w:
+                run[:, 1:] = fastlanes_pack(rows(i, j), w)
+        return out, sizes
+    blocks = all_rows()
     out[starts] = widths.astype(dt)
     for w in np.unique(widths):
         sel = np.flatnonzero(widths == w)
-        nwords = int(w) * (BLOCK // t_bits)
+        nwords = int(w) * lanes
         if nwords:
             packed = fastlanes_pack(blocks[sel], int(w)).reshape(-1)
             each = np.full(len(sel), nwords, dtype=np.int64)
             scatter_ragged(out, starts[sel] + 1, packed, exclusive_cumsum(each), each)
     return out, sizes
+
+
+# Above this many runs of equal chunk widths, _inline_pack_rows packs per width instead.
+_MAX_RUNS = 64
+
+
+def _value_rows(values: np.ndarray) -> Callable[[int, int], np.ndarray]:
+    """``rows(i, j)`` of 1-D ``values`` cut into 1024-value blocks, the last zero-padded: whole
+    blocks are views; only a range reaching the partial last block is copied."""
+    n = len(values)
+    whole = n // BLOCK
+
+    def rows(i: int, j: int) -> np.ndarray:
+        if j <= whole:
+            return values[i * BLOCK : j * BLOCK].reshape(j - i, BLOCK)
+        padded = np.zeros((j - i, BLOCK), dtype=values.dtype)
+        padded.reshape(-1)[: n - i * BLOCK] = values[i * BLOCK :]
+        return padded
+
+    return rows
 
 
 def inline_bitpacking_encoding(bits: int) -> pb.CompressiveEncoding:
@@ -578,8 +664,13 @@ def encode_inline_bitpacking_miniblock(
     """One chunk per 1024 values, each ``[W][1024 values packed in W bits]`` (module doc)."""
     values = _values_of(block, "inline bitpacking")
     n = len(values)
-    blocks, _ = gather_parts(values, np.array([n]), BLOCK)
-    words, sizes = _inline_pack(blocks, _chunk_widths(blocks))
+    rows = _value_rows(values)
+    nblocks = -(-n // BLOCK)
+    whole = n // BLOCK
+    widths = _chunk_widths(rows(0, whole))
+    if nblocks > whole:
+        widths = np.concatenate([widths, _chunk_widths(rows(whole, nblocks))])
+    words, sizes = _inline_pack_rows(rows, widths, values.dtype, lambda: rows(0, nblocks))
     logs = np.full(len(sizes), 10, dtype=np.uint8)
     if len(logs):
         logs[-1] = 0

@@ -85,22 +85,30 @@ def _changes(block: FixedWidthBlock) -> np.ndarray:
     return change.any(axis=1) if change.ndim > 1 else change
 
 
-def run_lengths(block: FixedWidthBlock) -> np.ndarray:
-    """Lengths of the runs of equal consecutive values."""
+def run_lengths(block: FixedWidthBlock, changes: np.ndarray | None = None) -> np.ndarray:
+    """Lengths of the runs of equal consecutive values (``changes``: ``_changes(block)``
+    when the caller has it already)."""
     n = int(block.num_values)
     if n == 0:
         return np.zeros(0, dtype=np.int64)
-    bounds = np.flatnonzero(_changes(block)) + 1
+    bounds = np.flatnonzero(_changes(block) if changes is None else changes) + 1
     return np.diff(bounds, prepend=0, append=n).astype(np.int64)
+
+
+def run_count_and_changes(block: FixedWidthBlock) -> tuple[int, np.ndarray | None]:
+    """``run_count`` and, for 8..128-bit values, the change flags it counted (so a caller
+    that goes on to ``run_lengths`` compares the values once)."""
+    if block.bits_per_value not in (8, 16, 32, 64, 128):
+        return int(block.num_values), None
+    if block.num_values == 0:
+        return 0, None
+    changes = _changes(block)
+    return int(np.count_nonzero(changes)) + 1, changes
 
 
 def run_count(block: FixedWidthBlock) -> int:
     """Number of runs (Lance's RunCount; other widths count every value as a run)."""
-    if block.bits_per_value not in (8, 16, 32, 64, 128):
-        return int(block.num_values)
-    if block.num_values == 0:
-        return 0
-    return int(np.count_nonzero(_changes(block))) + 1
+    return run_count_and_changes(block)[0]
 
 
 def rle_entries(runs: np.ndarray, max_segment: int | None, max_run: int = U8_MAX_RUN) -> int:

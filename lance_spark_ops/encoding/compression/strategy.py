@@ -238,13 +238,13 @@ def _rle_runs(block: FixedWidthBlock, params: CompressionParams, header: int) ->
     """Run lengths when RLE may apply and could beat raw, else None (cheap rejection)."""
     if block.bits_per_value not in (8, 16, 32, 64) or block.num_values == 0:
         return None
-    count = stats.run_count(block)
+    count, changes = stats.run_count_and_changes(block)
     width = block.bits_per_value // 8
     if "rle-threshold" in params.extra and not count < block.num_values * params.rle_threshold:
         return None  # a user threshold is an extra guard
     if count * (width + 1) + header >= block.num_values * width:
         return None  # at least one entry per run: cannot beat raw
-    return stats.run_lengths(block)
+    return stats.run_lengths(block, changes)
 
 
 def _miniblock_rle_wins(block: FixedWidthBlock, params: CompressionParams) -> bool:

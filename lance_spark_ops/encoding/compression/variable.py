@@ -282,14 +282,15 @@ def encode_variable_miniblock(
     base = exclusive_cumsum(sizes)
     out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
     # offsets: chunk c's entries j = 0..count (of value starts_c + j) sit at base + j * w
-    # (base is a multiple of w). Listing every chunk's entries in order, entry k of chunk c
-    # is value k - c and lands in slot k + base_c / w - (c + starts_c).
-    chunk_of = np.repeat(np.arange(len(counts)), counts + 1)
-    k = np.arange(len(chunk_of), dtype=np.int64)
-    shift = np.arange(len(counts), dtype=np.int64) + starts
-    values = offs[k - chunk_of] + (head - offs[starts])[chunk_of]
-    slots = k + (base // w - shift)[chunk_of]
-    out.view(_offset_dtype(bits))[slots] = values
+    # (base is a multiple of w), each ``offs[starts_c + j] + adj_c``. Entries j < count are
+    # one per value, in value order (value i -> slot i + base_c / w - starts_c); the last
+    # entry of each chunk is its end offset.
+    ov = out.view(_offset_dtype(bits))
+    adj = head - offs[starts]
+    slots = np.repeat(base // w - starts, counts)
+    slots += np.arange(len(slots), dtype=np.int64)
+    ov[slots] = offs[:-1] + np.repeat(adj, counts)
+    ov[base // w + counts] = offs[ends] + adj
     # value bytes: chunk c's bytes follow its offsets
     dst = base + head
     if len(counts) == 1 or nbytes.sum() == 0:
