@@ -10,7 +10,7 @@ lays out the container (``container_writer``).
 from __future__ import annotations
 
 from types import TracebackType
-from typing import Any
+from typing import Any, NamedTuple
 
 import numpy as np
 import pyarrow as pa
@@ -80,6 +80,17 @@ def _is_blob_layout(encoding: Any) -> bool:
 
 
 _REENCODE_ROWS = 64 * 1024  # rows decoded at a time when a whole field is re-encoded
+# A binary copy reads the pages it moves this many bytes at a time (coalesced requests).
+_COPY_WINDOW = 16 * 1024 * 1024
+
+
+class _PageCopy(NamedTuple):
+    """A source page to move undecoded: its column, metadata, rows, first row in the new file."""
+
+    column: int
+    page: Any
+    rows: int
+    first_row: int
 
 
 class _FieldBuffer:
@@ -158,6 +169,7 @@ class LanceFileWriter:
         # global buffers 1.. (0 is the file descriptor); Lance index files keep bitmaps there
         self.extra_global_buffers: list[bytes] = []
         self._result: tuple[int, int] | None = None
+        self._checked: tuple[Any, str | None] | None = None  # last reader can_copy_pages_from judged
 
     @property
     def bytes_written(self) -> int:
@@ -250,6 +262,13 @@ class LanceFileWriter:
     # -- binary copy -------------------------------------------------------
     def can_copy_pages_from(self, reader: Any) -> str | None:
         """Why ``append_file_pages`` cannot take ``reader``'s pages (None: it can)."""
+        if self._checked is not None and self._checked[0] is reader:
+            return self._checked[1]  # asked again by append_*: the answer is the same
+        why = self._why_not_copy(reader)
+        self._checked = (reader, why)
+        return why
+
+    def _why_not_copy(self, reader: Any) -> str | None:
         if reader.version != self.version:
             return f"file version {reader.version} != {self.version}"
         if reader.schema.types != self.schema.types or reader.schema.names != self.schema.names:
@@ -274,23 +293,40 @@ class LanceFileWriter:
             while buf.chunks:
                 self._flush(buf)
 
-    def _copy_page(self, reader: Any, column: int, page: Any, rows: int, first_row: int) -> None:
-        """Move one page of ``reader`` undecoded, as the page holding file rows from ``first_row``."""
-        ranges = list(zip(page.buffer_offsets, page.buffer_sizes, strict=True))
-        # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages, whose length
-        # counts items) record 0, as _flush writes them.
-        priority = first_row if self.version != "2.0" else 0
-        self._container.write_packed_page(
-            column, reader.read_raw_ranges(ranges), page.encoding, rows, priority
-        )
+    def _copy_pages(self, reader: Any, pages: list[_PageCopy]) -> None:
+        """Move ``pages`` of ``reader`` undecoded, in order. Their buffers are read a window of
+        up to ``_COPY_WINDOW`` bytes (or one larger page) at a time, in coalesced requests: one
+        read covers many neighbouring pages instead of one request per page."""
+        start = 0
+        while start < len(pages):
+            stop, size = start + 1, sum(pages[start].page.buffer_sizes)
+            while stop < len(pages) and size + sum(pages[stop].page.buffer_sizes) <= _COPY_WINDOW:
+                size += sum(pages[stop].page.buffer_sizes)
+                stop += 1
+            window = pages[start:stop]
+            data = reader.read_raw_ranges([r for p in window for r in
+                                           zip(p.page.buffer_offsets, p.page.buffer_sizes, strict=True)])
+            at = 0
+            for p in window:
+                n = len(p.page.buffer_offsets)
+                # 2.1+ pages record their first row; 2.0 pages (and 2.0 list item pages, whose
+                # length counts items) record 0, as _flush writes them.
+                priority = p.first_row if self.version != "2.0" else 0
+                self._container.write_packed_page(p.column, data[at:at + n], p.page.encoding, p.rows,
+                                                  priority)
+                at += n
+            start = stop
+        pages.clear()
 
     def append_file_pages(self, reader: Any) -> int:
         """Binary copy: append every page of ``reader``'s file (same version and schema) after
         the rows written so far, without decoding. Buffered rows are flushed first so rows
-        stay in order; memory is bounded by one page. Returns the number of pages copied."""
+        stay in order; memory is bounded by one copy window (``_COPY_WINDOW``, or one larger
+        page). Returns the number of pages copied."""
         self._start_copy(reader)
-        base, copied = self._rows, 0
+        base = self._rows
         meta = reader.metadata
+        pages: list[_PageCopy] = []
         for c in range(meta.num_columns):
             first = 0
             for page in meta.column(c).pages:
@@ -298,9 +334,10 @@ class LanceFileWriter:
                 if self.version == "2.0" and _is_struct_header(page.encoding):
                     self._struct_header_rows[c] = self._struct_header_rows.get(c, 0) + rows
                     continue
-                self._copy_page(reader, c, page, rows, base + first)
-                copied += 1
+                pages.append(_PageCopy(c, page, rows, base + first))
                 first += rows
+        copied = len(pages)
+        self._copy_pages(reader, pages)
         self._rows += reader.num_rows
         for buf in self._fields:
             buf.flushed_rows += reader.num_rows
@@ -313,7 +350,7 @@ class LanceFileWriter:
         buffer, so small leftovers merge with the next re-encoded rows). Fields spread over
         several columns (2.1+ structs of several leaves; 2.0 lists and structs) are re-encoded
         whole, their columns' pages not being row-aligned (2.0 item pages count items).
-        Returns (pages copied, pages re-encoded); memory stays one page."""
+        Returns (pages copied, pages re-encoded); memory stays one page (or copy window)."""
         keep = np.asarray(keep, dtype=bool)
         if keep.size != reader.num_rows:
             raise InvalidInputError(
@@ -323,6 +360,7 @@ class LanceFileWriter:
         dead = np.concatenate([[0], np.cumsum(~keep, dtype=np.int64)])
         copied = reencoded = 0
         meta = reader.metadata
+        pending: list[_PageCopy] = []  # pages to move, written before anything re-encoded after them
         for index, buf in enumerate(self._fields):
             if buf.num_columns != 1:
                 for start in range(0, reader.num_rows, _REENCODE_ROWS):
@@ -335,15 +373,19 @@ class LanceFileWriter:
             for page in meta.column(column).pages:
                 stop = start + int(page.length)
                 if dead[stop] == dead[start]:  # no deleted row: move the page as it is
-                    while buf.chunks:  # rows re-encoded before it go first
-                        self._flush(buf)
-                    self._copy_page(reader, column, page, stop - start, buf.flushed_rows)
+                    if buf.chunks:  # rows re-encoded before it go first
+                        self._copy_pages(reader, pending)
+                        while buf.chunks:
+                            self._flush(buf)
+                    pending.append(_PageCopy(column, page, stop - start, buf.flushed_rows))
                     buf.flushed_rows += stop - start
                     copied += 1
                 else:
+                    self._copy_pages(reader, pending)
                     self._add_filtered(buf, reader, index, keep, start, stop)
                     reencoded += 1
                 start = stop
+            self._copy_pages(reader, pending)
         self._rows += int(keep.sum())
         return copied, reencoded
 
