@@ -296,7 +296,9 @@ class LanceFileWriter:
     def _copy_pages(self, reader: Any, pages: list[_PageCopy]) -> None:
         """Move ``pages`` of ``reader`` undecoded, in order. Their buffers are read a window of
         up to ``_COPY_WINDOW`` bytes (or one larger page) at a time, in coalesced requests: one
-        read covers many neighbouring pages instead of one request per page."""
+        read covers many neighbouring pages instead of one request per page. (Local files go
+        through user space on purpose: ``os.copy_file_range`` measured slower on ext4 without
+        reflinks, 0.15 s against 0.095 s of read + write per 400 MB from the page cache.)"""
         start = 0
         while start < len(pages):
             stop, size = start + 1, sum(pages[start].page.buffer_sizes)
