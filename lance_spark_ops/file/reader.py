@@ -30,7 +30,7 @@ from lance_spark_ops.errors import (
 from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
 from lance_spark_ops.file.metadata import FileMetadata, load_metadata
 from lance_spark_ops.file.projection import ColumnSelection
-from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 SEARCH_CACHE_PAGES = 256
@@ -303,13 +303,16 @@ class LanceFileReader(ColumnSelection):
         pos, size = np.concatenate(pos_parts), np.concatenate(size_parts)
         return pos, size, ~((size == 0) & (pos != 0))  # a null smuggles its level into position
 
-    def read_raw_ranges(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
-        """Raw bytes of absolute (offset, size) ranges of the file (binary copy)."""
-        return self._absolute_fetch(ranges)
+    def read_raw_ranges(self, ranges: Sequence[tuple[int, int]], scratch: ScratchBuffer | None = None
+                        ) -> list[memoryview]:
+        """Raw bytes of absolute (offset, size) ranges of the file (binary copy); with
+        ``scratch`` (local files) they are views valid until its next use."""
+        return self._absolute_fetch(ranges, scratch)
 
-    def _absolute_fetch(self, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
+    def _absolute_fetch(self, ranges: Sequence[tuple[int, int]], scratch: ScratchBuffer | None = None
+                        ) -> list[memoryview]:
         for off, size in ranges:
             if off < 0 or size < 0 or off + size > self._meta.size:
                 raise CorruptFileError(f"buffer {off}..{off + size} lies outside the file "
                                        f"({self._meta.size} bytes)", path=self.path)
-        return self._store.read_ranges(self._rel, list(ranges))
+        return self._store.read_ranges(self._rel, list(ranges), scratch)

@@ -21,7 +21,7 @@ from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, U
 from lance_spark_ops.file.columns import column_ranges
 from lance_spark_ops.file.container_writer import ContainerWriter
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
-from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
 VERSION_ALIASES = {"stable": "2.2", "2.0": "2.0", "2.1": "2.1", "2.2": "2.2"}
@@ -170,6 +170,7 @@ class LanceFileWriter:
         self.extra_global_buffers: list[bytes] = []
         self._result: tuple[int, int] | None = None
         self._checked: tuple[Any, str | None] | None = None  # last reader can_copy_pages_from judged
+        self._scratch: ScratchBuffer | None = None  # binary copy: pages pass through it (one window)
 
     @property
     def bytes_written(self) -> int:
@@ -306,8 +307,12 @@ class LanceFileWriter:
                 size += sum(pages[stop].page.buffer_sizes)
                 stop += 1
             window = pages[start:stop]
+            if self._scratch is None:
+                self._scratch = ScratchBuffer()
+            # views into the scratch buffer: written out before the next window is read
             data = reader.read_raw_ranges([r for p in window for r in
-                                           zip(p.page.buffer_offsets, p.page.buffer_sizes, strict=True)])
+                                           zip(p.page.buffer_offsets, p.page.buffer_sizes, strict=True)],
+                                          self._scratch)
             at = 0
             for p in window:
                 n = len(p.page.buffer_offsets)
@@ -426,6 +431,7 @@ class LanceFileWriter:
             self.abort()
             raise
         self._closed = True
+        self._scratch = None
         self._result = (self._rows, size)
         return self._result
 

@@ -63,6 +63,22 @@ def coalesce_ranges(
     return out
 
 
+class ScratchBuffer:
+    """A read buffer reused from one ``read_ranges`` call to the next (binary copy, whose
+    bytes are written out before the next read). A fresh buffer per request of several MB is
+    mapped, faulted in and zeroed by the kernel each time: measured 2-3 s of system time per
+    1.9 GB copied from the page cache, against 0.4 s through one reused buffer."""
+
+    def __init__(self) -> None:
+        self._buf = np.empty(0, dtype=np.uint8)
+
+    def get(self, size: int) -> np.ndarray:
+        """``size`` bytes of the buffer (grown when smaller; the old contents are not kept)."""
+        if len(self._buf) < size:
+            self._buf = np.empty(size, dtype=np.uint8)
+        return self._buf[:size]
+
+
 def _lost_condition(e: BaseException) -> bool:
     """An S3 error saying the conditional put surely did not land: 412 (the object exists) or
     409 ConditionalRequestConflict (a concurrent conditional put is in flight)."""
@@ -176,10 +192,14 @@ class ObjectStore:
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
         return bytes(data)
 
-    def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]]) -> list[memoryview]:
-        """Local files: read each coalesced request straight into a fresh numpy buffer
-        (one copy from the page cache, no intermediate bytes object)."""
+    def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]],
+                    scratch: ScratchBuffer | None = None) -> list[memoryview]:
+        """Local files: read each coalesced request straight into a fresh numpy buffer, or
+        into consecutive slices of ``scratch`` (one copy from the page cache, no intermediate
+        bytes object)."""
         blobs = []
+        area = scratch.get(sum(end - start for start, end, _ in requests)) if scratch is not None else None
+        at = 0
         try:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except FileNotFoundError as e:
@@ -188,12 +208,15 @@ class ObjectStore:
             for start, end, _ in requests:
                 if start < 0:
                     raise LanceError(f"invalid read of bytes {start}..{end}", path=path)
-                # Arrow's pool recycles freed pages (a fresh mmap would page-fault per 4 KiB)
-                buf = np.frombuffer(pa.allocate_buffer(end - start), dtype=np.uint8)
-                view = memoryview(buf)
+                if area is not None:
+                    view = memoryview(area[at:at + end - start])
+                    at += end - start
+                else:
+                    # Arrow's pool recycles freed pages (a fresh mmap would page-fault per 4 KiB)
+                    view = memoryview(np.frombuffer(pa.allocate_buffer(end - start), dtype=np.uint8))
                 got = 0
                 f.seek(start)
-                while got < len(buf):
+                while got < len(view):
                     n = f.readinto(view[got:])
                     if not n:
                         break
@@ -201,12 +224,14 @@ class ObjectStore:
                 blobs.append(view[:got])
         return blobs
 
-    def read_ranges(self, rel: str, ranges: Sequence[tuple[int, int]]) -> list[memoryview]:
-        """Read many (offset, size) ranges with coalesced requests; results in input order."""
+    def read_ranges(self, rel: str, ranges: Sequence[tuple[int, int]],
+                    scratch: ScratchBuffer | None = None) -> list[memoryview]:
+        """Read many (offset, size) ranges with coalesced requests; results in input order.
+        With ``scratch``, local reads land in it: the results are valid until its next use."""
         out: list[memoryview] = [memoryview(b"")] * len(ranges)
         requests = [r for r in coalesce_ranges(ranges) if r[1] > r[0]]
         if self.protocol in ("file", "local") and requests:
-            blobs = self._read_local(self.full_path(rel), requests)  # paths: see uri(rel)
+            blobs = self._read_local(self.full_path(rel), requests, scratch)  # paths: see uri(rel)
         else:
             blobs = [memoryview(self.read_range(rel, start, end - start)) for start, end, _ in requests]
         for (start, end, members), blob in zip(requests, blobs, strict=True):
