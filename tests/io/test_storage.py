@@ -11,7 +11,7 @@ import pytest
 
 from lance_spark_ops import LanceFileReader
 from lance_spark_ops.errors import CommitConflict, NotFoundError
-from lance_spark_ops.io.storage import ObjectStore, coalesce_ranges
+from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer, coalesce_ranges
 
 
 def test_coalesce_merges_near_ranges_and_keeps_members() -> None:
@@ -52,6 +52,20 @@ def test_round_trip_of_every_operation(tmp_path: Path, kind: str) -> None:
     assert store.list("a") == ["obj.bin"]
     with pytest.raises(NotFoundError):
         store.read("a/once")
+
+
+@pytest.mark.parametrize("kind", ["plain", "memory"])
+def test_reads_into_a_reused_scratch_buffer(tmp_path: Path, kind: str) -> None:
+    """With a scratch buffer (binary copy) the ranges read are the file's bytes, call after
+    call, the buffer growing when a call needs more (memory:// ignores it)."""
+    root = str(tmp_path / "r") if kind == "plain" else f"memory://lso-scratch-test-{id(tmp_path)}"
+    store = ObjectStore(root)
+    payload = np.random.default_rng(0).integers(0, 256, 300_000, dtype=np.uint8).tobytes()
+    store.write("obj.bin", payload)
+    scratch = ScratchBuffer()
+    for ranges in ([(5000, 10), (0, 3), (7, 100)], [(100_000, 150_000), (10, 5)], [(299_990, 10)]):
+        got = store.read_ranges("obj.bin", ranges, scratch)
+        assert [bytes(g) for g in got] == [payload[o:o + n] for o, n in ranges]
 
 
 def test_short_ranged_read_is_an_error(tmp_path: Path) -> None:
