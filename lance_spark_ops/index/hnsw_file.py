@@ -43,24 +43,46 @@ def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table
     their graph rows and metadata (node ids are storage positions, unchanged), as pylance 14
     does; the others get a graph rebuilt on ``space(p)`` with their old build parameters
     (defaults for a partition that was empty)."""
-    schema = table.schema
+    params = checked_params(table.schema, kept, ivf)
+    built = {p: rebuild_partition(space(p), params, p, table.schema)
+             for p, same in enumerate(kept) if not same}
+    return assemble(table, ivf, kept, built)
+
+
+def checked_params(schema: pa.Schema, kept: Sequence[bool], ivf: index_pb2.IVF) -> list[Params | None]:
+    """The partitions' build parameters, checked against the IVF and the storage."""
     params = partition_params(schema)
-    old_meta = json.loads(schema.metadata[HNSW_KEY])
     if len(params) != len(kept) or len(ivf.lengths) != len(kept):
         raise CorruptFileError(f"{INDEX_FILE}: {len(params)} partitions in {HNSW_KEY.decode()}, "
                                f"{len(ivf.lengths)} in its IVF, {len(kept)} in the storage")
-    fallback = next((p for p in params if p is not None), Params())
+    return params
+
+
+def rebuild_partition(space: Space, params: Sequence[Params | None], p: int,
+                      schema: pa.Schema) -> tuple[pa.Table, str]:
+    """Partition p's graph rebuilt on ``space``: its rows and its ``lance:hnsw`` entry. The
+    level draw is seeded by p, so any task building p builds the same graph."""
+    fallback = next((x for x in params if x is not None), Params())
+    g = build(space, params[p] or fallback, p)
+    return _rows(g, schema), g.metadata()
+
+
+def assemble(table: pa.Table, ivf: index_pb2.IVF, kept: Sequence[bool],
+             built: dict[int, tuple[pa.Table, str]]) -> tuple[pa.Table, index_pb2.IVF]:
+    """The new ``index.idx`` table and IVF: kept partitions' rows and entries from the old
+    ``table``, the others from ``built`` (partition -> (rows, entry))."""
+    schema = table.schema
+    old_meta = json.loads(schema.metadata[HNSW_KEY])
     pieces, lengths, metas = [], [], []
     for p, same in enumerate(kept):
         if same:
             pieces.append(table.slice(int(ivf.offsets[p]), int(ivf.lengths[p])))
-            lengths.append(int(ivf.lengths[p]))
             metas.append(old_meta[p])
-            continue
-        g = build(space(p), params[p] or fallback, p)
-        pieces.append(_rows(g, schema))
+        else:
+            rows, entry = built[p]
+            pieces.append(rows)
+            metas.append(entry)
         lengths.append(pieces[-1].num_rows)
-        metas.append(g.metadata())
     meta = dict(schema.metadata or {})
     meta[HNSW_KEY] = json.dumps(metas, separators=(",", ":")).encode()
     out_schema = schema.with_metadata(meta)

@@ -30,8 +30,10 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
+from lance_spark_ops.index.ivf import INDEX_FILE
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.dataset import Dataset
@@ -195,9 +197,15 @@ __all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "c
            "covering_sets", "effective_bitmaps", "reuse_versions", "stored_bitmap"]
 
 
+GRAPH_TASK_MIN_ROWS = 50_000  # vectors whose HNSW graphs one task rebuilds, at least
+
+
 def make_remapper(job: Job) -> Any:
     """``remap(ds, indices, groups) -> (rewritten, files)`` running one task per index in a
-    ``remap_indices`` phase of ``job`` (on Spark, or in this process when it has no session)."""
+    ``remap_indices`` phase of ``job`` (on Spark, or in this process when it has no session).
+    IVF_HNSW_* graphs are rebuilt by further tasks, a run of partitions each (at least
+    ``GRAPH_TASK_MIN_ROWS`` vectors, at most one task per slot), and each index's
+    ``index.idx`` is then assembled by one task; only descriptors travel through Spark."""
     from lance_spark_ops.spark.tasks.index_remap import IndexRemapSpec, run_index_remap
 
     def remap(ds: Dataset, indices: list[Any], groups: list[RewriteGroup],
@@ -206,19 +214,66 @@ def make_remapper(job: Job) -> Any:
                              tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
                             for g in groups)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
-                                reuse, dict(ds.store.storage_options)) for i in indices]
+                                reuse, dict(ds.store.storage_options),
+                                graphs_later=index_kind(i).startswith("IVF_HNSW_")) for i in indices]
         try:
             with job.phase("remap_indices", tasks=len(specs)):
                 out = job.run_tasks(specs, run_index_remap)
+                rewritten = _with_graphs(job, ds, specs, out)
         except BaseException:
             for s in specs:
                 _delete_dir(ds, f"_indices/{uuid_str(s.new_uuid)}")
             raise
-        rewritten = [RewrittenIndex.FromString(r) for r in out]
         files = [f"_indices/{uuid_str(s.new_uuid)}/{f.path}" for s, r in zip(specs, rewritten, strict=True)
                  for f in r.new_index_files]
         return rewritten, files
     return remap
+
+
+def _with_graphs(job: Job, ds: Dataset, specs: list[Any], out: list[Any]) -> list[Any]:
+    """The indices' ``RewrittenIndex`` messages, after the graph and assembly tasks of those
+    whose first task left HNSW graphs to rebuild (``index.idx`` added to their files)."""
+    from lance_spark_ops.spark.tasks.index_remap import (
+        AssembleSpec,
+        GraphSpec,
+        run_graph_assemble,
+        run_graph_build,
+    )
+
+    rewritten = [RewrittenIndex.FromString(r[0] if isinstance(r, tuple) else r) for r in out]
+    pending = [(k, r[1]) for k, r in enumerate(out) if isinstance(r, tuple)]
+    if not pending:
+        return rewritten
+    slots = default_parallelism(job.spark)  # 1 without a session
+    graph_specs, owner = [], []
+    for k, work in pending:
+        s = specs[k]
+        for run in partition_runs(work.kept, work.lengths, slots, GRAPH_TASK_MIN_ROWS):
+            graph_specs.append(GraphSpec(s.uri, s.read_version, s.index, s.new_uuid, run, s.storage_options))
+            owner.append(k)
+    parts = job.run_tasks(graph_specs, run_graph_build) if graph_specs else []
+    assemble = [AssembleSpec(s.uri, s.read_version, s.index, s.new_uuid, work.kept,
+                             tuple(p for p, o in zip(parts, owner, strict=True) if o == k), s.storage_options)
+                for k, work in pending for s in (specs[k],)]
+    for (k, _), size in zip(pending, job.run_tasks(assemble, run_graph_assemble), strict=True):
+        rewritten[k].new_index_files.add(path=INDEX_FILE, size_bytes=size)
+    return rewritten
+
+
+def partition_runs(kept: Sequence[bool], lengths: Sequence[int], slots: int,
+                   min_rows: int) -> list[tuple[int, ...]]:
+    """The partitions to rebuild (not ``kept``) cut, in order, into runs of about equal vector
+    counts: as many as ``slots`` allow with at least ``min_rows`` vectors each (one run when
+    the index is small)."""
+    todo = [p for p, same in enumerate(kept) if not same]
+    if not todo:
+        return []
+    sizes = np.asarray([max(int(lengths[p]), 1) for p in todo], np.int64)
+    runs = int(max(1, min(slots, len(todo), sizes.sum() // max(min_rows, 1))))
+    # cut where the running total crosses each multiple of total / runs
+    cuts = np.searchsorted(np.cumsum(sizes), sizes.sum() * np.arange(1, runs) / runs, side="left") + 1
+    bounds = [0, *sorted(set(np.clip(cuts, 1, len(todo) - 1).tolist())), len(todo)]
+    return [tuple(todo[a:b]) for a, b in zip(bounds, bounds[1:], strict=False) if b > a]
 
 
 def _delete_dir(ds: Dataset, rel: str) -> None:

@@ -14,7 +14,7 @@ import pytest
 from lance_spark_ops.spark.compaction import compact, materialize_deletions
 from lance_spark_ops.spark.index_remap import remap_indices, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
-from tests.index.helpers import build, queries, unindexed
+from tests.index.helpers import VECTOR_COLUMN, build, queries, unindexed
 
 NEW = (("IVF_SQ", "vec_sq"), ("IVF_HNSW_SQ", "vec_hnsw"), ("IVF_HNSW_PQ", "vec_hnsw_pq"),
        ("IVF_HNSW_FLAT", "vec_hnsw_flat"))
@@ -228,3 +228,59 @@ def test_graph_recall_with_small_ef(tmp_path: Path) -> None:
 
     ours, theirs = recall(uri), recall(str(tmp_path / "oracle"))
     assert ours >= 0.9 and ours >= theirs - 0.05, (ours, theirs)
+
+
+def test_hnsw_graphs_rebuilt_by_several_tasks(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A large HNSW index's partitions are rebuilt by several graph tasks (forced here: four
+    slots, no minimum size) and assembled into one ``index.idx``: the same graphs, entries and
+    IVF as one task builds, pylance's answers as before and as after its own compaction, and
+    no part file left behind."""
+    import lance
+    from lance.file import LanceFileReader
+
+    from lance_spark_ops.spark import index_remap
+
+    def index_files(uri: str) -> dict[str, tuple]:
+        out = {}
+        for name, uuid in _uuids(uri).items():
+            d = Path(uri) / "_indices" / uuid
+            if name.startswith("vec_hnsw"):
+                assert sorted(p.name for p in d.iterdir()) == ["auxiliary.idx", "index.idx"]
+                r = LanceFileReader(str(d / "index.idx"))
+                out[name] = (r.read_all().to_table(), r.metadata().schema.metadata)
+        return out
+
+    uri, single = str(tmp_path / "ds"), str(tmp_path / "single")
+    vector = (("IVF_HNSW_SQ", "vec_hnsw"), ("IVF_HNSW_FLAT", "vec_hnsw_flat"))
+    ds = build(uri, "2.2", False, scalar=BTREE, vector=(), delete="")
+    for kind, name in vector:
+        ds.create_index(VECTOR_COLUMN[name], kind, name=name, num_partitions=4, metric="l2")
+    lance.dataset(uri).delete("id % 7 = 2")
+    shutil.copytree(uri, single)
+    before = queries(lance.dataset(uri))
+    oracle = _oracle(uri, str(tmp_path / "oracle"))
+    compact(None, single, target_rows_per_fragment=1000)
+    calls: list[int] = []
+    build_graphs = index_remap._with_graphs
+
+    def counting(job, ds, specs, out):  # noqa: ANN001 - pass-through
+        original = job.run_tasks
+
+        def run_tasks(tasks, fn):  # noqa: ANN001
+            if fn.__name__ == "run_graph_build":
+                calls.append(len(tasks))
+            return original(tasks, fn)
+        job.run_tasks = run_tasks
+        return build_graphs(job, ds, specs, out)
+
+    monkeypatch.setattr(index_remap, "default_parallelism", lambda spark: 4)
+    monkeypatch.setattr(index_remap, "GRAPH_TASK_MIN_ROWS", 1)
+    monkeypatch.setattr(index_remap, "_with_graphs", counting)
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    assert len(calls) == 1 and 2 < calls[0] <= 8  # runs balanced by vectors: up to 4 per index
+    assert m.indices_remapped == {"BTREE": 1, "IVF_HNSW_SQ": 1, "IVF_HNSW_FLAT": 1}
+    _ok(uri, before, oracle, 8)
+    split, one = index_files(uri), index_files(single)
+    assert split.keys() == one.keys() == {"vec_hnsw", "vec_hnsw_flat"}
+    for name in split:
+        assert split[name][0].equals(one[name][0]) and split[name][1] == one[name][1]

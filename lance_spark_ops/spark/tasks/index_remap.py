@@ -13,6 +13,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import index_pb2, table_pb2, transaction_pb2
@@ -50,6 +51,51 @@ class IndexRemapSpec:
     new_uuid: bytes
     groups: tuple[Group, ...] = ()
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    graphs_later: bool = False  # IVF_HNSW_*: leave the graphs to graph tasks (``GraphSpec``)
+
+
+@dataclass(frozen=True)
+class GraphWork:
+    """What an IVF_HNSW_* remap left to graph tasks: per partition, whether it lost no row
+    (its graph is kept) and its row count in the remapped storage."""
+
+    kept: tuple[bool, ...]
+    lengths: tuple[int, ...]
+
+
+@dataclass(frozen=True)
+class GraphSpec:
+    """Picklable: partitions of one remapped IVF_HNSW_* index whose graphs one task rebuilds
+    on the remapped storage already written under the new uuid."""
+
+    uri: str
+    read_version: int
+    index: bytes  # table_pb2.IndexMetadata (the old index)
+    new_uuid: bytes
+    partitions: tuple[int, ...]
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class GraphPart:
+    """A graph task's output: its file under the new index directory and, per partition in
+    file order, (partition, rows, its ``lance:hnsw`` entry)."""
+
+    file: str
+    partitions: tuple[tuple[int, int, str], ...]
+
+
+@dataclass(frozen=True)
+class AssembleSpec:
+    """Picklable: one index's ``index.idx`` to assemble from the old graphs and graph parts."""
+
+    uri: str
+    read_version: int
+    index: bytes
+    new_uuid: bytes
+    kept: tuple[bool, ...]
+    parts: tuple[GraphPart, ...]
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -105,9 +151,10 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
 
 
 def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: list[RowAddressMap],
-               hnsw: bool) -> list[tuple[str, int]]:
+               hnsw: bool, graphs_later: bool = False) -> tuple[list[tuple[str, int]], GraphWork | None]:
     """IVF_FLAT / IVF_PQ / IVF_SQ: auxiliary.idx rewritten, index.idx copied. IVF_HNSW_*: the
-    graphs in index.idx are rebuilt on the remapped storage (``index.hnsw``), as Lance does."""
+    graphs in index.idx are rebuilt on the remapped storage (``index.hnsw``), as Lance does;
+    with ``graphs_later`` only the storage is written and the work left is returned."""
     reader = LanceFileReader(f"{src}/{AUX_FILE}", store=src_store)
     table, extra = reader.read(), _extra_buffers(reader)
     slot = ivf_buffer(reader.schema) - 1
@@ -127,8 +174,12 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     if not hnsw:
         body = src_store.read(f"{src}/{INDEX_FILE}")
         ds.store.write(f"{dst}/{INDEX_FILE}", body)
-        return [(AUX_FILE, size), (INDEX_FILE, len(body))]
+        return [(AUX_FILE, size), (INDEX_FILE, len(body))], None
     import numpy as np
+
+    if graphs_later:  # a remap only drops rows: a partition of unchanged length lost none
+        kept = tuple(a == b for a, b in zip(ivf.lengths, old_lengths, strict=True))
+        return [(AUX_FILE, size)], GraphWork(kept, tuple(int(n) for n in ivf.lengths))
 
     from lance_spark_ops.index import hnsw_file
     from lance_spark_ops.index.vector_space import partition_spaces
@@ -144,11 +195,13 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     graphs, iivf = hnsw_file.rebuild(spaces, kept, ireader.read(), index_pb2.IVF.FromString(iextra[islot]))
     iextra[islot] = iivf.SerializeToString()
     isize = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
-    return [(AUX_FILE, size), (INDEX_FILE, isize)]
+    return [(AUX_FILE, size), (INDEX_FILE, isize)], None
 
 
-def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
-    """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex``."""
+def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[bytes, GraphWork]:
+    """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (with
+    ``graphs_later`` on an IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet
+    listed)."""
     ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
     index = table_pb2.IndexMetadata.FromString(spec.index)
     version_pb = table_pb2.FragmentReuseIndexDetails.Version
@@ -161,6 +214,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     dst = f"_indices/{uuid_str(spec.new_uuid)}"
     kind = index_kind(index)
     files: list[tuple[str, int]] = []
+    work = None
     if kind == "BTREE":
         lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
         check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
@@ -180,7 +234,9 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
     elif kind in IVF_KINDS:
-        files.extend(_remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_")))
+        ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"),
+                                     spec.graphs_later)
+        files.extend(ivf_files)
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
     out = transaction_pb2.Transaction.Rewrite.RewrittenIndex(new_index_version=index.index_version)
@@ -189,4 +245,67 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes:
     if index.HasField("index_details"):
         out.new_index_details.CopyFrom(index.index_details)
     out.new_index_files.extend(table_pb2.IndexFile(path=p, size_bytes=n) for p, n in files)
-    return out.SerializeToString()
+    return out.SerializeToString() if work is None else (out.SerializeToString(), work)
+
+
+def _old_index_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
+    base = index.base_id if index.HasField("base_id") else None
+    return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+
+
+def run_graph_build(spec: GraphSpec, ctx: TaskContext) -> GraphPart:
+    """Executor entry point: rebuild the HNSW graphs of ``spec.partitions`` on the remapped
+    storage and write their rows, in partition order, to one part file of the new index."""
+    from lance_spark_ops.index import hnsw_file
+    from lance_spark_ops.index.vector_space import partition_spaces
+
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    index = table_pb2.IndexMetadata.FromString(spec.index)
+    src_store, src = _old_index_dir(ds, index)
+    dst = f"_indices/{uuid_str(spec.new_uuid)}"
+    reader = LanceFileReader(f"{dst}/{AUX_FILE}", store=ds.store)
+    table, extra = reader.read(), _extra_buffers(reader)
+    ivf = index_pb2.IVF.FromString(extra[ivf_buffer(reader.schema) - 1])
+    ireader = LanceFileReader(f"{src}/{INDEX_FILE}", store=src_store)
+    params = hnsw_file.partition_params(ireader.schema)
+    spaces = partition_spaces(table, np.asarray(ivf.lengths, np.int64), table.schema, extra,
+                              pq_transposed(reader.schema))
+    pieces, done = [], []
+    for p in spec.partitions:
+        rows, entry = hnsw_file.rebuild_partition(spaces(p), params, p, ireader.schema)
+        pieces.append(rows)
+        done.append((p, rows.num_rows, entry))
+    name = f"_graphs_{spec.partitions[0]}.lance"
+    fields = pa.schema([ireader.schema.field(i) for i in range(3)])
+    _write(ds, f"{dst}/{name}", pa.concat_tables(pieces).cast(fields), ireader.version)
+    return GraphPart(name, tuple(done))
+
+
+def run_graph_assemble(spec: AssembleSpec, ctx: TaskContext) -> int:
+    """Executor entry point: write the new ``index.idx`` from the old graphs of the kept
+    partitions and the graph parts, then delete the parts; returns its size."""
+    from lance_spark_ops.index import hnsw_file
+
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    index = table_pb2.IndexMetadata.FromString(spec.index)
+    src_store, src = _old_index_dir(ds, index)
+    dst = f"_indices/{uuid_str(spec.new_uuid)}"
+    ireader = LanceFileReader(f"{src}/{INDEX_FILE}", store=src_store)
+    iextra = _extra_buffers(ireader)
+    islot = ivf_buffer(ireader.schema) - 1
+    if islot >= len(iextra):
+        raise CorruptFileError(f"{INDEX_FILE}: no global buffer {islot + 1}", path=ireader.path)
+    old = ireader.read()
+    ivf = index_pb2.IVF.FromString(iextra[islot])
+    hnsw_file.checked_params(old.schema, spec.kept, ivf)
+    built: dict[int, tuple[pa.Table, str]] = {}
+    for part in spec.parts:
+        rows, at = _read(ds.store, f"{dst}/{part.file}")[0], 0
+        for p, n, entry in part.partitions:
+            built[p] = (rows.slice(at, n), entry)
+            at += n
+    graphs, iivf = hnsw_file.assemble(old, ivf, spec.kept, built)
+    iextra[islot] = iivf.SerializeToString()
+    size = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
+    ds.store.delete_many(f"{dst}/{part.file}" for part in spec.parts)
+    return size
