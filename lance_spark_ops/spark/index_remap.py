@@ -251,6 +251,7 @@ def _with_graphs(job: Job, ds: Dataset, specs: list[Any], out: list[Any]) -> lis
         for run in partition_runs(work.kept, work.lengths, slots, GRAPH_TASK_MIN_ROWS):
             graph_specs.append(GraphSpec(s.uri, s.read_version, s.index, s.new_uuid, run, s.storage_options))
             owner.append(k)
+    job.plan_more(len(graph_specs) + len(pending))
     parts = job.run_tasks(graph_specs, run_graph_build) if graph_specs else []
     assemble = [AssembleSpec(s.uri, s.read_version, s.index, s.new_uuid, work.kept,
                              tuple(p for p, o in zip(parts, owner, strict=True) if o == k), s.storage_options)

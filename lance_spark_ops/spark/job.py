@@ -168,6 +168,11 @@ class Job:
             logger.info("%s %s: %s ended in %.2f s, %s", self.kind, self.job_id, name,
                         time.perf_counter() - t0, ph.line())
 
+    def plan_more(self, tasks: int) -> None:
+        """Count ``tasks`` more in the innermost phase's planned total (work found mid-phase)."""
+        if self._phases:
+            self._phases[-1].tasks_total += tasks
+
     def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> list[Any]:
         """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
         results in task order. Counts the tasks as done in the innermost phase."""

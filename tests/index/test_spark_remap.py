@@ -33,3 +33,25 @@ def test_compact_and_remap_on_spark(spark, tmp_path: Path) -> None:
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) == 1
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+
+
+def test_hnsw_graph_tasks_on_spark(spark, tmp_path: Path, monkeypatch) -> None:  # noqa: ANN001
+    """On local[2], an HNSW index's partitions go to two graph tasks (forced: no minimum size)
+    and one assembly task; pylance answers as before, with 0 unindexed rows."""
+    import lance
+
+    from lance_spark_ops.spark import index_remap
+
+    uri = str(tmp_path / "ds")
+    ds = build(uri, "2.2", False, scalar=(), vector=(), delete="")
+    ds.create_index("vec_h", "IVF_HNSW_SQ", name="vec_hnsw", num_partitions=4)
+    lance.dataset(uri).delete("id % 9 = 4")
+    before = queries(lance.dataset(uri))
+    monkeypatch.setattr(index_remap, "GRAPH_TASK_MIN_ROWS", 1)
+    m = compact(spark, uri, target_rows_per_fragment=2400)
+    assert m.indices_remapped == {"IVF_HNSW_SQ": 1} and m.fragments_removed == 8
+    assert m.seconds["remap_indices"] > 0
+    ds = lance.dataset(uri)
+    assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+    index_dir = Path(uri) / "_indices" / ds.list_indices()[0]["uuid"]
+    assert sorted(p.name for p in index_dir.iterdir()) == ["auxiliary.idx", "index.idx"]
