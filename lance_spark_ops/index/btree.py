@@ -66,3 +66,50 @@ def page_lookup(page_data: pa.Table, batch_size: int, lookup_schema: pa.Schema) 
             pa.array(counts.astype(np.uint32), pa.uint32()),
             pa.array(np.arange(starts.size, dtype=np.uint32), pa.uint32())]
     return pa.Table.from_arrays(cols, schema=lookup_schema)
+
+
+class PageCutter:
+    """``page_lookup`` computed while ``page_data`` streams past in chunks (remapped pages
+    written as they come, memory bounded by a chunk): the same table as ``page_lookup`` of
+    the whole."""
+
+    def __init__(self, batch_size: int, lookup_schema: pa.Schema) -> None:
+        self.batch_size, self.schema = batch_size, lookup_schema
+        self.pos = 0
+        self.mins: list[pa.Array] = []
+        self.maxs: list[pa.Array] = []
+        self.nulls = np.zeros(0, np.int64)
+        self.last: pa.Array | None = None
+
+    def add(self, values: pa.ChunkedArray | pa.Array) -> None:
+        values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+        n, bs, pos = len(values), self.batch_size, self.pos
+        if not n:
+            return
+        vt = self.schema.field("min").type
+        first_start = -(-pos // bs) * bs
+        starts = np.arange(first_start, pos + n, bs, dtype=np.int64) - pos
+        first_end = -(-(pos + 1) // bs) * bs - 1
+        ends = np.arange(first_end, pos + n, bs, dtype=np.int64) - pos
+        self.mins.append(values.take(pa.array(starts)).cast(vt))
+        self.maxs.append(values.take(pa.array(ends)).cast(vt))
+        nulls = np.asarray(values.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+        pages = (pos + np.flatnonzero(nulls)) // bs
+        top = (pos + n - 1) // bs + 1
+        if self.nulls.size < top:
+            self.nulls = np.concatenate([self.nulls, np.zeros(top - self.nulls.size, np.int64)])
+        np.add.at(self.nulls, pages, 1)
+        self.last = values.slice(n - 1, 1).cast(vt)
+        self.pos += n
+
+    def finish(self) -> pa.Table:
+        maxs = list(self.maxs)
+        if self.pos % self.batch_size and self.last is not None:  # the short last page ends here
+            maxs.append(self.last)
+        vt = self.schema.field("min").type
+        mins = pa.concat_arrays(self.mins) if self.mins else pa.array([], vt)
+        maxs_a = pa.concat_arrays(maxs) if maxs else pa.array([], vt)
+        pages = len(mins)
+        cols = [mins, maxs_a, pa.array(self.nulls[:pages].astype(np.uint32), pa.uint32()),
+                pa.array(np.arange(pages, dtype=np.uint32), pa.uint32())]
+        return pa.Table.from_arrays(cols, schema=self.schema)

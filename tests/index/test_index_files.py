@@ -134,10 +134,17 @@ def _nan_safe(x: object) -> object:
     return x
 
 
-def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path) -> None:
-    """Pages starting with nulls / ending with NaN: min / max as pylance writes them."""
+@pytest.mark.parametrize("stream_rows", [1 << 20, 777])
+def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                              stream_rows: int) -> None:
+    """Pages starting with nulls / ending with NaN: min / max as pylance writes them, whether
+    page_data streams through the remap in one chunk or in chunks crossing page boundaries."""
     import lance
     import pyarrow as pa
+
+    from lance_spark_ops.spark.tasks import index_remap as task
+
+    monkeypatch.setattr(task, "BTREE_STREAM_ROWS", stream_rows)
 
     n = 10_000
     f = np.random.default_rng(0).random(n)
@@ -158,3 +165,29 @@ def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path) -> None:
     for name in mine:
         assert _nan_safe(mine[name]) == _nan_safe(pylance[name]), name
     assert mine["s_bt"][0]["page_lookup.lance"][0]["min"][0] is None
+
+
+def test_page_cutter_equals_whole_lookup() -> None:
+    """The streamed lookup equals ``page_lookup`` of the whole page_data (nulls, NaN, short
+    last pages, chunks of any size across page boundaries)."""
+    import pyarrow as pa
+
+    from lance_spark_ops.index.btree import PageCutter, page_lookup
+
+    rng = np.random.default_rng(0)
+    schema = pa.schema([("min", pa.float64()), ("max", pa.float64()), ("null_count", pa.uint32()),
+                        ("page_idx", pa.uint32())])
+    for _ in range(300):
+        n, bs = int(rng.integers(0, 60)), int(rng.integers(1, 9))
+        vals = rng.random(n)
+        vals[rng.random(n) < 0.1] = np.nan
+        arr = pa.array(vals, mask=rng.random(n) < 0.2)
+        whole = pa.table({"values": arr, "ids": pa.array(np.arange(n, dtype=np.uint64))})
+        want = page_lookup(whole, bs, schema)
+        cutter, at = PageCutter(bs, schema), 0
+        while at < n:
+            k = int(rng.integers(1, 12))
+            cutter.add(arr.slice(at, k))
+            at += k
+        got = cutter.finish()
+        assert got.schema == want.schema and repr(got.to_pydict()) == repr(want.to_pydict()), (n, bs)

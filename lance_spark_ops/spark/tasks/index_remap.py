@@ -26,9 +26,9 @@ from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bi
 from lance_spark_ops.index.btree import (
     PAGE_DATA,
     PAGE_LOOKUP,
+    PageCutter,
     batch_size_of,
     check_not_range_partitioned,
-    page_lookup,
     remap_page_data,
 )
 from lance_spark_ops.index.frag_reuse import version_map
@@ -150,6 +150,34 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
+BTREE_STREAM_ROWS = 1 << 20  # page_data rows remapped and written at a time
+
+
+def _remap_btree(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
+                 maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+    """page_data.lance streamed through the maps in chunks of ``BTREE_STREAM_ROWS`` rows
+    (memory bounded by a chunk, whatever the index's size), the lookup cut as it passes."""
+    lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
+    check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
+    reader = LanceFileReader(f"{src}/{PAGE_DATA}", store=src_store)
+    cutter = PageCutter(batch_size_of(lookup_reader.schema), lookup_reader.schema)
+    w = LanceFileWriter(f"{dst}/{PAGE_DATA}", reader.schema, version=reader.version, store=ds.store)
+    try:
+        for batch in reader.iter_batches(batch_rows=BTREE_STREAM_ROWS):
+            data = pa.Table.from_batches([batch])
+            for m in maps:
+                data = remap_page_data(data, m)
+            if data.num_rows:
+                w.write(data)
+                cutter.add(data.column("values"))
+        size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+    lookup_size = _write(ds, f"{dst}/{PAGE_LOOKUP}", cutter.finish(), lookup_reader.version)
+    return [(PAGE_DATA, size), (PAGE_LOOKUP, lookup_size)]
+
+
 def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: list[RowAddressMap],
                hnsw: bool, graphs_later: bool = False) -> tuple[list[tuple[str, int]], GraphWork | None]:
     """IVF_FLAT / IVF_PQ / IVF_SQ: auxiliary.idx rewritten, index.idx copied. IVF_HNSW_*: the
@@ -216,14 +244,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
     files: list[tuple[str, int]] = []
     work = None
     if kind == "BTREE":
-        lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
-        check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
-        data, version = _read(src_store, f"{src}/{PAGE_DATA}")
-        for m in maps:
-            data = remap_page_data(data, m)
-        lookup = page_lookup(data, batch_size_of(lookup_reader.schema), lookup_reader.schema)
-        files.append((PAGE_DATA, _write(ds, f"{dst}/{PAGE_DATA}", data, version)))
-        files.append((PAGE_LOOKUP, _write(ds, f"{dst}/{PAGE_LOOKUP}", lookup, lookup_reader.version)))
+        files.extend(_remap_btree(ds, src_store, src, dst, maps))
     elif kind in ("BITMAP", "LABEL_LIST"):
         reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=src_store)
         table, extra = reader.read(), _extra_buffers(reader)
