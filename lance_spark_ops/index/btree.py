@@ -55,23 +55,14 @@ def page_lookup(page_data: pa.Table, batch_size: int, lookup_schema: pa.Schema) 
     """The lookup of ``page_data`` cut into pages of ``batch_size`` rows: as pylance 14 writes
     it, ``min`` / ``max`` are a page's first and last value in index order (nulls sort first,
     NaN last: a page starting with a null has a null ``min``, one ending with NaN a NaN ``max``)."""
-    values = page_data.column("values").combine_chunks()
-    n = len(values)
-    starts = np.arange(0, n, batch_size, dtype=np.int64)
-    ends = np.minimum(starts + batch_size, n) - 1
-    nulls = np.asarray(values.is_null().cast(pa.int64()).to_numpy(zero_copy_only=False), dtype=np.int64)
-    counts = np.add.reduceat(nulls, starts) if n else np.zeros(0, np.int64)
-    vt = lookup_schema.field("min").type
-    cols = [values.take(pa.array(starts)).cast(vt), values.take(pa.array(ends)).cast(vt),
-            pa.array(counts.astype(np.uint32), pa.uint32()),
-            pa.array(np.arange(starts.size, dtype=np.uint32), pa.uint32())]
-    return pa.Table.from_arrays(cols, schema=lookup_schema)
+    cutter = PageCutter(batch_size, lookup_schema)
+    cutter.add(page_data.column("values"))
+    return cutter.finish()
 
 
 class PageCutter:
     """``page_lookup`` computed while ``page_data`` streams past in chunks (remapped pages
-    written as they come, memory bounded by a chunk): the same table as ``page_lookup`` of
-    the whole."""
+    written as they come, memory bounded by a chunk), whatever the chunk sizes."""
 
     def __init__(self, batch_size: int, lookup_schema: pa.Schema) -> None:
         self.batch_size, self.schema = batch_size, lookup_schema

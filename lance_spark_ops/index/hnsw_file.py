@@ -13,7 +13,7 @@ partition); an empty partition has ``""`` and no rows.
 from __future__ import annotations
 
 import json
-from collections.abc import Callable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 import pyarrow as pa
@@ -35,18 +35,6 @@ def partition_params(schema: pa.Schema) -> list[Params | None]:
         return [Params.from_json(json.loads(m)["params"]) if m else None for m in json.loads(raw)]
     except (ValueError, TypeError, KeyError) as e:
         raise CorruptFileError(f"{INDEX_FILE}: {HNSW_KEY.decode()} does not parse ({e})") from e
-
-
-def rebuild(space: Callable[[int], Space], kept: Sequence[bool], table: pa.Table,
-            ivf: index_pb2.IVF) -> tuple[pa.Table, index_pb2.IVF]:
-    """``index.idx``'s table and IVF protobuf after a remap: partitions that lost no row keep
-    their graph rows and metadata (node ids are storage positions, unchanged), as pylance 14
-    does; the others get a graph rebuilt on ``space(p)`` with their old build parameters
-    (defaults for a partition that was empty)."""
-    params = checked_params(table.schema, kept, ivf)
-    built = {p: rebuild_partition(space(p), params, p, table.schema)
-             for p, same in enumerate(kept) if not same}
-    return assemble(table, ivf, kept, built)
 
 
 def checked_params(schema: pa.Schema, kept: Sequence[bool], ivf: index_pb2.IVF) -> list[Params | None]:

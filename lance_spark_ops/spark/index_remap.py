@@ -214,8 +214,7 @@ def make_remapper(job: Job) -> Any:
                              tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
                             for g in groups)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
-                                reuse, dict(ds.store.storage_options),
-                                graphs_later=index_kind(i).startswith("IVF_HNSW_")) for i in indices]
+                                reuse, dict(ds.store.storage_options)) for i in indices]
         try:
             with job.phase("remap_indices", tasks=len(specs)):
                 out = job.run_tasks(specs, run_index_remap)

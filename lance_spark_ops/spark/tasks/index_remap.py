@@ -52,7 +52,6 @@ class IndexRemapSpec:
     groups: tuple[Group, ...] = ()
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
-    graphs_later: bool = False  # IVF_HNSW_*: leave the graphs to graph tasks (``GraphSpec``)
 
 
 @dataclass(frozen=True)
@@ -103,8 +102,6 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
     """The old -> new map of a rewrite of ``groups`` read at ``ds``: every group's pairs sorted
     once together (the groups' old fragments are disjoint; sorting per group and again in
     ``RowAddressMap.concat`` cost ~2x on a 5M-row map)."""
-    import numpy as np
-
     by_id = ds.fragments_with_ids(i for old_ids, _ in groups for i in old_ids)
     olds, news, all_ids = [], [], []
     for old_ids, new in groups:
@@ -123,8 +120,6 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
 
 
 def _all_live(frag: Any) -> Any:
-    import numpy as np
-
     return np.ones(int(frag.physical_rows or 0), dtype=bool)
 
 
@@ -179,10 +174,11 @@ def _remap_btree(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
 
 
 def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: list[RowAddressMap],
-               hnsw: bool, graphs_later: bool = False) -> tuple[list[tuple[str, int]], GraphWork | None]:
-    """IVF_FLAT / IVF_PQ / IVF_SQ: auxiliary.idx rewritten, index.idx copied. IVF_HNSW_*: the
-    graphs in index.idx are rebuilt on the remapped storage (``index.hnsw``), as Lance does;
-    with ``graphs_later`` only the storage is written and the work left is returned."""
+               hnsw: bool) -> tuple[list[tuple[str, int]], GraphWork | None]:
+    """IVF_FLAT / IVF_PQ / IVF_SQ: auxiliary.idx rewritten, index.idx copied. IVF_HNSW_*: only
+    auxiliary.idx here; the graphs are rebuilt on it by graph tasks (``run_graph_build``, as
+    Lance rebuilds them) and index.idx assembled after (``run_graph_assemble``): the work
+    left is returned."""
     reader = LanceFileReader(f"{src}/{AUX_FILE}", store=src_store)
     table, extra = reader.read(), _extra_buffers(reader)
     slot = ivf_buffer(reader.schema) - 1
@@ -199,46 +195,24 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
 
         table = table.replace_schema_metadata(rebuilt_storage_schema(table.schema).metadata)
     size = _write(ds, f"{dst}/{AUX_FILE}", table, reader.version, extra)
-    if not hnsw:
-        body = src_store.read(f"{src}/{INDEX_FILE}")
-        ds.store.write(f"{dst}/{INDEX_FILE}", body)
-        return [(AUX_FILE, size), (INDEX_FILE, len(body))], None
-    import numpy as np
-
-    if graphs_later:  # a remap only drops rows: a partition of unchanged length lost none
+    if hnsw:  # a remap only drops rows: a partition of unchanged length lost none
         kept = tuple(a == b for a, b in zip(ivf.lengths, old_lengths, strict=True))
         return [(AUX_FILE, size)], GraphWork(kept, tuple(int(n) for n in ivf.lengths))
-
-    from lance_spark_ops.index import hnsw_file
-    from lance_spark_ops.index.vector_space import partition_spaces
-
-    ireader = LanceFileReader(f"{src}/{INDEX_FILE}", store=src_store)
-    iextra = _extra_buffers(ireader)
-    islot = ivf_buffer(ireader.schema) - 1
-    if islot >= len(iextra):
-        raise CorruptFileError(f"{INDEX_FILE}: no global buffer {islot + 1}", path=ireader.path)
-    lengths = np.asarray(ivf.lengths, np.int64)
-    kept = (lengths == np.asarray(old_lengths, np.int64)).tolist()  # a remap only drops rows
-    spaces = partition_spaces(table, lengths, table.schema, extra, transposed)
-    graphs, iivf = hnsw_file.rebuild(spaces, kept, ireader.read(), index_pb2.IVF.FromString(iextra[islot]))
-    iextra[islot] = iivf.SerializeToString()
-    isize = _write(ds, f"{dst}/{INDEX_FILE}", graphs, ireader.version, iextra)
-    return [(AUX_FILE, size), (INDEX_FILE, isize)], None
+    body = src_store.read(f"{src}/{INDEX_FILE}")
+    ds.store.write(f"{dst}/{INDEX_FILE}", body)
+    return [(AUX_FILE, size), (INDEX_FILE, len(body))], None
 
 
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[bytes, GraphWork]:
-    """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (with
-    ``graphs_later`` on an IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet
-    listed)."""
+    """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (for an
+    IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet listed)."""
     ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
     index = table_pb2.IndexMetadata.FromString(spec.index)
     version_pb = table_pb2.FragmentReuseIndexDetails.Version
     maps = [version_map(version_pb.FromString(v)) for v in spec.reuse_versions]
     if spec.groups:
         maps.append(address_map(ds, spec.groups))
-    # a shallow clone's index lives under the source dataset; the remapped one under ours
-    src_store, src = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid),
-                                                index.base_id if index.HasField("base_id") else None)
+    src_store, src = _old_index_dir(ds, index)
     dst = f"_indices/{uuid_str(spec.new_uuid)}"
     kind = index_kind(index)
     files: list[tuple[str, int]] = []
@@ -255,8 +229,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
     elif kind in IVF_KINDS:
-        ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"),
-                                     spec.graphs_later)
+        ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
         files.extend(ivf_files)
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")
@@ -270,6 +243,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
 
 
 def _old_index_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
+    """Where ``index``'s files are: a shallow clone's index lives under the source dataset
+    (its base), the remapped one under ours."""
     base = index.base_id if index.HasField("base_id") else None
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
 
