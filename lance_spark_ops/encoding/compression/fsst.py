@@ -78,6 +78,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
+from lance_spark_ops.encoding.compression import compiled
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
@@ -93,6 +94,11 @@ class SymbolTable:
     n_symbols: int
     symbols: np.ndarray  # (256, 8) uint8; rows >= n_symbols are zero
     lens: np.ndarray  # (256,) uint8; 0 for codes that are not symbols
+
+    @cached_property
+    def symbols64(self) -> np.ndarray:
+        """Each symbol as one little-endian u64 (the compiled decoder's table)."""
+        return np.ascontiguousarray(self.symbols).view("<u8").reshape(256)
 
     @cached_property
     def expansions(self) -> pa.Array:
@@ -170,6 +176,17 @@ def fsst_decompress(
     out_dtype = np.asarray(offsets).dtype if np.asarray(offsets).dtype.kind == "u" else np.dtype(np.uint64)
     if not table.enabled or src.size == 0:
         return src, rel.astype(out_dtype)
+    kernels = compiled.fsst_kernels(src.size)
+    if kernels is not None:
+        out, new_offsets, err, at = kernels.decompress(src, rel, table.symbols64, table.lens, table.n_symbols)
+        if err == 1:
+            raise CorruptFileError(f"fsst: code {int(src[at])} is not in the symbol table "
+                                   f"({table.n_symbols} symbols)")
+        if err:
+            raise CorruptFileError("fsst: a compressed string ends inside an escape")
+        if out.size >= 2**32 and out_dtype == np.uint32:
+            out_dtype = np.dtype(np.uint64)
+        return out, new_offsets.astype(out_dtype)
     esc, num_ff = _escapes(src, rel)
     tokens, tok_rel, n = src, rel, table.n_symbols
     bad = np.count_nonzero(src >= n) - num_ff if n < FSST_ESC else 0

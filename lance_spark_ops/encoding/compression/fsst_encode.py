@@ -31,6 +31,7 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.encoding.compression import compiled
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
 
 PIECE = 511  # FSST compresses strings in pieces of at most 511 bytes
@@ -402,6 +403,11 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     if len(o) < 2 or int(o[-1]) == int(o[0]):
         return np.zeros(0, np.uint8), np.zeros(len(o), np.int64)
     base = int(o[0])
+    kernels = compiled.fsst_kernels(int(o[-1]) - base)
+    if kernels is not None:
+        t = table
+        return kernels.compress(np.ascontiguousarray(data, np.uint8), o, PIECE, t.short, t.single,
+                                t.ht_val, t.ht_mask, t.ht_len, t.ht_tok, t.tok_len)
     rel = o - base
     d = data[base : int(o[-1])]
     start, end, _ = pieces(rel, PIECE)
