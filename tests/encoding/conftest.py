@@ -15,3 +15,15 @@ def codec_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) 
     run every test over both, on the same pylance-written pages."""
     monkeypatch.setattr(_mb, "CODECS_UNDER_TEST", CODECS if request.param == "ranges" else PER_CHUNK_CODECS)
     return request.param
+
+
+@pytest.fixture(params=["numpy", "compiled"])
+def fsst_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Run FSST on the numpy code, then on the numba kernels at every size (their own
+    threshold is 1 MiB): modules marked ``usefixtures("fsst_path")`` check both."""
+    from lance_spark_ops.encoding.compression import compiled
+
+    if request.param == "compiled":
+        assert compiled.fsst_kernels(compiled.MIN_BYTES) is not None, "numba kernels did not load"
+    monkeypatch.setattr(compiled, "MIN_BYTES", 0 if request.param == "compiled" else 1 << 62)
+    return request.param

@@ -19,6 +19,8 @@ from lance_spark_ops.encoding.compression.fsst import (
 from lance_spark_ops.errors import CorruptFileError
 from tests.encoding._fz import Written, meta_table
 
+pytestmark = pytest.mark.usefixtures("fsst_path")  # numpy and compiled FSST alike
+
 
 def table_bytes(symbols: list[bytes], enabled: bool = True) -> bytes:
     n = len(symbols)

@@ -30,6 +30,8 @@ from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, roundtrip, size_ratio, text
 
+pytestmark = pytest.mark.usefixtures("fsst_path")  # numpy and compiled FSST alike
+
 
 def _vals(symbols: list[bytes]) -> tuple[np.ndarray, np.ndarray]:
     vals = np.array([int.from_bytes(s, "little") for s in symbols], np.uint64)
@@ -237,3 +239,40 @@ def test_decoder_escape_paths(n_symbols: int) -> None:
     out, new_offsets = fsst_decompress(table, data, offsets.astype(np.uint32))
     got = [out[new_offsets[i] : new_offsets[i + 1]].tobytes() for i in range(len(strings))]
     assert got == strings
+
+
+@pytest.mark.parametrize("kind", ["text", "hex", "long", "binary", "empty_runs"])
+def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Pages of a few MB, as compaction writes them: the numba parse gives the numpy
+    parse's bytes (and so the reference rule's), whatever the lane split of the strings,
+    and the numba expansion gives the strings back."""
+    from lance_spark_ops.encoding.compression import compiled, fsst_kernels
+
+    rng = np.random.default_rng(len(kind))
+    n = 60_000
+    if kind == "text":
+        vals = [" ".join(rng.choice(WORDS, int(rng.integers(1, 9)))).encode() for _ in range(n)]
+    elif kind == "hex":
+        vals = [rng.bytes(16).hex().encode() for _ in range(n)]
+    elif kind == "long":  # pieces of 511 bytes, tails of every length
+        vals = [str(rng.choice(WORDS)).encode() * int(rng.integers(0, 400)) for _ in range(n // 20)]
+    elif kind == "binary":  # escapes everywhere
+        vals = [rng.bytes(int(rng.integers(0, 40))) for _ in range(n)]
+    else:  # runs of empty strings, also at both ends and at lane boundaries
+        vals = [b"" if (i // 7) % 3 else str(rng.choice(WORDS)).encode() for i in range(n)]
+    lead = b"\x01\x02\x03"  # offsets that do not start at 0
+    data = np.frombuffer(lead + b"".join(vals), np.uint8)
+    offsets = len(lead) + np.concatenate(([0], np.cumsum([len(v) for v in vals]))).astype(np.int64)
+    chosen, _ = fsst_encode.build_table(data, offsets)
+    table = parse_symbol_table(serialize_symbol_table(chosen.vals, chosen.lens))
+    order, _ = finalize_order(chosen.vals, chosen.lens)
+    t = fsst_encode.Table(chosen.vals[order], chosen.lens[order])
+    monkeypatch.setattr(compiled, "MIN_BYTES", 1 << 62)
+    want, want_offsets = fsst_encode._compress_all(t, data, offsets)
+    got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, t.short, t.single, t.ht_val,
+                                             t.ht_mask, t.ht_len, t.ht_tok, t.tok_len)
+    assert np.array_equal(got, want) and np.array_equal(got_offsets, want_offsets)
+    plain, plain_offsets, err, _ = fsst_kernels.decompress(got, got_offsets, table.symbols64, table.lens,
+                                                           table.n_symbols)
+    assert err == 0 and plain.tobytes() == data[len(lead):].tobytes()
+    assert np.array_equal(plain_offsets, offsets - len(lead))
