@@ -17,7 +17,7 @@ from lance_spark_ops.encoding.blocks import (
     StructBlock,
     VariableWidthBlock,
 )
-from lance_spark_ops.encoding.compression._arrays import as_u8, ragged_arange
+from lance_spark_ops.encoding.compression._arrays import as_u8
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 
 

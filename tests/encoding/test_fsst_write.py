@@ -269,8 +269,9 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
     t = fsst_encode.Table(chosen.vals[order], chosen.lens[order])
     monkeypatch.setattr(compiled, "MIN_BYTES", 1 << 62)
     want, want_offsets = fsst_encode._compress_all(t, data, offsets)
-    got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, t.short, t.single, t.ht_val,
-                                             t.ht_mask, t.ht_len, t.ht_tok, t.tok_len)
+    short, single, ht = t.packed()
+    got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, short, single, t.ht_val,
+                                             t.ht_mask, ht)
     assert np.array_equal(got, want) and np.array_equal(got_offsets, want_offsets)
     plain, plain_offsets, err, _ = fsst_kernels.decompress(got, got_offsets, table.symbols64, table.lens,
                                                            table.n_symbols)

@@ -96,6 +96,14 @@ class Table:
     def n(self) -> int:
         return len(self.vals)
 
+    def packed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``short``, ``single`` and the hash slots' tokens as the compiled parse reads
+        them: token id | length << 12 (an empty slot's length 9 never fits)."""
+        lens = self.tok_len.astype(np.uint16)
+        short = self.short | (lens[self.short] << 12)
+        single = self.single | (lens[self.single] << 12)
+        return short, single, self.ht_tok | (self.ht_len.astype(np.uint16) << 12)
+
     def match(self, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
         """Token id (uint16) of the symbol FSST's compressor picks at each cursor: the hash
         slot's symbol if it matches (3..8 bytes), else the 2-byte symbol, else the 1-byte
@@ -406,8 +414,9 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     kernels = compiled.fsst_kernels(int(o[-1]) - base)
     if kernels is not None:
         t = table
-        return kernels.compress(np.ascontiguousarray(data, np.uint8), o, PIECE, t.short, t.single,
-                                t.ht_val, t.ht_mask, t.ht_len, t.ht_tok, t.tok_len)
+        short, single, ht = t.packed()
+        return kernels.compress(np.ascontiguousarray(data, np.uint8), o, PIECE, short, single,
+                                t.ht_val, t.ht_mask, ht)
     rel = o - base
     d = data[base : int(o[-1])]
     start, end, _ = pieces(rel, PIECE)

@@ -2,12 +2,12 @@
 
 Both are sequential per string (a token's end is the next token's start), so numpy can
 only run them one token per step over many strings (``fsst_encode.walk``: ~25 ns a token).
-Compiled, they cost a few ns a token. The rules are exactly those of the numpy code,
+Compiled, they cost ~7 ns (parse) and ~4 ns (expand) a token. The rules are exactly those of the numpy code,
 which stays the reference (tests compare the two byte for byte) and the path for small
 pages, where loading the compiled code would cost more than it saves.
 
 Kernels are compiled once per machine (``cache=True`` keeps them beside this module, or in
-numba's user cache when that is read-only) and loaded lazily by ``load()``.
+numba's user cache when that is read-only) and loaded lazily by ``compiled.fsst_kernels``.
 """
 
 from __future__ import annotations
@@ -36,102 +36,50 @@ def _window(data: np.ndarray, pos: int) -> np.uint64:
     return w
 
 
-LANES = 4  # strings parsed in step: their token chains are independent, so they overlap
-
-
 @njit(cache=True, nogil=True, boundscheck=False)
-def compress(data, offsets, piece, short, single, ht_val, ht_mask, ht_len, ht_tok, tok_len):  # noqa: ANN001, ANN201
+def compress(data, offsets, piece, short, single, ht_val, ht_mask, ht_packed):  # noqa: ANN001, ANN201
     """Greedy FSST parse of ``data[offsets[i]:offsets[i + 1]]`` in pieces of ``piece``
     bytes, as ``fsst_encode.Table.match`` picks tokens; returns (codes, offsets from 0).
-    Token ids: < 256 a code, 256 + b the escaped byte b (two output bytes).
+    ``short`` / ``single`` / ``ht_packed`` hold token ids (256 + b: the escaped byte b,
+    two output bytes) with their lengths in bits 12..15 (``fsst_encode.Table.packed``).
 
-    One token is a chain of dependent loads (window, hash slot, table, length), so the
-    strings are cut into ``LANES`` runs of about equal bytes that are parsed in step, each
-    writing at twice its input position (no token takes more); the runs are then moved
-    together."""
+    int64 throughout: numba's uint16 arithmetic is several times slower. (Parsing two
+    runs of strings in step, so that their load chains overlap, measured only ~10%.)"""
     n = offsets.shape[0] - 1
-    base = offsets[0]
-    size = offsets[n] - base
-    out = np.empty(2 * size + 2, np.uint8)
+    out = np.empty(2 * (offsets[n] - offsets[0]), np.uint8)
     out_off = np.empty(n + 1, np.int64)
     out_off[0] = 0
-    # lane l covers strings [first[l], first[l + 1])
-    first = np.empty(LANES + 1, np.int64)
-    for lane in range(LANES):
-        first[lane] = np.searchsorted(offsets, base + size * lane // LANES)
-    first[LANES] = n
-    for lane in range(LANES):
-        first[lane] = min(first[lane], n)
-    cur = np.empty(LANES, np.int64)  # string being parsed
-    pos = np.empty(LANES, np.int64)  # cursor in data
-    pend = np.empty(LANES, np.int64)  # end of the cursor's piece
-    k = np.empty(LANES, np.int64)  # next output byte
-    live = 0
-    for lane in range(LANES):
-        cur[lane] = first[lane] - 1
-        pos[lane] = 0
-        pend[lane] = 0
-        k[lane] = 2 * (offsets[min(first[lane], n)] - base)
-    while True:
-        live = 0
-        for lane in range(LANES):
-            if cur[lane] >= first[lane + 1]:
-                continue
-            p = pos[lane]
-            if p >= pend[lane]:  # piece done: the next piece, string or lane end
-                i = cur[lane]
-                while True:
-                    if i >= first[lane] and p < offsets[i + 1]:
-                        pend[lane] = min(p + piece, offsets[i + 1])
-                        break
-                    if i >= first[lane]:
-                        out_off[i + 1] = k[lane]
-                    i += 1
-                    if i >= first[lane + 1]:
-                        break
-                    p = offsets[i]
-                cur[lane] = i
-                pos[lane] = p
-                if i >= first[lane + 1]:
-                    continue
-            live += 1
-            rem = pend[lane] - p
-            if rem == 1:
-                tok = single[data[p]]
-            else:
-                w = _window(data, p)
-                slot = (((w & _MASK24) * _HASH_MUL) & _MASK32) >> _HASH_SHIFT
-                if ht_len[slot] <= rem and (w & ht_mask[slot]) == ht_val[slot]:
-                    tok = ht_tok[slot]
+    k = 0
+    for i in range(n):
+        s = offsets[i]
+        e = offsets[i + 1]
+        while s < e:
+            pe = min(s + piece, e)
+            p = s
+            while p < pe:
+                rem = pe - p
+                if rem == 1:
+                    tok = np.int64(single[data[p]])
                 else:
-                    tok = short[w & np.uint64(0xFFFF)]
-            kk = k[lane]
-            if tok >= 256:
-                out[kk] = _ESC
-                out[kk + 1] = tok - 256
-                k[lane] = kk + 2
-            else:
-                out[kk] = tok
-                k[lane] = kk + 1
-            pos[lane] = p + tok_len[tok]
-        if live == 0:
-            break
-    # offsets so far are positions in ``out``: move each lane's run down behind the last
-    end = 0
-    for lane in range(LANES):
-        a = first[lane]
-        b = first[lane + 1]
-        if a >= b:
-            continue
-        start = 2 * (offsets[a] - base)
-        shift = start - end
-        if shift:
-            for j in range(start, out_off[b]):
-                out[j - shift] = out[j]
-            for i in range(a + 1, b + 1):
-                out_off[i] -= shift
-        end = out_off[b]
-    return out[: out_off[n]], out_off
+                    w = _window(data, p)
+                    slot = (((w & _MASK24) * _HASH_MUL) & _MASK32) >> _HASH_SHIFT
+                    hit = np.int64(ht_packed[slot])
+                    if (hit >> 12) <= rem and (w & ht_mask[slot]) == ht_val[slot]:
+                        tok = hit
+                    else:
+                        tok = np.int64(short[w & np.uint64(0xFFFF)])
+                code = tok & 0x1FF
+                if code >= 256:
+                    out[k] = _ESC
+                    out[k + 1] = code - 256
+                    k += 2
+                else:
+                    out[k] = code
+                    k += 1
+                p += tok >> 12
+            s = pe
+        out_off[i + 1] = k
+    return out[:k], out_off
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
@@ -146,14 +94,14 @@ def decompress(src, rel, symbols, lens, n_symbols):  # noqa: ANN001, ANN201
         p = rel[i]
         e = rel[i + 1]
         while p < e:
-            c = src[p]
+            c = np.int64(src[p])
             if c == _ESC:
                 if p + 1 >= e:
                     return src[:0], rel[:0], 2, p
                 total += 1
                 p += 2
             elif c < n_symbols:
-                total += lens[c]
+                total += np.int64(lens[c])
                 p += 1
             else:
                 return src[:0], rel[:0], 1, p
@@ -165,14 +113,14 @@ def decompress(src, rel, symbols, lens, n_symbols):  # noqa: ANN001, ANN201
         p = rel[i]
         e = rel[i + 1]
         while p < e:
-            c = src[p]
+            c = np.int64(src[p])
             if c == _ESC:
                 out[k] = src[p + 1]
                 k += 1
                 p += 2
             else:
                 _store8(out, k, symbols[c])
-                k += lens[c]
+                k += np.int64(lens[c])
                 p += 1
         out_off[i + 1] = k
     return out[:total], out_off, 0, 0
