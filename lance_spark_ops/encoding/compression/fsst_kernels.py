@@ -118,22 +118,17 @@ def decompress(src, rel, symbols, lens, n_symbols):  # noqa: ANN001, ANN201
                 out[k] = src[p + 1]
                 k += 1
                 p += 2
-            else:
-                _store8(out, k, symbols[c])
+            else:  # all 8 bytes of the symbol (zero-padded); LLVM merges the stores
+                v = symbols[c]
+                out[k] = v & np.uint64(0xFF)
+                out[k + 1] = (v >> np.uint64(8)) & np.uint64(0xFF)
+                out[k + 2] = (v >> np.uint64(16)) & np.uint64(0xFF)
+                out[k + 3] = (v >> np.uint64(24)) & np.uint64(0xFF)
+                out[k + 4] = (v >> np.uint64(32)) & np.uint64(0xFF)
+                out[k + 5] = (v >> np.uint64(40)) & np.uint64(0xFF)
+                out[k + 6] = (v >> np.uint64(48)) & np.uint64(0xFF)
+                out[k + 7] = v >> np.uint64(56)
                 k += np.int64(lens[c])
                 p += 1
         out_off[i + 1] = k
     return out[:total], out_off, 0, 0
-
-
-@njit(cache=True, nogil=True, boundscheck=False)
-def _store8(out, k, v):  # noqa: ANN001, ANN202
-    """``out[k:k + 8]`` = the little-endian bytes of ``v`` (LLVM merges the stores)."""
-    out[k] = v & np.uint64(0xFF)
-    out[k + 1] = (v >> np.uint64(8)) & np.uint64(0xFF)
-    out[k + 2] = (v >> np.uint64(16)) & np.uint64(0xFF)
-    out[k + 3] = (v >> np.uint64(24)) & np.uint64(0xFF)
-    out[k + 4] = (v >> np.uint64(32)) & np.uint64(0xFF)
-    out[k + 5] = (v >> np.uint64(40)) & np.uint64(0xFF)
-    out[k + 6] = (v >> np.uint64(48)) & np.uint64(0xFF)
-    out[k + 7] = v >> np.uint64(56)
