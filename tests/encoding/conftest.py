@@ -25,5 +25,6 @@ def fsst_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -
 
     if request.param == "compiled":
         assert compiled.fsst_kernels(compiled.MIN_BYTES) is not None, "numba kernels did not load"
-    monkeypatch.setattr(compiled, "MIN_BYTES", 0 if request.param == "compiled" else 1 << 62)
+    for name in ("MIN_BYTES", "LOADED_MIN_BYTES"):
+        monkeypatch.setattr(compiled, name, 0 if request.param == "compiled" else 1 << 62)
     return request.param

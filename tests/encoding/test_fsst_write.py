@@ -268,6 +268,7 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
     order, _ = finalize_order(chosen.vals, chosen.lens)
     t = fsst_encode.Table(chosen.vals[order], chosen.lens[order])
     monkeypatch.setattr(compiled, "MIN_BYTES", 1 << 62)
+    monkeypatch.setattr(compiled, "LOADED_MIN_BYTES", 1 << 62)
     want, want_offsets = fsst_encode._compress_all(t, data, offsets)
     short, single, ht = t.packed()
     got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, short, single, t.ht_val,
