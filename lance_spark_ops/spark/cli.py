@@ -422,6 +422,11 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
 
 
 def _session(job: Job) -> Any:
+    from lance_spark_ops.spark.daemon import unship_pyspark
+
+    # spark-submit puts pyspark.zip on the path: imported from it, pyspark is compiled from
+    # source on every job start; the installed package of the same version is compiled already
+    unship_pyspark()
     from lance_spark_ops.spark.session import get_spark
 
     return get_spark(f"lance-spark-ops {job.name}")

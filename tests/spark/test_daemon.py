@@ -78,3 +78,30 @@ def test_workers_import_the_installed_pyspark(spark) -> None:
     for _, (file, archives) in out.values():
         assert file == pyspark.__file__
         assert not any(a.endswith(("pyspark.zip", ".jar")) for a in archives), archives
+
+
+def test_job_driver_imports_the_installed_pyspark(tmp_path: Path) -> None:
+    """A job's driver under spark-submit (pyspark.zip first on PYTHONPATH) imports pyspark
+    from the installed package when it starts its session, not from the zip."""
+    import os
+    import subprocess
+    import sys
+
+    import pyspark
+
+    lib = Path(pyspark.__file__).parent / "python" / "lib"
+    shipped = [str(lib / "pyspark.zip"), *map(str, sorted(lib.glob("py4j-*-src.zip")))]
+    script = (
+        "import sys\n"
+        "import lance_spark_ops.spark.session as session\n"
+        "session.get_spark = lambda name: None  # no JVM: only the import path is checked\n"
+        "from lance_spark_ops.spark import cli\n"
+        "assert 'pyspark' not in sys.modules\n"
+        "cli._session(cli.Job('probe', None, None, ''))\n"
+        "import pyspark\n"
+        "print(pyspark.__file__)\n"
+    )
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([*shipped, str(Path.cwd())]))
+    out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.strip() == pyspark.__file__
