@@ -278,3 +278,27 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
                                                            table.n_symbols)
     assert err == 0 and plain.tobytes() == data[len(lead):].tobytes()
     assert np.array_equal(plain_offsets, offsets - len(lead))
+
+
+def test_without_numba_the_numpy_code_does_the_work() -> None:
+    """numba missing (or unusable) on a worker: the kernels are not used, with a warning,
+    and a page above the threshold still compresses and decompresses."""
+    import subprocess
+    import sys
+
+    script = (
+        "import sys, numpy as np\n"
+        "sys.modules['numba'] = None  # import numba raises ImportError\n"
+        "from lance_spark_ops.encoding.compression import compiled\n"
+        "from lance_spark_ops.encoding.compression.fsst import fsst_compress, fsst_decompress, parse_symbol_table\n"
+        "assert compiled.fsst_kernels(1 << 30) is None\n"
+        "data = np.frombuffer(b'lance spark column page ' * 60000, np.uint8)\n"
+        "offsets = np.arange(0, data.size + 1, 24, dtype=np.int64)\n"
+        "raw, out, new = fsst_compress(data, offsets)\n"
+        "back, back_offsets = fsst_decompress(parse_symbol_table(raw), out, new)\n"
+        "assert back.tobytes() == data.tobytes() and back_offsets.tolist() == offsets.tolist()\n"
+        "print('ok', out.size)\n"
+    )
+    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.startswith("ok") and "compiled FSST kernels unavailable" in out.stderr

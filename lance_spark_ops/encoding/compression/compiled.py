@@ -9,8 +9,11 @@ or with ``LSO_NO_COMPILED=1``, everything runs on the numpy code.
 
 from __future__ import annotations
 
+import logging
 import os
 from types import ModuleType
+
+log = logging.getLogger(__name__)
 
 MIN_BYTES = int(os.environ.get("LSO_COMPILED_MIN_BYTES", 1 << 20))  # an input this big loads the kernels
 LOADED_MIN_BYTES = 4096  # ... which then take inputs from this size
@@ -29,10 +32,21 @@ def fsst_kernels(nbytes: int) -> ModuleType | None:
 
 
 def _load() -> ModuleType | None:
+    """Import the kernels and run each once on a tiny input (compiling them, or loading
+    them from numba's cache); any failure - numba missing or broken on this platform, no
+    writable cache directory - leaves the numpy code in charge, with a warning."""
     if os.environ.get("LSO_NO_COMPILED"):
         return None
     try:
-        from lance_spark_ops.encoding.compression import fsst_kernels
-    except ImportError:  # numba missing or broken on this platform: numpy it is
+        import numpy as np
+
+        from lance_spark_ops.encoding.compression import fsst_kernels as k
+
+        one = np.zeros(1, np.uint16)
+        k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
+                   np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
+        k.decompress(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(256, np.uint64), np.ones(256, np.uint8), 1)
+    except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
+        log.warning("compiled FSST kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
         return None
-    return fsst_kernels
+    return k
