@@ -45,7 +45,8 @@ def _load() -> ModuleType | None:
         one = np.zeros(1, np.uint16)
         k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
                    np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
-        k.decompress(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(256, np.uint64), np.ones(256, np.uint8), 1)
+        k.decompress(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(256, np.uint64),
+                     np.ones(256, np.uint8), 1)
     except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
         log.warning("compiled FSST kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
         return None
