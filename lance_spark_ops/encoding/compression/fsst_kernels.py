@@ -2,9 +2,10 @@
 
 Both are sequential per string (a token's end is the next token's start), so numpy can
 only run them one token per step over many strings (``fsst_encode.walk``: ~25 ns a token).
-Compiled, they cost ~2.6 ns (parse) and ~1.3 ns (expand) a token. The rules are exactly those of the numpy code,
-which stays the reference (tests compare the two byte for byte) and the path for small
-pages, where loading the compiled code would cost more than it saves.
+Compiled, they cost ~2.6 ns (parse) and ~1.3 ns (expand) a token. The rules are exactly
+those of the numpy code, which stays the reference (tests compare the two byte for byte)
+and the path for small pages, where loading the compiled code would cost more than it
+saves.
 
 Kernels are compiled once per machine (``cache=True`` keeps them beside this module, or in
 numba's user cache when that is read-only) and loaded lazily by ``compiled.fsst_kernels``.
