@@ -247,6 +247,14 @@ def decode_fsst_miniblock(
     return _expand(msg, codecs.decompress_miniblock_chunks(msg.values, chunks, counts))
 
 
+def decode_fsst_miniblock_ranges(
+    msg: pb.Fsst, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup,
+) -> DataBlock:
+    """Mini-block chunks given as byte ranges of ``data``: the inner codec's ranges path."""
+    return _expand(msg, codecs.decode_miniblock_ranges(msg.values, data, starts, sizes, counts))
+
+
 def decode_fsst_block(msg: pb.Fsst, buffer: memoryview, num_values: int, codecs: CodecLookup) -> DataBlock:
     return _expand(msg, codecs.decompress_block(msg.values, buffer, num_values))
 

@@ -119,6 +119,7 @@ TABLE: Mapping[str, CodecFns] = {
     ),
     "variable": CodecFns(
         miniblock=variable.decode_variable_miniblock,
+        miniblock_ranges=variable.decode_variable_miniblock_ranges,
         block=variable.decode_variable_block,
         per_value=variable.decode_variable_per_value,
         encode_miniblock=variable.encode_variable_miniblock,
@@ -149,6 +150,7 @@ TABLE: Mapping[str, CodecFns] = {
     ),
     "fsst": CodecFns(
         miniblock=fsst.decode_fsst_miniblock,
+        miniblock_ranges=fsst.decode_fsst_miniblock_ranges,
         block=fsst.decode_fsst_block,
         per_value=fsst.decode_fsst_per_value,
         encode_miniblock=fsst.encode_fsst_miniblock,

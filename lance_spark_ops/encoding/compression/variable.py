@@ -43,8 +43,10 @@ from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression._arrays import (
     as_u8,
     check_chunk_counts,
+    check_range_counts,
+    check_ranges,
     exclusive_cumsum,
-    join,
+    join_with_starts,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -92,21 +94,39 @@ def decode_variable_miniblock(
     msg: pb.Variable, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
 ) -> DataBlock:
     bits = offset_bits(msg)
-    w = bits // 8
     counts = check_chunk_counts(chunks, counts, 1, "variable")
     bufs = [c[0] for c in chunks]
     if not bufs:
         return VariableWidthBlock(np.zeros(1, dtype=_offset_dtype(bits)), np.zeros(0, np.uint8), 0)
-    sizes = np.fromiter((len(b) for b in bufs), dtype=np.int64, count=len(bufs))
+    data, bases, sizes = join_with_starts(bufs)
+    return _decode_chunks(bits, data, bases, sizes, counts)
+
+
+def decode_variable_miniblock_ranges(
+    msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+) -> DataBlock:
+    """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk views or
+    copies: the value bytes are cut straight from the page)."""
+    bits = offset_bits(msg)
+    counts = check_range_counts(starts, sizes, counts, 1, "variable")
+    if not len(counts):
+        return VariableWidthBlock(np.zeros(1, dtype=_offset_dtype(bits)), np.zeros(0, np.uint8), 0)
+    starts, sizes = starts[:, 0].astype(np.int64), sizes[:, 0].astype(np.int64)
+    check_ranges(data, starts, sizes, "variable")
+    return _decode_chunks(bits, as_u8(data), starts, sizes, counts)
+
+
+def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.ndarray,
+                   counts: np.ndarray) -> VariableWidthBlock:
+    """Chunk i is ``data[bases[i]:+sizes[i]]`` (in order, not overlapping): ``counts[i] + 1``
+    offsets relative to the chunk's start, then its value bytes."""
+    w = bits // 8
     need = (counts + 1) * w
     if (sizes < need).any():
         i = int(np.argmax(sizes < need))
         raise CorruptFileError(
             f"variable: chunk {i} has {int(sizes[i])} bytes, too few for {int(counts[i])} offsets"
         )
-    # Chunks are joined; each chunk's offsets are relative to its own start.
-    data = join(bufs)
-    bases = exclusive_cumsum(sizes)
     raw = gather_segments(data, bases, need).view(_offset_dtype(bits))
     ends = np.cumsum(counts + 1)
     first = ends - (counts + 1)
