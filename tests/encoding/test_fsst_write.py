@@ -303,3 +303,35 @@ def test_without_numba_the_numpy_code_does_the_work() -> None:
     out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.startswith("ok") and "compiled FSST kernels unavailable" in out.stderr
+
+
+@settings(max_examples=30, deadline=None)
+@given(vals=string_sets(), repeat=st.integers(1, 200))
+def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> None:
+    """The table rounds parse their sample with the compiled parse or the numpy one: the
+    same tokens, token pairs and sizes, so the same symbol table."""
+    from lance_spark_ops.encoding.compression import compiled, fsst_kernels
+
+    data, offsets = _arrays(vals * repeat)
+    sbuf, soffs = fsst_encode.sample(data, offsets)
+    start, end, _ = fsst_encode.pieces(soffs, fsst_encode.SAMPLE_PIECE)
+    table = fsst_encode.Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
+    for frac in fsst_encode.ROUNDS:
+        want = fsst_encode._sample_parse(table, sbuf, start, end)
+        got = fsst_encode._compiled_parse(fsst_kernels, table, sbuf, start, end)
+        assert got.tok.tolist() == want.tok.tolist() and got.prev.tolist() == want.prev.tolist()
+        assert got.out_size == want.out_size
+        first = (table.tok_val[want.tok] & np.uint64(0xFF)).astype(np.int64)
+        val, ln = fsst_encode._candidates(table, want, first, frac)
+        table = fsst_encode.Table(val, ln.astype(np.uint8))
+    saved = compiled.MIN_BYTES, compiled.LOADED_MIN_BYTES
+    try:
+        compiled.MIN_BYTES = compiled.LOADED_MIN_BYTES = 1 << 62
+        numpy_table = fsst_encode.build_table(data, offsets)
+        compiled.MIN_BYTES = compiled.LOADED_MIN_BYTES = 0
+        compiled_table = fsst_encode.build_table(data, offsets)
+    finally:
+        compiled.MIN_BYTES, compiled.LOADED_MIN_BYTES = saved
+    assert numpy_table[0].vals.tolist() == compiled_table[0].vals.tolist()
+    assert numpy_table[0].lens.tolist() == compiled_table[0].lens.tolist()
+    assert numpy_table[1] == compiled_table[1]

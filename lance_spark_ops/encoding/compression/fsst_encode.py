@@ -27,6 +27,8 @@ Token ids: 0..254 are symbol codes, ``256 + b`` is byte ``b`` escaped (code 255 
 from __future__ import annotations
 
 from dataclasses import dataclass
+from functools import partial
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -285,20 +287,31 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
     sbuf, soffs = sample(data, offsets)
     terminator = int(np.argmin(np.bincount(sbuf, minlength=256)))
     start, end, _ = pieces(soffs, SAMPLE_PIECE)
+    kernels = compiled.fsst_kernels(int(offsets[-1] - offsets[0]))
+    parse = _sample_parse if kernels is None else partial(_compiled_parse, kernels)
     table = Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
     best, best_size = table, None
     for frac in ROUNDS:
-        p = _sample_parse(table, sbuf, start, end)
+        p = parse(table, sbuf, start, end)
         size = p.out_size
         if best_size is None or size < best_size:
             best, best_size = table, size
         first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
         val, ln = _candidates(table, p, first_bytes, frac)
         table = Table(val, ln.astype(np.uint8))
-    size = _sample_parse(table, sbuf, start, end).out_size
+    size = parse(table, sbuf, start, end).out_size
     if best_size is None or size < best_size:
         best = table
     return best, terminator
+
+
+def _compiled_parse(kernels: ModuleType, table: Table, data: np.ndarray, start: np.ndarray,
+                    end: np.ndarray) -> Parse:
+    """``_sample_parse`` by the compiled parse (the same tokens, in data order)."""
+    short, single, ht = table.packed()
+    toks, prev = kernels.parse_pieces(np.ascontiguousarray(data, np.uint8), start.astype(np.int64),
+                                      end.astype(np.int64), short, single, table.ht_val, table.ht_mask, ht)
+    return Parse(toks, prev, len(toks) + int(np.count_nonzero(toks >= 256)))
 
 
 def _sample_parse(table: Table, data: np.ndarray, start: np.ndarray, end: np.ndarray) -> Parse:

@@ -202,6 +202,40 @@ def _parse(data, offsets, first, last, p, k, out, out_off, piece, short, single,
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
+def parse_pieces(data, start, end, short, single, ht_val, ht_mask, ht_packed):  # noqa: ANN001, ANN201
+    """The greedy parse of the pieces ``data[start[j]:end[j]]`` (in order, tiling ``data``)
+    with ``compress``'s rule, for the table rounds: token ids (256 + b: escaped byte b) in
+    data order and the token before each (-1 at a piece start)."""
+    size = data.shape[0]
+    toks = np.empty(size, np.uint16)
+    prev = np.empty(size, np.int64)
+    t = 0
+    for j in range(start.shape[0]):
+        p = start[j]
+        e = end[j]
+        last = -1
+        while p < e:
+            rem = e - p
+            if rem == 1:
+                tok = np.int64(single[data[p]])
+            else:
+                w = _load8(data, p) if p + 8 <= size else _tail_window(data, p)
+                slot = (((w & _MASK24) * _HASH_MUL) & _MASK32) >> _HASH_SHIFT
+                hit = np.int64(ht_packed[slot])
+                if (hit >> 12) <= rem and (w & ht_mask[slot]) == ht_val[slot]:
+                    tok = hit
+                else:
+                    tok = np.int64(short[w & np.uint64(0xFFFF)])
+            code = tok & 0x1FF
+            toks[t] = code
+            prev[t] = last
+            last = code
+            t += 1
+            p += tok >> 12
+    return toks[:t], prev[:t]
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
 def decompress(src, rel, symbols, lens, n_symbols):  # noqa: ANN001, ANN201
     """Expand the compressed strings ``src[rel[i]:rel[i + 1]]`` (``rel`` from 0, checked
     monotonic by the caller). ``symbols``: (256,) u64, bytes past a symbol's length zero.
