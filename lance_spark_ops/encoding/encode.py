@@ -21,7 +21,7 @@ from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
 from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.encoding.leaves import field_leaf_count, leaf_fields
 from lance_spark_ops.encoding.page import EncodedPage
-from lance_spark_ops.encoding.page_split import slice_pages, split_rows
+from lance_spark_ops.encoding.page_split import split_pages
 from lance_spark_ops.encoding.plan import PagePlan, plan_page
 from lance_spark_ops.encoding.repdef import LeafLevels, levels_from_arrow
 from lance_spark_ops.errors import InvalidInputError, LanceError, UnsupportedError
@@ -56,9 +56,8 @@ def plan_field_pages(field: pa.Field, array: pa.Array | pa.ChunkedArray,
     more when null / empty lists would overflow a mini-block chunk (``page_split``)."""
     out = []
     for leaf, lv in _leaves(field, array, version):
-        ranges, over = split_rows(lv)
-        out.append([(lo, _plan(leaf, field, page, version, over))
-                    for (lo, _), page in zip(ranges, slice_pages(lv, ranges), strict=True)])
+        pages, over = split_pages(lv)
+        out.append([(lo, _plan(leaf, field, page, version, over)) for lo, page in pages])
     return out
 
 
