@@ -29,7 +29,7 @@ def _glibc() -> ctypes.CDLL | None:
     if _libc is None and sys.platform.startswith("linux"):
         try:
             lib = ctypes.CDLL(ctypes.util.find_library("c") or "libc.so.6")
-            if hasattr(lib, "mallopt") and hasattr(lib, "malloc_trim") and hasattr(lib, "gnu_get_libc_version"):
+            if all(hasattr(lib, f) for f in ("mallopt", "malloc_trim", "gnu_get_libc_version")):
                 _libc = lib
         except OSError:
             return None
