@@ -15,10 +15,16 @@ from __future__ import annotations
 import pyarrow as pa
 
 from lance_spark_ops.encoding.codecs import compress_block, compress_miniblock, compress_per_value
+from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
 from lance_spark_ops.encoding.layout.blob import encode_blob_page
 from lance_spark_ops.encoding.layout.constant import encode_constant_page
 from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
-from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
+from lance_spark_ops.encoding.layout.miniblock_encode import (
+    LevelPage,
+    PageLevels,
+    encode_miniblock_page,
+    page_levels_many,
+)
 from lance_spark_ops.encoding.leaves import field_leaf_count, leaf_fields
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.encoding.page_split import split_pages
@@ -69,8 +75,21 @@ def plan_field(field: pa.Field, array: pa.Array | pa.ChunkedArray, version: str)
 def encode_field_pages(field: pa.Field, array: pa.Array | pa.ChunkedArray,
                        version: str) -> list[list[tuple[int, EncodedPage]]]:
     """Per leaf column (in leaf order) its pages as (first row within ``array``, page)."""
-    return [[(row, encode_plan(plan)) for row, plan in pages]
-            for pages in plan_field_pages(field, array, version)]
+    return [_encode_pages(pages) for pages in plan_field_pages(field, array, version)]
+
+
+def _encode_pages(pages: list[tuple[int, PagePlan]]) -> list[tuple[int, EncodedPage]]:
+    """Encode the pages of one leaf; the levels of its mini-block pages are compressed
+    together (``page_levels_many``): a list leaf's flush splits into dozens of pages."""
+    mini = [i for i, (_, plan) in enumerate(pages) if plan.layout == "mini_block"]
+    if len(mini) < 2:
+        return [(row, encode_plan(plan)) for row, plan in pages]
+    values = {i: compress_miniblock(pages[i][1].values, pages[i][1].block, pages[i][1].params) for i in mini}
+    levels = dict(zip(mini, page_levels_many([
+        LevelPage(values[i], p.rep, p.def_, p.layers, p.rep_codec, p.def_codec)
+        for i in mini for p in [pages[i][1]]]), strict=True))
+    return [(row, _miniblock_page(plan, values[i], levels[i]) if i in values else encode_plan(plan))
+            for i, (row, plan) in enumerate(pages)]
 
 
 def encode_field(field: pa.Field, array: pa.Array | pa.ChunkedArray, version: str) -> list[EncodedPage]:
@@ -110,9 +129,11 @@ def _constant_page(plan: PagePlan, value: bytes | None, variable: bool) -> Encod
                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec)
 
 
-def _miniblock_page(plan: PagePlan) -> EncodedPage:
+def _miniblock_page(plan: PagePlan, values: MiniBlockCompressed | None = None,
+                    levels: PageLevels | None = None) -> EncodedPage:
     assert plan.block is not None and plan.values is not None
-    values = compress_miniblock(plan.values, plan.block, plan.params)
+    if values is None:
+        values = compress_miniblock(plan.values, plan.block, plan.params)
     dictionary = None
     if plan.dictionary is not None:
         assert plan.dictionary_codec is not None and plan.dictionary_params is not None
@@ -120,7 +141,7 @@ def _miniblock_page(plan: PagePlan) -> EncodedPage:
         dictionary = (buf, enc, int(plan.dictionary.num_values))
     return encode_miniblock_page(plan.num_rows, values, plan.rep, plan.def_, plan.layers, plan.version,
                                  dictionary=dictionary, num_items=plan.num_items,
-                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec)
+                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec, levels=levels)
 
 
 def _fullzip_page(plan: PagePlan) -> EncodedPage:
