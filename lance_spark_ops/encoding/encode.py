@@ -12,10 +12,12 @@ lists would overflow a mini-block chunk's level count is split into several page
 
 from __future__ import annotations
 
+import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.codecs import compress_block, compress_miniblock, compress_per_value
 from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import level_codec, level_codecs
 from lance_spark_ops.encoding.layout.blob import encode_blob_page
 from lance_spark_ops.encoding.layout.constant import encode_constant_page
 from lance_spark_ops.encoding.layout.fullzip_encode import encode_fullzip_page
@@ -49,11 +51,33 @@ def _leaves(field: pa.Field, array: pa.Array | pa.ChunkedArray,
     return list(zip(leaves, levels, strict=True))
 
 
-def _plan(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str, over: bool = False) -> PagePlan:
+def _plan(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str, over: bool = False,
+          defer: bool = False) -> PagePlan:
     try:
-        return plan_page(leaf, root, lv, version, over)
+        return plan_page(leaf, root, lv, version, over, defer)
     except LanceError as e:
         raise type(e)(f"leaf {leaf.name!r}: {e}") from e
+
+
+def _set_level_codecs(plans: list[PagePlan], version: str) -> None:
+    """Choose the deferred level codecs of a leaf's pages (consecutive, covering its
+    levels) for all pages at once."""
+    for attr, codec_attr in (("rep", "rep_codec"), ("def_", "def_codec")):
+        todo = [p for p in plans if p.defer_level_codecs and getattr(p, attr) is not None]
+        if not todo:
+            continue
+        if any(getattr(p, attr) is None for p in plans):
+            for p in todo:
+                setattr(p, codec_attr, level_codec(getattr(p, attr), version))
+            continue
+        levels = [getattr(p, attr) for p in plans]
+        bounds = np.concatenate(([0], np.cumsum([len(x) for x in levels])))
+        codecs = level_codecs(np.concatenate(levels), bounds, version)
+        for p, codec in zip(plans, codecs, strict=True):
+            if p.defer_level_codecs:
+                setattr(p, codec_attr, codec)
+    for p in plans:
+        p.defer_level_codecs = False
 
 
 def plan_field_pages(field: pa.Field, array: pa.Array | pa.ChunkedArray,
@@ -63,7 +87,11 @@ def plan_field_pages(field: pa.Field, array: pa.Array | pa.ChunkedArray,
     out = []
     for leaf, lv in _leaves(field, array, version):
         pages, over = split_pages(lv)
-        out.append([(lo, _plan(leaf, field, page, version, over)) for lo, page in pages])
+        defer = len(pages) > 1
+        planned = [(lo, _plan(leaf, field, page, version, over, defer)) for lo, page in pages]
+        if defer:
+            _set_level_codecs([plan for _, plan in planned], version)
+        out.append(planned)
     return out
 
 
