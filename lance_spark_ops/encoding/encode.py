@@ -62,6 +62,8 @@ def _plan(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str, over: bo
 def _set_level_codecs(plans: list[PagePlan], version: str) -> None:
     """Choose the deferred level codecs of a leaf's pages (consecutive, covering its
     levels) for all pages at once."""
+    for p in plans:  # only mini-block plans take level codecs from here
+        p.defer_level_codecs = p.defer_level_codecs and p.layout == "mini_block"
     for attr, codec_attr in (("rep", "rep_codec"), ("def_", "def_codec")):
         todo = [p for p in plans if p.defer_level_codecs and getattr(p, attr) is not None]
         if not todo:
