@@ -439,24 +439,29 @@ def level_codecs(levels: np.ndarray, bounds: np.ndarray, version: str) -> list[C
     raw = n * vbytes
     # bit width of a page = bit length of its largest value (the max over its 1024-chunks)
     widths = stats.bit_length(np.maximum.reduceat(lv, lo))
+    bp = _bitpacking_bytes(n, widths, bits)  # -1: no bitpacking estimate
     rle_wins = np.zeros(len(n), dtype=bool)
     if version != "2.1":
         is_start = np.empty(len(lv), dtype=bool)  # a run starts here (value change or page start)
         is_start[0] = True
         np.not_equal(lv[1:], lv[:-1], out=is_start[1:])
         is_start[lo] = True
-        run_starts = np.flatnonzero(is_start)
-        run_len = np.diff(run_starts, append=len(lv))
-        page_of_run = np.searchsorted(lo, run_starts, side="right") - 1
-        count = np.bincount(page_of_run, minlength=len(n))
-        entries = np.bincount(page_of_run, weights=(run_len + stats.U8_MAX_RUN - 1) // stats.U8_MAX_RUN,
-                              minlength=len(n)).astype(np.int64)
-        rle = entries * (vbytes + 1) + RLE_BLOCK_HEADER
-        rle_wins = (count * (vbytes + 1) + RLE_BLOCK_HEADER < raw) & (rle < raw)
-        for i in np.flatnonzero(rle_wins):  # beaten by the bitpacking estimate?
-            bp = _bitpacking_words(int(n[i]), int(widths[i]), bits)
-            if bp is not None and bp * vbytes < raw[i] and bp * vbytes < rle[i]:
-                rle_wins[i] = False
+        edges = bounds.tolist()
+        count = np.array([np.count_nonzero(is_start[a:b]) for a, b in zip(edges, edges[1:], strict=False)],
+                         dtype=np.int64)
+        least = count * (vbytes + 1) + RLE_BLOCK_HEADER  # one entry per run at least
+        # RLE needs to beat raw, and bitpacking below even its least size beats it anyway
+        rle_wins = (least < raw) & ~((bp >= 0) & (bp < least))
+        if rle_wins.any():
+            run_starts = np.flatnonzero(is_start)
+            run_len = np.diff(run_starts, append=len(lv))
+            entries = count
+            if int(run_len.max()) > stats.U8_MAX_RUN:  # long runs take several entries
+                page_of_run = np.searchsorted(lo, run_starts, side="right") - 1
+                pieces = (run_len + stats.U8_MAX_RUN - 1) // stats.U8_MAX_RUN
+                entries = np.bincount(page_of_run, weights=pieces, minlength=len(n)).astype(np.int64)
+            rle = entries * (vbytes + 1) + RLE_BLOCK_HEADER
+            rle_wins &= (rle < raw) & ~((bp >= 0) & (bp < rle))
     out = []
     for i in range(len(n)):
         if rle_wins[i]:
@@ -475,8 +480,16 @@ def level_codecs(levels: np.ndarray, bounds: np.ndarray, version: str) -> list[C
     return out
 
 
-def _bitpacking_words(n: int, width: int, bits: int) -> int | None:
-    """Words of ``block_bitpacking_estimate`` for ``n`` values of bit width ``width``."""
-    if n <= 1024:
-        return 1 + (1024 * width) // bits
-    return _ool_words(n, width, bits)
+def _bitpacking_bytes(n: np.ndarray, width: np.ndarray, bits: int) -> np.ndarray:
+    """``block_bitpacking_estimate`` of pages of ``n`` values of bit width ``width``
+    (vectorised ``_ool_words``; -1 where there is no estimate)."""
+    n, width = np.asarray(n, dtype=np.int64), np.asarray(width, dtype=np.int64)
+    chunks = -(-n // 1024)
+    per_chunk = -(-(1024 * width) // bits)
+    rem = n - (chunks - 1) * 1024
+    tail = np.where(width * (1024 - rem) < (bits - width) * rem, per_chunk, rem)
+    ool = np.where(n % 1024 == 0, chunks * per_chunk, (chunks - 1) * per_chunk + tail)
+    words = np.where(n <= 1024, 1 + (1024 * width) // bits, ool)
+    est = words * (bits // 8)
+    ok = (n > 0) & ((n <= 1024) | (width < bits)) & (est < n * (bits // 8))
+    return np.where(ok, est, -1)
