@@ -209,7 +209,7 @@ class LanceFileReader(ColumnSelection):
                 lo, hi = max(start, ps), min(stop, pe)
                 if lo == ps and hi == pe:
                     dec = self._page_decoder(column, p, cache=False)
-                    key = dec.batch_key() if isinstance(dec, MiniBlockDecoder) else None
+                    key = (dec.batch_key(), dec.has_dictionary) if isinstance(dec, MiniBlockDecoder) else None
                     if key is not None and key == run_key:
                         run.append((p, dec))
                         continue
@@ -243,14 +243,16 @@ class LanceFileReader(ColumnSelection):
             out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
             return
         ranges = []
+        wanted = (0, 1) if not run[0][1].has_dictionary else (0, 1, run[0][1].dictionary_buffer)
         for p, _ in run:
             page = meta.pages[p]
-            if len(page.buffer_offsets) < 2:
+            if len(page.buffer_offsets) <= max(wanted):
                 raise CorruptFileError(f"mini-block page {p} has {len(page.buffer_offsets)} buffers")
-            ranges += [(int(page.buffer_offsets[b]), int(page.buffer_sizes[b])) for b in (0, 1)]
+            ranges += [(int(page.buffer_offsets[b]), int(page.buffer_sizes[b])) for b in wanted]
         got = self._absolute_fetch(ranges)
-        out.append(decode_whole_pages([dec for _, dec in run],
-                                      [(got[2 * i], got[2 * i + 1]) for i in range(len(run))]))
+        k = len(wanted)
+        out.extend(decode_whole_pages([dec for _, dec in run],
+                                      [tuple(got[k * i:k * i + k]) for i in range(len(run))]))
 
     def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
         dec = self._page_decoder(column, page, cache=True)
