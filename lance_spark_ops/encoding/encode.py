@@ -116,7 +116,7 @@ def _encode_pages(pages: list[tuple[int, PagePlan]]) -> list[tuple[int, EncodedP
         return [(row, encode_plan(plan)) for row, plan in pages]
     values = {i: compress_miniblock(pages[i][1].values, pages[i][1].block, pages[i][1].params) for i in mini}
     levels = dict(zip(mini, page_levels_many([
-        LevelPage(values[i], p.rep, p.def_, p.layers, p.rep_codec, p.def_codec)
+        LevelPage(values[i], p.rep, p.def_, p.layers, p.rep_codec, p.def_codec, p.invisible)
         for i in mini for p in [pages[i][1]]]), strict=True))
     return [(row, _miniblock_page(plan, values[i], levels[i]) if i in values else encode_plan(plan))
             for i, (row, plan) in enumerate(pages)]
@@ -171,7 +171,8 @@ def _miniblock_page(plan: PagePlan, values: MiniBlockCompressed | None = None,
         dictionary = (buf, enc, int(plan.dictionary.num_values))
     return encode_miniblock_page(plan.num_rows, values, plan.rep, plan.def_, plan.layers, plan.version,
                                  dictionary=dictionary, num_items=plan.num_items,
-                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec, levels=levels)
+                                 rep_codec=plan.rep_codec, def_codec=plan.def_codec, levels=levels,
+                                 row_starts=plan.row_starts)
 
 
 def _fullzip_page(plan: PagePlan) -> EncodedPage:

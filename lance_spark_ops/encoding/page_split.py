@@ -44,6 +44,9 @@ class _RowIndex:
     def __init__(self, lv: LeafLevels) -> None:
         rep = np.asarray(lv.rep)
         self.num_levels = len(rep)
+        if lv.row_starts is not None and lv.invisible is not None:  # known from the shredding
+            self.starts, self.invisible = lv.row_starts, lv.invisible
+            return
         self.starts = np.flatnonzero(rep == max_rep(lv.layers))  # first level of each row
         self.invisible = np.flatnonzero(np.asarray(lv.def_) > max_visible_def(lv.layers))
 
@@ -117,5 +120,8 @@ def slice_pages(lv: LeafLevels, ranges: list[tuple[int, int]],
         lo, hi = int(bounds[2 * k]), int(bounds[2 * k + 1])
         v0, v1 = int(visible_before[2 * k]), int(visible_before[2 * k + 1])
         values = lv.values.slice(v0, v1 - v0)
-        out.append(LeafLevels(values, rep[lo:hi], d[lo:hi], list(lv.layers), stop - start))
+        i0, i1 = lo - v0, hi - v1  # invisible levels before lo / hi
+        out.append(LeafLevels(values, rep[lo:hi], d[lo:hi], list(lv.layers), stop - start,
+                              row_starts=index.starts[start:stop] - lo,
+                              invisible=index.invisible[i0:i1] - lo))
     return out

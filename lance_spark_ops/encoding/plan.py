@@ -98,6 +98,8 @@ class PagePlan:
     num_visible_items: int = 0
     notes: list[str] = field(default_factory=list)
     defer_level_codecs: bool = False  # mini-block level codecs left for the caller to set
+    row_starts: np.ndarray | None = None  # LeafLevels.row_starts / invisible when known
+    invisible: np.ndarray | None = None
 
     @property
     def num_levels(self) -> int:
@@ -269,7 +271,8 @@ def plan_page(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str,
     values = strip_extension(lv.values)
     _check_fixed_size_list(leaf, values.type, version)
     plan = PagePlan("all_null", version, int(lv.num_rows), list(lv.layers), lv.rep, lv.def_, params,
-                    arrow_type=values.type, values_array=values, defer_level_codecs=defer_level_codecs)
+                    arrow_type=values.type, values_array=values, defer_level_codecs=defer_level_codecs,
+                    row_starts=lv.row_starts, invisible=lv.invisible)
     n = len(values)
     plan.num_items = plan.num_visible_items = n
     if is_blob(leaf) and (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):

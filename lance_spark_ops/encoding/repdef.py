@@ -282,6 +282,11 @@ class LeafLevels:
     def_: np.ndarray | None
     layers: list[int]
     num_rows: int
+    # When the shredder knows them (one list layer): the level of each row's first entry
+    # and the levels without a value slot (null / empty lists), so later stages need no
+    # pass over the levels to find them.
+    row_starts: np.ndarray | None = None
+    invisible: np.ndarray | None = None
 
 
 @dataclass
@@ -312,6 +317,8 @@ class _State:
     layers: list[_Layer] = field(default_factory=list)
     num_lists: int = 0
     first: int = 0
+    row_starts: np.ndarray | None = None  # see LeafLevels; kept while only one list is applied
+    invisible: np.ndarray | None = None
 
     @property
     def dense(self) -> bool:
@@ -389,7 +396,17 @@ def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
     new_rep[first] = np.where(rep_code == 0, ordinal + 1, rep_code)
     state.rep_code, state.def_code, state.first = new_rep, None, base
     state.layers.append(_Layer(True))
+    _record_rows(state, ordinal, first, np.zeros(0, np.int64))
     return True
+
+
+def _record_rows(state: _State, ordinal: int, first: np.ndarray, invisible: np.ndarray) -> None:
+    """Keep the row starts / invisible levels after the outermost list when it is applied
+    to whole rows (every entry a row); any further list shifts the levels: forget them."""
+    if ordinal == 0 and state.num_lists == 1:
+        state.row_starts, state.invisible = first, invisible
+    else:
+        state.row_starts = state.invisible = None
 
 
 def _apply_run_list(state: _State, offs: np.ndarray, ordinal: int, depth: int) -> bool:
@@ -454,6 +471,10 @@ def _apply_run_list(state: _State, offs: np.ndarray, ordinal: int, depth: int) -
         new_special[first] = ~expand
         state.special = new_special
     state.rep_code, state.idx, state.first = new_rep, None, int(run[0])
+    if special is None and def_code is None:  # whole rows: specials are exactly the invisible levels
+        _record_rows(state, ordinal, first, first[~expand])
+    else:
+        state.row_starts = state.invisible = None
     return True
 
 
@@ -502,6 +523,7 @@ def _apply_list(state: _State, arr: pa.Array) -> None:
     new_idx = np.repeat(np.where(expand, starts, 0) - first, counts) + np.arange(total, dtype=np.int64)
     new_idx[new_special] = 0
     state.rep_code, state.def_code, state.special, state.idx = new_rep, new_def, new_special, new_idx
+    state.row_starts = state.invisible = None
 
 
 def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
@@ -536,10 +558,12 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
             rep = state.rep_code.astype(np.uint16)
         else:
             rep = np.array([0, *range(state.num_lists, 0, -1)], np.uint16)[state.rep_code]
+    known = {} if state.row_starts is None or rep is None else {
+        "row_starts": state.row_starts, "invisible": state.invisible}
     if state.dense:
-        return LeafLevels(arr.slice(state.first if n else 0, n), rep, def_, layers, num_rows)
+        return LeafLevels(arr.slice(state.first if n else 0, n), rep, def_, layers, num_rows, **known)
     if state.idx is None:  # the live entries are a run of elements
-        return LeafLevels(arr.slice(state.first, state.num_live()), rep, def_, layers, num_rows)
+        return LeafLevels(arr.slice(state.first, state.num_live()), rep, def_, layers, num_rows, **known)
     live_idx = state.indices()[~state.specials()]
     if len(live_idx) and np.array_equal(live_idx, np.arange(live_idx[0], live_idx[0] + len(live_idx))):
         values = arr.slice(int(live_idx[0]), len(live_idx))
@@ -558,7 +582,8 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         _apply_item(state, arr)
         for i in range(dt.num_fields):
             child = _State(state.rep_code, state.def_code, state.special, state.idx,
-                           list(state.layers), state.num_lists, state.first)
+                           list(state.layers), state.num_lists, state.first, state.row_starts,
+                           state.invisible)
             _shred(dt.field(i), arr.field(i), child, num_rows, out)
         return
     if pa.types.is_map(dt):
