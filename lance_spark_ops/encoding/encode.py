@@ -7,7 +7,10 @@ rep/def levels + layer kinds), ``plan.plan_page`` picks the layout and every cod
 its ``PageLayout``. Nothing here touches storage; ``file.writer`` batches rows and calls
 ``encode_field`` with one page's worth (possibly a slice). A leaf whose null / empty
 lists would overflow a mini-block chunk's level count is split into several pages by rows
-(``page_split``); ``encode_field_pages`` returns them with their first rows.
+(``page_split``); ``encode_field_pages`` returns them with their first rows. The pages of
+one split leaf get their level codecs chosen (``strategy.level_codecs``) and their levels
+compressed (``page_levels_many``) in one pass over the leaf's levels, not page by page:
+same bytes, without dozens of numpy calls per page.
 """
 
 from __future__ import annotations

@@ -5,7 +5,10 @@ A legacy (v1) file is recognised by its footer and handed to ``file.legacy.Legac
 
 Reads go through the storage layer; decoding is delegated to ``encoding`` (2.1+: page
 layouts -> rep/def -> Arrow; 2.0: the fenced-off legacy decoders). Full scans decode
-whole pages and never load the search cache; ``take`` loads each touched page's search
+whole pages and never load the search cache; consecutive whole mini-block pages of a column
+that share a layout are read in one request and decoded as one (``decode_whole_pages``: a
+list column's pages are small, ~65 535 levels, and per-page codec costs would dominate).
+``take`` loads each touched page's search
 cache once (chunk metadata, repetition index, dictionary) and reads only the chunks or
 full-zip ranges that hold the requested rows.
 """

@@ -40,7 +40,9 @@ exactly ``count`` of its levels are visible. Invisible levels at a chunk boundar
 *next* chunk. Without def levels every level is visible. Rows start where rep == max_rep
 (the number of list layers); a row may continue into following chunks.
 
-``decode(fetch, None)`` reads buffers 0, 1 (and the dictionary) in one fetch. With ``rows``
+``decode(fetch, None)`` reads buffers 0, 1 (and the dictionary) in one fetch;
+``decode_whole_pages`` decodes several whole pages sharing a layout in one pass (their chunks
+joined; dictionaries joined, indices shifted). With ``rows``
 the search cache (chunk metadata, repetition index, dictionary) picks the chunks touching
 those rows: chunk k covers rows ``[first_row_k - has_preamble_k, first_row_k + starts_k)``.
 Only they are fetched and decoded; then levels and values are cut down to exactly the rows.
