@@ -171,6 +171,7 @@ class MiniBlockDecoder(PageDecoder):
         self._index: _ChunkIndex | None = None
         self._dictionary: DataBlock | None = None
         self._cache_loaded = False
+        self._batch_key: bytes | None = None
 
     # ------------------------------------------------------------------ search cache
     def load_search_cache(self, fetch: Fetch) -> None:
@@ -363,11 +364,13 @@ class MiniBlockDecoder(PageDecoder):
     def batch_key(self) -> bytes:
         """Pages of one column with equal keys may be decoded together (``decode_whole_pages``):
         the layout but its item and dictionary item counts."""
-        lay = pb.MiniBlockLayout()
-        lay.CopyFrom(self.layout)
-        lay.num_items = 0
-        lay.num_dictionary_items = 0
-        return lay.SerializeToString(deterministic=True)
+        if self._batch_key is None:
+            lay = pb.MiniBlockLayout()
+            lay.CopyFrom(self.layout)
+            lay.num_items = 0
+            lay.num_dictionary_items = 0
+            self._batch_key = lay.SerializeToString(deterministic=True)
+        return self._batch_key
 
     @property
     def has_dictionary(self) -> bool:
