@@ -97,6 +97,9 @@ class PagePlan:
     num_items: int = 0
     num_visible_items: int = 0
     notes: list[str] = field(default_factory=list)
+    defer_level_codecs: bool = False  # mini-block level codecs left for the caller to set
+    row_starts: np.ndarray | None = None  # LeafLevels.row_starts / invisible when known
+    invisible: np.ndarray | None = None
 
     @property
     def num_levels(self) -> int:
@@ -116,10 +119,11 @@ def _env_num(name: str, kind: type) -> object | None:
 
 def leaf_validity(lv: LeafLevels) -> np.ndarray | None:
     """Validity of each visible value (None: all valid), from the def levels."""
-    if lv.def_ is None:
+    mv = max_visible_def(lv.layers)
+    if lv.def_ is None or mv == 0:  # no layer below the lists can be null: visible defs are 0
         return None
     d = np.asarray(lv.def_)
-    visible = d[d <= max_visible_def(lv.layers)]
+    visible = d[d <= mv]
     return visible == 0
 
 
@@ -242,6 +246,7 @@ def _dict_ratio(params: CompressionParams) -> float:
 
 def _levels_plan(plan: PagePlan) -> PagePlan:
     """All-null page with levels: raw in 2.1, compressed in 2.2."""
+    plan.defer_level_codecs = False
     if plan.version != "2.1":
         plan.rep_codec = None if plan.rep is None else level_codec(plan.rep, plan.version)
         plan.def_codec = None if plan.def_ is None else level_codec(plan.def_, plan.version)
@@ -249,13 +254,16 @@ def _levels_plan(plan: PagePlan) -> PagePlan:
 
 
 def plan_page(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str,
-              row_over_budget: bool = False) -> PagePlan:
+              row_over_budget: bool = False, defer_level_codecs: bool = False) -> PagePlan:
     """Choose the layout and every compression for one page of one leaf column.
 
     ``leaf`` is the leaf's field (its metadata holds the compression knobs), ``root`` the
     top-level field (its metadata may force ``structural-encoding``), ``lv`` the leaf's
     levels and values for the page. ``row_over_budget``: one row holds more levels than a
     mini-block chunk can (``page_split``), so the page must be full-zip.
+    ``defer_level_codecs``: a mini-block plan leaves ``rep_codec`` / ``def_codec`` unset
+    (``defer_level_codecs`` stays True) for the caller to choose them for many pages at
+    once (``strategy.level_codecs``).
     """
     if version not in ("2.1", "2.2"):
         raise InvalidInputError(f"structural encoding needs file version 2.1 or 2.2, got {version}")
@@ -263,7 +271,8 @@ def plan_page(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str,
     values = strip_extension(lv.values)
     _check_fixed_size_list(leaf, values.type, version)
     plan = PagePlan("all_null", version, int(lv.num_rows), list(lv.layers), lv.rep, lv.def_, params,
-                    arrow_type=values.type, values_array=values)
+                    arrow_type=values.type, values_array=values, defer_level_codecs=defer_level_codecs,
+                    row_starts=lv.row_starts, invisible=lv.invisible)
     n = len(values)
     plan.num_items = plan.num_visible_items = n
     if is_blob(leaf) and (pa.types.is_binary(values.type) or pa.types.is_large_binary(values.type)):
@@ -354,8 +363,9 @@ def _miniblock(plan: PagePlan, block: DataBlock, dictionary: DataBlock | None) -
         plan.dictionary = dictionary
         plan.dictionary_params = dictionary_values_params(plan.params, dictionary)
         plan.dictionary_codec = block_codec(dictionary, plan.dictionary_params, plan.version)
-    plan.rep_codec = None if plan.rep is None else level_codec(plan.rep, plan.version)
-    plan.def_codec = None if plan.def_ is None else level_codec(plan.def_, plan.version)
+    if not plan.defer_level_codecs:
+        plan.rep_codec = None if plan.rep is None else level_codec(plan.rep, plan.version)
+        plan.def_codec = None if plan.def_ is None else level_codec(plan.def_, plan.version)
     return plan
 
 

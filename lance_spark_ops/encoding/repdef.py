@@ -282,6 +282,11 @@ class LeafLevels:
     def_: np.ndarray | None
     layers: list[int]
     num_rows: int
+    # When the shredder knows them (one list layer): the level of each row's first entry
+    # and the levels without a value slot (null / empty lists), so later stages need no
+    # pass over the levels to find them.
+    row_starts: np.ndarray | None = None
+    invisible: np.ndarray | None = None
 
 
 @dataclass
@@ -300,7 +305,9 @@ class _State:
     ``special``: the entry ended at an outer layer (null/empty list); ``idx``: element index
     into the current layer's array for non-special entries. None stands for the common
     values, not materialised on the fast paths: ``def_code`` all 0, no ``special`` entry,
-    ``idx`` = ``arange(first, first + n)``; ``defs()`` etc. give the arrays.
+    ``idx``: the non-special entries are the elements ``first, first + 1, ...`` in order
+    (with specials interleaved, e.g. below a list with empty lists); ``defs()`` etc. give
+    the arrays.
     """
 
     rep_code: np.ndarray  # int16
@@ -310,6 +317,8 @@ class _State:
     layers: list[_Layer] = field(default_factory=list)
     num_lists: int = 0
     first: int = 0
+    row_starts: np.ndarray | None = None  # see LeafLevels; kept while only one list is applied
+    invisible: np.ndarray | None = None
 
     @property
     def dense(self) -> bool:
@@ -324,8 +333,18 @@ class _State:
 
     def indices(self) -> np.ndarray:
         if self.idx is None:
-            return np.arange(self.first, self.first + len(self.rep_code), dtype=np.int64)
+            if self.special is None:
+                return np.arange(self.first, self.first + len(self.rep_code), dtype=np.int64)
+            live = ~self.special
+            idx = np.zeros(len(self.rep_code), np.int64)
+            idx[live] = np.arange(self.first, self.first + int(np.count_nonzero(live)), dtype=np.int64)
+            return idx
         return self.idx
+
+    def num_live(self) -> int:
+        """Entries that are not special (own an element of the current layer)."""
+        n = len(self.rep_code)
+        return n if self.special is None else n - int(np.count_nonzero(self.special))
 
 
 def _validity_np(arr: pa.Array) -> np.ndarray:
@@ -377,6 +396,85 @@ def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
     new_rep[first] = np.where(rep_code == 0, ordinal + 1, rep_code)
     state.rep_code, state.def_code, state.first = new_rep, None, base
     state.layers.append(_Layer(True))
+    _record_rows(state, ordinal, first, np.zeros(0, np.int64))
+    return True
+
+
+def _record_rows(state: _State, ordinal: int, first: np.ndarray, invisible: np.ndarray) -> None:
+    """Keep the row starts / invisible levels after the outermost list when it is applied
+    to whole rows (every entry a row); any further list shifts the levels: forget them."""
+    if ordinal == 0 and state.num_lists == 1:
+        state.row_starts, state.invisible = first, invisible
+    else:
+        state.row_starts = state.invisible = None
+
+
+def _apply_run_list(state: _State, offs: np.ndarray, ordinal: int, depth: int) -> bool:
+    """``_apply_list`` for a list array without nulls when the live entries are a run of
+    lists ``first, first + 1, ...`` (``state.idx`` None) and every live list that is not
+    expanded (empty, or masked by a null above) holds no items: the items of the expanded
+    lists are then a run too, so the new state needs no per-entry index array (the common
+    top-level ``list<T>`` with empty lists). Returns False (nothing done) otherwise."""
+    if state.idx is not None:
+        return False
+    n = len(state.rep_code)
+    special, def_code = state.special, state.def_code
+    live_pos = None if special is None else np.flatnonzero(~special)
+    nlive = n if live_pos is None else len(live_pos)
+    run = offs[state.first : state.first + nlive + 1]
+    if len(run) != nlive + 1:
+        return False
+    if live_pos is None:
+        lengths = np.diff(run)
+    else:
+        lengths = np.zeros(n, np.int64)
+        lengths[live_pos] = np.diff(run)
+    expand = lengths > 0  # specials carry length 0
+    masked = None
+    if def_code is not None and def_code.any():
+        masked = def_code != 0
+        if special is not None:
+            masked &= ~special
+        if np.any(expand & masked):
+            return False  # a masked list hides items: the expanded items are no run
+    is_empty = ~expand
+    if special is not None:
+        is_empty &= ~special
+    if masked is not None:
+        is_empty &= ~masked
+    has_empty = bool(is_empty.any())
+    state.layers.append(_Layer(True, has_null=masked is not None and bool(masked.any()), has_empty=has_empty))
+    counts = np.maximum(lengths, 1)  # every entry not expanded keeps one level
+    first = np.zeros(n, np.int64)
+    if n > 1:
+        np.cumsum(counts[:-1], out=first[1:])
+    total = int(first[-1] + counts[-1]) if n else 0
+    rep_code = state.rep_code
+    new_rep = np.zeros(total, np.int16)
+    start_code = np.where(rep_code == 0, ordinal + 1, rep_code)
+    if special is not None:
+        start_code = np.where(special, rep_code, start_code)
+    new_rep[first] = start_code
+    if has_empty or (def_code is not None and def_code.any()):
+        codes = np.zeros(n, np.int16) if def_code is None else def_code
+        if has_empty:
+            codes = np.where(is_empty, 2 + 2 * depth, codes).astype(np.int16)
+        new_def = np.zeros(total, np.int16)
+        new_def[first] = codes
+        state.def_code = new_def
+    else:
+        state.def_code = None
+    if expand.all():
+        state.special = None
+    else:
+        new_special = np.zeros(total, bool)
+        new_special[first] = ~expand
+        state.special = new_special
+    state.rep_code, state.idx, state.first = new_rep, None, int(run[0])
+    if special is None and def_code is None:  # whole rows: specials are exactly the invisible levels
+        _record_rows(state, ordinal, first, first[~expand])
+    else:
+        state.row_starts = state.invisible = None
     return True
 
 
@@ -388,7 +486,7 @@ def _apply_list(state: _State, arr: pa.Array) -> None:
     state.num_lists += 1
     if len(arr) and _no_nulls(arr):
         offs = np.asarray(arr.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
-        if _apply_dense_list(state, offs, ordinal):
+        if _apply_dense_list(state, offs, ordinal) or _apply_run_list(state, offs, ordinal, depth):
             return
     special, idx, def_code = state.specials(), state.indices(), state.defs()
     if len(arr):
@@ -425,6 +523,7 @@ def _apply_list(state: _State, arr: pa.Array) -> None:
     new_idx = np.repeat(np.where(expand, starts, 0) - first, counts) + np.arange(total, dtype=np.int64)
     new_idx[new_special] = 0
     state.rep_code, state.def_code, state.special, state.idx = new_rep, new_def, new_special, new_idx
+    state.row_starts = state.invisible = None
 
 
 def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
@@ -459,8 +558,12 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
             rep = state.rep_code.astype(np.uint16)
         else:
             rep = np.array([0, *range(state.num_lists, 0, -1)], np.uint16)[state.rep_code]
+    known = {} if state.row_starts is None or rep is None else {
+        "row_starts": state.row_starts, "invisible": state.invisible}
     if state.dense:
-        return LeafLevels(arr.slice(state.first if n else 0, n), rep, def_, layers, num_rows)
+        return LeafLevels(arr.slice(state.first if n else 0, n), rep, def_, layers, num_rows, **known)
+    if state.idx is None:  # the live entries are a run of elements
+        return LeafLevels(arr.slice(state.first, state.num_live()), rep, def_, layers, num_rows, **known)
     live_idx = state.indices()[~state.specials()]
     if len(live_idx) and np.array_equal(live_idx, np.arange(live_idx[0], live_idx[0] + len(live_idx))):
         values = arr.slice(int(live_idx[0]), len(live_idx))
@@ -479,7 +582,8 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         _apply_item(state, arr)
         for i in range(dt.num_fields):
             child = _State(state.rep_code, state.def_code, state.special, state.idx,
-                           list(state.layers), state.num_lists, state.first)
+                           list(state.layers), state.num_lists, state.first, state.row_starts,
+                           state.invisible)
             _shred(dt.field(i), arr.field(i), child, num_rows, out)
         return
     if pa.types.is_map(dt):

@@ -5,7 +5,10 @@ A legacy (v1) file is recognised by its footer and handed to ``file.legacy.Legac
 
 Reads go through the storage layer; decoding is delegated to ``encoding`` (2.1+: page
 layouts -> rep/def -> Arrow; 2.0: the fenced-off legacy decoders). Full scans decode
-whole pages and never load the search cache; ``take`` loads each touched page's search
+whole pages and never load the search cache; consecutive whole mini-block pages of a column
+that share a layout are read in one request and decoded as one (``decode_whole_pages``: a
+list column's pages are small, ~65 535 levels, and per-page codec costs would dominate).
+``take`` loads each touched page's search
 cache once (chunk metadata, repetition index, dictionary) and reads only the chunks or
 full-zip ranges that hold the requested rows.
 """
@@ -20,6 +23,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.encoding.layout import PageDecoder
+from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder, decode_whole_pages
 from lance_spark_ops.encoding.page import PageData
 from lance_spark_ops.errors import (
     CorruptFileError,
@@ -199,6 +203,8 @@ class LanceFileReader(ColumnSelection):
         if rows is None:
             first = int(np.searchsorted(starts, start, side="right") - 1)
             last = int(np.searchsorted(starts, stop, side="left"))
+            run: list[tuple[int, MiniBlockDecoder]] = []  # whole mini-block pages sharing a layout
+            run_key = None
             for p in range(first, last):
                 ps, pe = int(starts[p]), int(starts[p + 1])
                 if pe <= ps:
@@ -206,9 +212,21 @@ class LanceFileReader(ColumnSelection):
                 lo, hi = max(start, ps), min(stop, pe)
                 if lo == ps and hi == pe:
                     dec = self._page_decoder(column, p, cache=False)
-                    out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+                    key = (dec.batch_key(), dec.has_dictionary) if isinstance(dec, MiniBlockDecoder) else None
+                    if key is not None and key == run_key:
+                        run.append((p, dec))
+                        continue
+                    self._flush_run(meta, run, out)
+                    run, run_key = [], key
+                    if key is not None:
+                        run.append((p, dec))
+                    else:
+                        out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
                 else:
+                    self._flush_run(meta, run, out)
+                    run, run_key = [], None
                     out.append(self._decode_page_rows(column, p, np.arange(lo - ps, hi - ps)))
+            self._flush_run(meta, run, out)
             return out
         page_of = np.searchsorted(starts, rows, side="right") - 1
         bounds = np.flatnonzero(np.diff(page_of)) + 1
@@ -218,6 +236,26 @@ class LanceFileReader(ColumnSelection):
             p = int(page_of[group[0]])
             out.append(self._decode_page_rows(column, p, rows[group] - starts[p]))
         return out
+
+    def _flush_run(self, meta: Any, run: list[tuple[int, MiniBlockDecoder]], out: list[PageData]) -> None:
+        """Decode a run of whole mini-block pages (one read, one pass through the codecs)."""
+        if not run:
+            return
+        if len(run) == 1:
+            p, dec = run[0]
+            out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+            return
+        ranges = []
+        wanted = (0, 1) if not run[0][1].has_dictionary else (0, 1, run[0][1].dictionary_buffer)
+        for p, _ in run:
+            page = meta.pages[p]
+            if len(page.buffer_offsets) <= max(wanted):
+                raise CorruptFileError(f"mini-block page {p} has {len(page.buffer_offsets)} buffers")
+            ranges += [(int(page.buffer_offsets[b]), int(page.buffer_sizes[b])) for b in wanted]
+        got = self._absolute_fetch(ranges)
+        k = len(wanted)
+        out.extend(decode_whole_pages([dec for _, dec in run],
+                                      [tuple(got[k * i:k * i + k]) for i in range(len(run))]))
 
     def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
         dec = self._page_decoder(column, page, cache=True)

@@ -300,6 +300,15 @@ def scatter_ragged(
         return
     total = int(lengths.sum())
     if total >= 64 * len(lengths):
+        if len(lengths) > 1:  # pieces continuing the previous one in both arrays: one copy
+            dst_starts = np.asarray(dst_starts, dtype=np.int64)
+            src_starts = np.asarray(src_starts, dtype=np.int64)
+            cont = ((dst_starts[1:] == dst_starts[:-1] + lengths[:-1])
+                    & (src_starts[1:] == src_starts[:-1] + lengths[:-1]))
+            if cont.any():
+                heads = np.flatnonzero(np.concatenate(([True], ~cont)))
+                lengths = np.add.reduceat(lengths, heads)
+                dst_starts, src_starts = dst_starts[heads], src_starts[heads]
         for d, s, n in zip(dst_starts.tolist(), src_starts.tolist(), lengths.tolist(), strict=True):
             if n:
                 out[d : d + n] = src[s : s + n]

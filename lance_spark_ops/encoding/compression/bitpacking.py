@@ -730,21 +730,43 @@ def encode_out_of_line_bitpacking_blocks(
     packed_tail = pack_tail(tail, width, t_bits)
     raw_tail = np.where(packed_tail, 0, tail)
     part_starts = exclusive_cumsum(counts)
-    # every block to pack: whole blocks plus packed tails (zero padded by gather_parts)
-    pack_counts = whole * BLOCK + np.where(packed_tail, tail, 0)
-    to_pack = values if not raw_tail.any() else values[ragged_arange(part_starts, pack_counts)]
-    blocks, nblocks = gather_parts(to_pack, pack_counts, BLOCK)
-    packed = fastlanes_pack(blocks, width).reshape(-1)
+    # every block to pack: whole blocks plus packed tails, zero padded
+    nblocks = whole + packed_tail
+    packed = fastlanes_pack(_part_blocks(values, part_starts, counts, nblocks), width).reshape(-1)
     # assemble each part as [its packed words][its raw tail values]
     sizes = nblocks * wpb + raw_tail
     if not raw_tail.any():  # the parts' packed words are already back to back
         return packed.view(np.uint8), sizes * dt.itemsize
-    starts = exclusive_cumsum(sizes)
-    out = np.empty(int(sizes.sum()), dtype=dt)
-    scatter_ragged(out, starts, packed, exclusive_cumsum(nblocks) * wpb, nblocks * wpb)
-    if raw_tail.any():
-        scatter_ragged(out, starts + nblocks * wpb, values, part_starts + whole * BLOCK, raw_tail)
+    total = int(sizes.sum())
+    pos = np.arange(total, dtype=np.int64) - np.repeat(exclusive_cumsum(sizes), sizes)  # word in its part
+    is_packed = pos < np.repeat(nblocks * wpb, sizes)
+    out = np.empty(total, dtype=dt)
+    out[is_packed] = packed
+    out[~is_packed] = values[ragged_arange(part_starts + whole * BLOCK, raw_tail)]
     return out.view(np.uint8), sizes * dt.itemsize
+
+
+def _part_blocks(values: np.ndarray, part_starts: np.ndarray, counts: np.ndarray,
+                 nblocks: np.ndarray) -> np.ndarray:
+    """(sum(nblocks), 1024): part i's first ``nblocks[i]`` blocks of 1024 values from
+    ``values[part_starts[i]:+counts[i]]``, zero past the part's end. Rows are copied out of
+    a sliding-window view (no element index arrays): levels cut into ~1 000 chunk parts
+    per flush would otherwise cost one Python step or one 8-byte index per value."""
+    nrows = int(nblocks.sum())
+    if nrows == 0:
+        return np.zeros((0, BLOCK), dtype=values.dtype)
+    row_part = np.repeat(np.arange(len(counts)), nblocks)
+    k = np.arange(nrows, dtype=np.int64) - np.repeat(exclusive_cumsum(nblocks), nblocks)  # block in its part
+    row_start = part_starts[row_part] + k * BLOCK
+    row_len = np.minimum(BLOCK, counts[row_part] - k * BLOCK)
+    padded = np.concatenate([values, np.zeros(BLOCK, dtype=values.dtype)])
+    blocks = np.lib.stride_tricks.sliding_window_view(padded, BLOCK)[row_start]
+    short = np.flatnonzero(row_len < BLOCK)
+    if len(short):
+        rows = blocks[short]
+        rows[np.arange(BLOCK)[None, :] >= row_len[short][:, None]] = 0
+        blocks[short] = rows
+    return blocks
 
 
 def encode_out_of_line_bitpacking_block(

@@ -424,3 +424,72 @@ def level_codec(levels: np.ndarray, version: str) -> Codec:
     lv = np.ascontiguousarray(levels, dtype=np.uint16)
     block = FixedWidthBlock(lv.view(np.uint8), 16, len(lv))
     return block_codec(block, CompressionParams(), version)
+
+
+def level_codecs(levels: np.ndarray, bounds: np.ndarray, version: str) -> list[Codec]:
+    """``level_codec`` of each page ``levels[bounds[i]:bounds[i + 1]]`` (consecutive pages
+    of one flush), their statistics - runs, RLE entries, bit widths - computed over the
+    whole flush at once instead of page by page; the same choices (default parameters)."""
+    lv = np.ascontiguousarray(levels, dtype=np.uint16)
+    bounds = np.asarray(bounds, dtype=np.int64)
+    lo, n = bounds[:-1], np.diff(bounds)
+    if len(n) == 0 or (n <= 0).any() or int(bounds[0]) != 0 or int(bounds[-1]) != len(lv):
+        return [level_codec(lv[a:b], version) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+    bits, vbytes = 16, 2
+    raw = n * vbytes
+    # bit width of a page = bit length of its largest value (the max over its 1024-chunks)
+    widths = stats.bit_length(np.maximum.reduceat(lv, lo))
+    bp = _bitpacking_bytes(n, widths, bits)  # -1: no bitpacking estimate
+    rle_wins = np.zeros(len(n), dtype=bool)
+    if version != "2.1":
+        is_start = np.empty(len(lv), dtype=bool)  # a run starts here (value change or page start)
+        is_start[0] = True
+        np.not_equal(lv[1:], lv[:-1], out=is_start[1:])
+        is_start[lo] = True
+        edges = bounds.tolist()
+        count = np.array([np.count_nonzero(is_start[a:b]) for a, b in zip(edges, edges[1:], strict=False)],
+                         dtype=np.int64)
+        least = count * (vbytes + 1) + RLE_BLOCK_HEADER  # one entry per run at least
+        # RLE needs to beat raw, and bitpacking below even its least size beats it anyway
+        rle_wins = (least < raw) & ~((bp >= 0) & (bp < least))
+        if rle_wins.any():
+            run_starts = np.flatnonzero(is_start)
+            run_len = np.diff(run_starts, append=len(lv))
+            entries = count
+            if int(run_len.max()) > stats.U8_MAX_RUN:  # long runs take several entries
+                page_of_run = np.searchsorted(lo, run_starts, side="right") - 1
+                pieces = (run_len + stats.U8_MAX_RUN - 1) // stats.U8_MAX_RUN
+                entries = np.bincount(page_of_run, weights=pieces, minlength=len(n)).astype(np.int64)
+            rle = entries * (vbytes + 1) + RLE_BLOCK_HEADER
+            rle_wins &= (rle < raw) & ~((bp >= 0) & (bp < rle))
+    out = []
+    for i in range(len(n)):
+        if rle_wins[i]:
+            out.append(Codec("rle", Codec("flat", bits=bits), bits=bits))
+            continue
+        size, width = int(n[i]), int(widths[i])
+        if width < bits and not (size <= 1024 and math.ceil(1024 * width / 8) >= size * vbytes):
+            out.append(Codec("inline_bitpacking", bits=bits) if size <= 1024 else
+                       Codec("out_of_line_bitpacking", Codec("flat", bits=width), bits=bits,
+                             compressed_bits=width))
+            continue
+        flat = Codec("flat", bits=bits)
+        if version != "2.1" and size * vbytes > AUTO_GENERAL_MIN_SIZE:
+            flat = Codec("general", flat, scheme="zstd", level=0)
+        out.append(flat)
+    return out
+
+
+def _bitpacking_bytes(n: np.ndarray, width: np.ndarray, bits: int) -> np.ndarray:
+    """``block_bitpacking_estimate`` of pages of ``n`` values of bit width ``width``
+    (vectorised ``_ool_words``; -1 where there is no estimate)."""
+    n, width = np.asarray(n, dtype=np.int64), np.asarray(width, dtype=np.int64)
+    chunks = -(-n // 1024)
+    per_chunk = -(-(1024 * width) // bits)
+    rem = n - (chunks - 1) * 1024
+    tail = np.where(width * (1024 - rem) < (bits - width) * rem, per_chunk, rem)
+    ool = np.where(n % 1024 == 0, chunks * per_chunk, (chunks - 1) * per_chunk + tail)
+    words = np.where(n <= 1024, 1 + (1024 * width) // bits, ool)
+    est = words * (bits // 8)
+    ok = (n > 0) & ((n <= 1024) | (width < bits)) & (est < n * (bits // 8))
+    return np.where(ok, est, -1)

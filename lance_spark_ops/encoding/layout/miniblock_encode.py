@@ -76,27 +76,42 @@ def compress_levels(levels: np.ndarray, counts: np.ndarray, codec: Codec,
 
 
 def level_counts(
-    value_counts: np.ndarray, num_levels: int, def_: np.ndarray | None, max_visible: int | None
+    value_counts: np.ndarray, num_levels: int, def_: np.ndarray | None, max_visible: int | None,
+    invisible: np.ndarray | None = None,
 ) -> np.ndarray:
-    """Levels of each chunk (module doc, step 1). ``max_visible`` is None without lists."""
+    """Levels of each chunk (module doc, step 1). ``max_visible`` is None without lists;
+    ``invisible``: the positions of the levels with def > ``max_visible`` when known."""
     if max_visible is None or def_ is None:
         if num_levels != int(value_counts.sum()):
             raise InvalidInputError(f"{num_levels} levels for {int(value_counts.sum())} values without lists")
         return value_counts.astype(np.int64)
-    visible = np.flatnonzero(def_ <= max_visible)
-    if len(visible) != int(value_counts.sum()):
+    last = np.cumsum(value_counts)[:-1] - 1  # ordinal of each chunk's last visible item
+    if invisible is None:
+        visible = np.flatnonzero(def_ <= max_visible)
+        num_visible = len(visible)
+    else:  # the j-th visible level is j + the invisible levels with fewer visible ones before them
+        num_visible = num_levels - len(invisible)
+        visible_before = np.asarray(invisible, dtype=np.int64) - np.arange(len(invisible))
+        visible = None
+    if num_visible != int(value_counts.sum()):
         raise InvalidInputError(
-            f"levels have {len(visible)} visible items but the values chunks hold {int(value_counts.sum())}"
+            f"levels have {num_visible} visible items but the values chunks hold {int(value_counts.sum())}"
         )
-    ends = visible[np.cumsum(value_counts)[:-1] - 1] + 1
+    if visible is not None:
+        ends = visible[last] + 1
+    else:
+        ends = last + np.searchsorted(visible_before, last, side="right") + 1
     return np.diff(np.concatenate([[0], ends, [num_levels]])).astype(np.int64)
 
 
-def repetition_index(rep: np.ndarray, counts: np.ndarray, max_rep: int) -> np.ndarray:
-    """(chunks, 2) u64: rows finishing in each chunk, levels left over (module doc, step 3)."""
+def repetition_index(rep: np.ndarray, counts: np.ndarray, max_rep: int,
+                     row_starts: np.ndarray | None = None) -> np.ndarray:
+    """(chunks, 2) u64: rows finishing in each chunk, levels left over (module doc, step 3).
+    ``row_starts``: the levels with rep == ``max_rep`` when known."""
     starts = exclusive_cumsum(counts)
     ends = starts + counts
-    row_starts = np.flatnonzero(rep == max_rep)  # level of each row's first entry
+    if row_starts is None:
+        row_starts = np.flatnonzero(rep == max_rep)  # level of each row's first entry
     before_start = np.searchsorted(row_starts, starts)  # rows starting before each chunk
     before_end = np.searchsorted(row_starts, ends)
     padded = np.append(row_starts, -1)  # index -1 / len(row_starts): no such row (-1)
@@ -173,7 +188,7 @@ def serialize_chunks(
 
 
 @dataclass
-class _PageLevels:
+class PageLevels:
     """The levels of a page cut per chunk and compressed."""
 
     counts: np.ndarray  # levels per chunk (zeros without levels)
@@ -184,7 +199,73 @@ class _PageLevels:
 def _page_levels(
     value_counts: np.ndarray, rep: np.ndarray | None, def_: np.ndarray | None, layers: list[int],
     rep_codec: Codec | None, def_codec: Codec | None,
-) -> _PageLevels:
+) -> PageLevels:
+    out = _page_level_counts(value_counts, rep, def_, layers, rep_codec, def_codec)
+    if rep is not None and rep_codec is not None:
+        out.rep = compress_levels(rep, out.counts, rep_codec)
+    if def_ is not None and def_codec is not None:
+        out.def_ = compress_levels(def_, out.counts, def_codec)
+    return out
+
+
+# level codecs whose chunks are compressed independently of each other (encode_blocks)
+_BATCHED_LEVEL_CODECS = frozenset({"flat", "inline_bitpacking", "out_of_line_bitpacking", "rle"})
+
+
+@dataclass
+class LevelPage:
+    """What ``page_levels_many`` needs of one mini-block page."""
+
+    values: MiniBlockCompressed
+    rep: np.ndarray | None
+    def_: np.ndarray | None
+    layers: list[int]
+    rep_codec: Codec | None
+    def_codec: Codec | None
+    invisible: np.ndarray | None = None  # positions of the invisible levels, when known
+
+
+def page_levels_many(pages: list[LevelPage]) -> list[PageLevels]:
+    """The levels of several pages (the pages one flush of a leaf splits into), cut per
+    chunk and compressed: consecutive pages whose levels use an equal codec (the usual
+    case) are compressed in one ``encode_blocks`` call over all their chunks, then the
+    bytes are cut back per page - the same bytes as page by page (chunks are compressed
+    independently), without the codec's fixed costs per page."""
+    out = [_page_level_counts(_value_counts(p.values), p.rep, p.def_, p.layers, p.rep_codec, p.def_codec,
+                              p.invisible) for p in pages]
+    for attr, codec_attr in (("rep", "rep_codec"), ("def_", "def_codec")):
+        i = 0
+        while i < len(pages):
+            codec = getattr(pages[i], codec_attr)
+            if getattr(pages[i], attr) is None or codec is None:
+                i += 1
+                continue
+            j = i + 1
+            if codec.kind in _BATCHED_LEVEL_CODECS:
+                while (j < len(pages) and getattr(pages[j], attr) is not None
+                       and getattr(pages[j], codec_attr) == codec):
+                    j += 1
+            if j == i + 1:
+                setattr(out[i], attr, compress_levels(getattr(pages[i], attr), out[i].counts, codec))
+            else:
+                levels = np.concatenate([np.asarray(getattr(p, attr), dtype=np.uint16) for p in pages[i:j]])
+                both = compress_levels(levels, np.concatenate([o.counts for o in out[i:j]]), codec)
+                ends = np.concatenate(([0], np.cumsum(both.sizes)))
+                c0 = 0
+                for o in out[i:j]:
+                    c1 = c0 + len(o.counts)
+                    setattr(o, attr, CompressedLevels(both.data[int(ends[c0]):int(ends[c1])],
+                                                      both.sizes[c0:c1], both.encoding))
+                    c0 = c1
+            i = j
+    return out
+
+
+def _page_level_counts(
+    value_counts: np.ndarray, rep: np.ndarray | None, def_: np.ndarray | None, layers: list[int],
+    rep_codec: Codec | None, def_codec: Codec | None, invisible: np.ndarray | None = None,
+) -> PageLevels:
+    """The page's levels per chunk, checked, not yet compressed."""
     reps = max_rep(layers)
     max_visible = max_visible_def(layers) if reps else None
     if rep is not None and not reps:
@@ -195,15 +276,10 @@ def _page_levels(
         raise InvalidInputError(f"{len(rep)} repetition levels but {len(def_)} definition levels")
     levels = rep if rep is not None else def_
     if levels is None:
-        return _PageLevels(np.zeros(len(value_counts), dtype=np.int64))
+        return PageLevels(np.zeros(len(value_counts), dtype=np.int64))
     if (rep is not None and rep_codec is None) or (def_ is not None and def_codec is None):
         raise InvalidInputError("mini-block levels need their codecs (PagePlan.rep_codec / def_codec)")
-    out = _PageLevels(level_counts(value_counts, len(levels), def_, max_visible))
-    if rep is not None and rep_codec is not None:
-        out.rep = compress_levels(rep, out.counts, rep_codec)
-    if def_ is not None and def_codec is not None:
-        out.def_ = compress_levels(def_, out.counts, def_codec)
-    return out
+    return PageLevels(level_counts(value_counts, len(levels), def_, max_visible, invisible))
 
 
 def encode_miniblock_page(
@@ -218,6 +294,8 @@ def encode_miniblock_page(
     *,
     rep_codec: Codec | None = None,
     def_codec: Codec | None = None,
+    levels: PageLevels | None = None,
+    row_starts: np.ndarray | None = None,
 ) -> EncodedPage:
     """One mini-block page from compressed value chunks and the page's levels.
 
@@ -225,13 +303,16 @@ def encode_miniblock_page(
     ``RepDefLayer`` values innermost first; ``dictionary`` is (encoded buffer, its
     encoding, number of items) when ``values`` are dictionary indices; ``num_items``
     defaults to the number of values; ``rep_codec`` / ``def_codec`` are the plan's level
-    codecs (``PagePlan.rep_codec`` / ``def_codec``), required when those levels are given.
+    codecs (``PagePlan.rep_codec`` / ``def_codec``), required when those levels are given;
+    ``levels``: the levels already cut and compressed by ``page_levels_many``;
+    ``row_starts``: the levels with rep == max rep, when known.
     """
     if version not in ("2.1", "2.2"):
         raise UnsupportedError(f"mini-block pages are written for versions 2.1 and 2.2, not {version}")
     large = version in LARGE_CHUNK_VERSIONS
     counts = _value_counts(values)
-    levels = _page_levels(counts, rep, def_, layers, rep_codec, def_codec)
+    if levels is None:
+        levels = _page_levels(counts, rep, def_, layers, rep_codec, def_codec)
     parts = [(c.data, c.sizes, 2) for c in (levels.rep, levels.def_) if c is not None]
     sizes = np.asarray(values.chunk_buffer_sizes, dtype=np.int64).reshape(len(counts), -1)
     parts += [(buf, sizes[:, j], 4 if large else 2) for j, buf in enumerate(values.buffers)]
@@ -252,7 +333,7 @@ def encode_miniblock_page(
         layout.num_dictionary_items = int(n)
         buffers.append(data)
     if rep is not None:
-        index = repetition_index(np.asarray(rep), levels.counts, max_rep(layers))
+        index = repetition_index(np.asarray(rep), levels.counts, max_rep(layers), row_starts)
         if int(index[:, 0].sum()) != num_rows:
             raise InvalidInputError(f"levels start {int(index[:, 0].sum())} rows, page has {num_rows}")
         layout.repetition_index_depth = 1

@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
@@ -179,6 +180,14 @@ class _FragmentSink:
 def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     """Executor entry point: rewrite ``spec.fragment_ids`` of version ``spec.read_version``."""
     t0 = time.perf_counter()
+    retain_freed_memory()  # numpy temporaries reuse heap pages instead of faulting new ones
+    try:
+        return _run_rewrite(spec, ctx, t0)
+    finally:
+        release_freed_memory()
+
+
+def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResult:
     ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
     by_id = ds.fragments_with_ids(spec.fragment_ids)  # builds no object for the other fragments
     frags = [by_id[i] for i in spec.fragment_ids]
