@@ -81,6 +81,9 @@ def main() -> None:
     ap.add_argument("--shape", choices=SHAPES, default="mixed")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--target-rows", type=int, default=1024 * 1024)
+    ap.add_argument("--mode", choices=("reencode", "try_binary_copy", "force_binary_copy"), default="reencode")
+    ap.add_argument("--deleted", type=float, default=0.1, help="fraction of rows deleted after writing")
+    ap.add_argument("--src", help="keep the generated dataset here and reuse it when it exists")
     ap.add_argument("--profile", help="also write a cProfile of one of our runs to this path")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
@@ -90,13 +93,17 @@ def main() -> None:
     from lance_spark_ops.spark.compaction import compact
 
     with tempfile.TemporaryDirectory() as tmp:
-        src = f"{tmp}/src.lance"
-        rows = make_dataset(src, args.gb, args.fragments, args.version, shape=args.shape)
+        src = args.src or f"{tmp}/src.lance"
+        if Path(src).exists():
+            rows = lance.dataset(src).count_rows()
+        else:
+            rows = make_dataset(src, args.gb, args.fragments, args.version, shape=args.shape,
+                                deleted=args.deleted)
         size = dir_bytes(src)
         print(f"{args.shape}: {rows} rows, {size / 1e9:.2f} GB, {args.fragments} fragments", flush=True)
 
         def ours(uri: str) -> None:
-            compact(None, uri, target_rows_per_fragment=args.target_rows, compaction_mode="reencode")
+            compact(None, uri, target_rows_per_fragment=args.target_rows, compaction_mode=args.mode)
 
         def theirs(uri: str) -> None:
             lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=args.target_rows,
@@ -127,7 +134,7 @@ def main() -> None:
         o, p = statistics.median(cpu["ours"]), statistics.median(cpu["pylance"])
         split = {k: round(statistics.median(ph.get(k, 0.0) for ph in phases), 3)
                  for k in ("read+decode", "encode", "write", "other")}
-        result = {"shape": args.shape, "rows": rows, "bytes": size, "version": args.version,
+        result = {"shape": args.shape, "mode": args.mode, "rows": rows, "bytes": size, "version": args.version,
                   "ours_cpu_s": round(o, 3), "pylance_cpu_s": round(p, 3),
                   "ours_over_pylance": round(o / p, 3),
                   "ours_split_cpu_s": split, "rounds": {k: [round(x, 3) for x in v] for k, v in cpu.items()}}

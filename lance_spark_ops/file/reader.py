@@ -43,6 +43,22 @@ def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
     return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
 
 
+_RANGES: dict[tuple[int, str], tuple[pa.Schema, list[tuple[int, int]]]] = {}
+
+
+def _column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
+    """``column_ranges``, remembered for the schema objects ``load_metadata`` shares."""
+    key = (id(schema), version)
+    hit = _RANGES.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    ranges = column_ranges(schema, version)
+    if len(_RANGES) > 256:
+        _RANGES.clear()
+    _RANGES[key] = (schema, ranges)  # the entry holds the schema: its id stays unique
+    return ranges
+
+
 class LanceFileReader(ColumnSelection):
     """Reader of one Lance data file.
 
@@ -71,8 +87,8 @@ class LanceFileReader(ColumnSelection):
         self._rel = rel
         self._meta: FileMetadata = load_metadata(store, rel)
         self.path = self._meta.path
-        self.schema: pa.Schema = self._meta.schema.to_arrow()
-        self._ranges = column_ranges(self.schema, self.version)
+        self.schema: pa.Schema = self._meta.arrow_schema or self._meta.schema.to_arrow()
+        self._ranges = _column_ranges(self.schema, self.version)
         used = sum(n for _, n in self._ranges)
         if used != self._meta.num_columns:
             raise CorruptFileError(

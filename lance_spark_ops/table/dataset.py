@@ -331,10 +331,12 @@ class Dataset:
                       with_row_id: bool = False, with_row_address: bool = False,
                       batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
                       blobs: str = "descriptions",
-                      row_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+                      row_range: tuple[int, int] | None = None,
+                      live: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
         (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart;
-        ``row_range``: only physical rows ``start..stop``)."""
+        ``row_range``: only physical rows ``start..stop``; ``live``: the fragment's
+        ``live_mask`` when the caller holds it already, saving a second deletion-file read)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
@@ -348,7 +350,11 @@ class Dataset:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
                                    path=self.store.uri(self.manifest_path))
         scan.row_ids = row_ids
-        scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
+        scan.keep = None
+        if frag.deletion_file is not None and not include_deleted:
+            if live is not None and len(live) != n:
+                raise InvalidInputError(f"live mask of {len(live)} rows for fragment {frag.id} of {n} rows")
+            scan.keep = live if live is not None else self._keep(frag, n)
         schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
         first, last = row_range if row_range is not None else (0, None)
         for batch in scan.batches(batch_rows, first, last):

@@ -209,7 +209,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
             sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs):
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep):
                 rows_read += batch.num_rows
                 sink.write(batch)
         sink.roll()

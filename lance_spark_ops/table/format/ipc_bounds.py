@@ -22,16 +22,19 @@ _RECORD_BATCH = 3  # MessageHeader union tag
 _MAX_ROWS = 1 << 32
 
 
+_STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<B", "<H", "<i", "<I", "<q")}
+
+
 class _Buf:
     def __init__(self, data: bytes | memoryview, path: str | None) -> None:
-        self.data, self.path = data, path
+        self.data, self.path, self.size = data, path, len(data)
 
     def get(self, fmt: str, pos: int) -> int:
-        size = struct.calcsize(fmt)
-        if pos < 0 or pos + size > len(self.data):
-            raise self.error(f"flatbuffer read of {size} bytes at {pos} lies outside the "
-                             f"{len(self.data)}-byte file")
-        return struct.unpack_from(fmt, self.data, pos)[0]
+        st = _STRUCTS[fmt]
+        if pos < 0 or pos + st.size > self.size:
+            raise self.error(f"flatbuffer read of {st.size} bytes at {pos} lies outside the "
+                             f"{self.size}-byte file")
+        return st.unpack_from(self.data, pos)[0]
 
     def error(self, msg: str) -> CorruptFileError:
         return CorruptFileError(f"Arrow IPC file: {msg}", path=self.path)
