@@ -91,6 +91,32 @@ def _lost_condition(e: BaseException) -> bool:
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
 
 
+_O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
+
+
+def _pread(fd: int, size: int, offset: int) -> bytes:
+    if hasattr(os, "pread"):
+        return os.pread(fd, size, offset)
+    os.lseek(fd, offset, os.SEEK_SET)  # Windows has no pread
+    return os.read(fd, size)
+
+
+def _pread_all(fd: int, size: int, offset: int) -> bytes:
+    """``size`` bytes at ``offset`` (fewer at the end of the file), however the kernel splits them."""
+    data = _pread(fd, size, offset)
+    if len(data) == size or not data:
+        return data
+    parts = [data]
+    got = len(data)
+    while got < size:
+        more = _pread(fd, size - got, offset + got)
+        if not more:
+            break
+        parts.append(more)
+        got += len(more)
+    return b"".join(parts)
+
+
 def _split_protocol(uri: str) -> tuple[str, str]:
     if "://" in uri:
         proto, rest = uri.split("://", 1)
@@ -201,9 +227,11 @@ class ObjectStore:
             return b""
         with self._typed("ranged read", rel):
             if self.is_local:
-                with open(self.full_path(rel), "rb") as f:
-                    f.seek(offset)
-                    return f.read(size)
+                fd = os.open(self.full_path(rel), _O_READ)
+                try:
+                    return _pread_all(fd, size, offset)
+                finally:
+                    os.close(fd)
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
         return bytes(data)
 
@@ -214,11 +242,14 @@ class ObjectStore:
             size = self.size(rel)
             start = max(0, size - max_size)
             return size, self.read_range(rel, start, size - start)
-        with self._typed("ranged read", rel), open(self.full_path(rel), "rb") as f:
-            size = os.fstat(f.fileno()).st_size
-            start = max(0, size - max_size)
-            f.seek(start)
-            return size, f.read(size - start)
+        with self._typed("ranged read", rel):
+            fd = os.open(self.full_path(rel), _O_READ)
+            try:
+                size = os.fstat(fd).st_size
+                start = max(0, size - max_size)
+                return size, _pread_all(fd, size - start, start)
+            finally:
+                os.close(fd)
 
     def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]],
                     scratch: ScratchBuffer | None = None) -> list[memoryview]:
