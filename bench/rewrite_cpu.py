@@ -81,7 +81,8 @@ def main() -> None:
     ap.add_argument("--shape", choices=SHAPES, default="mixed")
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--target-rows", type=int, default=1024 * 1024)
-    ap.add_argument("--mode", choices=("reencode", "try_binary_copy", "force_binary_copy"), default="reencode")
+    ap.add_argument("--mode", choices=("reencode", "try_binary_copy", "force_binary_copy"),
+                    default="reencode")
     ap.add_argument("--deleted", type=float, default=0.1, help="fraction of rows deleted after writing")
     ap.add_argument("--src", help="keep the generated dataset here and reuse it when it exists")
     ap.add_argument("--profile", help="also write a cProfile of one of our runs to this path")
@@ -134,7 +135,8 @@ def main() -> None:
         o, p = statistics.median(cpu["ours"]), statistics.median(cpu["pylance"])
         split = {k: round(statistics.median(ph.get(k, 0.0) for ph in phases), 3)
                  for k in ("read+decode", "encode", "write", "other")}
-        result = {"shape": args.shape, "mode": args.mode, "rows": rows, "bytes": size, "version": args.version,
+        result = {"shape": args.shape, "mode": args.mode, "rows": rows, "bytes": size,
+                  "version": args.version,
                   "ours_cpu_s": round(o, 3), "pylance_cpu_s": round(p, 3),
                   "ours_over_pylance": round(o / p, 3),
                   "ours_split_cpu_s": split, "rounds": {k: [round(x, 3) for x in v] for k, v in cpu.items()}}

@@ -1,7 +1,8 @@
 """Load a data file's tail: footer, offset tables, column metadata and the schema.
 
 One ranged read of the last ``TAIL_READ`` bytes covers the metadata of nearly every file;
-a second read fetches the rest when the metadata is larger (spec "Reading Strategy").
+a second read fetches the rest when the metadata is larger (spec "Reading Strategy"). A
+small file (``WHOLE_FILE_READ``) is read whole by that one request.
 """
 
 from __future__ import annotations
@@ -26,6 +27,10 @@ from lance_spark_ops.file.schema import LanceSchema, schema_from_pb
 from lance_spark_ops.io.storage import ObjectStore
 
 TAIL_READ = 64 * 1024
+# A file up to this size is read whole with its tail: its pages are then served from memory
+# (``FileMetadata.cached_ranges``), one request per file instead of one per page, which is
+# most of a small file's read cost (datasets of many small fragments).
+WHOLE_FILE_READ = 512 * 1024
 
 
 @dataclass
@@ -52,6 +57,17 @@ class FileMetadata:
     def num_columns(self) -> int:
         return self.footer.num_columns
 
+    def cached_ranges(self, ranges: list[tuple[int, int]]) -> list[memoryview] | None:
+        """Views of absolute (offset, size) ranges when the bytes read with the tail hold them
+        all (small files are read whole), else None."""
+        start, end = self._tail_start, self._tail_start + len(self._tail)
+        out = []
+        for off, size in ranges:
+            if off < start or size < 0 or off + size > end:
+                return None
+            out.append(self._tail[off - start:off - start + size])
+        return out
+
     def column(self, index: int) -> file2_pb2.ColumnMetadata:
         """Parsed metadata of one column (cached)."""
         if index not in self._columns:
@@ -67,11 +83,11 @@ class FileMetadata:
 
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
     path = store.uri(rel)
-    size, tail = store.read_tail(rel, TAIL_READ)
+    size, tail = store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
     if size < FOOTER_SIZE:
         raise CorruptFileError(f"file is {size} bytes, too small for a Lance footer", path=path)
     tail_start = size - len(tail)
-    if tail_start != max(0, size - TAIL_READ):
+    if tail_start != (0 if size <= WHOLE_FILE_READ else max(0, size - TAIL_READ)):
         raise CorruptFileError(f"short read of the file's last {size - tail_start} bytes", path=path)
     footer = parse_footer(tail, size, path)
     if footer.column_meta_start < tail_start:

@@ -222,7 +222,8 @@ class LanceFileReader(ColumnSelection):
                 lo, hi = max(start, ps), min(stop, pe)
                 if lo == ps and hi == pe:
                     dec = self._page_decoder(column, p, cache=False)
-                    out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+                    fetch = page_fetch(self._store, self._rel, meta.pages[p], self._meta.cached_ranges)
+                    out.append(dec.decode(fetch, None))
                 else:
                     out.append(self._decode_page_rows(column, p, np.arange(lo - ps, hi - ps)))
             return out
@@ -237,7 +238,8 @@ class LanceFileReader(ColumnSelection):
 
     def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
         dec = self._page_decoder(column, page, cache=True)
-        return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page]), rows)
+        return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page],
+                                     self._meta.cached_ranges), rows)
 
     def _page_decoder(self, column: int, page: int, cache: bool) -> PageDecoder:
         key = (column, page)
@@ -251,7 +253,7 @@ class LanceFileReader(ColumnSelection):
         dec = make_page_decoder(layout, int(pmeta.length), list(pmeta.buffer_sizes), self.version,
                                 self.path, where)
         if cache:
-            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta))
+            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._meta.cached_ranges))
             self._search_cache[key] = dec
             while len(self._search_cache) > SEARCH_CACHE_PAGES:
                 self._search_cache.popitem(last=False)
@@ -312,7 +314,8 @@ class LanceFileReader(ColumnSelection):
             if not isinstance(dec, BlobDecoder):
                 raise UnsupportedError(f"column {column} page {p} is not a blob page", path=self.path)
             rows = None if (lo, hi) == (ps, pe) else np.arange(lo - ps, hi - ps)
-            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p])
+            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p],
+                               self._meta.cached_ranges)
             pos, size = dec._read_descriptors(fetch, rows)  # noqa: SLF001 - descriptors, no payloads
             pos_parts.append(pos)
             size_parts.append(size)
@@ -331,4 +334,5 @@ class LanceFileReader(ColumnSelection):
             if off < 0 or size < 0 or off + size > self._meta.size:
                 raise CorruptFileError(f"buffer {off}..{off + size} lies outside the file "
                                        f"({self._meta.size} bytes)", path=self.path)
-        return self._store.read_ranges(self._rel, list(ranges), scratch)
+        got = self._meta.cached_ranges(list(ranges))
+        return got if got is not None else self._store.read_ranges(self._rel, list(ranges), scratch)

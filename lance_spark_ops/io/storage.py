@@ -235,18 +235,19 @@ class ObjectStore:
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
         return bytes(data)
 
-    def read_tail(self, rel: str, max_size: int) -> tuple[int, bytes]:
-        """(object size, its last ``max_size`` bytes or all of it): one open of a local file
-        instead of a size request and a ranged read."""
+    def read_tail(self, rel: str, max_size: int, whole_below: int = 0) -> tuple[int, bytes]:
+        """(object size, its last ``max_size`` bytes, or all of it when it is at most
+        ``whole_below`` bytes): one open of a local file instead of a size request and a
+        ranged read."""
         if not self.is_local:
             size = self.size(rel)
-            start = max(0, size - max_size)
+            start = 0 if size <= whole_below else max(0, size - max_size)
             return size, self.read_range(rel, start, size - start)
         with self._typed("ranged read", rel):
             fd = os.open(self.full_path(rel), _O_READ)
             try:
                 size = os.fstat(fd).st_size
-                start = max(0, size - max_size)
+                start = 0 if size <= whole_below else max(0, size - max_size)
                 return size, _pread_all(fd, size - start, start)
             finally:
                 os.close(fd)

@@ -163,7 +163,7 @@ def read_row_ids(data: bytes | memoryview) -> tuple[int, memoryview] | None:
     if int_type is None or int_type.scalar(0, "<i") != 32 or int_type.scalar(1, "<B"):
         return None
     first, _ = footer.vector(3, 24)
-    offset, meta_len, body_len = buf.get("<q", first), buf.get("<i", first + 8), buf.get("<q", first + 16)
+    offset, meta_len = buf.get("<q", first), buf.get("<i", first + 8)
     body = offset + meta_len
     message = _message(buf, offset, meta_len)
     batch = message.table(2)
