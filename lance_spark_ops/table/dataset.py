@@ -355,6 +355,18 @@ class Dataset:
         ``live_mask`` when the caller holds it already, saving a second deletion-file read)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        scan, schema = self.fragment_scan(fragment, columns, with_row_id, with_row_address, include_deleted,
+                                          blobs, live)
+        first, last = row_range if row_range is not None else (0, None)
+        for batch in scan.batches(batch_rows, first, last):
+            yield batch.replace_schema_metadata(schema.metadata)
+
+    def fragment_scan(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
+                      with_row_id: bool = False, with_row_address: bool = False,
+                      include_deleted: bool = False, blobs: str = "descriptions",
+                      live: np.ndarray | None = None) -> tuple[FragmentScan, pa.Schema]:
+        """The checked and planned ``FragmentScan`` behind ``scan_fragment`` (its files opened,
+        deleted rows known) and the schema of its batches, with the dataset's metadata."""
         frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
         fields = self._fields(columns)
         schema, scan_schema = self._scan_schemas(columns, with_row_id, with_row_address, blobs)
@@ -372,9 +384,7 @@ class Dataset:
             if live is not None and len(live) != n:
                 raise InvalidInputError(f"live mask of {len(live)} rows for fragment {frag.id} of {n} rows")
             scan.keep = live if live is not None else self._keep(frag, n)
-        first, last = row_range if row_range is not None else (0, None)
-        for batch in scan.batches(batch_rows, first, last):
-            yield batch.replace_schema_metadata(schema.metadata)
+        return scan, schema
 
     def iter_fragment_batches(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
                               with_row_address: bool = False, fragment_ids: Sequence[int] | None = None,

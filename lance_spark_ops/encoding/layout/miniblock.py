@@ -484,3 +484,41 @@ class MiniBlockDecoder(PageDecoder):
             list(self.layout.layers),
             self._dictionary,
         )
+
+
+def _same_layout(a: pb.MiniBlockLayout, b: pb.MiniBlockLayout) -> bool:
+    """Layouts equal in everything but their item counts (num_items)."""
+    return (a.value_compression == b.value_compression and a.def_compression == b.def_compression
+            and a.rep_compression == b.rep_compression and a.HasField("def_compression") == b.HasField(
+                "def_compression") and a.HasField("rep_compression") == b.HasField("rep_compression")
+            and list(a.layers) == list(b.layers) and a.num_buffers == b.num_buffers
+            and a.has_large_chunk == b.has_large_chunk
+            and a.repetition_index_depth == b.repetition_index_depth
+            and not a.HasField("dictionary") and not b.HasField("dictionary"))
+
+
+def decode_pages_together(decoders: list[PageDecoder], fetches: list[Fetch]) -> PageData | None:
+    """All rows of several mini-block pages (of one column, in row order) as one PageData,
+    their chunks decoded in one vectorised pass: on many small pages (datasets of small
+    fragments) the fixed cost of a decode call is most of the work. Only pages without
+    lists or dictionaries whose layouts agree but for their item counts; None otherwise
+    (decode them one by one). Each page's chunk metadata is checked as ``decode`` does."""
+    first = decoders[0]
+    if not isinstance(first, MiniBlockDecoder) or first._has_rep or first._has_dict:
+        return None
+    for d in decoders[1:]:
+        if not isinstance(d, MiniBlockDecoder) or not _same_layout(d.layout, first.layout):
+            return None
+    datas, starts, sizes, counts, base = [], [], [], [], 0
+    for d, fetch in zip(decoders, fetches, strict=True):
+        got = list(fetch([(1, 0, d.buffer_sizes[1]), (0, 0, d.buffer_sizes[0])]))
+        index = d._parse_metadata(got[1])
+        datas.append(np.frombuffer(got[0], dtype=np.uint8))
+        starts.append(index.offsets + base)
+        sizes.append(index.sizes)
+        counts.append(index.counts)
+        base += len(got[0])
+    counts_all = np.concatenate(counts)
+    chunks = first._decode_chunks(np.concatenate(datas), np.concatenate(starts), np.concatenate(sizes),
+                                  counts_all, np.arange(len(counts_all)))
+    return first._page_data(sum(d.num_rows for d in decoders), chunks)
