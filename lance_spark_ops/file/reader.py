@@ -199,12 +199,13 @@ class LanceFileReader(ColumnSelection):
     def _page_starts_of(self, column: int) -> np.ndarray:
         starts = self._page_starts.get(column)
         if starts is None:
-            lengths = np.array([p.length for p in self._meta.column(column).pages], dtype=np.int64)
-            starts = np.concatenate([[0], np.cumsum(lengths)])
-            if starts[-1] != self.num_rows:
-                raise CorruptFileError(f"column {column} pages hold {int(starts[-1])} rows, file has "
+            acc = [0]  # Python ints: most columns of small files have one or two pages
+            for p in self._meta.column(column).pages:
+                acc.append(acc[-1] + p.length)
+            if acc[-1] != self.num_rows:
+                raise CorruptFileError(f"column {column} pages hold {acc[-1]} rows, file has "
                                        f"{self.num_rows}")
-            self._page_starts[column] = starts
+            starts = self._page_starts[column] = np.array(acc, dtype=np.int64)
         return starts
 
     def _leaf_pages(self, column: int, start: int, stop: int, rows: np.ndarray | None) -> list[PageData]:

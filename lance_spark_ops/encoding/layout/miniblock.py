@@ -509,16 +509,47 @@ def decode_pages_together(decoders: list[PageDecoder], fetches: list[Fetch]) -> 
     for d in decoders[1:]:
         if not isinstance(d, MiniBlockDecoder) or not _same_layout(d.layout, first.layout):
             return None
-    datas, starts, sizes, counts, base = [], [], [], [], 0
+    datas, metas = [], []
     for d, fetch in zip(decoders, fetches, strict=True):
         got = list(fetch([(1, 0, d.buffer_sizes[1]), (0, 0, d.buffer_sizes[0])]))
-        index = d._parse_metadata(got[1])
-        datas.append(np.frombuffer(got[0], dtype=np.uint8))
-        starts.append(index.offsets + base)
-        sizes.append(index.sizes)
-        counts.append(index.counts)
-        base += len(got[0])
-    counts_all = np.concatenate(counts)
-    chunks = first._decode_chunks(np.concatenate(datas), np.concatenate(starts), np.concatenate(sizes),
-                                  counts_all, np.arange(len(counts_all)))
+        datas.append(got[0])
+        metas.append(got[1])
+    index = _chunk_index_of_pages(decoders, metas, [len(b) for b in datas])
+    if index is None:
+        return None  # decoded page by page, whose checks name what is wrong
+    starts, sizes, counts = index
+    chunks = first._decode_chunks(np.frombuffer(b"".join(datas), dtype=np.uint8), starts, sizes, counts,
+                                  np.arange(len(counts)))
     return first._page_data(sum(d.num_rows for d in decoders), chunks)
+
+
+def _chunk_index_of_pages(decoders: list[MiniBlockDecoder], metas: list[memoryview], data_sizes: list[int]
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``_parse_metadata`` of every page at once: the chunks' byte starts in the pages' chunk
+    buffers laid end to end, sizes and value counts; None when a page fails a check there."""
+    large = decoders[0]._large
+    wsize = 4 if large else 2
+    if any(len(m) % wsize or not len(m) for m in metas):
+        return None
+    words = np.frombuffer(b"".join(metas), dtype="<u4" if large else "<u2").astype(np.int64)
+    per_page = np.array([len(m) // wsize for m in metas], dtype=np.int64)
+    first = exclusive_cumsum(per_page)
+    last = first + per_page - 1
+    sizes = ((words >> 4) + 1) * ALIGN
+    logs = words & 0xF
+    counts = np.left_shift(1, logs).astype(np.int64)
+    items = np.array([int(d.layout.num_items) for d in decoders], dtype=np.int64)
+    rows = np.array([d.num_rows for d in decoders], dtype=np.int64)
+    counts[last] = items - (np.add.reduceat(counts, first) - counts[last])
+    tail, tail_logs = counts[last], logs[last]
+    partial = (tail_logs != 0) & (tail != np.left_shift(1, tail_logs))  # a last chunk must be full
+    if (tail <= 0).any() or partial.any() or (items != rows).any():
+        return None
+    page_bytes = np.add.reduceat(sizes, first)
+    if (page_bytes > np.array([d.buffer_sizes[1] for d in decoders], dtype=np.int64)).any():
+        return None
+    # chunk starts: within its page, then shifted by the chunk buffers of the pages before
+    local = exclusive_cumsum(sizes)
+    local -= np.repeat(local[first], per_page)
+    starts = local + np.repeat(exclusive_cumsum(np.array(data_sizes, dtype=np.int64)), per_page)
+    return starts, sizes, counts
