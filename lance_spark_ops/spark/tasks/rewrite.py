@@ -239,6 +239,9 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
     )
 
 
+_MAX_RUN = 1024  # fragments read together at most (each holds an open reader and its file's bytes)
+
+
 class _SmallFragments:
     """Re-encode of runs of small fragments, read together (``file.read_together``).
 
@@ -268,7 +271,7 @@ class _SmallFragments:
                 or frag.files[0].file_major_version < 2 or list(frag.files[0].fields) != self.sink.field_ids
                 or list(frag.files[0].column_indices) != self.sink.column_indices):
             return False
-        if self.rows + rows > self.spec.batch_rows:
+        if self.rows + rows > self.spec.batch_rows or len(self.run) >= _MAX_RUN:
             self.flush_to_sink()
         self.run.append((frag, keep))
         self.rows += rows
