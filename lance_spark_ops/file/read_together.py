@@ -12,7 +12,7 @@ from collections.abc import Sequence
 
 import pyarrow as pa
 
-from lance_spark_ops.encoding.layout.miniblock import decode_pages_together
+from lance_spark_ops.encoding.layout.miniblock import can_decode_together, decode_pages_together
 from lance_spark_ops.encoding.page import PageData
 from lance_spark_ops.encoding.structural import build_array
 from lance_spark_ops.file.columns import page_fetch
@@ -40,7 +40,8 @@ def read_files_together(readers: Sequence[LanceFileReader], names: Sequence[str]
 
 
 def _leaf_pages(readers: Sequence[LanceFileReader], column: int) -> list[PageData]:
-    """Every page of one leaf column of all the files: one PageData when they decode together."""
+    """Every page of one leaf column of all the files: one PageData per run of pages that
+    decode together."""
     decoders, fetches = [], []
     for r in readers:
         r._page_starts_of(column)  # noqa: SLF001 - checks the pages hold the file's rows
@@ -50,7 +51,16 @@ def _leaf_pages(readers: Sequence[LanceFileReader], column: int) -> list[PageDat
                 continue
             decoders.append(r._page_decoder(column, p, cache=False))  # noqa: SLF001
             fetches.append(page_fetch(r._store, r._rel, page, meta.cached_ranges))  # noqa: SLF001
-    merged = decode_pages_together(decoders, fetches) if len(decoders) > 1 else None
-    if merged is not None:
-        return [merged]
-    return [d.decode(f, None) for d, f in zip(decoders, fetches, strict=True)]
+    out: list[PageData] = []
+    i = 0
+    while i < len(decoders):  # consecutive pages of one layout go together
+        j = i + 1
+        while j < len(decoders) and can_decode_together(decoders[i], decoders[j]):
+            j += 1
+        merged = decode_pages_together(decoders[i:j], fetches[i:j]) if j - i > 1 else None
+        if merged is not None:
+            out.append(merged)
+        else:
+            out.extend(d.decode(f, None) for d, f in zip(decoders[i:j], fetches[i:j], strict=True))
+        i = j
+    return out

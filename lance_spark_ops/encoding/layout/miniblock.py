@@ -497,6 +497,12 @@ def _same_layout(a: pb.MiniBlockLayout, b: pb.MiniBlockLayout) -> bool:
             and not a.HasField("dictionary") and not b.HasField("dictionary"))
 
 
+def can_decode_together(a: PageDecoder, b: PageDecoder) -> bool:
+    """Whether ``decode_pages_together`` takes pages ``a`` and ``b`` in one pass."""
+    return (isinstance(a, MiniBlockDecoder) and isinstance(b, MiniBlockDecoder) and not a._has_rep
+            and not a._has_dict and _same_layout(a.layout, b.layout))
+
+
 def decode_pages_together(decoders: list[PageDecoder], fetches: list[Fetch]) -> PageData | None:
     """All rows of several mini-block pages (of one column, in row order) as one PageData,
     their chunks decoded in one vectorised pass: on many small pages (datasets of small
