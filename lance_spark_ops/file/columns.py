@@ -7,7 +7,7 @@ rep/def levels), a packed struct is one column. Version 2.0 is mapped by ``v2_0`
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
@@ -69,8 +69,10 @@ def make_page_decoder(layout: pb21.PageLayout, num_rows: int, sizes: list[int], 
         raise UnsupportedError(f"{where}: {e}", path=path) from e
 
 
-def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page) -> Fetch:
-    """A Fetch over one page's buffers (buffer_index -1: absolute file offsets)."""
+def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page,
+               cached: Callable[[list[tuple[int, int]]], list[memoryview] | None] | None = None) -> Fetch:
+    """A Fetch over one page's buffers (buffer_index -1: absolute file offsets); ``cached``
+    serves absolute ranges from memory when it can (None: read them)."""
     offsets = list(page.buffer_offsets)
     sizes = list(page.buffer_sizes)
 
@@ -87,7 +89,8 @@ def page_fetch(store: ObjectStore, rel: str, page: file2_pb2.ColumnMetadata.Page
                     f"range {off}..{off + size} outside page buffer {buf} of {sizes[buf]} bytes"
                 )
             absolute.append((offsets[buf] + off, size))
-        return store.read_ranges(rel, absolute)
+        got = cached(absolute) if cached is not None else None
+        return got if got is not None else store.read_ranges(rel, absolute)
 
     return fetch
 

@@ -1,14 +1,17 @@
 """Load a data file's tail: footer, offset tables, column metadata and the schema.
 
 One ranged read of the last ``TAIL_READ`` bytes covers the metadata of nearly every file;
-a second read fetches the rest when the metadata is larger (spec "Reading Strategy").
+a second read fetches the rest when the metadata is larger (spec "Reading Strategy"). A
+small file (``WHOLE_FILE_READ``) is read whole by that one request.
 """
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
+import pyarrow as pa
 from google.protobuf.message import DecodeError
 
 from lance_spark_ops._pb import file2_pb2, file_pb2
@@ -24,6 +27,10 @@ from lance_spark_ops.file.schema import LanceSchema, schema_from_pb
 from lance_spark_ops.io.storage import ObjectStore
 
 TAIL_READ = 64 * 1024
+# A file up to this size is read whole with its tail: its pages are then served from memory
+# (``FileMetadata.cached_ranges``), one request per file instead of one per page, which is
+# most of a small file's read cost (datasets of many small fragments).
+WHOLE_FILE_READ = 512 * 1024
 
 
 @dataclass
@@ -40,6 +47,7 @@ class FileMetadata:
     _tail: memoryview
     _tail_start: int
     _columns: dict[int, file2_pb2.ColumnMetadata] = field(default_factory=dict)
+    arrow_schema: pa.Schema | None = None  # schema.to_arrow(), shared with other files of this schema
 
     @property
     def version(self) -> str:
@@ -48,6 +56,17 @@ class FileMetadata:
     @property
     def num_columns(self) -> int:
         return self.footer.num_columns
+
+    def cached_ranges(self, ranges: list[tuple[int, int]]) -> list[memoryview] | None:
+        """Views of absolute (offset, size) ranges when the bytes read with the tail hold them
+        all (small files are read whole), else None."""
+        start, end = self._tail_start, self._tail_start + len(self._tail)
+        out = []
+        for off, size in ranges:
+            if off < start or size < 0 or off + size > end:
+                return None
+            out.append(self._tail[off - start:off - start + size])
+        return out
 
     def column(self, index: int) -> file2_pb2.ColumnMetadata:
         """Parsed metadata of one column (cached)."""
@@ -64,11 +83,12 @@ class FileMetadata:
 
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
     path = store.uri(rel)
-    size = store.size(rel)
+    size, tail = store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
     if size < FOOTER_SIZE:
         raise CorruptFileError(f"file is {size} bytes, too small for a Lance footer", path=path)
-    tail_start = max(0, size - TAIL_READ)
-    tail = store.read_range(rel, tail_start, size - tail_start)
+    tail_start = size - len(tail)
+    if tail_start != (0 if size <= WHOLE_FILE_READ else max(0, size - TAIL_READ)):
+        raise CorruptFileError(f"short read of the file's last {size - tail_start} bytes", path=path)
     footer = parse_footer(tail, size, path)
     if footer.column_meta_start < tail_start:
         extra = store.read_range(rel, footer.column_meta_start, tail_start - footer.column_meta_start)
@@ -107,10 +127,7 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
     if (cols[:, 0] < tail_start).any() if len(cols) else False:
         raise CorruptFileError("column metadata lies before the metadata section", path=path)
-    try:
-        schema = schema_from_pb(descriptor.schema.fields, dict(descriptor.schema.metadata))
-    except Exception as e:  # SchemaError carries no path yet
-        raise CorruptFileError(f"schema: {e}", path=path) from e
+    schema, arrow_schema = _parsed_schema(descriptor, path)
     return FileMetadata(
         path=path,
         size=size,
@@ -121,4 +138,28 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         global_buffers=gbs,
         _tail=view,
         _tail_start=tail_start,
+        arrow_schema=arrow_schema,
     )
+
+
+# Parsed schemas by their serialized protobuf: the files of one dataset nearly always share one
+# schema, and rebuilding the tree and its Arrow schema per file costs more than reading a small
+# file's tail. Only successes are kept; the objects are shared, and nothing mutates them.
+_SCHEMAS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema]] = OrderedDict()
+_SCHEMA_CACHE_SIZE = 64
+
+
+def _parsed_schema(descriptor: file_pb2.FileDescriptor, path: str) -> tuple[LanceSchema, pa.Schema]:
+    key = descriptor.schema.SerializeToString(deterministic=True)
+    hit = _SCHEMAS.get(key)
+    if hit is not None:
+        return hit
+    try:
+        schema = schema_from_pb(descriptor.schema.fields, dict(descriptor.schema.metadata))
+    except Exception as e:  # SchemaError carries no path yet
+        raise CorruptFileError(f"schema: {e}", path=path) from e
+    hit = (schema, schema.to_arrow())
+    _SCHEMAS[key] = hit
+    while len(_SCHEMAS) > _SCHEMA_CACHE_SIZE:
+        _SCHEMAS.popitem(last=False)
+    return hit

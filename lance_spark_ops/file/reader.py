@@ -24,7 +24,7 @@ import pyarrow as pa
 
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder, decode_whole_pages
-from lance_spark_ops.encoding.page import PageData
+from lance_spark_ops.encoding.page import Fetch, PageData
 from lance_spark_ops.errors import (
     CorruptFileError,
     InvalidInputError,
@@ -45,6 +45,22 @@ def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
 
     size = store.size(rel)
     return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
+
+
+_RANGES: dict[tuple[int, str], tuple[pa.Schema, list[tuple[int, int]]]] = {}
+
+
+def _column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
+    """``column_ranges``, remembered for the schema objects ``load_metadata`` shares."""
+    key = (id(schema), version)
+    hit = _RANGES.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1]
+    ranges = column_ranges(schema, version)
+    if len(_RANGES) > 256:
+        _RANGES.clear()
+    _RANGES[key] = (schema, ranges)  # the entry holds the schema: its id stays unique
+    return ranges
 
 
 class LanceFileReader(ColumnSelection):
@@ -75,8 +91,8 @@ class LanceFileReader(ColumnSelection):
         self._rel = rel
         self._meta: FileMetadata = load_metadata(store, rel)
         self.path = self._meta.path
-        self.schema: pa.Schema = self._meta.schema.to_arrow()
-        self._ranges = column_ranges(self.schema, self.version)
+        self.schema: pa.Schema = self._meta.arrow_schema or self._meta.schema.to_arrow()
+        self._ranges = _column_ranges(self.schema, self.version)
         used = sum(n for _, n in self._ranges)
         if used != self._meta.num_columns:
             raise CorruptFileError(
@@ -187,12 +203,13 @@ class LanceFileReader(ColumnSelection):
     def _page_starts_of(self, column: int) -> np.ndarray:
         starts = self._page_starts.get(column)
         if starts is None:
-            lengths = np.array([p.length for p in self._meta.column(column).pages], dtype=np.int64)
-            starts = np.concatenate([[0], np.cumsum(lengths)])
-            if starts[-1] != self.num_rows:
-                raise CorruptFileError(f"column {column} pages hold {int(starts[-1])} rows, file has "
+            acc = [0]  # Python ints: most columns of small files have one or two pages
+            for p in self._meta.column(column).pages:
+                acc.append(acc[-1] + p.length)
+            if acc[-1] != self.num_rows:
+                raise CorruptFileError(f"column {column} pages hold {acc[-1]} rows, file has "
                                        f"{self.num_rows}")
-            self._page_starts[column] = starts
+            starts = self._page_starts[column] = np.array(acc, dtype=np.int64)
         return starts
 
     def _leaf_pages(self, column: int, start: int, stop: int, rows: np.ndarray | None) -> list[PageData]:
@@ -221,7 +238,7 @@ class LanceFileReader(ColumnSelection):
                     if key is not None:
                         run.append((p, dec))
                     else:
-                        out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+                        out.append(dec.decode(self._fetch_page(meta, p), None))
                 else:
                     self._flush_run(meta, run, out)
                     run, run_key = [], None
@@ -237,13 +254,16 @@ class LanceFileReader(ColumnSelection):
             out.append(self._decode_page_rows(column, p, rows[group] - starts[p]))
         return out
 
+    def _fetch_page(self, meta: Any, page: int) -> Fetch:
+        return page_fetch(self._store, self._rel, meta.pages[page], self._meta.cached_ranges)
+
     def _flush_run(self, meta: Any, run: list[tuple[int, MiniBlockDecoder]], out: list[PageData]) -> None:
         """Decode a run of whole mini-block pages (one read, one pass through the codecs)."""
         if not run:
             return
         if len(run) == 1:
             p, dec = run[0]
-            out.append(dec.decode(page_fetch(self._store, self._rel, meta.pages[p]), None))
+            out.append(dec.decode(self._fetch_page(meta, p), None))
             return
         ranges = []
         wanted = (0, 1) if not run[0][1].has_dictionary else (0, 1, run[0][1].dictionary_buffer)
@@ -259,7 +279,8 @@ class LanceFileReader(ColumnSelection):
 
     def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
         dec = self._page_decoder(column, page, cache=True)
-        return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page]), rows)
+        return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page],
+                                     self._meta.cached_ranges), rows)
 
     def _page_decoder(self, column: int, page: int, cache: bool) -> PageDecoder:
         key = (column, page)
@@ -273,7 +294,7 @@ class LanceFileReader(ColumnSelection):
         dec = make_page_decoder(layout, int(pmeta.length), list(pmeta.buffer_sizes), self.version,
                                 self.path, where)
         if cache:
-            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta))
+            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._meta.cached_ranges))
             self._search_cache[key] = dec
             while len(self._search_cache) > SEARCH_CACHE_PAGES:
                 self._search_cache.popitem(last=False)
@@ -334,7 +355,8 @@ class LanceFileReader(ColumnSelection):
             if not isinstance(dec, BlobDecoder):
                 raise UnsupportedError(f"column {column} page {p} is not a blob page", path=self.path)
             rows = None if (lo, hi) == (ps, pe) else np.arange(lo - ps, hi - ps)
-            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p])
+            fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p],
+                               self._meta.cached_ranges)
             pos, size = dec._read_descriptors(fetch, rows)  # noqa: SLF001 - descriptors, no payloads
             pos_parts.append(pos)
             size_parts.append(size)
@@ -353,4 +375,5 @@ class LanceFileReader(ColumnSelection):
             if off < 0 or size < 0 or off + size > self._meta.size:
                 raise CorruptFileError(f"buffer {off}..{off + size} lies outside the file "
                                        f"({self._meta.size} bytes)", path=self.path)
-        return self._store.read_ranges(self._rel, list(ranges), scratch)
+        got = self._meta.cached_ranges(list(ranges))
+        return got if got is not None else self._store.read_ranges(self._rel, list(ranges), scratch)

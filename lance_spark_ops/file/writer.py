@@ -70,13 +70,25 @@ def _is_struct_header(encoding: Any) -> bool:
     return msg.WhichOneof("array_encoding") == "struct"
 
 
+# page encodings (packed bytes) already judged by _is_blob_layout: a binary copy asks per page
+# of every source file, and the files of one dataset repeat a handful of page encodings
+_BLOB_LAYOUT: dict[bytes, bool] = {}
+
+
 def _is_blob_layout(encoding: Any) -> bool:
     from lance_spark_ops._pb import encodings_v2_1_pb2
 
+    key = encoding.direct.encoding if encoding.WhichOneof("location") == "direct" else None
+    if key is not None and key in _BLOB_LAYOUT:
+        return _BLOB_LAYOUT[key]
     name, payload = _page_message(encoding)
-    if name != "lance.encodings21.PageLayout":
-        return False
-    return encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout"
+    blob = (name == "lance.encodings21.PageLayout"
+            and encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout")
+    if key is not None:
+        if len(_BLOB_LAYOUT) > 4096:
+            _BLOB_LAYOUT.clear()
+        _BLOB_LAYOUT[key] = blob
+    return blob
 
 
 _REENCODE_ROWS = 64 * 1024  # rows decoded at a time when a whole field is re-encoded
@@ -170,6 +182,7 @@ class LanceFileWriter:
         self.extra_global_buffers: list[bytes] = []
         self._result: tuple[int, int] | None = None
         self._checked: tuple[Any, str | None] | None = None  # last reader can_copy_pages_from judged
+        self._same_schema: pa.Schema | None = None  # a source schema found to match ours
         self._scratch: ScratchBuffer | None = None  # binary copy: pages pass through it (one window)
 
     @property
@@ -272,8 +285,10 @@ class LanceFileWriter:
     def _why_not_copy(self, reader: Any) -> str | None:
         if reader.version != self.version:
             return f"file version {reader.version} != {self.version}"
-        if reader.schema.types != self.schema.types or reader.schema.names != self.schema.names:
-            return "schema differs"
+        if reader.schema is not self._same_schema:  # file schemas are shared objects (file.metadata)
+            if reader.schema.types != self.schema.types or reader.schema.names != self.schema.names:
+                return "schema differs"
+            self._same_schema = reader.schema
         if reader.metadata.num_columns != self._container.num_columns:
             return "column count differs"
         for c in range(reader.metadata.num_columns):

@@ -324,35 +324,67 @@ class Dataset:
     def output_schema(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
                       with_row_address: bool = False, blobs: str = "descriptions") -> pa.Schema:
         """Schema of scans; blob columns are descriptions unless ``blobs="bytes"`` (``table.scan``)."""
-        return output_schema(self._fields(columns), with_row_id, with_row_address,
-                             self.manifest.schema.metadata, blobs)
+        return self._scan_schemas(columns, with_row_id, with_row_address, blobs)[0]
+
+    def _scan_schemas(self, columns: Sequence[str] | None, with_row_id: bool, with_row_address: bool,
+                      blobs: str) -> tuple[pa.Schema, pa.Schema]:
+        """``output_schema`` and the same without metadata (``FragmentScan``'s), built once per
+        manifest and arguments: a task scans many fragments with the same ones."""
+        key = (None if columns is None else tuple(columns) if not isinstance(columns, str) else columns,
+               bool(with_row_id), bool(with_row_address), blobs)
+        cache = getattr(self, "_schemas", None)
+        if cache is None or cache[0] is not self.manifest:
+            cache = self._schemas = (self.manifest, {})
+        hit = cache[1].get(key)
+        if hit is None:
+            fields = self._fields(columns)
+            hit = (output_schema(fields, with_row_id, with_row_address, self.manifest.schema.metadata, blobs),
+                   output_schema(fields, with_row_id, with_row_address, blobs=blobs))
+            cache[1][key] = hit
+        return hit
 
     def scan_fragment(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
                       with_row_id: bool = False, with_row_address: bool = False,
                       batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
                       blobs: str = "descriptions",
-                      row_range: tuple[int, int] | None = None) -> Iterator[pa.RecordBatch]:
+                      row_range: tuple[int, int] | None = None,
+                      live: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
         (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart;
-        ``row_range``: only physical rows ``start..stop``)."""
+        ``row_range``: only physical rows ``start..stop``; ``live``: the fragment's
+        ``live_mask`` when the caller holds it already, saving a second deletion-file read)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
+        scan, schema = self.fragment_scan(fragment, columns, with_row_id, with_row_address, include_deleted,
+                                          blobs, live)
+        first, last = row_range if row_range is not None else (0, None)
+        for batch in scan.batches(batch_rows, first, last):
+            yield batch.replace_schema_metadata(schema.metadata)
+
+    def fragment_scan(self, fragment: DataFragment | int, columns: Sequence[str] | None = None,
+                      with_row_id: bool = False, with_row_address: bool = False,
+                      include_deleted: bool = False, blobs: str = "descriptions",
+                      live: np.ndarray | None = None) -> tuple[FragmentScan, pa.Schema]:
+        """The checked and planned ``FragmentScan`` behind ``scan_fragment`` (its files opened,
+        deleted rows known) and the schema of its batches, with the dataset's metadata."""
         frag = self._select_fragments([fragment])[0] if isinstance(fragment, int) else fragment
         fields = self._fields(columns)
+        schema, scan_schema = self._scan_schemas(columns, with_row_id, with_row_address, blobs)
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
                             with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs,
-                            resolver=self.base_resolver)
+                            resolver=self.base_resolver, schema=scan_schema)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
                                    path=self.store.uri(self.manifest_path))
         scan.row_ids = row_ids
-        scan.keep = self._keep(frag, n) if frag.deletion_file is not None and not include_deleted else None
-        schema = self.output_schema(columns, with_row_id, with_row_address, blobs)
-        first, last = row_range if row_range is not None else (0, None)
-        for batch in scan.batches(batch_rows, first, last):
-            yield batch.replace_schema_metadata(schema.metadata)
+        scan.keep = None
+        if frag.deletion_file is not None and not include_deleted:
+            if live is not None and len(live) != n:
+                raise InvalidInputError(f"live mask of {len(live)} rows for fragment {frag.id} of {n} rows")
+            scan.keep = live if live is not None else self._keep(frag, n)
+        return scan, schema
 
     def iter_fragment_batches(self, columns: Sequence[str] | None = None, with_row_id: bool = False,
                               with_row_address: bool = False, fragment_ids: Sequence[int] | None = None,

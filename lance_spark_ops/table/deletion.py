@@ -30,7 +30,7 @@ from pyroaring import BitMap
 from lance_spark_ops.errors import CorruptFileError, NotFoundError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.format.fragment import DataFragment, DeletionFile, DeletionFileType
-from lance_spark_ops.table.format.ipc_bounds import check_single_batch
+from lance_spark_ops.table.format.ipc_bounds import check_single_batch, read_row_ids
 from lance_spark_ops.table.paths import deletion_file_path
 
 BITMAP_THRESHOLD = 5000
@@ -66,6 +66,13 @@ def decode_arrow(data: bytes, path: str | None = None, max_rows: int | None = No
     """Sorted unique offsets from an Arrow deletion file (at most ``max_rows`` of them)."""
     check_single_batch(data, max_rows, 4, path)  # before pyarrow allocates what the file claims
     try:
+        fast = read_row_ids(data)
+    except CorruptFileError:
+        fast = None  # pyarrow's reader below names what is wrong
+    if fast is not None:  # the shape Lance writes, read without pyarrow's IPC reader (~5x cheaper)
+        _check_count(fast[0], max_rows, path)
+        return _sorted_unique(np.frombuffer(fast[1], dtype="<u4"))
+    try:
         reader = ipc.open_file(pa.py_buffer(data))
         count = reader.num_record_batches
         schema = reader.schema
@@ -86,7 +93,10 @@ def decode_arrow(data: bytes, path: str | None = None, max_rows: int | None = No
                                path=path) from e
     if nulls:
         raise CorruptFileError(f"deletion file has {nulls} null row ids", path=path)
-    offsets = col.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False)
+    return _sorted_unique(col.to_numpy(zero_copy_only=False).astype(np.uint32, copy=False))
+
+
+def _sorted_unique(offsets: np.ndarray) -> np.ndarray:
     if offsets.size > 1 and not bool(np.all(offsets[1:] > offsets[:-1])):
         # pylance writes them in hash-set order; a plain sort is far cheaper than np.unique
         offsets = np.sort(offsets)

@@ -181,6 +181,8 @@ class BaseResolver:
         self.where = where
         self.bases = {int(b.id): b for b in base_paths}
         self._stores: dict[int, ObjectStore] = {}
+        self._real_dirs: dict[str, str] = {}
+        self._passed: set[tuple[int, str]] = set()  # (id of a store held here, path) found inside
 
     def _base(self, base_id: int, what: str) -> tuple[Any, ObjectStore]:
         base = self.bases.get(base_id)
@@ -225,10 +227,24 @@ class BaseResolver:
         return self._checked(store, rel)
 
     def _checked(self, store: ObjectStore, rel: str) -> tuple[ObjectStore, str]:
-        if store.protocol == "file":
-            root = os.path.realpath(store.root_path)
-            real = os.path.realpath(store.full_path(rel))
+        if store.protocol == "file" and (id(store), rel) not in self._passed:
+            root = self._realpath(store.root_path)
+            full = store.full_path(rel)
+            head, tail = os.path.split(full)
+            if tail in ("", ".", "..") or os.path.islink(full):
+                real = os.path.realpath(full)
+            else:  # a plain last component: only its directory can lead elsewhere
+                real = os.path.join(self._realpath(head), tail)
             if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
                 raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
                                        f"{root!r}", path=store.uri(rel))
+            self._passed.add((id(store), rel))
         return store, rel
+
+    def _realpath(self, path: str) -> str:
+        """``os.path.realpath`` of a directory, once per resolver (per manifest): a task checks
+        every data and deletion file, nearly all in the same two directories."""
+        real = self._real_dirs.get(path)
+        if real is None:
+            real = self._real_dirs[path] = os.path.realpath(path)
+        return real

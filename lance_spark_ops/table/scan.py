@@ -31,7 +31,7 @@ import pyarrow.compute as pc
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.file.schema import LanceField
+from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description_field, v1_descriptions
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
@@ -100,6 +100,30 @@ def _walk_depth(node: LanceField, depth: int = 0) -> Iterator[tuple[int, LanceFi
         yield from _walk_depth(c, depth + 1)
 
 
+_MAPS: dict[tuple[int, str], tuple[LanceSchema, list[LanceField], dict[int, LanceField | None]]] = {}
+
+
+def _schema_maps(schema: LanceSchema, version: str) -> tuple[list[LanceField], dict[int, LanceField | None]]:
+    """Column owners and each node's parent (by ``id``) of a file schema. Remembered per schema
+    object: ``file.metadata`` shares one object among the files of one schema, so a task over
+    many small files builds these once. Read-only for callers."""
+    key = (id(schema), version)
+    hit = _MAPS.get(key)
+    if hit is not None and hit[0] is schema:
+        return hit[1], hit[2]
+    owners = column_owners(schema.fields, version)
+    parent: dict[int, LanceField | None] = {}
+    for top in schema.fields:
+        parent[id(top)] = None
+        for node in top.walk():
+            for c in node.children:
+                parent[id(c)] = node
+    if len(_MAPS) > 256:
+        _MAPS.clear()
+    _MAPS[key] = (schema, owners, parent)  # the entry holds the schema: its id stays unique
+    return owners, parent
+
+
 class FileView:
     """One opened data file with the dataset-field -> file-field mapping."""
 
@@ -108,18 +132,12 @@ class FileView:
         self.where = where
         schema = reader.metadata.schema
         if data_file.is_legacy:  # one "column" per field, pre-order, as in 2.0; ids are the dataset's
-            self.owners = column_owners(schema.fields, "2.0")
+            self.owners, self.parent = _schema_maps(schema, "2.0")
             listed = file_field_ids(data_file)
             self.colmap = {o.id: i for i, o in enumerate(self.owners) if o.id in listed}
         else:
             self.colmap = data_file.field_columns()
-            self.owners = column_owners(schema.fields, reader.version)
-        self.parent: dict[int, LanceField | None] = {}
-        for top in schema.fields:
-            self.parent[id(top)] = None
-            for node in top.walk():
-                for c in node.children:
-                    self.parent[id(c)] = node
+            self.owners, self.parent = _schema_maps(schema, reader.version)
 
     def covers(self, dnode: LanceField) -> bool:
         return any(n.id in self.colmap for n in dnode.walk())
@@ -216,10 +234,10 @@ class FragmentScan:
     def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
                  with_row_id: bool, with_row_address: bool, blobs: str = "descriptions",
-                 resolver: BaseResolver | None = None) -> None:
+                 resolver: BaseResolver | None = None, schema: pa.Schema | None = None) -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
         ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
-        ``output_schema``."""
+        ``output_schema``; ``schema``: that ``output_schema`` when the caller has it."""
         self.store = store
         self.fragment = fragment
         self.fields = fields
@@ -229,7 +247,8 @@ class FragmentScan:
         self.with_row_address = with_row_address
         self.blobs = blobs
         self.resolver = resolver if resolver is not None else BaseResolver(store, [])
-        self.schema = output_schema(fields, with_row_id, with_row_address, blobs=blobs)
+        self.schema = schema if schema is not None else output_schema(fields, with_row_id, with_row_address,
+                                                                      blobs=blobs)
         self.views: dict[int, FileView] = {}
         self._check_files()
         self.plans = [self._plan(f) for f in fields]

@@ -136,3 +136,42 @@ def test_corrupt_deletion_files() -> None:
         decode_arrow(sink.getvalue().to_pybytes())
     with pytest.raises(CorruptFileError, match="names row 10"):
         keep_mask(np.array([10], dtype=np.uint32), 10, "x")
+
+
+def _ipc_file(values: pa.Array, schema: pa.Schema, compression: str | None) -> bytes:
+    sink = pa.BufferOutputStream()
+    with ipc.new_file(sink, schema, options=ipc.IpcWriteOptions(compression=compression)) as w:
+        w.write_batch(pa.record_batch([values], schema=schema))
+    return sink.getvalue().to_pybytes()
+
+
+@pytest.mark.parametrize("compression", [None, "zstd", "lz4"])
+def test_arrow_files_read_without_pyarrow_ipc(compression: str | None) -> None:
+    """Files in the shape Lance writes are read from their flatbuffers (``read_row_ids``); the
+    offsets are pyarrow's, sorted."""
+    from lance_spark_ops.table.format.ipc_bounds import read_row_ids
+
+    values = pa.array(np.random.default_rng(3).permutation(3000)[:700].astype(np.uint32))
+    data = _ipc_file(values, ARROW_SCHEMA, compression)
+    assert read_row_ids(data) is not None
+    assert np.array_equal(decode_arrow(data, max_rows=3000), np.sort(values.to_numpy()))
+    with pytest.raises(CorruptFileError, match="700"):
+        decode_arrow(data, max_rows=600)
+
+
+def test_other_arrow_shapes_go_through_pyarrow() -> None:
+    """A nullable column, or one with nulls, is not the fast path's shape: pyarrow reads it and
+    the errors stay typed."""
+    from lance_spark_ops.table.format.ipc_bounds import read_row_ids
+
+    nullable = pa.schema([pa.field("row_id", pa.uint32())])
+    plain = _ipc_file(pa.array([4, 2], pa.uint32()), nullable, "zstd")
+    assert read_row_ids(plain) is None
+    assert list(decode_arrow(plain)) == [2, 4]
+    holes = _ipc_file(pa.array([4, None], pa.uint32()), nullable, "zstd")
+    with pytest.raises(CorruptFileError, match="null row ids"):
+        decode_arrow(holes)
+    cut = _ipc_file(pa.array(np.arange(500, dtype=np.uint32)), ARROW_SCHEMA, "zstd")
+    for damaged in (cut[:-20], cut[:100] + bytes(50) + cut[150:]):
+        with pytest.raises(CorruptFileError):
+            decode_arrow(damaged)

@@ -605,3 +605,78 @@ def _join_blocks(blocks: list[DataBlock | None]) -> DataBlock | None:
         return VariableWidthBlock(np.concatenate(offs).astype(dt), np.concatenate(datas),
                                   sum(b.num_values for b in blocks))
     return None
+
+
+def _same_layout(a: pb.MiniBlockLayout, b: pb.MiniBlockLayout) -> bool:
+    """Layouts equal in everything but their item counts (num_items)."""
+    return (a.value_compression == b.value_compression and a.def_compression == b.def_compression
+            and a.rep_compression == b.rep_compression and a.HasField("def_compression") == b.HasField(
+                "def_compression") and a.HasField("rep_compression") == b.HasField("rep_compression")
+            and list(a.layers) == list(b.layers) and a.num_buffers == b.num_buffers
+            and a.has_large_chunk == b.has_large_chunk
+            and a.repetition_index_depth == b.repetition_index_depth
+            and not a.HasField("dictionary") and not b.HasField("dictionary"))
+
+
+def can_decode_together(a: PageDecoder, b: PageDecoder) -> bool:
+    """Whether ``decode_pages_together`` takes pages ``a`` and ``b`` in one pass."""
+    return (isinstance(a, MiniBlockDecoder) and isinstance(b, MiniBlockDecoder) and not a._has_rep
+            and not a._has_dict and _same_layout(a.layout, b.layout))
+
+
+def decode_pages_together(decoders: list[PageDecoder], fetches: list[Fetch]) -> PageData | None:
+    """All rows of several mini-block pages (of one column, in row order) as one PageData,
+    their chunks decoded in one vectorised pass: on many small pages (datasets of small
+    fragments) the fixed cost of a decode call is most of the work. Only pages without
+    lists or dictionaries whose layouts agree but for their item counts; None otherwise
+    (decode them one by one). Each page's chunk metadata is checked as ``decode`` does."""
+    first = decoders[0]
+    if not isinstance(first, MiniBlockDecoder) or first._has_rep or first._has_dict:
+        return None
+    for d in decoders[1:]:
+        if not isinstance(d, MiniBlockDecoder) or not _same_layout(d.layout, first.layout):
+            return None
+    datas, metas = [], []
+    for d, fetch in zip(decoders, fetches, strict=True):
+        got = list(fetch([(1, 0, d.buffer_sizes[1]), (0, 0, d.buffer_sizes[0])]))
+        datas.append(got[0])
+        metas.append(got[1])
+    index = _chunk_index_of_pages(decoders, metas, [len(b) for b in datas])
+    if index is None:
+        return None  # decoded page by page, whose checks name what is wrong
+    starts, sizes, counts = index
+    chunks = first._decode_chunks(np.frombuffer(b"".join(datas), dtype=np.uint8), starts, sizes, counts,
+                                  np.arange(len(counts)))
+    return first._page_data(sum(d.num_rows for d in decoders), chunks)
+
+
+def _chunk_index_of_pages(decoders: list[MiniBlockDecoder], metas: list[memoryview], data_sizes: list[int]
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+    """``_parse_metadata`` of every page at once: the chunks' byte starts in the pages' chunk
+    buffers laid end to end, sizes and value counts; None when a page fails a check there."""
+    large = decoders[0]._large
+    wsize = 4 if large else 2
+    if any(len(m) % wsize or not len(m) for m in metas):
+        return None
+    words = np.frombuffer(b"".join(metas), dtype="<u4" if large else "<u2").astype(np.int64)
+    per_page = np.array([len(m) // wsize for m in metas], dtype=np.int64)
+    first = exclusive_cumsum(per_page)
+    last = first + per_page - 1
+    sizes = ((words >> 4) + 1) * ALIGN
+    logs = words & 0xF
+    counts = np.left_shift(1, logs).astype(np.int64)
+    items = np.array([int(d.layout.num_items) for d in decoders], dtype=np.int64)
+    rows = np.array([d.num_rows for d in decoders], dtype=np.int64)
+    counts[last] = items - (np.add.reduceat(counts, first) - counts[last])
+    tail, tail_logs = counts[last], logs[last]
+    partial = (tail_logs != 0) & (tail != np.left_shift(1, tail_logs))  # a last chunk must be full
+    if (tail <= 0).any() or partial.any() or (items != rows).any():
+        return None
+    page_bytes = np.add.reduceat(sizes, first)
+    if (page_bytes > np.array([d.buffer_sizes[1] for d in decoders], dtype=np.int64)).any():
+        return None
+    # chunk starts: within its page, then shifted by the chunk buffers of the pages before
+    local = exclusive_cumsum(sizes)
+    local -= np.repeat(local[first], per_page)
+    starts = local + np.repeat(exclusive_cumsum(np.array(data_sizes, dtype=np.int64)), per_page)
+    return starts, sizes, counts

@@ -24,7 +24,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
-from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.errors import LanceError, UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
@@ -197,6 +197,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     created: list[np.ndarray] = []
     updated: list[np.ndarray] = []
     rows_read = copied = pages_copied = pages_reencoded = 0
+    small = _SmallFragments(ds, spec, sink)
     try:
         for frag in frags:
             keep = live_mask(ds, frag)
@@ -206,6 +207,9 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                                  (updated, ds.last_updated_at_versions(frag))):
                     if seq is not None:
                         acc.append(seq[keep])
+            if small.add(frag, keep):
+                continue
+            rows_read += small.flush()  # their rows go first
             reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
             counts = sink.copy_file(reader, keep) if reader is not None else None
             if counts is not None:
@@ -218,9 +222,10 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
             sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs):
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep):
                 rows_read += batch.num_rows
                 sink.write(batch)
+        rows_read += small.flush()
         sink.roll()
     except BaseException:
         for path in sink.abort():
@@ -241,6 +246,113 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         seconds=time.perf_counter() - t0,
         peak_rss_bytes=_peak_rss(),
     )
+
+
+_MAX_RUN = 1024  # fragments read together at most (each holds an open reader and its file's bytes)
+
+
+class _SmallFragments:
+    """Re-encode of runs of small fragments, read together (``file.read_together``).
+
+    A fragment joins the run when a re-encode would scan it as one batch from one data file of
+    a 2.1+ version that holds exactly the rewritten fields (no blobs): then its batch is a
+    slice of the run's arrays. The sink receives the same batches, in the same order, as from
+    ``Dataset.scan_fragment`` one fragment at a time, so the files written are the same bytes.
+    Anything unexpected (layouts that do not decode together, arrays with validity bitmaps,
+    whose slices could count a byte more in ``nbytes`` and so move page cuts, any error) sends
+    the run through ``scan_fragment`` fragment by fragment, which also names corrupt files."""
+
+    def __init__(self, ds: Dataset, spec: RewriteSpec, sink: _FragmentSink) -> None:
+        self.ds, self.spec, self.sink = ds, spec, sink
+        # binary copy modes move small files' pages; their fallback re-encodes stay one by one
+        self.enabled = (spec.mode == "reencode" and spec.file_version != "0.1"
+                        and not any(blob_version(f) for f in ds.lance_schema.fields))
+        self.run: list[tuple[DataFragment, np.ndarray]] = []
+        self.rows = 0  # physical rows in the run
+        self.read = 0  # live rows written since the last flush()
+
+    def add(self, frag: DataFragment, keep: np.ndarray) -> bool:
+        """Take ``frag`` into the run (True), or leave it to the caller (False)."""
+        if not self.enabled:
+            return False
+        rows = frag.physical_rows or 0
+        if (len(frag.files) != 1 or frag.files[0].is_legacy or not 0 < rows <= self.spec.batch_rows
+                or frag.files[0].file_major_version < 2 or list(frag.files[0].fields) != self.sink.field_ids
+                or list(frag.files[0].column_indices) != self.sink.column_indices):
+            return False
+        if self.rows + rows > self.spec.batch_rows or len(self.run) >= _MAX_RUN:
+            self.flush_to_sink()
+        self.run.append((frag, keep))
+        self.rows += rows
+        return True
+
+    def flush(self) -> int:
+        """Write the run to the sink; returns the live rows read since the last call."""
+        self.flush_to_sink()
+        read, self.read = self.read, 0
+        return read
+
+    def flush_to_sink(self) -> None:
+        run, self.run, self.rows = self.run, [], 0
+        if not run:
+            return
+        batches = self._together(run) if len(run) > 1 else None
+        if batches is None:
+            batches = [b for frag, keep in run
+                       for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
+                                                      blobs=self.sink.blobs, live=keep)]
+        for batch in batches:
+            self.sink.write(batch)
+            self.read += batch.num_rows
+
+    def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
+        from lance_spark_ops.file.read_together import read_files_together
+        from lance_spark_ops.table.scan import _FromFile
+
+        scans = [self.ds.fragment_scan(frag, blobs=self.sink.blobs, live=keep) for frag, keep in run]
+        schema = scans[0][1]
+        readers = []
+        for scan, _ in scans:
+            if len(scan.views) != 1 or not all(isinstance(p, _FromFile) and p.file == 0 and not p.path
+                                               for p in scan.plans):
+                return None
+            reader = scan.views[0].reader
+            if [p.top for p in scan.plans] != reader.schema.names or reader.schema.types != scan.schema.types:
+                return None  # fields renamed, reordered or retyped since: conform() would act
+            readers.append(reader)
+        try:
+            arrays = read_files_together(readers, readers[0].schema.names)
+        except (LanceError, ValueError, IndexError, TypeError, KeyError, OverflowError, ZeroDivisionError,
+                pa.ArrowException):
+            return None  # read one by one: the error, if it recurs, names its file
+        total = sum(scan.num_rows for scan, _ in scans)
+        if arrays is None or any(len(a) != total or _has_bitmap(a) for a in arrays):
+            return None
+        out, start = [], 0
+        for scan, _ in scans:
+            n, keep = scan.num_rows, scan.keep
+            part = [a.slice(start, n) for a in arrays]
+            start += n
+            if keep is not None and not keep.any():
+                continue
+            batch = pa.RecordBatch.from_arrays(part, schema=scan.schema)
+            if keep is not None and not keep.all():
+                batch = batch.filter(pa.array(keep))
+            out.append(batch.replace_schema_metadata(schema.metadata))
+        return out
+
+
+def _has_bitmap(arr: pa.Array) -> bool:
+    """Whether ``arr`` or a child holds a validity bitmap or bit-packed values (booleans)."""
+    if arr.buffers()[0] is not None or pa.types.is_boolean(arr.type):
+        return True
+    if pa.types.is_struct(arr.type):
+        return any(_has_bitmap(arr.field(i)) for i in range(arr.type.num_fields))
+    t = arr.type
+    if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_fixed_size_list(t):
+        return _has_bitmap(arr.values)
+    return not (pa.types.is_primitive(t) or pa.types.is_string(t) or pa.types.is_binary(t)
+                or pa.types.is_large_string(t) or pa.types.is_large_binary(t))
 
 
 def _peak_rss() -> int:

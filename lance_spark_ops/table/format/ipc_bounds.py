@@ -15,6 +15,8 @@ from __future__ import annotations
 
 import struct
 
+import pyarrow as pa
+
 from lance_spark_ops.errors import CorruptFileError
 
 MAGIC = b"ARROW1"
@@ -22,16 +24,19 @@ _RECORD_BATCH = 3  # MessageHeader union tag
 _MAX_ROWS = 1 << 32
 
 
+_STRUCTS = {fmt: struct.Struct(fmt) for fmt in ("<b", "<B", "<h", "<H", "<i", "<I", "<q")}
+
+
 class _Buf:
     def __init__(self, data: bytes | memoryview, path: str | None) -> None:
-        self.data, self.path = data, path
+        self.data, self.path, self.size = data, path, len(data)
 
     def get(self, fmt: str, pos: int) -> int:
-        size = struct.calcsize(fmt)
-        if pos < 0 or pos + size > len(self.data):
-            raise self.error(f"flatbuffer read of {size} bytes at {pos} lies outside the "
-                             f"{len(self.data)}-byte file")
-        return struct.unpack_from(fmt, self.data, pos)[0]
+        st = _STRUCTS[fmt]
+        if pos < 0 or pos + st.size > self.size:
+            raise self.error(f"flatbuffer read of {st.size} bytes at {pos} lies outside the "
+                             f"{self.size}-byte file")
+        return st.unpack_from(self.data, pos)[0]
 
     def error(self, msg: str) -> CorruptFileError:
         return CorruptFileError(f"Arrow IPC file: {msg}", path=self.path)
@@ -124,3 +129,73 @@ def check_single_batch(data: bytes | memoryview, max_rows: int | None = None, by
             if claimed != -1 and not 0 <= claimed <= rows * bytes_per_row + 64:
                 raise buf.error(f"buffer {k} claims {claimed} bytes uncompressed for {rows} rows")
     return rows
+
+
+_INT_TYPE = 2  # Type union tag of ``Int``
+_V5 = 4  # MetadataVersion of the messages pyarrow and Lance write
+_CODECS = {0: "lz4", 1: "zstd"}  # BodyCompression.codec: LZ4_FRAME, ZSTD
+
+
+def read_row_ids(data: bytes | memoryview) -> tuple[int, memoryview] | None:
+    """(rows, raw little-endian u32 values) of a deletion file in the one shape Lance
+    writes (one batch, one non-null ``row_id: uint32`` column, body uncompressed or zstd /
+    lz4 per buffer); None for anything else, which the caller reads through pyarrow.
+    Only called after ``check_single_batch`` accepted the file."""
+    buf = _Buf(data, None)
+    footer = _footer(buf)
+    schema = footer.table(1)
+    if schema is None or schema.scalar(0, "<h") or schema.field(2) or schema.field(3):
+        return None  # big endian, metadata or features
+    fpos, nfields = schema.vector(1, 4)
+    if nfields != 1:
+        return None
+    field = _Table(buf, fpos + buf.get("<I", fpos))
+    name_at = field.field(0)
+    if not name_at:
+        return None
+    name_pos = name_at + buf.get("<I", name_at)
+    if buf.get("<I", name_pos) != 6 or bytes(data[name_pos + 4:name_pos + 10]) != b"row_id":
+        return None
+    if (field.scalar(1, "<B") or field.scalar(2, "<B") != _INT_TYPE or field.field(4)
+            or field.vector(5, 4)[1] or field.field(6)):
+        return None  # nullable, not an int, dictionary, children or metadata
+    int_type = field.table(3)
+    if int_type is None or int_type.scalar(0, "<i") != 32 or int_type.scalar(1, "<B"):
+        return None
+    first, _ = footer.vector(3, 24)
+    offset, meta_len = buf.get("<q", first), buf.get("<i", first + 8)
+    body = offset + meta_len
+    message = _message(buf, offset, meta_len)
+    batch = message.table(2)
+    if batch is None or message.scalar(0, "<h") != _V5:
+        return None
+    rows = batch.scalar(0, "<q")
+    npos, nnodes = batch.vector(1, 16)
+    bpos, nbufs = batch.vector(2, 16)
+    if nnodes != 1 or nbufs != 2 or buf.get("<q", npos) != rows or buf.get("<q", npos + 8) != 0:
+        return None
+    compression = batch.table(3)
+    codec = None
+    if compression is not None:
+        codec = _CODECS.get(compression.scalar(0, "<b"))
+        if codec is None or compression.scalar(1, "<b"):
+            return None
+    v_off, v_len = body + buf.get("<q", bpos + 16), buf.get("<q", bpos + 24)
+    raw = memoryview(data)[v_off:v_off + v_len]
+    if codec is not None:
+        if len(raw) < 8:
+            return None
+        claimed = int.from_bytes(raw[:8], "little", signed=True)
+        if claimed == -1:
+            raw = raw[8:]
+        elif claimed < 4 * rows:
+            return None
+        else:
+            try:
+                out = pa.decompress(raw[8:], decompressed_size=claimed, codec=codec, asbytes=False)
+            except (pa.ArrowException, ValueError, OSError):
+                return None  # pyarrow's own read names the problem
+            raw = memoryview(out)
+    if len(raw) < 4 * rows:
+        return None
+    return rows, raw[:4 * rows]
