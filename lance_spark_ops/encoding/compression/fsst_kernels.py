@@ -7,6 +7,11 @@ those of the numpy code, which stays the reference (tests compare the two byte f
 and the path for small pages, where loading the compiled code would cost more than it
 saves.
 
+The token step (window, hash slot, table, length) is written out where it runs - twice in
+``compress``'s two-run loop, in ``_parse`` and in ``parse_pieces`` - rather than called:
+numba compiles a jitted helper that takes arrays as a real call per token (measured 10x
+slower), and its IR inliner changed results here. The tests hold all four to the numpy rule.
+
 Kernels are compiled once per machine (``cache=True`` keeps them beside this module, or in
 numba's user cache when that is read-only) and loaded lazily by ``compiled.fsst_kernels``.
 """
