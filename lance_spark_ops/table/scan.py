@@ -124,6 +124,23 @@ def _schema_maps(schema: LanceSchema, version: str) -> tuple[list[LanceField], d
     return owners, parent
 
 
+
+def batch_bounds(first: int, last: int, batch_rows: int) -> list[tuple[int, int]]:
+    """Rows ``first..last`` cut every ``batch_rows``, a tail shorter than half a batch joined
+    to the batch before it: a fragment a little longer than a batch is one batch, so its
+    pages are decoded whole rather than twice, in parts."""
+    cuts = [*range(first, last, batch_rows), last]
+    if len(cuts) > 2 and cuts[-1] - cuts[-2] < batch_rows // 2:
+        del cuts[-2]
+    return list(zip(cuts[:-1], cuts[1:], strict=True))
+
+
+def _file_batches(reader: LanceFileReader, columns: list[str],
+                  bounds: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
+    """One record batch of ``columns`` per bound, read lazily."""
+    for a, b in bounds:
+        yield from reader.iter_batches(columns, b - a, a, b)
+
 class FileView:
     """One opened data file with the dataset-field -> file-field mapping."""
 
@@ -375,17 +392,16 @@ class FragmentScan:
 
     def batches(self, batch_rows: int, first: int = 0, last: int | None = None) -> Iterator[pa.RecordBatch]:
         """Live rows among physical rows ``first..last`` (default all) in physical order, in
-        batches of at most ``batch_rows`` physical rows."""
+        batches of ``batch_bounds``: at most 1.5 x ``batch_rows`` physical rows."""
         n_total = self.num_rows if last is None else last
         if not 0 <= first <= n_total <= self.num_rows:
             raise InvalidInputError(f"row range {first}..{n_total} is outside fragment {self.fragment.id} "
                                     f"of {self.num_rows} rows")
         need = self._file_columns()
-        iters = {k: self.views[k].reader.iter_batches(cols, batch_rows, first, n_total)
-                 for k, cols in need.items()}
+        bounds = batch_bounds(first, n_total, batch_rows)
+        iters = {k: _file_batches(self.views[k].reader, cols, bounds) for k, cols in need.items()}
         frag_base = np.uint64(self.fragment.id) << np.uint64(32)
-        for start in range(first, n_total, batch_rows):
-            stop = min(start + batch_rows, n_total)
+        for start, stop in bounds:
             n = stop - start
             batches = {}
             for k, it in iters.items():
