@@ -538,17 +538,10 @@ def decode_whole_pages(decoders: list[MiniBlockDecoder],
 def _decode_whole(decoders: list[MiniBlockDecoder], buffers: list[tuple[memoryview, ...]],
                   dictionary: DataBlock | None = None) -> PageData:
     first = decoders[0]
-    indexes = []
-    for dec, bufs in zip(decoders, buffers, strict=True):
-        if dec._index is None:
-            dec._index = dec._parse_metadata(bufs[0])
-        indexes.append(dec._index)
     datas = [np.frombuffer(bufs[1], dtype=np.uint8) for bufs in buffers]
-    base = exclusive_cumsum(np.array([len(d) for d in datas], dtype=np.int64))
+    offsets, sizes, counts = _chunk_index_of_pages(decoders, [bufs[0] for bufs in buffers],
+                                                   [len(d) for d in datas])
     data = np.concatenate(datas) if len(datas) > 1 else datas[0]
-    offsets = np.concatenate([ix.offsets + b for ix, b in zip(indexes, base, strict=True)])
-    sizes = np.concatenate([ix.sizes for ix in indexes])
-    counts = np.concatenate([ix.counts for ix in indexes])
     chunks = first._decode_chunks(data, offsets, sizes, counts, np.arange(len(counts)))
     num_rows = sum(d.num_rows for d in decoders)
     if chunks.rep is not None:
@@ -558,7 +551,7 @@ def _decode_whole(decoders: list[MiniBlockDecoder], buffers: list[tuple[memoryvi
     values = chunks.values
     if first.has_dictionary:
         if len(decoders) > 1:
-            values = _shift_indices(values, [int(ix.counts.sum()) for ix in indexes],
+            values = _shift_indices(values, [int(d.layout.num_items) for d in decoders],
                                     [d._dictionary.num_values for d in decoders])
         else:
             dictionary = first._dictionary
@@ -607,57 +600,34 @@ def _join_blocks(blocks: list[DataBlock | None]) -> DataBlock | None:
     return None
 
 
-def _same_layout(a: pb.MiniBlockLayout, b: pb.MiniBlockLayout) -> bool:
-    """Layouts equal in everything but their item counts (num_items)."""
-    return (a.value_compression == b.value_compression and a.def_compression == b.def_compression
-            and a.rep_compression == b.rep_compression and a.HasField("def_compression") == b.HasField(
-                "def_compression") and a.HasField("rep_compression") == b.HasField("rep_compression")
-            and list(a.layers) == list(b.layers) and a.num_buffers == b.num_buffers
-            and a.has_large_chunk == b.has_large_chunk
-            and a.repetition_index_depth == b.repetition_index_depth
-            and not a.HasField("dictionary") and not b.HasField("dictionary"))
-
-
 def can_decode_together(a: PageDecoder, b: PageDecoder) -> bool:
-    """Whether ``decode_pages_together`` takes pages ``a`` and ``b`` in one pass."""
+    """Whether ``decode_pages_together`` takes pages ``a`` and ``b`` in one pass: mini-block
+    pages sharing ``batch_key``, without lists or dictionaries."""
     return (isinstance(a, MiniBlockDecoder) and isinstance(b, MiniBlockDecoder) and not a._has_rep
-            and not a._has_dict and _same_layout(a.layout, b.layout))
+            and not a._has_dict and a.batch_key() == b.batch_key())
 
 
 def decode_pages_together(decoders: list[PageDecoder], fetches: list[Fetch]) -> PageData | None:
-    """All rows of several mini-block pages (of one column, in row order) as one PageData,
-    their chunks decoded in one vectorised pass: on many small pages (datasets of small
-    fragments) the fixed cost of a decode call is most of the work. Only pages without
-    lists or dictionaries whose layouts agree but for their item counts; None otherwise
-    (decode them one by one). Each page's chunk metadata is checked as ``decode`` does."""
-    first = decoders[0]
-    if not isinstance(first, MiniBlockDecoder) or first._has_rep or first._has_dict:
+    """All rows of several mini-block pages (of one column, in row order, possibly of
+    different files) as one PageData, through ``decode_whole_pages``: on many small pages
+    (datasets of small fragments) the fixed cost of a decode call is most of the work. None
+    unless every neighbour pair ``can_decode_together`` (decode them one by one)."""
+    if not all(can_decode_together(a, b) for a, b in zip(decoders[:-1], decoders[1:], strict=True)):
         return None
-    for d in decoders[1:]:
-        if not isinstance(d, MiniBlockDecoder) or not _same_layout(d.layout, first.layout):
-            return None
-    datas, metas = [], []
-    for d, fetch in zip(decoders, fetches, strict=True):
-        got = list(fetch([(1, 0, d.buffer_sizes[1]), (0, 0, d.buffer_sizes[0])]))
-        datas.append(got[0])
-        metas.append(got[1])
-    index = _chunk_index_of_pages(decoders, metas, [len(b) for b in datas])
-    if index is None:
-        return None  # decoded page by page, whose checks name what is wrong
-    starts, sizes, counts = index
-    chunks = first._decode_chunks(np.frombuffer(b"".join(datas), dtype=np.uint8), starts, sizes, counts,
-                                  np.arange(len(counts)))
-    return first._page_data(sum(d.num_rows for d in decoders), chunks)
+    buffers = [tuple(fetch([(0, 0, d.buffer_sizes[0]), (1, 0, d.buffer_sizes[1])]))
+               for d, fetch in zip(decoders, fetches, strict=True)]
+    return decode_whole_pages(decoders, buffers)[0]
 
 
 def _chunk_index_of_pages(decoders: list[MiniBlockDecoder], metas: list[memoryview], data_sizes: list[int]
-                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray] | None:
+                          ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """``_parse_metadata`` of every page at once: the chunks' byte starts in the pages' chunk
-    buffers laid end to end, sizes and value counts; None when a page fails a check there."""
+    buffers laid end to end, sizes and value counts. Pages that fail a check here (or have
+    no chunks) are parsed one by one, which names what is wrong."""
     large = decoders[0]._large
     wsize = 4 if large else 2
     if any(len(m) % wsize or not len(m) for m in metas):
-        return None
+        return _chunk_index_page_by_page(decoders, metas, data_sizes)
     words = np.frombuffer(b"".join(metas), dtype="<u4" if large else "<u2").astype(np.int64)
     per_page = np.array([len(m) // wsize for m in metas], dtype=np.int64)
     first = exclusive_cumsum(per_page)
@@ -670,13 +640,21 @@ def _chunk_index_of_pages(decoders: list[MiniBlockDecoder], metas: list[memoryvi
     counts[last] = items - (np.add.reduceat(counts, first) - counts[last])
     tail, tail_logs = counts[last], logs[last]
     partial = (tail_logs != 0) & (tail != np.left_shift(1, tail_logs))  # a last chunk must be full
-    if (tail <= 0).any() or partial.any() or (items != rows).any():
-        return None
+    no_lists = np.array([not d._has_rep for d in decoders])
     page_bytes = np.add.reduceat(sizes, first)
-    if (page_bytes > np.array([d.buffer_sizes[1] for d in decoders], dtype=np.int64)).any():
-        return None
+    if ((tail <= 0).any() or partial.any() or (no_lists & (items != rows)).any()
+            or (page_bytes > np.array([d.buffer_sizes[1] for d in decoders], dtype=np.int64)).any()):
+        return _chunk_index_page_by_page(decoders, metas, data_sizes)
     # chunk starts: within its page, then shifted by the chunk buffers of the pages before
     local = exclusive_cumsum(sizes)
     local -= np.repeat(local[first], per_page)
     starts = local + np.repeat(exclusive_cumsum(np.array(data_sizes, dtype=np.int64)), per_page)
     return starts, sizes, counts
+
+
+def _chunk_index_page_by_page(decoders: list[MiniBlockDecoder], metas: list[memoryview], data_sizes: list[int]
+                              ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    indexes = [d._parse_metadata(m) for d, m in zip(decoders, metas, strict=True)]
+    base = exclusive_cumsum(np.array(data_sizes, dtype=np.int64))
+    return (np.concatenate([ix.offsets + b for ix, b in zip(indexes, base, strict=True)]),
+            np.concatenate([ix.sizes for ix in indexes]), np.concatenate([ix.counts for ix in indexes]))
