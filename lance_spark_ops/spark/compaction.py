@@ -243,7 +243,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
                          mode=opts.compaction_mode)
              for t in batch]
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
-        results: list[RewriteResult] = job.run_tasks(specs, run_rewrite)
+        results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):

@@ -173,16 +173,28 @@ class Job:
         if self._phases:
             self._phases[-1].tasks_total += tasks
 
-    def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]) -> list[Any]:
+    def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
+                  costs: Sequence[float] | None = None) -> list[Any]:
         """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
-        results in task order. Counts the tasks as done in the innermost phase."""
+        results in task order. Counts the tasks as done in the innermost phase.
+
+        With ``costs`` (one estimate per task) the tasks are handed to Spark costliest first:
+        slots take tasks in that order, so the long ones do not start last and leave the
+        other slots idle at the end (longest-processing-time-first scheduling)."""
+        order = list(range(len(tasks)))
+        if costs is not None:
+            order.sort(key=lambda i: -costs[i])
+        submitted = [tasks[i] for i in order]
         if self.spark is None:
-            out = run_tasks_locally(self.job_id, tasks, fn)
+            out = run_tasks_locally(self.job_id, submitted, fn)
         else:
-            out = run_tasks(self.spark, self.job_id, tasks, fn)
+            out = run_tasks(self.spark, self.job_id, submitted, fn)
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
-        return [out[i][1] for i in range(len(tasks))]
+        results: list[Any] = [None] * len(tasks)
+        for j, i in enumerate(order):
+            results[i] = out[j][1]
+        return results
 
     def before_commit(self, attempt: int) -> None:
         """Called right before each commit attempt (runs the tests' hook, if any)."""

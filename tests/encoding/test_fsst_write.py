@@ -274,10 +274,13 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
     got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, short, single, t.ht_val,
                                              t.ht_mask, ht)
     assert np.array_equal(got, want) and np.array_equal(got_offsets, want_offsets)
-    plain, plain_offsets, err, _ = fsst_kernels.decompress(got, got_offsets, table.symbols64, table.lens,
-                                                           table.n_symbols)
-    assert err == 0 and plain.tobytes() == data[len(lead):].tobytes()
-    assert np.array_equal(plain_offsets, offsets - len(lead))
+    size, err, _ = fsst_kernels.expanded_size(got, got_offsets, table.lens, table.n_symbols)
+    assert err == 0 and size == data.size - len(lead)
+    for capacity in (8 * got.size, size):  # the bound of one pass, the exact size of two
+        plain, plain_offsets, err, _ = fsst_kernels.decompress(got, got_offsets, table.symbols64, table.lens,
+                                                               table.n_symbols, capacity)
+        assert err == 0 and plain.tobytes() == data[len(lead):].tobytes()
+        assert np.array_equal(plain_offsets, offsets - len(lead))
 
 
 def test_without_numba_the_numpy_code_does_the_work() -> None:
@@ -308,8 +311,8 @@ def test_without_numba_the_numpy_code_does_the_work() -> None:
 @settings(max_examples=30, deadline=None)
 @given(vals=string_sets(), repeat=st.integers(1, 200))
 def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> None:
-    """The table rounds parse their sample with the compiled parse or the numpy one: the
-    same tokens, token pairs and sizes, so the same symbol table."""
+    """The table rounds parse and count their sample with the compiled kernels or with
+    numpy: the same tokens, token pairs, counts and sizes, so the same symbol table."""
     from lance_spark_ops.encoding.compression import compiled, fsst_kernels
 
     data, offsets = _arrays(vals * repeat)
@@ -321,8 +324,16 @@ def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> No
         got = fsst_encode._compiled_parse(fsst_kernels, table, sbuf, start, end)
         assert got.tok.tolist() == want.tok.tolist() and got.prev.tolist() == want.prev.tolist()
         assert got.out_size == want.out_size
-        first = (table.tok_val[want.tok] & np.uint64(0xFF)).astype(np.int64)
-        val, ln = fsst_encode._candidates(table, want, first, frac)
+        pairs = frac < 128
+        counts, keys, cnt = fsst_encode._count_numpy(table, want, pairs)
+        scratch = np.zeros(2 * fsst_encode.PAIR_KEYS, np.int32)
+        got_counts, got_keys, got_cnt = fsst_kernels.count_tokens(got.tok, got.prev, table.tok_val,
+                                                                  table.tok_len, pairs, scratch)
+        assert got_counts.tolist() == counts.tolist()
+        assert (dict(zip(got_keys.tolist(), got_cnt.tolist(), strict=True))
+                == dict(zip(keys.tolist(), cnt.tolist(), strict=True)))
+        assert len(got_keys) == len(keys) and not scratch.any()
+        val, ln = fsst_encode._candidates(table, want, frac)
         table = fsst_encode.Table(val, ln.astype(np.uint8))
     saved = compiled.MIN_BYTES, compiled.LOADED_MIN_BYTES
     try:

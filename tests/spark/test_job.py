@@ -44,6 +44,23 @@ def test_phases_are_timed_counted_and_reported(caplog: pytest.LogCaptureFixture)
     assert lines[-1].startswith(f"demo mem://x {job.job_id}: done in")
 
 
+def _where(task: int, ctx: TaskContext) -> tuple[int, int]:
+    return task, ctx.task_id
+
+
+def test_costliest_tasks_go_first_results_stay_in_task_order(spark) -> None:
+    """With costs, Spark receives the tasks costliest first (ties in task order), so a slot
+    is not left running one long task at the end; results still come in task order."""
+    tasks = [10, 11, 12, 13, 14]
+    costs = [5, 50, 0, 50, 7]
+    for session in (None, spark):
+        with Job(session, "demo", "mem://x", _Metrics()) as job:
+            got = job.run_tasks(tasks, _where, costs=costs)
+        assert [t for t, _ in got] == tasks
+        # submission position of each task: 11 and 13 (cost 50) first, then 14, 10, 12
+        assert [pos for _, pos in got] == [3, 0, 4, 1, 2]
+
+
 def _files(store: ObjectStore) -> set[str]:
     return set(store.list("data"))
 

@@ -46,7 +46,10 @@ def _load() -> ModuleType | None:
         k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
                    np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
         k.decompress(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(256, np.uint64),
-                     np.ones(256, np.uint8), 1)
+                     np.ones(256, np.uint8), 1, 8)
+        k.expanded_size(np.zeros(1, np.uint8), np.array([0, 1]), np.ones(256, np.uint8), 1)
+        k.count_tokens(one, np.full(1, -1), np.zeros(512, np.uint64), np.ones(512, np.int64), True,
+                       np.zeros(2 * 512 * 512, np.int32))
     except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
         log.warning("compiled FSST kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
         return None

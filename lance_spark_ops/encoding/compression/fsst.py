@@ -92,6 +92,9 @@ FSST_MAGIC = 0x46535354
 FSST_ESC = 255
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 FSST_LEAST_INPUT_SIZE = 32 * 1024  # smaller inputs are stored as is (encoder switch off)
+# the compiled decoder expands into 8 bytes per code (untouched pages cost no memory) up to
+# this, and sizes its output in a first pass beyond it
+ONE_PASS_MAX_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -184,7 +187,11 @@ def fsst_decompress(
         return src, rel.astype(out_dtype)
     kernels = compiled.fsst_kernels(src.size)
     if kernels is not None:
-        out, new_offsets, err, at = kernels.decompress(src, rel, table.symbols64, table.lens, table.n_symbols)
+        capacity = 8 * src.size  # no code expands to more than 8 bytes
+        if capacity > ONE_PASS_MAX_BYTES:  # size the output exactly first
+            capacity, err, at = kernels.expanded_size(src, rel, table.lens, table.n_symbols)
+        out, new_offsets, err, at = kernels.decompress(src, rel, table.symbols64, table.lens, table.n_symbols,
+                                                       capacity)
         if err == 1:
             raise CorruptFileError(f"fsst: code {int(src[at])} is not in the symbol table "
                                    f"({table.n_symbols} symbols)")

@@ -27,7 +27,7 @@ Token ids: 0..254 are symbol codes, ``256 + b`` is byte ``b`` escaped (code 255 
 from __future__ import annotations
 
 from dataclasses import dataclass
-from functools import partial
+from functools import cached_property, partial
 from types import ModuleType
 
 import numpy as np
@@ -79,10 +79,12 @@ class Table:
         one = self.lens == 1
         single[self.vals[one].astype(np.int64)] = codes[one]
         self.single = single
-        short = np.tile(single, 256)  # indexed by the first two bytes (LE u16)
+        # ``short`` is indexed by the first two bytes (LE u16); it is kept as the compiled
+        # parse reads it (``packed``), which is built as cheaply as the plain one
+        short = np.tile(single | (self.tok_len[single].astype(np.uint16) << 12), 256)
         two = self.lens == 2
-        short[self.vals[two].astype(np.int64)] = codes[two]
-        self.short = short
+        short[self.vals[two].astype(np.int64)] = codes[two] | np.uint16(2 << 12)
+        self._short_packed = short
         self.ht_val = np.ones(1 << HASH_BITS, np.uint64)  # never equals (w & mask 0)
         self.ht_mask = np.zeros(1 << HASH_BITS, np.uint64)
         self.ht_len = np.full(1 << HASH_BITS, _EMPTY_LEN, np.int8)
@@ -98,13 +100,17 @@ class Table:
     def n(self) -> int:
         return len(self.vals)
 
+    @cached_property
+    def short(self) -> np.ndarray:
+        """Token id (uint16) of the 2-byte symbol of the first two bytes (LE u16), else
+        of their first byte's 1-byte symbol, else that byte escaped."""
+        return self._short_packed & np.uint16(0x1FF)
+
     def packed(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
         """``short``, ``single`` and the hash slots' tokens as the compiled parse reads
         them: token id | length << 12 (an empty slot's length 9 never fits)."""
-        lens = self.tok_len.astype(np.uint16)
-        short = self.short | (lens[self.short] << 12)
-        single = self.single | (lens[self.single] << 12)
-        return short, single, self.ht_tok | (self.ht_len.astype(np.uint16) << 12)
+        single = self.single | (self.tok_len[self.single].astype(np.uint16) << 12)
+        return self._short_packed, single, self.ht_tok | (self.ht_len.astype(np.uint16) << 12)
 
     def match(self, w: np.ndarray, rem: np.ndarray) -> np.ndarray:
         """Token id (uint16) of the symbol FSST's compressor picks at each cursor: the hash
@@ -241,38 +247,50 @@ def _pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray
     return val, ln
 
 
-def _candidates(table: Table, p: Parse, first_bytes: np.ndarray, frac: int) -> tuple[np.ndarray, np.ndarray]:
-    """One round of FSST's ``makeTable``: candidates from token and token-pair counts."""
-    min_count = 5 * frac // 128
-    vals, lens, gains = [], [], []
+PAIR_KEYS = 512 * 512  # pair keys: first token * 512 + second; first-byte pairs follow
+
+
+def _count_numpy(table: Table, p: Parse, pairs: bool) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """``count_tokens`` of the compiled kernels, with numpy: token counts and the distinct
+    pair keys with their counts (keys in any order; ``_sum_gains`` orders candidates)."""
+    first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
     counts = np.bincount(p.tok, minlength=512)
     # a multi-byte token's first byte also counts as a single-byte candidate
     multi = table.tok_len[p.tok] > 1
     counts[256:] += np.bincount(first_bytes[multi], minlength=256)
+    if not pairs:
+        return counts, np.zeros(0, np.int64), np.zeros(0, np.int64)
+    has = (p.prev >= 0) & (table.tok_len[np.maximum(p.prev, 0)] < 8)
+    a, b = p.prev[has], p.tok[has].astype(np.int64)
+    fb_pair = table.tok_len[b] > 1
+    keys = np.concatenate([a * 512 + b, PAIR_KEYS + a[fb_pair] * 512 + 256 + first_bytes[has][fb_pair]])
+    uk, cnt = np.unique(keys, return_counts=True)
+    return counts, uk, cnt
+
+
+def _candidates(table: Table, p: Parse, frac: int, kernels: ModuleType | None = None,
+                scratch: np.ndarray | None = None) -> tuple[np.ndarray, np.ndarray]:
+    """One round of FSST's ``makeTable``: candidates from the counts of tokens, of adjacent
+    token pairs and of (token, first byte of the next multi-byte token) pairs, the two
+    kinds of pairs counted apart (a pair key of each kind can name the same bytes).
+    ``kernels`` counts with the compiled loop, in ``scratch`` (``count_tokens``)."""
+    min_count = 5 * frac // 128
+    pairs = frac < 128
+    if kernels is None:
+        counts, keys, cnt = _count_numpy(table, p, pairs)
+    else:
+        counts, keys, cnt = kernels.count_tokens(p.tok, p.prev, table.tok_val, table.tok_len, pairs,
+                                                   scratch)
     ids = np.flatnonzero(counts > max(min_count, 0))
     ln = table.tok_len[ids]
-    vals.append(table.tok_val[ids])
-    lens.append(ln)
-    gains.append(counts[ids] * ln * np.where(ln == 1, 8, 1))
-    if frac < 128:
-        has = p.prev >= 0
-        a, b = p.prev[has], p.tok[has]
-        fb = first_bytes[has]
-        for second in (b, np.where(table.tok_len[b] > 1, 256 + fb, -1)):
-            ok = (second >= 0) & (table.tok_len[a] < 8)
-            key = a[ok] * 512 + second[ok]
-            uk, cnt = np.unique(key, return_counts=True)
-            sel = cnt > min_count
-            uk, cnt = uk[sel], cnt[sel]
-            v, ln2 = _concat(
-                table.tok_val[uk // 512],
-                table.tok_len[uk // 512],
-                table.tok_val[uk % 512],
-                table.tok_len[uk % 512],
-            )
-            vals.append(v)
-            lens.append(ln2)
-            gains.append(cnt * ln2)
+    vals, lens, gains = [table.tok_val[ids]], [ln], [counts[ids] * ln * np.where(ln == 1, 8, 1)]
+    sel = cnt > min_count
+    keys, cnt = keys[sel] % PAIR_KEYS, cnt[sel]
+    first, second = keys // 512, keys % 512
+    v, ln2 = _concat(table.tok_val[first], table.tok_len[first], table.tok_val[second], table.tok_len[second])
+    vals.append(v)
+    lens.append(ln2)
+    gains.append(cnt * ln2)
     val, ln, gain = _sum_gains(np.concatenate(vals), np.concatenate(lens), np.concatenate(gains))
     return _pick(val, ln, gain)
 
@@ -289,6 +307,7 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
     start, end, _ = pieces(soffs, SAMPLE_PIECE)
     kernels = compiled.fsst_kernels(int(offsets[-1] - offsets[0]))
     parse = _sample_parse if kernels is None else partial(_compiled_parse, kernels)
+    scratch = None if kernels is None else np.zeros(2 * PAIR_KEYS, np.int32)
     table = Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
     best, best_size = table, None
     for frac in ROUNDS:
@@ -296,8 +315,7 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
         size = p.out_size
         if best_size is None or size < best_size:
             best, best_size = table, size
-        first_bytes = (table.tok_val[p.tok] & np.uint64(0xFF)).astype(np.int64)
-        val, ln = _candidates(table, p, first_bytes, frac)
+        val, ln = _candidates(table, p, frac, kernels, scratch)
         table = Table(val, ln.astype(np.uint8))
     size = parse(table, sbuf, start, end).out_size
     if best_size is None or size < best_size:

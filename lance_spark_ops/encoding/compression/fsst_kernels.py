@@ -241,44 +241,97 @@ def parse_pieces(data, start, end, short, single, ht_val, ht_mask, ht_packed):  
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def decompress(src, rel, symbols, lens, n_symbols):  # noqa: ANN001, ANN201
-    """Expand the compressed strings ``src[rel[i]:rel[i + 1]]`` (``rel`` from 0, checked
-    monotonic by the caller). ``symbols``: (256,) u64, bytes past a symbol's length zero.
-    Returns (bytes, offsets from 0, error, position): error 0 is success, 1 a code that is
-    not a symbol (at ``position``), 2 a string ending inside an escape (at ``position``)."""
-    n = rel.shape[0] - 1
+def count_tokens(toks, prev, tok_val, tok_len, pairs, table):  # noqa: ANN001, ANN201
+    """The counts of one table round (``fsst_encode._count_numpy``): per token id (512),
+    a multi-byte token's first byte counted as well; with ``pairs``, each pair key
+    (first * 512 + second, and ``PAIR_KEYS`` + first * 512 + 256 + first byte of a
+    multi-byte second) once with its count, in first-seen order. ``table``: int32 zeros,
+    one per pair key (2 * ``PAIR_KEYS``), counted in and left zeroed again."""
+    counts = np.zeros(512, np.int64)
+    n = toks.shape[0]
+    keys = np.empty(2 * n if pairs else 0, np.int64)
+    nk = 0
+    for t in range(n):
+        b = np.int64(toks[t])
+        counts[b] += 1
+        multi = tok_len[b] > 1
+        fb = 256 + np.int64(tok_val[b] & np.uint64(0xFF))
+        if multi:
+            counts[fb] += 1
+        if pairs:
+            a = prev[t]
+            if a >= 0 and tok_len[a] < 8:
+                key = a * 512 + b
+                if table[key] == 0:
+                    keys[nk] = key
+                    nk += 1
+                table[key] += 1
+                if multi:
+                    key = 512 * 512 + a * 512 + fb
+                    if table[key] == 0:
+                        keys[nk] = key
+                        nk += 1
+                    table[key] += 1
+    keys = keys[:nk]
+    cnt = np.empty(nk, np.int64)
+    for j in range(nk):
+        cnt[j] = table[keys[j]]
+        table[keys[j]] = 0
+    return counts, keys, cnt
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def expanded_size(src, rel, lens, n_symbols):  # noqa: ANN001, ANN201
+    """The bytes ``decompress`` writes for ``src[rel[0]:rel[-1]]``, with its error and
+    position (0, 0 when the codes are valid)."""
     total = 0
-    for i in range(n):  # pass 1: validate and size the output
+    for i in range(rel.shape[0] - 1):
         p = rel[i]
         e = rel[i + 1]
         while p < e:
             c = np.int64(src[p])
-            if c == _ESC:
-                if p + 1 >= e:
-                    return src[:0], rel[:0], 2, p
-                total += 1
-                p += 2
-            elif c < n_symbols:
+            if c < n_symbols:
                 total += np.int64(lens[c])
                 p += 1
+            elif c == _ESC:
+                if p + 1 >= e:
+                    return total, 2, p
+                total += 1
+                p += 2
             else:
-                return src[:0], rel[:0], 1, p
-    out = np.empty(total + 8, np.uint8)  # every symbol is stored as 8 bytes: room past the end
+                return total, 1, p
+    return total, 0, 0
+
+
+@njit(cache=True, nogil=True, boundscheck=False)
+def decompress(src, rel, symbols, lens, n_symbols, capacity):  # noqa: ANN001, ANN201
+    """Expand the compressed strings ``src[rel[i]:rel[i + 1]]`` (``rel`` from 0, checked
+    monotonic by the caller; ``n_symbols`` <= 255, so code 255 is always the escape) in one
+    pass into ``capacity`` bytes, at least what they expand to (8 per code bounds it).
+    ``symbols``: (256,) u64, bytes past a symbol's length zero. Returns (bytes, offsets
+    from 0, error, position): error 0 is success, 1 a code that is not a symbol (at
+    ``position``), 2 a string ending inside an escape (at ``position``)."""
+    n = rel.shape[0] - 1
+    out = np.empty(capacity + 8, np.uint8)  # every symbol is stored as 8 bytes: room past the end
     out_off = np.empty(n + 1, np.int64)
     out_off[0] = 0
     k = 0
-    for i in range(n):  # pass 2: expand
+    for i in range(n):
         p = rel[i]
         e = rel[i + 1]
         while p < e:
             c = np.int64(src[p])
-            if c == _ESC:
-                out[k] = src[p + 1]
-                k += 1
-                p += 2
-            else:  # all 8 bytes of the symbol (zero-padded past its length)
+            if c < n_symbols:  # all 8 bytes of the symbol (zero-padded past its length)
                 _store8(out, k, symbols[c])
                 k += np.int64(lens[c])
                 p += 1
+            elif c == _ESC:
+                if p + 1 >= e:
+                    return src[:0], rel[:0], 2, p
+                out[k] = src[p + 1]
+                k += 1
+                p += 2
+            else:
+                return src[:0], rel[:0], 1, p
         out_off[i + 1] = k
-    return out[:total], out_off, 0, 0
+    return out[:k], out_off, 0, 0
