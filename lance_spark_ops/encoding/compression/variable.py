@@ -47,6 +47,8 @@ from lance_spark_ops.encoding.compression._arrays import (
     check_ranges,
     exclusive_cumsum,
     join_with_starts,
+    ragged_arange,
+    scatter_ragged,
 )
 from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -300,7 +302,7 @@ def encode_variable_miniblock(
     nbytes = offs[ends] - offs[starts]
     sizes = -(-(head + nbytes) // w) * w
     base = exclusive_cumsum(sizes)
-    out = np.full(int(sizes.sum()), PAD_BYTE, dtype=np.uint8)
+    out = np.empty(int(sizes.sum()), dtype=np.uint8)  # offsets, bytes, then PAD_BYTE (below)
     # offsets: chunk c's entries j = 0..count (of value starts_c + j) sit at base + j * w
     # (base is a multiple of w), each ``offs[starts_c + j] + adj_c``. Entries j < count are
     # one per value, in value order (value i -> slot i + base_c / w - starts_c); the last
@@ -316,9 +318,10 @@ def encode_variable_miniblock(
     if len(counts) == 1 or nbytes.sum() == 0:
         out[int(dst[0]) : int(dst[0]) + int(nbytes[0])] = data[: int(nbytes[0])]
     else:
-        from lance_spark_ops.encoding.compression._arrays import scatter_ragged
-
         scatter_ragged(out, dst, data, offs[starts], nbytes)
+    pad = sizes - head - nbytes
+    if pad.any():
+        out[ragged_arange(dst + nbytes, pad)] = PAD_BYTE
     logs = np.where(counts > 0, np.log2(np.maximum(counts, 1)), 0).astype(np.uint8)
     logs[-1] = 0
     del n

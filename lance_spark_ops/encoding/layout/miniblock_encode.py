@@ -37,7 +37,12 @@ from dataclasses import dataclass
 import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
-from lance_spark_ops.encoding.compression._arrays import exclusive_cumsum, pad_to, scatter_ragged
+from lance_spark_ops.encoding.compression._arrays import (
+    exclusive_cumsum,
+    pad_to,
+    ragged_arange,
+    scatter_ragged,
+)
 from lance_spark_ops.encoding.compression.encoded import MiniBlockCompressed
 from lance_spark_ops.encoding.compression.registry import CODECS, CodecRegistry
 from lance_spark_ops.encoding.compression.strategy import Codec
@@ -174,12 +179,17 @@ def serialize_chunks(
             f"a mini-block chunk of {int(chunk_sizes.max())} bytes exceeds the version's limit"
         )
     starts = exclusive_cumsum(chunk_sizes)
-    out = np.full(int(chunk_sizes.sum()), FILL, dtype=np.uint8)
+    # every byte is written below: headers, each buffer's bytes, then FILL up to its padding
+    out = np.empty(int(chunk_sizes.sum()), dtype=np.uint8)
     out[starts[:, None] + np.arange(header.shape[1])[None, :]] = header
     pos = starts + header.shape[1]
+    gaps = []
     for (data, sizes, _), pad in zip(parts, padded, strict=True):
         scatter_ragged(out, pos, np.asarray(data).view(np.uint8).reshape(-1), exclusive_cumsum(sizes), sizes)
+        gaps.append((pos + sizes, pad - sizes))
         pos = pos + pad
+    if gaps:
+        out[ragged_arange(np.concatenate([g[0] for g in gaps]), np.concatenate([g[1] for g in gaps]))] = FILL
     words = ((chunk_sizes // ALIGN - 1) << 4) | logs.astype(np.int64)
     return out, words.astype("<u4" if large else "<u2")
 
