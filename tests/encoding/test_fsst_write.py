@@ -274,10 +274,11 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
     got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, short, single, t.ht_val,
                                              t.ht_mask, ht)
     assert np.array_equal(got, want) and np.array_equal(got_offsets, want_offsets)
-    size, err, _ = fsst_kernels.expanded_size(got, got_offsets, table.lens, table.n_symbols)
+    lo, hi = got_offsets[:-1], got_offsets[1:]
+    size, err, _ = fsst_kernels.expanded_size(got, lo, hi, table.lens, table.n_symbols)
     assert err == 0 and size == data.size - len(lead)
     for capacity in (8 * got.size, size):  # the bound of one pass, the exact size of two
-        plain, plain_offsets, err, _ = fsst_kernels.decompress(got, got_offsets, table.symbols64, table.lens,
+        plain, plain_offsets, err, _ = fsst_kernels.decompress(got, lo, hi, table.symbols64, table.lens,
                                                                table.n_symbols, capacity)
         assert err == 0 and plain.tobytes() == data[len(lead):].tobytes()
         assert np.array_equal(plain_offsets, offsets - len(lead))

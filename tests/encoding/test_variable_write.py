@@ -115,3 +115,41 @@ def test_chunk_ends_runs_of_guesses_match_lance(w: int) -> None:
     lens[40_000:41_000] = 1
     off = np.concatenate(([0], np.cumsum(lens)))
     assert chunk_ends(off, w).tolist() == reference_chunk_ends(off.tolist(), w)
+
+
+def _chunks(strings: list[bytes]) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, pb.Variable]:
+    """(page bytes, chunk starts (k, 1), sizes (k, 1), value counts, encoding) of the
+    Variable mini-block chunks of ``strings``, placed 3 bytes into the page."""
+    comp = encode_variable_miniblock(arrow_to_block(pa.array(strings, pa.binary())))
+    sizes = comp.chunk_buffer_sizes[:, :1].astype(np.int64)
+    starts = 3 + np.concatenate(([0], np.cumsum(sizes[:-1, 0])))[:, None]
+    counts = np.full(len(sizes), 0, np.int64)
+    counts[:-1] = 2 ** comp.chunk_log_values[:-1].astype(np.int64)
+    counts[-1] = comp.num_values - counts[:-1].sum()
+    data = np.concatenate((np.full(3, 7, np.uint8), comp.buffers[0]))
+    return data, starts, sizes, counts, comp.encoding.variable
+
+
+def test_value_bounds_find_the_values_in_place_and_check_like_the_joined_decode() -> None:
+    """``value_bounds`` (values left where they lie, for the compiled FSST decoder) gives
+    every value's bytes, and refuses corrupt chunks with the joined decoder's errors."""
+    from lance_spark_ops.encoding.compression.variable import decode_variable_miniblock_ranges, value_bounds
+    from lance_spark_ops.errors import CorruptFileError
+
+    rng = np.random.default_rng(3)
+    strings = [bytes(rng.integers(97, 123, int(rng.integers(0, 30)), dtype=np.uint8)) for _ in range(3000)]
+    data, starts, sizes, counts, msg = _chunks(strings)
+    assert len(counts) > 5
+    lo, hi, n = value_bounds(msg, data, starts, sizes, counts)
+    assert n == len(strings) and [data[a:b].tobytes() for a, b in zip(lo, hi, strict=True)] == strings
+    o = 4 * (int(counts[1]) + 1)  # chunk 1's value bytes start after its offsets
+    base = int(starts[1, 0])
+    cases = {"too few for": lambda d, s: s.__setitem__((1, 0), 8),
+             "outside their chunk": lambda d, s: d[base : base + 4].view("<u4").__setitem__(0, o - 4),
+             "not monotonic": lambda d, s: d[base + 4 : base + 8].view("<u4").__setitem__(0, o + 10**4)}
+    for message, corrupt in cases.items():
+        d, s = data.copy(), sizes.copy()
+        corrupt(d, s)
+        for decode in (value_bounds, decode_variable_miniblock_ranges):
+            with pytest.raises(CorruptFileError, match=message):
+                decode(msg, d, starts, s, counts)

@@ -45,9 +45,9 @@ def _load() -> ModuleType | None:
         one = np.zeros(1, np.uint16)
         k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
                    np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
-        k.decompress(np.zeros(1, np.uint8), np.array([0, 1]), np.zeros(256, np.uint64),
-                     np.ones(256, np.uint8), 1, 8)
-        k.expanded_size(np.zeros(1, np.uint8), np.array([0, 1]), np.ones(256, np.uint8), 1)
+        lo, hi = np.zeros(1, np.int64), np.ones(1, np.int64)
+        k.decompress(np.zeros(1, np.uint8), lo, hi, np.zeros(256, np.uint64), np.ones(256, np.uint8), 1, 8)
+        k.expanded_size(np.zeros(1, np.uint8), lo, hi, np.ones(256, np.uint8), 1)
         k.count_tokens(one, np.full(1, -1), np.zeros(512, np.uint64), np.ones(512, np.int64), True,
                        np.zeros(2 * 512 * 512, np.int32))
     except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower

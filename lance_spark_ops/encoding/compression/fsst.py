@@ -78,6 +78,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from dataclasses import dataclass
 from functools import cached_property
+from types import ModuleType
 
 import numpy as np
 import pyarrow as pa
@@ -86,6 +87,7 @@ from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression import compiled
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.variable import offset_bits, value_bounds
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
 FSST_MAGIC = 0x46535354
@@ -144,6 +146,23 @@ def parse_symbol_table(raw: bytes) -> SymbolTable:
     return SymbolTable(bool(header & (1 << 24)), n, symbols, lens)
 
 
+def _expand_compiled(kernels: ModuleType, table: SymbolTable, src: np.ndarray, lo: np.ndarray,
+                     hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The strings ``src[lo[i]:hi[i]]`` expanded by the compiled decoder: (bytes, int64
+    offsets from 0), with its errors raised."""
+    capacity = 8 * int((hi - lo).sum())  # no code expands to more than 8 bytes
+    if capacity > ONE_PASS_MAX_BYTES:  # size the output exactly first
+        capacity, _, _ = kernels.expanded_size(src, lo, hi, table.lens, table.n_symbols)
+    out, offsets, err, at = kernels.decompress(src, lo, hi, table.symbols64, table.lens, table.n_symbols,
+                                               capacity)
+    if err == 1:
+        raise CorruptFileError(f"fsst: code {int(src[at])} is not in the symbol table "
+                               f"({table.n_symbols} symbols)")
+    if err:
+        raise CorruptFileError("fsst: a compressed string ends inside an escape")
+    return out, offsets
+
+
 def _escapes(src: np.ndarray, rel: np.ndarray) -> tuple[np.ndarray, int]:
     """(positions of escape codes, number of 0xFF bytes). In a run of 0xFF bytes that begins
     at a code position (after a non-0xFF byte or at a string start), escapes and their 0xFF
@@ -187,16 +206,7 @@ def fsst_decompress(
         return src, rel.astype(out_dtype)
     kernels = compiled.fsst_kernels(src.size)
     if kernels is not None:
-        capacity = 8 * src.size  # no code expands to more than 8 bytes
-        if capacity > ONE_PASS_MAX_BYTES:  # size the output exactly first
-            capacity, err, at = kernels.expanded_size(src, rel, table.lens, table.n_symbols)
-        out, new_offsets, err, at = kernels.decompress(src, rel, table.symbols64, table.lens, table.n_symbols,
-                                                       capacity)
-        if err == 1:
-            raise CorruptFileError(f"fsst: code {int(src[at])} is not in the symbol table "
-                                   f"({table.n_symbols} symbols)")
-        if err:
-            raise CorruptFileError("fsst: a compressed string ends inside an escape")
+        out, new_offsets = _expand_compiled(kernels, table, src, rel[:-1], rel[1:])
         if out.size >= 2**32 and out_dtype == np.uint32:
             out_dtype = np.dtype(np.uint64)
         return out, new_offsets.astype(out_dtype)
@@ -264,7 +274,20 @@ def decode_fsst_miniblock_ranges(
     msg: pb.Fsst, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
     codecs: CodecLookup,
 ) -> DataBlock:
-    """Mini-block chunks given as byte ranges of ``data``: the inner codec's ranges path."""
+    """Mini-block chunks given as byte ranges of ``data``: the inner codec's ranges path, or,
+    for Variable values and the compiled decoder, the strings expanded where they lie in
+    ``data`` (no copy joining the chunks' bytes first)."""
+    variable = msg.values.WhichOneof("compression") == "variable"
+    table = parse_symbol_table(msg.symbol_table) if variable else None
+    if table is not None and table.enabled:
+        u8 = np.asarray(data, dtype=np.uint8)
+        kernels = compiled.fsst_kernels(int(np.asarray(sizes).sum()))
+        if kernels is not None:
+            lo, hi, n = value_bounds(msg.values.variable, u8, starts, sizes, counts)
+            out, offsets = _expand_compiled(kernels, table, u8, lo, hi)
+            bits = offset_bits(msg.values.variable)
+            small = bits == 32 and out.size < 2**32
+            return VariableWidthBlock(offsets.astype(np.uint32 if small else np.uint64), out, n)
     return _expand(msg, codecs.decode_miniblock_ranges(msg.values, data, starts, sizes, counts))
 
 

@@ -281,13 +281,13 @@ def count_tokens(toks, prev, tok_val, tok_len, pairs, table):  # noqa: ANN001, A
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def expanded_size(src, rel, lens, n_symbols):  # noqa: ANN001, ANN201
-    """The bytes ``decompress`` writes for ``src[rel[0]:rel[-1]]``, with its error and
-    position (0, 0 when the codes are valid)."""
+def expanded_size(src, lo, hi, lens, n_symbols):  # noqa: ANN001, ANN201
+    """The bytes ``decompress`` writes for the strings ``src[lo[i]:hi[i]]``, with its error
+    and position (0, 0 when the codes are valid)."""
     total = 0
-    for i in range(rel.shape[0] - 1):
-        p = rel[i]
-        e = rel[i + 1]
+    for i in range(lo.shape[0]):
+        p = lo[i]
+        e = hi[i]
         while p < e:
             c = np.int64(src[p])
             if c < n_symbols:
@@ -304,21 +304,22 @@ def expanded_size(src, rel, lens, n_symbols):  # noqa: ANN001, ANN201
 
 
 @njit(cache=True, nogil=True, boundscheck=False)
-def decompress(src, rel, symbols, lens, n_symbols, capacity):  # noqa: ANN001, ANN201
-    """Expand the compressed strings ``src[rel[i]:rel[i + 1]]`` (``rel`` from 0, checked
-    monotonic by the caller; ``n_symbols`` <= 255, so code 255 is always the escape) in one
-    pass into ``capacity`` bytes, at least what they expand to (8 per code bounds it).
-    ``symbols``: (256,) u64, bytes past a symbol's length zero. Returns (bytes, offsets
-    from 0, error, position): error 0 is success, 1 a code that is not a symbol (at
-    ``position``), 2 a string ending inside an escape (at ``position``)."""
-    n = rel.shape[0] - 1
+def decompress(src, lo, hi, symbols, lens, n_symbols, capacity):  # noqa: ANN001, ANN201
+    """Expand the compressed strings ``src[lo[i]:hi[i]]`` (in bounds and ``lo <= hi``,
+    checked by the caller; they need not be adjacent: mini-block chunks are read in place)
+    in one pass into ``capacity`` bytes, at least what they expand to (8 per code bounds
+    it). ``n_symbols`` <= 255, so code 255 is always the escape; ``symbols``: (256,) u64,
+    bytes past a symbol's length zero. Returns (bytes, offsets from 0, error, position):
+    error 0 is success, 1 a code that is not a symbol (at ``position``), 2 a string ending
+    inside an escape (at ``position``)."""
+    n = lo.shape[0]
     out = np.empty(capacity + 8, np.uint8)  # every symbol is stored as 8 bytes: room past the end
     out_off = np.empty(n + 1, np.int64)
     out_off[0] = 0
     k = 0
     for i in range(n):
-        p = rel[i]
-        e = rel[i + 1]
+        p = lo[i]
+        e = hi[i]
         while p < e:
             c = np.int64(src[p])
             if c < n_symbols:  # all 8 bytes of the symbol (zero-padded past its length)
@@ -327,11 +328,11 @@ def decompress(src, rel, symbols, lens, n_symbols, capacity):  # noqa: ANN001, A
                 p += 1
             elif c == _ESC:
                 if p + 1 >= e:
-                    return src[:0], rel[:0], 2, p
+                    return src[:0], out_off[:0], 2, p
                 out[k] = src[p + 1]
                 k += 1
                 p += 2
             else:
-                return src[:0], rel[:0], 1, p
+                return src[:0], out_off[:0], 1, p
         out_off[i + 1] = k
     return out[:k], out_off, 0, 0

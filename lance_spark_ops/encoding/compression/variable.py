@@ -118,10 +118,11 @@ def decode_variable_miniblock_ranges(
     return _decode_chunks(bits, as_u8(data), starts, sizes, counts)
 
 
-def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.ndarray,
-                   counts: np.ndarray) -> VariableWidthBlock:
-    """Chunk i is ``data[bases[i]:+sizes[i]]`` (in order, not overlapping): ``counts[i] + 1``
-    offsets relative to the chunk's start, then its value bytes."""
+def _chunk_offsets(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The ``counts[i] + 1`` offsets at the head of each chunk (relative to the chunk's
+    start, joined), where each chunk's run of them begins, and ``need`` (their bytes), checked:
+    the offsets fit their chunk and each chunk's offsets rise within its value bytes."""
     w = bits // 8
     need = (counts + 1) * w
     if (sizes < need).any():
@@ -130,12 +131,42 @@ def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.nda
             f"variable: chunk {i} has {int(sizes[i])} bytes, too few for {int(counts[i])} offsets"
         )
     raw = gather_segments(data, bases, need).view(_offset_dtype(bits))
-    ends = np.cumsum(counts + 1)
-    first = ends - (counts + 1)
+    first = np.cumsum(counts + 1) - (counts + 1)
     o_first = raw[first].astype(np.int64)
-    o_last = raw[ends - 1].astype(np.int64)
+    o_last = raw[first + counts].astype(np.int64)
     if (o_first < need).any() or (o_last > sizes).any() or (o_last < o_first).any():
         raise CorruptFileError("variable: mini-block offsets point outside their chunk's value bytes")
+    if raw.size > 1:
+        rises = raw[1:] >= raw[:-1]
+        rises[first[1:] - 1] = True  # a chunk's first offset follows the previous chunk's last
+        if not rises.all():
+            raise CorruptFileError("variable: mini-block offsets are not monotonic")
+    return raw, first, need
+
+
+def value_bounds(msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                 counts: np.ndarray) -> tuple[np.ndarray, np.ndarray, int]:
+    """Where each value of mini-block chunks given as byte ranges of ``data`` lies in
+    ``data``: (starts, ends, number of values), checked as ``decode_variable_miniblock_ranges``
+    checks them, without joining the value bytes (for a decoder that reads them in place)."""
+    bits = offset_bits(msg)
+    counts = check_range_counts(starts, sizes, counts, 1, "variable")
+    if not len(counts):
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
+    bases, sizes = starts[:, 0].astype(np.int64), sizes[:, 0].astype(np.int64)
+    check_ranges(data, bases, sizes, "variable")
+    raw, first, _ = _chunk_offsets(bits, as_u8(data), bases, sizes, counts)
+    at = raw.astype(np.int64) + np.repeat(bases, counts + 1)
+    return np.delete(at, first + counts), np.delete(at, first), int(counts.sum())
+
+
+def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.ndarray,
+                   counts: np.ndarray) -> VariableWidthBlock:
+    """Chunk i is ``data[bases[i]:+sizes[i]]`` (in order, not overlapping): ``counts[i] + 1``
+    offsets relative to the chunk's start, then its value bytes."""
+    raw, first, _ = _chunk_offsets(bits, data, bases, sizes, counts)
+    o_first = raw[first].astype(np.int64)
+    o_last = raw[first + counts].astype(np.int64)
     # Values of a chunk are contiguous: one byte segment per chunk.
     seg_len = o_last - o_first
     values = gather_segments(data, bases + o_first, seg_len)
@@ -145,8 +176,6 @@ def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.nda
     shift = (o_first - exclusive_cumsum(seg_len)).astype(it)
     rel = raw.astype(it) - np.repeat(shift, counts + 1)
     rel = np.delete(rel, first[1:]) if len(first) > 1 else rel
-    if rel.size > 1 and (np.diff(rel) < 0).any():
-        raise CorruptFileError("variable: mini-block offsets are not monotonic")
     total = int(counts.sum())
     offsets = rel.astype(np.uint32 if values.size < 2**32 and bits == 32 else np.uint64)
     return VariableWidthBlock(offsets, values, total)
