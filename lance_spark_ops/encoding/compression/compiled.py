@@ -54,3 +54,15 @@ def _load() -> ModuleType | None:
         log.warning("compiled FSST kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
         return None
     return k
+
+
+if __name__ == "__main__":  # python -m lance_spark_ops.encoding.compression.compiled
+    # Compile the kernels into numba's cache now (a cluster's bootstrap step), so no job's
+    # first string page pays the ~2 s compile on every worker of a fresh machine.
+    import sys
+    import time
+
+    t0 = time.perf_counter()
+    ok = _load() is not None
+    print(f"compiled FSST kernels {'ready' if ok else 'unavailable'} in {time.perf_counter() - t0:.1f} s")
+    sys.exit(0 if ok else 1)
