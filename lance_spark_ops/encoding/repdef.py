@@ -351,7 +351,7 @@ def _validity_np(arr: pa.Array) -> np.ndarray:
     """Logical validity (dictionary value nulls count; null type is all null)."""
     if pa.types.is_null(arr.type):
         return np.zeros(len(arr), bool)
-    if arr.null_count == 0 and not pa.types.is_dictionary(arr.type):
+    if _no_nulls(arr):
         return np.ones(len(arr), bool)
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -376,7 +376,9 @@ def _apply_item(state: _State, arr: pa.Array) -> None:
 
 def _no_nulls(arr: pa.Array) -> bool:
     """No null element (dictionary value nulls and the null type count as nulls)."""
-    return arr.null_count == 0 and not pa.types.is_dictionary(arr.type) and not pa.types.is_null(arr.type)
+    if pa.types.is_dictionary(arr.type):
+        return arr.null_count == 0 and arr.dictionary.null_count == 0
+    return arr.null_count == 0 and not pa.types.is_null(arr.type)
 
 
 def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
