@@ -82,7 +82,12 @@ class CarriedDictionary:
         order = self._first_appearance()
         rank = np.zeros(len(self.items), np.int32)
         rank[order] = np.arange(len(order), dtype=np.int32)
-        idx = rank[self.unique_of][self.indices]  # one pass over the n values
+        rank_of_source = rank[self.unique_of]
+        if (self.indices.dtype == np.int32 and len(rank_of_source) == len(order)
+                and np.array_equal(rank_of_source, np.arange(len(order)))):
+            idx = self.indices  # the source dictionary is already in order: the indices are Lance's
+        else:
+            idx = rank_of_source[self.indices]  # one pass over the n values
         indices = FixedWidthBlock(idx.view(np.uint8), 32, len(idx))
         ordered = self.items.take(pa.array(order))
         width = np.dtype(np.int64 if self.offset_width == 8 else np.int32)
@@ -157,37 +162,43 @@ def carries_dictionary(t: pa.DataType) -> bool:
     return plain_type(t) != t
 
 
-def decoded_nbytes(arr: pa.Array, bitmap: bool) -> int:
-    """``arr.nbytes`` of the decoded twin of ``arr`` (``arr.nbytes`` when it carries no
-    dictionary): what the writer would have counted for the plain values, so pages are cut
-    where they would have been. ``bitmap``: the twin's carried leaf has a validity bitmap
-    (all valid), as Arrow's ``take`` / ``filter`` give one and ``concat_arrays`` drops it."""
+def decoded_nbytes(arr: pa.Array, bitmap: bool, data: int | None = None) -> tuple[int, int]:
+    """(``arr.nbytes`` of the decoded twin of ``arr``, bytes of its carried values):
+    what the writer would have counted for the plain values, so pages are cut where they
+    would have been (``arr.nbytes`` and 0 when it carries no dictionary). ``bitmap``: the
+    twin's carried leaf has a validity bitmap (all valid), as Arrow's ``take`` / ``filter``
+    give one and ``concat_arrays`` drops it. ``data``: the carried values' bytes when known
+    (a concatenation: the sum over its parts), saving a pass over the indices; only for
+    arrays with one carried leaf, as ``structural.build_array_keeping`` makes them."""
     if not carries_dictionary(arr.type):
-        return arr.nbytes
-    return arr.nbytes + _twin_delta(arr, bitmap)
+        return arr.nbytes, 0
+    delta, data = _twin_delta(arr, bitmap, data)
+    return arr.nbytes + delta, data
 
 
-def _twin_delta(arr: pa.Array, bitmap: bool) -> int:
+def _twin_delta(arr: pa.Array, bitmap: bool, data: int | None) -> tuple[int, int]:
     t = arr.type
     if pa.types.is_dictionary(t):
         if not is_plain_variable(t.value_type):
-            return 0
+            return 0, 0
         n, o = len(arr), arr.offset
         large = pa.types.is_large_string(t.value_type) or pa.types.is_large_binary(t.value_type)
-        lengths = value_lengths(arr.dictionary)
-        idx = arr.indices.to_numpy(zero_copy_only=False)
-        data = int(np.dot(np.bincount(idx, minlength=len(lengths)), lengths)) if n else 0
+        if data is None:
+            lengths = value_lengths(arr.dictionary)
+            idx = arr.indices.to_numpy(zero_copy_only=False)
+            data = int(np.dot(np.bincount(idx, minlength=len(lengths)), lengths)) if n else 0
         bits = ((o + n + 7) // 8 - o // 8) if bitmap and n else 0
-        return bits + (8 if large else 4) * n + data - arr.nbytes
+        return bits + (8 if large else 4) * n + data - arr.nbytes, data
     if pa.types.is_list(t) or pa.types.is_large_list(t):
         if len(arr) == 0:
-            return 0
+            return 0, 0
         offs = arr.offsets
         lo, hi = offs[0].as_py(), offs[-1].as_py()
-        return _twin_delta(arr.values.slice(lo, hi - lo), bitmap)
+        return _twin_delta(arr.values.slice(lo, hi - lo), bitmap, data)
     if pa.types.is_struct(t):
-        return sum(_twin_delta(arr.field(i), bitmap) for i in range(t.num_fields))
-    return 0
+        parts = [_twin_delta(arr.field(i), bitmap, data) for i in range(t.num_fields)]
+        return sum(d for d, _ in parts), sum(b for _, b in parts)
+    return 0, 0
 
 
 # Field metadata of a batch column holding a carried dictionary: b"1" when the decoded twin's

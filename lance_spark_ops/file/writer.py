@@ -129,6 +129,7 @@ class _FieldBuffer:
         self.num_columns = num_columns
         self.chunks: list[pa.Array] = []
         self.bitmaps: list[bool] = []  # per chunk: its decoded twin has a validity bitmap
+        self.carried_bytes = 0  # bytes of the carried dictionaries' values in the chunks
         self.nbytes = 0
         self.flushed_rows = 0
 
@@ -136,10 +137,12 @@ class _FieldBuffer:
         if len(arr):
             self.chunks.append(arr)
             self.bitmaps.append(bitmap)
-            self.nbytes += self._nbytes(arr, bitmap)
-
-    def _nbytes(self, arr: pa.Array, bitmap: bool) -> int:
-        return arr.nbytes if arr.type == self.field.type else decoded_nbytes(arr, bitmap)
+            if arr.type == self.field.type:
+                self.nbytes += arr.nbytes
+            else:
+                nbytes, carried = decoded_nbytes(arr, bitmap)
+                self.nbytes += nbytes
+                self.carried_bytes += carried
 
     def pop_page(self, page_bytes: int) -> tuple[pa.Array, int] | None:
         """Up to one page of buffered rows and the file row of its first row."""
@@ -149,8 +152,9 @@ class _FieldBuffer:
             arr, bitmap = self.chunks[0], self.bitmaps[0]
         else:  # Arrow's concatenation drops all-valid bitmaps
             arr, bitmap = _concat(self.chunks, self.field.type), False
-        self.chunks, self.bitmaps, self.nbytes = [], [], 0
-        nbytes = self._nbytes(arr, bitmap)
+        carried = self.carried_bytes
+        self.chunks, self.bitmaps, self.nbytes, self.carried_bytes = [], [], 0, 0
+        nbytes = arr.nbytes if arr.type == self.field.type else decoded_nbytes(arr, bitmap, carried)[0]
         if nbytes > page_bytes and len(arr) > 1:
             # Keep the rows beyond one page buffered so pages stay near page_bytes.
             n = max(1, min(len(arr), page_bytes // max(1, nbytes // len(arr))))

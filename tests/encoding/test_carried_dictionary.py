@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops import LanceFileReader
-from lance_spark_ops.encoding.carried_dictionary import TWIN_BITMAP, plain_type
+from lance_spark_ops.encoding.carried_dictionary import TWIN_BITMAP, decoded_nbytes, plain_type
 from lance_spark_ops.file.writer import LanceFileWriter
 from tests.conftest import pylance_read, pylance_write
 
@@ -134,3 +134,25 @@ def test_unmarked_dictionary_data_is_cast(tmp_path: Path) -> None:
     b = _write(tmp_path / "b.lance", [plain_batch], schema, "2.2")
     assert a == b
     assert pylance_read(tmp_path / "a.lance").column("s").combine_chunks().equals(words)
+
+
+def test_decoded_nbytes_is_the_twins(tmp_path: Path) -> None:
+    """``decoded_nbytes`` of kept batches, their slices and concatenations is Arrow's
+    ``nbytes`` of the same rows read decoded (what the writer counted before)."""
+    src = pylance_write(tmp_path / "src.lance", CASES["many_pages"], version="2.2")
+    reader = LanceFileReader(src)
+    kept = list(reader.iter_batches(batch_rows=30_000, keep_dictionaries=True))
+    plain = list(reader.iter_batches(batch_rows=30_000))
+    rng = np.random.default_rng(5)
+    for k, p in zip(kept, plain, strict=True):
+        bitmap = k.schema.field(0).metadata[TWIN_BITMAP] == b"1"
+        ck, cp = k.column(0), p.column(0)
+        for lo, hi in [(0, len(cp)), *(sorted(rng.integers(0, len(cp), 2)) for _ in range(10))]:
+            assert decoded_nbytes(ck.slice(lo, hi - lo), bitmap)[0] == cp.slice(lo, hi - lo).nbytes
+    parts_k = [b.column(0).slice(7, 20_000) for b in kept[:3]]
+    parts_p = [b.column(0).slice(7, 20_000) for b in plain[:3]]
+    data = sum(decoded_nbytes(a, True)[1] for a in parts_k)
+    cat_k, cat_p = pa.concat_arrays(parts_k), pa.concat_arrays(parts_p)
+    assert decoded_nbytes(cat_k, False) == (cat_p.nbytes, data)
+    assert decoded_nbytes(cat_k, False, data)[0] == cat_p.nbytes
+    assert decoded_nbytes(cat_k.slice(999, 12_345), False)[0] == cat_p.slice(999, 12_345).nbytes
