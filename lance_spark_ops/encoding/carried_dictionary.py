@@ -99,13 +99,30 @@ class CarriedDictionary:
     def _first_appearance(self) -> np.ndarray:
         """Distinct ids in order of first appearance among the values. A growing prefix is
         searched until every present id is seen (usually the first few thousand values)."""
-        n, m = self.num_values, 4096
+        n, m = self.num_values, 128
         while True:
             head = self.unique_of[self.indices[:m]]
             ids, first = np.unique(head, return_index=True)
             if len(ids) == self.card or m >= n:
                 return ids[np.argsort(first, kind="stable")]
             m *= 8
+
+
+_LAST_SOURCE: list = []  # (source dictionary, its binary view, unique_of, items) of the last call
+
+
+def _dedupe(source: pa.Array, large: bool) -> tuple[pa.Array, np.ndarray, pa.Array]:
+    """(binary view of ``source``, distinct id of each item, the distinct items). The pages
+    of one flush share their dictionary: the last answer is kept."""
+    last = _LAST_SOURCE[0] if _LAST_SOURCE else None
+    if last is not None and last[0].equals(source):
+        return last[1], last[2], last[3]
+    # hash the items as bytes (binary), as the writer hashes the values' bytes
+    raw = source.cast(pa.large_binary() if large else pa.binary())
+    enc = raw.dictionary_encode()
+    unique_of = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
+    _LAST_SOURCE[:] = [(source, raw, unique_of, enc.dictionary)]
+    return raw, unique_of, enc.dictionary
 
 
 def carried_stats(values: pa.DictionaryArray) -> CarriedDictionary | None:
@@ -115,11 +132,7 @@ def carried_stats(values: pa.DictionaryArray) -> CarriedDictionary | None:
         return None
     vt = source.type
     large = pa.types.is_large_string(vt) or pa.types.is_large_binary(vt)
-    # hash the items as bytes (binary), as the writer hashes the values' bytes
-    raw = source.cast(pa.large_binary() if large else pa.binary())
-    enc = raw.dictionary_encode()
-    unique_of = np.asarray(enc.indices.to_numpy(zero_copy_only=False), np.int64)
-    items = enc.dictionary
+    raw, unique_of, items = _dedupe(source, large)
     idx = values.indices.to_numpy(zero_copy_only=False)
     if idx.dtype.kind == "u" and idx.dtype.itemsize == 8:
         idx = idx.astype(np.int64)
