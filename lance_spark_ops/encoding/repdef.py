@@ -175,6 +175,7 @@ def unravel(
 
     out: list[LayerInfo] = []
     prev_start: np.ndarray | None = None  # element-start mask of layer k-1 (None: all)
+    prev_count = n
     visible: np.ndarray | None = None
     for k, kind in enumerate(layers):
         # Highest def value still visible at k: levels owned by layers below the next list
@@ -187,13 +188,20 @@ def unravel(
         if rep is not None and lists_upto[k] > 0:
             r_ok = rep >= int(lists_upto[k])  # a Python int keeps the comparison in uint16
             start = r_ok if start is None else (start & r_ok)
-        idx = None if start is None else np.flatnonzero(start)
-        count = n if idx is None else len(idx)
+        has_validity = kind not in _ALL_VALID_KINDS and def_ is not None
+        idx = None
+        if start is None:
+            count = n
+        elif has_validity or list_flags[k]:
+            idx = np.flatnonzero(start)
+            count = len(idx)
+        else:  # only the count is needed (an all-valid item or struct layer)
+            count = int(np.count_nonzero(start))
         if k == 0:
             visible = start
 
         validity = None
-        if kind not in _ALL_VALID_KINDS and def_ is not None:
+        if has_validity:
             d = def_ if idx is None else def_[idx]
             validity = d <= int(base[k])
             if kind == NULL_AND_EMPTY_LIST:
@@ -205,6 +213,13 @@ def unravel(
             if prev_start is None:  # every entry is a child element: offsets are entry indices
                 offsets[:-1] = np.arange(n, dtype=np.int64) if idx is None else idx
                 offsets[-1] = n
+            elif idx is not None and (n - prev_count) * 8 < n:
+                # few entries below own no child element (null / empty lists): an offset is
+                # the entry's index less the element-less entries before it
+                hidden = np.flatnonzero(~prev_start)
+                offsets[:-1] = idx
+                offsets[:-1] -= np.searchsorted(hidden, idx)
+                offsets[-1] = n - len(hidden)
             else:
                 cum = np.empty(n + 1, np.int64)
                 cum[0] = 0
@@ -212,7 +227,7 @@ def unravel(
                 offsets[:-1] = cum[:-1] if idx is None else cum[idx]
                 offsets[-1] = cum[-1]
         out.append(LayerInfo(kind, count, validity, offsets))
-        prev_start = start
+        prev_start, prev_count = start, count
 
     if out[-1].num_elements != num_rows:
         raise CorruptFileError(
