@@ -632,7 +632,43 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
         if valid.all():
             return [LeafLevels(array, None, None, [ALL_VALID_ITEM], n)]
         return [LeafLevels(array, None, (~valid).astype(np.uint16), [NULLABLE_ITEM], n)]
+    simple = _simple_list_levels(array, field)
+    if simple is not None:
+        return [simple]
     state = _State(np.zeros(n, np.int16))
     out: list[LeafLevels] = []
     _shred(field, array, state, n, out)
     return out
+
+
+def _simple_list_levels(array: pa.Array, field: pa.Field) -> LeafLevels | None:
+    """The levels of a top-level ``list<leaf>`` with no null list and no null item (the
+    common list column), written directly: rep 1 at each row's first level, def 1 at the
+    empty lists (absent without any), the items a run. What ``_shred`` gives for it,
+    without its general per-level state (None when the shape is not this one)."""
+    dt = field.type
+    if not (pa.types.is_list(dt) or pa.types.is_large_list(dt)) or not is_single_leaf(dt.value_field):
+        return None
+    n = len(array)
+    if n == 0 or array.null_count or not _no_nulls(array.values):
+        return None
+    offs = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    lengths = np.diff(offs)
+    empty = lengths == 0
+    counts = np.maximum(lengths, 1)  # an empty list keeps one level
+    first = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    total = int(first[-1] + counts[-1])
+    rep = np.zeros(total, np.uint16)
+    rep[first] = 1
+    invisible = first[empty]
+    if len(invisible):
+        def_ = np.zeros(total, np.uint16)
+        def_[invisible] = 1
+        layers = [ALL_VALID_ITEM, EMPTYABLE_LIST]
+    else:
+        def_ = None
+        layers = [ALL_VALID_ITEM, ALL_VALID_LIST]
+    base = int(offs[0])
+    values = array.values.slice(base, int(offs[-1]) - base)
+    return LeafLevels(values, rep, def_, layers, n, row_starts=first, invisible=invisible)
