@@ -153,7 +153,8 @@ def strided_rows(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarra
         )
     if step == 0 and k == 1:
         return data[int(starts[0]) : int(starts[0]) + length][None, :]
-    return data[starts[:, None] + np.arange(length, dtype=np.int64)[None, :]]
+    # rows of a sliding-window view: the gather indexes k rows, not k x length values
+    return np.lib.stride_tricks.sliding_window_view(data, length)[np.asarray(starts, dtype=np.int64)]
 
 
 def gather_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
