@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.encoding.compression._arrays import alloc_empty
+from lance_spark_ops.encoding.compression._arrays import alloc_empty, count_below
 from lance_spark_ops.encoding.layers import (
     ALL_VALID_ITEM,
     ALL_VALID_LIST,
@@ -218,7 +218,7 @@ def unravel(
                 # the entry's index less the element-less entries before it
                 hidden = np.flatnonzero(~prev_start)
                 offsets[:-1] = idx
-                offsets[:-1] -= np.searchsorted(hidden, idx)
+                offsets[:-1] -= count_below(hidden, idx)
                 offsets[-1] = n - len(hidden)
             else:
                 cum = np.empty(n + 1, np.int64)
