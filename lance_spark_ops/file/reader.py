@@ -131,7 +131,8 @@ class LanceFileReader(ColumnSelection):
         """Stream record batches of up to ``batch_rows`` rows of rows ``start..stop`` (default
         all); memory is bounded by the pages overlapping one batch, not by the file.
         ``keep_dictionaries`` (2.1+): dictionary-encoded string / binary leaves stay
-        dictionary arrays (``structural.build_array``); the batch schema then says so."""
+        dictionary arrays (``structural.build_array_keeping``); the batch schema then says
+        so, each such field marked (``carried_dictionary.mark_field``)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         end = self.num_rows if stop is None else stop
@@ -141,6 +142,8 @@ class LanceFileReader(ColumnSelection):
         fields = self._field_indices(columns)
         schema = self._project_schema(fields)
         keep = keep_dictionaries and self.version != "2.0"
+        if keep:
+            from lance_spark_ops.encoding.carried_dictionary import mark_field
         for lo in range(start, end, batch_rows):
             hi = min(lo + batch_rows, end)
             if not keep:
@@ -148,8 +151,6 @@ class LanceFileReader(ColumnSelection):
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
                 continue
             kept = [self._guard(i, lambda i=i, lo=lo, hi=hi: self._decode_keeping(i, lo, hi)) for i in fields]
-            from lance_spark_ops.encoding.carried_dictionary import mark_field
-
             out = [f if bitmap is None else mark_field(f, a, bitmap)
                    for (a, bitmap), f in zip(kept, schema, strict=True)]
             yield pa.RecordBatch.from_arrays([a for a, _ in kept],

@@ -195,11 +195,12 @@ class FileView:
             node = up
         return node.name, path[::-1]
 
-    def conform(self, arr: pa.Array, fnode: LanceField, dnode: LanceField) -> pa.Array:
-        """``arr`` (file field ``fnode``) as the dataset type of ``dnode``."""
+    def conform(self, arr: pa.Array, fnode: LanceField, dnode: LanceField, carried: bool = False) -> pa.Array:
+        """``arr`` (file field ``fnode``) as the dataset type of ``dnode``; ``carried``: a
+        kept dictionary (``FragmentScan`` ``keep_dictionaries``) may stand for its plain type."""
         target = dnode.arrow_type()
-        if arr.type == target or plain_type(arr.type) == target:
-            return arr  # (a carried dictionary stands for the plain type)
+        if arr.type == target or (carried and plain_type(arr.type) == target):
+            return arr
         if dnode.logical_type == "struct" and pa.types.is_struct(arr.type) and not is_packed(dnode):
             children = []
             for dc in dnode.children:
@@ -208,7 +209,7 @@ class FileView:
                     children.append(pa.nulls(len(arr), dc.arrow_type()))
                 else:
                     idx = next(i for i, c in enumerate(fnode.children) if c is fc)
-                    children.append(self.conform(arr.field(idx), fc, dc))
+                    children.append(self.conform(arr.field(idx), fc, dc, carried))
             mask = pc.invert(arr.is_valid()) if arr.null_count else None
             fields = _fields_like(list(target), children)
             return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
@@ -378,7 +379,7 @@ class FragmentScan:
                                            f"expected the descriptions {V2_DESCRIPTION}",
                                            path=self.views[plan.file].where)
                 return arr
-            return self.views[plan.file].conform(arr, plan.fnode, plan.dnode)
+            return self.views[plan.file].conform(arr, plan.fnode, plan.dnode, self.keep_dictionaries)
         children = [self._eval(c, batches, start, n) for c in plan.children]
         holder = self._eval(plan.validity, batches, start, n)
         mask = pc.invert(holder.is_valid()) if holder.null_count else None
