@@ -138,9 +138,11 @@ def batch_bounds(first: int, last: int, batch_rows: int) -> list[tuple[int, int]
 
 def _file_batches(reader: LanceFileReader, columns: list[str], bounds: list[tuple[int, int]],
                   keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
-    """One record batch of ``columns`` per bound, read lazily."""
+    """One record batch of ``columns`` per bound, read lazily (``keep_dictionaries``: 2.1+
+    files only; legacy and 2.0 files decode everything)."""
+    keep = {"keep_dictionaries": True} if keep_dictionaries and isinstance(reader, LanceFileReader) else {}
     for a, b in bounds:
-        yield from reader.iter_batches(columns, b - a, a, b, keep_dictionaries=keep_dictionaries)
+        yield from reader.iter_batches(columns, b - a, a, b, **keep)
 
 
 def _fields_like(fields: list[pa.Field], arrays: list[pa.Array]) -> list[pa.Field]:
