@@ -284,3 +284,15 @@ def _from_dictionary(block: DataBlock | None, t: pa.DataType, validity: np.ndarr
     if idx.dtype.kind == "u" and idx.dtype.itemsize == 8:
         idx = idx.astype(np.int64)  # < len(dict_arr), checked above
     return dict_arr.take(pa.array(idx, mask=mask))
+
+
+def carried_dictionary_array(block: DataBlock | None, value_type: pa.DataType,
+                             dictionary: DataBlock) -> pa.DictionaryArray:
+    """Dictionary indices and items (no nulls) kept as a ``dictionary<int32, value_type>``
+    array instead of decoded (``encoding.carried_dictionary``)."""
+    idx = _indices_np(block)
+    dict_arr = block_to_arrow(dictionary, value_type, None, None)
+    if len(idx) and int(idx.max()) >= len(dict_arr):
+        raise CorruptFileError(
+            f"dictionary index {int(idx.max())} outside a dictionary of {len(dict_arr)} values")
+    return pa.DictionaryArray.from_arrays(pa.array(idx.astype(np.int32, copy=False)), dict_arr, safe=False)

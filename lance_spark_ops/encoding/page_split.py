@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import numpy as np
 
+from lance_spark_ops.encoding.compression._arrays import count_below
 from lance_spark_ops.encoding.layers import max_rep, max_visible_def, num_def_levels
 from lance_spark_ops.encoding.repdef import LeafLevels
 
@@ -51,7 +52,8 @@ class _RowIndex:
         self.invisible = np.flatnonzero(np.asarray(lv.def_) > max_visible_def(lv.layers))
 
     def invisible_before(self, levels: np.ndarray) -> np.ndarray:
-        return np.searchsorted(self.invisible, levels)
+        """Invisible levels before each of the sorted distinct ``levels``."""
+        return count_below(self.invisible, levels)
 
 
 def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:

@@ -40,6 +40,13 @@ from lance_spark_ops.encoding.blocks import (
     VariableWidthBlock,
 )
 from lance_spark_ops.encoding.blocks_from_arrow import arrow_to_block, dictionary_blocks, strip_extension
+from lance_spark_ops.encoding.carried_dictionary import (
+    CarriedDictionary,
+    carried_stats,
+    decode_carried,
+    is_carried,
+    value_lengths,
+)
 from lance_spark_ops.encoding.compression import stats
 from lance_spark_ops.encoding.compression._arrays import as_u8, ragged_arange
 from lance_spark_ops.encoding.compression.encoded import CompressionParams
@@ -202,16 +209,10 @@ def dictionary_candidate(block: DataBlock, params: CompressionParams,
     else:
         return None
     n = int(block.num_values)
-    too_small = _env_num("LANCE_ENCODING_DICT_TOO_SMALL", int)
-    if n < (DICT_TOO_SMALL if too_small is None else too_small):
+    limits = _dict_limits(n, params)
+    if limits is None:
         return None
-    divisor = params.dict_divisor if "dict-divisor" in params.extra else (
-        _env_num("LANCE_ENCODING_DICT_DIVISOR", int) or params.dict_divisor)
-    max_card = _env_num("LANCE_ENCODING_DICT_MAX_CARDINALITY", int)
-    threshold = min(n // max(int(divisor), 1), DICT_MAX_CARDINALITY if max_card is None else max_card)
-    if threshold <= 0:
-        return None
-    ratio = _dict_ratio(params)
+    threshold, ratio = limits
     size = stats.data_size(block)
     if size == 0:
         return None
@@ -221,6 +222,45 @@ def dictionary_candidate(block: DataBlock, params: CompressionParams,
         if unique >= DICT_SAMPLE_UNIQUE_RATIO or math.ceil(unique * n) > threshold:
             return None
     return stats.dictionary_encode(block, min(threshold, _I32_MAX), max_size)
+
+
+def _dict_limits(n: int, params: CompressionParams) -> tuple[int, float] | None:
+    """(most distinct values, size ratio) a dictionary of ``n`` values may reach (None:
+    too few values to try)."""
+    too_small = _env_num("LANCE_ENCODING_DICT_TOO_SMALL", int)
+    if n < (DICT_TOO_SMALL if too_small is None else too_small):
+        return None
+    divisor = params.dict_divisor if "dict-divisor" in params.extra else (
+        _env_num("LANCE_ENCODING_DICT_DIVISOR", int) or params.dict_divisor)
+    max_card = _env_num("LANCE_ENCODING_DICT_MAX_CARDINALITY", int)
+    threshold = min(n // max(int(divisor), 1), DICT_MAX_CARDINALITY if max_card is None else max_card)
+    if threshold <= 0:
+        return None
+    return threshold, _dict_ratio(params)
+
+
+def carried_dictionary_candidate(carried: CarriedDictionary, params: CompressionParams
+                                 ) -> tuple[FixedWidthBlock, VariableWidthBlock] | None:
+    """``dictionary_candidate`` for the decoded values of a carried dictionary array,
+    decided and encoded from its indices (same answer, same blocks)."""
+    n = carried.num_values
+    limits = _dict_limits(n, params)
+    if limits is None:
+        return None
+    threshold, ratio = limits
+    size = carried.value_bytes + (n + 1) * carried.offset_width  # stats.data_size
+    max_size = int(size * ratio)
+    if carried.sample_distinct is not None:
+        sampled = len(stats._sample_indices(n, 4096))  # noqa: SLF001 - the same sample
+        unique = carried.sample_distinct / sampled
+        if unique >= DICT_SAMPLE_UNIQUE_RATIO or math.ceil(unique * n) > threshold:
+            return None
+    if carried.card > min(threshold, _I32_MAX):  # stats.dictionary_encode's aborts
+        return None
+    item_bytes = int(value_lengths(carried.items)[carried.present].sum())
+    if item_bytes + (carried.card + 1) * carried.offset_width + 4 * n > max_size:
+        return None
+    return carried.encode()
 
 
 def _dict_ratio(params: CompressionParams) -> float:
@@ -269,6 +309,11 @@ def plan_page(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str,
         raise InvalidInputError(f"structural encoding needs file version 2.1 or 2.2, got {version}")
     params = params_from_metadata(leaf, root)
     values = strip_extension(lv.values)
+    if is_carried(values, leaf):
+        fast = _plan_carried(leaf, lv, version, params, values, row_over_budget, defer_level_codecs)
+        if fast is not None:
+            return fast
+        values = decode_carried(values)
     _check_fixed_size_list(leaf, values.type, version)
     plan = PagePlan("all_null", version, int(lv.num_rows), list(lv.layers), lv.rep, lv.def_, params,
                     arrow_type=values.type, values_array=values, defer_level_codecs=defer_level_codecs,
@@ -304,6 +349,35 @@ def plan_page(leaf: pa.Field, root: pa.Field, lv: LeafLevels, version: str,
     if row_over_budget:
         plan.notes.append("row over the mini-block level budget")
     return _plan_values(plan, values, valid, row_over_budget)
+
+
+def _plan_carried(leaf: pa.Field, lv: LeafLevels, version: str, params: CompressionParams,
+                  values: pa.DictionaryArray, row_over_budget: bool, defer_level_codecs: bool
+                  ) -> PagePlan | None:
+    """The plan of the decoded values of a carried dictionary array when it is a constant
+    (2.2) or a dictionary page (steps 5 and 8), found from the indices; None otherwise (the
+    caller decodes the values and plans them as usual)."""
+    n = len(values)
+    if n == 0 or row_over_budget or is_blob(leaf) or leaf_validity(lv) is not None:
+        return None
+    carried = carried_stats(values)
+    if carried is None:
+        return None
+    value_type = values.type.value_type
+    plan = PagePlan("all_null", version, int(lv.num_rows), list(lv.layers), lv.rep, lv.def_, params,
+                    arrow_type=value_type, values_array=values, defer_level_codecs=defer_level_codecs,
+                    row_starts=lv.row_starts, invisible=lv.invisible)
+    plan.num_items = plan.num_visible_items = n
+    if version != "2.1":
+        const = carried.constant_value()
+        if const is not None:
+            plan.layout = "constant"
+            plan.constant, plan.constant_variable = const, True
+            return plan
+    encoded = carried_dictionary_candidate(carried, params)
+    if encoded is None:
+        return None
+    return _miniblock(plan, encoded[0], encoded[1])
 
 
 def _check_fixed_size_list(leaf: pa.Field, t: pa.DataType, version: str) -> None:

@@ -34,7 +34,7 @@ from dataclasses import dataclass, field
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.encoding.compression._arrays import alloc_empty
+from lance_spark_ops.encoding.compression._arrays import alloc_empty, count_below
 from lance_spark_ops.encoding.layers import (
     ALL_VALID_ITEM,
     ALL_VALID_LIST,
@@ -175,6 +175,7 @@ def unravel(
 
     out: list[LayerInfo] = []
     prev_start: np.ndarray | None = None  # element-start mask of layer k-1 (None: all)
+    prev_count = n
     visible: np.ndarray | None = None
     for k, kind in enumerate(layers):
         # Highest def value still visible at k: levels owned by layers below the next list
@@ -187,13 +188,20 @@ def unravel(
         if rep is not None and lists_upto[k] > 0:
             r_ok = rep >= int(lists_upto[k])  # a Python int keeps the comparison in uint16
             start = r_ok if start is None else (start & r_ok)
-        idx = None if start is None else np.flatnonzero(start)
-        count = n if idx is None else len(idx)
+        has_validity = kind not in _ALL_VALID_KINDS and def_ is not None
+        idx = None
+        if start is None:
+            count = n
+        elif has_validity or list_flags[k]:
+            idx = np.flatnonzero(start)
+            count = len(idx)
+        else:  # only the count is needed (an all-valid item or struct layer)
+            count = int(np.count_nonzero(start))
         if k == 0:
             visible = start
 
         validity = None
-        if kind not in _ALL_VALID_KINDS and def_ is not None:
+        if has_validity:
             d = def_ if idx is None else def_[idx]
             validity = d <= int(base[k])
             if kind == NULL_AND_EMPTY_LIST:
@@ -205,6 +213,13 @@ def unravel(
             if prev_start is None:  # every entry is a child element: offsets are entry indices
                 offsets[:-1] = np.arange(n, dtype=np.int64) if idx is None else idx
                 offsets[-1] = n
+            elif idx is not None and (n - prev_count) * 8 < n:
+                # few entries below own no child element (null / empty lists): an offset is
+                # the entry's index less the element-less entries before it
+                hidden = np.flatnonzero(~prev_start)
+                offsets[:-1] = idx
+                offsets[:-1] -= count_below(hidden, idx)
+                offsets[-1] = n - len(hidden)
             else:
                 cum = np.empty(n + 1, np.int64)
                 cum[0] = 0
@@ -212,7 +227,7 @@ def unravel(
                 offsets[:-1] = cum[:-1] if idx is None else cum[idx]
                 offsets[-1] = cum[-1]
         out.append(LayerInfo(kind, count, validity, offsets))
-        prev_start = start
+        prev_start, prev_count = start, count
 
     if out[-1].num_elements != num_rows:
         raise CorruptFileError(
@@ -351,7 +366,7 @@ def _validity_np(arr: pa.Array) -> np.ndarray:
     """Logical validity (dictionary value nulls count; null type is all null)."""
     if pa.types.is_null(arr.type):
         return np.zeros(len(arr), bool)
-    if arr.null_count == 0 and not pa.types.is_dictionary(arr.type):
+    if _no_nulls(arr):
         return np.ones(len(arr), bool)
     return np.asarray(arr.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
 
@@ -376,7 +391,9 @@ def _apply_item(state: _State, arr: pa.Array) -> None:
 
 def _no_nulls(arr: pa.Array) -> bool:
     """No null element (dictionary value nulls and the null type count as nulls)."""
-    return arr.null_count == 0 and not pa.types.is_dictionary(arr.type) and not pa.types.is_null(arr.type)
+    if pa.types.is_dictionary(arr.type):
+        return arr.null_count == 0 and arr.dictionary.null_count == 0
+    return arr.null_count == 0 and not pa.types.is_null(arr.type)
 
 
 def _apply_dense_list(state: _State, offs: np.ndarray, ordinal: int) -> bool:
@@ -615,7 +632,43 @@ def levels_from_arrow(array: pa.Array | pa.ChunkedArray, field: pa.Field | None 
         if valid.all():
             return [LeafLevels(array, None, None, [ALL_VALID_ITEM], n)]
         return [LeafLevels(array, None, (~valid).astype(np.uint16), [NULLABLE_ITEM], n)]
+    simple = _simple_list_levels(array, field)
+    if simple is not None:
+        return [simple]
     state = _State(np.zeros(n, np.int16))
     out: list[LeafLevels] = []
     _shred(field, array, state, n, out)
     return out
+
+
+def _simple_list_levels(array: pa.Array, field: pa.Field) -> LeafLevels | None:
+    """The levels of a top-level ``list<leaf>`` with no null list and no null item (the
+    common list column), written directly: rep 1 at each row's first level, def 1 at the
+    empty lists (absent without any), the items a run. What ``_shred`` gives for it,
+    without its general per-level state (None when the shape is not this one)."""
+    dt = field.type
+    if not (pa.types.is_list(dt) or pa.types.is_large_list(dt)) or not is_single_leaf(dt.value_field):
+        return None
+    n = len(array)
+    if n == 0 or array.null_count or not _no_nulls(array.values):
+        return None
+    offs = np.asarray(array.offsets.to_numpy(zero_copy_only=False), dtype=np.int64)
+    lengths = np.diff(offs)
+    empty = lengths == 0
+    counts = np.maximum(lengths, 1)  # an empty list keeps one level
+    first = np.zeros(n, np.int64)
+    np.cumsum(counts[:-1], out=first[1:])
+    total = int(first[-1] + counts[-1])
+    rep = np.zeros(total, np.uint16)
+    rep[first] = 1
+    invisible = first[empty]
+    if len(invisible):
+        def_ = np.zeros(total, np.uint16)
+        def_[invisible] = 1
+        layers = [ALL_VALID_ITEM, EMPTYABLE_LIST]
+    else:
+        def_ = None
+        layers = [ALL_VALID_ITEM, ALL_VALID_LIST]
+    base = int(offs[0])
+    values = array.values.slice(base, int(offs[-1]) - base)
+    return LeafLevels(values, rep, def_, layers, n, row_starts=first, invisible=invisible)

@@ -24,7 +24,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.encoding.arrow import block_num_values, block_to_arrow, validity_buffer
+from lance_spark_ops.encoding.arrow import (
+    block_num_values,
+    block_to_arrow,
+    carried_dictionary_array,
+    validity_buffer,
+)
+from lance_spark_ops.encoding.carried_dictionary import is_plain_variable
 from lance_spark_ops.encoding.compression._arrays import alloc_empty
 from lance_spark_ops.encoding.layers import ALL_VALID_ITEM, ALL_VALID_LIST, is_list_layer, layer_name
 from lance_spark_ops.encoding.leaves import (
@@ -50,6 +56,7 @@ _I32_MAX = 2**31 - 1
 class _Leaf:
     layers: list[LayerInfo]  # innermost first, concatenated over pages
     values: pa.Array
+    carried_bitmap: bool | None = None  # a carried dictionary: its decoded twin has a validity bitmap
 
 
 def _is_list_field(f: pa.Field) -> bool:
@@ -103,11 +110,25 @@ def _leaf_array(page: PageData, leaf: pa.Field, n: int, validity: np.ndarray | N
     return arr
 
 
-def _decode_leaf(path: list[pa.Field], pages: list[PageData], col: int) -> _Leaf:
+def _can_carry(path: list[pa.Field], pages: list[PageData]) -> bool:
+    """Keep this leaf's dictionary: a plain string / binary leaf under lists and structs
+    only, every page dictionary-encoded (``encoding.carried_dictionary``)."""
+    if not pages or not is_plain_variable(path[-1].type):
+        return False
+    for f in path[:-1]:
+        t = f.type
+        if not (pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_struct(t)):
+            return False
+    return all(p.dictionary is not None and p.values is not None for p in pages)
+
+
+def _decode_leaf(path: list[pa.Field], pages: list[PageData], col: int, keep_dictionaries: bool = False
+                 ) -> _Leaf:
     leaf = path[-1]
     if not pages:
         return _Leaf(_empty_layers(path), pa.array([], leaf.type))
-    parts, arrays = [], []
+    carry = keep_dictionaries and _can_carry(path, pages)
+    parts, units, where_of = [], [], []
     for i, page in enumerate(pages):
         where = f"leaf {col} ({leaf.name!r}) page {i}"
         layers = _page_layers(page, path, where)
@@ -116,9 +137,24 @@ def _decode_leaf(path: list[pa.Field], pages: list[PageData], col: int) -> _Leaf
         except CorruptFileError as e:
             raise CorruptFileError(f"{where}: {e}") from e
         parts.append(u)
-        arrays.append(_leaf_array(page, leaf, u.num_values, u.layers[0].validity, where))
+        units.append(u)
+        where_of.append(where)
+        validity = u.layers[0].validity
+        if carry and validity is not None and not np.all(validity):
+            carry = False  # nulls: decoded as usual
+    arrays = []
+    for page, u, where in zip(pages, units, where_of, strict=True):
+        if carry:
+            have = block_num_values(page.values)
+            if have != u.num_values:
+                raise CorruptFileError(f"{where}: levels describe {u.num_values} values but the page "
+                                       f"decoded {have}")
+            arrays.append(carried_dictionary_array(page.values, leaf.type, page.dictionary))
+        else:
+            arrays.append(_leaf_array(page, leaf, u.num_values, u.layers[0].validity, where))
     values = arrays[0] if len(arrays) == 1 else pa.concat_arrays(arrays)
-    return _Leaf(concat_unraveled(parts), values)
+    # the decoded twin: one page's take has a validity bitmap, a concatenation of pages none
+    return _Leaf(concat_unraveled(parts), values, (len(arrays) == 1) if carry else None)
 
 
 def _layer_at(leaf: _Leaf, depth: int) -> LayerInfo:
@@ -142,6 +178,8 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
             if len(arr) != n:
                 raise CorruptFileError(f"struct {field.name!r}: child {c.name!r} has {len(arr)} values, "
                                        f"the struct has {n} (leaf columns disagree)")
+        if any(a.type != storage.field(i).type for i, (a, _) in enumerate(kids)):  # carried dictionaries
+            storage = dt = pa.struct([storage.field(i).with_type(a.type) for i, (a, _) in enumerate(kids)])
         arr = pa.Array.from_buffers(storage, n, [vbuf], children=[a for a, _ in kids])
     else:
         child = kids[0][0]
@@ -151,6 +189,9 @@ def _assemble(field: pa.Field, depth: int, leaves: Iterator[_Leaf]) -> tuple[pa.
         if int(offsets[-1]) != len(child):
             raise CorruptFileError(f"list {field.name!r}: offsets end at {int(offsets[-1])}, "
                                    f"items hold {len(child)} values")
+        if not pa.types.is_map(storage) and child.type != storage.value_type:  # a carried dictionary
+            make = pa.large_list if pa.types.is_large_list(storage) else pa.list_
+            storage = dt = make(storage.value_field.with_type(child.type))
         if pa.types.is_large_list(storage):
             obuf = pa.py_buffer(offsets)
         else:
@@ -178,14 +219,26 @@ def build_array(field: pa.Field, leaves: list[list[PageData]]) -> pa.Array:
     All leaves must describe the same rows; any disagreement between levels, layers,
     value counts and the field's shape raises ``CorruptFileError``.
     """
+    return build_array_keeping(field, leaves, False)[0]
+
+
+def build_array_keeping(field: pa.Field, leaves: list[list[PageData]], keep_dictionaries: bool = True
+                        ) -> tuple[pa.Array, bool | None]:
+    """``build_array``, but the first string / binary leaf (under lists and structs only)
+    whose pages are all dictionary encoded without nulls stays a dictionary array
+    (``encoding.carried_dictionary``): the array's type is then one whose ``plain_type`` is
+    the field's. Also returns whether the decoded twin of that leaf would have a validity
+    bitmap (``carried_dictionary.decoded_nbytes``), None when no leaf was kept."""
     paths = leaf_paths(field)
     if len(leaves) != len(paths):
         raise CorruptFileError(f"field {field.name!r} has {len(paths)} leaf columns, got {len(leaves)}")
-    decoded = [_decode_leaf(path, pages, i)
-               for i, (path, pages) in enumerate(zip(paths, leaves, strict=True))]
+    decoded = []
+    for i, (path, pages) in enumerate(zip(paths, leaves, strict=True)):
+        decoded.append(_decode_leaf(path, pages, i, keep_dictionaries))
+        keep_dictionaries = keep_dictionaries and decoded[-1].carried_bitmap is None  # one per field
     rows = {_layer_at(leaf, 0).num_elements for leaf in decoded}
     if len(rows) > 1:
         raise CorruptFileError(f"field {field.name!r}: leaf columns hold different row counts {sorted(rows)}")
     it = iter(decoded)
     arr, _ = _assemble(field, 0, it)
-    return arr
+    return arr, next((d.carried_bitmap for d in decoded if d.carried_bitmap is not None), None)

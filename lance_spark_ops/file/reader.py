@@ -127,9 +127,12 @@ class LanceFileReader(ColumnSelection):
 
     def iter_batches(self, columns: Sequence[str] | None = None,
                      batch_rows: int = DEFAULT_BATCH_ROWS, start: int = 0,
-                     stop: int | None = None) -> Iterator[pa.RecordBatch]:
+                     stop: int | None = None, keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
         """Stream record batches of up to ``batch_rows`` rows of rows ``start..stop`` (default
-        all); memory is bounded by the pages overlapping one batch, not by the file."""
+        all); memory is bounded by the pages overlapping one batch, not by the file.
+        ``keep_dictionaries`` (2.1+): dictionary-encoded string / binary leaves stay
+        dictionary arrays (``structural.build_array_keeping``); the batch schema then says
+        so, each such field marked (``carried_dictionary.mark_field``)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         end = self.num_rows if stop is None else stop
@@ -138,10 +141,20 @@ class LanceFileReader(ColumnSelection):
                                     path=self.path)
         fields = self._field_indices(columns)
         schema = self._project_schema(fields)
+        keep = keep_dictionaries and self.version != "2.0"
+        if keep:
+            from lance_spark_ops.encoding.carried_dictionary import mark_field
         for lo in range(start, end, batch_rows):
             hi = min(lo + batch_rows, end)
-            arrays = [self._decode_field_range(i, lo, hi) for i in fields]
-            yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+            if not keep:
+                arrays = [self._decode_field_range(i, lo, hi) for i in fields]
+                yield pa.RecordBatch.from_arrays(arrays, schema=schema)
+                continue
+            kept = [self._guard(i, lambda i=i, lo=lo, hi=hi: self._decode_keeping(i, lo, hi)) for i in fields]
+            out = [f if bitmap is None else mark_field(f, a, bitmap)
+                   for (a, bitmap), f in zip(kept, schema, strict=True)]
+            yield pa.RecordBatch.from_arrays([a for a, _ in kept],
+                                             schema=pa.schema(out, metadata=schema.metadata))
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array,
              columns: Sequence[str] | None = None) -> pa.Table:
@@ -199,6 +212,22 @@ class LanceFileReader(ColumnSelection):
         if arr.type != field.type:
             arr = arr.cast(field.type)
         return arr
+
+    def _decode_keeping(self, field_index: int, start: int, stop: int) -> tuple[pa.Array, bool | None]:
+        """Rows ``start..stop`` of a field, a dictionary-encoded string leaf kept as a
+        dictionary array (``structural.build_array_keeping``), and its twin-bitmap flag."""
+        from lance_spark_ops.encoding.carried_dictionary import plain_type
+        from lance_spark_ops.encoding.structural import build_array_keeping
+
+        field = self.schema.field(field_index)
+        first, count = self._ranges[field_index]
+        leaves = [self._leaf_pages(c, start, stop, None) for c in range(first, first + count)]
+        arr, bitmap = build_array_keeping(field, leaves)
+        if arr.type == field.type:
+            return arr, None
+        if bitmap is not None and plain_type(arr.type) == field.type:
+            return arr, bitmap
+        return arr.cast(field.type), None
 
     def _page_starts_of(self, column: int) -> np.ndarray:
         starts = self._page_starts.get(column)

@@ -16,6 +16,13 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import file_pb2
+from lance_spark_ops.encoding.carried_dictionary import (
+    TWIN_BITMAP,
+    carries_dictionary,
+    decoded_nbytes,
+    plain_type,
+    twin_bitmap,
+)
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, UnsupportedError
 from lance_spark_ops.file.columns import column_ranges
@@ -42,12 +49,16 @@ def resolve_version(version: str | None) -> str:
     return VERSION_ALIASES[v]
 
 
-def _concat(chunks: list[pa.Array]) -> pa.Array:
+def _concat(chunks: list[pa.Array], target: pa.DataType) -> pa.Array:
+    if any(c.type != chunks[0].type for c in chunks):  # carried dictionaries and plain values
+        chunks = [c if c.type == target else c.cast(target) for c in chunks]
     try:
         return pa.concat_arrays(chunks)
     except pa.ArrowNotImplementedError:
         # Dictionaries that hold nulls cannot be unified by Arrow: go through the values.
         dt = chunks[0].type
+        if dt != target and carries_dictionary(dt):
+            return pa.concat_arrays([c.cast(target) for c in chunks])
         if not pa.types.is_dictionary(dt):
             raise
         values = pa.concat_arrays([c.dictionary_decode() for c in chunks])
@@ -106,32 +117,49 @@ class _PageCopy(NamedTuple):
 
 
 class _FieldBuffer:
-    """Rows of one top-level field waiting to become pages."""
+    """Rows of one top-level field waiting to become pages.
+
+    Sizes are Arrow ``nbytes``; a carried dictionary array (``encoding.carried_dictionary``,
+    a re-encode's undecoded strings) counts as its decoded twin, so pages are cut where the
+    decoded values would have cut them."""
 
     def __init__(self, field: pa.Field, first_column: int, num_columns: int) -> None:
         self.field = field
         self.first_column = first_column
         self.num_columns = num_columns
         self.chunks: list[pa.Array] = []
+        self.bitmaps: list[bool] = []  # per chunk: its decoded twin has a validity bitmap
+        self.carried_bytes = 0  # bytes of the carried dictionaries' values in the chunks
         self.nbytes = 0
         self.flushed_rows = 0
 
-    def add(self, arr: pa.Array) -> None:
+    def add(self, arr: pa.Array, bitmap: bool = True) -> None:
         if len(arr):
             self.chunks.append(arr)
-            self.nbytes += arr.nbytes
+            self.bitmaps.append(bitmap)
+            if arr.type == self.field.type:
+                self.nbytes += arr.nbytes
+            else:
+                nbytes, carried = decoded_nbytes(arr, bitmap)
+                self.nbytes += nbytes
+                self.carried_bytes += carried
 
     def pop_page(self, page_bytes: int) -> tuple[pa.Array, int] | None:
         """Up to one page of buffered rows and the file row of its first row."""
         if not self.chunks:
             return None
-        arr = self.chunks[0] if len(self.chunks) == 1 else _concat(self.chunks)
-        self.chunks, self.nbytes = [], 0
-        if arr.nbytes > page_bytes and len(arr) > 1:
+        if len(self.chunks) == 1:
+            arr, bitmap = self.chunks[0], self.bitmaps[0]
+        else:  # Arrow's concatenation drops all-valid bitmaps
+            arr, bitmap = _concat(self.chunks, self.field.type), False
+        carried = self.carried_bytes
+        self.chunks, self.bitmaps, self.nbytes, self.carried_bytes = [], [], 0, 0
+        nbytes = arr.nbytes if arr.type == self.field.type else decoded_nbytes(arr, bitmap, carried)[0]
+        if nbytes > page_bytes and len(arr) > 1:
             # Keep the rows beyond one page buffered so pages stay near page_bytes.
-            n = max(1, min(len(arr), page_bytes // max(1, arr.nbytes // len(arr))))
+            n = max(1, min(len(arr), page_bytes // max(1, nbytes // len(arr))))
             if n < len(arr):
-                self.add(arr.slice(n))
+                self.add(arr.slice(n), bitmap)
                 arr = arr.slice(0, n)
         first = self.flushed_rows
         self.flushed_rows += len(arr)
@@ -215,7 +243,7 @@ class LanceFileWriter:
             raise InvalidInputError("write() after close()", path=self.path)
         if isinstance(data, pa.RecordBatch):
             data = pa.Table.from_batches([data])
-        if not data.schema.equals(self.schema, check_metadata=False):
+        if not data.schema.equals(self.schema, check_metadata=False) and not self._carried(data.schema):
             try:
                 data = data.select(self.schema.names).cast(self.schema)
             except (KeyError, ValueError, pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -224,13 +252,25 @@ class LanceFileWriter:
         if data.num_rows == 0:
             return
         for i, buf in enumerate(self._fields):
+            bitmap = twin_bitmap(data.schema.field(i))
             for chunk in data.column(i).chunks:
-                buf.add(chunk)
+                buf.add(chunk, bitmap)
             while buf.nbytes >= self.page_bytes:
                 self._flush(buf)
         self._rows += data.num_rows
 
     write_batch = write
+
+    def _carried(self, schema: pa.Schema) -> bool:
+        """``schema`` is ours but for carried dictionaries (``encoding.carried_dictionary``:
+        dictionary arrays standing for our string / binary types, marked by the reader that
+        kept them), which 2.1+ encodes without decoding them. Other dictionary data for
+        plain fields is cast, as always."""
+        if self.version == "2.0" or schema.names != self.schema.names:
+            return False
+        return all(f.type == g.type or (f.nullable == g.nullable and TWIN_BITMAP in (f.metadata or {})
+                                        and plain_type(f.type) == g.type)
+                   for f, g in zip(schema, self.schema, strict=True))
 
     def _flush(self, buf: _FieldBuffer) -> None:
         popped = buf.pop_page(self.page_bytes)

@@ -348,15 +348,18 @@ class Dataset:
                       batch_rows: int = DEFAULT_BATCH_ROWS, include_deleted: bool = False,
                       blobs: str = "descriptions",
                       row_range: tuple[int, int] | None = None,
-                      live: np.ndarray | None = None) -> Iterator[pa.RecordBatch]:
+                      live: np.ndarray | None = None,
+                      keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
         """Live rows of one fragment in batches of at most ``batch_rows`` physical rows
         (``include_deleted``: every physical row, in order; ``live_mask`` tells them apart;
         ``row_range``: only physical rows ``start..stop``; ``live``: the fragment's
-        ``live_mask`` when the caller holds it already, saving a second deletion-file read)."""
+        ``live_mask`` when the caller holds it already, saving a second deletion-file read;
+        ``keep_dictionaries``: see ``FragmentScan``, for a re-encode)."""
         if batch_rows <= 0:
             raise InvalidInputError(f"batch_rows must be positive, got {batch_rows}")
         scan, schema = self.fragment_scan(fragment, columns, with_row_id, with_row_address, include_deleted,
                                           blobs, live)
+        scan.keep_dictionaries = keep_dictionaries
         first, last = row_range if row_range is not None else (0, None)
         for batch in scan.batches(batch_rows, first, last):
             yield batch.replace_schema_metadata(schema.metadata)

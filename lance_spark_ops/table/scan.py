@@ -29,6 +29,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_spark_ops.encoding.carried_dictionary import mark_field, plain_type, twin_bitmap
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField, LanceSchema
@@ -135,11 +136,18 @@ def batch_bounds(first: int, last: int, batch_rows: int) -> list[tuple[int, int]
     return list(zip(cuts[:-1], cuts[1:], strict=True))
 
 
-def _file_batches(reader: LanceFileReader, columns: list[str],
-                  bounds: list[tuple[int, int]]) -> Iterator[pa.RecordBatch]:
-    """One record batch of ``columns`` per bound, read lazily."""
+def _file_batches(reader: LanceFileReader, columns: list[str], bounds: list[tuple[int, int]],
+                  keep_dictionaries: bool = False) -> Iterator[pa.RecordBatch]:
+    """One record batch of ``columns`` per bound, read lazily (``keep_dictionaries``: 2.1+
+    files only; legacy and 2.0 files decode everything)."""
+    keep = {"keep_dictionaries": True} if keep_dictionaries and isinstance(reader, LanceFileReader) else {}
     for a, b in bounds:
-        yield from reader.iter_batches(columns, b - a, a, b)
+        yield from reader.iter_batches(columns, b - a, a, b, **keep)
+
+
+def _fields_like(fields: list[pa.Field], arrays: list[pa.Array]) -> list[pa.Field]:
+    """``fields`` with the types of ``arrays`` (carried dictionaries, see ``FragmentScan``)."""
+    return [f if f.type == a.type else f.with_type(a.type) for f, a in zip(fields, arrays, strict=True)]
 
 class FileView:
     """One opened data file with the dataset-field -> file-field mapping."""
@@ -189,10 +197,11 @@ class FileView:
             node = up
         return node.name, path[::-1]
 
-    def conform(self, arr: pa.Array, fnode: LanceField, dnode: LanceField) -> pa.Array:
-        """``arr`` (file field ``fnode``) as the dataset type of ``dnode``."""
+    def conform(self, arr: pa.Array, fnode: LanceField, dnode: LanceField, carried: bool = False) -> pa.Array:
+        """``arr`` (file field ``fnode``) as the dataset type of ``dnode``; ``carried``: a
+        kept dictionary (``FragmentScan`` ``keep_dictionaries``) may stand for its plain type."""
         target = dnode.arrow_type()
-        if arr.type == target:
+        if arr.type == target or (carried and plain_type(arr.type) == target):
             return arr
         if dnode.logical_type == "struct" and pa.types.is_struct(arr.type) and not is_packed(dnode):
             children = []
@@ -202,9 +211,10 @@ class FileView:
                     children.append(pa.nulls(len(arr), dc.arrow_type()))
                 else:
                     idx = next(i for i, c in enumerate(fnode.children) if c is fc)
-                    children.append(self.conform(arr.field(idx), fc, dc))
+                    children.append(self.conform(arr.field(idx), fc, dc, carried))
             mask = pc.invert(arr.is_valid()) if arr.null_count else None
-            return pa.StructArray.from_arrays(children, fields=list(target), mask=mask)
+            fields = _fields_like(list(target), children)
+            return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
         try:
             return arr.cast(target)
         except (pa.ArrowInvalid, pa.ArrowNotImplementedError) as e:
@@ -251,10 +261,14 @@ class FragmentScan:
     def __init__(self, store: ObjectStore, fragment: DataFragment, fields: list[LanceField], *,
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
                  with_row_id: bool, with_row_address: bool, blobs: str = "descriptions",
-                 resolver: BaseResolver | None = None, schema: pa.Schema | None = None) -> None:
+                 resolver: BaseResolver | None = None, schema: pa.Schema | None = None,
+                 keep_dictionaries: bool = False) -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
         ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
-        ``output_schema``; ``schema``: that ``output_schema`` when the caller has it."""
+        ``output_schema``; ``schema``: that ``output_schema`` when the caller has it;
+        ``keep_dictionaries``: dictionary-encoded string leaves stay dictionary arrays (for a
+        re-encode: ``encoding.carried_dictionary``); batches then carry those types."""
+        self.keep_dictionaries = keep_dictionaries
         self.store = store
         self.fragment = fragment
         self.fields = fields
@@ -367,11 +381,12 @@ class FragmentScan:
                                            f"expected the descriptions {V2_DESCRIPTION}",
                                            path=self.views[plan.file].where)
                 return arr
-            return self.views[plan.file].conform(arr, plan.fnode, plan.dnode)
+            return self.views[plan.file].conform(arr, plan.fnode, plan.dnode, self.keep_dictionaries)
         children = [self._eval(c, batches, start, n) for c in plan.children]
         holder = self._eval(plan.validity, batches, start, n)
         mask = pc.invert(holder.is_valid()) if holder.null_count else None
-        return pa.StructArray.from_arrays(children, fields=list(plan.dnode.arrow_type()), mask=mask)
+        fields = _fields_like(list(plan.dnode.arrow_type()), children)
+        return pa.StructArray.from_arrays(children, fields=fields, mask=mask)
 
     def _file_columns(self) -> dict[int, list[str]]:
         need: dict[int, list[str]] = {}
@@ -399,7 +414,8 @@ class FragmentScan:
                                     f"of {self.num_rows} rows")
         need = self._file_columns()
         bounds = batch_bounds(first, n_total, batch_rows)
-        iters = {k: _file_batches(self.views[k].reader, cols, bounds) for k, cols in need.items()}
+        iters = {k: _file_batches(self.views[k].reader, cols, bounds, self.keep_dictionaries)
+                 for k, cols in need.items()}
         frag_base = np.uint64(self.fragment.id) << np.uint64(32)
         for start, stop in bounds:
             n = stop - start
@@ -421,10 +437,32 @@ class FragmentScan:
                     arrays.append(pa.array(ids, pa.uint64()))
                 if self.with_row_address:
                     arrays.append(pa.array(addr, pa.uint64()))
+            filtered = keep is not None and not keep.all()
             if arrays:
-                batch = pa.RecordBatch.from_arrays(arrays, schema=self.schema)
+                schema = self.schema
+                if self.keep_dictionaries:
+                    schema = self._carried_schema(arrays, batches, filtered)
+                batch = pa.RecordBatch.from_arrays(arrays, schema=schema)
             else:  # no columns at all: keep the row count
                 batch = pa.record_batch([pa.nulls(n)], names=["_"]).drop_columns(["_"])
-            if keep is not None and not keep.all():
+            if filtered:
                 batch = batch.filter(pa.array(keep))
             yield batch
+
+    def _carried_schema(self, arrays: list[pa.Array], batches: dict[int, pa.RecordBatch],
+                        filtered: bool) -> pa.Schema:
+        """The batch schema when some ``arrays`` are carried dictionaries, each marked with its
+        decoded twin's bitmap (``carried_dictionary.mark_field``: Arrow's filter gives one);
+        a carried array of a field that is not a whole column of the file is decoded in place."""
+        fields = list(self.schema)
+        if all(a.type == f.type for a, f in zip(arrays, fields, strict=True)):
+            return self.schema
+        for i, (a, f, plan) in enumerate(zip(arrays, fields, self.plans, strict=True)):
+            if a.type == f.type:
+                continue
+            if isinstance(plan, _FromFile) and not plan.path:
+                bitmap = filtered or twin_bitmap(batches[plan.file].schema.field(plan.top))
+                fields[i] = mark_field(f, a, bitmap)
+            else:
+                arrays[i] = a.cast(f.type)
+        return pa.schema(fields, metadata=self.schema.metadata)

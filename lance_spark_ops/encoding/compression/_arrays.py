@@ -136,6 +136,18 @@ def uniform_stride(starts: np.ndarray) -> int | None:
     return step
 
 
+def count_below(values: np.ndarray, keys: np.ndarray) -> np.ndarray:
+    """How many of the sorted ``values`` lie below each of the sorted ``keys``
+    (``np.searchsorted(values, keys)``). With fewer values than keys (the null / empty list
+    levels among row starts) each value is placed among the keys and the placements are
+    counted up: one binary search per value, not per key."""
+    if len(values) >= len(keys):
+        return np.searchsorted(values, keys)
+    # value v lies below key i exactly when i >= (number of keys <= v)
+    placed = np.bincount(np.searchsorted(keys, values, side="right"), minlength=len(keys) + 1)
+    return np.cumsum(placed[:-1])
+
+
 def strided_rows(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarray:
     """The rows ``data[starts[i]:starts[i] + length]`` as a (k, length) array: a zero-copy
     strided view when ``starts`` are evenly spaced, else a gather. Bounds are checked."""
@@ -153,7 +165,8 @@ def strided_rows(data: np.ndarray, starts: np.ndarray, length: int) -> np.ndarra
         )
     if step == 0 and k == 1:
         return data[int(starts[0]) : int(starts[0]) + length][None, :]
-    return data[starts[:, None] + np.arange(length, dtype=np.int64)[None, :]]
+    # rows of a sliding-window view: the gather indexes k rows, not k x length values
+    return np.lib.stride_tricks.sliding_window_view(data, length)[np.asarray(starts, dtype=np.int64)]
 
 
 def gather_ranges(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

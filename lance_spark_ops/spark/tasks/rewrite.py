@@ -95,6 +95,8 @@ class _FragmentSink:
         self.done: list[tuple[DataFile, int]] = []
         self.writer: LanceFileWriter | None = None
         self.name = ""
+        # 2.1+ writers take dictionary-encoded strings undecoded (encoding.carried_dictionary)
+        self.keep_dictionaries = spec.file_version not in ("0.1", "2.0") and not self.blob_v2
 
     def _open(self) -> LanceFileWriter:
         self.name = f"{self.prefix}-{uuid.uuid4().hex}.lance"
@@ -222,7 +224,8 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                 raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
                                        "a different file version / schema); use try_binary_copy")
             sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep):
+            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
+                                          keep_dictionaries=sink.keep_dictionaries):
                 rows_read += batch.num_rows
                 sink.write(batch)
         rows_read += small.flush()
@@ -300,7 +303,8 @@ class _SmallFragments:
         if batches is None:
             batches = [b for frag, keep in run
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
-                                                      blobs=self.sink.blobs, live=keep)]
+                                                      blobs=self.sink.blobs, live=keep,
+                                                      keep_dictionaries=self.sink.keep_dictionaries)]
         for batch in batches:
             self.sink.write(batch)
             self.read += batch.num_rows
