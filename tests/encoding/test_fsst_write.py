@@ -347,3 +347,18 @@ def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> No
     assert numpy_table[0].vals.tolist() == compiled_table[0].vals.tolist()
     assert numpy_table[0].lens.tolist() == compiled_table[0].lens.tolist()
     assert numpy_table[1] == compiled_table[1]
+
+
+def test_kernels_compile_ahead_from_the_command_line() -> None:
+    """``python -m ...compiled`` (a cluster's bootstrap step) loads the kernels, compiling them
+    into numba's cache when needed, and says so; with numba missing it fails."""
+    import subprocess
+    import sys
+
+    cmd = [sys.executable, "-m", "lance_spark_ops.encoding.compression.compiled"]
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    assert ok.returncode == 0 and "compiled FSST kernels ready" in ok.stdout, ok.stderr
+    script = ("import runpy, sys\nsys.modules['numba'] = None\n"
+              "runpy.run_module('lance_spark_ops.encoding.compression.compiled', run_name='__main__')\n")
+    bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
+    assert bad.returncode == 1 and "unavailable" in bad.stdout

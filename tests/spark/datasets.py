@@ -54,3 +54,39 @@ def before_commit(fn: Callable[[int], None]) -> Iterator[None]:
         yield
     finally:
         job._before_commit_hook = previous
+
+
+def data_file_names(uri: str) -> set[str]:
+    """Names of the files under ``uri``'s ``data/`` directory."""
+    from pathlib import Path
+
+    return {p.name for p in (Path(uri) / "data").iterdir()}
+
+
+def new_file_hashes(uri: str, before: set[str]) -> list[str]:
+    """sha256 of each file under ``data/`` not in ``before`` (sorted): the files a job wrote."""
+    import hashlib
+    from pathlib import Path
+
+    data = Path(uri) / "data"
+    return sorted(hashlib.sha256((data / n).read_bytes()).hexdigest() for n in data_file_names(uri) - before)
+
+
+def compacted_copy(src: str, dst: str, target_rows: int) -> str:
+    """A copy of the dataset ``src`` at ``dst``, re-encode compacted in this process."""
+    import shutil
+
+    from lance_spark_ops.spark.compaction import compact
+
+    shutil.copytree(src, dst)
+    compact(None, dst, target_rows_per_fragment=target_rows)
+    return dst
+
+
+def source_dataset(path: str, make: Callable[..., None], *args: object) -> tuple[str, pa.Table, set[str]]:
+    """``make(path, *args)``, then (path, its rows sorted by ``id`` as pylance reads them, its
+    data file names): a source for tests that compact copies of it."""
+    import lance
+
+    make(path, *args)
+    return path, lance.dataset(path).to_table().sort_by("id"), data_file_names(path)

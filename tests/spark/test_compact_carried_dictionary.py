@@ -5,8 +5,6 @@ the same dictionaries)."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -14,8 +12,8 @@ import pyarrow as pa
 import pytest
 
 import lance_spark_ops.encoding.plan as plan
-from lance_spark_ops.spark.compaction import compact
 from lance_spark_ops.spark.tasks import rewrite
+from tests.spark.datasets import compacted_copy, new_file_hashes, source_dataset
 
 WORDS = np.array(["lance", "spark", "column", "page", "block", "zip", "row", "data"])
 
@@ -45,12 +43,6 @@ def _dataset(uri: str, version: str, small: bool) -> None:
     ds.delete("id >= 78000 and id % 5 = 1")  # the last fragment too
 
 
-def _new_file_hashes(uri: str, before: set[str]) -> list[str]:
-    data = Path(uri) / "data"
-    return sorted(hashlib.sha256((data / n).read_bytes()).hexdigest()
-                  for n in {p.name for p in data.iterdir()} - before)
-
-
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("small", [False, True])
 def test_compaction_carries_dictionaries(tmp_path: Path, version: str, small: bool,
@@ -59,18 +51,13 @@ def test_compaction_carries_dictionaries(tmp_path: Path, version: str, small: bo
     with carried ones; such a page is decoded as a whole (``writer._concat``)."""
     import lance
 
-    src = str(tmp_path / "src")
-    _dataset(src, version, small)
-    expected = lance.dataset(src).to_table().sort_by("id")
-    names = {p.name for p in (Path(src) / "data").iterdir()}
+    src, expected, names = source_dataset(str(tmp_path / "src"), _dataset, version, small)
 
     fast: list[bool] = []
     real_plan = plan._plan_carried
     monkeypatch.setattr(plan, "_plan_carried",
                         lambda *a, **k: (r := real_plan(*a, **k), fast.append(r is not None))[0])
-    carried = str(tmp_path / "carried")
-    shutil.copytree(src, carried)
-    compact(None, carried, target_rows_per_fragment=1 << 20)
+    carried = compacted_copy(src, str(tmp_path / "carried"), 1 << 20)
     assert any(fast) != small  # the strings reached the writer's plan as dictionaries
     got = lance.dataset(carried)
     assert len(got.get_fragments()) == 1
@@ -83,7 +70,5 @@ def test_compaction_carries_dictionaries(tmp_path: Path, version: str, small: bo
         self.keep_dictionaries = False
 
     monkeypatch.setattr(rewrite._FragmentSink, "__init__", decoding_sink)
-    decoded = str(tmp_path / "decoded")
-    shutil.copytree(src, decoded)
-    compact(None, decoded, target_rows_per_fragment=1 << 20)
-    assert _new_file_hashes(carried, names) == _new_file_hashes(decoded, names)
+    decoded = compacted_copy(src, str(tmp_path / "decoded"), 1 << 20)
+    assert new_file_hashes(carried, names) == new_file_hashes(decoded, names)

@@ -4,8 +4,6 @@ fragment path writes, and the rows pylance's."""
 
 from __future__ import annotations
 
-import hashlib
-import shutil
 from pathlib import Path
 
 import numpy as np
@@ -13,8 +11,8 @@ import pyarrow as pa
 import pytest
 
 import lance_spark_ops.file.read_together as read_together
-from lance_spark_ops.spark.compaction import compact
 from lance_spark_ops.spark.tasks import rewrite
+from tests.spark.datasets import compacted_copy, new_file_hashes, source_dataset
 
 
 def _dataset(uri: str, version: str, lists: bool) -> None:
@@ -44,37 +42,24 @@ def _dataset(uri: str, version: str, lists: bool) -> None:
     ds.delete("id >= 30000 and id < 40000")  # one fragment entirely deleted
 
 
-def _new_file_hashes(uri: str, before: set[str]) -> list[str]:
-    data = Path(uri) / "data"
-    return sorted(hashlib.sha256((data / n).read_bytes()).hexdigest()
-                  for n in set(p.name for p in data.iterdir()) - before)
-
-
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("lists", [False, True])
 def test_small_runs_write_the_same_bytes(tmp_path: Path, version: str, lists: bool,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     import lance
 
-    src = str(tmp_path / "src")
-    _dataset(src, version, lists)
-    expected = lance.dataset(src).to_table().sort_by("id")
-    names = {p.name for p in (Path(src) / "data").iterdir()}
+    src, expected, names = source_dataset(str(tmp_path / "src"), _dataset, version, lists)
 
     runs: list[int] = []
     real = read_together.read_files_together
     monkeypatch.setattr(read_together, "read_files_together",
                         lambda readers, cols: runs.append(len(readers)) or real(readers, cols))
-    together = str(tmp_path / "together")
-    shutil.copytree(src, together)
-    compact(None, together, target_rows_per_fragment=1500)
+    together = compacted_copy(src, str(tmp_path / "together"), 1500)
     assert runs and max(runs) > 1  # the runs were read together
 
     monkeypatch.setattr(rewrite._SmallFragments, "add", lambda self, frag, keep: False)
-    alone = str(tmp_path / "alone")
-    shutil.copytree(src, alone)
-    compact(None, alone, target_rows_per_fragment=1500)
+    alone = compacted_copy(src, str(tmp_path / "alone"), 1500)
 
-    assert _new_file_hashes(together, names) == _new_file_hashes(alone, names)
+    assert new_file_hashes(together, names) == new_file_hashes(alone, names)
     got = lance.dataset(together).to_table().sort_by("id")
     assert got.equals(expected)
