@@ -29,7 +29,8 @@ is ``0100000154535346 | 6162000000000000 | 02`` + zeros.
 
 Encoder design (``fsst_encode.py``; no Python loop per byte or per string):
 
-1. Sample: strings drawn at random (fixed seed) until ~32 KiB, cut into 64-byte pieces.
+1. Sample: strings drawn at random (fixed seed) until ~16 KiB (Lance's own sample target),
+   cut into 64-byte pieces.
 2. Table construction, FSST's five rounds but batched: each round parses the whole sample
    with the current table (step 3), then counts with ``np.bincount`` / ``np.unique`` every
    token and every adjacent token pair (and token + next token's first byte). Candidates are
