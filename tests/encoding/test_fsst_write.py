@@ -362,3 +362,51 @@ def test_kernels_compile_ahead_from_the_command_line() -> None:
               "runpy.run_module('lance_spark_ops.encoding.compression.compiled', run_name='__main__')\n")
     bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
     assert bad.returncode == 1 and "unavailable" in bad.stdout
+
+
+def _reference_pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[list[int], list[int]]:
+    """The table rounds' merge and choice written plainly: duplicates (same value and length)
+    summed, ranked by gain, then value, then length; a 3+-byte candidate whose hash slot a
+    better one holds dropped; the first 255 kept."""
+    merged: dict[tuple[int, int], int] = {}
+    for v, n, g in zip(val.tolist(), ln.tolist(), gain.tolist(), strict=True):
+        merged[(v, n)] = merged.get((v, n), 0) + g
+    ranked = sorted(merged.items(), key=lambda kv: (-kv[1], kv[0][0], kv[0][1]))
+    slots: set[int] = set()
+    out: list[tuple[int, int]] = []
+    for (v, n), _ in ranked:
+        if n >= 3:
+            slot = int(fsst_encode._slot(np.array([v], np.uint64))[0])
+            if slot in slots:
+                continue
+            slots.add(slot)
+        out.append((v, n))
+    out = out[: fsst_encode.MAX_SYMBOLS]
+    return [v for v, _ in out], [n for _, n in out]
+
+
+@pytest.mark.parametrize("seed", range(12))
+def test_candidate_merge_and_pick_equal_the_plain_rule(seed: int) -> None:
+    """``_sum_gains`` + ``_pick`` (one-key merge below 8 bytes, ranking only the best
+    candidates when there are many) choose what the plain rule chooses: ties in gain, one
+    value at several lengths up to 8 with equal gains, 8-byte values using all 64 bits, few
+    and many candidates, and best candidates colliding in one hash slot, so the choice
+    reaches past the ranked prefix."""
+    rng = np.random.default_rng(seed)
+    n = [50, 300, 3000, 9000][seed % 4]
+    ln = rng.integers(1, 9, n)
+    val = rng.integers(0, 2**63, n, dtype=np.uint64) * np.uint64(2) + rng.integers(0, 2, n).astype(np.uint64)
+    val &= fsst_encode._U64_MASK[ln]
+    gain = rng.integers(1, 4 if seed % 2 else 10**6, n)
+    if seed % 3 == 0:  # the best candidates: 3+ bytes, all in the hash slot of "abc"
+        top = np.flatnonzero(ln >= 3)
+        val[top] = (val[top] & ~np.uint64(0xFFFFFF)) | np.uint64(0x636261)
+        gain[top] += 10**7
+    # one value at lengths 1, 2, 3, 8 (zero bytes after "a"), the same gain: shorter first
+    tie_val = np.full(4, 0x61, np.uint64)
+    tie_ln = np.array([8, 3, 1, 2])
+    val, ln = np.concatenate((val, tie_val)), np.concatenate((ln, tie_ln))
+    gain = np.concatenate((gain, np.full(4, 10**8)))
+    got_val, got_ln = fsst_encode._pick(*fsst_encode._sum_gains(val, ln, gain))
+    want_val, want_ln = _reference_pick(val, ln, gain)
+    assert got_val.tolist() == want_val and got_ln.tolist() == want_ln

@@ -219,21 +219,49 @@ def _concat(av: np.ndarray, al: np.ndarray, bv: np.ndarray, bl: np.ndarray) -> t
     return val & _U64_MASK[ln], ln
 
 
+def _merge(key: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The distinct ``key`` values (ascending) with the sum of their gains."""
+    if not len(key):
+        return key, gain
+    order = np.argsort(key, kind="stable")
+    key, gain = key[order], gain[order]
+    starts = np.flatnonzero(np.concatenate(([True], key[1:] != key[:-1])))
+    return key[starts], np.add.reduceat(gain, starts)
+
+
 def _sum_gains(
     val: np.ndarray, ln: np.ndarray, gain: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Merge duplicate candidates (same bytes and length), summing their gains."""
-    order = np.lexsort((ln, val))
-    val, ln, gain = val[order], ln[order], gain[order]
-    new = np.ones(len(val), bool)
-    new[1:] = (val[1:] != val[:-1]) | (ln[1:] != ln[:-1])
-    starts = np.flatnonzero(new)
-    return val[starts], ln[starts], np.add.reduceat(gain, starts) if len(starts) else gain[:0]
+    """Merge duplicate candidates (same bytes and length), summing their gains; candidates
+    come out ordered by length, then value (``_pick`` relies on a value's shorter candidate
+    coming first). Below 8 bytes a value fits 56 bits, so length and value sort as one key."""
+    short = ln < 8
+    k_short, g_short = _merge(val[short] | (ln[short].astype(np.uint64) << np.uint64(56)), gain[short])
+    v_long, g_long = _merge(val[~short], gain[~short])
+    vals = np.concatenate((k_short & np.uint64((1 << 56) - 1), v_long))
+    lens = np.concatenate(((k_short >> np.uint64(56)).astype(ln.dtype), np.full(len(v_long), 8, ln.dtype)))
+    return vals, lens, np.concatenate((g_short, g_long))
+
+
+_PICK_PREFIX = 1024  # candidates ranked in full by _pick when there are many (the best ones)
 
 
 def _pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The <= 255 best candidates by gain (ties: smaller value first), dropping a 3+-byte
-    candidate whose hash slot a better one already holds."""
+    """The <= 255 best candidates by gain (ties: smaller value first, then shorter),
+    dropping a 3+-byte candidate whose hash slot a better one already holds. Among many
+    candidates only those with one of the ``_PICK_PREFIX`` highest gains (ties included) are
+    ranked: a prefix of the full ranking, which decides the result whenever it keeps 255."""
+    if len(val) > 2 * _PICK_PREFIX:
+        floor = np.partition(gain, len(gain) - _PICK_PREFIX)[len(gain) - _PICK_PREFIX]
+        sub = np.flatnonzero(gain >= floor)
+        picked = _rank(val[sub], ln[sub], gain[sub])
+        if len(picked[0]) == MAX_SYMBOLS:
+            return picked
+    return _rank(val, ln, gain)
+
+
+def _rank(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``_pick`` over all of the given candidates (in ``_sum_gains``' order)."""
     order = np.lexsort((val, -gain))
     val, ln = val[order], ln[order]
     keep = np.ones(len(val), bool)
