@@ -432,9 +432,13 @@ class LanceFileWriter:
                                  for c in range(buf.first_column, buf.first_column + buf.num_columns))
                 continue
             column, start = buf.first_column, 0
+            run = None  # first row of the pages holding deleted rows not yet decoded
             for page in meta.column(column).pages:
                 stop = start + int(page.length)
                 if dead[stop] == dead[start]:  # no deleted row: move the page as it is
+                    if run is not None:
+                        self._add_filtered(buf, reader, index, keep, run, start)
+                        run = None
                     if buf.chunks:  # rows re-encoded before it go first
                         self._copy_pages(reader, pending)
                         while buf.chunks:
@@ -443,10 +447,18 @@ class LanceFileWriter:
                     buf.flushed_rows += stop - start
                     copied += 1
                 else:
-                    self._copy_pages(reader, pending)
-                    self._add_filtered(buf, reader, index, keep, start, stop)
+                    # neighbouring pages with deleted rows are decoded together, up to
+                    # _REENCODE_ROWS at a time (one multi-page decode, not one per page)
+                    if run is None:
+                        self._copy_pages(reader, pending)
+                        run = start
+                    elif start - run >= _REENCODE_ROWS:
+                        self._add_filtered(buf, reader, index, keep, run, start)
+                        run = start
                     reencoded += 1
                 start = stop
+            if run is not None:
+                self._add_filtered(buf, reader, index, keep, run, start)
             self._copy_pages(reader, pending)
         self._rows += int(keep.sum())
         return copied, reencoded

@@ -197,17 +197,24 @@ def test_binary_copy_without_deletions(tmp_path: Path, version: str, stable: boo
 @pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("mode", ["try_binary_copy", "force_binary_copy"])
+@pytest.mark.parametrize("run_rows", [None, 300])
 def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, version: str, stable: bool,
-                                                            mode: str) -> None:
+                                                            mode: str, run_rows: int | None,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
     """Many small pages and clustered deletions: pages without deleted rows are moved, the
-    few holding some are re-encoded, a struct field (several columns) is re-encoded whole;
+    few holding some are re-encoded (neighbouring ones decoded together, in runs cut at
+    ``run_rows`` rows when given), a struct field (several columns) is re-encoded whole;
     pylance reads the same rows (and _rowid) back. pylance 14 writes one page per column
     for data this small whatever its max_page_bytes, so our writer makes the 16 KiB pages;
     pylance deletes and is the oracle before and after."""
     import lance
     import numpy as np
 
+    from lance_spark_ops.file import writer
     from lance_spark_ops.table.write import write_dataset
+
+    if run_rows is not None:
+        monkeypatch.setattr(writer, "_REENCODE_ROWS", run_rows)
 
     uri = str(tmp_path / "ds")
     rng = np.random.default_rng(1)
