@@ -6,9 +6,11 @@
 The dataset is ``compact_bench.make_dataset``'s (``--shape`` picks its columns when that
 function knows shapes), then rows are deleted as the performance issue describes: in every
 third fragment, 30% of the rows (``--deleted-every 3 --deleted-fraction 0.3``). Each round
-runs, in an order that rotates from round to round so machine noise hits every side alike:
-pylance re-encode, ours re-encode, pylance binary copy, ours binary copy, and ``cp -r`` of the
-dataset's ``data/`` directory (the bytes a binary copy reads and writes at most). Every timed run
+runs pylance re-encode, ours re-encode, pylance binary copy, ours binary copy, and ``cp -r`` of
+the dataset's ``data/`` directory (the bytes a binary copy reads and writes at most), in an
+order that rotates from round to round, with ours and pylance trading places every other
+round: a rotation alone keeps each side's predecessor, and on a VM what the run before freed
+changes the cost of the next run's writes. Use an even ``--rounds``. Every timed run
 works on a fresh copy made untimed, starts after ``os.sync()``, and has no cache of the other's
 output. Spark starts once (JVM and workers warmed outside the timed region). After every run
 of ours, pylance reads the same ``id`` values as from pylance's copy.
@@ -32,6 +34,10 @@ import numpy as np
 
 sys.path.insert(0, str(Path(__file__).parent))
 from compact_bench import dir_bytes, make_dataset  # noqa: E402
+
+# the sides compared with each other; odd rounds swap them (see main)
+_TWIN = {"pylance_reencode": "ours_reencode", "ours_reencode": "pylance_reencode",
+         "pylance_binary": "ours_binary", "ours_binary": "pylance_binary"}
 
 
 def _import_package(task: int, ctx: object) -> int:
@@ -88,7 +94,7 @@ def main() -> None:
     ap.add_argument("--fragments", type=int, default=300)
     ap.add_argument("--version", default="2.2")
     ap.add_argument("--shape", default="mixed")
-    ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--rounds", type=int, default=4)
     ap.add_argument("--target-rows", type=int, default=1024 * 1024)
     ap.add_argument("--deleted-every", type=int, default=3)
     ap.add_argument("--deleted-fraction", type=float, default=0.3)
@@ -136,6 +142,8 @@ def main() -> None:
         fragments_after: dict[str, int] = {}
         for r in range(args.rounds):
             order = args.sides[r % len(args.sides):] + args.sides[: r % len(args.sides)]
+            if r % 2:  # ours and pylance trade places: over an even number of rounds each
+                order = [_TWIN.get(s, s) for s in order]  # side follows the same runs
             for side in order:
                 uri = f"{tmp}/{side}.lance"
                 shutil.copytree(src, uri)
