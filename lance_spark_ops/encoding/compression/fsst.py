@@ -279,16 +279,14 @@ def decode_fsst_miniblock_ranges(
     for Variable values and the compiled decoder, the strings expanded where they lie in
     ``data`` (no copy joining the chunks' bytes first)."""
     variable = msg.values.WhichOneof("compression") == "variable"
-    table = parse_symbol_table(msg.symbol_table) if variable else None
+    kernels = compiled.fsst_kernels(int(np.asarray(sizes).sum())) if variable else None
+    table = parse_symbol_table(msg.symbol_table) if kernels is not None else None
     if table is not None and table.enabled:
+        lo, hi, n = value_bounds(msg.values.variable, data, starts, sizes, counts)
         u8 = np.asarray(data, dtype=np.uint8)
-        kernels = compiled.fsst_kernels(int(np.asarray(sizes).sum()))
-        if kernels is not None:
-            lo, hi, n = value_bounds(msg.values.variable, u8, starts, sizes, counts)
-            out, offsets = _expand_compiled(kernels, table, u8, lo, hi)
-            bits = offset_bits(msg.values.variable)
-            small = bits == 32 and out.size < 2**32
-            return VariableWidthBlock(offsets.astype(np.uint32 if small else np.uint64), out, n)
+        out, offsets = _expand_compiled(kernels, table, u8, lo, hi)
+        small = offset_bits(msg.values.variable) == 32 and out.size < 2**32
+        return VariableWidthBlock(offsets.astype(np.uint32 if small else np.uint64), out, n)
     return _expand(msg, codecs.decode_miniblock_ranges(msg.values, data, starts, sizes, counts))
 
 

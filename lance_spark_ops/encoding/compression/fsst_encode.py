@@ -472,10 +472,9 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     base = int(o[0])
     kernels = compiled.fsst_kernels(int(o[-1]) - base)
     if kernels is not None:
-        t = table
-        short, single, ht = t.packed()
+        short, single, ht = table.packed()
         return kernels.compress(np.ascontiguousarray(data, np.uint8), o, PIECE, short, single,
-                                t.ht_val, t.ht_mask, ht)
+                                table.ht_val, table.ht_mask, ht)
     rel = o - base
     d = data[base : int(o[-1])]
     start, end, _ = pieces(rel, PIECE)

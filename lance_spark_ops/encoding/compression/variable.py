@@ -104,25 +104,34 @@ def decode_variable_miniblock(
     return _decode_chunks(bits, data, bases, sizes, counts)
 
 
+def _range_chunks(msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
+                  counts: np.ndarray) -> tuple[int, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """Chunks given as ``(k, 1)`` byte ranges of ``data``, checked: (offset bits, the page as
+    bytes, each chunk's start and size, value counts)."""
+    bits = offset_bits(msg)
+    counts = check_range_counts(starts, sizes, counts, 1, "variable")
+    bases, sizes = starts[:, 0].astype(np.int64), sizes[:, 0].astype(np.int64)
+    if len(counts):
+        check_ranges(data, bases, sizes, "variable")
+    return bits, as_u8(data), bases, sizes, counts
+
+
 def decode_variable_miniblock_ranges(
     msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
 ) -> DataBlock:
     """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk views or
     copies: the value bytes are cut straight from the page)."""
-    bits = offset_bits(msg)
-    counts = check_range_counts(starts, sizes, counts, 1, "variable")
+    bits, data, bases, sizes, counts = _range_chunks(msg, data, starts, sizes, counts)
     if not len(counts):
         return VariableWidthBlock(np.zeros(1, dtype=_offset_dtype(bits)), np.zeros(0, np.uint8), 0)
-    starts, sizes = starts[:, 0].astype(np.int64), sizes[:, 0].astype(np.int64)
-    check_ranges(data, starts, sizes, "variable")
-    return _decode_chunks(bits, as_u8(data), starts, sizes, counts)
+    return _decode_chunks(bits, data, bases, sizes, counts)
 
 
 def _chunk_offsets(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.ndarray, counts: np.ndarray
-                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
     """The ``counts[i] + 1`` offsets at the head of each chunk (relative to the chunk's
-    start, joined), where each chunk's run of them begins, and ``need`` (their bytes), checked:
-    the offsets fit their chunk and each chunk's offsets rise within its value bytes."""
+    start, joined), where each chunk's run of them begins, and each chunk's first and last
+    offset, checked: the offsets fit their chunk and rise within its value bytes."""
     w = bits // 8
     need = (counts + 1) * w
     if (sizes < need).any():
@@ -141,7 +150,7 @@ def _chunk_offsets(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.nda
         rises[first[1:] - 1] = True  # a chunk's first offset follows the previous chunk's last
         if not rises.all():
             raise CorruptFileError("variable: mini-block offsets are not monotonic")
-    return raw, first, need
+    return raw, first, o_first, o_last
 
 
 def value_bounds(msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray,
@@ -149,13 +158,10 @@ def value_bounds(msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: 
     """Where each value of mini-block chunks given as byte ranges of ``data`` lies in
     ``data``: (starts, ends, number of values), checked as ``decode_variable_miniblock_ranges``
     checks them, without joining the value bytes (for a decoder that reads them in place)."""
-    bits = offset_bits(msg)
-    counts = check_range_counts(starts, sizes, counts, 1, "variable")
+    bits, data, bases, sizes, counts = _range_chunks(msg, data, starts, sizes, counts)
     if not len(counts):
         return np.zeros(0, np.int64), np.zeros(0, np.int64), 0
-    bases, sizes = starts[:, 0].astype(np.int64), sizes[:, 0].astype(np.int64)
-    check_ranges(data, bases, sizes, "variable")
-    raw, first, _ = _chunk_offsets(bits, as_u8(data), bases, sizes, counts)
+    raw, first, _, _ = _chunk_offsets(bits, data, bases, sizes, counts)
     at = raw.astype(np.int64) + np.repeat(bases, counts + 1)
     return np.delete(at, first + counts), np.delete(at, first), int(counts.sum())
 
@@ -164,9 +170,7 @@ def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.nda
                    counts: np.ndarray) -> VariableWidthBlock:
     """Chunk i is ``data[bases[i]:+sizes[i]]`` (in order, not overlapping): ``counts[i] + 1``
     offsets relative to the chunk's start, then its value bytes."""
-    raw, first, _ = _chunk_offsets(bits, data, bases, sizes, counts)
-    o_first = raw[first].astype(np.int64)
-    o_last = raw[first + counts].astype(np.int64)
+    raw, first, o_first, o_last = _chunk_offsets(bits, data, bases, sizes, counts)
     # Values of a chunk are contiguous: one byte segment per chunk.
     seg_len = o_last - o_first
     values = gather_segments(data, bases + o_first, seg_len)
