@@ -17,6 +17,9 @@ Preloading happens before the daemon tells Spark its port, not in a background t
 asks for the first fork 10-50 ms after it reads the port, so a background import could only
 overlap with that fork by forking mid-import (a child inheriting another thread's import
 locks), and would still have to finish before the next fork.
+
+After preloading it freezes what it imported (``worker_gc``): a reused worker runs a full
+``gc.collect()`` after every task, which would otherwise walk all of it each time.
 """
 
 from __future__ import annotations
@@ -24,6 +27,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+
+from lance_spark_ops.spark.worker_gc import freeze_imported
 
 PRELOAD = (
     "numpy", "pyarrow", "pyarrow.compute", "pyarrow.ipc",
@@ -97,6 +102,8 @@ def main() -> None:
     unship_pyspark()
     preload()
     from pyspark import daemon
+
+    freeze_imported()  # forked workers' per-task collections skip what was imported here
 
     daemon.manager()
 

@@ -25,6 +25,7 @@ import pyarrow as pa
 from lance_spark_ops.errors import LanceError
 from lance_spark_ops.spark.session import set_description
 from lance_spark_ops.spark.tasks.common import attempt_id
+from lance_spark_ops.spark.worker_gc import freeze_imported
 
 RESULT_SCHEMA = "task_id long, attempt string, result binary"
 
@@ -60,6 +61,7 @@ def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext)
 def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes]
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        freeze_imported()  # keep modules out of the worker's per-task gc.collect()
         attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
