@@ -33,7 +33,7 @@ from types import ModuleType
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.encoding.compression import compiled
+from lance_spark_ops.encoding.compression import compiled, kernel_threads
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
 
 PIECE = 511  # FSST compresses strings in pieces of at most 511 bytes
@@ -473,8 +473,16 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     kernels = compiled.fsst_kernels(int(o[-1]) - base)
     if kernels is not None:
         short, single, ht = table.packed()
-        return kernels.compress(np.ascontiguousarray(data, np.uint8), o, PIECE, short, single,
-                                table.ht_val, table.ht_mask, ht)
+        data = np.ascontiguousarray(data, np.uint8)
+
+        def run(part: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+            return kernels.compress(data, part, PIECE, short, single, table.ht_val, table.ht_mask, ht)
+
+        h = int(np.searchsorted(o, base + (int(o[-1]) - base) // 2))  # a string boundary mid-way
+        if not (kernel_threads.worth_splitting(int(o[-1]) - base) and 0 < h < len(o) - 1):
+            return run(o)
+        (a, a_off), (b, b_off) = kernel_threads.both(lambda: run(o[: h + 1]), lambda: run(o[h:]))
+        return np.concatenate([a, b]), np.concatenate([a_off, b_off[1:] + len(a)])
     rel = o - base
     d = data[base : int(o[-1])]
     start, end, _ = pieces(rel, PIECE)
