@@ -27,6 +27,7 @@ from lance_spark_ops.encoding.compression.fsst import (
 )
 from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
 from lance_spark_ops.errors import InvalidInputError
+from tests.encoding._fresh import run_fresh
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, roundtrip, size_ratio, text
 
@@ -287,9 +288,6 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
 def test_without_numba_the_numpy_code_does_the_work() -> None:
     """numba missing (or unusable) on a worker: the kernels are not used, with a warning,
     and a page above the threshold still compresses and decompresses."""
-    import subprocess
-    import sys
-
     script = (
         "import sys, numpy as np\n"
         "sys.modules['numba'] = None  # import numba raises ImportError\n"
@@ -304,8 +302,7 @@ def test_without_numba_the_numpy_code_does_the_work() -> None:
         "assert back.tobytes() == data.tobytes() and back_offsets.tolist() == offsets.tolist()\n"
         "print('ok', out.size)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=120)
-    assert out.returncode == 0, out.stderr
+    out = run_fresh(script)
     assert out.stdout.startswith("ok") and "compiled FSST kernels unavailable" in out.stderr
 
 

@@ -3,14 +3,13 @@ order, and a forked child gets a helper thread of its own."""
 
 from __future__ import annotations
 
-import subprocess
-import sys
 import threading
 
 import numpy as np
 import pytest
 
 from lance_spark_ops.encoding.compression import compiled, fsst_encode, kernel_threads
+from tests.encoding._fresh import run_fresh
 
 
 def test_second_runs_on_the_helper_and_results_keep_their_order() -> None:
@@ -58,8 +57,7 @@ def test_a_forked_child_starts_its_own_helper() -> None:
         "    os._exit(0)\n"
         "os.waitpid(pid, 0)\n"
     )
-    out = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=60)
-    assert out.returncode == 0, out.stderr
+    out = run_fresh(script, timeout=60)
     assert out.stdout.startswith("child lso-kernel"), out.stdout
 
 
