@@ -28,7 +28,8 @@ def build_fts(spark: Any, uri: str, column: str = "text", name: str | None = Non
     new_uuid = uuidlib.uuid4().bytes
     req = SegmentRequest(uri=uri, read_version=ds.version, kind="INVERTED", column=column, field_id=field_id,
                          name=name or f"{column}_idx", params=full, new_uuid=new_uuid,
-                         fragment_ids=tuple(frags), merge_with=tuple(m.SerializeToString() for m in merge_with),
+                         fragment_ids=tuple(frags),
+                         merge_with=tuple(m.SerializeToString() for m in merge_with),
                          row_ids=ds.uses_stable_row_ids, file_version=_file_version(ds))
     with Job(spark, "create_index", uri) as job:
         built = FTS_BUILDER.build(job, req)

@@ -124,7 +124,8 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     df = np.bincount(ptok, minlength=ntok).astype(np.int64)
     tok_start = np.concatenate([[0], np.cumsum(df)])
     # per-pair BM25 term factor, then per-block max times idf * (k1 + 1)
-    avgdl = np.float32(np.float32(num_tokens.sum(dtype=np.uint64)) / np.float32(num_docs)) if num_docs else np.float32(0)
+    total = np.float32(num_tokens.sum(dtype=np.uint64))
+    avgdl = np.float32(total / np.float32(num_docs)) if num_docs else np.float32(0)
     nt = num_tokens.astype(np.float32)[pdoc]
     doc_norm = K1 * ((np.float32(1.0) - B) + B * nt / avgdl)
     f = freq.astype(np.float32)
@@ -142,26 +143,28 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     max_score = np.full(ntok, np.finfo(np.float32).min, dtype=np.float32)
     np.maximum.at(max_score, blk_tok, bmax)
 
-    # block payloads
+    # block payloads: full blocks packed, partial (tail) blocks raw, in global block order
     full = np.nonzero((idx_in_tok % BLOCK == 0) & (idx_in_tok + BLOCK <= df[ptok]))[0]
-    payload: list[bytes] = [b""] * len(bmax)
+    parts, order = [], []
     if len(full):
         sel = full[:, None] + np.arange(BLOCK)
         dblocks = sorted_blocks(pdoc[sel])
         fblocks = plain_blocks(freq[sel])
         bscore = bmax[gblk[full]].astype("<f4")
-        for k, i in enumerate(full):
-            payload[gblk[i]] = bscore[k].tobytes() + dblocks[k] + fblocks[k]
-    # partial (tail) blocks: f32 score, u32 docs, u32 freqs
-    tail_len = df % BLOCK
-    has_tail = np.nonzero(tail_len > 0)[0]
-    for t in has_tail:
-        s = int(tok_start[t] + df[t] - tail_len[t])
-        e = int(tok_start[t + 1])
-        g = int(blk_start[t + 1] - 1)
-        payload[g] = bmax[g].astype("<f4").tobytes() + pdoc[s:e].astype("<u4").tobytes() + \
-            freq[s:e].astype("<u4").tobytes()
-    blocks = pa.array(payload, pa.large_binary())
+        parts.append(pa.array([bscore[k].tobytes() + dblocks[k] + fblocks[k] for k in range(len(full))],
+                              pa.large_binary()))
+        order.append(gblk[full])
+    tail_len = (df % BLOCK)[ptok]
+    in_tail = idx_in_tok >= df[ptok] - tail_len            # pairs of each token's partial block
+    tails = np.nonzero((df % BLOCK) > 0)[0]
+    if len(tails):
+        last = blk_start[tails + 1] - 1
+        parts.append(_tail_blocks(bmax[last], df[tails] % BLOCK, pdoc[in_tail], freq[in_tail]))
+        order.append(last)
+    if parts:
+        blocks = pa.concat_arrays(parts).take(pa.array(np.argsort(np.concatenate(order), kind="stable")))
+    else:
+        blocks = pa.array([], pa.large_binary())
     posting = pa.ListArray.from_arrays(pa.array(blk_start.astype(np.int32)), blocks,
                                        type=pa.list_(pa.field("item", pa.large_binary())))
     cols = [posting, pa.array(max_score, pa.float32()), pa.array(df.astype(np.uint32), pa.uint32())]
@@ -169,6 +172,26 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
         cols.append(_positions(p, freq, tok_start))
     invert = pa.table(cols, schema=invert_schema(with_position))
     return docs, tokens, invert
+
+
+def _binary(words: np.ndarray, offsets: np.ndarray) -> pa.Array:
+    """A large_binary array over little-endian u32 ``words``; ``offsets`` in words."""
+    data = pa.py_buffer(words.astype("<u4").tobytes())
+    offs = pa.py_buffer((offsets.astype(np.int64) * 4).tobytes())
+    return pa.Array.from_buffers(pa.large_binary(), len(offsets) - 1, [None, offs, data])
+
+
+def _tail_blocks(score: np.ndarray, n: np.ndarray, docs: np.ndarray, freqs: np.ndarray) -> pa.Array:
+    """Partial blocks: f32 score, n u32 doc ids, n u32 frequencies (per block, vectorised)."""
+    size = 1 + 2 * n.astype(np.int64)
+    start = np.concatenate([[0], np.cumsum(size)])
+    words = np.empty(int(start[-1]), dtype=np.uint32)
+    words[start[:-1]] = score.astype(np.float32).view(np.uint32)
+    first = np.repeat(start[:-1] + 1, n)
+    j = np.arange(len(docs)) - np.repeat(np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+    words[first + j] = docs
+    words[first + np.repeat(n, n) + j] = freqs
+    return _binary(words, start)
 
 
 def _positions(p: np.ndarray, freq: np.ndarray, tok_start: np.ndarray) -> pa.Array:
@@ -180,13 +203,21 @@ def _positions(p: np.ndarray, freq: np.ndarray, tok_start: np.ndarray) -> pa.Arr
     nbin = 1 + nfull + (tail > 0)
     items: list[bytes] = []
     counts = freq.astype("<u4")
+    values: pa.Array
     big = nfull > 0
     if not big.any():
-        # common case, vectorised: [count] + [raw tail]
-        raw = p.astype("<u4")
-        for i in range(npairs):
-            items.append(counts[i].tobytes())
-            items.append(raw[pair_off[i]:pair_off[i + 1]].tobytes())
+        # common case (every count < 128), vectorised: binaries [count], [raw positions]
+        words = np.empty(npairs + len(p), dtype=np.uint32)
+        cpos = pair_off[:-1] + np.arange(npairs)
+        words[cpos] = freq
+        mask = np.ones(len(words), dtype=bool)
+        mask[cpos] = False
+        words[mask] = p
+        offs = np.empty(2 * npairs + 1, dtype=np.int64)
+        offs[0] = 0
+        offs[1::2] = cpos + 1
+        offs[2::2] = pair_off[1:] + np.arange(1, npairs + 1)
+        values = _binary(words, offs)
     else:
         raw = p.astype("<u4")
         for i in range(npairs):
@@ -197,8 +228,9 @@ def _positions(p: np.ndarray, freq: np.ndarray, tok_start: np.ndarray) -> pa.Arr
                 items.extend(sorted_blocks(p[s:s + nf * BLOCK].reshape(nf, BLOCK)))
             if tail[i]:
                 items.append(raw[s + nf * BLOCK:e].tobytes())
+        values = pa.array(items, pa.large_binary())
     inner_off = np.concatenate([[0], np.cumsum(nbin)]).astype(np.int32)
-    inner = pa.ListArray.from_arrays(pa.array(inner_off), pa.array(items, pa.large_binary()),
+    inner = pa.ListArray.from_arrays(pa.array(inner_off), values,
                                      type=pa.list_(pa.field("item", pa.large_binary())))
     return pa.ListArray.from_arrays(pa.array(tok_start.astype(np.int32)), inner,
-                                    type=pa.list_(pa.field("item", pa.list_(pa.field("item", pa.large_binary())))))
+                                    type=invert_schema(True).field("_position").type)

@@ -38,6 +38,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
 }
 BASE_TOKENIZERS = ("simple", "whitespace", "raw")
 _SPLIT = {"simple": r"[^\p{L}\p{N}\p{Mc}]+", "whitespace": r"[\t\n\x0b\x0c\r ]+"}
+_CODE_FLAGS = ("split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
 _BOOL = ("with_position", "lower_case", "stem", "remove_stop_words", "ascii_folding", "prefix_only",
          "split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
 
@@ -47,7 +48,8 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     UnsupportedError a tokenizer this library does not reproduce."""
     unknown = sorted(set(params) - set(DEFAULT_PARAMS))
     if unknown:
-        raise InvalidInputError(f"INVERTED index: unknown parameter(s) {unknown}; known: {sorted(DEFAULT_PARAMS)}")
+        raise InvalidInputError(f"INVERTED index: unknown parameter(s) {unknown}; "
+                                f"known: {sorted(DEFAULT_PARAMS)}")
     out = dict(DEFAULT_PARAMS)
     out.update(params)
     for k in _BOOL:
@@ -64,21 +66,22 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     if out["lance_tokenizer"] != "text":
         raise UnsupportedError(f"INVERTED index: lance_tokenizer {out['lance_tokenizer']!r} (JSON documents) "
                                "is not supported; only 'text'")
-    if str(out["language"]).lower() != "english" and (out["stem"] or
-                                                      (out["remove_stop_words"] and out["custom_stop_words"] is None)):
+    builtin_stops = out["remove_stop_words"] and out["custom_stop_words"] is None
+    if str(out["language"]).lower() != "english" and (out["stem"] or builtin_stops):
         raise UnsupportedError(f"INVERTED index: language {out['language']!r} with stemming or built-in stop "
                                "words is not supported; only English")
     out["language"] = "English" if str(out["language"]).lower() == "english" else out["language"]
     mtl = out["max_token_length"]
     if mtl is not None and (isinstance(mtl, bool) or not isinstance(mtl, int) or mtl <= 0):
-        raise InvalidInputError(f"INVERTED index: max_token_length must be a positive int or None, got {mtl!r}")
+        raise InvalidInputError(f"INVERTED index: max_token_length must be a positive int or None, "
+                                f"got {mtl!r}")
     csw = out["custom_stop_words"]
     if csw is not None and (not isinstance(csw, (list, tuple)) or not all(isinstance(w, str) for w in csw)):
         raise InvalidInputError(f"INVERTED index: custom_stop_words must be a list of strings, got {csw!r}")
     out["custom_stop_words"] = list(csw) if csw is not None else None
     if out["block_size"] != 128:
         raise UnsupportedError(f"INVERTED index: block_size {out['block_size']!r}; only 128 is supported")
-    if any(out[k] for k in ("split_identifiers", "split_on_numerics", "preserve_original", "index_operators")):
+    if any(out[k] for k in _CODE_FLAGS):
         raise InvalidInputError("INVERTED index: code analyzer flags require base_tokenizer='code'")
     for k in ("min_ngram_length", "max_ngram_length"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] <= 0:

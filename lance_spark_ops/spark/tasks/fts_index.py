@@ -68,15 +68,16 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
             valid = col.is_valid()
             texts.append(col.filter(valid))
             ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False))
-    arr = pa.concat_arrays([t.cast(pa.large_string()) for t in texts]) if texts else pa.array([], pa.large_string())
+    arr = pa.concat_arrays([t.cast(pa.large_string()) for t in texts]) if texts else \
+        pa.array([], pa.large_string())
     row_ids = np.concatenate(ids).astype(np.uint64) if ids else np.empty(0, np.uint64)
     tk = Analyzer(spec.params).tokenize(arr)
     # pylance 14 leaves documents without tokens out of the index (and its statistics)
     keep = tk.num_tokens > 0
     new_doc = np.cumsum(keep) - 1
     row_ids = row_ids[keep]
-    docs, tokens, invert = build_partition(row_ids, tk.num_tokens[keep], new_doc[tk.doc], tk.token, tk.position,
-                                           tk.vocab, spec.params["with_position"])
+    docs, tokens, invert = build_partition(row_ids, tk.num_tokens[keep], new_doc[tk.doc], tk.token,
+                                           tk.position, tk.vocab, spec.params["with_position"])
     files = []
     for name, table in ((invert_file(spec.part_id), invert), (token_file(spec.part_id), tokens),
                         (doc_file(spec.part_id), docs)):

@@ -1,0 +1,161 @@
+"""INVERTED index built by FTS_BUILDER on one copy, by pylance on a twin: pylance's full-text
+answers (rows and BM25 scores) are the same through both; index_stats counts 0 unindexed."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.spark import fts_index
+from lance_spark_ops.spark.fts_index import FTS_BUILDER, params_of_segment
+from tests.index.fts_helpers import build_fts
+
+lance = pytest.importorskip("lance")
+
+WORDS = ("The quick brown fox jumps over the lazy dog running runs ran runner Café déjà vu naïve résumé "
+         "straße Æsir Øre hello world foo_bar baz-qux 123abc 3.14 I've they're it's EXTRAORDINARILY "
+         "generously dying lying ½ ² İstanbul ﬁsh").split()
+
+
+def texts(n: int, seed: int = 0) -> list[str | None]:
+    rng = np.random.default_rng(seed)
+    out: list[str | None] = []
+    for i in range(n):
+        if i % 17 == 5:
+            out.append(None)
+        elif i % 19 == 7:
+            out.append("" if i % 2 else "the a an")     # no tokens: pylance leaves the row out
+        else:
+            k = int(rng.integers(1, 12))
+            words = [WORDS[j] for j in rng.integers(0, len(WORDS), k)]
+            if i % 13 == 2:
+                words += ["the", "lazy", "dog"]          # phrase hits, across a stop word gap
+            if i % 97 == 3:
+                words += ["repeat"] * 130                # a document with >= 128 positions of a token
+            out.append(" ".join(words))
+    return out
+
+
+def make(uri: str, n: int, version: str, stable: bool, fragments: int = 4) -> None:
+    shutil.rmtree(uri, ignore_errors=True)
+    t = pa.table({"id": pa.array(np.arange(n), pa.int64()), "text": pa.array(texts(n), pa.string())})
+    ds = lance.write_dataset(t, uri, max_rows_per_file=n // fragments, data_storage_version=version,
+                             enable_stable_row_ids=stable)
+    ds.delete("id % 11 = 4")
+
+
+QUERIES = ["fox", "quick dog", "cafe", "Café", "run", "straße", "strasse", "123abc", "repeat", "hello world",
+           "the", "ﬁsh", "fish", "nothing_here", "extraordinarili", "½"]
+PHRASES = ['"quick brown"', '"brown quick"', '"lazy dog"', '"repeat repeat"', '"hello world"']
+
+
+def answers(ds, queries) -> dict[str, tuple[list[int], np.ndarray]]:
+    out = {}
+    for q in queries:
+        t = ds.to_table(full_text_query=q, columns=["id", "_score"]).sort_by("id")
+        out[q] = (t.column("id").to_pylist(), t.column("_score").to_numpy())
+    return out
+
+
+def check_same(ours_uri: str, theirs_uri: str, queries, one_part: bool = True) -> None:
+    a, b = lance.dataset(ours_uri), lance.dataset(theirs_uri)
+    assert a.stats.index_stats("text_idx")["num_unindexed_rows"] == 0
+    sa, sb = a.stats.index_stats("text_idx")["indices"][0], b.stats.index_stats("text_idx")["indices"][0]
+    assert (sa["num_docs"], sa["params"]) == (sb["num_docs"], sb["params"])
+    if one_part:   # index_stats sums num_tokens over partitions (a token counts once per partition)
+        assert sa["num_tokens"] == sb["num_tokens"]
+    ours, theirs = answers(a, queries), answers(b, queries)
+    hits = 0
+    for q in queries:
+        assert ours[q][0] == theirs[q][0], q
+        np.testing.assert_allclose(ours[q][1], theirs[q][1], rtol=1e-5, err_msg=q)
+        hits += len(ours[q][0])
+    assert hits > 0
+
+
+def twins(tmp_path, n, version, stable, params, fragments=4):
+    src = str(tmp_path / "src")
+    make(src, n, version, stable, fragments)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(src, ours)
+    shutil.copytree(src, theirs)
+    lance.dataset(theirs).create_scalar_index("text", "INVERTED", **params)
+    return ours, theirs
+
+
+@pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
+def test_default_tokenizer_same_answers(spark, tmp_path, version, stable, monkeypatch):
+    # several partitions (one per task): pylance sums BM25 statistics over them
+    monkeypatch.setattr(fts_index, "ROWS_PER_PART", 700)
+    ours, theirs = twins(tmp_path, 2000, version, stable, {})
+    built = build_fts(spark, ours)
+    assert sum(1 for f, _ in built.files if f.endswith("_docs.lance")) >= 3
+    check_same(ours, theirs, QUERIES, one_part=False)
+
+
+@pytest.mark.parametrize("params", [
+    {"with_position": True},
+    {"stem": False, "remove_stop_words": False},
+    {"base_tokenizer": "whitespace", "with_position": True},
+    {"ascii_folding": False, "lower_case": False},
+    {"max_token_length": 6, "custom_stop_words": ["fox", "dog"], "remove_stop_words": True},
+    {"base_tokenizer": "raw"},
+])
+def test_settings_same_answers(tmp_path, params):
+    ours, theirs = twins(tmp_path, 1200, "2.1", False, params, fragments=3)
+    build_fts(None, ours, **params)
+    qs = QUERIES + (PHRASES if params.get("with_position") else [])
+    if params.get("base_tokenizer") == "raw":
+        qs = ["fox", "hello world", "Café"] + [t for t in texts(40) if t][:10]
+    check_same(ours, theirs, qs)
+
+
+def test_query_objects(tmp_path):
+    from lance.query import FullTextOperator, MatchQuery, PhraseQuery
+
+    ours, theirs = twins(tmp_path, 800, "2.2", False, {"with_position": True}, fragments=2)
+    build_fts(None, ours, with_position=True)
+    for q in (MatchQuery("quick fox", "text"), PhraseQuery("lazy dog", "text"),
+              MatchQuery("quick fox", "text", operator=FullTextOperator.AND)):
+        a = lance.dataset(ours).to_table(full_text_query=q, columns=["id", "_score"]).sort_by("id")
+        b = lance.dataset(theirs).to_table(full_text_query=q, columns=["id", "_score"]).sort_by("id")
+        assert a.num_rows > 0
+        assert a.column("id").equals(b.column("id"))
+        np.testing.assert_allclose(a.column("_score").to_numpy(), b.column("_score").to_numpy(), rtol=1e-5)
+
+
+def test_params_of_reads_back(tmp_path):
+    ours, _ = twins(tmp_path, 200, "2.1", False, {}, fragments=1)
+    params = {"stem": False, "custom_stop_words": ["x"], "max_token_length": None}
+    build_fts(None, ours, **params)
+    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.table.dataset import Dataset
+
+    ds = Dataset.open(ours)
+    (entry,) = index_entries(ds)
+    got = params_of_segment(ds, entry)
+    assert got == FTS_BUILDER.check_params("INVERTED", pa.field("text", pa.string()), params)
+    # what pylance says the index was built with
+    stats = lance.dataset(ours).stats.index_stats("text_idx")
+    assert stats["indices"][0]["params"]["custom_stop_words"] == ["x"]
+
+
+def test_check_params_errors():
+    f = pa.field("text", pa.string())
+    with pytest.raises(InvalidInputError, match="stemm"):
+        FTS_BUILDER.check_params("INVERTED", f, {"stemm": True})
+    with pytest.raises(InvalidInputError, match="'n'"):
+        FTS_BUILDER.check_params("INVERTED", pa.field("n", pa.int64()), {})
+    with pytest.raises(InvalidInputError, match="with_position"):
+        FTS_BUILDER.check_params("INVERTED", f, {"with_position": "yes"})
+    with pytest.raises(UnsupportedError, match="ngram"):
+        FTS_BUILDER.check_params("INVERTED", f, {"base_tokenizer": "ngram"})
+    with pytest.raises(UnsupportedError, match="jieba"):
+        FTS_BUILDER.check_params("INVERTED", f, {"base_tokenizer": "jieba/default"})
+    with pytest.raises(InvalidInputError, match="max_token_length"):
+        FTS_BUILDER.check_params("INVERTED", f, {"max_token_length": 0})
+    assert FTS_BUILDER.check_params("INVERTED", pa.field("t", pa.large_string()), {})["stem"] is True
