@@ -8,9 +8,9 @@ filter is a function of one token, so it runs once per *distinct* token (a dict)
 token stream is split with pyarrow's regex kernels. Positions are the token's ordinal in the
 base tokenizer's stream (removed tokens leave gaps), as pylance stores them.
 
-Known gap: Rust's ``char::is_alphanumeric`` counts Unicode ``Other_Alphabetic`` marks (e.g.
-Indic vowel signs, Mn) as letters; the regex here counts letters, numbers and spacing marks
-(Mc), so some Indic words split differently.
+ASCII folding: a character's compatibility decomposition (NFKD) without its marks, letters
+that have none (ß, æ, ø, ł, ...) spelled out, keeping the ASCII part; characters with no
+ASCII part stay.
 """
 
 from __future__ import annotations
@@ -25,6 +25,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index.fts.alnum import split_pattern
 from lance_spark_ops.index.fts.stop_words import ENGLISH_STOP_WORDS
 
 # pylance 14's defaults for create_scalar_index(..., "INVERTED") (its index_stats shows them)
@@ -37,7 +38,7 @@ DEFAULT_PARAMS: dict[str, Any] = {
     "index_operators": False,
 }
 BASE_TOKENIZERS = ("simple", "whitespace", "raw")
-_SPLIT = {"simple": r"[^\p{L}\p{N}\p{Mc}]+", "whitespace": r"[\t\n\x0b\x0c\r ]+"}
+_SPLIT = {"simple": split_pattern(), "whitespace": r"[\t\n\x0b\x0c\r ]+"}
 _CODE_FLAGS = ("split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
 _BOOL = ("with_position", "lower_case", "stem", "remove_stop_words", "ascii_folding", "prefix_only",
          "split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
@@ -108,7 +109,7 @@ def _lower(t: str) -> str:
 _FOLD_SPECIAL = {"ß": "ss", "ẞ": "SS", "æ": "ae", "Æ": "AE", "ø": "o", "Ø": "O", "ł": "l", "Ł": "L",
                  "đ": "d", "Đ": "D", "œ": "oe", "Œ": "OE", "þ": "th", "Þ": "TH", "ð": "d", "Ð": "D",
                  "ı": "i", "ĸ": "k", "ħ": "h", "Ħ": "H", "ŧ": "t", "Ŧ": "T", "ŋ": "n", "Ŋ": "N",
-                 "ſ": "s", "ƒ": "f", "ɐ": "a", "ə": "e", "ɛ": "e", "ɔ": "o"}
+                 "ſ": "s"}
 
 
 def _fold_char(c: str) -> str:
@@ -117,8 +118,10 @@ def _fold_char(c: str) -> str:
     s = _FOLD_SPECIAL.get(c)
     if s is not None:
         return s
-    d = "".join(x for x in unicodedata.normalize("NFKD", c) if x.isascii())
-    return d or c
+    # compatibility decomposition, marks dropped, letters without one mapped; keep the ASCII
+    d = "".join(_FOLD_SPECIAL.get(x, x) for x in unicodedata.normalize("NFKD", c)
+                if unicodedata.category(x) != "Mn")
+    return "".join(x for x in d if x.isascii()) or c
 
 
 def _fold(t: str) -> str:
