@@ -5,18 +5,22 @@ rows each, whole fragments or row ranges of a big one) plus ``metadata.lance`` l
 pylance reads multi-partition indices as its own: BM25 statistics (document count, average
 length, document frequency) are summed over the partitions, so scores equal a one-partition
 build's. Rows are named by row address, or by stable row id when the dataset has them (what
-pylance stores). A merge (``merge_with``) keeps the old segments' partitions of this
-library's layout verbatim (copied under new partition ids) when all their fragments are still
-in the dataset, and indexes the new fragments into new partitions; anything else is refused.
+pylance stores). A merge (``merge_with``) ends with the documents pylance 14's optimize
+keeps: with stable row ids the live rows of the old segments' fragments (re-tokenized); with
+row addresses every row the old segments hold, deleted ones included, on fragments still in
+the dataset - their partitions copied verbatim when this library wrote them, else those rows
+re-tokenized (pylance's own token files are FSTs this library does not read).
 """
 
 from __future__ import annotations
 
+import json
 from collections.abc import Mapping
 from typing import Any
 
 import pyarrow as pa
 from google.protobuf import any_pb2
+from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
@@ -67,7 +71,12 @@ class FtsBuilder:
         raise UnsupportedError("params_of needs the index files; use params_of_segment(ds, index)")
 
     def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
-        from lance_spark_ops.spark.tasks.fts_index import PartitionSpec, build_partition_task, write_metadata
+        from lance_spark_ops.spark.tasks.fts_index import (
+            PartitionSpec,
+            build_partition_task,
+            read_segment_metadata,
+            write_metadata,
+        )
         from lance_spark_ops.table.dataset import Dataset
 
         params = check_tokenizer_params(req.params)
@@ -76,17 +85,37 @@ class FtsBuilder:
         files: list[tuple[str, int]] = []
         part_ids: list[int] = []
         next_id = 0
-        if req.merge_with:
-            copied, next_id = _copy_old_partitions(ds, req, dst)
-            for pid, fs in copied:
-                part_ids.append(pid)
-                files.extend(fs)
-        by_id = ds.fragments_with_ids(req.fragment_ids)
+        live = {f.id for f in ds.fragments}
+        # (fragment ids, docs files whose rows to keep or None for the live rows) to tokenize
+        groups: list[tuple[list[int], tuple[str, ...] | None]] = [(list(req.fragment_ids), None)]
+        for raw in req.merge_with:
+            old = table_pb2.IndexMetadata.FromString(raw)
+            covered = sorted(BitMap.deserialize(old.fragment_bitmap)) if old.fragment_bitmap else []
+            kept = [i for i in covered if i in live]
+            src = f"_indices/{uuid_str(old.uuid.uuid)}"
+            meta, _ = read_segment_metadata(ds, src)
+            old_parts = json.loads(meta.get("partitions", "[]"))
+            if req.row_ids:
+                # stable row ids: pylance's merge drops the deleted rows -> the live rows again
+                groups.append((kept, None))
+            elif len(kept) == len(covered) and _our_layout(meta):
+                for pid in old_parts:               # kept verbatim, deleted rows included
+                    fs = _copy_partition(ds, src, pid, dst, next_id)
+                    part_ids.append(next_id)
+                    files.extend(fs)
+                    next_id += 1
+            else:
+                # row addresses: pylance keeps every row the old segment holds (deleted ones
+                # too) on fragments still in the dataset -> re-tokenize exactly those rows
+                groups.append((kept, tuple(f"{src}/part_{pid}_docs.lance" for pid in old_parts)))
         specs = []
-        for ranges in _plan(ds, [by_id[i] for i in req.fragment_ids]):
-            specs.append(PartitionSpec(req.uri, req.read_version, req.column, params, req.row_ids, dst,
-                                       next_id, tuple(ranges), req.file_version, dict(req.storage_options)))
-            next_id += 1
+        for frag_ids, only in groups:
+            by_id = ds.fragments_with_ids(frag_ids)
+            for ranges in _plan(ds, [by_id[i] for i in frag_ids]):
+                specs.append(PartitionSpec(req.uri, req.read_version, req.column, params, req.row_ids, dst,
+                                           next_id, tuple(ranges), req.file_version,
+                                           dict(req.storage_options), only))
+                next_id += 1
         results = job.run_tasks(specs, build_partition_task) if specs else []
         from lance_spark_ops.spark.runner import TaskFailed
 
@@ -127,38 +156,19 @@ def _plan(ds: Any, frags: list[Any]) -> list[list[tuple[int, int | None, int | N
     return out
 
 
-def _copy_old_partitions(ds: Any, req: SegmentRequest, dst: str) -> tuple[list[tuple[int, list]], int]:
-    """The old segments' partitions copied under ``dst`` with new ids (``merge_with``)."""
-    from lance_spark_ops.spark.tasks.fts_index import read_segment_metadata
+def _our_layout(meta: Mapping[str, str]) -> bool:
+    """A segment this library wrote (arrow token set, Lance 1.0's posting layout)."""
+    return meta.get("token_set_format") == "arrow" and "format_version" not in meta
 
-    live = {f.id for f in ds.fragments}
-    out: list[tuple[int, list]] = []
-    next_id = 0
-    for raw in req.merge_with:
-        old = table_pb2.IndexMetadata.FromString(raw)
-        from pyroaring import BitMap
 
-        covered = set(BitMap.deserialize(old.fragment_bitmap)) if old.HasField("fragment_bitmap") else set()
-        if covered - live:
-            raise UnsupportedError(f"INVERTED merge: segment {uuid_str(old.uuid.uuid)} covers fragments "
-                                   f"{sorted(covered - live)} no longer in the dataset; retrain instead")
-        src = f"_indices/{uuid_str(old.uuid.uuid)}"
-        meta, _ = read_segment_metadata(ds, src)
-        if meta.get("token_set_format") != "arrow" or "format_version" in meta:
-            raise UnsupportedError(f"INVERTED merge: segment {src} is in pylance's own layout "
-                                   f"(token_set_format {meta.get('token_set_format')!r}); retrain instead")
-        import json
-
-        for pid in json.loads(meta["partitions"]):
-            fs = []
-            for kind in ("invert", "tokens", "docs"):
-                name = f"part_{next_id}_{kind}.lance"
-                data = ds.store.read(f"{src}/part_{pid}_{kind}.lance")
-                ds.store.write(f"{dst}/{name}", data)
-                fs.append((name, len(data)))
-            out.append((next_id, fs))
-            next_id += 1
-    return out, next_id
+def _copy_partition(ds: Any, src: str, pid: int, dst: str, new_id: int) -> list[tuple[str, int]]:
+    out = []
+    for kind in ("invert", "tokens", "docs"):
+        name = f"part_{new_id}_{kind}.lance"
+        data = ds.store.read(f"{src}/part_{pid}_{kind}.lance")
+        ds.store.write(f"{dst}/{name}", data)
+        out.append((name, len(data)))
+    return out
 
 
 def params_of_segment(ds: Any, index: Any) -> dict[str, Any]:

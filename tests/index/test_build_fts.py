@@ -159,3 +159,41 @@ def test_check_params_errors():
     with pytest.raises(InvalidInputError, match="max_token_length"):
         FTS_BUILDER.check_params("INVERTED", f, {"max_token_length": 0})
     assert FTS_BUILDER.check_params("INVERTED", pa.field("t", pa.large_string()), {})["stem"] is True
+
+
+def _append(uri: str, start: int, n: int) -> None:
+    t = pa.table({"id": pa.array(np.arange(start, start + n), pa.int64()),
+                  "text": pa.array(texts(n, seed=start), pa.string())})
+    lance.dataset(uri).insert(t)
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_merge_with_equals_pylance_optimize(spark, tmp_path, stable):
+    """Our merge of our segment and of pylance's segment with new fragments vs pylance's
+    optimize_indices on a twin holding pylance's own index: same answers, one segment each
+    (rows deleted after indexing stay in the statistics without stable row ids, leave with
+    them, as in pylance); and pylance's own optimize keeps working on what we wrote."""
+    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.table.dataset import Dataset
+
+    params = {"with_position": True}
+    ours, theirs = twins(tmp_path, 900, "2.2", stable, params, fragments=3)
+    build_fts(spark, ours, **params)
+    mirror = str(tmp_path / "mirror")            # our index, optimized by pylance
+    shutil.copytree(ours, mirror)
+    adopted = str(tmp_path / "adopted")          # pylance's index, merged by us
+    shutil.copytree(theirs, adopted)
+    for uri in (ours, theirs, mirror, adopted):
+        lance.dataset(uri).delete("id % 7 = 1")     # deleted after indexing: the index keeps them
+        _append(uri, 900, 300)
+    ds = Dataset.open(ours)
+    (old,) = index_entries(ds)
+    new_frags = [f.id for f in ds.fragments if f.id not in {0, 1, 2}]
+    build_fts(spark, ours, fragment_ids=new_frags, merge_with=[old], **params)
+    (pylance_seg,) = index_entries(Dataset.open(adopted))
+    build_fts(spark, adopted, fragment_ids=new_frags, merge_with=[pylance_seg], **params)
+    lance.dataset(theirs).optimize.optimize_indices()
+    lance.dataset(mirror).optimize.optimize_indices()
+    for uri in (ours, mirror, adopted):
+        assert lance.dataset(uri).stats.index_stats("text_idx")["num_segments"] == 1
+        check_same(uri, theirs, QUERIES + PHRASES, one_part=False)

@@ -14,6 +14,7 @@ from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index.fts.layout import doc_file, invert_file, metadata_schema, token_file
@@ -37,6 +38,8 @@ class PartitionSpec:
     ranges: tuple[tuple[int, int | None, int | None], ...]
     file_version: str = "2.0"
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    # docs files of an old segment: index exactly the rows they list (deleted ones included)
+    only_rows_of: tuple[str, ...] | None = None
 
 
 @dataclass(frozen=True)
@@ -59,13 +62,18 @@ def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
 def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResult:
     ds = Dataset.open(spec.uri, version=spec.version, storage_options=spec.storage_options)
     id_col = "_rowid" if spec.row_ids else "_rowaddr"
+    only = _listed_rows(ds, spec.only_rows_of) if spec.only_rows_of is not None else None
     texts, ids = [], []
     for frag_id, start, stop in spec.ranges:
         rr = None if start is None else (start, stop)
         for b in ds.scan_fragment(frag_id, [spec.column], with_row_id=spec.row_ids,
-                                  with_row_address=not spec.row_ids, row_range=rr):
+                                  with_row_address=not spec.row_ids, row_range=rr,
+                                  include_deleted=only is not None):
             col = b.column(spec.column)
             valid = col.is_valid()
+            if only is not None:
+                listed = np.isin(b.column(id_col).to_numpy(zero_copy_only=False), only)
+                valid = pc.and_(valid, pa.array(listed))
             texts.append(col.filter(valid))
             ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False))
     arr = pa.concat_arrays([t.cast(pa.large_string()) for t in texts]) if texts else \
@@ -83,6 +91,15 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
                         (doc_file(spec.part_id), docs)):
         files.append((name, _write(ds, f"{spec.dst}/{name}", table, spec.file_version)))
     return PartitionResult(spec.part_id, tuple(files), len(row_ids))
+
+
+def _listed_rows(ds: Dataset, docs_files: tuple[str, ...]) -> np.ndarray:
+    """The ``_rowid`` column of an old segment's docs files (any layout: pylance's and ours)."""
+    from lance_spark_ops.file.reader import LanceFileReader
+
+    out = [LanceFileReader(rel, store=ds.store).read(["_rowid"]).column("_rowid").to_numpy()
+           for rel in docs_files]
+    return np.concatenate(out) if out else np.empty(0, np.uint64)
 
 
 def write_metadata(ds: Dataset, dst: str, part_ids: list[int], params: dict[str, Any], version: str) -> int:
