@@ -23,7 +23,7 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.index.fts.layout import params_from_metadata
 from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
@@ -68,7 +68,23 @@ class FtsBuilder:
         return check_tokenizer_params(params)
 
     def params_of(self, kind: str, index: Any) -> dict[str, Any]:
-        raise UnsupportedError("params_of needs the index files; use params_of_segment(ds, index)")
+        """From the entry's ``InvertedIndexDetails`` (what pylance's and our entries carry).
+        Custom stop words are not in the details: ``build`` reads the exact parameters from
+        ``model_from``'s ``metadata.lance`` when the driver passes it."""
+        d = table_pb2.InvertedIndexDetails()
+        if index.HasField("index_details"):
+            d.ParseFromString(index.index_details.value)
+        if not d.HasField("base_tokenizer"):    # blank details of old indices: the defaults
+            return check_tokenizer_params({})
+        lang = d.language
+        lang = json.loads(lang) if lang.startswith('"') else (lang or "English")
+        return check_tokenizer_params({
+            "base_tokenizer": d.base_tokenizer, "language": lang, "with_position": d.with_position,
+            "max_token_length": d.max_token_length if d.HasField("max_token_length") else None,
+            "lower_case": d.lower_case, "stem": d.stem, "remove_stop_words": d.remove_stop_words,
+            "ascii_folding": d.ascii_folding, "min_ngram_length": d.min_ngram_length or 3,
+            "max_ngram_length": d.max_ngram_length or 3, "prefix_only": d.prefix_only,
+            "block_size": d.block_size if d.HasField("block_size") else 128})
 
     def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
         from lance_spark_ops.spark.tasks.fts_index import (
@@ -79,8 +95,11 @@ class FtsBuilder:
         )
         from lance_spark_ops.table.dataset import Dataset
 
-        params = check_tokenizer_params(req.params)
         ds = Dataset.open(req.uri, version=req.read_version, storage_options=req.storage_options)
+        if req.model_from is not None:  # a delta / merge tokenizes as the model segment did
+            params = params_of_segment(ds, table_pb2.IndexMetadata.FromString(req.model_from))
+        else:
+            params = check_tokenizer_params(req.params)
         dst = f"_indices/{uuid_str(req.new_uuid)}"
         files: list[tuple[str, int]] = []
         part_ids: list[int] = []

@@ -52,3 +52,26 @@ def build_fts(spark: Any, uri: str, column: str = "text", name: str | None = Non
 def _file_version(ds: Dataset) -> str:
     v = ds.data_storage_version
     return "2.0" if v in ("legacy", "0.1") else v
+
+
+def build_fts_delta(uri: str, model: Any, fragment_ids: list[int]) -> Any:
+    """A delta segment over ``fragment_ids`` built like ``model`` (``model_from``), committed
+    beside it (what ``optimize_indices(num_indices_to_merge=0)`` does)."""
+    ds = Dataset.open(uri)
+    new_uuid = uuidlib.uuid4().bytes
+    req = SegmentRequest(uri=uri, read_version=ds.version, kind="INVERTED", column="text",
+                         field_id=model.fields[0], name=model.name, params={}, new_uuid=new_uuid,
+                         fragment_ids=tuple(fragment_ids), model_from=model.SerializeToString(),
+                         row_ids=ds.uses_stable_row_ids, file_version=_file_version(ds))
+    with Job(None, "optimize_indices", uri) as job:
+        built = FTS_BUILDER.build(job, req)
+    meta = table_pb2.IndexMetadata(name=model.name, fields=list(model.fields), dataset_version=ds.version,
+                                   index_version=built.index_version, created_at=int(time.time() * 1000),
+                                   fragment_bitmap=bytes(BitMap(fragment_ids).serialize()))
+    meta.uuid.uuid = new_uuid
+    meta.index_details.ParseFromString(built.details)
+    for path, size in built.files:
+        meta.files.add(path=path, size_bytes=size)
+    # CreateIndex replaces entries of the same name: the segments that stay are listed again
+    commit_transaction(ds.store, CreateIndex([meta, model], []), ds.version)
+    return built

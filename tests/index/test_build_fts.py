@@ -197,3 +197,37 @@ def test_merge_with_equals_pylance_optimize(spark, tmp_path, stable):
     for uri in (ours, mirror, adopted):
         assert lance.dataset(uri).stats.index_stats("text_idx")["num_segments"] == 1
         check_same(uri, theirs, QUERIES + PHRASES, one_part=False)
+
+
+def test_params_of_details_and_model_from(tmp_path):
+    """params_of reads pylance's and our entries' details alike; a delta built with
+    model_from tokenizes as the model did (custom stop words come from its metadata.lance)."""
+    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.table.dataset import Dataset
+
+    params = {"stem": False, "with_position": True, "max_token_length": None, "ascii_folding": False}
+    ours, theirs = twins(tmp_path, 300, "2.1", False, params, fragments=3)
+    build_fts(None, ours, **params)
+    f = pa.field("text", pa.string())
+    for uri in (ours, theirs):
+        (entry,) = index_entries(Dataset.open(uri))
+        assert FTS_BUILDER.params_of("INVERTED", entry) == FTS_BUILDER.check_params("INVERTED", f, params)
+    custom = str(tmp_path / "custom")
+    make(custom, 300, "2.1", False, 3)
+    build_fts(None, custom, fragment_ids=[0, 1, 2], custom_stop_words=["fox"])
+    _append(custom, 300, 100)
+    ds = Dataset.open(custom)
+    (model,) = index_entries(ds)
+    from tests.index.fts_helpers import build_fts_delta
+
+    built = build_fts_delta(custom, model, [3])
+    ds = Dataset.open(custom)
+    delta = next(i for i in index_entries(ds) if i.uuid.uuid != model.uuid.uuid)
+    assert params_of_segment(ds, delta)["custom_stop_words"] == ["fox"]
+    from lance_spark_ops.file.reader import LanceFileReader
+    from lance_spark_ops.index.kinds import uuid_str
+
+    (tok_file,) = [f for f, _ in built.files if f.endswith("_tokens.lance")]
+    toks = LanceFileReader(f"{custom}/_indices/{uuid_str(delta.uuid.uuid)}/{tok_file}").read()
+    assert "dog" in toks.column("_token").to_pylist() and "fox" not in toks.column("_token").to_pylist()
+    assert lance.dataset(custom).stats.index_stats("text_idx")["num_unindexed_rows"] == 0
