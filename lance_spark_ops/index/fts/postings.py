@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 BLOCK = 128
 K1 = np.float32(1.2)
@@ -76,6 +77,11 @@ def pack4x(blocks: np.ndarray, bits: np.ndarray) -> list[bytes]:
     return out
 
 
+def _run_starts(keys: np.ndarray, n: int) -> np.ndarray:
+    """First index of each of the ``n`` runs of the non-decreasing ``keys`` (0..n-1, all present)."""
+    return np.searchsorted(keys, np.arange(n), side="left")
+
+
 def _deltas(blocks: np.ndarray) -> np.ndarray:
     d = np.diff(blocks.astype(np.int64), axis=1, prepend=blocks[:, :1].astype(np.int64))
     return d.astype(np.uint32)
@@ -105,7 +111,7 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     docs = pa.table([pa.array(row_ids, pa.uint64()), pa.array(num_tokens, pa.uint32())], schema=DOCS_SCHEMA)
     # token ids: rank of the token's UTF-8 bytes
     vocab_arr = pa.array(vocab, pa.utf8())
-    order = np.array(sorted(range(len(vocab)), key=lambda i: vocab[i].encode()), dtype=np.int64)
+    order = pc.array_sort_indices(vocab_arr.cast(pa.binary())).to_numpy().astype(np.int64)
     rank = np.empty(len(vocab), dtype=np.int64)
     rank[order] = np.arange(len(vocab))
     tokens = pa.table([vocab_arr.take(pa.array(order)), pa.array(np.arange(len(vocab)), pa.uint32())],
@@ -135,13 +141,13 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     nblocks = (df + BLOCK - 1) // BLOCK
     blk_start = np.concatenate([[0], np.cumsum(nblocks)])
     gblk = blk_start[ptok] + blk
-    bmax = np.full(int(blk_start[-1]), -np.inf, dtype=np.float32)
-    np.maximum.at(bmax, gblk, score)
+    # pairs are sorted by (token, doc): blocks and tokens are contiguous runs
+    bmax = np.maximum.reduceat(score, _run_starts(gblk, int(blk_start[-1]))) \
+        if len(score) else np.empty(0, np.float32)
     weight = (idf(df, num_docs) * (K1 + np.float32(1.0))).astype(np.float32)
     blk_tok = np.repeat(np.arange(ntok), nblocks)
     bmax = (bmax * weight[blk_tok]).astype(np.float32)
-    max_score = np.full(ntok, np.finfo(np.float32).min, dtype=np.float32)
-    np.maximum.at(max_score, blk_tok, bmax)
+    max_score = np.maximum.reduceat(bmax, blk_start[:-1]) if len(bmax) else np.empty(0, np.float32)
 
     # block payloads: full blocks packed, partial (tail) blocks raw, in global block order
     full = np.nonzero((idx_in_tok % BLOCK == 0) & (idx_in_tok + BLOCK <= df[ptok]))[0]

@@ -128,8 +128,10 @@ def _fold(t: str) -> str:
     return t if t.isascii() else "".join(_fold_char(c) for c in t)
 
 
-def token_filter(params: Mapping[str, Any]) -> Callable[[str], str | None]:
-    """The per-token part of the pipeline: raw token -> indexed token, or None if it leaves."""
+def token_filter(params: Mapping[str, Any]) -> Callable[[list[str]], list[str | None]]:
+    """The per-token part of the pipeline over a list of distinct raw tokens: each one's
+    indexed token, or None if it leaves. Stemming goes through Snowball's batch call (C with
+    PyStemmer installed, else pure Python)."""
     limit = params["max_token_length"]
     stemmer = None
     if params["stem"]:
@@ -142,16 +144,24 @@ def token_filter(params: Mapping[str, Any]) -> Callable[[str], str | None]:
         stops = frozenset(csw) if csw is not None else ENGLISH_STOP_WORDS
     lower, fold = params["lower_case"], params["ascii_folding"]
 
-    def f(t: str) -> str | None:
-        if limit is not None and len(t.encode()) >= limit:
-            return None
+    def f(tokens: list[str]) -> list[str | None]:
+        arr = pa.array(tokens, pa.large_string())
+        keep = np.ones(len(tokens), dtype=bool)
+        if limit is not None:
+            keep = pc.less(pc.binary_length(arr), limit).to_numpy(zero_copy_only=False)
+        ts = [t for t, k in zip(tokens, keep.tolist(), strict=True) if k]
         if lower:
-            t = _lower(t)
+            ts = [_lower(t) for t in ts]
         if stemmer is not None:
-            t = stemmer.stemWord(t)
-        if stops is not None and t in stops:
-            return None
-        return _fold(t) if fold else t
+            ts = stemmer.stemWords(ts)
+        out: list[str | None] = [None] * len(tokens)
+        it = iter(ts)
+        for i in np.nonzero(keep)[0].tolist():
+            t = next(it)
+            if stops is not None and t in stops:
+                continue
+            out[i] = _fold(t) if fold else t
+        return out
 
     return f
 
@@ -165,16 +175,13 @@ class Analyzer:
         self._memo: dict[str, str | None] = {}
 
     def _map(self, distinct: list[str]) -> list[str | None]:
-        memo, f = self._memo, self._filter
-        out = []
-        for t in distinct:
-            r = memo.get(t, memo)
-            if r is memo:
-                r = memo[t] = f(t)
-            out.append(r)  # type: ignore[arg-type]
-        if len(memo) > 2_000_000:   # bound memory on huge vocabularies
-            memo.clear()
-        return out
+        memo = self._memo
+        new = [t for t in distinct if t not in memo]
+        if new:
+            if len(memo) + len(new) > 2_000_000:   # bound memory on huge vocabularies
+                memo.clear()
+            memo.update(zip(new, self._filter(new), strict=True))
+        return [memo[t] for t in distinct]
 
     def tokenize(self, texts: pa.Array) -> Tokens:
         texts = texts.cast(pa.large_string()) if pa.types.is_large_string(texts.type) is False else texts
