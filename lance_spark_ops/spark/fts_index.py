@@ -23,7 +23,7 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.layout import params_from_metadata
 from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
@@ -62,6 +62,10 @@ class FtsBuilder:
     def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
         if kind not in self.kinds:
             raise InvalidInputError(f"FTS builder: index type {kind!r} is not INVERTED")
+        t = field.type
+        if (pa.types.is_list(t) or pa.types.is_large_list(t)) and _is_string(t.value_type):
+            raise UnsupportedError(f"INVERTED index: column {field.name!r} is a list of strings (one "
+                                   "document per item in pylance); this library indexes string columns")
         if not _is_string(field.type):
             raise InvalidInputError(f"INVERTED index: column {field.name!r} has type {field.type}; "
                                     "this library indexes string / large_string columns")

@@ -73,5 +73,5 @@ def build_fts_delta(uri: str, model: Any, fragment_ids: list[int]) -> Any:
     for path, size in built.files:
         meta.files.add(path=path, size_bytes=size)
     # CreateIndex replaces entries of the same name: the segments that stay are listed again
-    commit_transaction(ds.store, CreateIndex([meta, model], []), ds.version)
+    commit_transaction(ds.store, CreateIndex([model, meta], []), ds.version)
     return built

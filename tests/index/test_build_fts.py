@@ -231,3 +231,27 @@ def test_params_of_details_and_model_from(tmp_path):
     toks = LanceFileReader(f"{custom}/_indices/{uuid_str(delta.uuid.uuid)}/{tok_file}").read()
     assert "dog" in toks.column("_token").to_pylist() and "fox" not in toks.column("_token").to_pylist()
     assert lance.dataset(custom).stats.index_stats("text_idx")["num_unindexed_rows"] == 0
+
+
+def test_delta_equals_pylance_num_indices_to_merge_0(tmp_path):
+    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.table.dataset import Dataset
+    from tests.index.fts_helpers import build_fts_delta
+
+    ours, theirs = twins(tmp_path, 600, "2.1", False, {}, fragments=3)
+    build_fts(None, ours)
+    for uri in (ours, theirs):
+        _append(uri, 600, 200)
+    (model,) = index_entries(Dataset.open(ours))
+    build_fts_delta(ours, model, [3])
+    lance.dataset(theirs).optimize.optimize_indices(num_indices_to_merge=0)
+    for uri in (ours, theirs):
+        assert lance.dataset(uri).stats.index_stats("text_idx")["num_segments"] == 2
+    check_same(ours, theirs, QUERIES, one_part=False)
+
+
+def test_list_and_other_columns_refused_typed():
+    with pytest.raises(UnsupportedError, match="'tags'"):
+        FTS_BUILDER.check_params("INVERTED", pa.field("tags", pa.list_(pa.string())), {})
+    with pytest.raises(InvalidInputError, match="'b'"):
+        FTS_BUILDER.check_params("INVERTED", pa.field("b", pa.binary()), {})
