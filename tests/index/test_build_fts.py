@@ -255,3 +255,22 @@ def test_list_and_other_columns_refused_typed():
         FTS_BUILDER.check_params("INVERTED", pa.field("tags", pa.list_(pa.string())), {})
     with pytest.raises(InvalidInputError, match="'b'"):
         FTS_BUILDER.check_params("INVERTED", pa.field("b", pa.binary()), {})
+
+
+def test_file_version_2_0_with_positions(tmp_path):
+    params = {"with_position": True}
+    ours, theirs = twins(tmp_path, 700, "2.0", False, params, fragments=2)
+    build_fts(None, ours, **params)
+    check_same(ours, theirs, QUERIES + PHRASES)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("stable", [False, True])
+def test_bigger_multi_partition_spark(spark, tmp_path, monkeypatch, stable):
+    """30 000 rows, 8 fragments, ~5 000-row partitions (one fragment split into row ranges)."""
+    monkeypatch.setattr(fts_index, "ROWS_PER_PART", 5000)
+    params = {"with_position": True}
+    ours, theirs = twins(tmp_path, 30000, "2.2", stable, params, fragments=3)
+    built = build_fts(spark, ours, **params)
+    assert sum(1 for f, _ in built.files if f.endswith("_docs.lance")) >= 6
+    check_same(ours, theirs, QUERIES + PHRASES, one_part=False)
