@@ -36,6 +36,8 @@ def texts(n: int, seed: int = 0) -> list[str | None]:
                 words += ["the", "lazy", "dog"]          # phrase hits, across a stop word gap
             if i % 97 == 3:
                 words += ["repeat"] * 130                # a document with >= 128 positions of a token
+            if i % 211 == 5:
+                words += ["loop"] * 256                  # two full position blocks, no tail
             out.append(" ".join(words))
     return out
 
@@ -48,9 +50,9 @@ def make(uri: str, n: int, version: str, stable: bool, fragments: int = 4) -> No
     ds.delete("id % 11 = 4")
 
 
-QUERIES = ["fox", "quick dog", "cafe", "Café", "run", "straße", "strasse", "123abc", "repeat", "hello world",
-           "the", "ﬁsh", "fish", "nothing_here", "extraordinarili", "½"]
-PHRASES = ['"quick brown"', '"brown quick"', '"lazy dog"', '"repeat repeat"', '"hello world"']
+QUERIES = ["loop", "fox", "quick dog", "cafe", "Café", "run", "straße", "strasse", "123abc", "repeat",
+           "hello world", "the", "ﬁsh", "fish", "nothing_here", "extraordinarili", "½"]
+PHRASES = ['"loop loop"', '"quick brown"', '"brown quick"', '"lazy dog"', '"repeat repeat"', '"hello world"']
 
 
 def answers(ds, queries) -> dict[str, tuple[list[int], np.ndarray]]:

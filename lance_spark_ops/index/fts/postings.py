@@ -204,37 +204,41 @@ def _positions(p: np.ndarray, freq: np.ndarray, tok_start: np.ndarray) -> pa.Arr
     """list (per token) of list (per document) of binaries: [u32 count, packed blocks..., tail]."""
     npairs = len(freq)
     pair_off = np.concatenate([[0], np.cumsum(freq.astype(np.int64))])
-    nfull = freq // BLOCK
-    tail = freq % BLOCK
+    nfull = (freq // BLOCK).astype(np.int64)
+    tail = (freq % BLOCK).astype(np.int64)
     nbin = 1 + nfull + (tail > 0)
-    items: list[bytes] = []
-    counts = freq.astype("<u4")
-    values: pa.Array
-    big = nfull > 0
-    if not big.any():
-        # common case (every count < 128), vectorised: binaries [count], [raw positions]
-        words = np.empty(npairs + len(p), dtype=np.uint32)
-        cpos = pair_off[:-1] + np.arange(npairs)
-        words[cpos] = freq
-        mask = np.ones(len(words), dtype=bool)
-        mask[cpos] = False
-        words[mask] = p
-        offs = np.empty(2 * npairs + 1, dtype=np.int64)
-        offs[0] = 0
-        offs[1::2] = cpos + 1
-        offs[2::2] = pair_off[1:] + np.arange(1, npairs + 1)
-        values = _binary(words, offs)
-    else:
-        raw = p.astype("<u4")
-        for i in range(npairs):
-            items.append(counts[i].tobytes())
-            s, e = int(pair_off[i]), int(pair_off[i + 1])
-            nf = int(nfull[i])
-            if nf:
-                items.extend(sorted_blocks(p[s:s + nf * BLOCK].reshape(nf, BLOCK)))
-            if tail[i]:
-                items.append(raw[s + nf * BLOCK:e].tobytes())
-        values = pa.array(items, pa.large_binary())
+    # every pair's [count] and [raw tail] binaries, vectorised (the tail: positions after the
+    # pair's full blocks, all of them when it has fewer than 128)
+    words = np.empty(npairs + int(tail.sum()), dtype=np.uint32)
+    tail_off = np.concatenate([[0], np.cumsum(tail)])
+    cpos = tail_off[:-1] + np.arange(npairs)
+    words[cpos] = freq
+    in_tail = np.arange(len(p)) - np.repeat(pair_off[:-1], freq) >= np.repeat(nfull * BLOCK, freq)
+    mask = np.ones(len(words), dtype=bool)
+    mask[cpos] = False
+    words[mask] = p[in_tail]
+    offs = np.empty(2 * npairs + 1, dtype=np.int64)
+    offs[0] = 0
+    offs[1::2] = cpos + 1
+    offs[2::2] = tail_off[1:] + np.arange(1, npairs + 1)
+    values = _binary(words, offs)            # item 2 i: count of pair i, 2 i + 1: its tail
+    big = np.nonzero(nfull)[0]
+    if len(big):
+        # pairs with >= 128 positions (rare): their packed blocks go between count and tail
+        rows = np.concatenate([pair_off[i] + np.arange(nfull[i] * BLOCK) for i in big])
+        blocks = pa.array(sorted_blocks(p[rows].reshape(-1, BLOCK)), pa.large_binary())
+        block_first = np.concatenate([[0], np.cumsum(nfull[big])])
+        first_block = np.zeros(npairs, dtype=np.int64)
+        first_block[big] = block_first[:-1]
+        start = np.concatenate([[0], np.cumsum(nbin)])
+        take = np.empty(int(start[-1]), dtype=np.int64)
+        take[start[:-1]] = 2 * np.arange(npairs)
+        has_tail = np.nonzero(tail > 0)[0]
+        take[start[has_tail + 1] - 1] = 2 * has_tail + 1
+        k = np.arange(int(nfull.sum())) - np.repeat(block_first[:-1], nfull[big])
+        at = np.repeat(start[big] + 1, nfull[big]) + k
+        take[at] = 2 * npairs + np.repeat(first_block[big], nfull[big]) + k
+        values = pa.concat_arrays([values, blocks]).take(pa.array(take))
     inner_off = np.concatenate([[0], np.cumsum(nbin)]).astype(np.int32)
     inner = pa.ListArray.from_arrays(pa.array(inner_off), values,
                                      type=pa.list_(pa.field("item", pa.large_binary())))
