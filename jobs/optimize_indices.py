@@ -44,7 +44,8 @@ class OptimizeIndicesOptions:
         if self.max_retries < 0:
             raise InvalidInputError(f"max_retries must not be negative, got {self.max_retries}")
         if self.num_indices_to_merge is not None and self.num_indices_to_merge < 0:
-            raise InvalidInputError(f"num_indices_to_merge must not be negative, got {self.num_indices_to_merge}")
+            raise InvalidInputError("num_indices_to_merge must not be negative, "
+                                    f"got {self.num_indices_to_merge}")
         if self.tier_fanout < 2:
             raise InvalidInputError(f"tier_fanout must be at least 2, got {self.tier_fanout}")
 
@@ -68,8 +69,9 @@ def _check(uri: str, storage_options: dict[str, Any], opts: OptimizeIndicesOptio
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: OptimizeIndicesOptions) -> Any:
     from lance_spark_ops.spark.indexing import optimize_indices
 
-    return optimize_indices(spark, uri, index_names=opts.names(), num_indices_to_merge=opts.num_indices_to_merge,
-                            retrain=opts.retrain, merge_policy=opts.merge_policy, tier_fanout=opts.tier_fanout,
+    return optimize_indices(spark, uri, index_names=opts.names(),
+                            num_indices_to_merge=opts.num_indices_to_merge, retrain=opts.retrain,
+                            merge_policy=opts.merge_policy, tier_fanout=opts.tier_fanout,
                             storage_options=storage_options, max_retries=opts.max_retries)
 
 

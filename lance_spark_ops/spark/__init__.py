@@ -3,7 +3,8 @@ on executors through ``mapInArrow``, gather small results, commit on the driver.
 
 Every name in ``__all__`` is importable from here (lazily, so importing the package does not
 import Spark) and is the same object as in its module: ``compact`` / ``materialize_deletions``
-(``spark.compaction``), ``add_columns`` (``spark.columns``), ``create_index`` / ``optimize_indices`` (``spark.indexing``), ``rebuild_row_id_index``
+(``spark.compaction``), ``add_columns`` (``spark.columns``), ``create_index`` /
+``optimize_indices`` (``spark.indexing``), ``rebuild_row_id_index``
 (``spark.row_id_index``), ``vacuum`` (``spark.vacuuming``), ``import_delta``
 (``spark.delta_import``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
 ``register_data_source`` (the ``lance`` format, ``spark.datasource``).

@@ -433,7 +433,8 @@ def check_optimize(ds: Dataset, index_names: Sequence[str] | None, num_indices_t
     """The indices to optimize (by name, segments newest last); raises ``InvalidInputError``
     for an unknown name or option, before Spark work."""
     if merge_policy not in MERGE_POLICIES:
-        raise InvalidInputError(f"merge_policy must be one of {', '.join(MERGE_POLICIES)}, got {merge_policy!r}")
+        raise InvalidInputError(f"merge_policy must be one of {', '.join(MERGE_POLICIES)}, "
+                                f"got {merge_policy!r}")
     if num_indices_to_merge is not None and num_indices_to_merge < 0:
         raise InvalidInputError(f"num_indices_to_merge must not be negative, got {num_indices_to_merge}")
     if tier_fanout < 2:
@@ -446,7 +447,7 @@ def check_optimize(ds: Dataset, index_names: Sequence[str] | None, num_indices_t
             raise InvalidInputError(f"no index named {', '.join(map(repr, missing))} (indices: "
                                     f"{', '.join(sorted(segs)) or 'none'})", path=ds.uri)
         segs = {n: segs[n] for n in names}
-    for name, s in segs.items():
+    for s in segs.values():
         builder_for(index_kind(s[-1]))  # refuses types this library cannot build before any work
     return segs
 

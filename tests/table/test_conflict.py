@@ -4,7 +4,6 @@ between two writers that read the same version."""
 from __future__ import annotations
 
 import itertools
-
 import os
 from pathlib import Path
 
