@@ -47,6 +47,7 @@ from lance_spark_ops.errors import (
     InvalidInputError,
     NotFoundError,
     SchemaError,
+    UnsupportedError,
 )
 from lance_spark_ops.index.actions import effective_bitmap
 from lance_spark_ops.index.kinds import index_kind, uuid_str
@@ -431,7 +432,8 @@ def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: st
 def check_optimize(ds: Dataset, index_names: Sequence[str] | None, num_indices_to_merge: int | None,
                    merge_policy: str, tier_fanout: int) -> dict[str, list[Any]]:
     """The indices to optimize (by name, segments newest last); raises ``InvalidInputError``
-    for an unknown name or option, before Spark work."""
+    for an unknown name or option, and ``UnsupportedError`` for a named index of a type this
+    library cannot build, before Spark work. Without names, such indices are left out."""
     if merge_policy not in MERGE_POLICIES:
         raise InvalidInputError(f"merge_policy must be one of {', '.join(MERGE_POLICIES)}, "
                                 f"got {merge_policy!r}")
@@ -447,9 +449,19 @@ def check_optimize(ds: Dataset, index_names: Sequence[str] | None, num_indices_t
             raise InvalidInputError(f"no index named {', '.join(map(repr, missing))} (indices: "
                                     f"{', '.join(sorted(segs)) or 'none'})", path=ds.uri)
         segs = {n: segs[n] for n in names}
-    for s in segs.values():
-        builder_for(index_kind(s[-1]))  # refuses types this library cannot build before any work
-    return segs
+        for s in segs.values():
+            builder_for(index_kind(s[-1]))  # a named index this library cannot build: refused now
+        return segs
+    return {n: s for n, s in segs.items() if unsupported(s) is None}
+
+
+def unsupported(segments: Sequence[Any]) -> str | None:
+    """Why this library cannot optimize an index (None: it can)."""
+    try:
+        builder_for(index_kind(segments[-1]))
+    except UnsupportedError as e:
+        return e.message
+    return None
 
 
 def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None = None,
@@ -469,6 +481,12 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
             for name, s in check_optimize(ds, index_names, num_indices_to_merge, merge_policy,
                                           tier_fanout).items():
                 metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s)}
+            if index_names is None:  # all indices: those this library cannot build are left alone
+                for name, s in user_segments(ds).items():
+                    why = unsupported(s)
+                    if why is not None:
+                        metrics.indices[name] = {"type": index_kind(s[-1]), "skipped": why}
+                        logger.warning("optimize_indices: index %r left as it is: %s", name, why)
 
         def attempt_pylance() -> Dataset | None:
             with job.phase("plan"):
@@ -509,7 +527,8 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
         final = _open(uri, storage_options)
         after = user_segments(final)
         for name, m in metrics.indices.items():
-            m["segments_after"] = len(after.get(name, []))
+            if "skipped" not in m:
+                m["segments_after"] = len(after.get(name, []))
     return metrics
 
 

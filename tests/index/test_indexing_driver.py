@@ -225,3 +225,18 @@ def test_tiered_merges_deltas(tmp_path: Any, recorder: RecordingBuilder) -> None
     assert sorted(BitMap.deserialize(segs[0].fragment_bitmap)) == [f.id for f in ds.fragments]
     assert segs[0].dataset_version == 1
     assert unindexed_rows(ds, "x_idx") == 0
+
+
+def test_optimize_all_skips_types_it_cannot_build(tmp_path: Any, recorder: RecordingBuilder,
+                                                  monkeypatch: pytest.MonkeyPatch) -> None:
+    """Optimizing every index leaves one of a type without a builder as it is (and says so);
+    naming it is refused."""
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    lance.dataset(uri).create_scalar_index("x", "ZONEMAP", name="x_zm")
+    monkeypatch.setitem(index_registry._MODULES, "ZONEMAP", ("lance_spark_ops.no_such_module", "X"))
+    m = optimize_indices(None, uri)
+    assert m.indices["x_zm"]["type"] == "ZONEMAP" and "not supported" in m.indices["x_zm"]["skipped"]
+    assert m.indices["x_idx"]["segments_after"] == 1 and m.commits == 1
+    with pytest.raises(UnsupportedError, match="ZONEMAP"):
+        optimize_indices(None, uri, index_names=["x_zm"])
