@@ -240,3 +240,44 @@ def test_optimize_all_skips_types_it_cannot_build(tmp_path: Any, recorder: Recor
     assert m.indices["x_idx"]["segments_after"] == 1 and m.commits == 1
     with pytest.raises(UnsupportedError, match="ZONEMAP"):
         optimize_indices(None, uri, index_names=["x_zm"])
+
+
+def test_concurrent_append_stays_unindexed(tmp_path: Any, recorder: RecordingBuilder) -> None:
+    """An append landing between plan and commit: ours commits; the new fragment is left for the
+    next run (pylance counts its rows as unindexed)."""
+    from tests.spark.datasets import before_commit
+
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    with before_commit(lambda attempt: _append(uri, 7000) if attempt == 0 else None):
+        optimize_indices(None, uri)
+    ds = Dataset.open(uri)
+    (seg,) = user_segments(ds)["x_idx"]
+    assert sorted(BitMap.deserialize(seg.fragment_bitmap)) == [1, 2, 3]
+    assert unindexed_rows(ds, "x_idx") == 10  # the appended rows
+
+
+def test_concurrent_optimize_of_the_same_index(tmp_path: Any, recorder: RecordingBuilder) -> None:
+    """pylance's own optimize_indices commits first: ours retries from the new version, finds
+    nothing left to do, and never puts its segment over pylance's."""
+    from tests.spark.datasets import before_commit
+
+    uri = str(tmp_path / "ds")
+    _make(uri)
+    calls = []
+
+    def theirs(attempt: int) -> None:
+        calls.append(attempt)
+        if attempt == 0 and len(calls) == 1:
+            lance.dataset(uri).optimize.optimize_indices()
+
+    with before_commit(theirs):
+        m = optimize_indices(None, uri)
+    ds = Dataset.open(uri)
+    (seg,) = user_segments(ds)["x_idx"]
+    assert m.commits == 0 and len(recorder.requests) == 1
+    assert sorted(BitMap.deserialize(seg.fragment_bitmap)) == [1, 2, 3]
+    # the segment pylance wrote is the one in the manifest, and our directory is gone
+    assert {p.name for p in (tmp_path / "ds" / "_indices").iterdir()} >= {uuid_str(seg.uuid.uuid)}
+    left = {p.name for p in (tmp_path / "ds" / "_indices").iterdir()}
+    assert uuid_str(recorder.requests[0].new_uuid) not in left
