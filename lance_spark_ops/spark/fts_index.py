@@ -115,6 +115,11 @@ class FtsBuilder:
             old = table_pb2.IndexMetadata.FromString(raw)
             covered = sorted(BitMap.deserialize(old.fragment_bitmap)) if old.fragment_bitmap else []
             kept = [i for i in covered if i in live]
+            if len(kept) != len(covered) and not req.row_ids and _has_frag_reuse(ds):
+                # rows moved by a compaction whose remap was deferred: their new addresses are
+                # only known through the fragment reuse index
+                raise UnsupportedError(f"INVERTED merge: segment {uuid_str(old.uuid.uuid)} covers compacted "
+                                       "fragments not yet remapped; run remap_indices first")
             src = f"_indices/{uuid_str(old.uuid.uuid)}"
             meta, _ = read_segment_metadata(ds, src)
             old_parts = json.loads(meta.get("partitions", "[]"))
@@ -177,6 +182,13 @@ def _plan(ds: Any, frags: list[Any]) -> list[list[tuple[int, int | None, int | N
     if cur:
         out.append(cur)
     return out
+
+
+def _has_frag_reuse(ds: Any) -> bool:
+    from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME
+
+    section = ds.manifest_file.index_section
+    return section is not None and any(i.name == FRAG_REUSE_INDEX_NAME for i in section.indices)
 
 
 def _our_layout(meta: Mapping[str, str]) -> bool:

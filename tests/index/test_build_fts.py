@@ -276,3 +276,20 @@ def test_bigger_multi_partition_spark(spark, tmp_path, monkeypatch, stable):
     built = build_fts(spark, ours, **params)
     assert sum(1 for f, _ in built.files if f.endswith("_docs.lance")) >= 6
     check_same(ours, theirs, QUERIES + PHRASES, one_part=False)
+
+
+def test_driver_create_and_optimize(spark, tmp_path):
+    """Through the driver (spark.indexing): create_index "FTS" then optimize_indices after an
+    append, against pylance's create_scalar_index + optimize_indices on a twin."""
+    from lance_spark_ops.spark.indexing import create_index, optimize_indices
+
+    params = {"with_position": True, "stem": False}
+    ours, theirs = twins(tmp_path, 900, "2.2", False, params, fragments=3)
+    create_index(spark, ours, "text", "FTS", **params)
+    check_same(ours, theirs, QUERIES + PHRASES)
+    for uri in (ours, theirs):
+        lance.dataset(uri).delete("id % 5 = 2")
+        _append(uri, 900, 300)
+    optimize_indices(spark, ours)
+    lance.dataset(theirs).optimize.optimize_indices()
+    check_same(ours, theirs, QUERIES + PHRASES, one_part=False)
