@@ -293,3 +293,23 @@ def test_driver_create_and_optimize(spark, tmp_path):
     optimize_indices(spark, ours)
     lance.dataset(theirs).optimize.optimize_indices()
     check_same(ours, theirs, QUERIES + PHRASES, one_part=False)
+
+
+@pytest.mark.parametrize(("args", "words"), [
+    (["--column", "id", "--type", "FTS"], "'id'"),
+    (["--column", "text", "--type", "FTS", "--param", "stemm=true"], "stemm"),
+    (["--column", "text", "--type", "INVERTED", "--param", "max_token_length=-3"], "max_token_length"),
+])
+def test_job_bad_fts_params_exit_2(tmp_path, monkeypatch, capsys, args, words):
+    from lance_spark_ops.spark import cli
+    from tests.jobs.test_jobs import last_json, load_job
+
+    def refuse(job):
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(cli, "_session", refuse)
+    uri = str(tmp_path / "ds")
+    make(uri, 100, "2.1", False, 1)
+    assert load_job("create_index").main([uri, *args]) == 2
+    out = last_json(capsys.readouterr().out)
+    assert out["error"]["type"] == "InvalidInputError" and words in out["error"]["message"]
