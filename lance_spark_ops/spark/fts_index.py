@@ -31,7 +31,9 @@ from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
 
 INDEX_VERSION = 2           # pylance 14's index_version for INVERTED entries
-ROWS_PER_PART = 1 << 20     # live rows per partition task (memory bound)
+# per partition task (its memory: ~40 bytes per token occurrence, plus one scan batch)
+ROWS_PER_PART = 1 << 20     # live rows
+BYTES_PER_PART = 128 << 20  # bytes of the fragments' data files
 DETAILS_TYPE_URL = "/lance.table.InvertedIndexDetails"
 
 
@@ -159,26 +161,30 @@ class FtsBuilder:
 
 
 def _plan(ds: Any, frags: list[Any]) -> list[list[tuple[int, int | None, int | None]]]:
-    """Partitions of at most ``ROWS_PER_PART`` rows: consecutive whole fragments, or row
-    ranges of one fragment bigger than that."""
+    """Partitions of at most ``ROWS_PER_PART`` rows and ``BYTES_PER_PART`` bytes of data files
+    (the whole row's: an upper bound of the column's compressed text): consecutive whole
+    fragments, or row ranges of one fragment bigger than that."""
     out: list[list[tuple[int, int | None, int | None]]] = []
     cur: list[tuple[int, int | None, int | None]] = []
-    n = 0
+    load = 0.0
     for f in frags:
         phys = int(f.physical_rows or 0)
         live = phys - int(f.num_deleted_rows or 0)
-        if phys > ROWS_PER_PART:
+        size = sum(int(d.file_size_bytes or 0) for d in f.files)
+        share = max(live / ROWS_PER_PART, size / BYTES_PER_PART)
+        if share > 1 and phys > 1:
             if cur:
                 out.append(cur)
-                cur, n = [], 0
-            for s in range(0, phys, ROWS_PER_PART):
-                out.append([(f.id, s, min(phys, s + ROWS_PER_PART))])
+                cur, load = [], 0.0
+            step = max(1, int(phys / share))
+            for s in range(0, phys, step):
+                out.append([(f.id, s, min(phys, s + step))])
             continue
-        if cur and n + live > ROWS_PER_PART:
+        if cur and load + share > 1:
             out.append(cur)
-            cur, n = [], 0
+            cur, load = [], 0.0
         cur.append((f.id, None, None))
-        n += live
+        load += share
     if cur:
         out.append(cur)
     return out

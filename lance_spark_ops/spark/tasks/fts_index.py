@@ -63,7 +63,12 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
     ds = Dataset.open(spec.uri, version=spec.version, storage_options=spec.storage_options)
     id_col = "_rowid" if spec.row_ids else "_rowaddr"
     only = _listed_rows(ds, spec.only_rows_of) if spec.only_rows_of is not None else None
-    texts, ids = [], []
+    analyzer = Analyzer(spec.params)
+    # tokenized batch by batch: only the compact token stream (u32 doc, token, position) and
+    # the partition's vocabulary stay, not the texts
+    ids, nts, docs_l, toks_l, pos_l = [], [], [], [], []
+    vocab: dict[str, int] = {}
+    ndocs = 0
     for frag_id, start, stop in spec.ranges:
         rr = None if start is None else (start, stop)
         for b in ds.scan_fragment(frag_id, [spec.column], with_row_id=spec.row_ids,
@@ -74,18 +79,25 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
             if only is not None:
                 listed = np.isin(b.column(id_col).to_numpy(zero_copy_only=False), only)
                 valid = pc.and_(valid, pa.array(listed))
-            texts.append(col.filter(valid))
-            ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False))
-    arr = pa.concat_arrays([t.cast(pa.large_string()) for t in texts]) if texts else \
-        pa.array([], pa.large_string())
-    row_ids = np.concatenate(ids).astype(np.uint64) if ids else np.empty(0, np.uint64)
-    tk = Analyzer(spec.params).tokenize(arr)
-    # pylance 14 leaves documents without tokens out of the index (and its statistics)
-    keep = tk.num_tokens > 0
-    new_doc = np.cumsum(keep) - 1
-    row_ids = row_ids[keep]
-    docs, tokens, invert = build_partition(row_ids, tk.num_tokens[keep], new_doc[tk.doc], tk.token,
-                                           tk.position, tk.vocab, spec.params["with_position"])
+            tk = analyzer.tokenize(col.filter(valid))
+            # pylance 14 leaves documents without tokens out of the index (and its statistics)
+            keep = tk.num_tokens > 0
+            new_doc = np.cumsum(keep) - 1
+            ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False)[keep])
+            nts.append(tk.num_tokens[keep])
+            gid = np.array([vocab.setdefault(t, len(vocab)) for t in tk.vocab], dtype=np.uint32)
+            docs_l.append((new_doc[tk.doc] + ndocs).astype(np.uint32))
+            toks_l.append(gid[tk.token] if len(gid) else np.empty(0, np.uint32))
+            pos_l.append(tk.position)
+            ndocs += int(keep.sum())
+
+    def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
+        return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
+
+    row_ids = cat(ids, np.uint64)
+    docs, tokens, invert = build_partition(row_ids, cat(nts, np.uint32), cat(docs_l, np.uint32),
+                                           cat(toks_l, np.uint32), cat(pos_l, np.uint32), list(vocab),
+                                           spec.params["with_position"])
     files = []
     for name, table in ((invert_file(spec.part_id), invert), (token_file(spec.part_id), tokens),
                         (doc_file(spec.part_id), docs)):
