@@ -313,3 +313,16 @@ def test_job_bad_fts_params_exit_2(tmp_path, monkeypatch, capsys, args, words):
     assert load_job("create_index").main([uri, *args]) == 2
     out = last_json(capsys.readouterr().out)
     assert out["error"]["type"] == "InvalidInputError" and words in out["error"]["message"]
+
+
+def test_large_string_column(tmp_path):
+    src = str(tmp_path / "src")
+    t = pa.table({"id": pa.array(np.arange(400), pa.int64()),
+                  "text": pa.array(texts(400), pa.large_string())})
+    lance.write_dataset(t, src, max_rows_per_file=200, data_storage_version="2.1")
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(src, ours)
+    shutil.copytree(src, theirs)
+    lance.dataset(theirs).create_scalar_index("text", "INVERTED")
+    build_fts(None, ours)
+    check_same(ours, theirs, QUERIES)
