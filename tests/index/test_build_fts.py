@@ -326,3 +326,14 @@ def test_large_string_column(tmp_path):
     lance.dataset(theirs).create_scalar_index("text", "INVERTED")
     build_fts(None, ours)
     check_same(ours, theirs, QUERIES)
+
+
+def test_pylance_compaction_keeps_our_index_working(tmp_path):
+    params = {"with_position": True}
+    ours, theirs = twins(tmp_path, 600, "2.1", False, params, fragments=4)
+    build_fts(None, ours, **params)
+    for uri in (ours, theirs):
+        lance.dataset(uri).delete("id % 3 = 0")
+        lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
+    assert len(lance.dataset(ours).get_fragments()) == 1
+    check_same(ours, theirs, QUERIES + PHRASES)
