@@ -337,3 +337,33 @@ def test_pylance_compaction_keeps_our_index_working(tmp_path):
         lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=1000)
     assert len(lance.dataset(ours).get_fragments()) == 1
     check_same(ours, theirs, QUERIES + PHRASES)
+
+
+@pytest.mark.parametrize("with_position", [False, True])
+def test_files_equal_pylance_v1_writer(tmp_path, monkeypatch, with_position):
+    """pylance 14 still writes the layout we write when asked for FTS format 1: its docs file
+    equals ours, and its posting rows (blocks with their BM25 block maxima, max score, length,
+    positions) equal ours as a multiset (token ids differ: pylance numbers tokens as it meets
+    them, we by their order)."""
+    from lance.file import LanceFileReader
+
+    src = str(tmp_path / "src")
+    t = pa.table({"id": pa.array(np.arange(3000), pa.int64()), "text": pa.array(texts(3000), pa.string())})
+    lance.write_dataset(t, src, max_rows_per_file=3000)
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(src, ours)
+    shutil.copytree(src, theirs)
+    monkeypatch.setenv("LANCE_FTS_FORMAT_VERSION", "1")
+    lance.dataset(theirs).create_scalar_index("text", "INVERTED", with_position=with_position)
+    build_fts(None, ours, with_position=with_position)
+
+    def read(uri, kind):
+        (f,) = (tmp_path / uri / "_indices").glob(f"*/part_*_{kind}.lance")
+        return LanceFileReader(str(f)).read_all().to_table()
+
+    assert LanceFileReader(str(next((tmp_path / "theirs" / "_indices").glob("*/metadata.lance")))) \
+        .metadata().schema.metadata[b"posting_tail_codec"] == b"fixed32_v1"
+    assert read("ours", "docs").equals(read("theirs", "docs").select(["_rowid", "_num_tokens"]))
+    cols = ["_posting", "_max_score", "_length"] + (["_position"] if with_position else [])
+    rows = [sorted(repr(r) for r in read(u, "invert").select(cols).to_pylist()) for u in ("ours", "theirs")]
+    assert len(rows[0]) > 30 and rows[0] == rows[1]

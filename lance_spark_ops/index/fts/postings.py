@@ -42,9 +42,12 @@ def invert_schema(with_position: bool) -> pa.Schema:
 
 
 def idf(df: np.ndarray, num_docs: int) -> np.ndarray:
+    """BM25 idf in float32 as Rust computes it; the logarithm correctly rounded (Rust's
+    ``f32::ln`` is libm's ``logf``; numpy's float32 log can be an ulp off)."""
     n = np.float32(num_docs)
     d = df.astype(np.float32)
-    return np.log((n - d + np.float32(0.5)) / (d + np.float32(0.5)) + np.float32(1.0)).astype(np.float32)
+    arg = (n - d + np.float32(0.5)) / (d + np.float32(0.5)) + np.float32(1.0)
+    return np.log(arg.astype(np.float64)).astype(np.float32)
 
 
 def _num_bits(x: np.ndarray) -> np.ndarray:
