@@ -339,7 +339,7 @@ def test_pylance_compaction_keeps_our_index_working(tmp_path):
     check_same(ours, theirs, QUERIES + PHRASES)
 
 
-@pytest.mark.parametrize("with_position", [False, True])
+@pytest.mark.parametrize("with_position", [pytest.param(False, marks=pytest.mark.slow), True])
 def test_files_equal_pylance_v1_writer(tmp_path, monkeypatch, with_position):
     """pylance 14 still writes the layout we write when asked for FTS format 1: its docs file
     equals ours, and its posting rows (blocks with their BM25 block maxima, max score, length,

@@ -1,9 +1,10 @@
 """One FTS partition's tables (``part_<id>_{tokens,invert,docs}.lance``) from a token stream
 (no I/O).
 
-Layout (the one Lance 1.0 writes and pylance 14 still reads: no ``posting_tail_codec`` /
-``posting_block_size`` / ``format_version`` keys mean 128-row blocks with a fixed-32-bit tail
-and per-document position lists):
+Layout: FTS format 1 (Lance 1.0's; pylance 14 reads it, and writes it itself under
+``LANCE_FTS_FORMAT_VERSION=1``: tests/index/test_build_fts.py compares the files; no
+``posting_tail_codec`` / ``posting_block_size`` / ``format_version`` keys mean 128-row blocks
+with a fixed-32-bit tail and per-document position lists):
 - docs: ``_rowid`` u64 (row address, or stable row id), ``_num_tokens`` u32; a document's id
   is its row in this table.
 - tokens (``token_set_format`` "arrow"): ``_token`` utf8, ``_token_id`` u32, sorted by token
