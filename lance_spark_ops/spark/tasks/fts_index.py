@@ -62,7 +62,9 @@ def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
 def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResult:
     ds = Dataset.open(spec.uri, version=spec.version, storage_options=spec.storage_options)
     id_col = "_rowid" if spec.row_ids else "_rowaddr"
-    only = _listed_rows(ds, spec.only_rows_of) if spec.only_rows_of is not None else None
+    only = None
+    if spec.only_rows_of is not None:
+        only = _listed_rows(ds, spec.only_rows_of, {f for f, _, _ in spec.ranges})
     analyzer = Analyzer(spec.params)
     # tokenized batch by batch: only the compact token stream (u32 doc, token, position) and
     # the partition's vocabulary stay, not the texts
@@ -105,12 +107,17 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
     return PartitionResult(spec.part_id, tuple(files), len(row_ids))
 
 
-def _listed_rows(ds: Dataset, docs_files: tuple[str, ...]) -> np.ndarray:
-    """The ``_rowid`` column of an old segment's docs files (any layout: pylance's and ours)."""
+def _listed_rows(ds: Dataset, docs_files: tuple[str, ...], fragments: set[int]) -> np.ndarray:
+    """The row addresses an old segment's docs files (any layout: pylance's and ours) list on
+    ``fragments``, streamed so only this task's share stays in memory."""
     from lance_spark_ops.file.reader import LanceFileReader
 
-    out = [LanceFileReader(rel, store=ds.store).read(["_rowid"]).column("_rowid").to_numpy()
-           for rel in docs_files]
+    frags = np.array(sorted(fragments), dtype=np.uint64)
+    out = []
+    for rel in docs_files:
+        for b in LanceFileReader(rel, store=ds.store).iter_batches(["_rowid"]):
+            addr = b.column(0).to_numpy(zero_copy_only=False)
+            out.append(addr[np.isin(addr >> np.uint64(32), frags)])
     return np.concatenate(out) if out else np.empty(0, np.uint64)
 
 
