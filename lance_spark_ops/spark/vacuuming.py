@@ -24,6 +24,7 @@ from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.tasks.vacuuming import (
     DeleteResult,
@@ -216,6 +217,7 @@ def _count(m: VacuumMetrics, plan: CleanupPlan, sizes: dict[str, int], results: 
         m.failed_deletes = len(m.failures)
 
 
+@with_table_target
 def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_versions: int | None = None,
            delete_unverified: bool = False, unverified_older_than: timedelta = timedelta(days=7),
            error_if_tagged_old_versions: bool = True, dry_run: bool = False,
