@@ -167,7 +167,8 @@ def render_html(result: Mapping[str, Any], charts: bool | None = None) -> str:
         status = html.escape(t.get("status", ""))
         rows.append(f'<tr data-table="{html.escape(t["table"])}"><td><b>{html.escape(t["table"])}</b><br>'
                     f'<span class=muted>{html.escape(t.get("uri") or "")}</span><br>'
-                    f'<span class={status}>{status}</span></td><td class=health>{_figures(before, t.get("after"))}</td>'
+                    f'<span class={status}>{status}</span></td>'
+                    f'<td class=health>{_figures(before, t.get("after"))}</td>'
                     f"<td>{_actions(t)}</td><td>{pics}</td></tr>")
     fleet = ""
     if charts:
