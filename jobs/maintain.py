@@ -1,147 +1,173 @@
 """Maintain a fleet of Lance tables on Spark: measure each, decide by a policy, run what it needs.
 
     spark-submit jobs/maintain.py (URI ... | --namespace-impl dir|rest|CLASS --namespace-prop K=V ...
-        [--namespace a.b] [--recursive] [--table a.b.t ...]) [--policy FILE] [--dry-run]
-        [--max-concurrent-tables N] [--budget-seconds S] [--report DIR] [--scheduler-pool NAME]
+        [--namespace a.b] [--recursive] [--table a.b.t]) [--policy FILE] [--dry-run]
+        [--max-concurrent-tables N] [--budget-seconds S] [--report DIR] [--config FILE] ...
 
-Prints one line per table and decision (``--dry-run``: decisions and reasons only, nothing
-changes), then the result as one JSON line (per table: status, decisions, actions and their
-metrics, health before/after without the chart series). ``--report DIR`` writes
-``report.json`` and ``index.html``. Exit code: 0 when every table is fine; when tables failed,
-the code their errors share (see the other jobs: 3 retry, 4 incompatible, 5 unknown), else 1.
+Prints one line per table and decision (``--dry-run``: the decisions and their reasons;
+nothing changes), then the result as one JSON line (per table: status, decisions, actions and
+their metrics, health before/after without the chart series). ``--report DIR`` writes
+``report.json`` and ``index.html`` (``--dry-run --report DIR`` is the report-only job). Exit
+code: 0 when every table is fine; when tables failed, the code their errors share (3 retry,
+4 incompatible, 5 unknown, as the other jobs), else 1.
 """
 
-from __future__ import annotations
+# no `from __future__ import annotations`: the options dataclass must also build when this file
+# is loaded by path without being registered in sys.modules
 
+import json
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.spark.cli import (
-    EPILOG,
     EXIT_FAILED,
-    JobArgumentParser,
+    Job,
     UsageError,
+    build_parser,
     exit_code,
     print_metrics,
     setup_logging,
 )
-from lance_spark_ops.spark.config import parse_key_values, secret_values, storage_options_from_env
+from lance_spark_ops.spark.config import (
+    load_config,
+    option_specs,
+    parse_key_values,
+    redact,
+    secret_values,
+    storage_options_from_env,
+    typed_options,
+)
 
-NAME = "maintain"
 CHART_SERIES = ("fragment_rows_histogram", "version_times")
 
 
-def build_parser() -> JobArgumentParser:
-    p = JobArgumentParser(prog="maintain.py", description=__doc__.split("\n\n")[0], epilog=EPILOG)
-    p.add_argument("uris", nargs="*", metavar="URI", help="dataset URIs (or tables of a namespace, below)")
-    g = p.add_argument_group("tables of a Lance Namespace")
-    g.add_argument("--namespace-impl", metavar="IMPL", help="dir, rest, or a LanceNamespace class path")
-    g.add_argument("--namespace-prop", action="append", default=[], metavar="KEY=VALUE",
-                   help="a namespace property, e.g. root=s3://bucket/lake (repeatable)")
-    g.add_argument("--namespace", metavar="A.B", help="maintain the tables of this namespace (default: root)")
-    g.add_argument("--recursive", action="store_true", help="... and of its child namespaces")
-    g.add_argument("--table", action="append", default=[], metavar="A.B.T",
-                   help="only these tables of the namespace (repeatable)")
-    p.add_argument("--policy", metavar="FILE", help="policy TOML (default: the documented defaults; "
-                   "see conf/examples/maintain_policy.toml)")
-    p.add_argument("--dry-run", action="store_true", help="measure and decide only; change nothing")
-    p.add_argument("--max-concurrent-tables", type=int, default=2, metavar="N",
-                   help="tables maintained at once (default: 2)")
-    p.add_argument("--budget-seconds", type=float, default=None, metavar="S",
-                   help="start no action after this many seconds (default: no budget)")
-    p.add_argument("--report", metavar="DIR", help="write report.json and index.html into DIR")
-    p.add_argument("--scheduler-pool", metavar="NAME",
-                   help="FAIR scheduler pool of the tables' Spark jobs (classic sessions)")
-    p.add_argument("--storage-option", action="append", default=[], metavar="KEY=VALUE",
-                   help="a storage option for every table (repeatable; prefer the environment)")
-    p.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default="INFO")
-    return p
+@dataclass(frozen=True)
+class MaintainOptions:
+    """Options of ``jobs/maintain.py``.
+
+    Attributes:
+        namespace: with --namespace-impl: maintain the tables of this namespace (a.b; none: the root).
+        recursive: with --namespace-impl: the tables of its child namespaces too.
+        policy: the policy TOML file (none: the documented defaults; see
+            conf/examples/maintain_policy.toml).
+        dry_run: measure and decide only; print the decisions and their reasons, change nothing.
+        max_concurrent_tables: tables maintained at once, each on its own thread in this Spark
+            application.
+        budget_seconds: start no action after this many seconds (none: no budget); running ones finish.
+        report: write report.json and index.html into this directory (a local path).
+        scheduler_pool: FAIR scheduler pool of the tables' Spark jobs (classic sessions; the FAIR
+            scheduler itself is your Spark config).
+    """
+
+    namespace: str | None = None
+    recursive: bool = False
+    policy: str | None = None
+    dry_run: bool = False
+    max_concurrent_tables: int = 2
+    budget_seconds: float | None = None
+    report: str | None = None
+    scheduler_pool: str | None = None
 
 
-def targets(args: Any) -> list[Any]:
-    from lance_spark_ops.namespace.target import namespace_properties
+def _unused_run(*_: Any) -> Any:  # the scaffold's entry is main() below (many URIs, namespaces)
+    raise NotImplementedError
+
+
+JOB = Job("maintain", _unused_run, MaintainOptions, __doc__.split("\n\n")[0],
+          uri_help="dataset URIs (several allowed), or the tables of a namespace (--namespace-impl)")
+
+
+def parse(argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> tuple[list[Any], Any, dict, dict]:
+    """(targets, options, storage options, secret namespace properties); flags over --config."""
+    from lance_spark_ops.namespace.target import namespace_properties, secret_properties
     from lance_spark_ops.spark.maintain import FleetTarget
 
-    if args.namespace_impl is None:
-        if args.namespace_prop or args.namespace or args.recursive or args.table:
-            raise UsageError("--namespace-prop, --namespace, --recursive and --table need --namespace-impl")
-        if not args.uris:
+    parser = build_parser(JOB)
+    next(a for a in parser._actions if a.dest == "uri").nargs = "*"  # several URIs
+    ns = parser.parse_args(argv)
+    config = load_config(ns.config) if ns.config else {}
+    storage = {**(config.pop("storage_options", {}) or {}), **storage_options_from_env(environ),
+               **parse_key_values(ns.storage_option)}
+    uris = list(ns.uri or []) or [u for u in (config.pop("uri", None),) if u] + list(config.pop("uris", []))
+    config.pop("uri", None), config.pop("uris", None)
+    impl = ns.namespace_impl or config.pop("namespace_impl", None)
+    props = {**namespace_properties(config.pop("namespace_properties", {}) or {}),
+             **namespace_properties(ns.namespace_prop)}
+    table = ns.table or config.pop("table", None)
+    config.pop("log_level", None)
+    values = typed_options(MaintainOptions, config, source=ns.config)
+    for spec in option_specs(MaintainOptions):
+        if getattr(ns, spec.name) is not None:
+            values[spec.name] = getattr(ns, spec.name)
+    opts = MaintainOptions(**values)
+    if impl is None:
+        if props or table or opts.namespace or opts.recursive:
+            raise UsageError("--namespace-prop, --table, --namespace and --recursive need --namespace-impl")
+        if not uris:
             raise UsageError("give dataset URIs or --namespace-impl")
-        return list(args.uris)
-    if args.uris:
+        return uris, opts, storage, {}
+    if uris:
         raise UsageError("give dataset URIs or a namespace, not both")
-    ns = (args.namespace_impl, namespace_properties(args.namespace_prop))
-    if args.table:
-        return [(ns, t) for t in args.table]
-    return [FleetTarget(ns, args.namespace, args.recursive)]
+    secrets = secret_properties(props)
+    if table:
+        return [((impl, props), table)], opts, storage, secrets
+    return [FleetTarget((impl, props), opts.namespace, opts.recursive)], opts, storage, secrets
 
 
 def printable(result: Mapping[str, Any]) -> dict[str, Any]:
     """The result without the report's chart series (the JSON line stays short)."""
-    out = dict(result)
-    out["tables"] = [{**t, **{k: _strip(t.get(k)) for k in ("before", "after")}} for t in result["tables"]]
-    return out
+    def strip(h: Any) -> Any:
+        return None if h is None else {k: v for k, v in h.items() if k not in CHART_SERIES}
 
-
-def _strip(health: Mapping[str, Any] | None) -> Any:
-    return None if health is None else {k: v for k, v in health.items() if k not in CHART_SERIES}
+    return {**result, "tables": [{**t, "before": strip(t.get("before")), "after": strip(t.get("after"))}
+                                 for t in result["tables"]]}
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     setup_logging()
     secrets: tuple[str, ...] = ()
     try:
-        args = build_parser().parse_args(argv)
-        storage = {**storage_options_from_env(environ), **parse_key_values(args.storage_option)}
-        from lance_spark_ops.namespace.target import namespace_properties, secret_properties
-
-        secrets = secret_values({**storage, **secret_properties(namespace_properties(args.namespace_prop))})
-        setup_logging(args.log_level, secrets)
-        todo = targets(args)
+        targets, opts, storage, ns_secrets = parse(argv, environ)
+        secrets = secret_values({**storage, **ns_secrets})
+        setup_logging("INFO", secrets)
         from lance_spark_ops.fleet.policy import load_policy
+        from lance_spark_ops.spark.maintain import exit_status, maintain, summary_lines
 
-        policy = load_policy(args.policy)  # a bad policy is a usage error before Spark starts
+        policy = load_policy(opts.policy)  # a bad policy is a usage error before Spark starts
         spark = None
-        if not args.dry_run:
+        if not opts.dry_run:
             from lance_spark_ops.spark.daemon import unship_pyspark
 
             unship_pyspark()
             from lance_spark_ops.spark.session import get_spark
 
             spark = get_spark("lance-spark-ops maintain")
-        from lance_spark_ops.spark.maintain import exit_status, maintain, summary_lines
-
         t0 = time.perf_counter()
-        result = maintain(spark, todo, policy, dry_run=args.dry_run,
-                          max_concurrent_tables=args.max_concurrent_tables,
-                          budget_seconds=args.budget_seconds, storage_options=storage,
-                          scheduler_pool=args.scheduler_pool)
-        from lance_spark_ops.spark.config import redact
-
+        result = maintain(spark, targets, policy, dry_run=opts.dry_run,
+                          max_concurrent_tables=opts.max_concurrent_tables,
+                          budget_seconds=opts.budget_seconds,
+                          storage_options=storage, scheduler_pool=opts.scheduler_pool)
         for line in summary_lines(result):
             sys.stdout.write(redact(line, secrets) + "\n")
-        data = result.to_dict()
-        if args.report:
-            import json
-
+        data = json.loads(redact(json.dumps(result.to_dict(), default=str), secrets))
+        if opts.report:
             from lance_spark_ops.fleet.report import write_report
 
-            write_report(json.loads(redact(json.dumps(data, default=str), secrets)), args.report)
+            write_report(data, opts.report)
         code = exit_status(result, exit_code, EXIT_FAILED)
-        print_metrics({**printable(data), "exit_code": code, "job": NAME,
+        print_metrics({**printable(data), "exit_code": code, "job": JOB.name,
                        "wall_seconds": round(time.perf_counter() - t0, 3)}, secrets)
         return code
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else 0
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
         code = exit_code(e)
-        from lance_spark_ops.spark.config import redact
-
-        sys.stderr.write(redact(f"{NAME}: error: {type(e).__name__}: {e}\n", secrets))
+        sys.stderr.write(redact(f"{JOB.name}: error: {type(e).__name__}: {e}\n", secrets))
         print_metrics({"error": {"type": type(e).__name__, "message": str(e)[:2000]}, "exit_code": code,
-                       "job": NAME}, secrets)
+                       "job": JOB.name}, secrets)
         return code
 
 

@@ -1,0 +1,112 @@
+"""``maintain`` over a directory namespace of pylance tables with different needs: exactly the
+actions the policy implies run on each table, pylance's answers are unchanged, the healthy
+table gets no commit, the broken one is reported and the others finish; a dry run changes
+nothing; the job's exit code, JSON line and report."""
+
+from __future__ import annotations
+
+import json
+import os
+
+import lance
+import pytest
+
+from lance_spark_ops.fleet.health import measure
+from lance_spark_ops.fleet.policy import load_policy
+from lance_spark_ops.spark.cli import exit_code
+from lance_spark_ops.spark.maintain import FleetTarget, exit_status, maintain
+from tests.fleet.lake import EXPECTED, POLICY, make_lake
+
+pytestmark = pytest.mark.spark
+
+
+def _snapshot(root: str) -> dict[str, tuple[int, int]]:
+    out = {}
+    for d, _, files in os.walk(root):
+        for f in files:
+            st = os.stat(os.path.join(d, f))
+            out[os.path.join(d, f)] = (st.st_size, st.st_mtime_ns)
+    return out
+
+
+def _answers(locations: dict[str, str]) -> dict[str, object]:
+    return {name: lance.dataset(loc).to_table().sort_by("id") for name, loc in locations.items()
+            if name != "broken"}
+
+
+def _decided(result) -> dict[str, list[str]]:
+    return {t.table: [d["action"] for d in t.decisions] for t in result.tables if t.status == "ok"}
+
+
+def test_dry_run_decides_by_policy_and_changes_nothing(tmp_path, capsys) -> None:
+    root = str(tmp_path / "lake")
+    make_lake(root)
+    before = _snapshot(root)
+    result = maintain(None, FleetTarget(("dir", {"root": root}), recursive=True), POLICY, dry_run=True)
+    assert _decided(result) == EXPECTED
+    broken = next(t for t in result.tables if t.table == "broken")
+    assert broken.status == "failed" and broken.error["type"] == "CorruptFileError"
+    assert exit_status(result, exit_code) == 1
+    assert _snapshot(root) == before
+
+    # the job: same decisions, its JSON line last, exit code 1 (a table failed), the report
+    from jobs.maintain import main
+
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    report = tmp_path / "report"
+    code = main(["--namespace-impl", "dir", "--namespace-prop", f"root={root}", "--recursive", "--policy",
+                 str(policy), "--dry-run", "--report", str(report)], {})
+    out = capsys.readouterr().out.strip().splitlines()
+    line = json.loads(out[-1])
+    assert code == 1 and line["exit_code"] == 1 and line["tables_failed"] == 1
+    assert {t["table"]: [d["action"] for d in t["decisions"]] for t in line["tables"]
+            if t["status"] == "ok"} == EXPECTED
+    assert "  compact: dry run - 12 of 12 fragments below 500 rows (>= 4 and >= 20%)" in out
+    saved = json.loads((report / "report.json").read_text())
+    assert sorted(t["table"] for t in saved["tables"]) == sorted([*EXPECTED, "broken"])
+    assert _snapshot(root) == before
+
+
+def test_maintain_runs_exactly_the_policy_actions(spark, tmp_path) -> None:
+    root = str(tmp_path / "lake")
+    locations = make_lake(root)
+    answers = _answers(locations)
+    versions = {n: lance.dataset(loc).version for n, loc in locations.items() if n != "broken"}
+    result = maintain(spark, FleetTarget(("dir", {"root": root})), POLICY, max_concurrent_tables=2)
+    by_name = {t.table: t for t in result.tables}
+    expected = {k: v for k, v in EXPECTED.items() if not k.startswith("staging.")}  # not recursive
+    assert set(by_name) == {*expected, "broken"}
+    for name, actions in expected.items():
+        t = by_name[name]
+        assert t.status == "ok", (name, t.error)
+        assert [(a["action"], a["status"]) for a in t.actions] == [(a, "ok") for a in actions], name
+    assert by_name["broken"].status == "failed" and result.tables_failed == 1
+    assert exit_status(result, exit_code) == 1
+
+    after = _answers({k: v for k, v in locations.items() if not k.startswith("staging.")})
+    for name, table in after.items():
+        assert table.equals(answers[name]), name
+    assert lance.dataset(locations["healthy"]).version == versions["healthy"]  # no commit
+    assert len(lance.dataset(locations["small"]).get_fragments()) < 12
+    assert all(f.deletion_file() is None for f in lance.dataset(locations["deletes"]).get_fragments())
+    assert len(lance.dataset(locations["old"]).versions()) == 1
+    remap = lance.dataset(locations["remap"])
+    assert remap.to_table(filter="id = 1234").num_rows == 1
+    assert measure(locations["remap"], load_policy(POLICY).for_table("remap")).reuse_versions_behind == 0
+    assert by_name["small"].after["fragments"] < by_name["small"].before["fragments"]
+
+    # a re-run measures again: nothing left to do anywhere
+    again = maintain(spark, FleetTarget(("dir", {"root": root})), POLICY, dry_run=True)
+    assert all(not t.decisions for t in again.tables if t.status == "ok")
+
+
+def test_budget_spent_runs_nothing(spark, tmp_path) -> None:
+    root = str(tmp_path / "lake")
+    make_lake(root)
+    before = _snapshot(root)
+    result = maintain(spark, FleetTarget(("dir", {"root": root})), POLICY, budget_seconds=1e-9)
+    assert result.actions_run == 0 and result.actions_skipped == sum(
+        len(v) for k, v in EXPECTED.items() if not k.startswith("staging."))
+    assert all(a["status"] == "skipped: budget" for t in result.tables for a in t.actions)
+    assert _snapshot(root) == before
