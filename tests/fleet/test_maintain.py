@@ -68,6 +68,19 @@ def test_dry_run_decides_by_policy_and_changes_nothing(tmp_path, capsys) -> None
     assert _snapshot(root) == before
 
 
+def test_dry_run_through_a_rest_namespace(tmp_path) -> None:
+    """The same decisions when the tables come from pylance's REST server on 127.0.0.1."""
+    import lance.namespace
+
+    root = str(tmp_path / "lake")
+    make_lake(root)
+    with lance.namespace.RestAdapter("dir", {"root": root}, host="127.0.0.1", port=0) as server:
+        rest = ("rest", {"uri": f"http://127.0.0.1:{server.port}"})
+        result = maintain(None, FleetTarget(rest, recursive=True), POLICY, dry_run=True)
+    assert _decided(result) == EXPECTED
+    assert [t.status for t in result.tables if t.table == "broken"] == ["failed"]
+
+
 def test_maintain_runs_exactly_the_policy_actions(spark, tmp_path) -> None:
     root = str(tmp_path / "lake")
     locations = make_lake(root)

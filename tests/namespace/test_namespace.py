@@ -93,6 +93,9 @@ def test_vended_options_and_refresh(lakes) -> None:
     first = table.storage_options["expires_at_millis"]
     fresh = table.options(margin=10.0)  # expires within the margin: asked again
     assert table.refreshes == 1 and fresh["expires_at_millis"] >= first
+    hour = {**props, "vend_input_storage_options_refresh_interval_millis": "3600000"}
+    lasting = resolve_table(("dir", hour), "t1")
+    assert lasting.options() == lasting.storage_options and lasting.refreshes == 0  # still valid: not asked
 
 
 def test_decorator_and_errors(lakes) -> None:
