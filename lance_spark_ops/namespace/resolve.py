@@ -7,7 +7,8 @@ plugin registered, or a class path such as ``lance_namespace_impls.glue.GlueName
 ``resolve_table`` asks ``describe_table`` once and returns a ``ResolvedTable``: the location,
 the storage options (the caller's, with the ones the namespace vends on top, as pylance 14
 merges them), when vended credentials expire (``expires_at_millis``) and whether the
-namespace manages the table's versions (``managed_versioning``). ``ResolvedTable.options()``
+namespace manages the table's versions (``managed_versioning``: then ``ResolvedTable.uri``
+routes commits through it, ``table.commit.namespace_store``). ``ResolvedTable.options()``
 asks again when the vended credentials expire within ``REFRESH_MARGIN_S``: callers take it
 right before each job, so a long maintenance run does not start a job on expired credentials.
 """
@@ -99,6 +100,17 @@ class ResolvedTable:
     def name(self) -> str:
         return ".".join(self.table_id)
 
+    @property
+    def uri(self) -> str:
+        """The URI drivers open: the location, or - when the namespace manages the versions - the
+        location naming this process's handle to it (``table.commit.namespace_store``), so
+        commits go through ``create_table_version``."""
+        if not self.managed_versioning:
+            return self.location
+        from lance_spark_ops.table.commit.namespace_store import managed_uri
+
+        return managed_uri(self.location, self.namespace, self.table_id)
+
     def options(self, margin: float = REFRESH_MARGIN_S) -> dict[str, Any]:
         """The storage options, asked again when vended credentials expire within ``margin``."""
         with self._lock:
@@ -108,13 +120,6 @@ class ResolvedTable:
                 self.location = fresh.location
                 self.refreshes += 1
             return dict(self.storage_options)
-
-    def check_writable(self) -> None:
-        """Refuse a commit the namespace must make (``managed_versioning``) - see the README."""
-        if self.managed_versioning:
-            raise UnsupportedError(f"namespace {self.namespace.namespace_id()} manages the versions of table "
-                                   f"{self.name} (managed_versioning); committing through the namespace's "
-                                   "create_table_version is not supported yet", path=self.location)
 
 
 def resolve_table(namespace: Any, table_id: str | Sequence[str],

@@ -23,7 +23,8 @@ F = TypeVar("F", bound=Callable[..., Any])
 
 def with_table_target(fn: F | None = None, *, read_only: bool = False) -> Any:
     """``fn(spark, uri, *args, **kw)`` that also takes ``namespace=`` + ``table_id=`` instead of
-    ``uri``; a writing driver (not ``read_only``) refuses a table whose namespace manages its versions."""
+    ``uri``. Commits of a table whose namespace manages its versions go through the namespace
+    (``ResolvedTable.uri``); a ``read_only`` driver opens the plain location."""
     if fn is None:
         return functools.partial(with_table_target, read_only=read_only)
 
@@ -41,10 +42,8 @@ def with_table_target(fn: F | None = None, *, read_only: bool = False) -> Any:
         from lance_spark_ops.namespace.resolve import resolve_table
 
         table = resolve_table(namespace, table_id, kw.get("storage_options"))
-        if not read_only:
-            table.check_writable()
         kw["storage_options"] = table.options()
-        return fn(spark, table.location, *args, **kw)
+        return fn(spark, table.location if read_only else table.uri, *args, **kw)
 
     return wrapper
 
@@ -100,5 +99,4 @@ def resolve_arguments(args: Any, config: dict[str, Any], uri: str | None, storag
     from lance_spark_ops.namespace.resolve import resolve_table
 
     resolved = resolve_table((impl, props), table, storage)
-    resolved.check_writable()
-    return resolved.location, resolved.options(), secret_properties(props)
+    return resolved.uri, resolved.options(), secret_properties(props)

@@ -67,7 +67,8 @@ class _Table:
 
     def location(self) -> tuple[str, dict[str, Any]]:
         if self.resolved is not None:
-            return self.resolved.location, self.resolved.options()
+            opts = self.resolved.options()  # first: a refresh may move the location
+            return self.resolved.uri, opts
         return self.uri or "", dict(self.storage_options)
 
 
@@ -149,8 +150,6 @@ def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _T
     from lance_spark_ops.spark.index_remap import remap_indices
     from lance_spark_ops.spark.vacuuming import vacuum
 
-    if table.resolved is not None:
-        table.resolved.check_writable()
     if d.action == "compact":
         return compact(spark, uri, storage_options=so, **d.options)
     if d.action == "materialize_deletions":

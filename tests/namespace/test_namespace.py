@@ -17,7 +17,7 @@ from lance_namespace import (
     ListTablesRequest,
 )
 
-from lance_spark_ops.errors import InvalidInputError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.namespace import connect_namespace, iter_tables, resolve_table, with_table_target
 from lance_spark_ops.spark.cli import Job, parse_request
 
@@ -119,19 +119,58 @@ def test_decorator_and_errors(lakes) -> None:
         connect_namespace("no_module_here.Namespace", {})
 
 
-def test_managed_versioning_is_refused_for_writes(lakes) -> None:
-    class Managed(lance.namespace.LanceNamespace):
-        def namespace_id(self) -> str:
-            return "managed"
+class _Spy(lance.namespace.LanceNamespace):
+    """pylance's DirectoryNamespace (versions tracked by the namespace), counting calls."""
 
-        def describe_table(self, request):
-            from lance_namespace import DescribeTableResponse
-            return DescribeTableResponse(location="/x", managed_versioning=True)
+    def __init__(self, root: str) -> None:
+        self.inner = lance.namespace.DirectoryNamespace(root=root, table_version_tracking_enabled="true")
+        self.calls: list[str] = []
 
-    table = resolve_table(Managed(), "t")
-    assert table.managed_versioning
-    with pytest.raises(UnsupportedError):
-        table.check_writable()
+    def namespace_id(self) -> str:
+        return "spy"
+
+    def __getattribute__(self, name: str):
+        if name.startswith("_") or name in ("inner", "calls", "namespace_id"):
+            return object.__getattribute__(self, name)
+        target = getattr(self.inner, name)
+
+        def call(*args, **kw):
+            self.calls.append(name)
+            return target(*args, **kw)
+
+        return call
+
+
+def test_managed_versions_commit_through_the_namespace(tmp_path) -> None:
+    from lance_namespace import ListTableVersionsRequest
+
+    from lance_spark_ops.errors import CommitConflict
+    from lance_spark_ops.spark import compact
+    from lance_spark_ops.table.commit.namespace_store import NamespaceManifestStore
+    from lance_spark_ops.table.dataset import Dataset
+
+    ns = _Spy(str(tmp_path))
+    data = pa.table({"a": list(range(1000))})
+    lance.write_dataset(data, namespace_client=ns, table_id=["t1"], mode="create", max_rows_per_file=100)
+    table = resolve_table(ns, "t1")
+    assert table.managed_versioning and "+lsons://" in table.uri
+    ns.calls.clear()
+    m = compact(None, namespace=ns, table_id="t1")
+    assert m.fragments_removed == 10 and m.new_version == 3
+    assert ns.calls.count("create_table_version") == 2  # ReserveFragments, Rewrite
+    latest = ns.list_table_versions(ListTableVersionsRequest(id=["t1"], limit=1, descending=True)).versions
+    assert [v.version for v in latest] == [3]
+    ds = lance.dataset(namespace_client=ns, table_id=["t1"])
+    assert ds.version == 3 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
+    # the namespace refuses an existing version: a conflict, as a failed conditional put
+    kv = NamespaceManifestStore(ns, ["t1"], str(tmp_path / "t1.lance"))
+    with pytest.raises(CommitConflict):
+        kv.put_if_not_exists("", 3, "_versions/18446744073709551612.manifest-x", 1)
+    # a process that never resolved the table reads it from _versions/ alone
+    from lance_spark_ops.table.commit import namespace_store
+
+    stranger = table.uri.rsplit("=", 1)[0] + "=unknown"
+    assert Dataset.open(stranger).version == 3 and namespace_store._TABLES
 
 
 def test_job_flags_resolve_the_table(lakes) -> None:
