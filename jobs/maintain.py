@@ -83,7 +83,7 @@ JOB = Job("maintain", _unused_run, MaintainOptions, __doc__.split("\n\n")[0],
 def parse(argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> tuple[list[Any], Any, dict, dict]:
     """(targets, options, storage options, secret namespace properties); flags over --config."""
     from lance_spark_ops.namespace.target import namespace_properties, secret_properties
-    from lance_spark_ops.spark.maintain import FleetTarget
+    from lance_spark_ops.spark.maintenance import FleetTarget
 
     parser = build_parser(JOB)
     next(a for a in parser._actions if a.dest == "uri").nargs = "*"  # several URIs
@@ -134,7 +134,7 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         secrets = secret_values({**storage, **ns_secrets})
         setup_logging("INFO", secrets)
         from lance_spark_ops.fleet.policy import load_policy
-        from lance_spark_ops.spark.maintain import exit_status, maintain, summary_lines
+        from lance_spark_ops.spark.maintenance import exit_status, maintain, summary_lines
 
         policy = load_policy(opts.policy)  # a bad policy is a usage error before Spark starts
         spark = None

@@ -7,7 +7,7 @@ import Spark) and is the same object as in its module: ``compact`` / ``materiali
 (``spark.row_id_index``), ``vacuum`` (``spark.vacuuming``), ``import_delta``
 (``spark.delta_import``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
 ``register_data_source`` (the ``lance`` format, ``spark.datasource``), ``maintain`` /
-``FleetTarget`` (``spark.maintain``: fleet maintenance by policy).
+``FleetTarget`` (``spark.maintenance``: fleet maintenance by policy).
 No module here shares its name with a function, so ``from lance_spark_ops.spark import
 add_columns`` (or ``vacuum``, ``import_delta``) is always the function. New jobs start from ``spark.job.Job``.
 """
@@ -28,8 +28,8 @@ _EXPORTS = {
     "compact": "lance_spark_ops.spark.compaction",
     "get_spark": "lance_spark_ops.spark.session",
     "import_delta": "lance_spark_ops.spark.delta_import",
-    "FleetTarget": "lance_spark_ops.spark.maintain",
-    "maintain": "lance_spark_ops.spark.maintain",
+    "FleetTarget": "lance_spark_ops.spark.maintenance",
+    "maintain": "lance_spark_ops.spark.maintenance",
     "materialize_deletions": "lance_spark_ops.spark.compaction",
     "read_lance": "lance_spark_ops.spark.read",
     "rebuild_row_id_index": "lance_spark_ops.spark.row_id_index",

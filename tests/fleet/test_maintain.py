@@ -14,7 +14,7 @@ import pytest
 from lance_spark_ops.fleet.health import measure
 from lance_spark_ops.fleet.policy import load_policy
 from lance_spark_ops.spark.cli import exit_code
-from lance_spark_ops.spark.maintain import FleetTarget, exit_status, maintain
+from lance_spark_ops.spark.maintenance import FleetTarget, exit_status, maintain
 from tests.fleet.lake import EXPECTED, POLICY, make_lake
 
 pytestmark = pytest.mark.spark
