@@ -225,9 +225,9 @@ def test_maintain_notebook(spark: Any, tmp_path: Path) -> None:
     policy = tmp_path / "policy.json"
     policy.write_text(json.dumps(POLICY))
     before = sorted(os.walk(root))
-    ns, shown = run_notebook("maintain", spark, {"namespace_impl": "dir", "namespace_properties": f"root={root}",
-                                                 "recursive": "true", "policy": str(policy),
-                                                 "report": str(tmp_path / "report")})
+    widgets = {"namespace_impl": "dir", "namespace_properties": f"root={root}", "recursive": "true",
+               "policy": str(policy), "report": str(tmp_path / "report")}
+    ns, shown = run_notebook("maintain", spark, widgets)
     rows = {r["table"]: r for r in shown[0].collect()}
     assert {t: r["decided"] for t, r in rows.items() if r["status"] == "ok"} == \
         {t: ", ".join(a) for t, a in EXPECTED.items()}
