@@ -92,6 +92,7 @@ class DirectoryNamespace(LanceNamespace):
         interval = props.get("vend_input_storage_options_refresh_interval_millis")
         self.vend_interval_ms = int(interval) if interval else None
         self.store = ObjectStore(self.root, dict(self.storage_options))
+        self._cache: tuple[tuple[str, ...], list[dict[str, Any]]] | None = None
 
     def namespace_id(self) -> str:
         return f"DirectoryNamespace {{ root: {self.root!r} }}"
@@ -101,11 +102,20 @@ class DirectoryNamespace(LanceNamespace):
 
     # -- the manifest table ------------------------------------------------------------------
     def _objects(self) -> list[dict[str, Any]] | None:
-        """Rows of ``__manifest`` (object_id, object_type, location); None without one."""
-        if not self.manifest_enabled or not self.store.list(f"{MANIFEST_TABLE}/{VERSIONS_DIR}"):
+        """Rows of ``__manifest`` (object_id, object_type, location); None without one. Read
+        again only when its ``_versions/`` listing changed (a fleet describes many tables)."""
+        if not self.manifest_enabled:
             return None
+        listing = tuple(self.store.list(f"{MANIFEST_TABLE}/{VERSIONS_DIR}"))
+        if not listing:
+            return None
+        cached = self._cache
+        if cached is not None and cached[0] == listing:
+            return cached[1]
         ds = Dataset.open(self.store.uri(MANIFEST_TABLE), storage_options=dict(self.storage_options))
-        return ds.to_table(columns=["object_id", "object_type", "location"]).to_pylist()
+        rows = ds.to_table(columns=["object_id", "object_type", "location"]).to_pylist()
+        self._cache = (listing, rows)
+        return rows
 
     @staticmethod
     def _split(object_id: str) -> tuple[list[str], str]:
