@@ -27,12 +27,12 @@ FIGURES = (("fragments", "fragments"), ("rows", "live rows"), ("deleted_fraction
 
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
-table{border-collapse:collapse;width:100%}th,td{border-bottom:1px solid #ddd;padding:.35em .5em;
-vertical-align:top;text-align:left}th{background:#f4f4f4;position:sticky;top:0}
+table{border-collapse:collapse;width:100%;table-layout:fixed}td{overflow-wrap:anywhere}
+th,td{border-bottom:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}th{background:#f4f4f4;position:sticky;top:0}
 .ok{color:#1a7f37}.failed{color:#c62828;font-weight:600}.skipped{color:#8a6d00}
 .fig{font-variant-numeric:tabular-nums;white-space:nowrap}.muted{color:#777}
-ul{margin:0;padding-left:1.1em}td.health{min-width:19em}img{display:block;max-width:260px}
-.charts{display:flex;gap:1em;flex-wrap:wrap}
+ul{margin:0;padding-left:1.1em}img{display:block;max-width:100%}
+td.charts .charts{flex-direction:column}.charts{display:flex;gap:.6em;flex-wrap:wrap}
 """
 
 
@@ -44,7 +44,7 @@ def _charts_available() -> bool:
     return True
 
 
-def _png(draw: Any, size: tuple[float, float] = (2.6, 1.5)) -> str:
+def _png(draw: Any, size: tuple[float, float] = (2.3, 1.3)) -> str:
     """A data: URI of the PNG ``draw(ax)`` makes."""
     import matplotlib
 
@@ -147,7 +147,9 @@ def _actions(table: Mapping[str, Any]) -> str:
             e = a["error"]
             extra = f' <span class=failed>{html.escape(e["type"])}: {html.escape(e["message"])}</span>'
         elif a.get("metrics"):
-            extra = " <span class=muted>" + html.escape(json.dumps(a["metrics"], sort_keys=True)) + "</span>"
+            shown = ", ".join(f"{k} {json.dumps(v, sort_keys=True) if isinstance(v, dict) else v}"
+                              for k, v in sorted(a["metrics"].items()) if v not in ({}, None))
+            extra = f"<br><span class=muted>{html.escape(shown)}</span>"
         items.append(f"<li><b>{html.escape(a['action'])}</b> <span class={cls}>{html.escape(status)}</span>"
                      f" - {html.escape(a['reason'])}{extra}</li>")
     return "<ul>" + "".join(items) + "</ul>"
@@ -169,7 +171,7 @@ def render_html(result: Mapping[str, Any], charts: bool | None = None) -> str:
                     f'<span class=muted>{html.escape(t.get("uri") or "")}</span><br>'
                     f'<span class={status}>{status}</span></td>'
                     f'<td class=health>{_figures(before, t.get("after"))}</td>'
-                    f"<td>{_actions(t)}</td><td>{pics}</td></tr>")
+                    f"<td>{_actions(t)}</td><td class=charts>{pics}</td></tr>")
     fleet = ""
     if charts:
         measured = [t for t in tables if t.get("before")]
@@ -187,7 +189,8 @@ def render_html(result: Mapping[str, Any], charts: bool | None = None) -> str:
             f"<title>Lance fleet health</title><style>{CSS}</style></head><body>"
             f"<h1>Lance fleet health</h1><p>{html.escape(mode)} - {html.escape(head)} - "
             f"{html.escape(time.strftime('%Y-%m-%d %H:%M:%S UTC', time.gmtime()))}</p>{fleet}"
-            "<table><thead><tr><th>table</th><th>health (before &rarr; after)</th>"
+            "<table><colgroup><col style='width:19%'><col style='width:23%'><col style='width:40%'>"
+            "<col style='width:18%'></colgroup><thead><tr><th>table</th><th>health (before &rarr; after)</th>"
             "<th>decisions and actions</th><th>charts</th></tr></thead>"
             f"<tbody>{''.join(rows)}</tbody></table></body></html>")
 
