@@ -28,7 +28,8 @@ FIGURES = (("fragments", "fragments"), ("rows", "live rows"), ("deleted_fraction
 CSS = """
 body{font:14px/1.4 system-ui,sans-serif;margin:1.5em;color:#222;max-width:1400px}
 table{border-collapse:collapse;width:100%;table-layout:fixed}td{overflow-wrap:anywhere}
-th,td{border-bottom:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}th{background:#f4f4f4;position:sticky;top:0}
+th,td{border-bottom:1px solid #ddd;padding:.35em .5em;vertical-align:top;text-align:left}
+th{background:#f4f4f4;position:sticky;top:0}
 .ok{color:#1a7f37}.failed{color:#c62828;font-weight:600}.skipped{color:#8a6d00}
 .fig{font-variant-numeric:tabular-nums;white-space:nowrap}.muted{color:#777}
 ul{margin:0;padding-left:1.1em}img{display:block;max-width:100%}
