@@ -165,12 +165,22 @@ def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _T
 
 _SUMMARY = ("new_version", "read_version", "commits", "fragments_removed", "fragments_added", "rows_written",
             "bytes_written", "bytes_removed", "old_versions", "data_files_removed", "failed_deletes",
-            "indices_remapped", "reuse_versions_trimmed")
+            "indices_remapped", "reuse_versions_trimmed", "indices")
 
 
 def _summary(metrics: Any) -> dict[str, Any]:
     values = dataclasses.asdict(metrics) if dataclasses.is_dataclass(metrics) else dict(metrics or {})
     return {k: values[k] for k in _SUMMARY if k in values}
+
+
+def _status(metrics: dict[str, Any]) -> str:
+    """``ok``, or ``skipped: ...`` when every index an index job looked at was skipped (a type
+    this library does not build yet): nothing changed, the table is not failed."""
+    per_index = metrics.get("indices")
+    if isinstance(per_index, dict) and per_index and all(
+            isinstance(v, dict) and v.get("skipped") for v in per_index.values()):
+        return "skipped: " + "; ".join(f"{k}: {v['skipped']}" for k, v in sorted(per_index.items()))
+    return "ok"
 
 
 def _error(e: BaseException) -> dict[str, str]:
@@ -229,7 +239,7 @@ def _execute(spark: Any, table: _Table, result: TableResult, decisions: list[Dec
                 uri, so = table.location()
                 logger.info("maintain %s: %s (%s)", table.name, d.action, d.reason)
                 entry["metrics"] = _summary(_run_action(spark, d, uri, so, table))
-                entry["status"] = "ok"
+                entry["status"] = _status(entry["metrics"])
                 ran = True
             except Exception as e:  # noqa: BLE001 - recorded; the table's other actions are skipped
                 logger.warning("maintain %s: %s failed: %s: %s", table.name, d.action, type(e).__name__, e)
