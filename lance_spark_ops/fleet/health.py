@@ -6,14 +6,13 @@
   fragments their bitmaps do not cover, read through the fragment reuse index as pylance reads
   them; fragment reuse index versions that some index has not caught up with;
 * versions: how many, how many older than the retention and the bytes only those use, bytes of
-  files no version references - a vacuum dry run in this process (``spark.vacuum``,
-  ``spark=None``), so the figures are what a vacuum would remove.
+  files no version references - from one read of the manifests and one listing in this
+  process (``spark.vacuuming.cleanup_figures``: the vacuum's own decisions), so the figures are
+  what a vacuum would remove.
 """
 
 from __future__ import annotations
 
-import logging
-import threading
 from dataclasses import asdict, dataclass, field
 from typing import Any
 
@@ -23,7 +22,7 @@ from lance_spark_ops.fleet.policy import Policy
 
 __all__ = ["IndexHealth", "TableHealth", "measure"]
 
-HISTOGRAM_BINS = 12
+VERSION_TIMES = 100  # the newest versions' commit times kept for the report's chart
 
 
 @dataclass
@@ -94,37 +93,6 @@ def _indices(ds: Any, live: np.ndarray, ids: np.ndarray) -> tuple[list[IndexHeal
     return out, len(versions), behind
 
 
-class _QuietThreads(logging.Filter):
-    """Drops INFO progress lines of the threads measuring (two vacuum dry runs per table)."""
-
-    def __init__(self) -> None:
-        super().__init__()
-        self.threads: set[int] = set()
-
-    def filter(self, record: logging.LogRecord) -> bool:
-        return record.levelno > logging.INFO or threading.get_ident() not in self.threads
-
-
-_QUIET = _QuietThreads()
-logging.getLogger("lance_spark_ops").addFilter(_QUIET)
-
-
-def _versions(uri: str, storage_options: dict[str, Any], policy: Policy) -> dict[str, Any]:
-    from lance_spark_ops.spark.vacuuming import vacuum
-
-    me = threading.get_ident()
-    _QUIET.threads.add(me)
-    try:
-        old = vacuum(None, uri, older_than=policy.retention, dry_run=True, storage_options=storage_options,
-                     error_if_tagged_old_versions=False)
-        everything = vacuum(None, uri, older_than=policy.retention, dry_run=True, delete_unverified=True,
-                            storage_options=storage_options, error_if_tagged_old_versions=False)
-    finally:
-        _QUIET.threads.discard(me)
-    return {"versions_old": old.old_versions, "bytes_old": old.bytes_removed,
-            "unreferenced_bytes": max(0, everything.bytes_removed - old.bytes_removed)}
-
-
 def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = None) -> TableHealth:
     """Health of the latest version of ``uri`` under ``policy``'s thresholds."""
     from lance_spark_ops.table.dataset import Dataset
@@ -147,20 +115,10 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
         fragments_over_deleted_threshold=int((frac > policy.materialize_deleted_fraction).sum()),
         indices=indices, reuse_versions=reuse, reuse_versions_behind=behind,
         fragment_rows_histogram=_histogram(physical))
-    versions = ds.versions()
-    health.versions = len(versions)
-    health.version_times = _version_times(ds, versions)
-    for k, v in _versions(ds.uri, so, policy).items():
-        setattr(health, k, v)
+    from lance_spark_ops.spark.vacuuming import cleanup_figures
+
+    figures = cleanup_figures(ds.uri, older_than=policy.retention, storage_options=so)
+    health.versions, health.versions_old = figures.versions, figures.old_versions
+    health.bytes_old, health.unreferenced_bytes = figures.old_bytes, figures.unreferenced_bytes
+    health.version_times = figures.version_times[-VERSION_TIMES:]
     return health
-
-
-def _version_times(ds: Any, versions: list[int], limit: int = 50) -> list[float]:
-    """Commit times of the newest ``limit`` versions (for the report's chart)."""
-    out = []
-    for v in versions[-limit:]:
-        try:
-            out.append(ds.checkout(v).timestamp.timestamp())
-        except Exception:  # noqa: BLE001 - a version vacuumed meanwhile: leave it out of the chart
-            continue
-    return out

@@ -48,6 +48,7 @@ def test_dry_run_decides_by_policy_and_changes_nothing(tmp_path, capsys) -> None
     assert broken.status == "failed" and broken.error["type"] == "CorruptFileError"
     assert exit_status(result, exit_code) == 1
     assert _snapshot(root) == before
+    _health_as_pylance_sees_it(result, make_locations(root))
 
     # the job: same decisions, its JSON line last, exit code 1 (a table failed), the report
     from jobs.maintain import main
@@ -66,6 +67,29 @@ def test_dry_run_decides_by_policy_and_changes_nothing(tmp_path, capsys) -> None
     saved = json.loads((report / "report.json").read_text())
     assert sorted(t["table"] for t in saved["tables"]) == sorted([*EXPECTED, "broken"])
     assert _snapshot(root) == before
+
+
+def make_locations(root: str) -> dict[str, str]:
+    from lance_spark_ops.namespace import iter_tables, resolve_table
+
+    ns = ("dir", {"root": root})
+    return {".".join(t): resolve_table(ns, t).location for t in iter_tables(ns, recursive=True)}
+
+
+def _health_as_pylance_sees_it(result, locations: dict[str, str]) -> None:
+    """The measured figures against pylance's own answers for the same tables."""
+    for t in result.tables:
+        if t.status != "ok":
+            continue
+        ds, h = lance.dataset(locations[t.table]), t.before
+        frags = ds.get_fragments()
+        assert h["versions"] == len(ds.versions()) and h["version"] == ds.version, t.table
+        assert h["rows"] == ds.count_rows() and h["fragments"] == len(frags), t.table
+        assert h["deleted_rows"] == sum(f.metadata.num_deletions for f in frags), t.table
+        for ix in h["indices"]:
+            stats = ds.stats.index_stats(ix["name"])
+            assert ix["unindexed_rows"] == stats["num_unindexed_rows"], t.table
+            assert ix["segments"] == stats["num_indices"], t.table
 
 
 def test_dry_run_through_a_rest_namespace(tmp_path) -> None:
@@ -109,6 +133,9 @@ def test_maintain_runs_exactly_the_policy_actions(spark, tmp_path) -> None:
     assert len(lance.dataset(locations["small"]).get_fragments()) < 12
     assert all(f.deletion_file() is None for f in lance.dataset(locations["deletes"]).get_fragments())
     assert len(lance.dataset(locations["old"]).versions()) == 1
+    vacuumed = by_name["old"].actions[0]["metrics"]
+    assert (vacuumed["old_versions"], vacuumed["bytes_removed"]) == (by_name["old"].before["versions_old"],
+                                                                    by_name["old"].before["bytes_old"])
     remap = lance.dataset(locations["remap"])
     assert remap.to_table(filter="id = 1234").num_rows == 1
     assert measure(locations["remap"], load_policy(POLICY).for_table("remap")).reuse_versions_behind == 0
