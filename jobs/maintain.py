@@ -72,12 +72,24 @@ class MaintainOptions:
     scheduler_pool: str | None = None
 
 
-def _unused_run(*_: Any) -> Any:  # the scaffold's entry is main() below (many URIs, namespaces)
-    raise NotImplementedError
+def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: MaintainOptions) -> dict[str, Any]:
+    """One table through the shared scaffold (``run_job(JOB)``: a URI or ``--table``); ``main``
+    below is the fleet entry (several URIs, a whole namespace, the report)."""
+    from lance_spark_ops.spark.maintenance import maintain
+
+    result = maintain(spark, [uri], opts.policy, dry_run=opts.dry_run,
+                      max_concurrent_tables=opts.max_concurrent_tables, budget_seconds=opts.budget_seconds,
+                      storage_options=storage_options, scheduler_pool=opts.scheduler_pool)
+    return printable(result.to_dict())
 
 
-JOB = Job("maintain", _unused_run, MaintainOptions, __doc__.split("\n\n")[0],
-          uri_help="dataset URIs (several allowed), or the tables of a namespace (--namespace-impl)")
+def _status(metrics: dict[str, Any]) -> int:
+    return EXIT_FAILED if any(t["status"] == "failed" for t in metrics["tables"]) else 0
+
+
+JOB = Job("maintain", _run, MaintainOptions, __doc__.split("\n\n")[0],
+          uri_help="dataset URIs (several allowed), or the tables of a namespace (--namespace-impl)",
+          spark=lambda opts: not opts.dry_run, status=_status)
 
 
 def parse(argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> tuple[list[Any], Any, dict, dict]:
