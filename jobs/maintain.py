@@ -139,11 +139,14 @@ def printable(result: Mapping[str, Any]) -> dict[str, Any]:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
+    from lance_spark_ops.namespace.resolve import LiveSecrets
+
     setup_logging()
-    secrets: tuple[str, ...] = ()
+    secrets: Any = ()
     try:
         targets, opts, storage, ns_secrets = parse(argv, environ)
-        secrets = secret_values({**storage, **ns_secrets})
+        # what namespaces vend (and refresh) during the run is hidden as soon as it arrives
+        secrets = LiveSecrets(secret_values({**storage, **ns_secrets}))
         setup_logging("INFO", secrets)
         from lance_spark_ops.fleet.policy import load_policy
         from lance_spark_ops.spark.maintenance import exit_status, maintain, summary_lines

@@ -23,11 +23,37 @@ from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, LanceError, NotFoundError, UnsupportedError
 
-__all__ = ["REFRESH_MARGIN_S", "ResolvedTable", "connect_namespace", "iter_tables", "namespace_of",
-           "parse_table_id", "resolve_table"]
+__all__ = ["REFRESH_MARGIN_S", "LiveSecrets", "ResolvedTable", "connect_namespace", "iter_tables",
+           "namespace_of", "parse_table_id", "resolve_table", "vended_secrets"]
 
 REFRESH_MARGIN_S = 60.0  # refresh vended credentials this long before they expire
 EXPIRY_KEY = "expires_at_millis"
+MIN_SECRET_LENGTH = 6  # as spark.config.secret_values: shorter values (flags, "true") stay readable
+_VENDED: set[str] = set()  # every storage option value a namespace vended in this process
+_VENDED_LOCK = threading.Lock()
+
+
+def vended_secrets() -> tuple[str, ...]:
+    """The values namespaces vended so far (longest first): what a job's output must hide."""
+    with _VENDED_LOCK:
+        return tuple(sorted(_VENDED, key=len, reverse=True))
+
+
+class LiveSecrets:
+    """``static`` plus every value vended so far, read each time it is iterated: give it to
+    ``setup_logging`` / ``redact`` so credentials a refresh brings are hidden too."""
+
+    def __init__(self, static: Sequence[str] = ()) -> None:
+        self.static = tuple(static)
+
+    def _all(self) -> tuple[str, ...]:
+        return tuple(sorted({*self.static, *vended_secrets()}, key=len, reverse=True))
+
+    def __iter__(self) -> Iterator[str]:
+        return iter(self._all())
+
+    def __len__(self) -> int:
+        return len(self._all())
 
 
 def parse_table_id(text: str | Sequence[str]) -> list[str]:
@@ -138,6 +164,8 @@ def resolve_table(namespace: Any, table_id: str | Sequence[str],
     if not response.location:
         raise NotFoundError(f"namespace {ns.namespace_id()} gave no location for table {'.'.join(tid)}")
     vended = dict(response.storage_options or {})
+    with _VENDED_LOCK:
+        _VENDED.update(str(v) for v in vended.values() if v is not None and len(str(v)) >= MIN_SECRET_LENGTH)
     expiry = vended.get(EXPIRY_KEY)
     merged = {**(storage_options or {}), **vended}
     return ResolvedTable(ns, tid, response.location, merged,
