@@ -7,6 +7,7 @@ from __future__ import annotations
 import json
 import shutil
 import subprocess
+from pathlib import Path
 
 import pytest
 
@@ -80,6 +81,9 @@ def test_policy_overrides_and_refusals(tmp_path) -> None:
     path = tmp_path / "p.toml"
     path.write_text('vacuum_retention = "30d"\n[namespaces."a"]\ncompact_min_small_fragments = 2\n')
     assert load_policy(str(path)).for_table("a.t").compact_min_small_fragments == 2
+    example = load_policy(str(Path(__file__).parents[2] / "conf" / "examples" / "maintain_policy.toml"))
+    assert example.defaults == Policy()  # the example shows the defaults as they are
+    assert example.for_table("prod.events").actions == ("compact", "vacuum")
     for bad in ({"nope": 1}, {"actions": ["explode"]}, {"vacuum_retention": "soon"},
                 {"small_fragment_ratio": 2.0}, {"namespaces": {"a": {"nope": 1}}},
                 {"target_rows_per_fragment": "x"}):
