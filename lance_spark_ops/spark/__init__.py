@@ -7,7 +7,8 @@ import Spark) and is the same object as in its module: ``compact`` / ``materiali
 ``optimize_indices`` (``spark.indexing``), ``rebuild_row_id_index``
 (``spark.row_id_index``), ``vacuum`` (``spark.vacuuming``), ``import_delta``
 (``spark.delta_import``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
-``register_data_source`` (the ``lance`` format, ``spark.datasource``).
+``register_data_source`` (the ``lance`` format, ``spark.datasource``), ``maintain`` /
+``FleetTarget`` (``spark.maintenance``: fleet maintenance by policy).
 No module here shares its name with a function, so ``from lance_spark_ops.spark import
 add_columns`` (or ``vacuum``, ``import_delta``) is always the function. New jobs start from ``spark.job.Job``.
 """
@@ -30,6 +31,8 @@ _EXPORTS = {
     "create_index": "lance_spark_ops.spark.indexing",
     "get_spark": "lance_spark_ops.spark.session",
     "import_delta": "lance_spark_ops.spark.delta_import",
+    "FleetTarget": "lance_spark_ops.spark.maintenance",
+    "maintain": "lance_spark_ops.spark.maintenance",
     "materialize_deletions": "lance_spark_ops.spark.compaction",
     "optimize_indices": "lance_spark_ops.spark.indexing",
     "read_lance": "lance_spark_ops.spark.read",

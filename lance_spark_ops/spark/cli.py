@@ -24,6 +24,8 @@ from lance_spark_ops.errors import (
     IncompatibleTransaction,
     InvalidInputError,
 )
+from lance_spark_ops.namespace.target import add_arguments as add_namespace_arguments
+from lance_spark_ops.namespace.target import resolve_arguments as resolve_namespace_arguments
 from lance_spark_ops.spark.config import (
     ENV_STORAGE_OPTION_PREFIX,
     ENV_STORAGE_OPTIONS,
@@ -125,6 +127,7 @@ class Request:
     options: Any
     storage_options: dict[str, Any]
     log_level: str = "INFO"
+    namespace_secrets: dict[str, str] = field(default_factory=dict)  # --namespace-prop tokens: never printed
 
 
 # -- flags -----------------------------------------------------------------------------------------
@@ -258,6 +261,7 @@ def build_parser(job: Job) -> JobArgumentParser:
                         help="a storage option for the dataset's filesystem (repeatable); see below")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default=None,
                         help="level of this library's progress log on stderr (default: INFO)")
+    add_namespace_arguments(parser)
     if job.options is not None:
         add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices)
     return parser
@@ -280,6 +284,8 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     storage = {**storage, **storage_options_from_env(environ), **parse_key_values(ns.storage_option)}
     uri = ns.uri or config.pop("uri", None)
     config.pop("uri", None)
+    seen["uri"] = uri or ns.table or config.get("table")
+    uri, storage, namespace_secrets = resolve_namespace_arguments(ns, config, uri, storage)  # --table
     level = ns.log_level or str(config.pop("log_level", "INFO")).upper()
     if not isinstance(uri, str) or not uri:
         raise UsageError("the dataset URI is required (argument uri, or `uri` in --config)")
@@ -300,7 +306,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
             elif spec.required and spec.name not in values:
                 raise UsageError(f"{spec.flag} is required (or `{spec.name}` in --config)")
         options = job.options(**values)
-    return Request(uri, options, storage, level)
+    return Request(uri, options, storage, level, namespace_secrets)
 
 
 def _positionals(job: Job, ns: argparse.Namespace) -> dict[str, Any]:
@@ -406,7 +412,8 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     try:
         request = parse_request(job, argv, environ, seen)
         secrets = secret_values(dict(enumerate([*request.storage_options.values(),
-                                                *option_secrets(request.options).values()])))
+                                                *option_secrets(request.options).values(),
+                                                *request.namespace_secrets.values()])))
         uri = request.uri
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()

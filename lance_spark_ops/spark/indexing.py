@@ -51,6 +51,7 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.index.actions import effective_bitmap
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.index_registry import SCALAR_TYPES, builder_for, index_type_name
 from lance_spark_ops.spark.index_remap import index_entries, reuse_versions
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
@@ -401,6 +402,7 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
     return CreateRequest(kind, column, field_id, name, bool(replace), checked)
 
 
+@with_table_target
 def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: str | None = None,
                  replace: bool | None = None, storage_options: dict[str, Any] | None = None,
                  max_retries: int = MAX_INDEX_RETRIES, **params: Any) -> IndexMetrics:
@@ -466,6 +468,7 @@ def unsupported(segments: Sequence[Any]) -> str | None:
     return None
 
 
+@with_table_target
 def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None = None,
                      num_indices_to_merge: int | None = None, retrain: bool = False,
                      merge_policy: str = "pylance", tier_fanout: int = DEFAULT_TIER_FANOUT,
