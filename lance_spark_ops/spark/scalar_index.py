@@ -1,0 +1,154 @@
+"""Segment builder for the scalar index kinds (issue #27): BTREE, BITMAP, LABEL_LIST (and,
+as they land, NGRAM, ZONEMAP, BLOOMFILTER), behind the ``index_segment`` contract.
+
+The driver side only plans: fragments are grouped into part tasks of about
+``PART_ROWS`` rows (``spark.tasks.scalar_index.run_part``), then one merge task writes the
+segment's files and deletes the parts (``run_merge``). What pylance 14.0.2 writes, per kind:
+
+* details ``/lance.table.<Kind>IndexDetails`` (empty message); ``index_version`` BTREE 0 (1
+  on stable-row-id datasets, whose BTREE still names rows by address), BITMAP 0, LABEL_LIST 1.
+* BTREE and BITMAP name rows by row address, or by stable row id (BITMAP, LABEL_LIST) on
+  stable-row-id datasets; deleted rows are not indexed.
+* A merge (``merge_with``) keeps an old BTREE / BITMAP segment's rows of fragments still in
+  the dataset (pylance's ``OldIndexDataFilter``: by fragment id, or by the exact row-id set
+  of those fragments under stable row ids), LABEL_LIST too (its null lists included); deleted
+  rows of fragments still there stay, as pylance keeps them.
+
+Parameters: pylance's names (BTREE ``zone_size``, the rows per page, default 4096); an
+unknown one is refused (pylance ignores it silently). RTREE and MINHASHLSH are refused.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from typing import Any
+
+import pyarrow as pa
+from google.protobuf import any_pb2
+
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index import btree as bt
+from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.tasks.scalar_index import MergeSpec, PartSpec, run_merge, run_part
+from lance_spark_ops.table.dataset import Dataset
+
+PART_ROWS = 1 << 21  # physical rows a part task reads (memory: one sorted run of them)
+
+DETAILS = {
+    "BTREE": "/lance.table.BTreeIndexDetails",
+    "BITMAP": "/lance.table.BitmapIndexDetails",
+    "LABEL_LIST": "/lance.table.LabelListIndexDetails",
+}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1}
+PARAMS: dict[str, dict[str, Any]] = {
+    "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
+    "BITMAP": {},
+    "LABEL_LIST": {},
+}
+REFUSED = {"RTREE", "MINHASHLSH"}
+
+
+def _plain(t: pa.DataType) -> pa.DataType:
+    return t.storage_type if isinstance(t, pa.ExtensionType) else t
+
+
+def _sortable(t: pa.DataType) -> bool:
+    return (pa.types.is_integer(t) or pa.types.is_floating(t) or pa.types.is_boolean(t)
+            or pa.types.is_string(t) or pa.types.is_large_string(t) or pa.types.is_binary(t)
+            or pa.types.is_large_binary(t) or pa.types.is_temporal(t) or pa.types.is_decimal(t)
+            or pa.types.is_fixed_size_binary(t))
+
+
+def check_column(kind: str, field: pa.Field) -> None:
+    """pylance's column type rules per kind; InvalidInputError naming the column."""
+    t = _plain(field.type)
+    if kind in ("BTREE", "BITMAP") and not _sortable(t):
+        raise InvalidInputError(f"{kind} index column {field.name!r} must be an integer, float, bool, "
+                                f"string, binary, decimal, fixed-size-binary or temporal column, not {t}")
+    if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
+        raise InvalidInputError(f"LABEL_LIST index column {field.name!r} must be a list or large list, "
+                                f"not {t}")
+
+
+class ScalarBuilder:
+    """``SegmentBuilder`` for the scalar kinds."""
+
+    kinds = frozenset(DETAILS)
+
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+        if kind in REFUSED:
+            raise UnsupportedError(f"{kind} indices cannot be built by this library yet")
+        if kind not in self.kinds:
+            raise InvalidInputError(f"{kind!r} is not a scalar index type this builder knows "
+                                    f"({', '.join(sorted(self.kinds))})")
+        check_column(kind, field)
+        known = PARAMS[kind]
+        unknown = sorted(set(params) - set(known))
+        if unknown:
+            allowed = ", ".join(sorted(known)) or "none"
+            raise InvalidInputError(f"{kind} index: unknown parameter(s) {unknown} (accepted: {allowed})")
+        out = dict(known)
+        out.update(params)
+        if kind == "BTREE":
+            out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
+        return out
+
+    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+        """BTREE: ``zone_size`` is not in the details; pylance's update uses its default."""
+        return dict(PARAMS[kind])
+
+    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+        if req.kind not in self.kinds:
+            raise UnsupportedError(f"building {req.kind} index segments is not supported")
+        ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        field = ds.schema.field(req.column)
+        check_column(req.kind, field)
+        value_type = _plain(field.type)
+        if req.kind == "LABEL_LIST":
+            value_type = value_type.value_type
+        frags = ds.fragments_with_ids(req.fragment_ids)
+        missing = sorted(set(req.fragment_ids) - set(frags))
+        if missing:
+            raise InvalidInputError(f"no fragment(s) {missing} in version {ds.version}", path=req.uri)
+        parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
+                          req.row_ids, req.file_version, req.storage_options)
+                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in req.fragment_ids])]
+        done = job.run_tasks(parts, run_part) if parts else []
+        files = tuple(p.file for p in done if p.file is not None)
+        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files,
+                          tuple(req.merge_with), tuple(sorted(dict(req.params).items())), value_type,
+                          req.file_version, req.storage_options)
+        (written,) = job.run_tasks([merge], run_merge)
+        version = INDEX_VERSION[req.kind]
+        if req.kind == "BTREE" and ds.uses_stable_row_ids:
+            version = 1
+        details = any_pb2.Any(type_url=DETAILS[req.kind], value=b"")
+        return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
+
+
+def _groups(sizes: list[tuple[int, int]]) -> list[list[int]]:
+    out: list[list[int]] = []
+    rows = 0
+    for fid, n in sizes:
+        if out and rows + n <= PART_ROWS:
+            out[-1].append(fid)
+            rows += n
+        else:
+            out.append([fid])
+            rows = n
+    return out
+
+
+def _positive_int(value: Any, name: str) -> int:
+    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
+        try:
+            v = int(value)
+        except (TypeError, ValueError):
+            v = 0
+        if v <= 0 or isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
+            raise InvalidInputError(f"parameter {name} must be a positive integer, got {value!r}")
+        return v
+    return value
+
+
+SCALAR_BUILDER = ScalarBuilder()

@@ -1,0 +1,268 @@
+"""Scalar index segment tasks (issue #27): part tasks read a group of fragments and write a
+partial index under the segment's directory (a sorted run for BTREE, per-key bitmaps for
+BITMAP / LABEL_LIST); one merge task folds the parts and the old segments being merged into
+the final files in pylance's layout and deletes the parts.
+
+Part files carry ``TaskContext.file_prefix`` in their names, so a retried attempt leaves
+only files named by its job id (cleaned up with the job's other files); the final files have
+fixed names, so every attempt of the merge writes the same paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.index import bitmap as bm
+from lance_spark_ops.index import btree as bt
+from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.tasks.scan import open_dataset
+from lance_spark_ops.table.dataset import Dataset
+
+SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
+MERGE_CHUNK_ROWS = 1 << 16   # rows per run held by the BTREE merge
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """Picklable: one group of fragments whose live rows a part task indexes."""
+
+    uri: str
+    read_version: int
+    kind: str
+    column: str
+    new_uuid: bytes
+    fragment_ids: tuple[int, ...]
+    row_ids: bool                 # name rows by stable row id (else by row address)
+    file_version: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part task's output: its file under the segment directory (None: no rows) and the
+    rows it read."""
+
+    file: str | None
+    rows: int
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """Picklable: the parts and old segments one merge task folds into the final files."""
+
+    uri: str
+    read_version: int
+    kind: str
+    column: str
+    new_uuid: bytes
+    parts: tuple[str, ...]
+    merge_with: tuple[bytes, ...]  # table_pb2.IndexMetadata of old segments
+    params: tuple[tuple[str, Any], ...]
+    value_type: Any                # pa.DataType of the keys / values
+    file_version: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def segment_dir(new_uuid: bytes) -> str:
+    return f"_indices/{uuid_str(new_uuid)}"
+
+
+def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
+           extra: list[bytes] | None = None) -> int:
+    w = LanceFileWriter(rel, table.schema, version=version, store=store)
+    w.extra_global_buffers = list(extra or [])
+    try:
+        w.write(table)
+        return w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+
+
+def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
+    """(values, ids) of the live rows of the spec's fragments, batch by batch."""
+    id_col = "_rowaddr" if by_address else "_rowid"
+    for fid in spec.fragment_ids:
+        for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
+                                      with_row_address=by_address, batch_rows=SCAN_ROWS):
+            if batch.num_rows:
+                ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+                yield batch.column(0), ids
+
+
+def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
+    """Executor entry point: index one group of fragments into a part file."""
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options)
+    rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
+    if spec.kind == "BTREE":  # BTREE always names rows by address (index_version 1 says so)
+        pieces = list(_scan(ds, spec, by_address=True))
+        if not pieces:
+            return Part(None, 0)
+        values = pa.chunked_array([p[0] for p in pieces])
+        run = bt.sort_run(values, np.concatenate([p[1] for p in pieces]))
+        _write(ds.store, rel, run, spec.file_version)
+        return Part(rel.rsplit("/", 1)[1], run.num_rows)
+    by_address = not spec.row_ids
+    rows, values, ids, nulls = 0, [], [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        if spec.kind == "LABEL_LIST":
+            items, item_ids, null_ids = bm.flatten_labels(col, row_ids)
+            values.append(items)
+            ids.append(item_ids)
+            nulls.append(null_ids)
+        else:
+            values.append(col)
+            ids.append(row_ids)
+    if not rows:
+        return Part(None, 0)
+    keys, groups = bm.key_groups(pa.chunked_array(values), np.concatenate(ids))
+    schema = bm.bitmap_schema(keys.type)
+    table = bm.bitmap_table(keys, groups, schema)
+    extra = [bm.encode_tree_map(np.sort(np.concatenate(nulls)))] if spec.kind == "LABEL_LIST" else []
+    _write(ds.store, rel, table, spec.file_version, extra)
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def keep_filter(ds: Dataset, index: Any, row_ids: bool) -> Any:
+    """What of an old segment a merge keeps (pylance 14's ``OldIndexDataFilter``), as a mask
+    function of ids: by row address, every row of the segment's fragments still in the
+    dataset (deleted rows too); by stable row id, the live rows of those fragments only
+    (observed: pylance drops the ids of rows deleted since)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    present = {f.id for f in ds.fragments}
+    retained = sorted(i for i in covered if i in present)
+    if not row_ids:
+        keep_ids = np.array(retained, dtype=np.uint64)
+        return lambda ids: np.isin(ids >> np.uint64(32), keep_ids)
+    frags = ds.fragments_with_ids(retained)
+    allowed = []
+    for i in retained:
+        ids = ds.row_ids(frags[i])
+        live = ds.live_mask(frags[i])
+        if ids is not None:
+            allowed.append(ids if live is None else ids[live])
+    allow = np.unique(np.concatenate(allowed or [np.zeros(0, np.uint64)]).astype(np.uint64))
+    return lambda ids: np.isin(ids, allow)
+
+
+def _old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
+    base = index.base_id if index.HasField("base_id") else None
+    return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+
+
+def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
+    """Executor entry point: write the segment's final files; returns (name, size) of each."""
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    dst = segment_dir(spec.new_uuid)
+    olds = [table_pb2.IndexMetadata.FromString(b) for b in spec.merge_with]
+    params = dict(spec.params)
+    if spec.kind == "BTREE":
+        files = _merge_btree(ds, spec, dst, olds, int(params.get("zone_size") or bt.DEFAULT_BATCH_SIZE))
+    elif spec.kind in ("BITMAP", "LABEL_LIST"):
+        files = _merge_bitmap(ds, spec, dst, olds)
+    else:
+        raise UnsupportedError(f"building {spec.kind} index segments is not supported")
+    ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
+    return tuple(files)
+
+
+def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
+                 batch_size: int) -> list[tuple[str, int]]:
+    runs: list[Iterator[pa.Table]] = []
+    for p in spec.parts:
+        runs.append(_read_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store)))
+    for old in olds:
+        store, src = _old_dir(ds, old)
+        lookup = LanceFileReader(f"{src}/{bt.PAGE_LOOKUP}", store=store)
+        bt.check_not_range_partitioned(lookup.schema, lookup.path)
+        keep = keep_filter(ds, old, row_ids=False)  # BTREE ids are addresses
+        runs.append(_filtered(_read_chunks(LanceFileReader(f"{src}/{bt.PAGE_DATA}", store=store)), keep))
+    schema = bt.page_data_schema(spec.value_type)
+    lookup_schema = bt.lookup_schema(spec.value_type, batch_size)
+    cutter = bt.PageCutter(batch_size, lookup_schema)
+    w = LanceFileWriter(f"{dst}/{bt.PAGE_DATA}", schema, version=spec.file_version, store=ds.store)
+    try:
+        for chunk in bt.merge_runs(runs):
+            chunk = chunk.cast(schema)
+            w.write(chunk)
+            cutter.add(chunk.column("values"))
+        size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+    lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), spec.file_version)
+    return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
+
+
+def _read_chunks(reader: LanceFileReader) -> Iterator[pa.Table]:
+    if reader.schema.names[:2] != ["values", "ids"]:
+        raise CorruptFileError(f"columns {reader.schema.names}, expected values, ids", path=reader.path)
+    for batch in reader.iter_batches(["values", "ids"], batch_rows=MERGE_CHUNK_ROWS):
+        yield pa.Table.from_batches([batch])
+
+
+def _filtered(chunks: Iterator[pa.Table], keep: Any) -> Iterator[pa.Table]:
+    for chunk in chunks:
+        mask = keep(chunk.column("ids").to_numpy())
+        yield chunk if mask.all() else chunk.filter(pa.array(mask))
+
+
+def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
+    gb = reader.metadata.global_buffers.tolist()[1:]
+    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
+
+
+def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> list[tuple[str, int]]:
+    label_list = spec.kind == "LABEL_LIST"
+    stable = ds.uses_stable_row_ids
+    tables, nulls = [], []
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        tables.append(r.read())
+        if label_list:
+            nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    key_groups_in: list[tuple[pa.Table, Any]] = [(t, None) for t in tables]
+    for old in olds:
+        store, src = _old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{bm.BITMAP_FILE}", store=store)
+        keep = keep_filter(ds, old, stable)
+        key_groups_in.append((r.read(), keep))
+        slot = bm.null_list_buffer(r.schema)
+        if label_list and slot is not None:
+            extra = _extra_buffers(r)
+            if slot - 1 >= len(extra):
+                raise CorruptFileError(f"no global buffer {slot}", path=r.path)
+            old_nulls = bm.decode_tree_map(extra[slot - 1])
+            nulls.append(old_nulls[keep(old_nulls)])
+    filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
+    keys, groups = bm.merge_bitmap_tables(filtered)
+    if not groups:
+        keys = pa.array([], spec.value_type)
+    schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
+    table = bm.bitmap_table(keys, groups, schema)
+    extra = []
+    if label_list:
+        all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+        extra = [bm.encode_tree_map(all_nulls.astype(np.uint64))]
+    size = _write(ds.store, f"{dst}/{bm.BITMAP_FILE}", table, spec.file_version, extra)
+    return [(bm.BITMAP_FILE, size)]
+
+
+def _filter_bitmaps(table: pa.Table, keep: Any) -> pa.Table:
+    keys, groups = bm.merge_bitmap_tables([table], keep)
+    if not groups:
+        return table.slice(0, 0)
+    return bm.bitmap_table(keys, groups, bm.bitmap_schema(table.schema.field("keys").type))

@@ -1,0 +1,239 @@
+"""Scalar index segments built by ``spark.scalar_index`` (issue #27) against pylance's own:
+our index on one copy of a dataset, pylance's ``create_scalar_index`` / ``optimize_indices``
+on a twin. pylance must answer through ours as through its own, count no unindexed row, and
+our files must hold what its files hold."""
+
+from __future__ import annotations
+
+import shutil
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.index.btree import index_order, merge_runs, sort_run
+from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.spark import scalar_index
+from lance_spark_ops.spark.scalar_index import SCALAR_BUILDER
+from lance_spark_ops.table.dataset import Dataset
+from tests.index.segment_commit import build_and_commit, entries
+
+lance = pytest.importorskip("lance")
+
+KINDS = (("id", "BTREE"), ("f", "BTREE"), ("s", "BTREE"), ("cat", "BITMAP"), ("f", "BITMAP"),
+         ("labels", "LABEL_LIST"))
+FILTERS = (
+    "id = 5", "id >= 100 AND id < 160", "id IN (5, 13, 777)", "id IS NULL", "id > 990",
+    "f = 7.0", "f > 45", "f IS NULL", "f IS NOT NULL AND f < 3", "f IN (1.0, 2.0)",
+    "s = 's017'", "s < 's005'", "s IS NULL",
+    "cat = 'c5'", "cat IN ('c1', 'c2')", "cat IS NULL", "cat >= 'c7'",
+    "array_has_any(labels, ['l3'])", "array_has_all(labels, ['l3', 'l1'])", "array_has_any(labels, ['zz'])",
+)
+
+
+def table(n: int, start: int = 0) -> pa.Table:
+    i = np.arange(start, start + n)
+    return pa.table({
+        "id": pa.array((i * 7919) % 1000, pa.int64()),  # many ties, spread over fragments
+        "f": pa.array([None if k % 37 == 0 else (float("nan") if k % 41 == 0 else float(k % 50)) for k in i]),
+        "s": pa.array([None if k % 29 == 0 else f"s{k % 113:03d}" for k in i]),
+        "cat": pa.array([None if k % 31 == 0 else f"c{k % 17}" for k in i]),
+        "labels": pa.array([None if k % 23 == 0 else [] if k % 19 == 0 else
+                            [f"l{k % 5}", f"l{k % 7}", None if k % 11 == 0 else "x"] for k in i],
+                           pa.list_(pa.string())),
+    })
+
+
+def twins(tmp_path: Any, version: str, stable: bool, rows: int = 3000) -> tuple[str, str]:
+    """Two equal datasets: fragments of 1000 rows, 10% deleted."""
+    out = []
+    for side in ("theirs", "ours"):
+        uri = str(tmp_path / side)
+        shutil.rmtree(uri, ignore_errors=True)
+        ds = lance.write_dataset(table(rows), uri, max_rows_per_file=1000, data_storage_version=version,
+                                 enable_stable_row_ids=stable)
+        ds.delete("id % 10 = 3")
+        out.append(uri)
+    return out[0], out[1]
+
+
+def name_of(col: str, kind: str) -> str:
+    return f"{col}_{kind.lower()}"
+
+
+def index_files(uri: str) -> dict[tuple[str, str], tuple]:
+    """Per (index name, file): its table in a canonical row order (page_data by value then id:
+    pylance's tie order among equal values is its sort's, not a rule), schema, global buffers
+    1.., and the entry's index_version, details type and dataset_version."""
+    ds = Dataset.open(uri)
+    out = {}
+    for i in ds.manifest_file.index_section.indices:
+        d = f"_indices/{uuid_str(i.uuid.uuid)}"
+        for f in i.files:
+            r = LanceFileReader(f"{d}/{f.path}", store=ds.store)
+            t = r.read()
+            if f.path == "page_data.lance":
+                t = t.take(index_order(t))
+            gb = r.metadata.global_buffers.tolist()[1:]
+            extra = [bytes(b) for b in r.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
+            rows = {c: [repr(v) for v in t.column(c).to_pylist()] for c in t.column_names}  # NaN == NaN
+            out[(i.name, f.path)] = (rows, t.schema, extra, i.index_version, i.index_details.type_url,
+                                     i.index_details.value, i.dataset_version, bytes(i.fragment_bitmap),
+                                     r.version)
+    return out
+
+
+def assert_same(theirs: str, ours: str, kinds: tuple = KINDS) -> None:
+    ft, fo = index_files(theirs), index_files(ours)
+    assert sorted(ft) == sorted(fo)
+    for key in ft:
+        t, o = ft[key], fo[key]
+        assert t[0] == o[0], key
+        assert t[1].equals(o[1], check_metadata=True), (key, t[1], o[1])
+        assert t[2:] == o[2:], key
+    lt, lo = lance.dataset(theirs), lance.dataset(ours)
+    for f in FILTERS:
+        want = lt.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist()
+        got = lo.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist()
+        scan = lo.scanner(filter=f, columns=[], with_row_id=True, use_scalar_index=False).to_table()
+        assert sorted(got) == sorted(want) == sorted(scan["_rowid"].to_pylist()), f
+        plan = lo.scanner(filter=f).explain_plan()
+        assert "ScalarIndexQuery" in plan or "MaterializeIndex" in plan, (f, plan)
+    for col, kind in kinds:
+        st, so = lt.stats.index_stats(name_of(col, kind)), lo.stats.index_stats(name_of(col, kind))
+        assert so["num_unindexed_rows"] == 0
+        assert (so["num_indexed_rows"], so["num_segments"]) == (st["num_indexed_rows"], st["num_segments"])
+
+
+def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS) -> None:
+    for col, kind in kinds:
+        lance.dataset(theirs).create_scalar_index(col, kind, name=name_of(col, kind))
+        build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name_of(col, kind))
+
+
+@pytest.mark.parametrize("version,stable", [("2.0", False), ("2.2", True)])
+def test_build_matches_pylance(tmp_path: Any, version: str, stable: bool) -> None:
+    theirs, ours = twins(tmp_path, version, stable)
+    build_both(theirs, ours)
+    assert_same(theirs, ours)
+
+
+def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
+    """Several part tasks on executors (a part per fragment), one merge task."""
+    monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
+    theirs, ours = twins(tmp_path, "2.1", False)
+    build_both(theirs, ours, spark)
+    assert_same(theirs, ours)
+    d = Dataset.open(ours)
+    for i in d.manifest_file.index_section.indices:  # the parts are gone
+        assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)
+
+
+def after_appends(uri: str, stable: bool) -> None:
+    """Deletions in indexed fragments, two appended fragments, then a whole fragment deleted."""
+    ds = lance.dataset(uri)
+    ds.delete("id % 10 = 4")
+    lance.write_dataset(table(1500, 3000), uri, mode="append", max_rows_per_file=1000)
+    lance.dataset(uri).delete("id % 10 = 5")
+    lance.dataset(uri).delete("_rowid < 1000" if stable else "_rowaddr < 4294967296")
+
+
+@pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
+def test_merge_matches_optimize_indices(tmp_path: Any, version: str, stable: bool) -> None:
+    theirs, ours = twins(tmp_path, version, stable)
+    build_both(theirs, ours)
+    after_appends(theirs, stable)
+    after_appends(ours, stable)
+    lance.dataset(theirs).optimize.optimize_indices()
+    for col, kind in KINDS:
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True)
+    assert_same(theirs, ours)
+    for col, kind in KINDS:  # the merged segment replaced the old one
+        assert len(entries(Dataset.open(ours), name_of(col, kind))) == 1
+
+
+def test_delta_segment_over_new_fragments(tmp_path: Any) -> None:
+    """``num_indices_to_merge=0``: a second segment over the appended fragments only."""
+    theirs, ours = twins(tmp_path, "2.1", False)
+    kinds = (("id", "BTREE"), ("cat", "BITMAP"))
+    build_both(theirs, ours, kinds=kinds)
+    for uri in (theirs, ours):
+        lance.write_dataset(table(1500, 3000), uri, mode="append", max_rows_per_file=1000)
+    lance.dataset(theirs).optimize.optimize_indices(num_indices_to_merge=0)
+    for col, kind in kinds:
+        d = Dataset.open(ours)
+        covered = {f for i in entries(d, name_of(col, kind)) for f in _bitmap(i)}
+        new = [f.id for f in d.fragments if f.id not in covered]
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), fragment_ids=new)
+    lt, lo = lance.dataset(theirs), lance.dataset(ours)
+    for f in ("id = 5", "id >= 100 AND id < 160", "cat = 'c5'", "cat IS NULL"):
+        assert (sorted(lo.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist())
+                == sorted(lt.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist())), f
+    for col, kind in kinds:
+        so, st = lo.stats.index_stats(name_of(col, kind)), lt.stats.index_stats(name_of(col, kind))
+        assert so["num_unindexed_rows"] == 0
+        assert so["num_segments"] == st["num_segments"] == 2
+
+
+def _bitmap(index: Any) -> list[int]:
+    from pyroaring import BitMap
+
+    return list(BitMap.deserialize(bytes(index.fragment_bitmap)))
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
+@pytest.mark.parametrize("stable", [False, True])
+def test_matrix_slow(tmp_path: Any, version: str, stable: bool) -> None:
+    theirs, ours = twins(tmp_path, version, stable, rows=12000)
+    build_both(theirs, ours)
+    assert_same(theirs, ours)
+    after_appends(theirs, stable)
+    after_appends(ours, stable)
+    lance.dataset(theirs).optimize.optimize_indices()
+    for col, kind in KINDS:
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True)
+    assert_same(theirs, ours)
+
+
+def test_merge_runs_streams_a_total_order() -> None:
+    """k runs cut into chunks of every size merge into the order one sort gives."""
+    rng = np.random.default_rng(3)
+    vals = rng.integers(0, 20, 5000).astype(float)
+    vals[rng.random(5000) < 0.05] = np.nan
+    values = pa.array(vals, mask=rng.random(5000) < 0.05)
+    ids = rng.permutation(5000).astype(np.uint64)
+    whole = sort_run(values, ids)
+    cuts = np.sort(rng.choice(5000, 6, replace=False))
+    bounds = zip([0, *cuts], [*cuts, 5000], strict=True)
+    runs = [sort_run(values.slice(a, b - a), ids[a:b]) for a, b in bounds]
+
+    def chunks(t: pa.Table, size: int) -> Any:
+        for k in range(0, t.num_rows, size):
+            yield t.slice(k, size)
+
+    sizes = rng.integers(1, 300, 7)
+    merged = pa.concat_tables(merge_runs([chunks(r, int(s)) for r, s in zip(runs, sizes, strict=True)]))
+    assert merged.column("ids").to_pylist() == whole.column("ids").to_pylist()
+    assert merged.num_rows == 5000
+
+
+def test_check_params() -> None:
+    b = SCALAR_BUILDER
+    assert b.check_params("BTREE", pa.field("x", pa.int32()), {}) == {"zone_size": 4096}
+    assert b.check_params("BTREE", pa.field("x", pa.int32()), {"zone_size": 100}) == {"zone_size": 100}
+    assert b.check_params("BITMAP", pa.field("x", pa.string()), {}) == {}
+    with pytest.raises(InvalidInputError, match="bogus"):
+        b.check_params("BITMAP", pa.field("x", pa.string()), {"bogus": 1})
+    with pytest.raises(InvalidInputError, match="zone_size"):
+        b.check_params("BTREE", pa.field("x", pa.int32()), {"zone_size": -1})
+    with pytest.raises(InvalidInputError, match="'x'"):
+        b.check_params("LABEL_LIST", pa.field("x", pa.int32()), {})
+    with pytest.raises(InvalidInputError, match="'v'"):
+        b.check_params("BTREE", pa.field("v", pa.list_(pa.float32())), {})
+    for kind in ("RTREE", "MINHASHLSH"):
+        with pytest.raises(UnsupportedError, match=kind):
+            b.check_params(kind, pa.field("x", pa.int32()), {})
