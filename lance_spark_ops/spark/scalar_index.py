@@ -38,12 +38,14 @@ DETAILS = {
     "BTREE": "/lance.table.BTreeIndexDetails",
     "BITMAP": "/lance.table.BitmapIndexDetails",
     "LABEL_LIST": "/lance.table.LabelListIndexDetails",
+    "NGRAM": "/lance.table.NGramIndexDetails",
 }
-INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
     "LABEL_LIST": {},
+    "NGRAM": {},
 }
 REFUSED = {"RTREE", "MINHASHLSH"}
 
@@ -65,6 +67,8 @@ def check_column(kind: str, field: pa.Field) -> None:
     if kind in ("BTREE", "BITMAP") and not _sortable(t):
         raise InvalidInputError(f"{kind} index column {field.name!r} must be an integer, float, bool, "
                                 f"string, binary, decimal, fixed-size-binary or temporal column, not {t}")
+    if kind == "NGRAM" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        raise InvalidInputError(f"NGRAM index column {field.name!r} must be a string column, not {t}")
     if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise InvalidInputError(f"LABEL_LIST index column {field.name!r} must be a list or large list, "
                                 f"not {t}")

@@ -24,6 +24,7 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index import bitmap as bm
 from lance_spark_ops.index import btree as bt
+from lance_spark_ops.index import ngram as ng
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
@@ -115,6 +116,18 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
         _write(ds.store, rel, run, spec.file_version)
         return Part(rel.rsplit("/", 1)[1], run.num_rows)
     by_address = not spec.row_ids
+    if spec.kind == "NGRAM":
+        rows, tokens, token_ids = 0, [], []
+        for col, row_ids in _scan(ds, spec, by_address):
+            rows += len(row_ids)
+            t, i = ng.token_pairs(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col, row_ids)
+            tokens.append(t)
+            token_ids.append(i)
+        if not rows:
+            return Part(None, 0)
+        uniq, groups = ng.group_postings(np.concatenate(tokens), np.concatenate(token_ids))
+        _write(ds.store, rel, ng.postings_table(uniq, groups), spec.file_version)
+        return Part(rel.rsplit("/", 1)[1], rows)
     rows, values, ids, nulls = 0, [], [], []
     for col, row_ids in _scan(ds, spec, by_address):
         rows += len(row_ids)
@@ -173,6 +186,8 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         files = _merge_btree(ds, spec, dst, olds, int(params.get("zone_size") or bt.DEFAULT_BATCH_SIZE))
     elif spec.kind in ("BITMAP", "LABEL_LIST"):
         files = _merge_bitmap(ds, spec, dst, olds)
+    elif spec.kind == "NGRAM":
+        files = _merge_ngram(ds, spec, dst, olds)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -266,3 +281,25 @@ def _filter_bitmaps(table: pa.Table, keep: Any) -> pa.Table:
     if not groups:
         return table.slice(0, 0)
     return bm.bitmap_table(keys, groups, bm.bitmap_schema(table.schema.field("keys").type))
+
+
+def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> list[tuple[str, int]]:
+    """Union of the parts' and the old segments' postings per token (old rows of fragments
+    gone from the dataset dropped, as for BITMAP)."""
+    tokens, ids = [], []
+    for p in spec.parts:
+        t, i = ng.table_pairs(LanceFileReader(f"{dst}/{p}", store=ds.store).read())
+        tokens.append(t)
+        ids.append(i)
+    for old in olds:
+        store, src = _old_dir(ds, old)
+        t, i = ng.table_pairs(LanceFileReader(f"{src}/{ng.POSTINGS_FILE}", store=store).read(),
+                              keep_filter(ds, old, ds.uses_stable_row_ids))
+        tokens.append(t)
+        ids.append(i)
+    if tokens:
+        uniq, groups = ng.group_postings(np.concatenate(tokens), np.concatenate(ids))
+    else:
+        uniq, groups = np.zeros(0, np.uint32), []
+    size = _write(ds.store, f"{dst}/{ng.POSTINGS_FILE}", ng.postings_table(uniq, groups), spec.file_version)
+    return [(ng.POSTINGS_FILE, size)]
