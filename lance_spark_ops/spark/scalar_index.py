@@ -28,6 +28,7 @@ from google.protobuf import any_pb2
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index import btree as bt
+from lance_spark_ops.index import zonemap as zm
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.tasks.scalar_index import MergeSpec, PartSpec, run_merge, run_part
 from lance_spark_ops.table.dataset import Dataset
@@ -39,13 +40,15 @@ DETAILS = {
     "BITMAP": "/lance.table.BitmapIndexDetails",
     "LABEL_LIST": "/lance.table.LabelListIndexDetails",
     "NGRAM": "/lance.table.NGramIndexDetails",
+    "ZONEMAP": zm.TYPE_URL,
 }
-INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
     "LABEL_LIST": {},
     "NGRAM": {},
+    "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
 }
 REFUSED = {"RTREE", "MINHASHLSH"}
 
@@ -95,11 +98,19 @@ class ScalarBuilder:
         out.update(params)
         if kind == "BTREE":
             out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
+        if kind == "ZONEMAP":
+            out["rows_per_zone"] = _positive_int(out["rows_per_zone"], "rows_per_zone")
         return out
 
     def params_of(self, kind: str, index: Any) -> dict[str, Any]:
-        """BTREE: ``zone_size`` is not in the details; pylance's update uses its default."""
-        return dict(PARAMS[kind])
+        """BTREE: ``zone_size`` is not in the details; pylance's update uses its default.
+        ZONEMAP: ``rows_per_zone`` from the details."""
+        out = dict(PARAMS[kind])
+        if kind == "ZONEMAP" and index.HasField("index_details"):
+            rows = zm.details_rows_per_zone(bytes(index.index_details.value))
+            if rows:
+                out["rows_per_zone"] = rows
+        return out
 
     def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
         if req.kind not in self.kinds:
@@ -114,19 +125,23 @@ class ScalarBuilder:
         missing = sorted(set(req.fragment_ids) - set(frags))
         if missing:
             raise InvalidInputError(f"no fragment(s) {missing} in version {ds.version}", path=req.uri)
+        params = tuple(sorted(dict(req.params).items()))
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
-                          req.row_ids, req.file_version, req.storage_options)
+                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options)
                  for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in req.fragment_ids])]
         done = job.run_tasks(parts, run_part) if parts else []
         files = tuple(p.file for p in done if p.file is not None)
-        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files,
-                          tuple(req.merge_with), tuple(sorted(dict(req.params).items())), value_type,
-                          req.file_version, req.storage_options)
+        payloads = tuple(p.payload for p in done if p.payload is not None)
+        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files, payloads,
+                          tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
         (written,) = job.run_tasks([merge], run_merge)
         version = INDEX_VERSION[req.kind]
         if req.kind == "BTREE" and ds.uses_stable_row_ids:
             version = 1
-        details = any_pb2.Any(type_url=DETAILS[req.kind], value=b"")
+        value = b""
+        if req.kind == "ZONEMAP":
+            value = zm.details_value(int(dict(req.params)["rows_per_zone"]), value_type)
+        details = any_pb2.Any(type_url=DETAILS[req.kind], value=value)
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 
 

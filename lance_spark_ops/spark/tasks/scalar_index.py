@@ -25,12 +25,15 @@ from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index import bitmap as bm
 from lance_spark_ops.index import btree as bt
 from lance_spark_ops.index import ngram as ng
+from lance_spark_ops.index import zoned
+from lance_spark_ops.index import zonemap as zm
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.tasks.scan import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 
+ZONED = ("ZONEMAP", "BLOOMFILTER")
 SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
 MERGE_CHUNK_ROWS = 1 << 16   # rows per run held by the BTREE merge
 
@@ -47,6 +50,8 @@ class PartSpec:
     fragment_ids: tuple[int, ...]
     row_ids: bool                 # name rows by stable row id (else by row address)
     file_version: str
+    params: tuple[tuple[str, Any], ...] = ()
+    merging: bool = False          # the segment folds old ones in (``merge_with``)
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
@@ -57,6 +62,7 @@ class Part:
 
     file: str | None
     rows: int
+    payload: bytes | None = None  # ZONEMAP / BLOOMFILTER: the zones themselves (Arrow IPC)
 
 
 @dataclass(frozen=True)
@@ -69,6 +75,7 @@ class MergeSpec:
     column: str
     new_uuid: bytes
     parts: tuple[str, ...]
+    payloads: tuple[bytes, ...]    # ZONEMAP / BLOOMFILTER parts, in fragment order
     merge_with: tuple[bytes, ...]  # table_pb2.IndexMetadata of old segments
     params: tuple[tuple[str, Any], ...]
     value_type: Any                # pa.DataType of the keys / values
@@ -115,6 +122,8 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
         run = bt.sort_run(values, np.concatenate([p[1] for p in pieces]))
         _write(ds.store, rel, run, spec.file_version)
         return Part(rel.rsplit("/", 1)[1], run.num_rows)
+    if spec.kind in ZONED:
+        return _zoned_part(ds, spec, dict(spec.params))
     by_address = not spec.row_ids
     if spec.kind == "NGRAM":
         rows, tokens, token_ids = 0, [], []
@@ -188,6 +197,8 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         files = _merge_bitmap(ds, spec, dst, olds)
     elif spec.kind == "NGRAM":
         files = _merge_ngram(ds, spec, dst, olds)
+    elif spec.kind in ZONED:
+        files = _merge_zoned(ds, spec, dst, olds, params)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -303,3 +314,93 @@ def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> lis
         uniq, groups = np.zeros(0, np.uint32), []
     size = _write(ds.store, f"{dst}/{ng.POSTINGS_FILE}", ng.postings_table(uniq, groups), spec.file_version)
     return [(ng.POSTINGS_FILE, size)]
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _zone_rows(kind: str, values: pa.Array, fid: int, offsets: np.ndarray,
+               params: dict[str, Any]) -> list[tuple]:
+    rows = []
+    if kind == "ZONEMAP":
+        for part, start, length in zoned.zones(values, offsets, int(params["rows_per_zone"])):
+            rows.append((*zm.zone_stats(part), fid, start, length))
+    return rows
+
+
+def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any]) -> Part:
+    """Zones of each fragment (zones never span fragments, so parts are independent), and
+    the addresses of the live null rows; returned inline (a row per ``rows_per_zone`` rows)."""
+    field = ds.schema.field(spec.column)
+    value_type = field.type.storage_type if isinstance(field.type, pa.ExtensionType) else field.type
+    # pylance's update of a ZONEMAP on a variable-width column (its "seeded" path) zones the
+    # new fragments' physical rows, deleted ones included (observed)
+    everything = spec.merging and spec.kind == "ZONEMAP" and zm.use_seeds(value_type)
+    rows, zone_rows, nulls = 0, [], []
+    for fid in spec.fragment_ids:
+        batches = list(ds.scan_fragment(int(fid), [spec.column], with_row_address=True, batch_rows=SCAN_ROWS,
+                                        include_deleted=everything))
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            continue
+        values = pa.chunked_array([b.column(0) for b in batches], value_type).combine_chunks()
+        addrs = np.concatenate([b.column("_rowaddr").to_numpy() for b in batches]).astype(np.uint64)
+        rows += len(addrs)
+        offsets = addrs & np.uint64(0xFFFFFFFF)
+        zone_rows.extend(_zone_rows(spec.kind, values, int(fid), offsets, params))
+        nulls.append(zoned.null_addresses(values, addrs))
+    table = _zone_table(spec.kind, zone_rows, value_type, params)
+    null_ids = np.concatenate(nulls) if nulls else np.zeros(0, np.uint64)
+    return Part(None, rows, _pack(table, null_ids))
+
+
+def _pack(table: pa.Table, null_ids: np.ndarray) -> bytes:
+    body = _ipc(table)
+    nulls = bm.encode_tree_map(np.sort(null_ids))
+    return len(body).to_bytes(8, "little") + body + nulls
+
+
+def _unpack(data: bytes) -> tuple[pa.Table, np.ndarray]:
+    n = int.from_bytes(data[:8], "little")
+    return _from_ipc(data[8:8 + n]), bm.decode_tree_map(data[8 + n:])
+
+
+def _zone_table(kind: str, rows: list[tuple], value_type: pa.DataType, params: dict[str, Any]) -> pa.Table:
+    if kind == "ZONEMAP":
+        return zm.table(rows, value_type, int(params["rows_per_zone"]))
+    raise UnsupportedError(f"building {kind} index segments is not supported")
+
+
+def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any]
+                 ) -> list[tuple[str, int]]:
+    tables, nulls = [], []
+    for old in olds:
+        store, src = _old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{ZONED_FILE[spec.kind]}", store=store)
+        tables.append(r.read())  # pylance keeps every old zone, of removed fragments too
+        extra = _extra_buffers(r)
+        if extra:
+            nulls.append(bm.decode_tree_map(extra[0]))
+    for payload in spec.payloads:
+        t, n = _unpack(payload)
+        tables.append(t)
+        nulls.append(n)
+    out = _zone_table(spec.kind, [], spec.value_type, params)
+    if tables:
+        merged = pa.concat_tables([t.cast(out.schema) for t in tables])
+        out = merged.replace_schema_metadata(out.schema.metadata)
+    all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+    name = ZONED_FILE[spec.kind]
+    size = _write(ds.store, f"{dst}/{name}", out, spec.file_version, [bm.encode_tree_map(all_nulls)])
+    return [(name, size)]
+
+
+ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE}
