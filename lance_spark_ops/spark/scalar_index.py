@@ -27,6 +27,7 @@ import pyarrow as pa
 from google.protobuf import any_pb2
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index import bloomfilter as bf
 from lance_spark_ops.index import btree as bt
 from lance_spark_ops.index import zonemap as zm
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
@@ -41,14 +42,16 @@ DETAILS = {
     "LABEL_LIST": "/lance.table.LabelListIndexDetails",
     "NGRAM": "/lance.table.NGramIndexDetails",
     "ZONEMAP": zm.TYPE_URL,
+    "BLOOMFILTER": bf.TYPE_URL,
 }
-INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
     "LABEL_LIST": {},
     "NGRAM": {},
     "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
+    "BLOOMFILTER": {"number_of_items": bf.DEFAULT_ITEMS, "probability": bf.DEFAULT_PROBABILITY},
 }
 REFUSED = {"RTREE", "MINHASHLSH"}
 
@@ -70,6 +73,9 @@ def check_column(kind: str, field: pa.Field) -> None:
     if kind in ("BTREE", "BITMAP") and not _sortable(t):
         raise InvalidInputError(f"{kind} index column {field.name!r} must be an integer, float, bool, "
                                 f"string, binary, decimal, fixed-size-binary or temporal column, not {t}")
+    if kind == "BLOOMFILTER" and not bf.supported(t):
+        raise InvalidInputError(f"BLOOMFILTER index column {field.name!r} must be an integer, float, string, "
+                                f"binary, date, time or timestamp column, not {t}")
     if kind == "NGRAM" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise InvalidInputError(f"NGRAM index column {field.name!r} must be a string column, not {t}")
     if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
@@ -100,6 +106,13 @@ class ScalarBuilder:
             out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
         if kind == "ZONEMAP":
             out["rows_per_zone"] = _positive_int(out["rows_per_zone"], "rows_per_zone")
+        if kind == "BLOOMFILTER":
+            out["number_of_items"] = _positive_int(out["number_of_items"], "number_of_items")
+            p = out["probability"]
+            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < float(p) < 1.0:
+                raise InvalidInputError("BLOOMFILTER index: parameter probability must be a number in "
+                                        f"(0, 1), got {p!r}")
+            out["probability"] = float(p)
         return out
 
     def params_of(self, kind: str, index: Any) -> dict[str, Any]:

@@ -23,6 +23,7 @@ from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.index import bitmap as bm
+from lance_spark_ops.index import bloomfilter as bf
 from lance_spark_ops.index import btree as bt
 from lance_spark_ops.index import ngram as ng
 from lance_spark_ops.index import zoned
@@ -123,7 +124,7 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
         _write(ds.store, rel, run, spec.file_version)
         return Part(rel.rsplit("/", 1)[1], run.num_rows)
     if spec.kind in ZONED:
-        return _zoned_part(ds, spec, dict(spec.params))
+        return _zoned_part(ds, spec, dict(spec.params), ctx)
     by_address = not spec.row_ids
     if spec.kind == "NGRAM":
         rows, tokens, token_ids = 0, [], []
@@ -333,10 +334,19 @@ def _zone_rows(kind: str, values: pa.Array, fid: int, offsets: np.ndarray,
     if kind == "ZONEMAP":
         for part, start, length in zoned.zones(values, offsets, int(params["rows_per_zone"])):
             rows.append((*zm.zone_stats(part), fid, start, length))
+    else:  # BLOOMFILTER: every zone's filter in one pass over the fragment's hashes
+        items = int(params["number_of_items"])
+        cut = list(zoned.zones(values, offsets, items))
+        valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        zone_of = (np.arange(len(values)) // items)[valid]
+        blobs = bf.filters(bf.value_hashes(values), zone_of, len(cut),
+                           bf.num_bytes(items, float(params["probability"])))
+        for (part, start, length), blob in zip(cut, blobs, strict=True):
+            rows.append((fid, start, length, part.null_count > 0, blob))
     return rows
 
 
-def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any]) -> Part:
+def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any], ctx: TaskContext) -> Part:
     """Zones of each fragment (zones never span fragments, so parts are independent), and
     the addresses of the live null rows; returned inline (a row per ``rows_per_zone`` rows)."""
     field = ds.schema.field(spec.column)
@@ -359,6 +369,10 @@ def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any]) -> Part:
         nulls.append(zoned.null_addresses(values, addrs))
     table = _zone_table(spec.kind, zone_rows, value_type, params)
     null_ids = np.concatenate(nulls) if nulls else np.zeros(0, np.uint64)
+    if spec.kind == "BLOOMFILTER":  # filters are big (32 KiB per zone by default): a part file
+        rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
+        _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(null_ids))])
+        return Part(rel.rsplit("/", 1)[1], rows)
     return Part(None, rows, _pack(table, null_ids))
 
 
@@ -376,6 +390,8 @@ def _unpack(data: bytes) -> tuple[pa.Table, np.ndarray]:
 def _zone_table(kind: str, rows: list[tuple], value_type: pa.DataType, params: dict[str, Any]) -> pa.Table:
     if kind == "ZONEMAP":
         return zm.table(rows, value_type, int(params["rows_per_zone"]))
+    if kind == "BLOOMFILTER":
+        return bf.table(rows, int(params["number_of_items"]), float(params["probability"]))
     raise UnsupportedError(f"building {kind} index segments is not supported")
 
 
@@ -393,6 +409,10 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
         t, n = _unpack(payload)
         tables.append(t)
         nulls.append(n)
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        tables.append(r.read())
+        nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
     out = _zone_table(spec.kind, [], spec.value_type, params)
     if tables:
         merged = pa.concat_tables([t.cast(out.schema) for t in tables])
@@ -403,4 +423,4 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
     return [(name, size)]
 
 
-ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE}
+ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
