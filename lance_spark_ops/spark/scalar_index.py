@@ -1,21 +1,27 @@
-"""Segment builder for the scalar index kinds (issue #27): BTREE, BITMAP, LABEL_LIST (and,
-as they land, NGRAM, ZONEMAP, BLOOMFILTER), behind the ``index_segment`` contract.
+"""Segment builder for the scalar index kinds (issue #27): BTREE, BITMAP, LABEL_LIST, NGRAM,
+ZONEMAP and BLOOMFILTER, behind the ``index_segment`` contract.
 
-The driver side only plans: fragments are grouped into part tasks of about
-``PART_ROWS`` rows (``spark.tasks.scalar_index.run_part``), then one merge task writes the
-segment's files and deletes the parts (``run_merge``). What pylance 14.0.2 writes, per kind:
+The driver side only plans: fragments (in manifest order) are grouped into part tasks of about
+``PART_ROWS`` physical rows (``spark.tasks.scalar_index.run_part``), then one merge task writes
+the segment's files and deletes the parts (``run_merge``). What pylance 14.0.2 writes, per kind
+(the formats: ``index.btree``, ``index.bitmap``, ``index.ngram``, ``index.zonemap``,
+``index.bloomfilter``):
 
-* details ``/lance.table.<Kind>IndexDetails`` (empty message); ``index_version`` BTREE 0 (1
-  on stable-row-id datasets, whose BTREE still names rows by address), BITMAP 0, LABEL_LIST 1.
-* BTREE and BITMAP name rows by row address, or by stable row id (BITMAP, LABEL_LIST) on
-  stable-row-id datasets; deleted rows are not indexed.
-* A merge (``merge_with``) keeps an old BTREE / BITMAP segment's rows of fragments still in
-  the dataset (pylance's ``OldIndexDataFilter``: by fragment id, or by the exact row-id set
-  of those fragments under stable row ids), LABEL_LIST too (its null lists included); deleted
-  rows of fragments still there stay, as pylance keeps them.
+* details ``/lance.table.{BTree,Bitmap,LabelList,NGram,ZoneMap}IndexDetails``,
+  ``/lance.index.pb.BloomFilterIndexDetails`` (empty but ZONEMAP's); ``index_version`` 0 but
+  LABEL_LIST 1 and BTREE on stable-row-id datasets 1 (its ids stay row addresses).
+* BITMAP, LABEL_LIST and NGRAM name rows by stable row id on stable-row-id datasets (the
+  request's ``row_ids``), by row address otherwise; ZONEMAP / BLOOMFILTER zones and null
+  bitmaps use addresses. Deleted rows are not indexed.
+* A merge (``merge_with``): BTREE, BITMAP, LABEL_LIST and NGRAM keep an old segment's rows of
+  fragments still in the dataset (by row address: every row of those fragments, deleted ones
+  too; by stable row id: their live rows only), then add the new fragments' rows; ZONEMAP and
+  BLOOMFILTER keep every old zone (of removed fragments too) and append the new fragments'.
 
-Parameters: pylance's names (BTREE ``zone_size``, the rows per page, default 4096); an
-unknown one is refused (pylance ignores it silently). RTREE and MINHASHLSH are refused.
+Parameters: pylance's names - BTREE ``zone_size`` (rows per page, 4096), ZONEMAP
+``rows_per_zone`` (8192), BLOOMFILTER ``number_of_items`` (8192) and ``probability``
+(0.00057); an unknown one is refused (pylance ignores it silently). RTREE and MINHASHLSH are
+refused with ``UnsupportedError``.
 """
 
 from __future__ import annotations
@@ -138,10 +144,12 @@ class ScalarBuilder:
         missing = sorted(set(req.fragment_ids) - set(frags))
         if missing:
             raise InvalidInputError(f"no fragment(s) {missing} in version {ds.version}", path=req.uri)
+        position = {f.id: i for i, f in enumerate(ds.fragments)}
+        ids = sorted(set(req.fragment_ids), key=position.__getitem__)  # zones follow the manifest's order
         params = tuple(sorted(dict(req.params).items()))
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
                           req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options)
-                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in req.fragment_ids])]
+                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids])]
         done = job.run_tasks(parts, run_part) if parts else []
         files = tuple(p.file for p in done if p.file is not None)
         payloads = tuple(p.payload for p in done if p.payload is not None)

@@ -60,6 +60,12 @@ def twins(tmp_path: Any, version: str, stable: bool, rows: int = 3000) -> tuple[
     return out[0], out[1]
 
 
+def matrix(*default: tuple[str, bool]) -> list[Any]:
+    """(version, stable) cases: ``default`` ones in the default suite, the rest marked slow."""
+    every = [(v, s) for v in ("2.0", "2.1", "2.2") for s in (False, True)]
+    return [c if c in default else pytest.param(*c, marks=pytest.mark.slow) for c in every]
+
+
 def name_of(col: str, kind: str) -> str:
     return f"{col}_{kind.lower()}"
 
@@ -114,7 +120,7 @@ def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS) 
         build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name_of(col, kind))
 
 
-@pytest.mark.parametrize("version,stable", [("2.0", False), ("2.2", True)])
+@pytest.mark.parametrize("version,stable", matrix(("2.0", False), ("2.2", True)))
 def test_build_matches_pylance(tmp_path: Any, version: str, stable: bool) -> None:
     theirs, ours = twins(tmp_path, version, stable)
     build_both(theirs, ours)
@@ -141,7 +147,7 @@ def after_appends(uri: str, stable: bool) -> None:
     lance.dataset(uri).delete("_rowid < 1000" if stable else "_rowaddr < 4294967296")
 
 
-@pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
+@pytest.mark.parametrize("version,stable", matrix(("2.1", False), ("2.2", True)))
 def test_merge_matches_optimize_indices(tmp_path: Any, version: str, stable: bool) -> None:
     theirs, ours = twins(tmp_path, version, stable)
     build_both(theirs, ours)
@@ -276,7 +282,7 @@ def assert_same_ngram(theirs: str, ours: str) -> None:
     assert lo.stats.index_stats("ng")["num_unindexed_rows"] == 0
 
 
-@pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
+@pytest.mark.parametrize("version,stable", matrix(("2.1", False), ("2.2", True)))
 def test_ngram_matches_pylance(tmp_path: Any, version: str, stable: bool) -> None:
     """Fresh build, then a merge with appended fragments after a whole fragment was deleted;
     non-ASCII text is lower-cased and folded as pylance's tokenizer does."""
@@ -329,7 +335,7 @@ def assert_same_zoned(theirs: str, ours: str, names: tuple[str, ...], kind: str)
 
 
 @pytest.mark.parametrize("kind", ["ZONEMAP", "BLOOMFILTER"])
-@pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
+@pytest.mark.parametrize("version,stable", matrix(("2.1", False), ("2.2", True)))
 def test_zoned_matches_pylance(tmp_path: Any, kind: str, version: str, stable: bool) -> None:
     """Zones of 8192 live rows cut at fragment ends and deleted runs, then a merge after
     appends and a removed fragment (pylance keeps the old zones, also of removed fragments)."""
@@ -365,3 +371,26 @@ def test_xxh64_and_filter_size() -> None:
     assert h(b"a") == 0xD24EC4F1A98C6E5B
     assert h(b"abc") == 0x44BC2CF5AD770999
     assert num_bytes(8192, 0.00057) == 32768  # as pylance's default filters
+
+
+def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
+    """NGRAM, ZONEMAP and BLOOMFILTER from several part tasks on executors (a part per
+    fragment) equal pylance's single-process build."""
+    monkeypatch.setattr(scalar_index, "PART_ROWS", 5000)
+    theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
+    data = zoned_table(20000).append_column("t", text_table(20000).column("t"))
+    for uri in (theirs, ours):
+        ds = lance.write_dataset(data, uri, max_rows_per_file=5000, data_storage_version="2.1")
+        ds.delete("k % 10 = 3")
+    for col, kind, name in (("t", "NGRAM", "ng"), ("v", "ZONEMAP", "v"), ("s", "ZONEMAP", "s"),
+                            ("n", "BLOOMFILTER", "n")):
+        lance.dataset(theirs).create_scalar_index(col, kind, name=name)
+        build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name)
+    ft, fo = index_files(theirs), index_files(ours)
+    assert sorted(ft) == sorted(fo)
+    for key in ft:
+        assert ft[key][0] == fo[key][0], key
+        assert ft[key][2:] == fo[key][2:], key
+    d = Dataset.open(ours)
+    for i in d.manifest_file.index_section.indices:  # the parts are gone
+        assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)

@@ -1,7 +1,9 @@
 """Scalar index segment tasks (issue #27): part tasks read a group of fragments and write a
 partial index under the segment's directory (a sorted run for BTREE, per-key bitmaps for
-BITMAP / LABEL_LIST); one merge task folds the parts and the old segments being merged into
-the final files in pylance's layout and deletes the parts.
+BITMAP / LABEL_LIST, per-trigram postings for NGRAM, zones with their bloom filters for
+BLOOMFILTER) or return it inline (ZONEMAP zones, a row per 8192 rows); one merge task folds
+the parts and the old segments being merged into the final files in pylance's layout and
+deletes the parts.
 
 Part files carry ``TaskContext.file_prefix`` in their names, so a retried attempt leaves
 only files named by its job id (cleaned up with the job's other files); the final files have
