@@ -18,6 +18,7 @@ from __future__ import annotations
 
 import struct
 import unicodedata
+from collections.abc import Iterator
 
 import numpy as np
 import pyarrow as pa
@@ -147,4 +148,43 @@ def table_pairs(table: pa.Table, keep: object = None) -> tuple[np.ndarray, np.nd
     if keep is not None:
         mask = keep(i)
         t, i = t[mask], i[mask]
-    return t, i
+    order = np.argsort(t, kind="stable")  # sorted already as files are written; cheap then
+    return t[order], i[order]
+
+
+Pairs = tuple[np.ndarray, np.ndarray]  # (tokens, ids) sorted by token
+
+
+def merge_pairs(sources: list[Iterator[Pairs]]) -> Iterator[tuple[np.ndarray, list[np.ndarray]]]:
+    """Postings of several token-sorted sources merged, streamed: every round emits the
+    tokens up to the smallest last token any source still to be read holds (no later chunk
+    of any source can hold them: a source's tokens are distinct and ascending)."""
+    held: dict[int, Pairs] = {}
+    for k, src in enumerate(sources):
+        chunk = _next_pairs(src)
+        if chunk is not None:
+            held[k] = chunk
+    while held:
+        frontier = min(int(t[-1]) for t, _ in held.values())
+        out_t, out_i = [], []
+        for k in list(held):
+            t, i = held[k]
+            cut = int(np.searchsorted(t, frontier, side="right"))
+            out_t.append(t[:cut])
+            out_i.append(i[:cut])
+            if cut < t.size:
+                held[k] = (t[cut:], i[cut:])
+            else:
+                chunk = _next_pairs(sources[k])
+                if chunk is None:
+                    del held[k]
+                else:
+                    held[k] = chunk
+        yield group_postings(np.concatenate(out_t), np.concatenate(out_i))
+
+
+def _next_pairs(src: Iterator[Pairs]) -> Pairs | None:
+    for t, i in src:
+        if t.size:
+            return t, i
+    return None

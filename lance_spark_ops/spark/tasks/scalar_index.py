@@ -299,24 +299,31 @@ def _filter_bitmaps(table: pa.Table, keep: Any) -> pa.Table:
 
 def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> list[tuple[str, int]]:
     """Union of the parts' and the old segments' postings per token (old rows of fragments
-    gone from the dataset dropped, as for BITMAP)."""
-    tokens, ids = [], []
-    for p in spec.parts:
-        t, i = ng.table_pairs(LanceFileReader(f"{dst}/{p}", store=ds.store).read())
-        tokens.append(t)
-        ids.append(i)
+    gone from the dataset dropped, as for BITMAP), streamed in token order: a chunk of
+    ``NGRAM_CHUNK_TOKENS`` tokens per source is held at a time."""
+    sources = [_pair_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), None) for p in spec.parts]
     for old in olds:
         store, src = _old_dir(ds, old)
-        t, i = ng.table_pairs(LanceFileReader(f"{src}/{ng.POSTINGS_FILE}", store=store).read(),
-                              keep_filter(ds, old, ds.uses_stable_row_ids))
-        tokens.append(t)
-        ids.append(i)
-    if tokens:
-        uniq, groups = ng.group_postings(np.concatenate(tokens), np.concatenate(ids))
-    else:
-        uniq, groups = np.zeros(0, np.uint32), []
-    size = _write(ds.store, f"{dst}/{ng.POSTINGS_FILE}", ng.postings_table(uniq, groups), spec.file_version)
+        sources.append(_pair_chunks(LanceFileReader(f"{src}/{ng.POSTINGS_FILE}", store=store),
+                                    keep_filter(ds, old, ds.uses_stable_row_ids)))
+    w = LanceFileWriter(f"{dst}/{ng.POSTINGS_FILE}", ng.SCHEMA, version=spec.file_version, store=ds.store)
+    try:
+        for tokens, groups in ng.merge_pairs(sources):
+            if tokens.size:
+                w.write(ng.postings_table(tokens, groups))
+        size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
     return [(ng.POSTINGS_FILE, size)]
+
+
+NGRAM_CHUNK_TOKENS = 1024
+
+
+def _pair_chunks(reader: LanceFileReader, keep: Any) -> Iterator[ng.Pairs]:
+    for batch in reader.iter_batches(batch_rows=NGRAM_CHUNK_TOKENS):
+        yield ng.table_pairs(pa.Table.from_batches([batch]), keep)
 
 
 def _ipc(table: pa.Table) -> bytes:
