@@ -13,6 +13,7 @@ map (deleted rows leave it) and keeps the keys and their order.
 from __future__ import annotations
 
 import struct
+from array import array
 from typing import Any
 
 import numpy as np
@@ -87,6 +88,12 @@ def decode_tree_map(data: bytes) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
+def to_bitmap(values: np.ndarray) -> BitMap:
+    """A BitMap of uint32 values, built through ``array('I')`` (pyroaring's fast path, ~5x
+    faster than from numpy), without run containers: Lance (roaring-rs) writes none."""
+    return BitMap(array("I", np.ascontiguousarray(values, dtype=np.uint32).tobytes()), optimize=False)
+
+
 def encode_tree_map(addrs: np.ndarray) -> bytes:
     """Serialize ascending row addresses as a ``RowIdTreeMap``."""
     frags = (addrs >> np.uint64(32)).astype(np.uint32)
@@ -95,7 +102,7 @@ def encode_tree_map(addrs: np.ndarray) -> bytes:
     out = [_U32.pack(len(keys))]
     for i, frag in enumerate(keys.tolist()):  # one step per fragment
         offsets = (addrs[bounds[i]:bounds[i + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        body = BitMap(offsets, optimize=False).serialize()  # Lance (roaring-rs) writes no run containers
+        body = to_bitmap(offsets).serialize()
         out.append(struct.pack("<II", frag, len(body)) + body)
     return b"".join(out)
 
@@ -133,11 +140,15 @@ def key_groups(values: pa.Array | pa.ChunkedArray, ids: np.ndarray) -> tuple[pa.
     if len(values) == 0:
         return values.slice(0, 0), []
     enc = pc.dictionary_encode(values, null_encoding="encode")
-    codes = enc.indices.to_numpy(zero_copy_only=False).astype(np.int64)
     dictionary = enc.dictionary
-    order = np.lexsort((ids, codes))
+    small = np.uint16 if len(dictionary) <= 1 << 16 else np.int64  # numpy radix-sorts 16 bits
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(small)
+    if ids.size > 1 and bool(np.all(ids[1:] > ids[:-1])):
+        order = np.argsort(codes, kind="stable")  # ids ascending already: a stable sort keeps them
+    else:
+        order = np.lexsort((ids, codes))
     sorted_codes, sorted_ids = codes[order], ids[order]
-    bounds = np.searchsorted(sorted_codes, np.arange(len(dictionary) + 1))
+    bounds = np.searchsorted(sorted_codes, np.arange(len(dictionary) + 1).astype(sorted_codes.dtype))
     key_order = index_order(pa.table({"values": dictionary}), ids=None).to_numpy()
     groups = [sorted_ids[bounds[k]:bounds[k + 1]] for k in key_order.tolist()]
     return dictionary.take(pa.array(key_order)), groups

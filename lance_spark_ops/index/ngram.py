@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.index.bitmap import to_bitmap
 
 POSTINGS_FILE = "ngram_postings.lance"
 SPAN = 37
@@ -112,7 +113,7 @@ def encode_treemap(ids: np.ndarray) -> bytes:
     out = [struct.pack("<Q", len(keys))]
     for k, key in enumerate(keys.tolist()):  # one step per 2^32 block of ids
         low = (ids[bounds[k]:bounds[k + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        out.append(struct.pack("<I", key) + BitMap(low, optimize=False).serialize())
+        out.append(struct.pack("<I", key) + to_bitmap(low).serialize())
     return b"".join(out)
 
 
