@@ -95,7 +95,12 @@ def group_postings(tokens: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, lis
     """Distinct tokens ascending and each one's distinct ids ascending."""
     if tokens.size == 0:
         return np.zeros(0, np.uint32), []
-    order = np.lexsort((ids, tokens))
+    if ids.size > 1 and bool(np.all(ids[1:] >= ids[:-1])):
+        # ids in order already (a scan's pairs): a stable sort of the tokens keeps them so, and
+        # every token fits 16 bits (37^3 < 2^16), which numpy radix-sorts
+        order = np.argsort(tokens.astype(np.uint16), kind="stable")
+    else:
+        order = np.lexsort((ids, tokens))
     t, i = tokens[order], ids[order]
     keep = np.ones(t.size, dtype=bool)
     keep[1:] = (t[1:] != t[:-1]) | (i[1:] != i[:-1])
@@ -108,8 +113,11 @@ def group_postings(tokens: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, lis
 def encode_treemap(ids: np.ndarray) -> bytes:
     """Serialize ascending u64 ids as a ``RoaringTreemap``."""
     highs = (ids >> np.uint64(32)).astype(np.uint32)
-    keys, starts = np.unique(highs, return_index=True)
-    bounds = [*starts.tolist(), ids.size]
+    if highs.size and highs[0] == highs[-1]:  # one block (ids ascending): the usual case
+        keys, bounds = highs[:1], [0, ids.size]
+    else:
+        starts = np.concatenate([[0], np.flatnonzero(highs[1:] != highs[:-1]) + 1]).astype(np.int64)
+        keys, bounds = highs[starts], [*starts.tolist(), ids.size]
     out = [struct.pack("<Q", len(keys))]
     for k, key in enumerate(keys.tolist()):  # one step per 2^32 block of ids
         low = (ids[bounds[k]:bounds[k + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)

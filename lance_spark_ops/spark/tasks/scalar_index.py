@@ -308,7 +308,11 @@ def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> lis
                                     keep_filter(ds, old, ds.uses_stable_row_ids)))
     w = LanceFileWriter(f"{dst}/{ng.POSTINGS_FILE}", ng.SCHEMA, version=spec.file_version, store=ds.store)
     try:
-        for tokens, groups in ng.merge_pairs(sources):
+        if len(spec.parts) == 1 and not olds:  # one part: its postings are the segment's
+            for batch in LanceFileReader(f"{dst}/{spec.parts[0]}", store=ds.store).iter_batches(
+                    batch_rows=NGRAM_CHUNK_TOKENS):
+                w.write(batch)
+        for tokens, groups in ng.merge_pairs(sources if len(spec.parts) != 1 or olds else []):
             if tokens.size:
                 w.write(ng.postings_table(tokens, groups))
         size = w.close()[1]
