@@ -157,7 +157,10 @@ def index_order(t: pa.Table, ids: str | None = "ids") -> pa.Array:
     if plain is not None:
         v = pc.fill_null(values, pa.scalar(0, values.type) if not pa.types.is_boolean(values.type) else False)
         v = v.cast(plain) if plain != values.type else v
-        keys = [v.to_numpy(), rank.to_numpy()]
+        rank_np = rank.to_numpy()
+        if tie is None and bool(np.all(rank_np == 1)):  # no null, no NaN: one stable sort
+            return pa.array(np.argsort(v.to_numpy(), kind="stable"))
+        keys = [v.to_numpy(), rank_np]
         if tie is not None:
             keys.insert(0, tie)
         return pa.array(np.lexsort(keys))

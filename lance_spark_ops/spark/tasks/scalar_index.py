@@ -222,6 +222,14 @@ def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
     schema = bt.page_data_schema(spec.value_type)
     lookup_schema = bt.lookup_schema(spec.value_type, batch_size)
     cutter = bt.PageCutter(batch_size, lookup_schema)
+    if len(spec.parts) == 1 and not olds:  # one sorted run is page_data: copy it, cut its pages
+        run = LanceFileReader(f"{dst}/{spec.parts[0]}", store=ds.store)
+        for batch in run.iter_batches(["values"], batch_rows=MERGE_CHUNK_ROWS):
+            cutter.add(batch.column(0))
+        ds.store.copy(f"{dst}/{spec.parts[0]}", f"{dst}/{bt.PAGE_DATA}")
+        size = ds.store.size(f"{dst}/{bt.PAGE_DATA}")
+        lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), spec.file_version)
+        return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
     w = LanceFileWriter(f"{dst}/{bt.PAGE_DATA}", schema, version=spec.file_version, store=ds.store)
     try:
         for chunk in bt.merge_runs(runs):
