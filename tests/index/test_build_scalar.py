@@ -114,10 +114,12 @@ def assert_same(theirs: str, ours: str, kinds: tuple = KINDS) -> None:
         assert (so["num_indexed_rows"], so["num_segments"]) == (st["num_indexed_rows"], st["num_segments"])
 
 
-def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS) -> None:
+def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS, on_spark: tuple = ()) -> None:
+    """pylance's indices on ``theirs``, ours on ``ours`` (those of ``on_spark`` with ``spark``)."""
     for col, kind in kinds:
         lance.dataset(theirs).create_scalar_index(col, kind, name=name_of(col, kind))
-        build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name_of(col, kind))
+        session = spark if (col, kind) in on_spark else None
+        build_and_commit(SCALAR_BUILDER, session, ours, col, kind, name_of(col, kind))
 
 
 @pytest.mark.parametrize("version,stable", matrix(("2.0", False), ("2.2", True)))
@@ -128,10 +130,11 @@ def test_build_matches_pylance(tmp_path: Any, version: str, stable: bool) -> Non
 
 
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
-    """Several part tasks on executors (a part per fragment), one merge task."""
+    """Several part tasks on executors (a part per fragment), one merge task (BTREE's k-way
+    merge, LABEL_LIST's bitmap union; the other kinds in this process)."""
     monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
     theirs, ours = twins(tmp_path, "2.1", False)
-    build_both(theirs, ours, spark)
+    build_both(theirs, ours, spark, on_spark=(("s", "BTREE"), ("labels", "LABEL_LIST")))
     assert_same(theirs, ours)
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone
@@ -382,8 +385,7 @@ def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monke
     for uri in (theirs, ours):
         ds = lance.write_dataset(data, uri, max_rows_per_file=5000, data_storage_version="2.1")
         ds.delete("k % 10 = 3")
-    for col, kind, name in (("t", "NGRAM", "ng"), ("v", "ZONEMAP", "v"), ("s", "ZONEMAP", "s"),
-                            ("n", "BLOOMFILTER", "n")):
+    for col, kind, name in (("t", "NGRAM", "ng"), ("v", "ZONEMAP", "v"), ("n", "BLOOMFILTER", "n")):
         lance.dataset(theirs).create_scalar_index(col, kind, name=name)
         build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name)
     ft, fo = index_files(theirs), index_files(ours)
@@ -394,3 +396,25 @@ def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monke
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone
         assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)
+
+
+def test_merge_attempt_after_a_finished_one(tmp_path: Any, monkeypatch: Any) -> None:
+    """A merge attempt that finds its parts deleted by an attempt that finished returns the
+    files that attempt wrote (a retried task whose first result was lost)."""
+    from lance_spark_ops.spark.runner import TaskContext
+    from lance_spark_ops.spark.tasks.scalar_index import run_merge
+
+    first: list[Any] = []
+
+    def twice(spec: Any, ctx: TaskContext) -> Any:
+        first.append(run_merge(spec, ctx))
+        return run_merge(spec, TaskContext(ctx.job_id, ctx.task_id, "retry"))
+
+    monkeypatch.setattr(scalar_index, "run_merge", twice)
+    theirs, ours = twins(tmp_path, "2.1", False)
+    _, built = build_and_commit(SCALAR_BUILDER, None, ours, "id", "BTREE", "id_btree")
+    assert built.files == first[0]
+    lance.dataset(theirs).create_scalar_index("id", "BTREE", name="id_btree")
+    want = lance.dataset(theirs).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
+    got = lance.dataset(ours).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
+    assert sorted(got) == sorted(want)

@@ -189,9 +189,17 @@ def _old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
 
 
 def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
-    """Executor entry point: write the segment's final files; returns (name, size) of each."""
+    """Executor entry point: write the segment's final files; returns (name, size) of each.
+
+    The parts are deleted only once every final file is written, so an attempt that finds a
+    part gone (an earlier attempt finished, its result lost) returns the files it left."""
     ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
     dst = segment_dir(spec.new_uuid)
+    finals = FINAL_FILES[spec.kind]
+    if not all(ds.store.exists(f"{dst}/{p}") for p in spec.parts) and all(
+            ds.store.exists(f"{dst}/{f}") for f in finals):
+        ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
+        return tuple((f, ds.store.size(f"{dst}/{f}")) for f in finals)
     olds = [table_pb2.IndexMetadata.FromString(b) for b in spec.merge_with]
     params = dict(spec.params)
     if spec.kind == "BTREE":
@@ -445,3 +453,8 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
 
 
 ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
+
+
+FINAL_FILES = {"BTREE": (bt.PAGE_DATA, bt.PAGE_LOOKUP), "BITMAP": (bm.BITMAP_FILE,),
+               "LABEL_LIST": (bm.BITMAP_FILE,), "NGRAM": (ng.POSTINGS_FILE,),
+               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,)}
