@@ -135,6 +135,11 @@ class ScalarBuilder:
         if req.kind not in self.kinds:
             raise UnsupportedError(f"building {req.kind} index segments is not supported")
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        if req.column not in ds.schema.names:
+            if "." in req.column:
+                raise UnsupportedError(f"index column {req.column!r}: scalar indices on nested fields "
+                                       "cannot be built yet", path=req.uri)
+            raise InvalidInputError(f"no column {req.column!r} in version {ds.version}", path=req.uri)
         field = ds.schema.field(req.column)
         check_column(req.kind, field)
         value_type = _plain(field.type)
