@@ -155,6 +155,8 @@ def index_order(t: pa.Table, ids: str | None = "ids") -> pa.Array:
             tie = id_np
     plain = _numpy_sortable(values.type)
     if plain is not None:
+        if len(values) and not isinstance(values, pa.Array):
+            values = values.combine_chunks()
         v = pc.fill_null(values, pa.scalar(0, values.type) if not pa.types.is_boolean(values.type) else False)
         v = v.cast(plain) if plain != values.type else v
         rank_np = rank.to_numpy()
@@ -186,47 +188,83 @@ def _numpy_sortable(t: pa.DataType) -> pa.DataType | None:
 
 def merge_runs(runs: list[Iterator[pa.Table]]) -> Iterator[pa.Table]:
     """k-way merge of sorted runs (each an iterator of sorted chunks, in the order of
-    ``sort_run``), streamed: at most one chunk per run is held. Every round sorts what is
-    held and emits the rows up to the earliest last row of a run with more chunks to come:
-    nothing unread can sort before them (ids are unique, so the order is total)."""
-    pending: list[pa.Table] = []
-    live: dict[int, Iterator[pa.Table]] = {}
+    ``sort_run``), streamed: at most one chunk per run is held. Every round finds the
+    frontier, the smallest of the held chunks' last rows (nothing unread sorts before it: ids
+    are unique, so the order is total), cuts each held chunk at it and sorts only the rows cut
+    off, so the sorting work is proportional to the rows, not to rows times runs."""
+    held: dict[int, pa.Table] = {}
     for r, it in enumerate(runs):
         chunk = _next_nonempty(it)
         if chunk is not None:
-            pending.append(_tag(chunk, r))
-            live[r] = it
-    if len(live) == 1 and len(pending) == 1:  # one run: already in order
-        yield pending[0].drop_columns(["run"])
-        for chunk in live.popitem()[1]:
+            held[r] = chunk.select(["values", "ids"])
+    if len(held) == 1:  # one run: already in order
+        (r, chunk), = held.items()
+        yield chunk
+        for chunk in runs[r]:
             yield chunk.select(["values", "ids"])
         return
-    while pending:
-        held = pa.concat_tables(pending).combine_chunks()
-        held = held.take(index_order(held))
-        still = {r for r in live}
-        if not still:
-            yield held.drop_columns(["run"])
-            return
-        tags = held.column("run").to_numpy()
-        # the last position of each run still to be read; the earliest one bounds what is safe
-        last = {r: int(np.flatnonzero(tags == r)[-1]) for r in still}
-        stop_run = min(last, key=last.get)
-        cut = last[stop_run] + 1
-        yield held.slice(0, cut).drop_columns(["run"])
-        pending = [held.slice(cut)] if cut < held.num_rows else []
-        chunk = _next_nonempty(live[stop_run])
-        if chunk is None:
-            del live[stop_run]
-        else:
-            pending.append(_tag(chunk, stop_run))
-        if not pending and live:  # every held row went out: refill from every run still live
-            for r in list(live):
-                chunk = _next_nonempty(live[r])
-                if chunk is None:
-                    del live[r]
+    while held:
+        order = list(held)
+        lasts = pa.concat_tables([held[r].slice(held[r].num_rows - 1) for r in order])
+        first = int(index_order(lasts).to_numpy()[0])
+        stop = order[first]
+        f_values, f_id = lasts.column("values").slice(first, 1), int(lasts.column("ids")[first].as_py())
+        out = []
+        for r in order:
+            chunk = held[r]
+            cut = chunk.num_rows if r == stop else _rows_up_to(chunk, f_values, f_id)
+            if cut:
+                out.append(chunk.slice(0, cut))
+            if cut < chunk.num_rows:
+                held[r] = chunk.slice(cut)
+            else:
+                nxt = _next_nonempty(runs[r])
+                if nxt is None:
+                    del held[r]
                 else:
-                    pending.append(_tag(chunk, r))
+                    held[r] = nxt.select(["values", "ids"])
+        if len(out) == 1:
+            yield out[0]
+            continue
+        out.sort(key=lambda c: int(c.column("ids")[0].as_py()))
+        yield _merge_sorted(pa.concat_tables(out).combine_chunks())
+
+
+def _merge_sorted(block: pa.Table) -> pa.Table:
+    """Sort a concatenation of sorted pieces (ordered by their first id): a stable sort by
+    value alone (adaptive to the pieces' runs) is right unless equal values of two pieces
+    then stand in descending id order (pieces whose ids interleave), which is checked, and
+    only then are ids sorted on too."""
+    merged = block.take(index_order(block, ids=None))
+    values, ids = merged.column("values"), merged.column("ids").to_numpy()
+    if merged.num_rows < 2:
+        return merged
+    rank = value_rank(values).to_numpy()
+    head, tail = values.slice(0, merged.num_rows - 1), values.slice(1)
+    tie = (rank[1:] == rank[:-1]) & (_mask(pc.equal(head, tail)) | (rank[1:] != 1))
+    if bool(np.any(tie & (ids[1:] < ids[:-1]))):
+        return block.take(index_order(block))
+    return merged
+
+
+def _rows_up_to(chunk: pa.Table, f_value: pa.Array, f_id: int) -> int:
+    """How many leading rows of a sorted chunk sort at or before the frontier row."""
+    values, ids = chunk.column("values"), chunk.column("ids").to_numpy()
+    rank = value_rank(values).to_numpy()
+    f_rank = int(value_rank(f_value).to_numpy()[0])
+    before = rank < f_rank
+    same = rank == f_rank
+    if f_rank == 1:  # numbers / strings: by value, ties by id
+        fv = f_value[0]
+        less, equal = (_mask(op(values, fv)) for op in (pc.less, pc.equal))
+        at = same & (less | (equal & (ids <= np.uint64(f_id))))
+    else:  # nulls or NaN: ties by id only
+        at = same & (ids <= np.uint64(f_id))
+    return int(np.count_nonzero(before | at))
+
+
+def _mask(a: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool)
 
 
 def _next_nonempty(it: Iterator[pa.Table]) -> pa.Table | None:
@@ -234,8 +272,3 @@ def _next_nonempty(it: Iterator[pa.Table]) -> pa.Table | None:
         if chunk.num_rows:
             return chunk
     return None
-
-
-def _tag(chunk: pa.Table, run: int) -> pa.Table:
-    tags = pa.array(np.full(chunk.num_rows, run, np.int32))
-    return chunk.select(["values", "ids"]).append_column("run", tags)

@@ -228,6 +228,13 @@ def test_merge_runs_streams_a_total_order() -> None:
     merged = pa.concat_tables(merge_runs([chunks(r, int(s)) for r, s in zip(runs, sizes, strict=True)]))
     assert merged.column("ids").to_pylist() == whole.column("ids").to_pylist()
     assert merged.num_rows == 5000
+    # runs of disjoint ascending id ranges (parts of consecutive fragments): the fast path
+    ids = np.arange(5000, dtype=np.uint64)
+    whole = sort_run(values, ids)
+    bounds = zip([0, *cuts], [*cuts, 5000], strict=True)
+    runs = [sort_run(values.slice(a, b - a), ids[a:b]) for a, b in bounds]
+    merged = pa.concat_tables(merge_runs([chunks(r, int(s)) for r, s in zip(runs[::-1], sizes, strict=True)]))
+    assert merged.column("ids").to_pylist() == whole.column("ids").to_pylist()
 
 
 def test_check_params() -> None:
