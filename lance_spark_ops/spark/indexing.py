@@ -262,11 +262,18 @@ def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: Mapping[str,
             for i, p in enumerate(plans)]
 
 
+def _bitmap_bytes(ids: Sequence[int]) -> bytes:
+    """A fragment bitmap as Lance writes it into the manifest (run containers where shorter)."""
+    bm = BitMap(ids)
+    bm.run_optimize()
+    return bm.serialize()
+
+
 def new_entry(plan: SegmentPlan, built: BuiltSegment) -> Any:
     """The manifest entry of a built segment."""
     req = plan.request
     entry = table_pb2.IndexMetadata(name=req.name, dataset_version=plan.dataset_version,
-                                    fragment_bitmap=BitMap(plan.fragment_bitmap).serialize(),
+                                    fragment_bitmap=_bitmap_bytes(plan.fragment_bitmap),
                                     index_version=built.index_version,
                                     created_at=int(time.time() * 1000))
     entry.uuid.uuid = req.new_uuid
