@@ -12,6 +12,7 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   segments.
 * ``optimize_indices``: per index name, segments in manifest order (newest last); unindexed
   fragments are those no segment covers. ``num_indices_to_merge`` (default 1) newest segments
+  (with stable row ids, scalar types: also older ones covering fragments with deleted rows)
   are merged with the unindexed fragments into one new segment whose ``dataset_version`` is
   the smallest of the merged ones (the version read when none are) and whose fragment bitmap
   is the unindexed fragments plus the merged segments' coverage still in the dataset; 0 adds
@@ -194,8 +195,8 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
     n = 1 if num_indices_to_merge is None or retrain else num_indices_to_merge
     if n < 0:
         raise InvalidInputError(f"num_indices_to_merge must not be negative, got {n}")
-    merged = list(segments[len(segments) - min(n, len(segments)):]) if n else []
-    kept = list(segments[:len(segments) - len(merged)])
+    merged = _segments_to_merge(ds, segments, n, kind)
+    kept = [s for s in segments if not any(s is m for m in merged)]
     unindexed = present - covered_fragments(ds, segments)
     if not unindexed and len(merged) <= 1 and not retrain:
         return None
@@ -212,6 +213,19 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
     req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
                    model_from=newest, storage_options=storage_options)
     return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
+
+
+def _segments_to_merge(ds: Dataset, segments: Sequence[Any], n: int, kind: str) -> list[Any]:
+    """The ``n`` newest segments; with stable row ids (scalar types, ``n`` > 0) also every older
+    segment covering a fragment with deleted rows, as pylance 14 selects them: an update
+    deletes a row's old copy and writes it again under the same row id, so the old segment's
+    stale entry goes only when that segment is rewritten."""
+    tail = len(segments) - min(n, len(segments))
+    if n == 0 or not ds.uses_stable_row_ids or kind not in SCALAR_TYPES:
+        return list(segments[tail:])
+    deleted = BitMap(f.id for f in ds.fragments if f.deletion_file is not None)
+    return [s for i, s in enumerate(segments)
+            if i >= tail or bool(covered_fragments(ds, [s]) & deleted)]
 
 
 def segment_rows(ds: Dataset, segment: Any) -> int:

@@ -67,12 +67,13 @@ def recorder(monkeypatch: pytest.MonkeyPatch) -> RecordingBuilder:
     return rec
 
 
-def _make(uri: str) -> None:
-    """Fragments 0-1 indexed; fragment 0 then deleted whole; fragments 2-3 appended."""
+def _make(uri: str, stable: bool = False) -> None:
+    """Fragments 0-1 indexed; fragment 0 then deleted whole, a row of 1; fragments 2-3 appended."""
     shutil.rmtree(uri, ignore_errors=True)
-    ds = lance.write_dataset(pa.table({"x": np.arange(1000)}), uri, max_rows_per_file=500)
+    ds = lance.write_dataset(pa.table({"x": np.arange(1000)}), uri, max_rows_per_file=500,
+                             enable_stable_row_ids=stable)
     ds.create_scalar_index("x", "BTREE")
-    ds.delete("x < 500")
+    ds.delete("x < 500 OR x = 600")
     for k in range(2):
         lance.write_dataset(pa.table({"x": np.arange(1000) + 1000 * (k + 1)}), uri, mode="append")
 
@@ -105,10 +106,13 @@ STEPS = [
 ]
 
 
+@pytest.mark.parametrize("stable", [False, True], ids=["addresses", "stable"])
 @pytest.mark.parametrize("steps", STEPS, ids=lambda s: "-".join(str(x) for x in s))
-def test_optimize_segments_as_pylance(tmp_path: Any, recorder: RecordingBuilder, steps: list[Any]) -> None:
+def test_optimize_segments_as_pylance(tmp_path: Any, recorder: RecordingBuilder, steps: list[Any],
+                                      stable: bool) -> None:
+    """Stable row ids: older segments covering fragments with deleted rows are merged too."""
     ours, twin = str(tmp_path / "ours"), str(tmp_path / "twin")
-    _make(ours)
+    _make(ours, stable)
     shutil.copytree(ours, twin)
     for k, step in enumerate(steps):
         old_ours, old_twin = _uuids(ours), _uuids(twin)
