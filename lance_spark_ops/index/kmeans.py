@@ -181,7 +181,14 @@ def train(
     rounds as the distributed form."""
     if x.shape[0] > k * 512:  # Lance caps the training rows at k * 512
         x = x[: k * 512]
-    t = Training(init_centroids(x, k, np.random.default_rng(seed)), balance_factor, seed)
+    return fit(x, init_centroids(x, k, np.random.default_rng(seed)), metric, max_iters, seed, balance_factor)
+
+
+def fit(
+    x: np.ndarray, init: np.ndarray, metric: str, max_iters: int, seed: int, balance_factor: float
+) -> tuple[np.ndarray, float]:
+    """Rounds from ``init`` until converged or ``max_iters``: centroids and the last loss."""
+    t = Training(init, balance_factor, seed)
     for _ in range(max_iters):
         if t.update(partial_sums(x, t.centroids, metric, t.bias())):
             break

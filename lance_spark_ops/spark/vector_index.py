@@ -43,6 +43,7 @@ from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.vector_index import (
     AssembleSpec,
     EncodeSpec,
+    KMeansSpec,
     PqTrainSpec,
     RangeSpec,
     RoundSpec,
@@ -50,6 +51,7 @@ from lance_spark_ops.spark.tasks.vector_index import (
     Source,
     run_assemble,
     run_encode,
+    run_kmeans,
     run_pq_train,
     run_range,
     run_round,
@@ -85,6 +87,9 @@ DEFAULTS = {
 ALIASES = {"max_iters": "max_iterations", "metric_type": "metric"}
 ROWS_PER_TASK = 1 << 20  # encode: live rows per task at most
 SEED = 0x49564621  # "IVF!"
+# IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
+# ones in rounds of tasks, one per sample file (a Spark job per round)
+LOCAL_KMEANS_VALUES = 1 << 24
 
 
 def _int(params: Mapping[str, Any], key: str, lo: int = 1) -> int | None:
@@ -393,9 +398,27 @@ class VectorSegmentBuilder:
         if n < k:
             raise InvalidInputError(f"{k} partitions but only {n} valid vectors to train them")
         pool = np.concatenate([s.candidates for s in samples])
-        t = Training(init_centroids(pool, k, np.random.default_rng(SEED)), BALANCE_FACTOR, SEED)
+        init = init_centroids(pool, k, np.random.default_rng(SEED))
         km_metric = assign_metric(metric)
         with job.phase("kmeans", detail=f"k={k}, {n} vectors"):
+            if n * init.shape[1] <= LOCAL_KMEANS_VALUES:
+                (out,) = job.run_tasks(
+                    [
+                        KMeansSpec(
+                            src.uri,
+                            files,
+                            init,
+                            km_metric,
+                            max_iters,
+                            SEED,
+                            BALANCE_FACTOR,
+                            src.storage_options,
+                        )
+                    ],
+                    run_kmeans,
+                )
+                return out
+            t = Training(init, BALANCE_FACTOR, SEED)
             for _ in range(max_iters):
                 out = job.run_tasks(
                     [

@@ -117,17 +117,18 @@ def recall(uri: str, x: np.ndarray, metric: str, hnsw: bool) -> float:
 
 
 def check_build(
-    tmp_path: Path, kind: str, metric: str, version: str, stable: bool, spark: object = None
+    tmp_path: Path, kind: str, metric: str, version: str, stable: bool, spark: object = None, **extra: object
 ) -> None:
     import lance
 
     ours, theirs = twins(tmp_path, version, stable)
-    build_index(ours, "vec", kind, "vec_idx", spark, num_partitions=PARTS, metric=metric, **pq_kw(kind))
+    kw = {**pq_kw(kind), **extra}
+    build_index(ours, "vec", kind, "vec_idx", spark, num_partitions=PARTS, metric=metric, **kw)
     x = vectors()
     theirs_r = []
     for _ in range(PYLANCE_RUNS):
         lance.dataset(theirs).create_index(
-            "vec", kind, name="vec_idx", num_partitions=PARTS, metric=metric, replace=True, **pq_kw(kind)
+            "vec", kind, name="vec_idx", num_partitions=PARTS, metric=metric, replace=True, **kw
         )
         theirs_r.append(recall(theirs, x, metric, "HNSW" in kind))
     ds, twin = lance.dataset(ours), lance.dataset(theirs)
@@ -175,12 +176,25 @@ def test_build_on_spark(tmp_path: Path, spark: object) -> None:
     check_build(tmp_path, "IVF_HNSW_PQ", "l2", "2.1", False, spark)
 
 
+def test_build_pq_4_bits(tmp_path: Path) -> None:
+    check_build(tmp_path, "IVF_PQ", "l2", "2.1", False, num_bits=4)
+
+
+def test_kmeans_in_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Samples too big for one task: k-means runs as rounds of tasks (sums and counts)."""
+    from lance_spark_ops.spark import vector_index
+
+    monkeypatch.setattr(vector_index, "LOCAL_KMEANS_VALUES", 0)
+    monkeypatch.setattr(vector_index, "ROWS_PER_TASK", 700)  # several sample files and runs
+    check_build(tmp_path, "IVF_SQ", "l2", "2.2", False)
+
+
 # -- exact equality with given models ------------------------------------------------------------
 
 
-def storage(uri: str, name: str = "vec_idx") -> dict[int, tuple[int, tuple]]:
-    """row id -> (partition, storage row) of an IVF index (PQ codes un-transposed)."""
-    (entry,) = [i for i in index_entries(Dataset.open(uri)) if i.name == name]
+def storage(uri: str, name: str = "vec_idx", segment: int = 0) -> dict[int, tuple[int, tuple]]:
+    """row id -> (partition, storage row) of an IVF index segment (PQ codes un-transposed)."""
+    entry = [i for i in index_entries(Dataset.open(uri)) if i.name == name][segment]
     r = LanceFileReader(str(Path(uri) / "_indices" / uuid_str(entry.uuid.uuid) / "auxiliary.idx"))
     gb = r.metadata.global_buffers.tolist()
     ivf = index_pb2.IVF.FromString(bytes(r.read_raw_ranges([tuple(gb[1])])[0]))
@@ -201,17 +215,18 @@ def storage(uri: str, name: str = "vec_idx") -> dict[int, tuple[int, tuple]]:
 
 
 @pytest.mark.parametrize(
-    "kind,metric",
+    "kind,metric,nbits",
     [
-        ("IVF_PQ", "l2"),
-        ("IVF_PQ", "cosine"),
-        ("IVF_PQ", "dot"),
-        ("IVF_SQ", "l2"),
-        ("IVF_FLAT", "cosine"),
-        ("IVF_HNSW_PQ", "l2"),
+        ("IVF_PQ", "l2", 8),
+        ("IVF_PQ", "cosine", 8),
+        ("IVF_PQ", "dot", 8),
+        ("IVF_PQ", "l2", 4),
+        ("IVF_SQ", "l2", 8),
+        ("IVF_FLAT", "cosine", 8),
+        ("IVF_HNSW_PQ", "l2", 8),
     ],
 )
-def test_given_model_equals_pylance(tmp_path: Path, kind: str, metric: str) -> None:
+def test_given_model_equals_pylance(tmp_path: Path, kind: str, metric: str, nbits: int) -> None:
     """Given centroids (and codebook): every row's partition and codes equal pylance's; SQ
     bounds come from every row here (fewer rows than the SQ sample), so its codes too."""
     import lance
@@ -220,11 +235,15 @@ def test_given_model_equals_pylance(tmp_path: Path, kind: str, metric: str) -> N
     ours, theirs = twins(tmp_path, "2.1", False)
     kw = {"ivf_centroids": rng.normal(size=(PARTS, DIM)).astype(np.float32) * 3, **pq_kw(kind)}
     if kind.endswith("PQ"):
-        kw["pq_codebook"] = rng.normal(size=(4, 256, DIM // 4)).astype(np.float32)
+        kw["pq_codebook"] = rng.normal(size=(4, 1 << nbits, DIM // 4)).astype(np.float32)
+        kw["num_bits"] = nbits
     build_index(ours, "vec", kind, "vec_idx", num_partitions=PARTS, metric=metric, **kw)
     lance.dataset(theirs).create_index("vec", kind, name="vec_idx", num_partitions=PARTS, metric=metric, **kw)
-    a, b = storage(ours), storage(theirs)
-    assert len(a) == len(b) == 2700
+    assert_same_storage(storage(ours), storage(theirs), kind)
+
+
+def assert_same_storage(a: dict, b: dict, kind: str) -> None:
+    assert len(a) == len(b)
     if kind.endswith("FLAT"):
         assert {i: p for i, (p, _) in a.items()} == {i: p for i, (p, _) in b.items()}
         assert all(np.allclose(a[i][1], b[i][1], rtol=1e-6, atol=1e-7) for i in a)
@@ -286,3 +305,46 @@ def test_bad_input(tmp_path: Path, column: str, kind: str, params: dict, error: 
     with pytest.raises(error):
         build_index(ours, column, kind, "idx", **params)
     assert sorted(p.name for p in Path(ours).rglob("*")) == before
+
+
+# -- optimize: a delta segment under the existing model ------------------------------------------
+
+
+def append(uri: str, rows: int = 600) -> list[int]:
+    """Append rows (two fragments) with pylance; returns the new fragment ids."""
+    import lance
+
+    before = {f.fragment_id for f in lance.dataset(uri).get_fragments()}
+    x = vectors(rows, seed=11)
+    lance.write_dataset(table(x, start=ROWS), uri, mode="append", max_rows_per_file=rows // 2)
+    return sorted({f.fragment_id for f in lance.dataset(uri).get_fragments()} - before)
+
+
+@pytest.mark.parametrize("kind,metric", [("IVF_PQ", "l2"), ("IVF_SQ", "cosine"), ("IVF_HNSW_FLAT", "dot")])
+def test_delta_segment_equals_pylance(tmp_path: Path, kind: str, metric: str) -> None:
+    """optimize_indices(num_indices_to_merge=0): the new fragments become a second segment built
+    with the first one's model; with the same model on both sides (given centroids / codebook)
+    its partitions and codes equal pylance's delta."""
+    import lance
+
+    rng = np.random.default_rng(5)
+    ours, theirs = twins(tmp_path, "2.2", True)
+    kw = {"ivf_centroids": rng.normal(size=(PARTS, DIM)).astype(np.float32) * 3, **pq_kw(kind)}
+    if kind.endswith("PQ"):
+        kw["pq_codebook"] = rng.normal(size=(4, 256, DIM // 4)).astype(np.float32)
+    first = build_index(ours, "vec", kind, "vec_idx", num_partitions=PARTS, metric=metric, **kw)
+    lance.dataset(theirs).create_index("vec", kind, name="vec_idx", num_partitions=PARTS, metric=metric, **kw)
+    new = append(ours)
+    assert append(theirs) == new
+    build_index(ours, "vec", kind, "vec_idx", fragment_ids=new, model_from=first, replace=False)
+    lance.dataset(theirs).optimize.optimize_indices(num_indices_to_merge=0)
+    st = lance.dataset(ours).stats.index_stats("vec_idx")
+    tst = lance.dataset(theirs).stats.index_stats("vec_idx")
+    assert st["num_unindexed_rows"] == 0 and st["num_indices"] == tst["num_indices"] == 2
+    assert st["num_indexed_rows"] == tst["num_indexed_rows"]
+    assert_same_storage(storage(ours, segment=1), storage(theirs, segment=1), kind)
+    q = vectors(1, seed=9)[0]
+    got = lance.dataset(ours).to_table(
+        nearest={"column": "vec", "q": q, "k": 10, "nprobes": PARTS}, columns=["id"]
+    )
+    assert got.num_rows == 10

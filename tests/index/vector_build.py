@@ -36,6 +36,8 @@ def build_index(
     ds = Dataset.open(uri)
     field = ds.schema.field(column)
     lance_field = next(f for f in ds.lance_schema.fields if f.name == column)
+    if model_from is not None:  # a delta builds with the segment's own parameters, as the driver
+        params = {k: v for k, v in VECTOR_BUILDER.params_of(kind, model_from).items() if v is not None}
     checked = VECTOR_BUILDER.check_params(kind, field, params)
     frags = fragment_ids if fragment_ids is not None else [f.id for f in ds.fragments]
     new_uuid = uuidlib.uuid4().bytes
@@ -67,8 +69,10 @@ def build_index(
     entry.index_details.CopyFrom(any_pb2.Any.FromString(built.details))
     entry.files.extend(table_pb2.IndexFile(path=p, size_bytes=n) for p, n in built.files)
     section = ds.manifest_file.index_section
-    old = [i for i in (section.indices if section is not None else []) if i.name == name] if replace else []
-    commit_transaction(ds.store, CreateIndex([entry], old), ds.version)
+    same = [i for i in (section.indices if section is not None else []) if i.name == name]
+    # a CreateIndex replaces every entry named like a new one: a delta lists the old segments again
+    new, removed = ([entry], same) if replace else ([*same, entry], [])
+    commit_transaction(ds.store, CreateIndex(new, removed), ds.version)
     return entry
 
 

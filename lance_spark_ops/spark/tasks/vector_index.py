@@ -33,7 +33,7 @@ from lance_spark_ops.index.ivf_build import (
     transpose_codes,
 )
 from lance_spark_ops.index.ivf_model import Model, encode, prepare
-from lance_spark_ops.index.kmeans import Partial, partial_sums
+from lance_spark_ops.index.kmeans import Partial, fit, partial_sums
 from lance_spark_ops.index.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
@@ -159,6 +159,28 @@ def run_round(spec: RoundSpec, ctx: TaskContext) -> Partial:
     store = ObjectStore(spec.uri, spec.storage_options)
     x = load_sample(store, spec.file, spec.centroids.shape[1], spec.take)
     return partial_sums(x, spec.centroids, spec.metric, spec.bias)
+
+
+@dataclass(frozen=True)
+class KMeansSpec:
+    """The whole IVF k-means in one task, on samples small enough for one (``files``: each
+    sample file and the rows of it to use)."""
+
+    uri: str
+    files: tuple[tuple[str, int], ...]
+    init: np.ndarray
+    metric: str  # l2 or dot
+    max_iters: int
+    seed: int
+    balance_factor: float
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
+    store = ObjectStore(spec.uri, spec.storage_options)
+    dim = spec.init.shape[1]
+    x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
+    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor)
 
 
 @dataclass(frozen=True)
