@@ -222,8 +222,6 @@ class VectorSegmentBuilder:
 
     # -- build ---------------------------------------------------------------------------------
     def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
-        if req.merge_with:
-            raise UnsupportedError(f"index {req.name!r}: merging vector index segments is not supported yet")
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
         p = dict(req.params)
         frags = ds.fragments_with_ids(req.fragment_ids)
@@ -234,8 +232,9 @@ class VectorSegmentBuilder:
         src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
         slots = max(1, default_parallelism(job.spark))
         try:
-            if req.model_from is not None:
-                model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(req.model_from))
+            reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[0]
+            if reuse is not None:  # a delta or a merge: the old segment's model
+                model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
             else:
                 model = self._model(job, req.kind, p, src, live, total, work_dir, slots)
             with job.phase("encode"):
@@ -251,7 +250,13 @@ class VectorSegmentBuilder:
                 else None
             )
             with job.phase("partitions"):
-                counts = np.sum([r.counts for r in runs], axis=0) if runs else np.zeros(model.num_partitions)
+                counts = np.zeros(model.num_partitions, dtype=np.int64)
+                for r in runs:
+                    counts += r.counts
+                for old in req.merge_with:  # old rows too, so the ranges hold about equal rows
+                    counts += segment_lengths(
+                        ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions
+                    )
                 ranges = _ranges(counts, slots * (2 if hnsw is not None else 1))
                 parts = job.run_tasks(
                     [
@@ -265,6 +270,8 @@ class VectorSegmentBuilder:
                             work_dir,
                             req.file_version,
                             dict(req.storage_options),
+                            tuple(req.merge_with),
+                            src,
                         )
                         for lo, hi in ranges
                     ],
@@ -282,7 +289,7 @@ class VectorSegmentBuilder:
                 )
         finally:
             _remove(ds, work_dir)
-        rows = int(sum(r.rows for r in runs))
+        rows = int(sum(sum(part.lengths) for part in parts))
         return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows)
 
     def _model(
@@ -522,6 +529,21 @@ def read_model(ds: Dataset, kind: str, index: Any) -> Model:
         b = meta.get("bounds") or {}
         return Model(kind, metric, centroids, loss, bounds=(float(b["start"]), float(b["end"])))
     return Model(kind, metric, centroids, loss)
+
+
+def segment_lengths(ds: Dataset, index: Any, partitions: int) -> np.ndarray:
+    """Rows per partition of an existing segment's storage (its IVF buffer only)."""
+    base = index.base_id if index.HasField("base_id") else None
+    store, seg = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+    reader = LanceFileReader(f"{seg}/{AUX_FILE}", store=store)
+    lengths = np.asarray(
+        index_pb2.IVF.FromString(_buffer(reader, ivf_buffer(reader.schema))).lengths, np.int64
+    )
+    if lengths.size != partitions:
+        raise InvalidInputError(
+            f"index {index.name!r}: a segment of {lengths.size} partitions cannot merge into {partitions}"
+        )
+    return lengths
 
 
 def _buffer(reader: LanceFileReader, index: int) -> bytes:

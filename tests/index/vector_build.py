@@ -29,6 +29,7 @@ def build_index(
     *,
     fragment_ids: list[int] | None = None,
     model_from: Any = None,
+    merge_with: list[Any] = (),
     replace: bool = True,
     **params: Any,
 ) -> Any:
@@ -52,6 +53,7 @@ def build_index(
         new_uuid=new_uuid,
         fragment_ids=tuple(frags),
         model_from=model_from.SerializeToString() if model_from is not None else None,
+        merge_with=tuple(m.SerializeToString() for m in merge_with),
         row_ids=ds.uses_stable_row_ids,
         file_version=_file_version(ds),
     )
@@ -71,7 +73,15 @@ def build_index(
     section = ds.manifest_file.index_section
     same = [i for i in (section.indices if section is not None else []) if i.name == name]
     # a CreateIndex replaces every entry named like a new one: a delta lists the old segments again
-    new, removed = ([entry], same) if replace else ([*same, entry], [])
+    merged = {bytes(m.uuid.uuid) for m in merge_with}
+    if merge_with:  # the merged segments leave, their fragments join the new one
+        old = {f for m in merge_with for f in BitMap.deserialize(m.fragment_bitmap)}
+        frags = sorted(set(frags) | (old & {f.id for f in ds.fragments}))
+        entry.fragment_bitmap = bytes(BitMap(frags).serialize())
+    keep = [i for i in same if bytes(i.uuid.uuid) not in merged]
+    new, removed = (
+        ([entry], same) if replace else ([*keep, entry], [i for i in same if bytes(i.uuid.uuid) in merged])
+    )
     commit_transaction(ds.store, CreateIndex(new, removed), ds.version)
     return entry
 

@@ -280,7 +280,9 @@ def read_run_rows(
 
 @dataclass(frozen=True)
 class RangeSpec:
-    """Partitions ``lo..hi`` gathered from every run (in run order), their HNSW graphs built."""
+    """Partitions ``lo..hi`` gathered from the old segments folded in (``olds``, serialized
+    ``IndexMetadata``; their rows first) and every run (in run order), their HNSW graphs
+    built."""
 
     uri: str
     runs: tuple[Run, ...]
@@ -291,6 +293,8 @@ class RangeSpec:
     work_dir: str
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    olds: tuple[bytes, ...] = ()
+    source: Source | None = None  # to read the old segments and the live rows
 
 
 @dataclass(frozen=True)
@@ -312,6 +316,15 @@ def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray,
     """(ids, storage rows, lengths) of partitions lo..hi, partition-major, runs in order."""
     model = spec.model
     per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
+    if spec.olds:
+        from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
+
+        ds = spec.source.dataset()
+        present = present_rows(ds, spec.source.row_ids)
+        for old in spec.olds:
+            for i, piece in enumerate(old_partitions(ds, old, spec.lo, spec.hi, model, present)):
+                if piece[0].size:
+                    per_part[i].append(piece)
     for run in spec.runs:
         if run.file is None:
             continue
