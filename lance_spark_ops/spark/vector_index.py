@@ -9,7 +9,7 @@ A build (``spark.tasks.vector_index`` for the tasks):
    (one task per sample file returns per-centroid sums and counts; the driver averages), then
    PQ codebooks (one task per sub-vector on the whole PQ sample, at most 65 536 rows) or SQ
    bounds (min / max the sample tasks returned);
-2. encode tasks (fragments grouped up to ``ROWS_PER_TASK``) assign and encode every live row
+2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every live row
    and write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
    graphs);
@@ -85,7 +85,12 @@ DEFAULTS = {
     "max_level": 7,
 }
 ALIASES = {"max_iters": "max_iterations", "metric_type": "metric"}
-ROWS_PER_TASK = 1 << 20  # encode: live rows per task at most
+# pylance parameters about its own machinery (shuffle buffers, caches): accepted, no effect here
+IGNORED = frozenset({"shuffle_partition_batches", "shuffle_partition_concurrency", "index_cache_size"})
+# vector bytes an encode task reads, and storage bytes a range task gathers, about at most
+# (a single fragment or partition larger than that still goes to one task whole)
+TASK_BYTES = 128 << 20
+ROWS_PER_TASK = None  # tests: a row cap instead of TASK_BYTES
 SEED = 0x49564621  # "IVF!"
 # IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
 # ones in rounds of tasks, one per sample file (a Spark job per round)
@@ -131,7 +136,7 @@ class VectorSegmentBuilder:
                 f"column {field.name!r}: vectors of {t.value_type} are not supported yet (float32 only)"
             )
         dim = t.list_size
-        p = {ALIASES.get(k, k): v for k, v in params.items()}
+        p = {ALIASES.get(k, k): v for k, v in params.items() if k not in IGNORED}
         unknown = sorted(set(p) - set(DEFAULTS))
         if unknown:
             raise InvalidInputError(f"unknown {kind} index parameter(s) {unknown}; known: {sorted(DEFAULTS)}")
@@ -236,9 +241,12 @@ class VectorSegmentBuilder:
             if reuse is not None:  # a delta or a merge: the old segment's model
                 model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
             else:
-                model = self._model(job, req.kind, p, src, live, total, work_dir, slots)
+                dim = ds.schema.field(req.column).type.list_size
+                model = self._model(
+                    job, req.kind, p, src, live, total, work_dir, (slots, _rows_per_task(4 * dim))
+                )
             with job.phase("encode"):
-                groups = _groups(live, slots)
+                groups = _groups(live, slots, _rows_per_task(model.dim * 4))
                 runs = job.run_tasks(
                     [EncodeSpec(src, g, model, work_dir) for g in groups],
                     run_encode,
@@ -257,7 +265,11 @@ class VectorSegmentBuilder:
                     counts += segment_lengths(
                         ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions
                     )
-                ranges = _ranges(counts, slots * (2 if hnsw is not None else 1))
+                row_bytes = 8 + model.width * model.storage_dtype.itemsize
+                tasks = max(
+                    slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
+                )
+                ranges = _ranges(counts, tasks)
                 parts = job.run_tasks(
                     [
                         RangeSpec(
@@ -301,7 +313,7 @@ class VectorSegmentBuilder:
         live: dict[int, int],
         total: int,
         work_dir: str,
-        slots: int,
+        fan: tuple[int, int],  # (task slots, rows an encode or sample task reads at most)
     ) -> Model:
         metric = p["metric"]
         k = p["num_partitions"] or _recommended(
@@ -331,7 +343,7 @@ class VectorSegmentBuilder:
                     max(ivf_rows if need_ivf else 0, q_rows),
                     metric,
                     work_dir,
-                    slots,
+                    fan,
                     k,
                 )
         centroids, loss = (
@@ -382,7 +394,7 @@ class VectorSegmentBuilder:
         want: int,
         metric: str,
         work_dir: str,
-        slots: int,
+        fan: tuple[int, int],
         k: int,
     ) -> list[Any]:
         if total > want:
@@ -390,7 +402,7 @@ class VectorSegmentBuilder:
             shares = {f: min(n, math.ceil(want * n / total)) for f, n in live.items() if n}
         else:
             shares = {f: -1 for f, n in live.items() if n}
-        groups = _groups({f: (n if shares.get(f, 0) else 0) for f, n in live.items()}, slots)
+        groups = _groups({f: (n if shares.get(f, 0) else 0) for f, n in live.items()}, *fan)
         specs = [
             SampleSpec(src, tuple((f, shares[f]) for f in g if f in shares), metric, work_dir, SEED, k)
             for g in groups
@@ -451,14 +463,18 @@ def _recommended(rows: int, target: int) -> int:
     return max(1, min(rows // max(target, 1), MAX_PARTITIONS))
 
 
-def _groups(live: dict[int, int], slots: int) -> list[tuple[int, ...]]:
+def _rows_per_task(row_bytes: int) -> int:
+    return ROWS_PER_TASK or max(1, TASK_BYTES // max(row_bytes, 1))
+
+
+def _groups(live: dict[int, int], slots: int, per_task: int) -> list[tuple[int, ...]]:
     """Fragments (in id order) cut into at least ``min(fragments, slots)`` groups of at most
-    ``ROWS_PER_TASK`` rows where a fragment allows."""
+    ``per_task`` rows where a fragment allows."""
     ids = [f for f in sorted(live) if live[f]]
     if not ids:
         return []
     total = sum(live[f] for f in ids)
-    per = max(1, min(ROWS_PER_TASK, math.ceil(total / min(slots, len(ids)))))
+    per = max(1, min(per_task, math.ceil(total / min(slots, len(ids)))))
     out, cur, acc = [], [], 0
     for f in ids:
         if cur and acc + live[f] > per:

@@ -388,3 +388,22 @@ def test_merge_equals_pylance(tmp_path: Path, kind: str, stable: bool) -> None:
         nearest={"column": "vec", "q": q, "k": 10, "nprobes": parts, "ef": 100}
     )
     assert got.num_rows == 10
+
+
+def test_failed_build_leaves_no_work_files(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A task failing after the runs were written: the error surfaces, the segment's _build
+    directory (samples, runs) is gone and nothing was committed."""
+    from lance_spark_ops.errors import CorruptFileError
+    from lance_spark_ops.spark import vector_index
+
+    def broken(spec: object, ctx: object) -> None:
+        raise CorruptFileError("injected")
+
+    monkeypatch.setattr(vector_index, "run_range", broken)
+    ours, _ = twins(tmp_path, "2.1", False)
+    with pytest.raises(CorruptFileError, match="injected"):
+        build_index(ours, "vec", "IVF_PQ", "vec_idx", num_partitions=PARTS, **pq_kw("IVF_PQ"))
+    assert any((Path(ours) / "_indices").iterdir())  # the runs had been written there
+    leftovers = [p for p in (Path(ours) / "_indices").rglob("*") if p.is_file()]
+    assert leftovers == []
+    assert index_entries(Dataset.open(ours)) == []
