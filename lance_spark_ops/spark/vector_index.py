@@ -21,7 +21,7 @@ Vectors never reach the driver. Defaults and names are pylance 14's ``create_ind
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
 import numpy as np
@@ -34,7 +34,7 @@ from lance_spark_ops.index.hnsw import Params
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer
 from lance_spark_ops.index.ivf_build import details, from_tensor, read_details
 from lance_spark_ops.index.ivf_model import Model, assign_metric
-from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, init_centroids
 from lance_spark_ops.index.quantizers import merge_bounds
 from lance_spark_ops.index.vector_space import _storage_metadata
@@ -237,9 +237,15 @@ class VectorSegmentBuilder:
         src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
         slots = max(1, default_parallelism(job.spark))
         try:
-            reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[0]
+            reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[-1]
+            olds: list[bytes] = []
             if reuse is not None:  # a delta or a merge: the old segment's model
                 model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
+                olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                # segments of another model: their fragments are encoded again from the data
+                live.update(
+                    {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
+                )
             else:
                 dim = ds.schema.field(req.column).type.list_size
                 model = self._model(
@@ -261,7 +267,7 @@ class VectorSegmentBuilder:
                 counts = np.zeros(model.num_partitions, dtype=np.int64)
                 for r in runs:
                     counts += r.counts
-                for old in req.merge_with:  # old rows too, so the ranges hold about equal rows
+                for old in olds:  # old rows too, so the ranges hold about equal rows
                     counts += segment_lengths(
                         ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions
                     )
@@ -282,7 +288,7 @@ class VectorSegmentBuilder:
                             work_dir,
                             req.file_version,
                             dict(req.storage_options),
-                            tuple(req.merge_with),
+                            tuple(olds),
                             src,
                         )
                         for lo, hi in ranges
@@ -533,6 +539,11 @@ def read_model(ds: Dataset, kind: str, index: Any) -> Model:
     meta = _storage_metadata(areader.schema)
     q = kind.rsplit("_", 1)[-1]
     loss = ivf.loss if ivf.HasField("loss") else None
+    need = {"PQ": ("num_sub_vectors", "codebook_position"), "SQ": ("bounds",)}.get(q, ())
+    if any(key not in meta for key in need):
+        raise CorruptFileError(
+            f"{AUX_FILE}: storage_metadata of a {kind} index lacks {need}", path=areader.path
+        )
     if q == "PQ":
         m, nbits = int(meta["num_sub_vectors"]), int(meta.get("nbits", 8))
         book = from_tensor(
@@ -545,6 +556,37 @@ def read_model(ds: Dataset, kind: str, index: Any) -> Model:
         b = meta.get("bounds") or {}
         return Model(kind, metric, centroids, loss, bounds=(float(b["start"]), float(b["end"])))
     return Model(kind, metric, centroids, loss)
+
+
+def foldable(
+    ds: Dataset, kind: str, model: Model, merge_with: Sequence[bytes]
+) -> tuple[list[bytes], set[int]]:
+    """The segments whose rows fold into the new one as they are (same model: centroids and
+    quantizer equal), and the fragments (still present) of the others, to encode again."""
+    from pyroaring import BitMap
+
+    present = {f.id for f in ds.fragments}
+    same, refit = [], set()
+    for raw in merge_with:
+        meta = table_pb2.IndexMetadata.FromString(raw)
+        if index_kind(meta) == kind and same_model(read_model(ds, kind, meta), model):
+            same.append(raw)
+        else:
+            refit |= (
+                set(BitMap.deserialize(meta.fragment_bitmap)) & present if meta.fragment_bitmap else set()
+            )
+    return same, refit
+
+
+def same_model(a: Model, b: Model) -> bool:
+    def eq(x: np.ndarray | None, y: np.ndarray | None) -> bool:
+        return (x is None) == (y is None) and (x is None or (x.shape == y.shape and np.array_equal(x, y)))
+
+    return (
+        (a.kind, a.metric, a.m, a.nbits, a.bounds) == (b.kind, b.metric, b.m, b.nbits, b.bounds)
+        and eq(a.centroids, b.centroids)
+        and eq(a.codebook, b.codebook)
+    )
 
 
 def segment_lengths(ds: Dataset, index: Any, partitions: int) -> np.ndarray:

@@ -407,3 +407,46 @@ def test_failed_build_leaves_no_work_files(tmp_path: Path, monkeypatch: pytest.M
     leftovers = [p for p in (Path(ours) / "_indices").rglob("*") if p.is_file()]
     assert leftovers == []
     assert index_entries(Dataset.open(ours)) == []
+
+
+# -- through the index driver (spark.indexing) ---------------------------------------------------
+
+
+def test_driver_create_and_optimize(tmp_path: Path) -> None:
+    """create_index / optimize_indices with this builder: a delta (model reused), a merge of two
+    segments of one model, then a merge with a segment of another model (the older segment's
+    fragments encoded again under the newest one's model); pylance reads every step with 0 unindexed rows."""
+    import lance
+
+    from lance_spark_ops.spark.indexing import create_index, optimize_indices
+
+    ours, _ = twins(tmp_path, "2.1", False)
+    create_index(None, ours, "vec", "IVF_FLAT", num_partitions=PARTS)
+
+    def stats() -> dict:
+        st = lance.dataset(ours).stats.index_stats("vec_idx")
+        assert st["num_unindexed_rows"] == 0 and st["index_type"] == "IVF_FLAT"
+        return st
+
+    append(ours)
+    optimize_indices(None, ours, num_indices_to_merge=0)
+    assert stats()["num_indices"] == 2
+    optimize_indices(None, ours, num_indices_to_merge=2)
+    st = stats()
+    assert st["num_indices"] == 1 and st["num_indexed_rows"] == 3300
+    # a segment trained afresh (another model) over new fragments, then merged with the first
+    new = append(ours)
+    build_index(ours, "vec", "IVF_FLAT", "vec_idx", fragment_ids=new, replace=False, num_partitions=2)
+    assert stats()["num_indices"] == 2
+    optimize_indices(None, ours, num_indices_to_merge=2)
+    st = stats()
+    assert st["num_indices"] == 1 and st["num_indexed_rows"] == 3900
+    assert st["indices"][0]["num_partitions"] == 2  # the driver keeps the newest segment's model
+    q = vectors(1, seed=9)[0]
+    got = lance.dataset(ours).to_table(
+        nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}, columns=["id"]
+    )
+    truth = lance.dataset(ours).to_table(
+        nearest={"column": "vec", "q": q, "k": 10, "use_index": False}, columns=["id"]
+    )
+    assert len(set(got.column("id").to_pylist()) & set(truth.column("id").to_pylist())) >= 5
