@@ -20,7 +20,8 @@ import numpy as np
 
 TOLERANCE = 1e-4
 BALANCE_FACTOR = 1.0  # of IVF training (Lance: with_balance_factor(1.0))
-BLOCK_CELLS = 1 << 22  # distances computed at once per block (float64: 32 MiB)
+BLOCK_CELLS = 1 << 22  # distances computed at once per block (float32: 16 MiB)
+TIE_TOLERANCE = 1e-4  # relative gap under which float32 may misorder two centroids
 METRICS = ("l2", "dot")  # what assign computes; cosine is l2 on normalised vectors
 
 
@@ -39,34 +40,61 @@ def assign(
     x: np.ndarray, centroids: np.ndarray, metric: str, exact: bool = True, bias: np.ndarray | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
     """Nearest centroid of each row (ties: the lowest id, as Lance's ``argmin``) and the
-    distance to it. ``exact``: computed in float64 blocks, so rounding does not pick another
+    distance to it. ``exact``: rows whose best two centroids are closer than float32 can tell
+    (``TIE_TOLERANCE``) are decided again in float64, so rounding does not pick another
     centroid than the exact distances do (the codes of a build with given centroids or
-    codebooks equal pylance's); training rounds use float32. ``bias`` (per centroid) is added
-    to the distances when choosing, not to the distance returned (balanced k-means)."""
+    codebooks equal pylance's); training rounds stay in float32. ``bias`` (per centroid) is
+    added to the distances when choosing, not to the distance returned (balanced k-means)."""
     if metric not in METRICS:
         raise ValueError(f"k-means distance {metric!r} is not supported")
-    dtype = np.float64 if exact else np.float32
+    if not exact or bias is not None or centroids.shape[0] < 2:
+        return _assign(x, centroids, metric, np.float64 if exact else np.float32, bias)[:2]
+    ids, dist, doubt = _assign(x, centroids, metric, np.float32, None, TIE_TOLERANCE)
+    rows = np.flatnonzero(doubt)
+    if rows.size:
+        ids[rows], dist[rows] = _assign(x[rows], centroids, metric, np.float64, None)[:2]
+    return ids, dist
+
+
+def _assign(
+    x: np.ndarray,
+    centroids: np.ndarray,
+    metric: str,
+    dtype: type,
+    bias: np.ndarray | None,
+    tolerance: float = 0.0,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """``assign`` in ``dtype``; with ``tolerance``, also which rows' best two scores are within
+    ``tolerance`` x (|x|^2 + max |c|^2) of each other."""
     n, k = x.shape[0], centroids.shape[0]
     ids = np.empty(n, dtype=np.int64)
     dist = np.empty(n, dtype=np.float64)
+    doubt = np.zeros(n, dtype=bool) if tolerance else None
     c = centroids.astype(dtype)
     c_sq = np.einsum("ij,ij->i", c, c)
+    c_max = float(c_sq.max()) if k else 0.0
     step = max(1, BLOCK_CELLS // max(k, 1))
     for lo in range(0, n, step):
         xb = x[lo : lo + step].astype(dtype, copy=False)
+        x_sq = np.einsum("ij,ij->i", xb, xb)
         d = xb @ c.T
         rows = np.arange(d.shape[0])
         if metric == "l2":  # |x|^2 is the same for every centroid: added to the winner only
             d *= -2
             d += c_sq
-            best = np.argmin(d if bias is None else d + bias, axis=1)
-            got = d[rows, best].astype(np.float64) + np.einsum("ij,ij->i", xb, xb)
-            dist[lo : lo + step] = np.maximum(got, 0)
+            score = d if bias is None else d + bias
+            best = np.argmin(score, axis=1)
+            dist[lo : lo + step] = np.maximum(d[rows, best].astype(np.float64) + x_sq, 0)
         else:
-            best = np.argmax(d if bias is None else d - bias, axis=1)
-            dist[lo : lo + step] = 1 - d[rows, best].astype(np.float64)
+            np.negative(d, out=d)  # argmin of 1 - x.c
+            score = d if bias is None else d + bias
+            best = np.argmin(score, axis=1)
+            dist[lo : lo + step] = 1 + d[rows, best].astype(np.float64)
         ids[lo : lo + step] = best
-    return ids, dist
+        if doubt is not None:
+            two = np.partition(score, 1, axis=1)[:, :2]
+            doubt[lo : lo + step] = (two[:, 1] - two[:, 0]) <= tolerance * (x_sq + c_max)
+    return ids, dist, doubt
 
 
 @dataclass
