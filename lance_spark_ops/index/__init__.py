@@ -70,5 +70,8 @@ bitmaps, address maps), ``address_map`` (old -> new row addresses of a rewrite),
 (what a compaction does to each index), ``btree`` / ``bitmap`` / ``ivf`` (file remaps),
 ``hnsw`` (graph build), ``hnsw_file`` (its ``index.idx``), ``vector_space`` (the vectors a
 graph is built on, from the storage), ``serde_float`` (JSON floats as Lance's Rust reads and
-writes them). The Spark side: ``spark.index_remap`` (driver), ``spark.tasks.index_remap``
-(executors)."""
+writes them); vector builds (#28): ``kmeans`` (balanced k-means in rounds), ``quantizers``
+(PQ / SQ training and codes), ``ivf_model`` (a trained model and what it does to vectors),
+``ivf_build`` (the new segment's files, schemas and details). The Spark side:
+``spark.index_remap`` (driver), ``spark.tasks.index_remap`` (executors); builds:
+``spark.vector_index`` / ``spark.tasks.vector_index``."""
