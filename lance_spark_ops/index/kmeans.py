@@ -73,20 +73,26 @@ def _assign(
     c = centroids.astype(dtype)
     c_sq = np.einsum("ij,ij->i", c, c)
     c_max = float(c_sq.max()) if k else 0.0
+    dim = c.shape[1]
+    # l2: |c|^2 - 2 x.c in one product, x with a column of ones against (-2c, |c|^2)
+    # (|x|^2 is the same for every centroid: added to the winner only)
+    # dot: -x.c (the argmin of 1 - x.c)
+    cat = np.concatenate([-2 * c, c_sq[:, None]], axis=1).T.copy() if metric == "l2" else -c.T
     step = max(1, BLOCK_CELLS // max(k, 1))
     for lo in range(0, n, step):
         xb = x[lo : lo + step].astype(dtype, copy=False)
         x_sq = np.einsum("ij,ij->i", xb, xb)
-        d = xb @ c.T
-        rows = np.arange(d.shape[0])
-        if metric == "l2":  # |x|^2 is the same for every centroid: added to the winner only
-            d *= -2
-            d += c_sq
+        rows = np.arange(xb.shape[0])
+        if metric == "l2":
+            xa = np.empty((xb.shape[0], dim + 1), dtype=dtype)
+            xa[:, :dim] = xb
+            xa[:, dim] = 1
+            d = xa @ cat
             score = d if bias is None else d + bias
             best = np.argmin(score, axis=1)
             dist[lo : lo + step] = np.maximum(d[rows, best].astype(np.float64) + x_sq, 0)
         else:
-            np.negative(d, out=d)  # argmin of 1 - x.c
+            d = xb @ cat
             score = d if bias is None else d + bias
             best = np.argmin(score, axis=1)
             dist[lo : lo + step] = 1 + d[rows, best].astype(np.float64)

@@ -3,14 +3,15 @@ the ``SegmentBuilder`` of the vector kinds (``spark.index_segment``), ``VECTOR_B
 
 A build (``spark.tasks.vector_index`` for the tasks):
 
-1. the model: the segment's ``model_from`` files (a delta), the user's ``ivf_centroids`` /
-   ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x partitions vectors (PQ / SQ:
-   also 2^bits x ``sample_rate``) spread over the fragments by live rows, then k-means rounds
-   (one task per sample file returns per-centroid sums and counts; the driver averages), then
-   PQ codebooks (one task per sub-vector on the whole PQ sample, at most 65 536 rows) or SQ
-   bounds (min / max the sample tasks returned);
-2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every live row
-   and write a run sorted by partition;
+1. the model: the segment's ``model_from`` files (a delta or merge), the user's
+   ``ivf_centroids`` / ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x
+   partitions vectors (PQ / SQ: also 2^bits x ``sample_rate``) spread over the fragments by
+   live rows; IVF k-means in one task when the sample has at most ``LOCAL_KMEANS_VALUES``
+   values, else in rounds (one task per sample file returns per-centroid sums and counts; the
+   driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
+   on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
+2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
+   live row and write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
    graphs);
 4. one assembly task writes ``index.idx`` and ``auxiliary.idx``.
@@ -363,25 +364,27 @@ class VectorSegmentBuilder:
             if book is None:
                 with job.phase("train_pq"):
                     files = _takes(samples, q_rows)
-                    subs = job.run_tasks(
+                    # sub-vectors split over the slots (each task computes the residuals once)
+                    shares = [tuple(int(j) for j in g) for g in np.array_split(np.arange(m), min(m, fan[0]))]
+                    books = job.run_tasks(
                         [
                             PqTrainSpec(
                                 src.uri,
                                 files,
                                 model.centroids,
                                 metric,
-                                j,
+                                share,
                                 m,
                                 nbits,
                                 p["max_iterations"],
                                 SEED,
                                 src.storage_options,
                             )
-                            for j in range(m)
+                            for share in shares
                         ],
                         run_pq_train,
                     )
-                    book = np.stack(subs)
+                    book = np.stack([b for part in books for b in part])
             model = Model(
                 kind, metric, model.centroids, loss, codebook=np.asarray(book, np.float32), m=m, nbits=nbits
             )

@@ -185,14 +185,14 @@ def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
 
 @dataclass(frozen=True)
 class PqTrainSpec:
-    """Sub-vector ``j``'s codebook, trained on the samples' first rows (their residuals
-    against ``centroids`` for l2 / cosine)."""
+    """The codebooks of sub-vectors ``subs``, trained on the samples' first rows (their
+    residuals against ``centroids`` for l2 / cosine, computed once per task)."""
 
     uri: str
     files: tuple[tuple[str, int], ...]
     centroids: np.ndarray
     metric: str
-    j: int
+    subs: tuple[int, ...]
     m: int
     nbits: int
     max_iters: int
@@ -200,7 +200,7 @@ class PqTrainSpec:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
 
 
-def run_pq_train(spec: PqTrainSpec, ctx: TaskContext) -> np.ndarray:
+def run_pq_train(spec: PqTrainSpec, ctx: TaskContext) -> list[np.ndarray]:
     from lance_spark_ops.index.ivf_model import assign_metric
     from lance_spark_ops.index.kmeans import assign
 
@@ -210,7 +210,7 @@ def run_pq_train(spec: PqTrainSpec, ctx: TaskContext) -> np.ndarray:
     if pq_uses_residual(spec.metric):
         parts, _ = assign(x, spec.centroids, assign_metric(spec.metric))
         x = residuals(x, spec.centroids, parts)
-    return pq_train_sub(x, spec.j, spec.m, spec.nbits, spec.max_iters, spec.seed)
+    return [pq_train_sub(x, j, spec.m, spec.nbits, spec.max_iters, spec.seed) for j in spec.subs]
 
 
 # -- encoding ----------------------------------------------------------------------------------
