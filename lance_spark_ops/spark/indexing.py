@@ -203,8 +203,10 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
     if retrain:
         # scalar indices (pylance 14): the newest segment is rebuilt from the data of its
         # fragments and the unindexed ones; older segments stay
+        # model_from: the builder takes the exact settings from the newest segment (INVERTED's
+        # custom stop words live in its files, not its details) and still reads every row
         req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(coverage),
-                       storage_options=storage_options)
+                       model_from=newest, storage_options=storage_options)
         return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
     req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
                    model_from=newest, storage_options=storage_options)
