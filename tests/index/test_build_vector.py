@@ -176,7 +176,9 @@ def test_build_on_spark(tmp_path: Path, spark: object) -> None:
 
 
 def test_build_pq_4_bits(tmp_path: Path) -> None:
-    check_build(tmp_path, "IVF_PQ", "l2", "2.1", False, num_bits=4)
+    # 8 sub-vectors of 2 dims: with 4 of 4 dims and 16 codes recall is ~0.27 and swings
+    # +-0.02 from one k-means run to the next, pylance's as ours
+    check_build(tmp_path, "IVF_PQ", "l2", "2.1", False, num_bits=4, num_sub_vectors=8)
 
 
 def test_kmeans_in_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
