@@ -72,5 +72,9 @@ bitmaps, address maps), ``address_map`` (old -> new row addresses of a rewrite),
 (formats of the other scalar kinds, issue #27),
 ``hnsw`` (graph build), ``hnsw_file`` (its ``index.idx``), ``vector_space`` (the vectors a
 graph is built on, from the storage), ``serde_float`` (JSON floats as Lance's Rust reads and
-writes them). The Spark side: ``spark.index_remap`` (driver), ``spark.tasks.index_remap``
-(executors); ``spark.scalar_index`` / ``spark.tasks.scalar_index`` build scalar segments."""
+writes them); vector builds (#28): ``kmeans`` (balanced k-means in rounds), ``quantizers``
+(PQ / SQ training and codes), ``ivf_model`` (a trained model and what it does to vectors),
+``ivf_build`` (the new segment's files, schemas and details); ``fts`` (INVERTED: tokenizer,
+postings, layout). The Spark side: ``spark.index_remap`` (driver), ``spark.tasks.index_remap``
+(executors); builds: ``spark.indexing`` (driver of create_index / optimize_indices),
+``spark.scalar_index`` / ``spark.fts_index`` / ``spark.vector_index`` and their tasks."""

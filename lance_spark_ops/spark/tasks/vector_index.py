@@ -1,0 +1,487 @@
+"""Executor tasks of a vector index build (``spark.vector_index``): sample, k-means rounds,
+PQ training, encode, partition ranges, assembly.
+
+Intermediate files live under the segment's ``_build/`` directory, named by the attempt's
+``file_prefix`` (the driver uses only the names the successful attempts return and removes
+the directory at the end): samples and runs are raw arrays (a run: n uint64 row ids then n
+storage rows, rows sorted by partition, so a task reads a partition range with two ranged
+reads); graph parts are Lance files. Only model state (centroids, sums, counts, codebooks)
+and file names travel through Spark.
+"""
+
+from __future__ import annotations
+
+import io
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.index import hnsw_file
+from lance_spark_ops.index.hnsw import Params
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE
+from lance_spark_ops.index.ivf_build import (
+    GRAPH_FIELDS,
+    index_schema,
+    ivf_message,
+    storage_buffers,
+    storage_schema,
+    transpose_codes,
+)
+from lance_spark_ops.index.ivf_model import Model, encode, prepare
+from lance_spark_ops.index.kmeans import Partial, fit, partial_sums
+from lance_spark_ops.index.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.table.dataset import Dataset
+
+
+@dataclass(frozen=True)
+class Source:
+    """Where the vectors are: the dataset at the build's version and the column."""
+
+    uri: str
+    read_version: int
+    column: str
+    row_ids: bool  # the index names rows by stable row id, else by row address
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+    def dataset(self) -> Dataset:
+        return Dataset.open(self.uri, self.read_version, storage_options=self.storage_options)
+
+    def store(self) -> ObjectStore:
+        return ObjectStore(self.uri, self.storage_options)
+
+
+def fragment_vectors(ds: Dataset, fragment_id: int, src: Source) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Live rows of one fragment: (row ids or addresses, vectors (n x dim), validity)."""
+    id_col = "_rowid" if src.row_ids else "_rowaddr"
+    batches = list(
+        ds.scan_fragment(fragment_id, [src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
+    )
+    schema = ds.output_schema([src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
+    t = pa.Table.from_batches(batches, schema=schema)
+    col = t.column(src.column).combine_chunks()
+    if not pa.types.is_fixed_size_list(col.type):
+        raise InvalidInputError(f"column {src.column!r} is {col.type}, not a vector (fixed_size_list)")
+    dim = col.type.list_size
+    values = col.values.slice(col.offset * dim, len(col) * dim)
+    x = values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(len(col), dim)
+    valid = col.is_valid().to_numpy(zero_copy_only=False) if col.null_count else None
+    ids = t.column(id_col).to_numpy().astype(np.uint64)
+    return ids, x, valid
+
+
+def _save(store: ObjectStore, rel: str, arrays: list[np.ndarray]) -> None:
+    buf = io.BytesIO()
+    for a in arrays:
+        buf.write(np.ascontiguousarray(a).tobytes())
+    store.write(rel, buf.getvalue())
+
+
+_SAMPLES: dict[str, np.ndarray] = {}  # sample files a worker read, kept for the next round
+
+
+def load_sample(store: ObjectStore, rel: str, dim: int, take: int) -> np.ndarray:
+    x = _SAMPLES.get(rel)
+    if x is None:
+        x = np.frombuffer(store.read(rel), dtype=np.float32).reshape(-1, dim)
+        if len(_SAMPLES) >= 16:
+            _SAMPLES.clear()
+        _SAMPLES[rel] = x
+    return x[:take]
+
+
+# -- sampling ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class SampleSpec:
+    source: Source
+    fragments: tuple[tuple[int, int], ...]  # (fragment id, rows to draw; -1: every row)
+    metric: str
+    work_dir: str
+    seed: int
+    candidates: int  # sample rows returned for the k-means initialisation
+
+
+@dataclass(frozen=True)
+class SampleResult:
+    file: str | None
+    rows: int
+    candidates: np.ndarray
+    bounds: tuple[float, float]
+
+
+def run_sample(spec: SampleSpec, ctx: TaskContext) -> SampleResult:
+    """Draw rows of each fragment at random (valid, finite, normalised for cosine), write them
+    in random order (any prefix is a random sample too)."""
+    ds = spec.source.dataset()
+    pieces = []
+    for fid, want in spec.fragments:
+        _, x, valid = fragment_vectors(ds, fid, spec.source)
+        _, v = prepare(x, valid, spec.metric)
+        if 0 <= want < v.shape[0]:
+            rng = np.random.default_rng([spec.seed, fid])
+            v = v[np.sort(rng.choice(v.shape[0], size=want, replace=False))]
+        pieces.append(v)
+    dim = pieces[0].shape[1] if pieces else 0
+    x = np.concatenate(pieces) if pieces else np.zeros((0, dim), np.float32)
+    x = x[np.random.default_rng([spec.seed, ctx.task_id]).permutation(x.shape[0])]
+    if x.shape[0] == 0:
+        return SampleResult(None, 0, x, sq_bounds(x))
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-sample.f32"
+    _save(spec.source.store(), rel, [x])
+    return SampleResult(rel, int(x.shape[0]), x[: spec.candidates].copy(), sq_bounds(x))
+
+
+# -- training ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RoundSpec:
+    """One k-means round over one sample file's first ``take`` rows."""
+
+    uri: str
+    file: str
+    take: int
+    centroids: np.ndarray
+    metric: str  # l2 or dot
+    bias: np.ndarray | None  # balanced k-means: added per centroid when choosing
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def run_round(spec: RoundSpec, ctx: TaskContext) -> Partial:
+    store = ObjectStore(spec.uri, spec.storage_options)
+    x = load_sample(store, spec.file, spec.centroids.shape[1], spec.take)
+    return partial_sums(x, spec.centroids, spec.metric, spec.bias)
+
+
+@dataclass(frozen=True)
+class KMeansSpec:
+    """The whole IVF k-means in one task, on samples small enough for one (``files``: each
+    sample file and the rows of it to use)."""
+
+    uri: str
+    files: tuple[tuple[str, int], ...]
+    init: np.ndarray
+    metric: str  # l2 or dot
+    max_iters: int
+    seed: int
+    balance_factor: float
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
+    store = ObjectStore(spec.uri, spec.storage_options)
+    dim = spec.init.shape[1]
+    x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
+    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor)
+
+
+@dataclass(frozen=True)
+class PqTrainSpec:
+    """The codebooks of sub-vectors ``subs``, trained on the samples' first rows (their
+    residuals against ``centroids`` for l2 / cosine, computed once per task)."""
+
+    uri: str
+    files: tuple[tuple[str, int], ...]
+    centroids: np.ndarray
+    metric: str
+    subs: tuple[int, ...]
+    m: int
+    nbits: int
+    max_iters: int
+    seed: int
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def run_pq_train(spec: PqTrainSpec, ctx: TaskContext) -> list[np.ndarray]:
+    from lance_spark_ops.index.ivf_model import assign_metric
+    from lance_spark_ops.index.kmeans import assign
+
+    store = ObjectStore(spec.uri, spec.storage_options)
+    dim = spec.centroids.shape[1]
+    x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
+    if pq_uses_residual(spec.metric):
+        parts, _ = assign(x, spec.centroids, assign_metric(spec.metric))
+        x = residuals(x, spec.centroids, parts)
+    return [pq_train_sub(x, j, spec.m, spec.nbits, spec.max_iters, spec.seed) for j in spec.subs]
+
+
+# -- encoding ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class EncodeSpec:
+    source: Source
+    fragments: tuple[int, ...]
+    model: Model
+    work_dir: str
+
+
+@dataclass(frozen=True)
+class Run:
+    """An encode task's output: ``rows`` rows sorted by partition, ``counts`` per partition."""
+
+    file: str | None
+    rows: int
+    counts: np.ndarray
+
+
+def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
+    """Assign and encode every live row of the fragments; one run file sorted by partition
+    (stable: within a partition rows keep fragment then offset order)."""
+    ds = spec.source.dataset()
+    model = spec.model
+    all_ids, all_parts, all_rows = [], [], []
+    for fid in spec.fragments:
+        ids, x, valid = fragment_vectors(ds, fid, spec.source)
+        if x.shape[1] != model.dim:
+            raise InvalidInputError(
+                f"column {spec.source.column!r} has {x.shape[1]} dimensions, the index model {model.dim}"
+            )
+        kept, v = prepare(x, valid, model.metric)
+        parts, rows = encode(model, v)
+        all_ids.append(ids[kept])
+        all_parts.append(parts)
+        all_rows.append(rows)
+    k = model.num_partitions
+    if not all_ids or sum(a.size for a in all_ids) == 0:
+        return Run(None, 0, np.zeros(k, np.int64))
+    ids, parts, rows = np.concatenate(all_ids), np.concatenate(all_parts), np.concatenate(all_rows)
+    order = np.argsort(parts, kind="stable")
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-run.bin"
+    _save(spec.source.store(), rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
+    return Run(rel, int(ids.size), np.bincount(parts, minlength=k).astype(np.int64))
+
+
+def read_run_rows(
+    store: ObjectStore, run: Run, start: int, stop: int, model: Model
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``start..stop`` of a run: (ids, storage rows)."""
+    n, w, item = run.rows, model.width, model.storage_dtype.itemsize
+    got = store.read_ranges(
+        run.file, [(start * 8, (stop - start) * 8), (n * 8 + start * w * item, (stop - start) * w * item)]
+    )
+    ids = np.frombuffer(got[0], dtype=np.uint64)
+    rows = np.frombuffer(got[1], dtype=model.storage_dtype).reshape(-1, w)
+    if ids.size != stop - start or rows.shape[0] != stop - start:
+        raise CorruptFileError(f"run {run.file}: rows {start}..{stop} are not all there")
+    return ids, rows
+
+
+# -- partition ranges ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class RangeSpec:
+    """Partitions ``lo..hi`` gathered from the old segments folded in (``olds``, serialized
+    ``IndexMetadata``; their rows first) and every run (in run order), their HNSW graphs
+    built."""
+
+    uri: str
+    runs: tuple[Run, ...]
+    lo: int
+    hi: int
+    model: Model
+    hnsw: Params | None
+    work_dir: str
+    file_version: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    olds: tuple[bytes, ...] = ()
+    source: Source | None = None  # to read the old segments and the live rows
+
+
+@dataclass(frozen=True)
+class RangePart:
+    """A range task's output: its storage rows (raw, partition-major, PQ codes transposed per
+    partition), per partition its storage rows; HNSW: its graph file, per partition graph
+    rows and ``lance:hnsw`` entries."""
+
+    lo: int
+    hi: int
+    file: str | None
+    lengths: tuple[int, ...]
+    graph_file: str | None = None
+    graph_lengths: tuple[int, ...] = ()
+    entries: tuple[str, ...] = ()
+
+
+def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, storage rows, lengths) of partitions lo..hi, partition-major, runs in order."""
+    model = spec.model
+    per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
+    if spec.olds:
+        from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
+
+        ds = spec.source.dataset()
+        present = present_rows(ds, spec.source.row_ids)
+        for old in spec.olds:
+            for i, piece in enumerate(old_partitions(ds, old, spec.lo, spec.hi, model, present)):
+                if piece[0].size:
+                    per_part[i].append(piece)
+    for run in spec.runs:
+        if run.file is None:
+            continue
+        starts = np.concatenate([[0], np.cumsum(run.counts)])
+        a, b = int(starts[spec.lo]), int(starts[spec.hi])
+        if a == b:
+            continue
+        ids, rows = read_run_rows(store, run, a, b, model)
+        for p in range(spec.lo, spec.hi):
+            s, e = int(starts[p]) - a, int(starts[p + 1]) - a
+            if e > s:
+                per_part[p - spec.lo].append((ids[s:e], rows[s:e]))
+    lengths = np.array([sum(i.size for i, _ in pieces) for pieces in per_part], dtype=np.int64)
+    flat = [piece for pieces in per_part for piece in pieces]
+    if not flat:
+        return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), lengths
+    return np.concatenate([i for i, _ in flat]), np.concatenate([r for _, r in flat]), lengths
+
+
+def run_range(spec: RangeSpec, ctx: TaskContext) -> RangePart:
+    store = ObjectStore(spec.uri, spec.storage_options)
+    model = spec.model
+    ids, rows, lengths = gather(store, spec)
+    graph_file, graph_lengths, entries = None, (), ()
+    if spec.hnsw is not None:
+        graph_file, graph_lengths, entries = _graphs(store, spec, rows, lengths, ctx)
+    stored = transpose_codes(rows, lengths.tolist()) if model.quantizer == "PQ" else rows
+    rel = None
+    if ids.size:
+        rel = f"{spec.work_dir}/{ctx.file_prefix}-part.bin"
+        _save(store, rel, [ids, stored])
+    return RangePart(
+        spec.lo, spec.hi, rel, tuple(int(n) for n in lengths), graph_file, graph_lengths, entries
+    )
+
+
+def _graphs(
+    store: ObjectStore, spec: RangeSpec, rows: np.ndarray, lengths: np.ndarray, ctx: TaskContext
+) -> tuple[str, tuple[int, ...], tuple[str, ...]]:
+    """Each partition's HNSW graph on what its storage holds (``vector_space``)."""
+    from lance_spark_ops.index.vector_space import partition_spaces
+
+    model = spec.model
+    schema = storage_schema(model.kind, model.metric, model.dim, model.storage_meta())
+    col = schema.field(1)
+    table = pa.Table.from_arrays(
+        [
+            pa.array(np.zeros(rows.shape[0], np.uint64)),
+            pa.FixedSizeListArray.from_arrays(pa.array(rows.reshape(-1)), col.type.list_size),
+        ],
+        schema=pa.schema([schema.field(0), pa.field(col.name, col.type)]),
+    )
+    spaces = partition_spaces(
+        table, lengths, schema, storage_buffers(lengths.tolist(), model.storage_meta()), transposed=False
+    )
+    ischema = index_schema(model.kind, model.metric, model.num_partitions)
+    params = [spec.hnsw] * spec.hi
+    pieces, glens, entries = [], [], []
+    for i, p in enumerate(range(spec.lo, spec.hi)):
+        if lengths[i] == 0:
+            glens.append(0)
+            entries.append("")
+            continue
+        g_rows, entry = hnsw_file.rebuild_partition(spaces(i), params, p, ischema)
+        pieces.append(g_rows)
+        glens.append(g_rows.num_rows)
+        entries.append(entry)
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-graphs.lance"
+    graph_schema = pa.schema(list(GRAPH_FIELDS))
+    table = pa.concat_tables([t.cast(graph_schema) for t in pieces]) if pieces else graph_schema.empty_table()
+    _write_lance(store, rel, table, spec.file_version)
+    return rel, tuple(glens), tuple(entries)
+
+
+def _write_lance(
+    store: ObjectStore, rel: str, table: pa.Table, version: str, extra: list[bytes] | None = None
+) -> int:
+    w = LanceFileWriter(rel, table.schema, version=version, store=store)
+    w.extra_global_buffers = list(extra or [])
+    try:
+        if table.num_rows:
+            w.write(table)
+        return w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+
+
+# -- assembly ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class AssembleSpec:
+    uri: str
+    seg_dir: str
+    model: Model
+    parts: tuple[RangePart, ...]  # in partition order
+    file_version: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
+    """Write ``auxiliary.idx`` (the parts' storage in order) and ``index.idx``; returns the
+    files with their sizes."""
+    store = ObjectStore(spec.uri, spec.storage_options)
+    model = spec.model
+    lengths = [n for part in spec.parts for n in part.lengths]
+    schema = storage_schema(model.kind, model.metric, model.dim, model.storage_meta())
+    w = LanceFileWriter(f"{spec.seg_dir}/{AUX_FILE}", schema, version=spec.file_version, store=store)
+    w.extra_global_buffers = storage_buffers(lengths, model.storage_meta())
+    col_type = schema.field(1).type
+    try:
+        for part in spec.parts:
+            if part.file is None:
+                continue
+            n = sum(part.lengths)
+            raw = store.read(part.file)
+            ids = np.frombuffer(raw, dtype=np.uint64, count=n)
+            vals = np.frombuffer(raw, dtype=model.storage_dtype, offset=n * 8)
+            w.write(
+                pa.Table.from_arrays(
+                    [
+                        pa.array(ids, pa.uint64()),
+                        pa.FixedSizeListArray.from_arrays(pa.array(vals), col_type.list_size).cast(col_type),
+                    ],
+                    schema=schema,
+                )
+            )
+        aux_size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+    if spec.parts and spec.parts[0].graph_file is not None:
+        index_size = _assemble_graphs(store, spec)
+    else:
+        ischema = index_schema(model.kind, model.metric, model.num_partitions)
+        extra = [ivf_message([0] * model.num_partitions, model.centroids, model.loss).SerializeToString()]
+        index_size = _write_lance(
+            store, f"{spec.seg_dir}/{INDEX_FILE}", ischema.empty_table(), spec.file_version, extra
+        )
+    return ((AUX_FILE, aux_size), (INDEX_FILE, index_size))
+
+
+def _assemble_graphs(store: ObjectStore, spec: AssembleSpec) -> int:
+    model = spec.model
+    entries = [e for part in spec.parts for e in part.entries]
+    glens = [n for part in spec.parts for n in part.graph_lengths]
+    ischema = index_schema(model.kind, model.metric, model.num_partitions, entries)
+    extra = [ivf_message(glens, model.centroids, model.loss).SerializeToString()]
+    w = LanceFileWriter(f"{spec.seg_dir}/{INDEX_FILE}", ischema, version=spec.file_version, store=store)
+    w.extra_global_buffers = extra
+    try:
+        for part in spec.parts:
+            if sum(part.graph_lengths):
+                rows = LanceFileReader(part.graph_file, store=store).read()
+                w.write(rows.cast(pa.schema(list(GRAPH_FIELDS))).replace_schema_metadata(ischema.metadata))
+        return w.close()[1]
+    except BaseException:
+        w.abort()
+        raise

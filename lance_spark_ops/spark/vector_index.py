@@ -1,0 +1,528 @@
+"""Vector index segments (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_{FLAT,PQ,SQ}) built on executors:
+the ``SegmentBuilder`` of the vector kinds (``spark.index_segment``), ``VECTOR_BUILDER``.
+
+A build (``spark.tasks.vector_index`` for the tasks):
+
+1. the model: the segment's ``model_from`` files (a delta or merge), the user's
+   ``ivf_centroids`` / ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x
+   partitions vectors (PQ / SQ: also 2^bits x ``sample_rate``) spread over the fragments by
+   live rows; IVF k-means in one task when the sample has at most ``LOCAL_KMEANS_VALUES``
+   values, else in rounds (one task per sample file returns per-centroid sums and counts; the
+   driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
+   on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
+2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
+   live row and write a run sorted by partition;
+3. range tasks each gather a range of partitions from every run (and build their HNSW
+   graphs);
+4. one assembly task writes ``index.idx`` and ``auxiliary.idx``.
+
+Vectors never reach the driver. Defaults and names are pylance 14's ``create_index``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops._pb import index_pb2, table_pb2
+from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index.hnsw import Params
+from lance_spark_ops.index.ivf_build import details, read_details
+from lance_spark_ops.index.ivf_model import Model, assign_metric
+from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, init_centroids
+from lance_spark_ops.index.quantizers import merge_bounds
+from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.session import default_parallelism
+from lance_spark_ops.spark.tasks.vector_index import (
+    AssembleSpec,
+    EncodeSpec,
+    KMeansSpec,
+    PqTrainSpec,
+    RangeSpec,
+    RoundSpec,
+    SampleSpec,
+    Source,
+    run_assemble,
+    run_encode,
+    run_kmeans,
+    run_pq_train,
+    run_range,
+    run_round,
+    run_sample,
+)
+from lance_spark_ops.spark.vector_models import foldable, read_model, segment_lengths
+from lance_spark_ops.table.dataset import Dataset
+
+VECTOR_KINDS = frozenset({"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"})
+# pylance 14's target rows per partition when num_partitions is not given (IndexType)
+TARGET_PARTITION_SIZE = {
+    "IVF_FLAT": 4096,
+    "IVF_PQ": 8192,
+    "IVF_SQ": 8192,
+    "IVF_HNSW_FLAT": 1 << 20,
+    "IVF_HNSW_PQ": 1 << 20,
+    "IVF_HNSW_SQ": 1 << 20,
+}
+MAX_PARTITIONS = 4096  # recommended_num_partitions' cap
+DEFAULTS = {
+    "metric": "l2",
+    "num_partitions": None,
+    "num_sub_vectors": None,
+    "num_bits": 8,
+    "ivf_centroids": None,
+    "pq_codebook": None,
+    "target_partition_size": None,
+    "max_iterations": 50,
+    "sample_rate": 256,
+    "m": 20,
+    "ef_construction": 150,
+    "max_level": 7,
+}
+ALIASES = {"max_iters": "max_iterations", "metric_type": "metric"}
+# pylance parameters about its own machinery (shuffle buffers, caches): accepted, no effect here
+IGNORED = frozenset({"shuffle_partition_batches", "shuffle_partition_concurrency", "index_cache_size"})
+# vector bytes an encode task reads, and storage bytes a range task gathers, about at most
+# (a single fragment or partition larger than that still goes to one task whole)
+TASK_BYTES = 128 << 20
+ROWS_PER_TASK = None  # tests: a row cap instead of TASK_BYTES
+SEED = 0x49564621  # "IVF!"
+# IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
+# ones in rounds of tasks, one per sample file (a Spark job per round)
+LOCAL_KMEANS_VALUES = 1 << 24
+
+
+def _int(params: Mapping[str, Any], key: str, lo: int = 1) -> int | None:
+    v = params.get(key)
+    if v is None:
+        return None
+    if isinstance(v, bool) or not isinstance(v, (int, np.integer)) or int(v) < lo:
+        raise InvalidInputError(f"index parameter {key}={v!r}: expected an integer >= {lo}")
+    return int(v)
+
+
+def _matrix(v: Any, key: str) -> np.ndarray:
+    if isinstance(v, (pa.FixedSizeListArray, pa.ChunkedArray)):
+        v = v.combine_chunks() if isinstance(v, pa.ChunkedArray) else v
+        v = np.asarray(v.values.to_numpy(zero_copy_only=False)).reshape(len(v), v.type.list_size)
+    try:
+        arr = np.asarray(v, dtype=np.float32)
+    except (TypeError, ValueError) as e:
+        raise InvalidInputError(f"index parameter {key}: not a float array ({e})") from e
+    return arr
+
+
+class VectorSegmentBuilder:
+    """``SegmentBuilder`` for the IVF kinds."""
+
+    kinds = VECTOR_KINDS
+
+    # -- parameters --------------------------------------------------------------------------------
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+        if kind not in VECTOR_KINDS:
+            raise UnsupportedError(f"index type {kind!r} is not a vector index type this library builds")
+        t = field.type
+        if not pa.types.is_fixed_size_list(t) or not pa.types.is_floating(t.value_type):
+            raise InvalidInputError(
+                f"column {field.name!r} is {t}: a vector index needs a fixed_size_list of floats"
+            )
+        if not pa.types.is_float32(t.value_type):
+            raise UnsupportedError(
+                f"column {field.name!r}: vectors of {t.value_type} are not supported yet (float32 only)"
+            )
+        dim = t.list_size
+        p = {ALIASES.get(k, k): v for k, v in params.items() if k not in IGNORED}
+        unknown = sorted(set(p) - set(DEFAULTS))
+        if unknown:
+            raise InvalidInputError(f"unknown {kind} index parameter(s) {unknown}; known: {sorted(DEFAULTS)}")
+        out = {**DEFAULTS, **p}
+        metric = str(out["metric"]).lower()
+        metric = "l2" if metric == "euclidean" else metric
+        if metric == "hamming":
+            raise UnsupportedError("metric hamming (uint8 vectors) is not supported")
+        if metric not in ("l2", "cosine", "dot"):
+            raise InvalidInputError(f"index parameter metric={out['metric']!r}: expected l2, cosine or dot")
+        out["metric"] = metric
+        for key in (
+            "num_partitions",
+            "num_sub_vectors",
+            "target_partition_size",
+            "max_iterations",
+            "sample_rate",
+            "m",
+            "ef_construction",
+            "max_level",
+        ):
+            out[key] = _int(out, key)
+        if out["ivf_centroids"] is not None:
+            c = _matrix(out["ivf_centroids"], "ivf_centroids")
+            if c.ndim != 2 or c.shape[1] != dim or c.shape[0] == 0:
+                raise InvalidInputError(f"ivf_centroids of shape {c.shape}: expected (partitions, {dim})")
+            if out["num_partitions"] is not None and out["num_partitions"] != c.shape[0]:
+                raise InvalidInputError(
+                    f"ivf_centroids has {c.shape[0]} clusters, but num_partitions={out['num_partitions']}"
+                )
+            out["ivf_centroids"], out["num_partitions"] = c, c.shape[0]
+        if kind.endswith("PQ"):
+            self._check_pq(out, dim)
+        elif out["pq_codebook"] is not None:
+            raise InvalidInputError(f"pq_codebook is given but {kind} has no PQ")
+        elif kind.endswith("SQ") and out["num_bits"] != 8:
+            raise UnsupportedError(f"SQ with num_bits={out['num_bits']}: only 8 is supported (as pylance)")
+        return out
+
+    @staticmethod
+    def _check_pq(out: dict[str, Any], dim: int) -> None:
+        m = out["num_sub_vectors"]
+        if m is None:
+            raise InvalidInputError("num_sub_vectors is required for a PQ index (as pylance)")
+        if dim % m:
+            raise InvalidInputError(f"dimension ({dim}) must be divisible by num_sub_vectors ({m})")
+        nbits = _int(out, "num_bits")
+        if nbits not in (4, 8):
+            raise InvalidInputError(f"num_bits={nbits}: PQ supports 4 or 8")
+        if nbits == 4 and m % 2:
+            raise InvalidInputError(f"num_sub_vectors ({m}) must be even for num_bits=4")
+        out["num_bits"] = nbits
+        if out["pq_codebook"] is not None:
+            if out["ivf_centroids"] is None:
+                raise InvalidInputError("ivf_centroids must be specified when pq_codebook is provided")
+            book = _matrix(out["pq_codebook"], "pq_codebook")
+            if book.size != (1 << nbits) * dim:
+                raise InvalidInputError(
+                    f"pq_codebook has {book.size} values, expected {m} x {1 << nbits} x {dim // m}"
+                )
+            out["pq_codebook"] = book.reshape(m, 1 << nbits, dim // m)
+
+    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+        d = read_details(index.index_details.value)
+        metric = {index_pb2.L2: "l2", index_pb2.Cosine: "cosine", index_pb2.Dot: "dot"}.get(d.metric_type)
+        if metric is None:
+            raise UnsupportedError(f"index {index.name!r}: metric type {d.metric_type} is not supported")
+        out = {**DEFAULTS, "metric": metric}
+        hints = dict(d.runtime_hints)
+        for key, hint in (
+            ("max_iterations", "lance.ivf.max_iters"),
+            ("sample_rate", "lance.ivf.sample_rate"),
+        ):
+            if hints.get(hint, "").isdigit():
+                out[key] = int(hints[hint])
+        if d.target_partition_size:
+            out["target_partition_size"] = int(d.target_partition_size)
+        if d.HasField("pq"):
+            out["num_bits"], out["num_sub_vectors"] = int(d.pq.num_bits), int(d.pq.num_sub_vectors)
+        if d.HasField("hnsw_index_config"):
+            h = d.hnsw_index_config
+            out["m"], out["ef_construction"], out["max_level"] = (
+                int(h.max_connections),
+                int(h.construction_ef),
+                int(h.max_level),
+            )
+        return out
+
+    # -- build ---------------------------------------------------------------------------------
+    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+        ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        p = dict(req.params)
+        frags = ds.fragments_with_ids(req.fragment_ids)
+        live = {fid: _live_rows(ds, f) for fid, f in frags.items()}
+        total = sum(live.values())
+        seg_dir = f"_indices/{uuid_str(req.new_uuid)}"
+        work_dir = f"{seg_dir}/_build"
+        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
+        slots = max(1, default_parallelism(job.spark))
+        try:
+            reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[-1]
+            olds: list[bytes] = []
+            if reuse is not None:  # a delta or a merge: the old segment's model
+                model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
+                olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                # segments of another model: their fragments are encoded again from the data
+                live.update(
+                    {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
+                )
+            else:
+                dim = ds.schema.field(req.column).type.list_size
+                model = self._model(
+                    job, req.kind, p, src, live, total, work_dir, (slots, _rows_per_task(4 * dim))
+                )
+            with job.phase("encode"):
+                groups = _groups(live, slots, _rows_per_task(model.dim * 4))
+                runs = job.run_tasks(
+                    [EncodeSpec(src, g, model, work_dir) for g in groups],
+                    run_encode,
+                    costs=[sum(live[f] for f in g) for g in groups],
+                )
+            hnsw = (
+                Params(p["max_level"], p["m"], p["ef_construction"])
+                if req.kind.startswith("IVF_HNSW_")
+                else None
+            )
+            with job.phase("partitions"):
+                counts = np.zeros(model.num_partitions, dtype=np.int64)
+                for r in runs:
+                    counts += r.counts
+                for old in olds:  # old rows too, so the ranges hold about equal rows
+                    counts += segment_lengths(
+                        ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions
+                    )
+                row_bytes = 8 + model.width * model.storage_dtype.itemsize
+                tasks = max(
+                    slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
+                )
+                ranges = _ranges(counts, tasks)
+                parts = job.run_tasks(
+                    [
+                        RangeSpec(
+                            req.uri,
+                            tuple(runs),
+                            lo,
+                            hi,
+                            model,
+                            hnsw,
+                            work_dir,
+                            req.file_version,
+                            dict(req.storage_options),
+                            tuple(olds),
+                            src,
+                        )
+                        for lo, hi in ranges
+                    ],
+                    run_range,
+                    costs=[float(counts[lo:hi].sum()) for lo, hi in ranges],
+                )
+            with job.phase("assemble"):
+                (files,) = job.run_tasks(
+                    [
+                        AssembleSpec(
+                            req.uri, seg_dir, model, tuple(parts), req.file_version, dict(req.storage_options)
+                        )
+                    ],
+                    run_assemble,
+                )
+        finally:
+            _remove(ds, work_dir)
+        rows = int(sum(sum(part.lengths) for part in parts))
+        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows)
+
+    def _model(
+        self,
+        job: Any,
+        kind: str,
+        p: dict[str, Any],
+        src: Source,
+        live: dict[int, int],
+        total: int,
+        work_dir: str,
+        fan: tuple[int, int],  # (task slots, rows an encode or sample task reads at most)
+    ) -> Model:
+        metric = p["metric"]
+        k = p["num_partitions"] or _recommended(
+            total, p["target_partition_size"] or TARGET_PARTITION_SIZE[kind]
+        )
+        if k > total:
+            raise InvalidInputError(
+                f"{k} partitions for {total} rows: num_partitions must not exceed the rows"
+            )
+        q = kind.rsplit("_", 1)[-1]
+        nbits, m = p["num_bits"], p["num_sub_vectors"] or 0
+        if q == "PQ" and p["pq_codebook"] is None and total < (1 << nbits):
+            raise InvalidInputError(f"not enough rows to train PQ: {1 << nbits} needed, {total} available")
+        given = p["ivf_centroids"]
+        need_ivf = given is None
+        need_q = (q == "PQ" and p["pq_codebook"] is None) or q == "SQ"
+        ivf_rows = k * p["sample_rate"]
+        q_rows = (1 << (nbits if q == "PQ" else 8)) * p["sample_rate"] if need_q else 0
+        samples = []
+        if need_ivf or need_q:
+            with job.phase("sample"):
+                samples = self._sample(
+                    job,
+                    src,
+                    live,
+                    total,
+                    max(ivf_rows if need_ivf else 0, q_rows),
+                    metric,
+                    work_dir,
+                    fan,
+                    k,
+                )
+        centroids, loss = (
+            (given, None)
+            if not need_ivf
+            else self._kmeans(job, src, samples, k, ivf_rows, metric, p["max_iterations"])
+        )
+        model = Model(kind, metric, np.asarray(centroids, np.float32), loss, m=m, nbits=nbits)
+        if q == "PQ":
+            book = p["pq_codebook"]
+            if book is None:
+                with job.phase("train_pq"):
+                    files = _takes(samples, q_rows)
+                    # sub-vectors split over the slots (each task computes the residuals once)
+                    shares = [tuple(int(j) for j in g) for g in np.array_split(np.arange(m), min(m, fan[0]))]
+                    books = job.run_tasks(
+                        [
+                            PqTrainSpec(
+                                src.uri,
+                                files,
+                                model.centroids,
+                                metric,
+                                share,
+                                m,
+                                nbits,
+                                p["max_iterations"],
+                                SEED,
+                                src.storage_options,
+                            )
+                            for share in shares
+                        ],
+                        run_pq_train,
+                    )
+                    book = np.stack([b for part in books for b in part])
+            model = Model(
+                kind, metric, model.centroids, loss, codebook=np.asarray(book, np.float32), m=m, nbits=nbits
+            )
+        elif q == "SQ":
+            model = Model(
+                kind, metric, model.centroids, loss, bounds=merge_bounds([s.bounds for s in samples])
+            )
+        return model
+
+    def _sample(
+        self,
+        job: Any,
+        src: Source,
+        live: dict[int, int],
+        total: int,
+        want: int,
+        metric: str,
+        work_dir: str,
+        fan: tuple[int, int],
+        k: int,
+    ) -> list[Any]:
+        if total > want:
+            # per fragment its share of the sample, rounded up
+            shares = {f: min(n, math.ceil(want * n / total)) for f, n in live.items() if n}
+        else:
+            shares = {f: -1 for f, n in live.items() if n}
+        groups = _groups({f: (n if shares.get(f, 0) else 0) for f, n in live.items()}, *fan)
+        specs = [
+            SampleSpec(src, tuple((f, shares[f]) for f in g if f in shares), metric, work_dir, SEED, k)
+            for g in groups
+        ]
+        return [s for s in job.run_tasks(specs, run_sample) if s.rows]
+
+    def _kmeans(
+        self, job: Any, src: Source, samples: list[Any], k: int, rows: int, metric: str, max_iters: int
+    ) -> tuple[np.ndarray, float]:
+        files = _takes(samples, rows)
+        n = sum(t for _, t in files)
+        if n < k:
+            raise InvalidInputError(f"{k} partitions but only {n} valid vectors to train them")
+        pool = np.concatenate([s.candidates for s in samples])
+        init = init_centroids(pool, k, np.random.default_rng(SEED))
+        km_metric = assign_metric(metric)
+        with job.phase("kmeans", detail=f"k={k}, {n} vectors"):
+            if n * init.shape[1] <= LOCAL_KMEANS_VALUES:
+                (out,) = job.run_tasks(
+                    [
+                        KMeansSpec(
+                            src.uri,
+                            files,
+                            init,
+                            km_metric,
+                            max_iters,
+                            SEED,
+                            BALANCE_FACTOR,
+                            src.storage_options,
+                        )
+                    ],
+                    run_kmeans,
+                )
+                return out
+            t = Training(init, BALANCE_FACTOR, SEED)
+            for _ in range(max_iters):
+                out = job.run_tasks(
+                    [
+                        RoundSpec(src.uri, f, n_rows, t.centroids, km_metric, t.bias(), src.storage_options)
+                        for f, n_rows in files
+                    ],
+                    run_round,
+                )
+                if t.update(Partial.total(out)):
+                    break
+        return t.centroids, float(t.loss or 0.0)
+
+
+def _live_rows(ds: Dataset, frag: Any) -> int:
+    n = frag.num_rows
+    if n is None:
+        mask = ds.live_mask(frag)
+        n = int(mask.sum()) if mask is not None else int(frag.physical_rows or 0)
+    return int(n)
+
+
+def _recommended(rows: int, target: int) -> int:
+    return max(1, min(rows // max(target, 1), MAX_PARTITIONS))
+
+
+def _rows_per_task(row_bytes: int) -> int:
+    return ROWS_PER_TASK or max(1, TASK_BYTES // max(row_bytes, 1))
+
+
+def _groups(live: dict[int, int], slots: int, per_task: int) -> list[tuple[int, ...]]:
+    """Fragments (in id order) cut into at least ``min(fragments, slots)`` groups of at most
+    ``per_task`` rows where a fragment allows."""
+    ids = [f for f in sorted(live) if live[f]]
+    if not ids:
+        return []
+    total = sum(live[f] for f in ids)
+    per = max(1, min(per_task, math.ceil(total / min(slots, len(ids)))))
+    out, cur, acc = [], [], 0
+    for f in ids:
+        if cur and acc + live[f] > per:
+            out.append(tuple(cur))
+            cur, acc = [], 0
+        cur.append(f)
+        acc += live[f]
+    out.append(tuple(cur))
+    return out
+
+
+def _takes(samples: list[Any], rows: int) -> tuple[tuple[str, int], ...]:
+    """Each sample file's share of ``rows`` (its first rows; all when the samples hold fewer)."""
+    total = sum(s.rows for s in samples)
+    if total <= rows:
+        return tuple((s.file, s.rows) for s in samples)
+    return tuple((s.file, min(s.rows, math.ceil(rows * s.rows / total))) for s in samples)
+
+
+def _ranges(counts: np.ndarray, tasks: int) -> list[tuple[int, int]]:
+    """Partition ranges of about equal rows, at most ``tasks`` of them."""
+    k = int(counts.size)
+    tasks = max(1, min(tasks, k))
+    cum = np.cumsum(counts)
+    total = float(cum[-1]) if k else 0.0
+    cuts = [0]
+    for i in range(1, tasks):
+        c = int(np.searchsorted(cum, total * i / tasks, side="right"))
+        if c > cuts[-1] and c < k:
+            cuts.append(c)
+    cuts.append(k)
+    return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _remove(ds: Dataset, rel: str) -> None:
+    path = ds.store.full_path(rel)
+    try:
+        if ds.store.fs.exists(path):
+            ds.store.fs.rm(path, recursive=True)
+    except FileNotFoundError:
+        pass
+
+
+VECTOR_BUILDER = VectorSegmentBuilder()
