@@ -1,0 +1,79 @@
+"""pylance 14's answers for a time-machine dataset, and the same questions asked of this library:
+every version's scan (with row ids and addresses), a projection, row counts, and what each index
+answers (a filter per scalar index, a nearest-neighbour query per vector index)."""
+
+from __future__ import annotations
+
+import lance
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+
+from lance_spark_ops.table.dataset import Dataset
+
+FILTERS = {"BTREE": "id < 120 OR id = 777", "BITMAP": "s = 's5'", "LABEL_LIST": "array_has_any(labels, ['l2'])"}
+
+
+def _projection(schema: pa.Schema) -> list[str]:
+    return [n for n in ("s", "id") if n in schema.names] or schema.names[:1]
+
+
+def read_mismatches(uri: str) -> list[str]:
+    """Every version: our scans against pylance 14's; returns what differs (empty = same)."""
+    out = []
+    for v in [x["version"] for x in lance.dataset(uri).versions()]:
+        theirs_ds = lance.dataset(uri, version=v)
+        ours_ds = Dataset.open(uri, v)
+        theirs = theirs_ds.to_table(with_row_id=True, with_row_address=True)
+        ours = ours_ds.to_table(with_row_id=True, with_row_address=True)
+        if not ours.equals(theirs):
+            out.append(f"v{v}: scan with row ids differs ({ours.num_rows} vs {theirs.num_rows} rows)")
+        cols = _projection(theirs_ds.schema)
+        if not ours_ds.to_table(columns=cols).equals(theirs_ds.to_table(columns=cols)):
+            out.append(f"v{v}: projection {cols} differs")
+        if ours_ds.count_rows() != theirs_ds.count_rows():
+            out.append(f"v{v}: count_rows {ours_ds.count_rows()} vs {theirs_ds.count_rows()}")
+    return out
+
+
+def answers(uri: str) -> dict:
+    """pylance 14's answers at the latest version: rows sorted by id, and per index its query's ids."""
+    ds = lance.dataset(uri)
+    rows = ds.to_table()
+    rows = rows.sort_by("id") if "id" in rows.schema.names else rows
+    out = {"rows": rows, "indices": {}}
+    for idx in ds.list_indices():
+        if not idx["fields"] or idx["name"].startswith("__"):
+            continue  # system indices (the fragment reuse index) answer no query
+        kind = str(idx.get("type", ""))
+        name, field = idx["name"], idx["fields"][0]
+        if field == "vec":
+            q = np.linspace(-1, 1, 8, dtype=np.float32)
+            got = ds.to_table(nearest={"column": "vec", "q": q, "k": 10, "nprobes": 2}, columns=["id"])
+            out["indices"][name] = sorted(got["id"].to_pylist())
+        else:
+            flt = FILTERS.get(kind.upper()) or FILTERS.get({"id": "BTREE", "s": "BITMAP", "labels": "LABEL_LIST"}
+                                                             .get(field, ""), None)
+            if flt is None:
+                continue
+            got = ds.to_table(filter=flt, columns=["id"])
+            out["indices"][name] = sorted(got["id"].to_pylist())
+    return out
+
+
+def same_answers(before: dict, uri: str) -> list[str]:
+    """What pylance 14 answers differently at ``uri`` than ``before``."""
+    now = answers(uri)
+    out = []
+    if not now["rows"].equals(before["rows"]):
+        out.append(f"rows differ ({now['rows'].num_rows} vs {before['rows'].num_rows})")
+    for name, ids in before["indices"].items():
+        if name not in now["indices"]:
+            out.append(f"index {name} gone")
+        elif now["indices"][name] != ids:
+            out.append(f"index {name} answers differently")
+    return out
+
+
+def live_ids(uri: str) -> np.ndarray:
+    return np.sort(pc.cast(lance.dataset(uri).to_table(columns=["id"])["id"], pa.int64()).to_numpy())
