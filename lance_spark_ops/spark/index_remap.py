@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
@@ -97,6 +98,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
     acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
                               deleted)
+    _refuse_opaque_vector_reuse(ds, acts.reuse, deleted, versions)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
         reuse = tuple(v.SerializeToString() for v in versions)
@@ -118,6 +120,32 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
         out.frag_reuse_index = meta
         out.frag_reuse_replaces = bytes(old.uuid.uuid) if old is not None else None
     return out
+
+
+def _refuse_opaque_vector_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequence[int],
+                                versions: Sequence[Any]) -> None:
+    """UnsupportedError for a vector index whose details do not name its sub-index (pylance
+    <= 0.2x wrote no or empty details) about to go behind the fragment reuse index while
+    fragments with deleted rows are rewritten: if it is an IVF_HNSW index, pylance 14 cannot
+    read it through the fragment reuse index any more (its graph keeps the deleted rows)."""
+    gone = BitMap(deleted)
+    for idx in reused:
+        if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
+            continue
+        try:
+            dt = ds.lance_schema.field_by_id(idx.fields[0]).arrow_type()
+        except (KeyError, LookupError):
+            continue
+        if not pa.types.is_fixed_size_list(dt):
+            continue  # an old scalar index: remapped through the fragment reuse index as pylance does
+        bm = effective_bitmap(idx, versions)
+        if bm is not None and bm & gone:
+            raise UnsupportedError(
+                f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
+                "whose details do not say whether it is IVF_HNSW covers fragments with deleted rows that "
+                "would be rewritten; behind the fragment reuse index pylance 14 cannot read an HNSW index "
+                "then. Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
+                "fragments", path=ds.uri)
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
@@ -288,7 +316,8 @@ MAX_INDEX_RETRIES = 3
 
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
-                   remap: Any, known: Sequence[Dataset] = ()) -> tuple[Dataset, IndexChanges]:
+                   remap: Any, known: Sequence[Dataset] = (), **commit_kwargs: Any
+                   ) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
     When the commit conflicts only because of concurrent index changes (an index created,
@@ -298,6 +327,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
     Index files of attempts that did not land are deleted; data files are the caller's.
     ``known``: versions in memory already (the id reservation's), not read and parsed again.
+    ``commit_kwargs`` go to the commit (a migration's ``data_storage_version``).
     """
     base = ds
     for attempt in range(MAX_INDEX_RETRIES + 1):
@@ -308,7 +338,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
         try:
             parsed = {d.version: d.manifest_file for d in (base, *known)}
             return Dataset.from_commit(commit_transaction(ds.store, op, base.version,
-                                                          known_manifests=parsed)), changes
+                                                          known_manifests=parsed, **commit_kwargs)), changes
         except CommitStateUnknown:
             raise  # it may have landed: delete nothing
         except CommitConflict:

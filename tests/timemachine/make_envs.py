@@ -80,7 +80,8 @@ def make_data(release: str) -> Path:
     tmp.mkdir(parents=True)
     proc = subprocess.run([str(py), str(WRITER), str(tmp)], capture_output=True, text=True)
     if proc.returncode != 0:
-        raise RuntimeError(f"writer for pylance {release} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+        raise RuntimeError(f"writer for pylance {release} failed:\n{proc.stdout[-3000:]}\n"
+                           f"{proc.stderr[-3000:]}")
     subprocess.run(["rm", "-rf", str(out)], check=True)
     tmp.rename(out)
     return out

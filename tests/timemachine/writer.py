@@ -42,7 +42,7 @@ def try_step(name, what, fn):
         fn()
         DATASETS[name]["ops"].append(what)
         return True
-    except Exception as e:  # noqa: BLE001 - an old release lacking a step is expected
+    except BaseException as e:  # noqa: BLE001 - an old release lacking a step (pyo3 panics too)
         SKIPPED[f"{name}:{what}"] = f"{type(e).__name__}: {str(e).splitlines()[0][:300] if str(e) else ''}"
         return False
 
@@ -69,7 +69,7 @@ def basic(name, storage):
     """appends, deletes small and large, an update, a tag."""
     try:
         uri = write(name, "basic", storage, table(0, 600))
-    except Exception as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
@@ -85,7 +85,7 @@ def schema_evo(name, storage):
     """add/drop/alter columns, merge."""
     try:
         uri = write(name, "schema", storage, table(0, 500))
-    except Exception as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
@@ -108,7 +108,7 @@ def schema_evo(name, storage):
 def stable(name, storage):
     try:
         uri = write(name, "stable_row_ids", storage, table(0, 600), enable_move_stable_row_ids=True)
-    except Exception as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
@@ -122,7 +122,7 @@ def indexed(name, storage):
     """every index type the release builds, then appends and deletes after it."""
     try:
         uri = write(name, "indexed", storage, table(0, 1200))
-    except Exception as e:  # noqa: BLE001
+    except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return

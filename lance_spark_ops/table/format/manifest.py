@@ -48,7 +48,11 @@ from lance_spark_ops.table.format.fragment_columns import (
     fragment_columns,
     split_fragments,
 )
-from lance_spark_ops.table.format.support import STORAGE_CLASS_FIELD, check_storage_class, unknown_field_numbers
+from lance_spark_ops.table.format.support import (
+    STORAGE_CLASS_FIELD,
+    check_storage_class,
+    unknown_field_numbers,
+)
 from lance_spark_ops.table.format.transaction import Transaction
 
 MAGIC = b"LANC"
