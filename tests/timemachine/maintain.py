@@ -92,7 +92,8 @@ def maintain(spark: Any, src: Path, work: Path) -> dict[str, str]:
             problems.append(f"migrate: storage version is {ds.data_storage_version}")
         results["migrate_2.2"] = "ok" if not problems else "; ".join(problems[:3])
     except LanceError as e:
-        results["migrate_2.2"] = f"refused: {type(e).__name__}: {e}"
+        both = " (pylance 14 fails too)" if corrupt_for_pylance and type(e).__name__ == "CorruptFileError" else ""
+        results["migrate_2.2"] = f"refused{both}: {type(e).__name__}: {e}"
     return results
 
 

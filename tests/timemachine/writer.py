@@ -106,8 +106,11 @@ def schema_evo(name, storage):
 
 
 def stable(name, storage):
+    import inspect
+    params = inspect.signature(lance.write_dataset).parameters
+    flag = "enable_stable_row_ids" if "enable_stable_row_ids" in params else "enable_move_stable_row_ids"
     try:
-        uri = write(name, "stable_row_ids", storage, table(0, 600), enable_move_stable_row_ids=True)
+        uri = write(name, "stable_row_ids", storage, table(0, 600), **{flag: True})
     except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
