@@ -10,6 +10,7 @@ trims the versions no index needs any more.
 
 from __future__ import annotations
 
+import json
 import uuid as uuidlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
@@ -20,7 +21,14 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
-from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    InvalidInputError,
+    LanceError,
+    UnsupportedError,
+)
+from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.actions import (
     REMAPPABLE_KINDS,
     IndexActions,
@@ -139,13 +147,35 @@ def _refuse_opaque_vector_reuse(ds: Dataset, reused: Sequence[Any], deleted: Seq
         if not pa.types.is_fixed_size_list(dt):
             continue  # an old scalar index: remapped through the fragment reuse index as pylance does
         bm = effective_bitmap(idx, versions)
-        if bm is not None and bm & gone:
+        if bm is not None and bm & gone and _may_be_hnsw(ds, idx):
             raise UnsupportedError(
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
                 "whose details do not say whether it is IVF_HNSW covers fragments with deleted rows that "
                 "would be rewritten; behind the fragment reuse index pylance 14 cannot read an HNSW index "
                 "then. Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
                 "fragments", path=ds.uri)
+
+
+def _may_be_hnsw(ds: Dataset, idx: Any) -> bool:
+    """Whether an index without a telling details message may be IVF_HNSW, from its
+    ``index.idx``: a Lance file says its type in the schema metadata ``lance:index``; a v1
+    protobuf index file (``[data][Index protobuf]`` and a 0.1 footer: pylance <= 0.9) holds
+    IVF_PQ or DiskANN stages only. Anything else: maybe (refused)."""
+    if idx.HasField("base_id"):
+        return True
+    rel = f"_indices/{uuid_str(idx.uuid.uuid)}/{INDEX_FILE}"
+    try:
+        meta = LanceFileReader(rel, store=ds.store).schema.metadata or {}
+        return "HNSW" in str(json.loads(meta.get(b"lance:index", b"{}")).get("type", "HNSW")).upper()
+    except (LanceError, ValueError):
+        pass
+    try:
+        size = ds.store.size(rel)
+        tail = ds.store.read_range(rel, size - 16, 16) if size >= 16 else b""
+    except LanceError:
+        return True
+    pos, major, minor = int.from_bytes(tail[:8], "little"), tail[8:10], tail[10:12]
+    return not (tail[12:] == b"LANC" and major == b"\0\0" and minor == b"\x01\0" and 0 <= pos < size - 16)
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:

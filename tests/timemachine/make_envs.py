@@ -21,9 +21,12 @@ WRITER = Path(__file__).resolve().parent / "writer.py"
 
 # one release per era the issue names; the pins are what each needs on Python 3.11
 RELEASES: dict[str, list[str]] = {
+    "0.6.5": ["numpy<2", "pyarrow>=12,<13", "pandas<2.2"],
     "0.8.21": ["numpy<2", "pyarrow>=12,<15", "pandas<2.2"],
+    "0.10.5": ["numpy<2", "pyarrow>=12,<15", "pandas<2.2"],  # its add/drop columns duplicated field ids
     "0.10.18": ["numpy<2", "pyarrow>=12,<15", "pandas<2.2"],
     "0.16.1": ["numpy<2", "pyarrow>=14,<17", "pandas<2.2"],
+    "0.21.0": ["numpy<2", "pyarrow>=14,<18", "pandas<2.3"],  # overlapping index fragment bitmaps
     "0.20.0": ["numpy<2", "pyarrow>=14,<18", "pandas<2.3"],
     "0.27.2": ["numpy<2", "pyarrow>=14,<19", "pandas<2.3"],
     "0.35.0": ["pyarrow>=14,<21", "pandas"],

@@ -35,7 +35,7 @@ def _expected_refusal(manifest: dict, name: str, step: str) -> str | None:
         info["storage"] is None and _release_key(manifest["release"]) < (0, 16))
     if step == "add_columns" and legacy:
         return REFUSED["add_columns@legacy"]
-    if info["kind"] == "indexed" and any(k.startswith("IVF_HNSW") for _, k in info["indices"]) \
+    if info["kind"] == "hnsw" and _release_key(manifest["release"]) < (0, 30) \
             and step in ("materialize_deletions", "compact", "migrate_2.2"):
         return REFUSED["indexed@hnsw_old"]
     return None

@@ -151,11 +151,63 @@ def indexed(name, storage):
         return f
     if not try_step(name, "index_ivf_pq", vec("IVF_PQ", num_sub_vectors=2)):
         pass
-    try_step(name, "index_ivf_hnsw_sq", vec("IVF_HNSW_SQ", replace=True))
     try_step(name, "append", lambda: lance.write_dataset(table(1200, 1400), uri, mode="append", max_rows_per_file=200))
     try_step(name, "delete", lambda: lance.dataset(uri).delete("id % 19 = 5 OR (id >= 400 AND id < 560)"))
     try_step(name, "optimize_indices", lambda: lance.dataset(uri).optimize.optimize_indices())
     try_step(name, "append3", lambda: lance.write_dataset(table(1400, 1500), uri, mode="append"))
+
+
+def hnsw(name, storage):
+    """an IVF_HNSW_SQ index (its own dataset: one vector index per column), then deletes."""
+    try:
+        uri = write(name, "hnsw", storage, table(0, 1000))
+    except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
+        DATASETS.pop(name, None)
+        SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
+        return
+
+    def build():
+        lance.dataset(uri).create_index("vec", "IVF_HNSW_SQ", num_partitions=2)
+        DATASETS[name]["indices"].append(["vec", "IVF_HNSW_SQ"])
+    if not try_step(name, "index_ivf_hnsw_sq", build):
+        DATASETS.pop(name, None)
+        return
+    try_step(name, "append", lambda: lance.write_dataset(table(1000, 1100), uri, mode="append"))
+    try_step(name, "delete", lambda: lance.dataset(uri).delete("id % 23 = 4 OR (id >= 300 AND id < 420)"))
+
+
+def quirk_schema(name):
+    """add / append / drop / add: pylance 0.10.5 left duplicate field ids in the data files
+    (the sequence of Lance's test_data/v0.10.5/corrupt_schema)."""
+    uri = os.path.join(OUT, name)
+    DATASETS[name] = {"kind": "quirk_schema", "storage": None, "ops": [], "indices": []}
+    lance.write_dataset(pa.table({"x": pa.array(range(2), pa.int64())}), uri)
+    ok = try_step(name, "add_yz", lambda: lance.dataset(uri).add_columns({"y": "x * 2", "z": "x * 3"}))
+    ok = ok and try_step(name, "add_a", lambda: lance.dataset(uri).add_columns({"a": "-x"}))
+    new = pa.table({"x": pa.array(range(2, 4), pa.int64()), "y": pa.array([4, 6], pa.int64()),
+                    "z": pa.array([6, 9], pa.int64()), "a": pa.array([-2, -3], pa.int64())})
+    ok = ok and try_step(name, "append", lambda: lance.write_dataset(new, uri, mode="append"))
+    ok = ok and try_step(name, "drop_az", lambda: lance.dataset(uri).drop_columns(["a", "z"]))
+    ok = ok and try_step(name, "add_bc", lambda: lance.dataset(uri).add_columns({"b": "x * 4", "c": "x * 5"}))
+    if not ok:
+        DATASETS.pop(name, None)
+
+
+def quirk_bitmap(name):
+    """an IVF_PQ index, an insert, optimize_indices(num_indices_to_merge=0): pylance 0.21 gave
+    the delta a bitmap overlapping the first one (Lance's test_data/v0.21.0)."""
+    uri = os.path.join(OUT, name)
+    DATASETS[name] = {"kind": "quirk_bitmap", "storage": None, "ops": [], "indices": []}
+    lance.write_dataset(table(0, 512), uri)
+    ok = try_step(name, "index", lambda: lance.dataset(uri).create_index("vec", "IVF_PQ", num_partitions=1,
+                                                                         num_sub_vectors=1))
+    ok = ok and try_step(name, "append", lambda: lance.write_dataset(table(512, 600), uri, mode="append"))
+    ok = ok and try_step(name, "optimize", lambda: lance.dataset(uri).optimize.optimize_indices(
+        num_indices_to_merge=0))
+    if ok:
+        DATASETS[name]["indices"].append(["vec", "IVF_PQ"])
+    else:
+        DATASETS.pop(name, None)
 
 
 def storages():
@@ -177,6 +229,12 @@ def main():
     schema_evo("schema-default", None)
     stable("stable-default", None)
     indexed("indexed-default", None)
+    hnsw("hnsw-default", None)
+    for quirk in (quirk_schema, quirk_bitmap):
+        try:
+            quirk(f"quirk-{quirk.__name__.split('_')[1]}")
+        except BaseException as e:  # noqa: BLE001 - pyo3 panics are BaseExceptions
+            SKIPPED[quirk.__name__] = f"{type(e).__name__}: {str(e)[:300]}"
     if "legacy" in storages():
         schema_evo("schema-legacy", "legacy")
         indexed("indexed-legacy", "legacy")
