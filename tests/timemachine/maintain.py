@@ -12,7 +12,7 @@ import lance
 import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
-from lance_spark_ops.errors import LanceError
+from lance_spark_ops.errors import CorruptFileError, LanceError
 from lance_spark_ops.spark.columns import ColumnFunction, add_columns
 from lance_spark_ops.spark.compaction import compact, materialize_deletions
 from lance_spark_ops.spark.index_remap import remap_indices
@@ -57,7 +57,8 @@ def maintain(spark: Any, src: Path, work: Path) -> dict[str, str]:
         try:
             fn()
         except LanceError as e:
-            both = " (pylance 14 fails too)" if corrupt_for_pylance and type(e).__name__ == "CorruptFileError" else ""
+            shared = corrupt_for_pylance and isinstance(e, CorruptFileError)
+            both = " (pylance 14 fails too)" if shared else ""
             results[name] = f"refused{both}: {type(e).__name__}: {e}"
             return
         problems = _check(uri, before if expect is None else expect, name)
@@ -92,7 +93,7 @@ def maintain(spark: Any, src: Path, work: Path) -> dict[str, str]:
             problems.append(f"migrate: storage version is {ds.data_storage_version}")
         results["migrate_2.2"] = "ok" if not problems else "; ".join(problems[:3])
     except LanceError as e:
-        both = " (pylance 14 fails too)" if corrupt_for_pylance and type(e).__name__ == "CorruptFileError" else ""
+        both = " (pylance 14 fails too)" if corrupt_for_pylance and isinstance(e, CorruptFileError) else ""
         results["migrate_2.2"] = f"refused{both}: {type(e).__name__}: {e}"
     return results
 

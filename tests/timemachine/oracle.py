@@ -14,7 +14,8 @@ from lance_spark_ops.table.dataset import Dataset
 
 # versions pylance 14 itself cannot scan (nothing to compare ours with); reported by the tests
 PYLANCE_FAILS: list[str] = []
-FILTERS = {"BTREE": "id < 120 OR id = 777", "BITMAP": "s = 's5'", "LABEL_LIST": "array_has_any(labels, ['l2'])"}
+FILTERS = {"BTREE": "id < 120 OR id = 777", "BITMAP": "s = 's5'",
+           "LABEL_LIST": "array_has_any(labels, ['l2'])"}
 
 
 class PylanceCannotRead(Exception):
@@ -74,9 +75,16 @@ def answers(uri: str) -> dict:
                 PYLANCE_FAILS.append(f"{uri} index {name}: pylance 14: {str(e).splitlines()[0][:160]}")
                 continue
             out["indices"][name] = sorted(got["id"].to_pylist())
+        elif kind.upper() == "INVERTED":
+            try:
+                got = ds.to_table(full_text_query={"query": "s5", "columns": [field]}, columns=["id"])
+            except Exception as e:  # noqa: BLE001 - pylance 14 cannot query some old FTS indices
+                PYLANCE_FAILS.append(f"{uri} index {name}: pylance 14: {str(e).splitlines()[0][:160]}")
+                continue
+            out["indices"][name] = sorted(got["id"].to_pylist())
         else:
-            flt = FILTERS.get(kind.upper()) or FILTERS.get({"id": "BTREE", "s": "BITMAP", "labels": "LABEL_LIST"}
-                                                             .get(field, ""), None)
+            by_field = {"id": "BTREE", "s": "BITMAP", "labels": "LABEL_LIST"}.get(field, "")
+            flt = FILTERS.get(kind.upper()) or FILTERS.get(by_field)
             if flt is None:
                 continue
             got = ds.to_table(filter=flt, columns=["id"])

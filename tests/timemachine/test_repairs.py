@@ -11,11 +11,9 @@ import shutil
 from pathlib import Path
 
 import lance
-import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Delete
@@ -84,7 +82,8 @@ def test_missing_counts_are_read_and_written_on_commit(tmp_path):
     edit_manifest(uri, drop_counts)
     _same(uri)
     ds = _noop_commit(uri)
-    counts = [(f.physical_rows, f.deletion_file.num_deleted_rows if f.deletion_file else None) for f in ds.fragments]
+    counts = [(f.physical_rows, f.deletion_file.num_deleted_rows if f.deletion_file else None)
+              for f in ds.fragments]
     assert counts == [(10, 3), (10, 2), (10, 3), (10, 2)]
     frags = lance.dataset(uri).get_fragments()
     assert [(f.metadata.physical_rows, f.metadata.deletion_file.num_deleted_rows) for f in frags] == \
@@ -123,8 +122,8 @@ def test_duplicate_field_ids_of_0_10_5(tmp_path):
     assert lance.dataset(ours).to_table().equals(lance.dataset(theirs).to_table())
     assert lance.dataset(ours).to_table()["b"].to_pylist() == [0, 4, 8, 12]
     mine, pylance = Dataset.open(ours), Dataset.open(theirs)
-    assert [(n.name, n.id) for n in mine.lance_schema.walk()] == [(n.name, n.id) for n in pylance.lance_schema.walk()]
-    assert [[d.fields for d in f.files] for f in mine.fragments] == [[d.fields for d in f.files] for f in pylance.fragments]
+    assert [(n.name, n.id) for n in mine.lance_schema.walk()] == \
+        [(n.name, n.id) for n in pylance.lance_schema.walk()]
+    assert [[d.fields for d in f.files] for f in mine.fragments] == \
+        [[d.fields for d in f.files] for f in pylance.fragments]
 
-
-__all__ = ["np", "table_pb2"]

@@ -57,7 +57,13 @@ from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
 from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
-from lance_spark_ops.table.format.transaction import Operation, ReserveFragments, Restore, Rewrite, Transaction
+from lance_spark_ops.table.format.transaction import (
+    Operation,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Transaction,
+)
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
     TRANSACTIONS_DIR,

@@ -79,8 +79,8 @@ def _refuse_untrusted_bitmaps(previous: Manifest | None, indices: Sequence[Any],
     bad = sorted(set(missing) | overlapping | ({i.name for i in user} if old else set()))
     if bad:
         writer = previous.writer_version
-        why = ("they were written by " + (f"pylance {writer.version}" if writer else "a pylance without a writer "
-                                          "version") + " (< 0.8.15, whose bitmaps may be wrong)") if old else \
+        who = f"pylance {writer.version}" if writer else "a pylance without a writer version"
+        why = f"they were written by {who} (< 0.8.15, whose bitmaps may be wrong)" if old else \
             "some record no fragment bitmap or overlap another segment of the same index"
         raise UnsupportedError(f"the fragment bitmaps of index(es) {bad} cannot be trusted: {why}; Lance "
                                "recomputes them from the index files on its next commit, which this library "
