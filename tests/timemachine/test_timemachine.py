@@ -17,7 +17,6 @@ from tests.timemachine.oracle import PYLANCE_FAILS, read_mismatches
 # (release, dataset, step) -> the refusal expected (a prefix of the step's result); anything
 # else must be "ok". Each is a typed refusal of something this library does not do (yet).
 REFUSED = {
-    "add_columns@legacy": "refused: UnsupportedError",  # no 0.1 column files written by add_columns
     "indexed@hnsw_old": "refused: UnsupportedError",  # old-layout HNSW behind the FRI after deletions
 }
 
@@ -31,10 +30,6 @@ def _data(release: str) -> tuple[Path, dict]:
 
 def _expected_refusal(manifest: dict, name: str, step: str) -> str | None:
     info = manifest["datasets"][name]
-    legacy = info["storage"] in ("legacy", "legacy-flag") or (
-        info["storage"] is None and _release_key(manifest["release"]) < (0, 16))
-    if step == "add_columns" and legacy:
-        return REFUSED["add_columns@legacy"]
     if info["kind"] == "hnsw" and _release_key(manifest["release"]) < (0, 30) \
             and step in ("materialize_deletions", "compact", "migrate_2.2"):
         return REFUSED["indexed@hnsw_old"]
