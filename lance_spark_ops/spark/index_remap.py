@@ -106,7 +106,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
     acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
                               deleted)
-    _refuse_opaque_vector_reuse(ds, acts.reuse, deleted, versions)
+    _refuse_unreadable_reuse(ds, acts.reuse, deleted, versions)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
         reuse = tuple(v.SerializeToString() for v in versions)
@@ -130,14 +130,20 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     return out
 
 
-def _refuse_opaque_vector_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequence[int],
+def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequence[int],
                                 versions: Sequence[Any]) -> None:
-    """UnsupportedError for a vector index whose details do not name its sub-index (pylance
-    <= 0.2x wrote no or empty details) about to go behind the fragment reuse index while
-    fragments with deleted rows are rewritten: if it is an IVF_HNSW index, pylance 14 cannot
-    read it through the fragment reuse index any more (its graph keeps the deleted rows)."""
+    """UnsupportedError for an index of an old layout about to go behind the fragment reuse
+    index where pylance 14 cannot read it through it: a full-text index of pylance <= 0.2x, or
+    a vector index whose details do not name its sub-index (pylance <= 0.2x) that may be
+    IVF_HNSW while fragments with deleted rows are rewritten (its graph keeps the deleted rows)."""
     gone = BitMap(deleted)
     for idx in reused:
+        if index_kind(idx) == "INVERTED" and _legacy_fts(ds, idx):
+            raise UnsupportedError(
+                f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a full-text index in the layout of pylance "
+                "<= 0.2x (docs / invert / tokens files, no metadata.lance) covers fragments that would be "
+                "rewritten; pylance 14 cannot read such an index through the fragment reuse index (its "
+                "answers lose the rewritten rows). Rebuild the index with pylance 14 first", path=ds.uri)
         if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
             continue
         try:
@@ -154,6 +160,13 @@ def _refuse_opaque_vector_reuse(ds: Dataset, reused: Sequence[Any], deleted: Seq
                 "would be rewritten; behind the fragment reuse index pylance 14 cannot read an HNSW index "
                 "then. Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
                 "fragments", path=ds.uri)
+
+
+def _legacy_fts(ds: Dataset, idx: Any) -> bool:
+    """An INVERTED index written before pylance 0.3x's partitioned layout (no metadata.lance)."""
+    if idx.HasField("base_id"):
+        return True
+    return not ds.store.exists(f"_indices/{uuid_str(idx.uuid.uuid)}/metadata.lance")
 
 
 def _may_be_hnsw(ds: Dataset, idx: Any) -> bool:
