@@ -30,6 +30,7 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.actions import (
+    IVF_KINDS,
     REMAPPABLE_KINDS,
     IndexActions,
     can_remap,
@@ -104,8 +105,9 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     old_ids = [f.id for g in groups for f in g.old_fragments]
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
-    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
-                              deleted)
+    entries = index_entries(ds)
+    acts = plan_index_actions(entries, old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
+                              deleted, vector_kinds(ds, entries))
     _refuse_unreadable_reuse(ds, acts.reuse, deleted, versions)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
@@ -160,6 +162,33 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
                 "would be rewritten; behind the fragment reuse index pylance 14 cannot read an HNSW index "
                 "then. Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
                 "fragments", path=ds.uri)
+
+
+def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
+    """(file version, ``lance:index`` type) of the index's ``index.idx`` when it is a Lance file
+    (None: absent, elsewhere, or the v1 protobuf index file of pylance <= 0.9)."""
+    if idx.HasField("base_id"):
+        return None
+    try:
+        r = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{INDEX_FILE}", store=ds.store)
+        meta = json.loads((r.schema.metadata or {}).get(b"lance:index", b"{}"))
+    except (LanceError, ValueError):
+        return None
+    return r.version, str(meta.get("type", "")).upper() if isinstance(meta, dict) else ""
+
+
+def vector_kinds(ds: Dataset, indices: Sequence[Any]) -> dict[bytes, str]:
+    """uuid -> type of each vector index whose details do not name its type (pylance <= 5 wrote
+    empty VectorIndexDetails, <= 0.19 none) when its ``index.idx`` (a 2.x Lance file, the layout
+    this library rewrites) says it is one of the IVF types it remaps; others are left out."""
+    out: dict[bytes, str] = {}
+    for idx in indices:
+        if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
+            continue
+        found = _index_file_type(ds, idx)
+        if found is not None and found[0] != "0.1" and found[1] in IVF_KINDS:
+            out[bytes(idx.uuid.uuid)] = found[1]
+    return out
 
 
 def _legacy_fts(ds: Dataset, idx: Any) -> bool:
@@ -284,8 +313,10 @@ def make_remapper(job: Job) -> Any:
         spec_groups = tuple((tuple(f.id for f in g.old_fragments),
                              tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
                             for g in groups)
+        kinds = vector_kinds(ds, indices)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
-                                reuse, dict(ds.store.storage_options)) for i in indices]
+                                reuse, dict(ds.store.storage_options), kinds.get(bytes(i.uuid.uuid), ""))
+                 for i in indices]
         try:
             with job.phase("remap_indices", tasks=len(specs)):
                 out = job.run_tasks(specs, run_index_remap)

@@ -52,6 +52,7 @@ class IndexRemapSpec:
     groups: tuple[Group, ...] = ()
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    kind: str = ""  # the type read from the index's files when its details do not say (pylance <= 5)
 
 
 @dataclass(frozen=True)
@@ -222,7 +223,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
         maps.append(address_map(ds, spec.groups))
     src_store, src = _old_index_dir(ds, index)
     dst = f"_indices/{uuid_str(spec.new_uuid)}"
-    kind = index_kind(index)
+    kind = spec.kind or index_kind(index)
     files: list[tuple[str, int]] = []
     work = None
     if kind == "BTREE":
