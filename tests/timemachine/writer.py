@@ -22,6 +22,7 @@ RELEASE = lance.__version__
 SKIPPED = {}
 DATASETS = {}
 DIM = 8
+APPEND = {"mode": "append", "max_rows_per_file": 200}
 
 
 def table(lo, hi, seed=0):
@@ -73,7 +74,7 @@ def basic(name, storage):
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
-    try_step(name, "append", lambda: lance.write_dataset(table(600, 900), uri, mode="append", max_rows_per_file=200))
+    try_step(name, "append", lambda: lance.write_dataset(table(600, 900), uri, **APPEND))
     try_step(name, "delete_small", lambda: lance.dataset(uri).delete("id % 17 = 3"))
     try_step(name, "delete_large", lambda: lance.dataset(uri).delete("id >= 200 AND id < 390"))
     try_step(name, "update", lambda: lance.dataset(uri).update({"f": "f + 1.0"}, where="id % 7 = 0"))
@@ -93,15 +94,21 @@ def schema_evo(name, storage):
 
     def merge():
         ds = lance.dataset(uri)
-        ds.merge(pa.table({"id": np.arange(0, 500, dtype=np.int64), "m": np.arange(500, dtype=np.int32) * 3}), "id")
+        extra = pa.table({"id": np.arange(0, 500, dtype=np.int64), "m": np.arange(500, dtype=np.int32) * 3})
+        ds.merge(extra, "id")
     try_step(name, "merge", merge)
     try_step(name, "add_columns", lambda: lance.dataset(uri).add_columns({"g": "id * 2"}))
     try_step(name, "drop_columns", lambda: lance.dataset(uri).drop_columns(["s"]))
     try_step(name, "add_columns2", lambda: lance.dataset(uri).add_columns({"s": "'x'"}))
     try_step(name, "alter_columns", lambda: lance.dataset(uri).alter_columns({"path": "g", "name": "g2"}))
-    try_step(name, "alter_type", lambda: lance.dataset(uri).alter_columns({"path": "m", "data_type": pa.int64()}))
-    try_step(name, "append", lambda: lance.write_dataset(lance.dataset(uri).to_table().slice(0, 50).set_column(
-        0, "id", pa.array(np.arange(1000, 1050, dtype=np.int64))), uri, mode="append"))
+    try_step(name, "alter_type", lambda: lance.dataset(uri).alter_columns({"path": "m",
+                                                                          "data_type": pa.int64()}))
+
+    def append():
+        rows = lance.dataset(uri).to_table().slice(0, 50)
+        rows = rows.set_column(0, "id", pa.array(np.arange(1000, 1050, dtype=np.int64)))
+        lance.write_dataset(rows, uri, mode="append")
+    try_step(name, "append", append)
     try_step(name, "update", lambda: lance.dataset(uri).update({"f": "2.5"}, where="id % 5 = 0"))
 
 
@@ -115,7 +122,7 @@ def stable(name, storage):
         DATASETS.pop(name, None)
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
-    try_step(name, "append", lambda: lance.write_dataset(table(600, 800), uri, mode="append", max_rows_per_file=200))
+    try_step(name, "append", lambda: lance.write_dataset(table(600, 800), uri, **APPEND))
     try_step(name, "delete", lambda: lance.dataset(uri).delete("id % 9 = 2 OR (id >= 100 AND id < 190)"))
     try_step(name, "update", lambda: lance.dataset(uri).update({"f": "f * 2"}, where="id % 10 = 4"))
     try_step(name, "compact", lambda: lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=400))
@@ -149,9 +156,8 @@ def indexed(name, storage):
             lance.dataset(uri).create_index("vec", kind, num_partitions=2, **kw)
             DATASETS[name]["indices"].append(["vec", kind])
         return f
-    if not try_step(name, "index_ivf_pq", vec("IVF_PQ", num_sub_vectors=2)):
-        pass
-    try_step(name, "append", lambda: lance.write_dataset(table(1200, 1400), uri, mode="append", max_rows_per_file=200))
+    try_step(name, "index_ivf_pq", vec("IVF_PQ", num_sub_vectors=2))
+    try_step(name, "append", lambda: lance.write_dataset(table(1200, 1400), uri, **APPEND))
     try_step(name, "delete", lambda: lance.dataset(uri).delete("id % 19 = 5 OR (id >= 400 AND id < 560)"))
     try_step(name, "optimize_indices", lambda: lance.dataset(uri).optimize.optimize_indices())
     try_step(name, "append3", lambda: lance.write_dataset(table(1400, 1500), uri, mode="append"))
