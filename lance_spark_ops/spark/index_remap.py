@@ -40,7 +40,7 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.ivf import INDEX_FILE
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
@@ -158,10 +158,10 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
         if bm is not None and bm & gone and _may_be_hnsw(ds, idx):
             raise UnsupportedError(
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
-                "whose details do not say whether it is IVF_HNSW covers fragments with deleted rows that "
-                "would be rewritten; behind the fragment reuse index pylance 14 cannot read an HNSW index "
-                "then. Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
-                "fragments", path=ds.uri)
+                "(pylance <= 0.2x: no type in its details, files in a layout this library does not rewrite) "
+                "that is or may be IVF_HNSW covers fragments with deleted rows that would be rewritten; "
+                "behind the fragment reuse index pylance 14 cannot read an HNSW index then. Rebuild the "
+                "index (pylance create_index(..., replace=True)) or exclude those fragments", path=ds.uri)
 
 
 def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
@@ -177,6 +177,16 @@ def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
     return r.version, str(meta.get("type", "")).upper() if isinstance(meta, dict) else ""
 
 
+def _storage_layout_known(ds: Dataset, idx: Any) -> bool:
+    """``auxiliary.idx`` holds ``_rowid`` and one storage column (pylance 0.20 also stored
+    ``__ivf_part_id``: not rewritten here)."""
+    try:
+        names = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{AUX_FILE}", store=ds.store).schema.names
+    except LanceError:
+        return False
+    return len(names) == 2 and names[0] == "_rowid"
+
+
 def vector_kinds(ds: Dataset, indices: Sequence[Any]) -> dict[bytes, str]:
     """uuid -> type of each vector index whose details do not name its type (pylance <= 5 wrote
     empty VectorIndexDetails, <= 0.19 none) when its ``index.idx`` (a 2.x Lance file, the layout
@@ -186,7 +196,8 @@ def vector_kinds(ds: Dataset, indices: Sequence[Any]) -> dict[bytes, str]:
         if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
             continue
         found = _index_file_type(ds, idx)
-        if found is not None and found[0] != "0.1" and found[1] in IVF_KINDS:
+        if found is not None and found[0] != "0.1" and found[1] in IVF_KINDS \
+                and _storage_layout_known(ds, idx):
             out[bytes(idx.uuid.uuid)] = found[1]
     return out
 

@@ -34,7 +34,7 @@ def _acceptable_refusals(manifest: dict, name: str, step: str) -> tuple[str, ...
     out: list[str] = []
     if release < (0, 30) and step in REWRITES:
         if kind == "hnsw" and release < (0, 27):  # HNSW in a v1 index file behind the FRI after deletions
-            out.append("whose details do not say whether it is IVF_HNSW")
+            out.append("that is or may be IVF_HNSW")
         if "INVERTED" in kinds:  # old-layout FTS behind the FRI
             out.append("a full-text index in the layout of pylance <= 0.2x")
     if info["indices"] and (release < (0, 8, 15) or kind == "quirk_bitmap"):
