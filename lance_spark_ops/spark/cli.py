@@ -96,7 +96,8 @@ class Job:
     docstring's ``Attributes:``); ``choices`` restricts ``str`` fields; ``report(metrics)``
     yields human-readable lines printed before the metrics; ``spark=False`` starts no session
     (a callable decides from the options: ``False`` for a dry run that only plans).
-    ``positional`` names option fields also taken as arguments before the URI (``SRC URI``;
+    ``precheck`` runs before the session starts. ``positional`` names option fields also
+    taken as arguments before the URI (``SRC URI``;
     one argument alone is the URI); ``status(metrics)`` is the exit code of a run that returned
     (nonzero: it finished but partly failed, e.g. deletes that failed). An option field with
     ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed."""
@@ -111,6 +112,9 @@ class Job:
     report: Callable[[Any], Iterable[str]] | None = None
     positional: tuple[str, ...] = ()
     status: Callable[[Any], int] | None = None
+    # ``precheck(uri, storage_options, options)``: cheap checks run before the Spark session
+    # starts (a bad column or parameter exits 2 without Spark work)
+    precheck: Callable[[str, dict[str, Any], Any], None] | None = None
 
 
 @dataclass
@@ -407,6 +411,8 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
         log.info("%s %s: starting", job.name, uri)
+        if job.precheck is not None:
+            job.precheck(uri, request.storage_options, request.options)
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
         spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)

@@ -20,6 +20,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tests.faults import runners_index as ri
 from tests.faults import runners_write as rw
 
 ADDED = "v2"  # the column add_columns adds: id * 2
@@ -167,3 +168,12 @@ RUNNERS.update({r.name: r for r in [
     JobRunner("import_delta", "import_delta", "import_delta.py", rw._delta_args, rw.delta_local,
               ("plan", "convert", "commit"), ("convert",), rows=rw.write_rows),
 ]})
+if importlib.util.find_spec("lance_spark_ops.spark.scalar_index") is not None:  # the BTREE / BITMAP builders
+    RUNNERS.update({r.name: r for r in [
+        JobRunner("create_index", "create_index", "create_index.py", ri.create_args, ri.create_local,
+                  ("plan", "build", "commit"), ("build",), prepare=ri.create_prepare,
+                  post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+        JobRunner("optimize_indices", "optimize_indices", "optimize_indices.py", ri.optimize_args,
+                  ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.optimize_prepare,
+                  post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+    ]})
