@@ -137,19 +137,19 @@ def indexed(name, storage):
         SKIPPED[name] = f"{type(e).__name__}: {str(e)[:300]}"
         return
 
-    def scalar(col, kind):
+    def scalar(col, kind, index_name=None):
         def f():
             ds = lance.dataset(uri)
-            if kind == "BTREE":
-                ds.create_scalar_index(col, "BTREE")
-            else:
+            if index_name is None:
                 ds.create_scalar_index(col, kind)
+            else:  # a second index on the column needs its own name (else it replaces the first)
+                ds.create_scalar_index(col, kind, name=index_name)
             DATASETS[name]["indices"].append([col, kind])
         return f
     try_step(name, "index_btree", scalar("id", "BTREE"))
     try_step(name, "index_bitmap", scalar("s", "BITMAP"))
     try_step(name, "index_label_list", scalar("labels", "LABEL_LIST"))
-    try_step(name, "index_inverted", scalar("s", "INVERTED"))
+    try_step(name, "index_inverted", scalar("s", "INVERTED", "s_fts"))
 
     def vec(kind, **kw):
         def f():
