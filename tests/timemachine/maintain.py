@@ -3,6 +3,7 @@ pylance 14 reads it as before (rows and index answers) and that our reads equal 
 
 from __future__ import annotations
 
+import functools
 import shutil
 from datetime import timedelta
 from pathlib import Path
@@ -22,9 +23,9 @@ from lance_spark_ops.table.dataset import Dataset
 from tests.timemachine.oracle import PylanceCannotRead, answers, read_mismatches, same_answers
 
 
-def times_three(batch: pa.RecordBatch) -> pa.RecordBatch:
-    """The column pylance adds as ``{"z": "id * 3"}``."""
-    return pa.record_batch([pa.compute.multiply(batch.column("id"), 3)], names=["z"])
+def times_three(batch: pa.RecordBatch, column: str = "id") -> pa.RecordBatch:
+    """The column pylance adds as ``{"z": "<column> * 3"}``."""
+    return pa.record_batch([pa.compute.multiply(batch.column(column), 3)], names=["z"])
 
 
 def copy(src: Path, dst: Path) -> str:
@@ -69,9 +70,11 @@ def maintain(spark: Any, src: Path, work: Path) -> dict[str, str]:
     # add_columns changes the rows: pylance's expected answer is its own add of the same column
     try:
         twin = copy(Path(uri), work / "twin")
-        lance.dataset(twin).add_columns({"z": "id * 3"})
+        col = "id" if "id" in lance.dataset(twin).schema.names else lance.dataset(twin).schema.names[0]
+        lance.dataset(twin).add_columns({"z": f"{col} * 3"})
         expect = answers(twin)
-        fn = ColumnFunction(times_three, pa.schema([pa.field("z", pa.int64())]), ("id",))
+        fn = ColumnFunction(functools.partial(times_three, column=col),
+                            pa.schema([pa.field("z", pa.int64())]), (col,))
         step("add_columns", lambda: add_columns(spark, uri, fn), expect)
         if not results["add_columns"].startswith("refused"):
             before = expect
