@@ -17,7 +17,7 @@ BLOOMFILTER, and a BTREE when its remap is not possible).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -39,8 +39,9 @@ IVF_KINDS = frozenset(k for k in KNOWN_FILES if k.startswith("IVF_"))
 REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
 
 
-def can_remap(index: Any, remappable: frozenset[str]) -> bool:
-    kind = index_kind(index)
+def can_remap(index: Any, remappable: frozenset[str], kind: str | None = None) -> bool:
+    """``kind``: the index's type when its details do not say (read from its files by the caller)."""
+    kind = kind or index_kind(index)
     if kind not in remappable:
         return False
     names = {f.path for f in index.files}
@@ -79,14 +80,16 @@ def effective_bitmap(index: Any, reuse_versions: Sequence[Any]) -> BitMap | None
 def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_versions: Sequence[Any],
                        stable_row_ids: bool, defer: bool,
                        remappable: frozenset[str] = REMAPPABLE_KINDS,
-                       with_deletions: Iterable[int] = ()) -> IndexActions:
+                       with_deletions: Iterable[int] = (),
+                       kinds: Mapping[bytes, str] | None = None) -> IndexActions:
     """Sort every index meeting the ``rewritten`` fragment ids into one action;
-    ``with_deletions``: those of them that had deleted rows."""
+    ``with_deletions``: those of them that had deleted rows; ``kinds``: index uuid -> type of
+    old vector indices whose details do not name it (read from their files)."""
     old = BitMap(rewritten)
     deleted = BitMap(with_deletions)
     acts = IndexActions()
     for idx in indices:
-        kind = index_kind(idx)
+        kind = (kinds or {}).get(bytes(idx.uuid.uuid)) or index_kind(idx)
         if kind in ("FRAG_REUSE", "MEM_WAL"):
             continue
         bm = effective_bitmap(idx, reuse_versions)
@@ -95,13 +98,14 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
         if stable_row_ids:
             if not stores_row_addresses(idx, True):
                 acts.recalc.append(idx)
-            elif can_remap(idx, remappable) and not defer:
+            elif can_remap(idx, remappable, kind) and not defer:
                 acts.remap.append(idx)
             else:
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif can_remap(idx, remappable) and (not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
+        elif can_remap(idx, remappable, kind) and (not defer or (kind.startswith("IVF_HNSW_")
+                                                                   and bm & deleted)):
             # through every FRI version first (a no-op on current data); deferred, an HNSW
             # index meeting deleted rows is rebuilt all the same: pylance cannot read it
             # through the fragment reuse index

@@ -1,7 +1,8 @@
 """BTREE index files and their remap (no I/O).
 
-``page_data.lance``: columns ``values`` (the indexed column's type) and ``ids`` (uint64 not
-null, row addresses; row ids under stable row ids at index_version 0), sorted by value;
+``page_data.lance``: columns ``values`` (the indexed column's type) and ``ids`` (``row_ids``
+in files of pylance <= 0.2x; uint64 not null, row addresses; row ids under stable row ids at
+index_version 0), sorted by value;
 ``page_lookup.lance``: one row per page of ``batch_size`` rows of page_data (``min``, ``max``
 over the page's non-null values, ``null_count`` uint32, ``page_idx`` uint32), schema metadata
 ``batch_size`` and ``range_partitioned``. pylance 14 reads page i as rows
@@ -46,12 +47,14 @@ def check_not_range_partitioned(lookup_schema: pa.Schema, path: str) -> None:
 
 def remap_page_data(page_data: pa.Table, amap: RowAddressMap) -> pa.Table:
     """Rows of moved rows get their new address, deleted rows go; order is kept."""
-    if page_data.schema.names[:2] != ["values", "ids"]:
+    if page_data.schema.names[:2] not in (["values", "ids"], ["values", "row_ids"]):
         raise CorruptFileError(f"{PAGE_DATA}: columns {page_data.schema.names}, expected values, ids")
-    ids = page_data.column("ids").to_numpy()
+    # pylance <= 0.2x named the second column row_ids; Lance reads both by position and its
+    # remap keeps the names the file has
+    ids = page_data.column(1).to_numpy()
     keep, new_ids = amap.apply(ids)
     kept = page_data.filter(pa.array(keep)) if not keep.all() else page_data
-    return kept.set_column(1, page_data.schema.field("ids"), pa.array(new_ids, pa.uint64()))
+    return kept.set_column(1, page_data.schema.field(1), pa.array(new_ids, pa.uint64()))
 
 
 def page_lookup(page_data: pa.Table, batch_size: int, lookup_schema: pa.Schema) -> pa.Table:

@@ -20,7 +20,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import index_pb2
-from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
 
 AUX_FILE = "auxiliary.idx"
@@ -71,6 +71,10 @@ def _transpose_blocks(flat: np.ndarray, m: int, lengths: np.ndarray, to_rows: bo
 def remap_storage(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap,
                   transposed: bool) -> tuple[pa.Table, index_pb2.IVF]:
     """The storage table and partition table after the remap."""
+    if table.num_columns != 2 or table.schema.names[0] != "_rowid":
+        # pylance 0.20 also stored an __ivf_part_id column: a layout this library does not rewrite
+        raise UnsupportedError(f"{AUX_FILE}: columns {table.schema.names}, expected _rowid and one storage "
+                               "column")
     lengths = np.asarray(ivf.lengths, dtype=np.int64)
     if lengths.sum() != table.num_rows:
         raise CorruptFileError(f"{AUX_FILE}: partitions hold {lengths.sum()} rows, the file {table.num_rows}")

@@ -249,10 +249,13 @@ def _spec(ds: Dataset, plan: _Plan, schema: LanceSchema, job_id: str,
           frags: Sequence[DataFragment]) -> ColumnWriteSpec:
     version = ds.data_storage_version
     added = schema.fields[len(ds.lance_schema.fields):]
-    ids, cols = data_file_field_ids(added, version)
+    if version == "0.1":  # v1 files list every field, pre-order, and no column indices (as pylance 14)
+        ids, cols = [n.id for f in added for n in f.walk()], []
+    else:
+        ids, cols = data_file_field_ids(added, version)
     return ColumnWriteSpec(ds.uri, ds.version, job_id, plan.schema, LanceSchema(list(added), {}), tuple(ids),
                            tuple(cols), version, file_version_numbers(version),
-                           {f.id: int(f.physical_rows or 0) for f in frags}, dict(ds.store.storage_options),
+                           {f.id: ds.physical_rows(f) for f in frags}, dict(ds.store.storage_options),
                            ds.timestamp)
 
 
@@ -365,8 +368,9 @@ def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files:
         metrics.rounds = rnd
         job.before_commit(rnd)
         spec = _spec(ds, plan, schema, job.job_id, ds.fragments)
-        frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)]) if f.id in files else f
-                 for f in ds.fragments]
+        # a Merge records every fragment's physical_rows (pylance <= 0.7 left them out)
+        frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)] if f.id in files else f.files,
+                         physical_rows=spec.physical_rows[f.id]) for f in ds.fragments]
         try:
             return ds.commit(Merge(frags, schema), ds.version)
         except CommitConflict:
@@ -404,12 +408,6 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
         with job.phase("plan"):
             ds = Dataset.open(uri, storage_options=storage_options)
             ds.check_writable()
-            if ds.data_storage_version == "0.1":
-                raise UnsupportedError(
-                    "add_columns does not write legacy (0.1) column files; move the dataset "
-                    "to 2.x first (compact(..., data_storage_version='2.2', migrate_legacy=True))",
-                    path=ds.uri,
-                )
             plan = _plan(spark, ds, columns, on, sql_engine)
             schema = _new_schema(ds, plan)
             metrics.read_version, metrics.mode, metrics.columns = ds.version, plan.mode, plan.schema.names

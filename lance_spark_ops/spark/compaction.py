@@ -51,7 +51,7 @@ from lance_spark_ops.spark.plan import (
 )
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
+from lance_spark_ops.table.format.transaction import ReserveFragments, RewriteGroup
 
 
 @dataclass
@@ -103,6 +103,10 @@ def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple
     return stats, int(withheld.sum())
 
 
+def _version_key(version: str) -> tuple[int, ...]:
+    return tuple(int(p) for p in version.split("."))
+
+
 def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     wanted = opts.data_storage_version or ds.data_storage_version
     aliases = {"stable": "2.2", "legacy": "0.1"}
@@ -110,9 +114,9 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
     if version not in ("0.1", "2.0", "2.1", "2.2"):
         raise UnsupportedError(f"cannot write data storage version {wanted!r} (supported: 0.1, 2.0, 2.1, "
                                "2.2)")
-    if version != ds.data_storage_version and opts.migrate_legacy and ds.data_storage_version == "0.1" \
-            and version != "0.1":
-        return version
+    if version != ds.data_storage_version and opts.migrate_legacy and version != "0.1" \
+            and _version_key(version) > _version_key(ds.data_storage_version):
+        return version  # 0.1 -> 2.x or an older 2.x -> a newer one: every fragment, one commit
     if version != ds.data_storage_version:
         # pylance 14 refuses to open a dataset whose data files differ from the manifest's
         # data storage version ("mixed data-file-version capability is not enabled")
@@ -120,17 +124,19 @@ def _target_version(ds: Dataset, opts: CompactionOptions) -> str:
                                f"dataset's own file version (asked for {version}): pylance cannot read "
                                "a dataset that mixes file versions"
                                + (" (migrate_legacy=True rewrites every fragment in one commit)"
-                                  if ds.data_storage_version == "0.1" else ""))
+                                  if _version_key(version) > _version_key(ds.data_storage_version) else ""))
     return version
 
 
 def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
                      opts: CompactionOptions) -> list[CompactionTask]:
-    """Every fragment, in consecutive groups of about ``target_rows_per_fragment`` live rows:
-    moving a legacy dataset to 2.x must rewrite all of them in one commit."""
+    """Every fragment, in consecutive groups of about ``target_rows_per_fragment`` live rows
+    covered by the same indices (a group never mixes fragments of different indices, as any
+    compaction's): moving a dataset to a newer file version must rewrite all of them in one
+    commit."""
     if indexed:
-        raise UnsupportedError(f"{indexed} fragment(s) are covered by an index; a legacy dataset with "
-                               "indices cannot be moved to 2.x (the indices would need remapping)",
+        raise UnsupportedError(f"{indexed} fragment(s) are excluded or covered by an index that cannot be "
+                               "remapped (no fragment bitmap); a migration must rewrite every fragment",
                                path=ds.uri)
     tasks: list[CompactionTask] = []
     group: list[FragmentStats] = []
@@ -143,7 +149,7 @@ def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
             group.clear()
 
     for s in stats:
-        if group and rows + s.live_rows > opts.target_rows_per_fragment:
+        if group and (rows + s.live_rows > opts.target_rows_per_fragment or s.indices != group[0].indices):
             close()
             rows = 0
         group.append(s)
@@ -253,13 +259,11 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         job.before_commit(metrics.commits + 1)
         latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
-        if new_storage_version is not None:  # legacy -> 2.x migration (refused on indexed datasets)
-            # committed through the reserved version's Dataset: its manifest is not parsed again
-            new_ds, changes = latest.commit(Rewrite(groups), ds.version,
-                                            data_storage_version=new_storage_version), None
-        else:
-            new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
-                                             make_remapper(job), known=(latest,))
+        # a migration (new_storage_version) commits every fragment at once in the new version;
+        # its indices are remapped as any compaction's
+        extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
+        new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
+                                         make_remapper(job), known=(latest,), **extra)
     metrics.commits += 1
     _count(metrics, groups, results)
     if changes is not None:

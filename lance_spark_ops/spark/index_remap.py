@@ -10,17 +10,27 @@ trims the versions no index needs any more.
 
 from __future__ import annotations
 
+import json
 import uuid as uuidlib
 from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
-from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    InvalidInputError,
+    LanceError,
+    UnsupportedError,
+)
+from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.actions import (
+    IVF_KINDS,
     REMAPPABLE_KINDS,
     IndexActions,
     can_remap,
@@ -30,7 +40,7 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.ivf import INDEX_FILE
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
@@ -96,8 +106,10 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     old_ids = [f.id for g in groups for f in g.old_fragments]
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
-    acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
-                              deleted)
+    entries = index_entries(ds)
+    acts = plan_index_actions(entries, old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
+                              deleted, vector_kinds(ds, entries))
+    _refuse_unreadable_reuse(ds, acts.reuse, deleted, versions)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
         reuse = tuple(v.SerializeToString() for v in versions)
@@ -119,6 +131,105 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
         out.frag_reuse_index = meta
         out.frag_reuse_replaces = bytes(old.uuid.uuid) if old is not None else None
     return out
+
+
+def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequence[int],
+                                versions: Sequence[Any]) -> None:
+    """UnsupportedError for an index of an old layout about to go behind the fragment reuse
+    index where pylance 14 cannot read it through it: a full-text index of pylance <= 0.2x, or
+    a vector index whose details do not name its sub-index (pylance <= 0.2x) that may be
+    IVF_HNSW while fragments with deleted rows are rewritten (its graph keeps the deleted rows)."""
+    gone = BitMap(deleted)
+    for idx in reused:
+        if index_kind(idx) == "INVERTED" and _legacy_fts(ds, idx):
+            raise UnsupportedError(
+                f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a full-text index in the layout of pylance "
+                "<= 0.2x (docs / invert / tokens files, no metadata.lance) covers fragments that would be "
+                "rewritten; pylance 14 cannot read such an index through the fragment reuse index (its "
+                "answers lose the rewritten rows). Rebuild the index with pylance 14 first", path=ds.uri)
+        if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
+            continue
+        try:
+            dt = ds.lance_schema.field_by_id(idx.fields[0]).arrow_type()
+        except (KeyError, LookupError):
+            continue
+        if not pa.types.is_fixed_size_list(dt):
+            continue  # an old scalar index: remapped through the fragment reuse index as pylance does
+        bm = effective_bitmap(idx, versions)
+        if bm is not None and bm & gone and _may_be_hnsw(ds, idx):
+            raise UnsupportedError(
+                f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
+                "(pylance <= 0.2x: no type in its details, files in a layout this library does not rewrite) "
+                "that is or may be IVF_HNSW covers fragments with deleted rows that would be rewritten; "
+                "behind the fragment reuse index pylance 14 cannot read an HNSW index then. Rebuild the "
+                "index (pylance create_index(..., replace=True)) or exclude those fragments", path=ds.uri)
+
+
+def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
+    """(file version, ``lance:index`` type) of the index's ``index.idx`` when it is a Lance file
+    (None: absent, elsewhere, or the v1 protobuf index file of pylance <= 0.9)."""
+    if idx.HasField("base_id"):
+        return None
+    try:
+        r = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{INDEX_FILE}", store=ds.store)
+        meta = json.loads((r.schema.metadata or {}).get(b"lance:index", b"{}"))
+    except (LanceError, ValueError):
+        return None
+    return r.version, str(meta.get("type", "")).upper() if isinstance(meta, dict) else ""
+
+
+def _storage_layout_known(ds: Dataset, idx: Any) -> bool:
+    """``auxiliary.idx`` holds ``_rowid`` and one storage column (pylance 0.20 also stored
+    ``__ivf_part_id``: not rewritten here)."""
+    try:
+        names = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{AUX_FILE}", store=ds.store).schema.names
+    except LanceError:
+        return False
+    return len(names) == 2 and names[0] == "_rowid"
+
+
+def vector_kinds(ds: Dataset, indices: Sequence[Any]) -> dict[bytes, str]:
+    """uuid -> type of each vector index whose details do not name its type (pylance <= 5 wrote
+    empty VectorIndexDetails, <= 0.19 none) when its ``index.idx`` (a 2.x Lance file, the layout
+    this library rewrites) says it is one of the IVF types it remaps; others are left out."""
+    out: dict[bytes, str] = {}
+    for idx in indices:
+        if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
+            continue
+        found = _index_file_type(ds, idx)
+        if found is not None and found[0] != "0.1" and found[1] in IVF_KINDS \
+                and _storage_layout_known(ds, idx):
+            out[bytes(idx.uuid.uuid)] = found[1]
+    return out
+
+
+def _legacy_fts(ds: Dataset, idx: Any) -> bool:
+    """An INVERTED index written before pylance 0.3x's partitioned layout (no metadata.lance)."""
+    if idx.HasField("base_id"):
+        return True
+    return not ds.store.exists(f"_indices/{uuid_str(idx.uuid.uuid)}/metadata.lance")
+
+
+def _may_be_hnsw(ds: Dataset, idx: Any) -> bool:
+    """Whether an index without a telling details message may be IVF_HNSW, from its
+    ``index.idx``: a Lance file says its type in the schema metadata ``lance:index``; a v1
+    protobuf index file (``[data][Index protobuf]`` and a 0.1 footer: pylance <= 0.9) holds
+    IVF_PQ or DiskANN stages only. Anything else: maybe (refused)."""
+    if idx.HasField("base_id"):
+        return True
+    rel = f"_indices/{uuid_str(idx.uuid.uuid)}/{INDEX_FILE}"
+    try:
+        meta = LanceFileReader(rel, store=ds.store).schema.metadata or {}
+        return "HNSW" in str(json.loads(meta.get(b"lance:index", b"{}")).get("type", "HNSW")).upper()
+    except (LanceError, ValueError):
+        pass
+    try:
+        size = ds.store.size(rel)
+        tail = ds.store.read_range(rel, size - 16, 16) if size >= 16 else b""
+    except LanceError:
+        return True
+    pos, major, minor = int.from_bytes(tail[:8], "little"), tail[8:10], tail[10:12]
+    return not (tail[12:] == b"LANC" and major == b"\0\0" and minor == b"\x01\0" and 0 <= pos < size - 16)
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
@@ -214,8 +325,10 @@ def make_remapper(job: Job) -> Any:
         spec_groups = tuple((tuple(f.id for f in g.old_fragments),
                              tuple((f.id, int(f.physical_rows or 0)) for f in g.new_fragments))
                             for g in groups)
+        kinds = vector_kinds(ds, indices)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
-                                reuse, dict(ds.store.storage_options)) for i in indices]
+                                reuse, dict(ds.store.storage_options), kinds.get(bytes(i.uuid.uuid), ""))
+                 for i in indices]
         try:
             with job.phase("remap_indices", tasks=len(specs)):
                 out = job.run_tasks(specs, run_index_remap)
@@ -289,7 +402,8 @@ MAX_INDEX_RETRIES = 3
 
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
-                   remap: Any, known: Sequence[Dataset] = ()) -> tuple[Dataset, IndexChanges]:
+                   remap: Any, known: Sequence[Dataset] = (), **commit_kwargs: Any
+                   ) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
     When the commit conflicts only because of concurrent index changes (an index created,
@@ -299,6 +413,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
     Index files of attempts that did not land are deleted; data files are the caller's.
     ``known``: versions in memory already (the id reservation's), not read and parsed again.
+    ``commit_kwargs`` go to the commit (a migration's ``data_storage_version``).
     """
     base = ds
     for attempt in range(MAX_INDEX_RETRIES + 1):
@@ -309,7 +424,7 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
         try:
             parsed = {d.version: d.manifest_file for d in (base, *known)}
             return Dataset.from_commit(commit_transaction(ds.store, op, base.version,
-                                                          known_manifests=parsed)), changes
+                                                          known_manifests=parsed, **commit_kwargs)), changes
         except CommitStateUnknown:
             raise  # it may have landed: delete nothing
         except CommitConflict:

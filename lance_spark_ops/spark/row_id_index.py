@@ -35,6 +35,7 @@ from lance_spark_ops.errors import CommitConflict, CorruptFileError
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.runner import typed_worker_error
 from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.row_id_index import (
     PAIRS_SCHEMA,
@@ -148,7 +149,13 @@ def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
                                        PAIRS_SCHEMA)
                 ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
                 writer = make_part_writer(ds.uri, ds.version, job.job_id, file_version, so)
-                parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()
+                try:
+                    parts = ranged.mapInArrow(writer, PART_RESULT_SCHEMA).collect()
+                except Exception as e:  # noqa: BLE001 - a worker's LanceError comes back as Spark's
+                    typed = typed_worker_error(e)
+                    if typed is None:
+                        raise
+                    raise typed from e
         ph.add(tasks=k, rows=sum(int(r["rows"]) for r in parts), bytes=sum(int(r["size"]) for r in parts))
     partitions = sorted((IndexPartition(r["path"], int(r["min_row_id"]), int(r["max_row_id"]), int(r["rows"]),
                                         int(r["size"])) for r in parts), key=lambda p: p.min_row_id)

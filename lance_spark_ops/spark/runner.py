@@ -16,6 +16,7 @@ delete the files of every other attempt (see ``orphans``).
 from __future__ import annotations
 
 import pickle
+import re
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -104,3 +105,23 @@ def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, Task
                       ) -> dict[int, tuple[str, Any]]:
     """Same contract as ``run_tasks`` without Spark (tests, dry runs, tiny datasets)."""
     return {i: ("local", fn(t, TaskContext(job_id, i, "local"))) for i, t in enumerate(tasks)}
+
+
+_WORKER_ERROR = re.compile(r"lance_spark_ops\.errors\.(\w+): (.*)")
+
+
+def typed_worker_error(exc: BaseException) -> LanceError | None:
+    """The LanceError a Python worker raised inside a Spark action of our own (a mapInArrow
+    stage that is not a ``run_tasks`` task), rebuilt from the text Spark reports it with (the
+    last one named); None when the failure is not one of ours."""
+    from lance_spark_ops import errors
+
+    found = _WORKER_ERROR.findall(str(exc))
+    if not found:
+        return None
+    name, message = found[-1]
+    cls = getattr(errors, name, None)
+    if not (isinstance(cls, type) and issubclass(cls, LanceError)):
+        return None
+    return cls(message.strip())
+

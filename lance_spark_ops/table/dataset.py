@@ -279,6 +279,11 @@ class Dataset:
             where = self.store.uri(deletion_file_path(fragment.id, fragment.deletion_file))
         return keep_mask(deleted, physical_rows, where)
 
+    def physical_rows(self, fragment: DataFragment) -> int:
+        """Rows of the fragment, deleted ones included (read from its files when the manifest
+        does not record them: pylance <= 0.7)."""
+        return self._physical_rows(fragment)
+
     def _physical_rows(self, fragment: DataFragment) -> int:
         if fragment.physical_rows is not None:
             return fragment.physical_rows

@@ -156,10 +156,16 @@ class FileView:
         self.reader = reader
         self.where = where
         schema = reader.metadata.schema
-        if data_file.is_legacy:  # one "column" per field, pre-order, as in 2.0; ids are the dataset's
+        if data_file.is_legacy:  # one "column" per field, pre-order, as in 2.0
             self.owners, self.parent = _schema_maps(schema, "2.0")
             listed = file_field_ids(data_file)
-            self.colmap = {o.id: i for i, o in enumerate(self.owners) if o.id in listed}
+            own = {o.id: i for i, o in enumerate(self.owners)}
+            # Lance finds a v1 file's pages by the dataset id's distance from the DataFile's
+            # first field id, not by the ids of the file's own schema: the same ids unless a
+            # commit renumbered them (duplicate field ids repaired, table.commit.migrate)
+            first = data_file.fields[0] if data_file.fields else -1
+            shift = min(own) - first if own and first >= 0 else 0
+            self.colmap = {f: own[f + shift] for f in listed if f + shift in own}
         else:
             self.colmap = data_file.field_columns()
             self.owners, self.parent = _schema_maps(schema, reader.version)
@@ -324,6 +330,11 @@ class FragmentScan:
         if not files:
             return _Nulls(dnode.arrow_type())
         if len(files) == 1 or dnode.logical_type != "struct" or is_packed(dnode):
+            if len(files) > 1 and not dnode.children and all(self.fragment.files[k].is_legacy for k in files):
+                # pylance 0.10.5's add / drop columns left one field id in several v1 files;
+                # pylance 14 reads the first file holding it (a commit repairs the ids:
+                # table.commit.migrate)
+                files = files[:1]
             if len(files) > 1:
                 raise UnsupportedError(f"field {dnode.name!r} (id {dnode.id}) is split over "
                                        f"{len(files)} data files of fragment {self.fragment.id}")

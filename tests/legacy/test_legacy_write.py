@@ -5,6 +5,7 @@ values legacy manifests carry; appends write legacy files."""
 from __future__ import annotations
 
 import lance
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -107,12 +108,36 @@ def test_moving_legacy_needs_the_option(tmp_path):
         compact(None, uri, data_storage_version="2.2")
 
 
-def test_add_columns_on_legacy_refused_typed(tmp_path):
-    from lance_spark_ops.errors import UnsupportedError
-    from lance_spark_ops.spark.columns import add_columns
+def _derived(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """Columns of three kinds v1 stores differently (numbers keep no validity, strings do)."""
+    a = batch.column("a").to_numpy()
+    # v1 writes a null number's slot as the buffer holds it (pylance: whatever the UDF left
+    # there); zeros under the nulls make that defined
+    half = pa.array(np.where(a % 3 == 0, 0.0, a / 2.0), mask=(a % 3 == 0))
+    text = pa.array([str(v) for v in a.tolist()], pa.string(), mask=(a % 4 == 0))
+    return pa.record_batch([pa.array(a * 2), half, text], names=["b", "h", "t"])
 
-    uri = str(tmp_path / "ds")
-    lance.write_dataset(pa.table({"a": pa.array(range(4), pa.int64())}), uri, data_storage_version="legacy")
-    with pytest.raises(UnsupportedError, match="migrate_legacy"):
-        add_columns(None, uri, {"b": "a * 2"})
-    assert lance.dataset(uri).version == 1
+
+def test_add_columns_on_legacy_writes_v1_files_as_pylance(tmp_path):
+    """pylance 14 adds columns to a legacy dataset in v1 files; so does add_columns: same
+    fields and file versions recorded, pylance reads both the same (deleted rows included)."""
+    import shutil
+
+    from lance_spark_ops.spark.columns import ColumnFunction, add_columns
+
+    uri, twin = str(tmp_path / "ds"), str(tmp_path / "twin")
+    lance.write_dataset(pa.table({"a": pa.array(range(30), pa.int64())}), uri, data_storage_version="legacy",
+                        max_rows_per_file=8)
+    lance.dataset(uri).delete("a % 5 = 1")
+    shutil.copytree(uri, twin)
+    lance.dataset(twin).add_columns(_derived, read_columns=["a"])
+    schema = pa.schema([("b", pa.int64()), ("h", pa.float64()), ("t", pa.string())])
+    add_columns(None, uri, ColumnFunction(_derived, schema, ("a",)))
+    ours, theirs = lance.dataset(uri), lance.dataset(twin)
+    assert ours.data_storage_version == "0.1"
+    assert ours.to_table(with_row_id=True).equals(theirs.to_table(with_row_id=True))
+    layout = [[(d.fields, d.file_major_version, d.file_minor_version) for d in f.data_files()]
+              for f in ours.get_fragments()]
+    assert layout == [[(d.fields, d.file_major_version, d.file_minor_version) for d in f.data_files()]
+                      for f in theirs.get_fragments()]
+    assert Dataset.open(uri).to_table(with_row_id=True).equals(ours.to_table(with_row_id=True))

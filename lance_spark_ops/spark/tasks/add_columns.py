@@ -38,6 +38,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_spark_ops.errors import InvalidInputError, SchemaError
+from lance_spark_ops.file.legacy.writer import LegacyFileWriter
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
@@ -105,7 +106,7 @@ class ColumnFileWriter:
         self.store = ObjectStore(spec.uri, spec.storage_options)
         self.written: list[WrittenFile] = []
         self._fid: int | None = None
-        self._writer: LanceFileWriter | None = None
+        self._writer: LanceFileWriter | LegacyFileWriter | None = None
         self._name = ""
         self._cursor = 0
         self._seen: set[int] = set()
@@ -121,9 +122,13 @@ class ColumnFileWriter:
         self._seen.add(fid)
         self._fid, self._cursor = fid, 0
         self._name = f"{self.spec.job_id}-f{fid}-a{self.attempt}-{uuid.uuid4().hex[:8]}.lance"
-        self._writer = LanceFileWriter(f"{DATA_DIR}/{self._name}", self.spec.schema,
-                                       version=self.spec.file_version, store=self.store,
-                                       lance_schema=self.spec.lance_schema)
+        if self.spec.file_version == "0.1":  # a legacy dataset: v1 column files, as pylance 14 adds them
+            self._writer = LegacyFileWriter(f"{DATA_DIR}/{self._name}", self.spec.schema, store=self.store,
+                                            lance_schema=self.spec.lance_schema)
+        else:
+            self._writer = LanceFileWriter(f"{DATA_DIR}/{self._name}", self.spec.schema,
+                                           version=self.spec.file_version, store=self.store,
+                                           lance_schema=self.spec.lance_schema)
 
     def _write(self, arrays: list[pa.Array]) -> None:
         assert self._writer is not None

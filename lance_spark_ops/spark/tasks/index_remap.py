@@ -52,6 +52,7 @@ class IndexRemapSpec:
     groups: tuple[Group, ...] = ()
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    kind: str = ""  # the type read from the index's files when its details do not say (pylance <= 5)
 
 
 @dataclass(frozen=True)
@@ -128,8 +129,15 @@ def _read(store: ObjectStore, rel: str) -> tuple[pa.Table, str]:
     return r.read(), r.version
 
 
+def _out_version(version: str) -> str:
+    """The file version a remapped index file is written in: the source's, except that index
+    files of pylance <= 0.2x in the legacy v1 container are written as 2.0 (pylance 14 reads
+    index files of any version; this library writes no v1 index file)."""
+    return "2.0" if version == "0.1" else version
+
+
 def _write(ds: Dataset, rel: str, table: pa.Table, version: str, extra: list[bytes] | None = None) -> int:
-    w = LanceFileWriter(rel, table.schema, version=version, store=ds.store)
+    w = LanceFileWriter(rel, table.schema, version=_out_version(version), store=ds.store)
     w.extra_global_buffers = list(extra or [])
     try:
         w.write(table)
@@ -156,7 +164,8 @@ def _remap_btree(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
     check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
     reader = LanceFileReader(f"{src}/{PAGE_DATA}", store=src_store)
     cutter = PageCutter(batch_size_of(lookup_reader.schema), lookup_reader.schema)
-    w = LanceFileWriter(f"{dst}/{PAGE_DATA}", reader.schema, version=reader.version, store=ds.store)
+    w = LanceFileWriter(f"{dst}/{PAGE_DATA}", reader.schema, version=_out_version(reader.version),
+                        store=ds.store)
     try:
         for batch in reader.iter_batches(batch_rows=BTREE_STREAM_ROWS):
             data = pa.Table.from_batches([batch])
@@ -214,7 +223,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
         maps.append(address_map(ds, spec.groups))
     src_store, src = _old_index_dir(ds, index)
     dst = f"_indices/{uuid_str(spec.new_uuid)}"
-    kind = index_kind(index)
+    kind = spec.kind or index_kind(index)
     files: list[tuple[str, int]] = []
     work = None
     if kind == "BTREE":

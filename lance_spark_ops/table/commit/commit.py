@@ -52,11 +52,18 @@ from lance_spark_ops.table.commit.handler import (
     handler_for,
 )
 from lance_spark_ops.table.commit.indices import index_section
+from lance_spark_ops.table.commit.migrate import repair_manifest
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
 from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
-from lance_spark_ops.table.format.transaction import Operation, Restore, Rewrite, Transaction
+from lance_spark_ops.table.format.transaction import (
+    Operation,
+    ReserveFragments,
+    Restore,
+    Rewrite,
+    Transaction,
+)
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
     TRANSACTIONS_DIR,
@@ -320,6 +327,8 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
         previous.manifest if previous is not None else None, indices, att.txn, txn_name, options,
         restored.manifest if restored is not None else None,
         list(restored.index_section.indices) if restored is not None and restored.index_section else None)
+    repair_manifest(att.store, manifest, previous.manifest if previous is not None else None, new_indices,
+                    att.store.uri(""), reserving=isinstance(att.txn.operation, ReserveFragments))
     txn_bytes = att.txn.to_bytes()
     if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
         att.txn_files[txn_name] = txn_bytes

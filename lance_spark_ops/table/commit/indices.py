@@ -39,6 +39,7 @@ from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CommitConflict, CorruptFileError, InvalidInputError
+from lance_spark_ops.index.frag_reuse import load_versions, remap_fragment_bitmap
 from lance_spark_ops.index.kinds import stores_row_addresses
 from lance_spark_ops.table.format.transaction import RewriteGroup
 
@@ -81,6 +82,22 @@ def copy_indices(indices: Iterable[IndexMetadata]) -> list[IndexMetadata]:
     return out
 
 
+def _reuse_versions(indices: list[IndexMetadata]) -> list | str | None:
+    """The fragment reuse index's versions when they are inline in its details (None without
+    one; "unknown" when they are in a file): pylance 14 loads index bitmaps remapped through
+    them, so an index whose stored bitmap names only rewritten fragments is not empty."""
+    fri = next((i for i in indices if i.name == FRAG_REUSE_INDEX_NAME), None)
+    if fri is None:
+        return None
+
+    def no_file(rel: str) -> bytes:
+        raise LookupError(rel)
+    try:
+        return load_versions(fri, no_file)
+    except (LookupError, CorruptFileError):
+        return "unknown"
+
+
 def retain_relevant_indices(indices: list[IndexMetadata], field_ids: set[int],
                             fragment_ids: Iterable[int]) -> list[IndexMetadata]:
     """Lance's ``retain_relevant_indices`` (see the module docstring)."""
@@ -91,8 +108,14 @@ def retain_relevant_indices(indices: list[IndexMetadata], field_ids: set[int],
         if idx.name != FRAG_REUSE_INDEX_NAME:
             by_name[idx.name].append(idx)
 
+    reuse = _reuse_versions(kept)
+
     def empty(idx: IndexMetadata) -> bool:
         bm = fragment_bitmap(idx)
+        if bm is not None and reuse is not None and not (bm & live):
+            if reuse == "unknown":
+                return False  # may be covered through the fragment reuse index: keep it
+            bm = remap_fragment_bitmap(bm, reuse, idx.name)
         return bm is None or not (bm & live)
 
     keep_ids: set[int] = set()

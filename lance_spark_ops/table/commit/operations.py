@@ -326,7 +326,8 @@ def _merge(op: Merge, s: _State, schema: LanceSchema | None, version: int) -> La
     for old in s.fragments:
         if old.id not in new:
             raise InvalidInputError(f"Merge drops fragment {old.id}: a merge must keep every fragment")
-        if old.physical_rows != new[old.id].physical_rows:
+        if old.physical_rows is not None and old.physical_rows != new[old.id].physical_rows:
+            # (an old manifest without the count: the merge records it)
             raise InvalidInputError(f"Merge changes the row count of fragment {old.id} "
                                     f"({old.physical_rows} -> {new[old.id].physical_rows})")
     _check_files(op.fragments, "Merge")

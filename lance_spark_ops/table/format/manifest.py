@@ -48,7 +48,11 @@ from lance_spark_ops.table.format.fragment_columns import (
     fragment_columns,
     split_fragments,
 )
-from lance_spark_ops.table.format.support import unknown_field_numbers
+from lance_spark_ops.table.format.support import (
+    STORAGE_CLASS_FIELD,
+    check_storage_class,
+    unknown_field_numbers,
+)
 from lance_spark_ops.table.format.transaction import Transaction
 
 MAGIC = b"LANC"
@@ -173,6 +177,9 @@ class Manifest:
         the fragments as bytes (``pb`` then has none); their objects are built on first use."""
         for f in pb.fields:  # a schema field we would re-serialize without them
             numbers = unknown_field_numbers(unknown_of(f))
+            if numbers == [STORAGE_CLASS_FIELD]:
+                check_storage_class(f, path)  # the default class: nothing to keep
+                continue
             if numbers:
                 raise UnsupportedError(f"schema field {f.name!r} (id {f.id}) has protobuf field(s) {numbers} "
                                        "this library does not know", path=path)

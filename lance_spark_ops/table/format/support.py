@@ -22,8 +22,14 @@ from lance_spark_ops.table.format.fragment import DataFile
 
 # Data storage versions whose files this library reads ("0.1" is the legacy v1 format).
 READABLE_VERSIONS = ("0.1", "2.0", "2.1", "2.2")
-# The v1 container records its version as 0.1 or 0.2 in DataFile; 2.0 as 0.3 or 2.0.
-_READABLE_FILE_VERSIONS = {(0, 1), (0, 2), (0, 3), (2, 0), (2, 1), (2, 2)}
+# The v1 container records its version as 0.1 or 0.2 in DataFile; 2.0 as 0.3 or 2.0. Manifests
+# written before DataFile had a version (pylance <= 0.10) leave it 0.0: a v1 file, as Lance reads it.
+_READABLE_FILE_VERSIONS = {(0, 0), (0, 1), (0, 2), (0, 3), (2, 0), (2, 1), (2, 2)}
+# ``Field.storage_class`` (string; reserved in Lance's file.proto since it was dropped): pylance
+# 0.15-0.39 wrote "default" for every field; "blob" kept a column's values in a separate blob
+# dataset (Manifest field 17) that pylance 14 no longer reads.
+STORAGE_CLASS_FIELD = 11
+_DEFAULT_STORAGE_CLASSES = ("", "default")
 
 
 def unknown_field_numbers(data: bytes) -> list[int]:
@@ -41,6 +47,19 @@ def _refuse_unknown(data: bytes, what: str, path: str | None) -> None:
         hint = " (data overlays, pylance 14)" if what.startswith("fragment") and 11 in numbers else ""
         raise UnsupportedError(f"{what} has protobuf field(s) {numbers} this library does not know{hint}; "
                                "reading around them could return wrong rows", path=path)
+
+
+def check_storage_class(field_pb: object, path: str | None) -> None:
+    """UnsupportedError unless the schema field's old ``storage_class`` (an unknown field 11 of
+    ``field_pb``, a ``file_pb2.Field``) is the default class, which changes nothing."""
+    values = [f.data for f in UnknownFieldSet(field_pb) if f.field_number == STORAGE_CLASS_FIELD]
+    for value in values:
+        text = value.decode("utf-8", "replace") if isinstance(value, bytes) else repr(value)
+        if not isinstance(value, bytes) or text not in _DEFAULT_STORAGE_CLASSES:
+            name, fid = getattr(field_pb, "name", "?"), getattr(field_pb, "id", "?")
+            raise UnsupportedError(f"schema field {name!r} (id {fid}) has storage class {text!r}: its values "
+                                   "live in a separate blob dataset that this library (and pylance 14) "
+                                   "does not read", path=path)
 
 
 def check_manifest(manifest: object, path: str | None = None) -> None:
