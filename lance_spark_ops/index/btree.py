@@ -11,8 +11,11 @@ cuts the pages again (observed: 10000 rows, 10% deleted -> 9000 rows, lookup min
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
@@ -104,3 +107,135 @@ class PageCutter:
         cols = [mins, maxs_a, pa.array(self.nulls[:pages].astype(np.uint32), pa.uint32()),
                 pa.array(np.arange(pages, dtype=np.uint32), pa.uint32())]
         return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+# -- building (issue #27) ----------------------------------------------------------------------
+# pylance 14 sorts (value ascending, nulls first, NaN after every number) and breaks ties by
+# row id (observed: equal values keep ascending ids), cuts pages of ``batch_size`` rows and
+# writes page i's first and last value as the lookup's min / max.
+
+def page_data_schema(value_type: pa.DataType) -> pa.Schema:
+    return pa.schema([pa.field("values", value_type, True), pa.field("ids", pa.uint64(), False)])
+
+
+def lookup_schema(value_type: pa.DataType, batch_size: int = DEFAULT_BATCH_SIZE) -> pa.Schema:
+    """``page_lookup.lance``'s schema with pylance's metadata."""
+    fields = [pa.field("min", value_type, True), pa.field("max", value_type, True),
+              pa.field("null_count", pa.uint32(), False), pa.field("page_idx", pa.uint32(), False)]
+    return pa.schema(fields, metadata={"range_partitioned": "false", "batch_size": str(batch_size)})
+
+
+def sort_run(values: pa.Array | pa.ChunkedArray, ids: np.ndarray) -> pa.Table:
+    """One sorted run of page_data rows: by value (nulls first, NaN last), then id."""
+    t = pa.table({"values": values, "ids": pa.array(ids, pa.uint64())}).combine_chunks()
+    out = t.take(index_order(t))
+    return out.cast(page_data_schema(out.schema.field("values").type))
+
+
+def value_rank(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """0 for nulls, 1 for values, 2 for NaN: the index order's groups (Arrow's own sort puts
+    NaN next to the nulls wherever ``null_placement`` puts them)."""
+    rank = pc.if_else(pc.is_valid(values), 1, 0).cast(pa.int8())
+    if pa.types.is_floating(values.type):
+        rank = pc.if_else(pc.fill_null(pc.is_nan(values), False), 2, rank).cast(pa.int8())
+    return rank
+
+
+def index_order(t: pa.Table, ids: str | None = "ids") -> pa.Array:
+    """Row order of ``t`` by ``values`` as pylance's index keeps them (nulls, ascending, NaN),
+    ties by ``ids`` (when given). Both sorts used are stable, so ids already ascending need
+    no sort key; numbers and times sort in numpy (several times faster than Arrow's
+    multi-key sort)."""
+    values = t.column("values")
+    rank = value_rank(values)
+    tie = None
+    if ids is not None:
+        id_np = t.column(ids).to_numpy()
+        if id_np.size > 1 and not bool(np.all(id_np[1:] > id_np[:-1])):
+            tie = id_np
+    plain = _numpy_sortable(values.type)
+    if plain is not None:
+        v = pc.fill_null(values, pa.scalar(0, values.type) if not pa.types.is_boolean(values.type) else False)
+        v = v.cast(plain) if plain != values.type else v
+        rank_np = rank.to_numpy()
+        if tie is None and bool(np.all(rank_np == 1)):  # no null, no NaN: one stable sort
+            return pa.array(np.argsort(v.to_numpy(), kind="stable"))
+        keys = [v.to_numpy(), rank_np]
+        if tie is not None:
+            keys.insert(0, tie)
+        return pa.array(np.lexsort(keys))
+    keyed = t.append_column("_rank", rank)
+    keys = [("_rank", "ascending"), ("values", "ascending")]
+    if tie is not None:
+        keys.append((ids, "ascending"))
+    return pc.sort_indices(keyed, sort_keys=keys)
+
+
+def _numpy_sortable(t: pa.DataType) -> pa.DataType | None:
+    """The type whose numpy values sort as ``t`` does, or None (Arrow sorts it)."""
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return t
+    if pa.types.is_floating(t) and not pa.types.is_float16(t):
+        return t
+    if pa.types.is_timestamp(t) or pa.types.is_date64(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        return pa.int64()
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    return None
+
+
+def merge_runs(runs: list[Iterator[pa.Table]]) -> Iterator[pa.Table]:
+    """k-way merge of sorted runs (each an iterator of sorted chunks, in the order of
+    ``sort_run``), streamed: at most one chunk per run is held. Every round sorts what is
+    held and emits the rows up to the earliest last row of a run with more chunks to come:
+    nothing unread can sort before them (ids are unique, so the order is total)."""
+    pending: list[pa.Table] = []
+    live: dict[int, Iterator[pa.Table]] = {}
+    for r, it in enumerate(runs):
+        chunk = _next_nonempty(it)
+        if chunk is not None:
+            pending.append(_tag(chunk, r))
+            live[r] = it
+    if len(live) == 1 and len(pending) == 1:  # one run: already in order
+        yield pending[0].drop_columns(["run"])
+        for chunk in live.popitem()[1]:
+            yield chunk.select(["values", "ids"])
+        return
+    while pending:
+        held = pa.concat_tables(pending).combine_chunks()
+        held = held.take(index_order(held))
+        still = {r for r in live}
+        if not still:
+            yield held.drop_columns(["run"])
+            return
+        tags = held.column("run").to_numpy()
+        # the last position of each run still to be read; the earliest one bounds what is safe
+        last = {r: int(np.flatnonzero(tags == r)[-1]) for r in still}
+        stop_run = min(last, key=last.get)
+        cut = last[stop_run] + 1
+        yield held.slice(0, cut).drop_columns(["run"])
+        pending = [held.slice(cut)] if cut < held.num_rows else []
+        chunk = _next_nonempty(live[stop_run])
+        if chunk is None:
+            del live[stop_run]
+        else:
+            pending.append(_tag(chunk, stop_run))
+        if not pending and live:  # every held row went out: refill from every run still live
+            for r in list(live):
+                chunk = _next_nonempty(live[r])
+                if chunk is None:
+                    del live[r]
+                else:
+                    pending.append(_tag(chunk, r))
+
+
+def _next_nonempty(it: Iterator[pa.Table]) -> pa.Table | None:
+    for chunk in it:
+        if chunk.num_rows:
+            return chunk
+    return None
+
+
+def _tag(chunk: pa.Table, run: int) -> pa.Table:
+    tags = pa.array(np.full(chunk.num_rows, run, np.int32))
+    return chunk.select(["values", "ids"]).append_column("run", tags)
