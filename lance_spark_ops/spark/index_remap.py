@@ -96,7 +96,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
     acts = plan_index_actions(index_entries(ds), old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
-                              deleted)
+                              deleted, layout_readable(ds))
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
         reuse = tuple(v.SerializeToString() for v in versions)
@@ -118,6 +118,28 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
         out.frag_reuse_index = meta
         out.frag_reuse_replaces = bytes(old.uuid.uuid) if old is not None else None
     return out
+
+
+def layout_readable(ds: Dataset) -> Any:
+    """``readable(index)`` for ``plan_index_actions``: an INVERTED index is rewritten here only
+    when its ``metadata.lance`` names this library's FTS layout (pylance 14's own FST / format-2
+    segments stay behind the fragment reuse index); other types need no read."""
+    from lance_spark_ops.file.reader import LanceFileReader
+    from lance_spark_ops.index.fts.layout import METADATA_FILE, fts_metadata, remappable_fts_layout
+
+    seen: dict[bytes, bool] = {}
+
+    def readable(index: Any) -> bool:
+        if index_kind(index) != "INVERTED":
+            return True
+        key = bytes(index.uuid.uuid)
+        if key not in seen:
+            base = index.base_id if index.HasField("base_id") else None
+            store, where = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+            schema = LanceFileReader(f"{where}/{METADATA_FILE}", store=store).schema
+            seen[key] = remappable_fts_layout(fts_metadata(schema.metadata))
+        return seen[key]
+    return readable
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
@@ -396,7 +418,8 @@ def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | No
         return caught_up(v, i)
 
     behind = [i for i in entries if not all(current(v, i) for v in versions)]
-    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS)]
+    readable = layout_readable(ds)
+    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS, readable)]
     for i in behind:
         target = metrics.indices_remapped if i in todo else metrics.indices_still_behind
         target[index_kind(i)] = target.get(index_kind(i), 0) + 1

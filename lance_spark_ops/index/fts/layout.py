@@ -36,10 +36,22 @@ def metadata_schema(part_ids: list[int], params_json: str) -> pa.Schema:
                                    "token_set_format": TOKEN_SET_FORMAT})
 
 
+def fts_metadata(meta: dict[Any, Any] | None) -> dict[str, str]:
+    """A ``metadata.lance`` schema metadata as str -> str."""
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in (meta or {}).items()}
+
+
+def remappable_fts_layout(meta: dict[str, str]) -> bool:
+    """A segment of the layout this library writes and rewrites (arrow token set, Lance 1.0's
+    posting layout: no ``format_version`` key). pylance 14's own segments (FST token set,
+    format 2; or format 1 with ``_impacts`` and ``deleted_fragments``) are not."""
+    return meta.get("token_set_format") == TOKEN_SET_FORMAT and "format_version" not in meta
+
+
 def params_from_metadata(meta: dict[Any, Any] | None, where: str) -> dict[str, Any]:
     """The ``params`` JSON of a ``metadata.lance`` schema metadata."""
-    meta = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (meta or {}).items()}
+    meta = fts_metadata(meta)
     if "params" not in meta:
         raise CorruptFileError(f"{where}: no 'params' in the schema metadata")
     try:

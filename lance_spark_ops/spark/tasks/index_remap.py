@@ -10,6 +10,7 @@ chosen by the driver), so a retried or speculative attempt leaves no orphan.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,8 +33,21 @@ from lance_spark_ops.index.btree import (
     remap_page_data,
 )
 from lance_spark_ops.index.frag_reuse import version_map
+from lance_spark_ops.index.fts.layout import (
+    METADATA_FILE,
+    doc_file,
+    fts_metadata,
+    invert_file,
+    metadata_schema,
+    params_from_metadata,
+    remappable_fts_layout,
+    token_file,
+)
+from lance_spark_ops.index.fts.remap import remap_partition
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.index.ngram import POSTINGS_FILE as NGRAM_FILE
+from lance_spark_ops.index.ngram import remap_postings
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
@@ -203,6 +217,38 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     return [(AUX_FILE, size), (INDEX_FILE, len(body))], None
 
 
+def _remap_fts(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
+               maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+    """An INVERTED index of this library's layout (format 1, arrow token set), partition by
+    partition (memory bounded by one partition), under the same partition ids and params."""
+    meta_reader = LanceFileReader(f"{src}/{METADATA_FILE}", store=src_store)
+    meta = fts_metadata(meta_reader.schema.metadata)
+    if not remappable_fts_layout(meta):
+        raise UnsupportedError(f"{meta_reader.path}: an FTS layout this library does not rewrite "
+                               f"(token_set_format {meta.get('token_set_format')!r}, "
+                               f"format_version {meta.get('format_version')!r})")
+    params_from_metadata(meta, meta_reader.path)
+    try:
+        part_ids = [int(p) for p in json.loads(meta.get("partitions", "[]"))]
+    except (ValueError, TypeError) as e:
+        raise CorruptFileError(f"{meta_reader.path}: 'partitions' is not a JSON list of ids: {e}") from None
+    out = []
+    for pid in part_ids:
+        readers = {n: LanceFileReader(f"{src}/{n}", store=src_store)
+                   for n in (doc_file(pid), token_file(pid), invert_file(pid))}
+        tables = remap_partition(*(r.read() for r in readers.values()), maps, where=f"{src}/part_{pid}")
+        for (name, r), table in zip(readers.items(), tables, strict=True):
+            out.append((name, _write(ds, f"{dst}/{name}", table, r.version)))
+    w = LanceFileWriter(f"{dst}/{METADATA_FILE}", metadata_schema(part_ids, meta["params"]),
+                        version=meta_reader.version, store=ds.store)
+    try:
+        out.append((METADATA_FILE, w.close()[1]))
+    except BaseException:
+        w.abort()
+        raise
+    return out
+
+
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[bytes, GraphWork]:
     """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (for an
     IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet listed)."""
@@ -228,6 +274,14 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
             if nulls is not None:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
+    elif kind == "INVERTED":
+        files.extend(_remap_fts(ds, src_store, src, dst, maps))
+    elif kind == "NGRAM":
+        reader = LanceFileReader(f"{src}/{NGRAM_FILE}", store=src_store)
+        table = reader.read()
+        for m in maps:
+            table = remap_postings(table, m)
+        files.append((NGRAM_FILE, _write(ds, f"{dst}/{NGRAM_FILE}", table.cast(reader.schema), reader.version)))
     elif kind in IVF_KINDS:
         ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
         files.extend(ivf_files)

@@ -1,0 +1,79 @@
+"""Compaction rewrites INVERTED (this library's FTS layout) and NGRAM indices through the
+address map, as pylance 14's compaction does; pylance's answers (rows, BM25 scores) after our
+compaction equal its answers after its own compaction of a twin. An INVERTED index pylance
+wrote itself (FST token set, FTS format 2) stays behind the fragment reuse index."""
+
+from __future__ import annotations
+
+import shutil
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.index_remap import remap_indices
+from tests.index.fts_helpers import build_fts
+from tests.index.test_build_fts import PHRASES, QUERIES, answers, texts
+
+lance = pytest.importorskip("lance")
+
+NGRAM_FILTERS = ["contains(text, 'fox')", "contains(text, 'quick bro')", "contains(text, 'repeat')",
+                 "contains(text, 'zzz')", "text IS NULL"]
+
+
+def make(uri: str, version: str, stable: bool, n: int = 2000, fragments: int = 8) -> None:
+    shutil.rmtree(uri, ignore_errors=True)
+    t = pa.table({"id": pa.array(np.arange(n), pa.int64()), "text": pa.array(texts(n), pa.string())})
+    lance.write_dataset(t, uri, max_rows_per_file=n // fragments, data_storage_version=version,
+                        enable_stable_row_ids=stable)
+
+
+def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: bool) -> tuple[str, str]:
+    """A dataset with an INVERTED index (ours or pylance's) and pylance's NGRAM index, rows
+    deleted after indexing (the indices keep them); and its twin."""
+    uri, twin = str(tmp_path / "ds"), str(tmp_path / "twin")
+    make(uri, version, stable)
+    if ours:
+        build_fts(None, uri, name="text_idx", with_position=with_position)
+    else:
+        lance.dataset(uri).create_scalar_index("text", "INVERTED", name="text_idx", with_position=with_position)
+    lance.dataset(uri).create_scalar_index("text", "NGRAM", name="text_ngram")
+    lance.dataset(uri).delete("id % 7 = 3 OR id >= 1700")    # the last fragment's rows all gone
+    shutil.copytree(uri, twin)
+    return uri, twin
+
+
+def ngram_answers(ds) -> dict[str, list[int]]:
+    return {f: sorted(ds.to_table(filter=f, columns=["id"]).column("id").to_pylist()) for f in NGRAM_FILTERS}
+
+
+def check_same(uri: str, twin: str, queries: list[str]) -> None:
+    a, b = lance.dataset(uri), lance.dataset(twin)
+    for name in ("text_idx", "text_ngram"):
+        assert a.stats.index_stats(name)["num_unindexed_rows"] == 0, name
+    sa, sb = a.stats.index_stats("text_idx")["indices"][0], b.stats.index_stats("text_idx")["indices"][0]
+    assert (sa["num_docs"], sa["num_tokens"]) == (sb["num_docs"], sb["num_tokens"])
+    ours, theirs = answers(a, queries), answers(b, queries)
+    hits = 0
+    for q in queries:
+        assert ours[q][0] == theirs[q][0], q
+        np.testing.assert_allclose(ours[q][1], theirs[q][1], rtol=1e-5, err_msg=q)
+        hits += len(ours[q][0])
+    assert hits > 100
+    ng = ngram_answers(a)
+    assert ng == ngram_answers(b) and sum(map(len, ng.values())) > 50
+
+
+@pytest.mark.parametrize("version,with_position", [("2.1", True), ("2.2", False)])
+def test_our_inverted_and_ngram_rewritten(tmp_path, version, with_position):
+    uri, twin = indexed(tmp_path, version, False, True, with_position)
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
+    assert m.indices_remapped == {"INVERTED": 1, "NGRAM": 1} and m.indices_frag_reuse == {}
+    ds = lance.dataset(uri)
+    assert not [i for i in ds.list_indices() if i["name"].startswith("__lance_frag_reuse")]
+    check_same(uri, twin, QUERIES + (PHRASES if with_position else []))
+    # docs of deleted rows are gone: the index holds exactly the live rows with tokens
+    assert ds.stats.index_stats("text_idx")["indices"][0]["num_docs"] == \
+        lance.dataset(twin).stats.index_stats("text_idx")["indices"][0]["num_docs"]
