@@ -77,3 +77,71 @@ def test_our_inverted_and_ngram_rewritten(tmp_path, version, with_position):
     # docs of deleted rows are gone: the index holds exactly the live rows with tokens
     assert ds.stats.index_stats("text_idx")["indices"][0]["num_docs"] == \
         lance.dataset(twin).stats.index_stats("text_idx")["indices"][0]["num_docs"]
+
+
+def test_files_equal_pylance_remap(tmp_path):
+    """pylance's compaction of a twin remaps our index into the same layout: its docs, tokens
+    and invert tables equal ours (posting blocks with BM25 block maxima recomputed from the
+    remapped documents, max scores, lengths, positions; pylance adds an ``_impacts`` column)."""
+    from lance.file import LanceFileReader
+
+    from lance_spark_ops.index.fts.postings import decode_postings
+
+    uri, twin = indexed(tmp_path, "2.1", False, True, True)
+    compact(None, uri, target_rows_per_fragment=1000)
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
+
+    def read(root, kind):
+        ds = lance.dataset(root)
+        (idx,) = [i for i in ds.list_indices() if i["name"] == "text_idx"]
+        return LanceFileReader(f"{root}/_indices/{idx['uuid']}/part_0_{kind}.lance").read_all().to_table()
+
+    assert read(uri, "docs").equals(read(twin, "docs"))
+    assert read(uri, "tokens").equals(read(twin, "tokens"))
+    a, b = read(uri, "invert"), read(twin, "invert")
+    assert a.equals(b.select(a.schema.names))
+    pa_, pb = (decode_postings(t.column("_posting"), t.column("_length").to_numpy()) for t in (a, b))
+    assert all(np.array_equal(x, y) for x, y in zip(pa_, pb, strict=True)) and len(pa_[0]) > 1000
+
+
+def test_pylance_inverted_stays_behind_frag_reuse(tmp_path):
+    """pylance's own FTS layout (FST token set, format 2) is not rewritten here: the fragment
+    reuse index covers it (pylance remaps it on load); NGRAM is rewritten all the same."""
+    uri, twin = indexed(tmp_path, "2.2", False, False, True)
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    # the oracle: pylance's deferred compaction (its BM25 statistics still count the deleted
+    # documents until the index is remapped)
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000, defer_index_remap=True)
+    assert m.indices_remapped == {"NGRAM": 1} and m.indices_frag_reuse == {"INVERTED": 1}
+    check_same(uri, twin, QUERIES + PHRASES)
+    r = remap_indices(None, uri)
+    assert r.indices_still_behind == {"INVERTED": 1} and "INVERTED" not in r.indices_remapped
+    check_same(uri, twin, QUERIES + PHRASES)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_deferred_then_remap_indices(spark, tmp_path, version):
+    uri, twin = indexed(tmp_path, version, False, True, True)
+    deferred = str(tmp_path / "deferred")
+    shutil.copytree(twin, deferred)
+    m = compact(spark, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    assert m.indices_remapped == {} and m.indices_frag_reuse == {"INVERTED": 1, "NGRAM": 1}
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
+    lance.dataset(deferred).optimize.compact_files(target_rows_per_fragment=1000, defer_index_remap=True)
+    check_same(uri, deferred, QUERIES + PHRASES)     # through the fragment reuse index
+    r = remap_indices(spark, uri)
+    assert r.indices_remapped == {"INVERTED": 1, "NGRAM": 1} and r.indices_still_behind == {}
+    assert r.reuse_versions_trimmed == 1 and r.reuse_versions_kept == 0
+    check_same(uri, twin, QUERIES + PHRASES)
+
+
+def test_stable_row_ids_nothing_rewritten(tmp_path):
+    """With stable row ids the indices name rows by id: a compaction only recalculates their
+    fragment bitmaps (as pylance)."""
+    uri, twin = indexed(tmp_path, "2.2", True, True, False)
+    before = {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()}
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
+    assert m.indices_remapped == {} and m.indices_recalculated == {"INVERTED": 1, "NGRAM": 1}
+    assert {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()} == before
+    check_same(uri, twin, QUERIES)
