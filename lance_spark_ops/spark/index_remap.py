@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
+import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import transaction_pb2
@@ -121,25 +122,57 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
 
 
 def layout_readable(ds: Dataset) -> Any:
-    """``readable(index)`` for ``plan_index_actions``: an INVERTED index is rewritten here only
-    when its ``metadata.lance`` names this library's FTS layout (pylance 14's own FST / format-2
-    segments stay behind the fragment reuse index); other types need no read."""
+    """``readable(index)`` for ``plan_index_actions``: an INVERTED index is rewritten here when
+    its ``metadata.lance`` names this library's FTS layout, or pylance's own one it can
+    re-tokenize (``retokenizable_fts``) with every fragment it covers still in the dataset (a
+    fragment whose rows were all deleted is gone, and pylance's remap keeps its documents:
+    such an index stays behind the fragment reuse index); other types need no read."""
     from lance_spark_ops.file.reader import LanceFileReader
-    from lance_spark_ops.index.fts.layout import METADATA_FILE, fts_metadata, remappable_fts_layout
+    from lance_spark_ops.index.fts.layout import (
+        METADATA_FILE,
+        fts_metadata,
+        remappable_fts_layout,
+        retokenizable_fts,
+    )
 
     seen: dict[bytes, bool] = {}
+    live = {f.id for f in ds.fragments}
+    versions: list[Any] = []
+
+    def check(index: Any) -> bool:
+        base = index.base_id if index.HasField("base_id") else None
+        store, where = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+        reader = LanceFileReader(f"{where}/{METADATA_FILE}", store=store)
+        meta = fts_metadata(reader.schema.metadata)
+        if remappable_fts_layout(meta):
+            return True
+        field = next((f for f in ds.lance_schema.fields if index.fields and f.id == index.fields[0]), None)
+        if field is None or not (pa.types.is_string(field_type(ds, field.name))
+                                 or pa.types.is_large_string(field_type(ds, field.name))):
+            return False
+        deleted = b""
+        if "deleted_fragments" in reader.schema.names:
+            col = reader.read().column("deleted_fragments").to_pylist()
+            deleted = bytes(col[0] or b"") if col else b""
+        if retokenizable_fts(meta, deleted):
+            return False
+        if not versions:
+            versions.append(reuse_versions(ds))
+        bm = effective_bitmap(index, versions[0])
+        return bm is not None and set(bm) <= live
 
     def readable(index: Any) -> bool:
         if index_kind(index) != "INVERTED":
             return True
         key = bytes(index.uuid.uuid)
         if key not in seen:
-            base = index.base_id if index.HasField("base_id") else None
-            store, where = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
-            schema = LanceFileReader(f"{where}/{METADATA_FILE}", store=store).schema
-            seen[key] = remappable_fts_layout(fts_metadata(schema.metadata))
+            seen[key] = check(index)
         return seen[key]
     return readable
+
+
+def field_type(ds: Dataset, name: str) -> Any:
+    return ds.schema.field(name).type
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:

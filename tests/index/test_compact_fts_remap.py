@@ -29,7 +29,11 @@ def make(uri: str, version: str, stable: bool, n: int = 2000, fragments: int = 8
                         enable_stable_row_ids=stable)
 
 
-def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: bool) -> tuple[str, str]:
+FULL_FRAGMENT = "id % 7 = 3 OR id >= 1750"   # the last fragment's rows all gone: it leaves the dataset
+
+
+def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: bool,
+            delete: str = FULL_FRAGMENT) -> tuple[str, str]:
     """A dataset with an INVERTED index (ours or pylance's) and pylance's NGRAM index, rows
     deleted after indexing (the indices keep them); and its twin."""
     uri, twin = str(tmp_path / "ds"), str(tmp_path / "twin")
@@ -39,7 +43,7 @@ def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: boo
     else:
         lance.dataset(uri).create_scalar_index("text", "INVERTED", name="text_idx", with_position=with_position)
     lance.dataset(uri).create_scalar_index("text", "NGRAM", name="text_ngram")
-    lance.dataset(uri).delete("id % 7 = 3 OR id >= 1700")    # the last fragment's rows all gone
+    lance.dataset(uri).delete(delete)
     shutil.copytree(uri, twin)
     return uri, twin
 
@@ -104,9 +108,24 @@ def test_files_equal_pylance_remap(tmp_path):
     assert all(np.array_equal(x, y) for x, y in zip(pa_, pb, strict=True)) and len(pa_[0]) > 1000
 
 
+@pytest.mark.parametrize("version,with_position", [("2.1", True), ("2.2", False)])
+def test_pylance_inverted_retokenized(tmp_path, version, with_position):
+    """pylance's own FTS layout (FST token set, format 2) is rewritten in this library's layout
+    from the rows its documents list (deleted rows of fragments not rewritten included, as
+    pylance keeps them): the same answers and statistics as pylance's remap."""
+    uri, twin = indexed(tmp_path, version, False, False, with_position, delete="id % 7 = 3 OR id < 100")
+    lance.dataset(uri).delete("id >= 1900")       # after indexing too
+    lance.dataset(twin).delete("id >= 1900")
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
+    assert m.indices_remapped == {"INVERTED": 1, "NGRAM": 1} and m.indices_frag_reuse == {}
+    check_same(uri, twin, QUERIES + (PHRASES if with_position else []))
+
+
 def test_pylance_inverted_stays_behind_frag_reuse(tmp_path):
-    """pylance's own FTS layout (FST token set, format 2) is not rewritten here: the fragment
-    reuse index covers it (pylance remaps it on load); NGRAM is rewritten all the same."""
+    """pylance's own FTS layout over a fragment whose rows were all deleted (gone from the
+    dataset, its documents still in the index) is not rewritten here: the fragment reuse index
+    covers it (pylance remaps it on load); NGRAM is rewritten all the same."""
     uri, twin = indexed(tmp_path, "2.2", False, False, True)
     m = compact(None, uri, target_rows_per_fragment=1000)
     # the oracle: pylance's deferred compaction (its BM25 statistics still count the deleted
