@@ -2,16 +2,18 @@
 
 Without stable row ids an index meeting the rewritten fragments is
   * rewritten through the old -> new address map (``remap``) when its type can be remapped
-    here (BTREE, BITMAP, LABEL_LIST, NGRAM, INVERTED of this library's FTS layout, IVF_*),
-    its files are ones this library knows and ``defer_index_remap`` is off; data behind the fragment reuse index are first
-    mapped through its versions (pylance writes FRI-remapped bitmaps back on later commits,
-    so the bitmap cannot tell whether data are behind; mapping current data is a no-op);
-    IVF_HNSW_* indices are remapped even with ``defer_index_remap`` when rewritten
-    fragments they cover had deleted rows (pylance 14 cannot read them through the FRI then);
+    here (BTREE, BITMAP, LABEL_LIST, NGRAM, INVERTED, IVF_*), its files are ones this
+    library knows, ``readable`` accepts it and ``defer_index_remap`` is off; data behind
+    the fragment reuse index are first mapped through its versions (pylance writes
+    FRI-remapped bitmaps back on later commits, so the bitmap cannot tell whether data are
+    behind; mapping current data is a no-op); IVF_HNSW_* indices are remapped even with
+    ``defer_index_remap`` when rewritten fragments they cover had deleted rows (pylance 14
+    cannot read them through the FRI then);
   * otherwise covered by a new version of the fragment reuse index (``reuse``): its entry
-    stays, pylance remaps it when it loads it (an INVERTED index pylance 14 wrote itself -
-    FST token set, FTS format 2 - is covered so: ``readable`` says which, the driver having
-    read its ``metadata.lance``);
+    stays, pylance remaps it when it loads it. ``readable`` (the driver reads an INVERTED
+    index's ``metadata.lance``) keeps here the INVERTED indices this library can neither
+    remap (its own FTS layout) nor re-tokenize (pylance's: a tokenizer or layout it does not
+    know, ``deleted_fragments`` set, or a covered fragment gone from the dataset);
   * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
 With stable row ids, indices of row ids get their bitmaps recalculated (``recalc``); those
 holding row addresses are remapped (BTREE index_version 1) or uncovered (ZONEMAP,
@@ -116,7 +118,8 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif can_remap(idx, remappable, readable) and (not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
+        elif can_remap(idx, remappable, readable) and (
+                not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
             # through every FRI version first (a no-op on current data); deferred, an HNSW
             # index meeting deleted rows is rebuilt all the same: pylance cannot read it
             # through the fragment reuse index

@@ -207,7 +207,8 @@ def remap_postings(table: pa.Table, amap: RowAddressMap) -> pa.Table:
     posting list rewritten (deleted rows leave it), tokens and their order kept, a list left
     empty kept as an empty treemap."""
     if table.schema.names[:2] != ["tokens", "posting_list"]:
-        raise CorruptFileError(f"{POSTINGS_FILE}: columns {table.schema.names}, expected tokens, posting_list")
+        raise CorruptFileError(f"{POSTINGS_FILE}: columns {table.schema.names}, "
+                               "expected tokens, posting_list")
     lists = [decode_treemap(b) for b in table.column("posting_list").to_pylist()]
     sizes = np.array([x.size for x in lists], dtype=np.int64)
     flat = np.concatenate(lists) if lists else np.zeros(0, np.uint64)

@@ -41,7 +41,8 @@ def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: boo
     if ours:
         build_fts(None, uri, name="text_idx", with_position=with_position)
     else:
-        lance.dataset(uri).create_scalar_index("text", "INVERTED", name="text_idx", with_position=with_position)
+        lance.dataset(uri).create_scalar_index("text", "INVERTED", name="text_idx",
+                                               with_position=with_position)
     lance.dataset(uri).create_scalar_index("text", "NGRAM", name="text_ngram")
     lance.dataset(uri).delete(delete)
     shutil.copytree(uri, twin)

@@ -58,7 +58,8 @@ def retokenizable_fts(meta: dict[str, str], deleted_fragments: bytes) -> str:
     from lance_spark_ops.errors import LanceError
     from lance_spark_ops.index.fts.tokenizer import check_params
 
-    if meta.get("token_set_format") not in ("fst", "arrow") or meta.get("format_version", "1") not in ("1", "2"):
+    if meta.get("token_set_format") not in ("fst", "arrow") or \
+            meta.get("format_version", "1") not in ("1", "2"):
         return (f"FTS layout token_set_format {meta.get('token_set_format')!r}, "
                 f"format_version {meta.get('format_version')!r} unknown")
     try:

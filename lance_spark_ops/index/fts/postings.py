@@ -111,7 +111,6 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
                     ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(docs, tokens, invert) tables of one partition. ``doc`` indexes ``row_ids``; ``token``
     indexes ``vocab`` (distinct strings); one entry per token occurrence."""
-    num_docs = len(row_ids)
     docs = pa.table([pa.array(row_ids, pa.uint64()), pa.array(num_tokens, pa.uint32())], schema=DOCS_SCHEMA)
     # token ids: rank of the token's UTF-8 bytes
     vocab_arr = pa.array(vocab, pa.utf8())
@@ -308,7 +307,8 @@ def decode_postings(posting: pa.Array, df: np.ndarray) -> tuple[np.ndarray, np.n
         first = data[s[:, None] + np.arange(4, 8)].copy().view("<u4").reshape(-1)
         dbits = data[s + 8]
         deltas = unpack4x(data, s + 9, dbits)
-        doc[full] = (first[:, None].astype(np.int64) + np.cumsum(deltas, axis=1, dtype=np.int64)).astype(np.uint32)
+        doc[full] = (first[:, None].astype(np.int64)
+                     + np.cumsum(deltas, axis=1, dtype=np.int64)).astype(np.uint32)
         fs = s + 9 + 16 * dbits.astype(np.int64)
         freq[full] = unpack4x(data, fs + 1, data[fs])
     count = np.full(len(starts), BLOCK, dtype=np.int64)

@@ -141,7 +141,8 @@ def write_partition(ds: Dataset, dst: str, part_id: int, tk: Tokenized, with_pos
     docs, tokens, invert = build_partition(tk.row_ids, tk.num_tokens, tk.doc, tk.token, tk.position, tk.vocab,
                                            with_position)
     files = []
-    for name, table in ((invert_file(part_id), invert), (token_file(part_id), tokens), (doc_file(part_id), docs)):
+    for name, table in ((invert_file(part_id), invert), (token_file(part_id), tokens),
+                        (doc_file(part_id), docs)):
         files.append((name, _write(ds, f"{dst}/{name}", table, file_version)))
     return files
 

@@ -44,8 +44,8 @@ from lance_spark_ops.index.fts.layout import (
     retokenizable_fts,
     token_file,
 )
-from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.fts.remap import remap_partition
+from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.ngram import POSTINGS_FILE as NGRAM_FILE
@@ -322,7 +322,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
         table = reader.read()
         for m in maps:
             table = remap_postings(table, m)
-        files.append((NGRAM_FILE, _write(ds, f"{dst}/{NGRAM_FILE}", table.cast(reader.schema), reader.version)))
+        size = _write(ds, f"{dst}/{NGRAM_FILE}", table.cast(reader.schema), reader.version)
+        files.append((NGRAM_FILE, size))
     elif kind in IVF_KINDS:
         ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
         files.extend(ivf_files)
