@@ -85,7 +85,8 @@ def test_our_inverted_and_ngram_rewritten(tmp_path, version, with_position):
 
 
 def test_files_equal_pylance_remap(tmp_path):
-    """pylance's compaction of a twin remaps our index into the same layout: its docs, tokens
+    """NGRAM postings equal pylance's remap. pylance's compaction of a twin remaps our INVERTED
+    index into the same layout: its docs, tokens
     and invert tables equal ours (posting blocks with BM25 block maxima recomputed from the
     remapped documents, max scores, lengths, positions; pylance adds an ``_impacts`` column)."""
     from lance.file import LanceFileReader
@@ -96,10 +97,15 @@ def test_files_equal_pylance_remap(tmp_path):
     compact(None, uri, target_rows_per_fragment=1000)
     lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
 
-    def read(root, kind):
+    def read(root, kind, name="text_idx"):
         ds = lance.dataset(root)
-        (idx,) = [i for i in ds.list_indices() if i["name"] == "text_idx"]
-        return LanceFileReader(f"{root}/_indices/{idx['uuid']}/part_0_{kind}.lance").read_all().to_table()
+        (idx,) = [i for i in ds.list_indices() if i["name"] == name]
+        file = f"part_0_{kind}.lance" if name == "text_idx" else kind
+        return LanceFileReader(f"{root}/_indices/{idx['uuid']}/{file}").read_all().to_table()
+
+    # NGRAM: every posting list through the map, emptied ones kept (pylance's remap)
+    ng = read(uri, "ngram_postings.lance", "text_ngram")
+    assert ng.equals(read(twin, "ngram_postings.lance", "text_ngram")) and ng.num_rows > 50
 
     assert read(uri, "docs").equals(read(twin, "docs"))
     assert read(uri, "tokens").equals(read(twin, "tokens"))
@@ -169,3 +175,29 @@ def test_stable_row_ids_nothing_rewritten(tmp_path):
     assert m.indices_remapped == {} and m.indices_recalculated == {"INVERTED": 1, "NGRAM": 1}
     assert {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()} == before
     check_same(uri, twin, QUERIES)
+
+
+def test_decode_postings_round_trip_and_corrupt():
+    """Posting blocks decode to the (token, doc, frequency) pairs they were built from (full
+    packed blocks, exact multiples of 128 and partial tails); a mismatch is refused typed."""
+    from lance_spark_ops.errors import CorruptFileError
+    from lance_spark_ops.index.fts.postings import build_partition, decode_postings
+
+    rng = np.random.default_rng(3)
+    n, occ = 3000, 60000
+    doc = rng.integers(0, n, occ).astype(np.uint32)
+    tok = (rng.zipf(1.3, occ) % 300).astype(np.uint32)
+    tok[:256] = 299                                  # token 299: exactly 256 documents
+    doc[:256] = np.arange(256)
+    tok[256:] = np.where(tok[256:] == 299, 298, tok[256:])
+    vocab = [f"t{i:03d}" for i in range(300)]
+    nt = np.bincount(doc, minlength=n).astype(np.uint32)
+    _, _, inv = build_partition(np.arange(n, dtype=np.uint64), nt, doc, tok, np.zeros(occ, np.uint32), vocab,
+                                False)
+    ptok, pdoc, freq = decode_postings(inv.column("_posting"), inv.column("_length").to_numpy())
+    pairs = np.unique(np.stack([tok.astype(np.int64), doc.astype(np.int64)], axis=1), axis=0,
+                      return_counts=True)
+    assert np.array_equal(np.stack([ptok, pdoc], axis=1), pairs[0]) and np.array_equal(freq, pairs[1])
+    assert int(inv.column("_length").to_numpy()[299]) == 256
+    with pytest.raises(CorruptFileError):
+        decode_postings(inv.column("_posting"), inv.column("_length").to_numpy() + 128)
