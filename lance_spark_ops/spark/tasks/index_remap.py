@@ -1,6 +1,11 @@
 """Index remap task: rewrite one index's files through a compaction's old -> new row-address
 map into ``_indices/<new uuid>/`` and describe the result as a ``RewrittenIndex``.
 
+Per type: BTREE page data streamed; BITMAP / LABEL_LIST / NGRAM posting bitmaps mapped; IVF
+storage rewritten (HNSW graphs rebuilt by further tasks); INVERTED partition by partition -
+this library's FTS layout remapped (``index.fts.remap``: what pylance 14's remap writes),
+pylance's own layout (FST token set) re-tokenized from the rows its documents list.
+
 The address map travels as the rewrite groups' fragment ids and new row counts only: the
 task rebuilds it from the old fragments' deletion vectors at the read version (live rows in
 fragment then offset order fill the new fragments in order). FRI versions the index is
