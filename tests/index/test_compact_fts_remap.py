@@ -33,16 +33,16 @@ FULL_FRAGMENT = "id % 7 = 3 OR id >= 1750"   # the last fragment's rows all gone
 
 
 def indexed(tmp_path, version: str, stable: bool, ours: bool, with_position: bool,
-            delete: str = FULL_FRAGMENT) -> tuple[str, str]:
+            delete: str = FULL_FRAGMENT, **params) -> tuple[str, str]:
     """A dataset with an INVERTED index (ours or pylance's) and pylance's NGRAM index, rows
     deleted after indexing (the indices keep them); and its twin."""
     uri, twin = str(tmp_path / "ds"), str(tmp_path / "twin")
     make(uri, version, stable)
     if ours:
-        build_fts(None, uri, name="text_idx", with_position=with_position)
+        build_fts(None, uri, name="text_idx", with_position=with_position, **params)
     else:
         lance.dataset(uri).create_scalar_index("text", "INVERTED", name="text_idx",
-                                               with_position=with_position)
+                                               with_position=with_position, **params)
     lance.dataset(uri).create_scalar_index("text", "NGRAM", name="text_ngram")
     lance.dataset(uri).delete(delete)
     shutil.copytree(uri, twin)
@@ -115,12 +115,14 @@ def test_files_equal_pylance_remap(tmp_path):
     assert all(np.array_equal(x, y) for x, y in zip(pa_, pb, strict=True)) and len(pa_[0]) > 1000
 
 
-@pytest.mark.parametrize("version,with_position", [("2.1", True), ("2.2", False)])
-def test_pylance_inverted_retokenized(tmp_path, version, with_position):
+@pytest.mark.parametrize("version,with_position,params", [
+    ("2.1", True, {}), ("2.2", False, {}),
+    ("2.2", True, {"base_tokenizer": "whitespace", "stem": False, "custom_stop_words": ["fox"]})])
+def test_pylance_inverted_retokenized(tmp_path, version, with_position, params):
     """pylance's own FTS layout (FST token set, format 2) is rewritten in this library's layout
     from the rows its documents list (deleted rows of fragments not rewritten included, as
     pylance keeps them): the same answers and statistics as pylance's remap."""
-    uri, twin = indexed(tmp_path, version, False, False, with_position, delete="id % 7 = 3 OR id < 100")
+    uri, twin = indexed(tmp_path, version, False, False, with_position, "id % 7 = 3 OR id < 100", **params)
     lance.dataset(uri).delete("id >= 1900")       # after indexing too
     lance.dataset(twin).delete("id >= 1900")
     m = compact(None, uri, target_rows_per_fragment=1000)
