@@ -203,3 +203,32 @@ def test_decode_postings_round_trip_and_corrupt():
     assert int(inv.column("_length").to_numpy()[299]) == 256
     with pytest.raises(CorruptFileError):
         decode_postings(inv.column("_posting"), inv.column("_length").to_numpy() + 128)
+
+
+def test_remap_partition_equals_build_of_the_rows_left():
+    """A remap dropping every other document (a token ending with no document) equals a build
+    of the documents left under their new addresses (the builder's files equal pylance 14's);
+    dropping all leaves an empty partition."""
+    from lance_spark_ops.index.address_map import RowAddressMap
+    from lance_spark_ops.index.fts.postings import build_partition
+    from lance_spark_ops.index.fts.remap import remap_partition
+
+    n, rng = 300, np.random.default_rng(0)
+    doc = rng.integers(0, n, 3000).astype(np.uint32)
+    tok = rng.integers(0, 20, 3000).astype(np.uint32)
+    tok[tok == 19] = 18
+    tok[0], doc[0] = 19, 1                            # token 19: only in document 1, which goes
+    pos = np.arange(3000, dtype=np.uint32)
+    vocab = [f"w{k}" for k in range(20)]
+    nt = np.bincount(doc, minlength=n).astype(np.uint32)
+    tables = build_partition(np.arange(n, dtype=np.uint64), nt, doc, tok, pos, vocab, True)
+    keep = np.arange(n) % 2 == 0
+    new = (np.uint64(5) << np.uint64(32)) + np.arange(keep.sum(), dtype=np.uint64)
+    amap = RowAddressMap.from_pairs(np.flatnonzero(keep).astype(np.uint64), new, [0])
+    out = remap_partition(*tables, [amap])
+    occ = keep[doc]
+    expected = build_partition(new, nt[keep], (np.cumsum(keep) - 1)[doc[occ]].astype(np.uint32), tok[occ],
+                               pos[occ], vocab[:19], True)
+    assert all(a.equals(b) for a, b in zip(out, expected, strict=True)) and out[1].num_rows == 19
+    empty = RowAddressMap.from_pairs(np.zeros(0, np.uint64), np.zeros(0, np.uint64), [0])
+    assert [t.num_rows for t in remap_partition(*tables, [empty])] == [0, 0, 0]
