@@ -147,8 +147,10 @@ def layout_readable(ds: Dataset) -> Any:
         if remappable_fts_layout(meta):
             return True
         field = next((f for f in ds.lance_schema.fields if index.fields and f.id == index.fields[0]), None)
-        if field is None or not (pa.types.is_string(field_type(ds, field.name))
-                                 or pa.types.is_large_string(field_type(ds, field.name))):
+        if field is None or field.name not in ds.schema.names:   # not a top-level column
+            return False
+        kind = ds.schema.field(field.name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):   # e.g. list<string>
             return False
         deleted = b""
         if "deleted_fragments" in reader.schema.names:
@@ -169,10 +171,6 @@ def layout_readable(ds: Dataset) -> Any:
             seen[key] = check(index)
         return seen[key]
     return readable
-
-
-def field_type(ds: Dataset, name: str) -> Any:
-    return ds.schema.field(name).type
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
