@@ -2,13 +2,18 @@
 
 Without stable row ids an index meeting the rewritten fragments is
   * rewritten through the old -> new address map (``remap``) when its type can be remapped
-    here and ``defer_index_remap`` is off; data behind the fragment reuse index are first
-    mapped through its versions (pylance writes FRI-remapped bitmaps back on later commits,
-    so the bitmap cannot tell whether data are behind; mapping current data is a no-op);
-    IVF_HNSW_* indices are remapped even with ``defer_index_remap`` when rewritten
-    fragments they cover had deleted rows (pylance 14 cannot read them through the FRI then);
+    here (BTREE, BITMAP, LABEL_LIST, NGRAM, INVERTED, IVF_*), its files are ones this
+    library knows, ``readable`` accepts it and ``defer_index_remap`` is off; data behind
+    the fragment reuse index are first mapped through its versions (pylance writes
+    FRI-remapped bitmaps back on later commits, so the bitmap cannot tell whether data are
+    behind; mapping current data is a no-op); IVF_HNSW_* indices are remapped even with
+    ``defer_index_remap`` when rewritten fragments they cover had deleted rows (pylance 14
+    cannot read them through the FRI then);
   * otherwise covered by a new version of the fragment reuse index (``reuse``): its entry
-    stays, pylance remaps it when it loads it;
+    stays, pylance remaps it when it loads it. ``readable`` (the driver reads an INVERTED
+    index's ``metadata.lance``) keeps here the INVERTED indices this library can neither
+    remap (its own FTS layout) nor re-tokenize (pylance's: a tokenizer or layout it does not
+    know, ``deleted_fragments`` set, or a covered fragment gone from the dataset);
   * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
 With stable row ids, indices of row ids get their bitmaps recalculated (``recalc``); those
 holding row addresses are remapped (BTREE index_version 1) or uncovered (ZONEMAP,
@@ -17,7 +22,8 @@ BLOOMFILTER, and a BTREE when its remap is not possible).
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping, Sequence
+import re
+from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,20 +38,31 @@ KNOWN_FILES = {
     "BTREE": frozenset({"page_data.lance", "page_lookup.lance"}),
     "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
     "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
+    "NGRAM": frozenset({"ngram_postings.lance"}),
+    "INVERTED": frozenset({"metadata.lance"}),  # and FTS_PART_FILE's
     **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
         "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
 }
+FTS_PART_FILE = re.compile(r"part_\d+_(docs|tokens|invert)\.lance")
 IVF_KINDS = frozenset(k for k in KNOWN_FILES if k.startswith("IVF_"))
 REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
 
 
-def can_remap(index: Any, remappable: frozenset[str], kind: str | None = None) -> bool:
-    """``kind``: the index's type when its details do not say (read from its files by the caller)."""
+def can_remap(index: Any, remappable: frozenset[str], kind: str | None = None,
+              readable: Callable[[Any], bool] | None = None) -> bool:
+    """Whether this library rewrites ``index``: its type in ``remappable`` (``kind``: the type
+    when its details do not say, read from its files by the caller), its files known and
+    (``readable``, when given) their layout one it writes (the driver reads FTS metadata)."""
     kind = kind or index_kind(index)
     if kind not in remappable:
         return False
+    known = KNOWN_FILES.get(kind, frozenset())
     names = {f.path for f in index.files}
-    return not names or names <= KNOWN_FILES.get(kind, frozenset())
+    if kind == "INVERTED":
+        names = {n for n in names if not FTS_PART_FILE.fullmatch(n)}
+    if names and not names <= known:
+        return False
+    return readable is None or readable(index)
 
 
 @dataclass
@@ -81,10 +98,12 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
                        stable_row_ids: bool, defer: bool,
                        remappable: frozenset[str] = REMAPPABLE_KINDS,
                        with_deletions: Iterable[int] = (),
-                       kinds: Mapping[bytes, str] | None = None) -> IndexActions:
+                       kinds: Mapping[bytes, str] | None = None,
+                       readable: Callable[[Any], bool] | None = None) -> IndexActions:
     """Sort every index meeting the ``rewritten`` fragment ids into one action;
     ``with_deletions``: those of them that had deleted rows; ``kinds``: index uuid -> type of
-    old vector indices whose details do not name it (read from their files)."""
+    old vector indices whose details do not name it (read from their files); ``readable``: see
+    ``can_remap``."""
     old = BitMap(rewritten)
     deleted = BitMap(with_deletions)
     acts = IndexActions()
@@ -98,14 +117,14 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
         if stable_row_ids:
             if not stores_row_addresses(idx, True):
                 acts.recalc.append(idx)
-            elif can_remap(idx, remappable, kind) and not defer:
+            elif can_remap(idx, remappable, kind, readable) and not defer:
                 acts.remap.append(idx)
             else:
                 acts.uncover.append(idx)
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
-        elif can_remap(idx, remappable, kind) and (not defer or (kind.startswith("IVF_HNSW_")
-                                                                   and bm & deleted)):
+        elif can_remap(idx, remappable, kind, readable) and (
+                not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
             # through every FRI version first (a no-op on current data); deferred, an HNSW
             # index meeting deleted rows is rebuilt all the same: pylance cannot read it
             # through the fragment reuse index

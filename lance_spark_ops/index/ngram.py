@@ -26,6 +26,7 @@ import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_spark_ops.errors import CorruptFileError
+from lance_spark_ops.index.address_map import RowAddressMap
 from lance_spark_ops.index.bitmap import to_bitmap
 
 POSTINGS_FILE = "ngram_postings.lance"
@@ -113,7 +114,9 @@ def group_postings(tokens: np.ndarray, ids: np.ndarray) -> tuple[np.ndarray, lis
 def encode_treemap(ids: np.ndarray) -> bytes:
     """Serialize ascending u64 ids as a ``RoaringTreemap``."""
     highs = (ids >> np.uint64(32)).astype(np.uint32)
-    if highs.size and highs[0] == highs[-1]:  # one block (ids ascending): the usual case
+    if highs.size == 0:  # an empty treemap: no blocks
+        return struct.pack("<Q", 0)
+    if highs[0] == highs[-1]:  # one block (ids ascending): the usual case
         keys, bounds = highs[:1], [0, ids.size]
     else:
         starts = np.concatenate([[0], np.flatnonzero(highs[1:] != highs[:-1]) + 1]).astype(np.int64)
@@ -197,3 +200,20 @@ def _next_pairs(src: Iterator[Pairs]) -> Pairs | None:
         if t.size:
             return t, i
     return None
+
+
+def remap_postings(table: pa.Table, amap: RowAddressMap) -> pa.Table:
+    """A postings table through an old -> new address map, as pylance 14's remap: every
+    posting list rewritten (deleted rows leave it), tokens and their order kept, a list left
+    empty kept as an empty treemap."""
+    if table.schema.names[:2] != ["tokens", "posting_list"]:
+        raise CorruptFileError(f"{POSTINGS_FILE}: columns {table.schema.names}, "
+                               "expected tokens, posting_list")
+    lists = [decode_treemap(b) for b in table.column("posting_list").to_pylist()]
+    sizes = np.array([x.size for x in lists], dtype=np.int64)
+    flat = np.concatenate(lists) if lists else np.zeros(0, np.uint64)
+    keep, moved = amap.apply(flat)
+    owner = np.repeat(np.arange(len(lists)), sizes)[keep]
+    bounds = np.searchsorted(owner, np.arange(len(lists) + 1))
+    blobs = [encode_treemap(np.sort(moved[bounds[i]:bounds[i + 1]])) for i in range(len(lists))]
+    return table.set_column(1, table.schema.field("posting_list"), pa.array(blobs, pa.binary()))

@@ -24,7 +24,7 @@ from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.index.fts.layout import params_from_metadata
+from lance_spark_ops.index.fts.layout import params_from_metadata, remappable_fts_layout
 from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.kinds import uuid_str
@@ -128,7 +128,7 @@ class FtsBuilder:
             if req.row_ids:
                 # stable row ids: pylance's merge drops the deleted rows -> the live rows again
                 groups.append((kept, None))
-            elif len(kept) == len(covered) and _our_layout(meta):
+            elif len(kept) == len(covered) and remappable_fts_layout(meta):
                 for pid in old_parts:               # kept verbatim, deleted rows included
                     fs = _copy_partition(ds, src, pid, dst, next_id)
                     part_ids.append(next_id)
@@ -195,11 +195,6 @@ def _has_frag_reuse(ds: Any) -> bool:
 
     section = ds.manifest_file.index_section
     return section is not None and any(i.name == FRAG_REUSE_INDEX_NAME for i in section.indices)
-
-
-def _our_layout(meta: Mapping[str, str]) -> bool:
-    """A segment this library wrote (arrow token set, Lance 1.0's posting layout)."""
-    return meta.get("token_set_format") == "arrow" and "format_version" not in meta
 
 
 def _copy_partition(ds: Any, src: str, pid: int, dst: str, new_id: int) -> list[tuple[str, int]]:

@@ -26,6 +26,7 @@ from lance_spark_ops.errors import (
     CommitStateUnknown,
     InvalidInputError,
     LanceError,
+    NotFoundError,
     UnsupportedError,
 )
 from lance_spark_ops.file.reader import LanceFileReader
@@ -108,7 +109,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
     entries = index_entries(ds)
     acts = plan_index_actions(entries, old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
-                              deleted, vector_kinds(ds, entries))
+                              deleted, vector_kinds(ds, entries), layout_readable(ds))
     _refuse_unreadable_reuse(ds, acts.reuse, deleted, versions)
     out = IndexChanges(acts, uncovered=[bytes(i.uuid.uuid) for i in acts.uncover])
     if acts.remap:
@@ -230,6 +231,61 @@ def _may_be_hnsw(ds: Dataset, idx: Any) -> bool:
         return True
     pos, major, minor = int.from_bytes(tail[:8], "little"), tail[8:10], tail[10:12]
     return not (tail[12:] == b"LANC" and major == b"\0\0" and minor == b"\x01\0" and 0 <= pos < size - 16)
+
+
+def layout_readable(ds: Dataset) -> Any:
+    """``readable(index)`` for ``plan_index_actions``: an INVERTED index is rewritten here when
+    its ``metadata.lance`` names this library's FTS layout, or pylance's own one it can
+    re-tokenize (``retokenizable_fts``) with every fragment it covers still in the dataset (a
+    fragment whose rows were all deleted is gone, and pylance's remap keeps its documents:
+    such an index stays behind the fragment reuse index); other types need no read."""
+    from lance_spark_ops.file.reader import LanceFileReader
+    from lance_spark_ops.index.fts.layout import (
+        METADATA_FILE,
+        fts_metadata,
+        remappable_fts_layout,
+        retokenizable_fts,
+    )
+
+    seen: dict[bytes, bool] = {}
+    live = {f.id for f in ds.fragments}
+    versions: list[Any] = []
+
+    def check(index: Any) -> bool:
+        base = index.base_id if index.HasField("base_id") else None
+        store, where = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+        try:
+            reader = LanceFileReader(f"{where}/{METADATA_FILE}", store=store)
+        except NotFoundError:  # pylance <= 0.2x's layout: see _refuse_unreadable_reuse
+            return False
+        meta = fts_metadata(reader.schema.metadata)
+        if remappable_fts_layout(meta):
+            return True
+        field = next((f for f in ds.lance_schema.fields if index.fields and f.id == index.fields[0]), None)
+        if field is None or field.name not in ds.schema.names:   # not a top-level column
+            return False
+        kind = ds.schema.field(field.name).type
+        if not (pa.types.is_string(kind) or pa.types.is_large_string(kind)):   # e.g. list<string>
+            return False
+        deleted = b""
+        if "deleted_fragments" in reader.schema.names:
+            col = reader.read().column("deleted_fragments").to_pylist()
+            deleted = bytes(col[0] or b"") if col else b""
+        if retokenizable_fts(meta, deleted):
+            return False
+        if not versions:
+            versions.append(reuse_versions(ds))
+        bm = effective_bitmap(index, versions[0])
+        return bm is not None and set(bm) <= live
+
+    def readable(index: Any) -> bool:
+        if index_kind(index) != "INVERTED":
+            return True
+        key = bytes(index.uuid.uuid)
+        if key not in seen:
+            seen[key] = check(index)
+        return seen[key]
+    return readable
 
 
 def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int) -> Any:
@@ -513,7 +569,8 @@ def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | No
         return caught_up(v, i)
 
     behind = [i for i in entries if not all(current(v, i) for v in versions)]
-    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS)]
+    readable = layout_readable(ds)
+    todo = [i for i in behind if can_remap(i, REMAPPABLE_KINDS, readable=readable)]
     for i in behind:
         target = metrics.indices_remapped if i in todo else metrics.indices_still_behind
         target[index_kind(i)] = target.get(index_kind(i), 0) + 1

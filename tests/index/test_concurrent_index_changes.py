@@ -83,7 +83,7 @@ def test_index_replaced_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyP
     ds = lance.dataset(uri)
     now = {i.name: bytes(i.uuid.uuid) for i in index_entries(Dataset.open(uri))}
     assert replaced["id_idx"] != old["id_idx"] and now["id_idx"] not in (old["id_idx"], replaced["id_idx"])
-    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1}
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "INVERTED": 1}
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
     assert _index_dirs_referenced(uri)
 
@@ -97,7 +97,7 @@ def test_index_dropped_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     m = compact(None, uri, target_rows_per_fragment=1000)
     ds = lance.dataset(uri)
     assert "cat_idx" not in {i["name"] for i in ds.list_indices()}
-    assert m.indices_remapped == {"BTREE": 1}
+    assert m.indices_remapped == {"BTREE": 1, "INVERTED": 1}
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
     assert _index_dirs_referenced(uri)
 

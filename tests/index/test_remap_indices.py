@@ -49,12 +49,15 @@ def test_types_not_remapped_keep_their_versions(tmp_path: Path) -> None:
     import lance
 
     uri = str(tmp_path / "ds")
-    before = queries(build(uri, "2.2", False, vector=VECTOR[:2]))
+    # the last fragment's rows all deleted: it leaves the dataset, pylance's INVERTED index keeps
+    # its documents, which this library cannot re-tokenize: that index stays behind
+    before = queries(build(uri, "2.2", False, vector=VECTOR[:2], delete="id % 10 = 3 OR id >= 2100"))
     compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
     fri = frag_reuse_entry(Dataset.open(uri))
     m = remap_indices(None, uri)
-    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "IVF_PQ": 1, "IVF_FLAT": 1}
-    assert m.indices_still_behind == {"INVERTED": 1, "NGRAM": 1}
+    assert m.indices_remapped == {"BTREE": 1, "BITMAP": 1, "LABEL_LIST": 1, "NGRAM": 1, "IVF_PQ": 1,
+                                  "IVF_FLAT": 1}
+    assert m.indices_still_behind == {"INVERTED": 1}
     assert m.reuse_versions_kept == 1 and m.reuse_versions_trimmed == 0
     assert frag_reuse_entry(Dataset.open(uri)).uuid == fri.uuid
     ds = lance.dataset(uri)

@@ -36,10 +36,46 @@ def metadata_schema(part_ids: list[int], params_json: str) -> pa.Schema:
                                    "token_set_format": TOKEN_SET_FORMAT})
 
 
+def fts_metadata(meta: dict[Any, Any] | None) -> dict[str, str]:
+    """A ``metadata.lance`` schema metadata as str -> str."""
+    return {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
+            for k, v in (meta or {}).items()}
+
+
+def remappable_fts_layout(meta: dict[str, str]) -> bool:
+    """A segment of the layout this library writes and rewrites (arrow token set, Lance 1.0's
+    posting layout: no ``format_version`` key). pylance 14's own segments (FST token set,
+    format 2; or format 1 with ``_impacts`` and ``deleted_fragments``) are not."""
+    return meta.get("token_set_format") == TOKEN_SET_FORMAT and "format_version" not in meta
+
+
+def retokenizable_fts(meta: dict[str, str], deleted_fragments: bytes) -> str:
+    """Why a pylance-written segment cannot be rewritten in this library's layout from the rows
+    its docs list ("" when it can): a layout or tokenizer this library does not know, or
+    fragments pylance marked deleted inside it (``deleted_fragments``, a roaring bitmap)."""
+    from pyroaring import BitMap
+
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.index.fts.tokenizer import check_params
+
+    if meta.get("token_set_format") not in ("fst", "arrow") or \
+            meta.get("format_version", "1") not in ("1", "2"):
+        return (f"FTS layout token_set_format {meta.get('token_set_format')!r}, "
+                f"format_version {meta.get('format_version')!r} unknown")
+    try:
+        check_params(params_from_metadata(meta, "metadata.lance"))
+        if deleted_fragments and BitMap.deserialize(deleted_fragments):
+            return "the segment marks fragments deleted (deleted_fragments)"
+    except LanceError as e:
+        return str(e)
+    except (ValueError, TypeError) as e:
+        return f"deleted_fragments does not parse: {e}"
+    return ""
+
+
 def params_from_metadata(meta: dict[Any, Any] | None, where: str) -> dict[str, Any]:
     """The ``params`` JSON of a ``metadata.lance`` schema metadata."""
-    meta = {(k.decode() if isinstance(k, bytes) else k): (v.decode() if isinstance(v, bytes) else v)
-            for k, v in (meta or {}).items()}
+    meta = fts_metadata(meta)
     if "params" not in meta:
         raise CorruptFileError(f"{where}: no 'params' in the schema metadata")
     try:

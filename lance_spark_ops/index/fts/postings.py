@@ -111,7 +111,6 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
                     ) -> tuple[pa.Table, pa.Table, pa.Table]:
     """(docs, tokens, invert) tables of one partition. ``doc`` indexes ``row_ids``; ``token``
     indexes ``vocab`` (distinct strings); one entry per token occurrence."""
-    num_docs = len(row_ids)
     docs = pa.table([pa.array(row_ids, pa.uint64()), pa.array(num_tokens, pa.uint32())], schema=DOCS_SCHEMA)
     # token ids: rank of the token's UTF-8 bytes
     vocab_arr = pa.array(vocab, pa.utf8())
@@ -131,6 +130,21 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     freq = np.diff(np.append(pair_start, len(tid))).astype(np.uint32)
     ptok, pdoc = tid[pair_start], d[pair_start].astype(np.uint32)
     ntok = len(vocab)
+    posting, max_score, df = posting_column(ptok, pdoc, freq, ntok, num_tokens)
+    tok_start = np.concatenate([[0], np.cumsum(df)])
+    cols = [posting, pa.array(max_score, pa.float32()), pa.array(df.astype(np.uint32), pa.uint32())]
+    if with_position:
+        cols.append(_positions(p, freq, tok_start))
+    invert = pa.table(cols, schema=invert_schema(with_position))
+    return docs, tokens, invert
+
+
+def posting_column(ptok: np.ndarray, pdoc: np.ndarray, freq: np.ndarray, ntok: int,
+                   num_tokens: np.ndarray) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """(``_posting`` blocks, ``_max_score``, document frequency) per token id ``0..ntok-1`` from
+    the (token, doc) pairs sorted by token then doc, with their frequencies; ``num_tokens``
+    per document (BM25 statistics: its length and sum)."""
+    num_docs = len(num_tokens)
     df = np.bincount(ptok, minlength=ntok).astype(np.int64)
     tok_start = np.concatenate([[0], np.cumsum(df)])
     # per-pair BM25 term factor, then per-block max times idf * (k1 + 1)
@@ -177,11 +191,7 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
         blocks = pa.array([], pa.large_binary())
     posting = pa.ListArray.from_arrays(pa.array(blk_start.astype(np.int32)), blocks,
                                        type=pa.list_(pa.field("item", pa.large_binary())))
-    cols = [posting, pa.array(max_score, pa.float32()), pa.array(df.astype(np.uint32), pa.uint32())]
-    if with_position:
-        cols.append(_positions(p, freq, tok_start))
-    invert = pa.table(cols, schema=invert_schema(with_position))
-    return docs, tokens, invert
+    return posting, max_score, df
 
 
 def _binary(words: np.ndarray, offsets: np.ndarray) -> pa.Array:
@@ -248,3 +258,78 @@ def _positions(p: np.ndarray, freq: np.ndarray, tok_start: np.ndarray) -> pa.Arr
                                      type=pa.list_(pa.field("item", pa.large_binary())))
     return pa.ListArray.from_arrays(pa.array(tok_start.astype(np.int32)), inner,
                                     type=invert_schema(True).field("_position").type)
+
+
+def unpack4x(data: np.ndarray, starts: np.ndarray, bits: np.ndarray) -> np.ndarray:
+    """The inverse of ``pack4x``: (n, 128) uint32 from the packed blocks at byte ``starts`` of
+    ``data`` (uint8), ``bits`` each."""
+    out = np.zeros((len(starts), BLOCK), dtype=np.uint32)
+    for b in np.unique(bits):
+        if b == 0:
+            continue
+        sel = np.nonzero(bits == b)[0]
+        nb = 16 * int(b)
+        raw = data[starts[sel][:, None] + np.arange(nb)]                  # [block, 16 b]
+        lanes = raw.reshape(len(sel), int(b), 4, 4).transpose(0, 2, 1, 3).reshape(len(sel), 4, 4 * int(b))
+        bitmat = np.unpackbits(lanes, axis=2, bitorder="little").reshape(len(sel), 4, 32, int(b))
+        weights = np.uint64(1) << np.arange(int(b), dtype=np.uint64)
+        vals = (bitmat.astype(np.uint64) * weights).sum(axis=3)          # [block, lane, i]
+        out[sel] = vals.transpose(0, 2, 1).reshape(len(sel), BLOCK).astype(np.uint32)
+    return out
+
+
+def decode_postings(posting: pa.Array, df: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(token id, doc id, frequency) of every pair of a ``_posting`` column (blocks as
+    ``posting_column`` writes them), sorted by token then doc; ``df``: ``_length``."""
+    from lance_spark_ops.errors import CorruptFileError
+
+    posting = posting.combine_chunks() if isinstance(posting, pa.ChunkedArray) else posting
+    df = np.asarray(df, dtype=np.int64)
+    nblocks = np.diff(np.asarray(posting.offsets, dtype=np.int64))
+    if not np.array_equal(nblocks, (df + BLOCK - 1) // BLOCK):
+        raise CorruptFileError("FTS _posting: block counts do not match _length")
+    blocks = posting.flatten()
+    if blocks.type != pa.large_binary():
+        blocks = blocks.cast(pa.large_binary())
+    offs = np.frombuffer(blocks.buffers()[1], np.int64, len(blocks) + 1, blocks.offset * 8)
+    buf = blocks.buffers()[2]
+    data = np.frombuffer(buf, np.uint8) if buf is not None else np.zeros(0, np.uint8)
+    starts = offs[:-1]
+    blk_tok = np.repeat(np.arange(len(df)), nblocks)
+    last = np.zeros(len(starts), dtype=bool)
+    last[np.cumsum(nblocks)[nblocks > 0] - 1] = True
+    tail = last & (df[blk_tok] % BLOCK > 0)
+    full = np.nonzero(~tail)[0]
+    doc = np.zeros((len(starts), BLOCK), dtype=np.uint32)
+    freq = np.zeros((len(starts), BLOCK), dtype=np.uint32)
+    if len(full):
+        s = starts[full]
+        first = data[s[:, None] + np.arange(4, 8)].copy().view("<u4").reshape(-1)
+        dbits = data[s + 8]
+        deltas = unpack4x(data, s + 9, dbits)
+        doc[full] = (first[:, None].astype(np.int64)
+                     + np.cumsum(deltas, axis=1, dtype=np.int64)).astype(np.uint32)
+        fs = s + 9 + 16 * dbits.astype(np.int64)
+        freq[full] = unpack4x(data, fs + 1, data[fs])
+    count = np.full(len(starts), BLOCK, dtype=np.int64)
+    tails = np.nonzero(tail)[0]
+    count[tails] = df[blk_tok[tails]] % BLOCK
+    if np.any(offs[tails + 1] - offs[tails] != 4 + 8 * count[tails]):
+        raise CorruptFileError("FTS _posting: a partial block's size does not match _length")
+    if len(tails):
+        n = count[tails]
+        own = np.repeat(np.arange(len(tails)), n)
+        j = np.arange(int(n.sum())) - np.repeat(np.concatenate([[0], np.cumsum(n)[:-1]]), n)
+        at = starts[tails][own] + 4 + 4 * j
+        docs_t = _u32_at(data, at)
+        freqs_t = _u32_at(data, at + 4 * n[own])
+        doc[tails[own], j] = docs_t
+        freq[tails[own], j] = freqs_t
+    valid = np.arange(BLOCK)[None, :] < count[:, None]
+    return np.repeat(blk_tok, count).astype(np.int64), doc[valid], freq[valid]
+
+
+def _u32_at(data: np.ndarray, at: np.ndarray) -> np.ndarray:
+    """Little-endian u32 at each byte offset ``at`` of ``data``."""
+    b = data[at[:, None] + np.arange(4)].astype(np.uint32)
+    return b[:, 0] | (b[:, 1] << 8) | (b[:, 2] << 16) | (b[:, 3] << 24)

@@ -61,28 +61,63 @@ def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
 
 def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResult:
     ds = Dataset.open(spec.uri, version=spec.version, storage_options=spec.storage_options)
-    id_col = "_rowid" if spec.row_ids else "_rowaddr"
     only = None
     if spec.only_rows_of is not None:
         only = _listed_rows(ds, spec.only_rows_of, {f for f, _, _ in spec.ranges})
-    analyzer = Analyzer(spec.params)
-    # tokenized batch by batch: only the compact token stream (u32 doc, token, position) and
-    # the partition's vocabulary stay, not the texts
+    tk = tokenize_rows(ds, spec.column, spec.params, spec.row_ids, spec.ranges, only)
+    files = write_partition(ds, spec.dst, spec.part_id, tk, spec.params["with_position"], spec.file_version)
+    return PartitionResult(spec.part_id, tuple(files), len(tk.row_ids))
+
+
+@dataclass
+class Tokenized:
+    """A partition's token stream: per document its row id and token count; per occurrence
+    its document (index into ``row_ids``), token (index into ``vocab``) and position."""
+
+    row_ids: np.ndarray
+    num_tokens: np.ndarray
+    doc: np.ndarray
+    token: np.ndarray
+    position: np.ndarray
+    vocab: list[str]
+
+    def only_docs(self, keep: np.ndarray, row_ids: np.ndarray) -> Tokenized:
+        """The documents ``keep`` selects, renamed ``row_ids``, renumbered in order; tokens
+        no document holds any more leave the vocabulary."""
+        occ = keep[self.doc]
+        new_doc = (np.cumsum(keep) - 1)[self.doc[occ]].astype(np.uint32)
+        token = self.token[occ]
+        used = np.zeros(len(self.vocab), dtype=bool)
+        used[token] = True
+        new_tok = (np.cumsum(used) - 1).astype(np.uint32)
+        vocab = [t for t, u in zip(self.vocab, used.tolist(), strict=True) if u]
+        return Tokenized(np.asarray(row_ids, np.uint64), self.num_tokens[keep], new_doc, new_tok[token],
+                         self.position[occ], vocab)
+
+
+def tokenize_rows(ds: Dataset, column: str, params: dict[str, Any], row_ids: bool,
+                  ranges: tuple[tuple[int, int | None, int | None], ...] | list[Any],
+                  only: np.ndarray | None = None) -> Tokenized:
+    """Tokenize the rows of ``ranges`` (``only``: exactly the rows of these ids, deleted ones
+    included) batch by batch: only the compact u32 token stream and the vocabulary stay, not
+    the texts. Documents without tokens are left out (pylance 14 leaves them out of the index
+    and its statistics)."""
+    id_col = "_rowid" if row_ids else "_rowaddr"
+    analyzer = Analyzer(params)
     ids, nts, docs_l, toks_l, pos_l = [], [], [], [], []
     vocab: dict[str, int] = {}
     ndocs = 0
-    for frag_id, start, stop in spec.ranges:
+    for frag_id, start, stop in ranges:
         rr = None if start is None else (start, stop)
-        for b in ds.scan_fragment(frag_id, [spec.column], with_row_id=spec.row_ids,
-                                  with_row_address=not spec.row_ids, row_range=rr,
+        for b in ds.scan_fragment(frag_id, [column], with_row_id=row_ids,
+                                  with_row_address=not row_ids, row_range=rr,
                                   include_deleted=only is not None):
-            col = b.column(spec.column)
+            col = b.column(column)
             valid = col.is_valid()
             if only is not None:
                 listed = np.isin(b.column(id_col).to_numpy(zero_copy_only=False), only)
                 valid = pc.and_(valid, pa.array(listed))
             tk = analyzer.tokenize(col.filter(valid))
-            # pylance 14 leaves documents without tokens out of the index (and its statistics)
             keep = tk.num_tokens > 0
             new_doc = np.cumsum(keep) - 1
             ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False)[keep])
@@ -96,15 +131,20 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
 
-    row_ids = cat(ids, np.uint64)
-    docs, tokens, invert = build_partition(row_ids, cat(nts, np.uint32), cat(docs_l, np.uint32),
-                                           cat(toks_l, np.uint32), cat(pos_l, np.uint32), list(vocab),
-                                           spec.params["with_position"])
+    return Tokenized(cat(ids, np.uint64), cat(nts, np.uint32), cat(docs_l, np.uint32), cat(toks_l, np.uint32),
+                     cat(pos_l, np.uint32), list(vocab))
+
+
+def write_partition(ds: Dataset, dst: str, part_id: int, tk: Tokenized, with_position: bool,
+                    file_version: str) -> list[tuple[str, int]]:
+    """``part_<id>_{invert,tokens,docs}.lance`` of a token stream; (name, size) each."""
+    docs, tokens, invert = build_partition(tk.row_ids, tk.num_tokens, tk.doc, tk.token, tk.position, tk.vocab,
+                                           with_position)
     files = []
-    for name, table in ((invert_file(spec.part_id), invert), (token_file(spec.part_id), tokens),
-                        (doc_file(spec.part_id), docs)):
-        files.append((name, _write(ds, f"{spec.dst}/{name}", table, spec.file_version)))
-    return PartitionResult(spec.part_id, tuple(files), len(row_ids))
+    for name, table in ((invert_file(part_id), invert), (token_file(part_id), tokens),
+                        (doc_file(part_id), docs)):
+        files.append((name, _write(ds, f"{dst}/{name}", table, file_version)))
+    return files
 
 
 def _listed_rows(ds: Dataset, docs_files: tuple[str, ...], fragments: set[int]) -> np.ndarray:

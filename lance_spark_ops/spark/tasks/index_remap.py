@@ -1,6 +1,11 @@
 """Index remap task: rewrite one index's files through a compaction's old -> new row-address
 map into ``_indices/<new uuid>/`` and describe the result as a ``RewrittenIndex``.
 
+Per type: BTREE page data streamed; BITMAP / LABEL_LIST / NGRAM posting bitmaps mapped; IVF
+storage rewritten (HNSW graphs rebuilt by further tasks); INVERTED partition by partition -
+this library's FTS layout remapped (``index.fts.remap``: what pylance 14's remap writes),
+pylance's own layout (FST token set) re-tokenized from the rows its documents list.
+
 The address map travels as the rewrite groups' fragment ids and new row counts only: the
 task rebuilds it from the old fragments' deletion vectors at the read version (live rows in
 fragment then offset order fill the new fragments in order). FRI versions the index is
@@ -10,6 +15,7 @@ chosen by the driver), so a retried or speculative attempt leaves no orphan.
 
 from __future__ import annotations
 
+import json
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -32,10 +38,26 @@ from lance_spark_ops.index.btree import (
     remap_page_data,
 )
 from lance_spark_ops.index.frag_reuse import version_map
+from lance_spark_ops.index.fts.layout import (
+    METADATA_FILE,
+    doc_file,
+    fts_metadata,
+    invert_file,
+    metadata_schema,
+    params_from_metadata,
+    remappable_fts_layout,
+    retokenizable_fts,
+    token_file,
+)
+from lance_spark_ops.index.fts.remap import remap_partition
+from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.index.ngram import POSTINGS_FILE as NGRAM_FILE
+from lance_spark_ops.index.ngram import remap_postings
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.tasks.fts_index import tokenize_rows, write_partition
 from lance_spark_ops.table.dataset import Dataset
 
 Group = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]  # old fragment ids, new (id, rows)
@@ -212,6 +234,76 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     return [(AUX_FILE, size), (INDEX_FILE, len(body))], None
 
 
+def _remap_fts(ds: Dataset, src_store: ObjectStore, src: str, dst: str, index: Any,
+               maps: list[RowAddressMap], n_reuse: int) -> list[tuple[str, int]]:
+    """An INVERTED index, partition by partition (memory bounded by one partition), under the
+    same partition ids and params: this library's layout remapped (``remap_partition``);
+    pylance's own (FST token set, format 2) re-tokenized from the rows its docs list, as the
+    FTS builder's merge does (``retokenizable_fts`` says when; the first ``n_reuse`` maps are
+    the fragment reuse index's, leading to the rows of the read version)."""
+    meta_reader = LanceFileReader(f"{src}/{METADATA_FILE}", store=src_store)
+    meta = fts_metadata(meta_reader.schema.metadata)
+    ours = remappable_fts_layout(meta)
+    params = params_from_metadata(meta, meta_reader.path)
+    try:
+        part_ids = [int(p) for p in json.loads(meta.get("partitions", "[]"))]
+    except (ValueError, TypeError) as e:
+        raise CorruptFileError(f"{meta_reader.path}: 'partitions' is not a JSON list of ids: {e}") from None
+    column = None
+    if not ours:
+        why = retokenizable_fts(meta, _deleted_fragments(meta_reader) if "deleted_fragments" in
+                                meta_reader.schema.names else b"")
+        if why:
+            raise UnsupportedError(f"{meta_reader.path}: {why}")
+        params = check_tokenizer_params(params)
+        column = _column_of(ds, index)
+    out = []
+    for pid in part_ids:
+        if ours:
+            readers = {n: LanceFileReader(f"{src}/{n}", store=src_store)
+                       for n in (doc_file(pid), token_file(pid), invert_file(pid))}
+            tables = remap_partition(*(r.read() for r in readers.values()), maps, where=f"{src}/part_{pid}")
+            for (name, r), table in zip(readers.items(), tables, strict=True):
+                out.append((name, _write(ds, f"{dst}/{name}", table, r.version)))
+            continue
+        docs = LanceFileReader(f"{src}/{doc_file(pid)}", store=src_store)
+        addrs = docs.read().column("_rowid").to_numpy().astype(np.uint64)
+        for m in maps[:n_reuse]:
+            addrs = m.apply(addrs)[1]
+        frags = np.unique(addrs >> np.uint64(32)).astype(np.int64)
+        missing = sorted(set(frags.tolist()) - {f.id for f in ds.fragments})
+        if missing:
+            raise UnsupportedError(f"{docs.path}: rows of fragments {missing[:5]} no longer in the dataset "
+                                   "cannot be re-tokenized")
+        tk = tokenize_rows(ds, column, params, False, [(int(f), None, None) for f in frags], np.sort(addrs))
+        for m in maps[n_reuse:]:
+            keep, new = m.apply(tk.row_ids)
+            tk = tk.only_docs(keep, new)
+        out.extend(write_partition(ds, dst, pid, tk, params["with_position"], docs.version))
+    w = LanceFileWriter(f"{dst}/{METADATA_FILE}", metadata_schema(part_ids, meta["params"]),
+                        version=meta_reader.version, store=ds.store)
+    try:
+        out.append((METADATA_FILE, w.close()[1]))
+    except BaseException:
+        w.abort()
+        raise
+    return out
+
+
+def _deleted_fragments(reader: LanceFileReader) -> bytes:
+    """pylance's ``deleted_fragments`` (a serialized roaring bitmap) of an FTS metadata file."""
+    col = reader.read().column("deleted_fragments").to_pylist()
+    return b"".join(bytes(v or b"") for v in col[:1])
+
+
+def _column_of(ds: Dataset, index: Any) -> str:
+    fid = index.fields[0] if index.fields else None
+    name = next((f.name for f in ds.lance_schema.fields if f.id == fid), None)
+    if name is None:
+        raise UnsupportedError(f"index {index.name!r}: field id {fid} is not a top-level column")
+    return name
+
+
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[bytes, GraphWork]:
     """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (for an
     IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet listed)."""
@@ -237,6 +329,15 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
             if nulls is not None:
                 extra[nulls - 1] = remap_tree_map(extra[nulls - 1], m)
         files.append((BITMAP_FILE, _write(ds, f"{dst}/{BITMAP_FILE}", table, reader.version, extra)))
+    elif kind == "INVERTED":
+        files.extend(_remap_fts(ds, src_store, src, dst, index, maps, len(spec.reuse_versions)))
+    elif kind == "NGRAM":
+        reader = LanceFileReader(f"{src}/{NGRAM_FILE}", store=src_store)
+        table = reader.read()
+        for m in maps:
+            table = remap_postings(table, m)
+        size = _write(ds, f"{dst}/{NGRAM_FILE}", table.cast(reader.schema), reader.version)
+        files.append((NGRAM_FILE, size))
     elif kind in IVF_KINDS:
         ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
         files.extend(ivf_files)
