@@ -1,8 +1,10 @@
 """Command-line scaffold shared by the jobs in ``jobs/``: ``run_job(JOB)`` parses the flags
 (one per field of the job's options dataclass, help from its docstring), merges a ``--config``
 file and storage options from the environment, logs progress on stderr, runs the job and
-prints the metrics - or the error - as one JSON line, last on stdout, and returns the exit
-code below. A job file is its options dataclass, a ``Job`` and ``sys.exit(run_job(JOB))``.
+prints the metrics - or the error - as one JSON line, last on stdout (``tail -n 1`` picks
+it; under spark-submit the progress log and any traceback arrive on stdout too, before it:
+Spark's Python runner merges the driver's stderr into its stdout), and returns the exit code
+below. A job file is its options dataclass, a ``Job`` and ``sys.exit(run_job(JOB))``.
 """
 
 from __future__ import annotations
@@ -69,7 +71,8 @@ command line is visible to every user of the machine (ps):
   [storage_options] table in the config file, --storage-option KEY=VALUE
 Their values are never printed: they are replaced by *** in logs, errors and metrics.
 
-the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}.
+the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}
+(`tail -n 1`; under spark-submit the progress log and tracebacks arrive on stdout too, before it).
 exit codes:
   0  done (including "nothing to do")
   1  failed (any other error; the dataset is left as it was)
@@ -368,9 +371,22 @@ def metric_rows(metrics: Any) -> list[tuple[str, str]]:
             for k, v in metrics_dict(metrics).items()]
 
 
+def flush_output() -> None:
+    """Flush stdout, this library's and the root logger's handlers and stderr, in that order.
+    Under spark-submit both streams reach one pipe (Spark's Python runner merges the driver's
+    stderr into its stdout), so what is still buffered comes out in flush order."""
+    sys.stdout.flush()
+    for logger in (logging.getLogger(LOGGER), logging.getLogger()):
+        for handler in logger.handlers:
+            handler.flush()
+    sys.stderr.flush()
+
+
 def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
-    """Print the metrics as one JSON line, last, for schedulers that parse job output."""
+    """Print the metrics as one JSON line, last (``tail -n 1``), for schedulers that parse job
+    output: everything written before it is flushed first."""
     text = json.dumps(metrics_dict(metrics), default=str, sort_keys=True)
+    flush_output()
     sys.stdout.write(redact(text, secrets) + "\n")
     sys.stdout.flush()
 
@@ -378,6 +394,7 @@ def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
 def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str]) -> int:
     code = exit_code(error)
     message = redact(str(error), secrets)
+    flush_output()  # what the job printed before it failed comes before the error
     if code == EXIT_FAILED:
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(redact(tb, secrets))
@@ -412,6 +429,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         metrics = job.run(spark, uri, request.storage_options, request.options)
         for line in job.report(metrics) if job.report else ():
             sys.stdout.write(redact(line, secrets) + "\n")
+        flush_output()  # the report before the "done" line (one pipe under spark-submit)
         log.info("%s %s: done in %.1f s", job.name, uri, time.perf_counter() - t0)
         print_metrics(metrics, secrets)
         return job.status(metrics) if job.status else EXIT_OK

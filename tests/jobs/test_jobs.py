@@ -260,3 +260,25 @@ def test_import_delta_job(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     assert load_job("import_delta").main([delta, uri, *secret]) == 2  # create over an existing dataset
     out, err = capsys.readouterr()
     assert "already exists" in last_json(out)["error"]["message"] and "a-secret-never-shown" not in out + err
+
+
+@pytest.mark.spark
+def test_spark_submit_stdout_contract(tmp_path: Path) -> None:
+    """Under spark-submit the driver's stderr arrives merged into stdout (Spark's Python runner):
+    progress lines are on stdout, a job's report lines come before its "done" line, and the
+    JSON metrics line is the last line (``tail -n 1``)."""
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=3, rows=50)
+    env = {**os.environ, "SPARK_CONF_DIR": str(ROOT / "conf"), "PYSPARK_PYTHON": sys.executable}
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    cmd = [submit, "--master", "local[1]", str(ROOT / "jobs" / "vacuum.py"), uri, "--older-than", "0s",
+           "--dry-run"]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert f"INFO lance_spark_ops: vacuum {uri}: starting" in lines[0]  # stderr, merged by Spark
+    removes = [i for i, line in enumerate(lines) if line.startswith("would remove ")]
+    done = [i for i, line in enumerate(lines) if f"vacuum {uri}: done in" in line]
+    assert removes and done and max(removes) < done[-1] == len(lines) - 2, lines
+    last = json.loads(lines[-1])
+    assert last["dry_run"] and last["old_versions"] == len([i for i in removes if "_versions/" in lines[i]])
