@@ -215,6 +215,20 @@ class ObjectStore:
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))
 
+    def present(self, rel: str) -> bool:
+        """Whether an object or a directory (a prefix with objects under it) is at ``rel``: one
+        stat or HEAD/list request. Unlike ``exists`` (fsspec reads any error as absent) only a
+        missing path is False; a denied or unreachable store raises a typed LanceError."""
+        try:
+            with self._typed("info", rel):
+                if self.is_local:
+                    os.stat(self.full_path(rel))
+                else:
+                    self.fs.info(self.full_path(rel))
+        except NotFoundError:
+            return False
+        return True
+
     def read(self, rel: str) -> bytes:
         with self._typed("read", rel):
             if self.is_local:

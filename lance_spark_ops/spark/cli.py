@@ -25,6 +25,7 @@ from lance_spark_ops.errors import (
     CommitStateUnknown,
     IncompatibleTransaction,
     InvalidInputError,
+    NotFoundError,
 )
 from lance_spark_ops.spark.config import (
     ENV_STORAGE_OPTION_PREFIX,
@@ -49,9 +50,16 @@ EXIT_USAGE = 2  # bad flags, config file or option values
 EXIT_RETRY = 3  # CommitConflict: a concurrent commit won; the dataset is unchanged, run again
 EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the operation impossible
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
+EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
+
+
+class DatasetNotFound(NotFoundError):
+    """No Lance dataset at the job's URI: a caller's mistake, found before any work starts."""
+
+
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CommitStateUnknown, EXIT_UNKNOWN), (IncompatibleTransaction, EXIT_INCOMPATIBLE),
-    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE))
+    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE), (DatasetNotFound, EXIT_NOT_FOUND))
 ADVICE = {
     EXIT_RETRY: "a concurrent writer committed first; nothing was changed - running the job again is safe",
     EXIT_INCOMPATIBLE: "a concurrent change (e.g. an overwrite) makes this operation impossible; nothing "
@@ -81,6 +89,7 @@ exit codes:
   4  incompatible concurrent change (IncompatibleTransaction): nothing changed, look first
   5  commit state unknown (CommitStateUnknown): the commit may have landed and its files were
      kept - check the dataset's latest version; do not clean up or retry blindly
+  6  no dataset at the URI (DatasetNotFound, checked before Spark starts): fix the URI; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
 POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments
@@ -102,7 +111,9 @@ class Job:
     ``positional`` names option fields also taken as arguments before the URI (``SRC URI``;
     one argument alone is the URI); ``status(metrics)`` is the exit code of a run that returned
     (nonzero: it finished but partly failed, e.g. deletes that failed). An option field with
-    ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed."""
+    ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed.
+    ``needs_dataset``: the URI must be an existing dataset, checked before Spark starts
+    (``DatasetNotFound``, exit 6); off for a job that creates it or takes a file."""
 
     name: str
     run: Callable[[Any, str, dict[str, Any], Any], Any]
@@ -114,6 +125,7 @@ class Job:
     report: Callable[[Any], Iterable[str]] | None = None
     positional: tuple[str, ...] = ()
     status: Callable[[Any], int] | None = None
+    needs_dataset: bool = True
 
 
 @dataclass
@@ -424,6 +436,8 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
         log.info("%s %s: starting", job.name, uri)
+        if job.needs_dataset:
+            _require_dataset(uri, request.storage_options)
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
         spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)
@@ -437,6 +451,13 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
         return _fail(job, seen.get("uri"), e, secrets)
+
+
+def _require_dataset(uri: str, storage_options: dict[str, Any]) -> None:
+    from lance_spark_ops.table.dataset import dataset_present
+
+    if not dataset_present(uri, storage_options):
+        raise DatasetNotFound("no Lance dataset here (no _versions/ directory): check the URI", path=uri)
 
 
 def _session(job: Job) -> Any:

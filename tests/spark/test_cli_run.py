@@ -52,7 +52,8 @@ def recording_job(raise_: BaseException | None = None, calls: list | None = None
             raise raise_
         return {"uri": uri, "size": opts.size, "echo": storage.get("token", "")}
 
-    return Job("stand_in", run, Opts, "a stand-in job", choices={"mode": ("a", "b")}, spark=False)
+    return Job("stand_in", run, Opts, "a stand-in job", choices={"mode": ("a", "b")}, spark=False,
+               needs_dataset=False)
 
 
 def last_json(out: str) -> dict:
@@ -184,7 +185,7 @@ def test_storage_options_never_printed(capsys: pytest.CaptureFixture[str]) -> No
         logging.getLogger("lance_spark_ops.spark.compact").warning("opening with %s", storage)
         raise RuntimeError(f"cannot connect with {storage!r}")
 
-    job = Job("leaky", leaky, Opts, spark=False)
+    job = Job("leaky", leaky, Opts, spark=False, needs_dataset=False)
     assert run_job(job, ["/d"], environ={"LSO_STORAGE_OPTIONS": json.dumps({"token": SECRET})}) == 1
     out2, err2 = capsys.readouterr()
     assert "cannot connect with {'token': '***'}" in last_json(out2)["error"]["message"]
