@@ -280,7 +280,12 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     config. Raises ``UsageError`` / ``InvalidInputError``; ``seen["uri"]`` is set as soon as
     the URI is known (for the error line)."""
     seen = {} if seen is None else seen
-    ns = build_parser(job).parse_args(argv)
+    parser = build_parser(job)
+    try:
+        ns = parser.parse_args(argv)
+    except UsageError:
+        seen["uri"] = _uri_in(parser, job, sys.argv[1:] if argv is None else argv)
+        raise
     leading = _positionals(job, ns)
     seen["uri"] = ns.uri
     config = load_config(ns.config) if ns.config else {}
@@ -312,6 +317,22 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
                 raise UsageError(f"{spec.flag} is required (or `{spec.name}` in --config)")
         options = job.options(**values)
     return Request(uri, options, storage, level)
+
+
+def _uri_in(parser: JobArgumentParser, job: Job, argv: Sequence[str]) -> str | None:
+    """The URI of a command line argparse refused (for the error line): the last argument that
+    is neither a flag nor a flag's value, when there are as many as ``job`` takes or one."""
+    takes_value = {s for a in parser._actions if a.option_strings and a.nargs is None
+                   and not isinstance(a, _BoolAction) for s in a.option_strings}
+    words, skip = [], False
+    for arg in parser._join_bools(list(argv)):
+        if skip:
+            skip = False
+        elif arg.startswith("-") and arg != "-":
+            skip = arg in takes_value
+        else:
+            words.append(arg)
+    return words[-1] if words and len(words) in (1, len(job.positional) + 1) else None
 
 
 def _positionals(job: Job, ns: argparse.Namespace) -> dict[str, Any]:
