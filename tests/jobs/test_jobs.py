@@ -347,3 +347,26 @@ def test_dag_exit_codes_match_cli() -> None:
                   if line[:3].strip().isdigit()}
     assert documented == {0, 1, 2, 3, 4, 5, 6} and set(values["EXIT_MEANINGS"]) == documented - {0}
     assert set(values["NO_RETRY"]) == documented - {0, 1, cli.EXIT_RETRY}
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_ci_setup_says_each_step(tmp_path: Path, fail: bool) -> None:
+    """``.ci/setup`` prints one line per step and nothing else (pip's output only when a step
+    fails); run on a copy whose .venv/bin/python is a stand-in recording the pip calls."""
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "setup").write_text((ROOT / ".ci" / "setup").read_text())
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls"\n'
+                      f'case "$*" in *"-e"*) {"echo pip-says-why; exit 1" if fail else "exit 0"};; esac\n')
+    python.chmod(0o755)
+    run = subprocess.run(["bash", str(tmp_path / ".ci" / "setup")], capture_output=True, text=True, timeout=60)
+    lines = run.stdout.splitlines()
+    calls = (python.parent / "calls").read_text().splitlines()
+    assert any("--upgrade pip" in c for c in calls) and any("-e .[test]" in c for c in calls), calls
+    if fail:
+        assert run.returncode == 1 and lines[-1] == "pip-says-why"
+        assert [line.split(":")[0] for line in lines[:-1]] == ["setup"] * 3
+    else:
+        assert run.returncode == 0 and run.stderr == ""
+        assert [line.split(" ")[1] for line in lines] == ["reusing", "upgrading", "installing", "done:"], lines
