@@ -55,12 +55,19 @@ from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, 
 
 @dataclass
 class CompactionMetrics:
+    """What a compaction did. ``commits`` counts the Rewrite commits; before each one that adds
+    fragments a ReserveFragments commit takes their ids (as pylance's compaction does) - its
+    version is in ``reservation_versions``. So one Rewrite goes from ``read_version`` 25 to
+    ``new_version`` 27 with ``commits`` 1 and ``reservation_versions`` [26] (with no concurrent
+    writer: new_version - read_version == commits + len(reservation_versions))."""
+
     uri: str
     read_version: int
     new_version: int | None = None
     dry_run: bool = False
     tasks: int = 0
     commits: int = 0
+    reservation_versions: list[int] = field(default_factory=list)  # the ReserveFragments commits
     fragments_removed: int = 0
     fragments_added: int = 0
     files_removed: int = 0
@@ -249,6 +256,8 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
         latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        if latest is not ds:
+            metrics.reservation_versions.append(latest.version)
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
         if new_storage_version is not None:  # legacy -> 2.x migration (refused on indexed datasets)
             # committed through the reserved version's Dataset: its manifest is not parsed again
