@@ -35,6 +35,7 @@ from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
 
 
@@ -311,38 +312,34 @@ class _SmallFragments:
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
         from lance_spark_ops.file.read_together import read_files_together
-        from lance_spark_ops.table.scan import _FromFile
 
-        scans = [self.ds.fragment_scan(frag, blobs=self.sink.blobs, live=keep) for frag, keep in run]
-        schema = scans[0][1]
-        readers = []
-        for scan, _ in scans:
-            if len(scan.views) != 1 or not all(isinstance(p, _FromFile) and p.file == 0 and not p.path
-                                               for p in scan.plans):
-                return None
-            reader = scan.views[0].reader
-            if [p.top for p in scan.plans] != reader.schema.names or reader.schema.types != scan.schema.types:
-                return None  # fields renamed, reordered or retyped since: conform() would act
-            readers.append(reader)
+        # the files opened and checked as FragmentScan would, its plan made once per file schema;
+        # None: some fragment is not that simple (fields renamed, reordered, retyped since ...)
+        simple = FragmentBatch(self.ds, [frag for frag, _ in run]).simple_files(
+            [keep for _, keep in run], blobs=self.sink.blobs)
+        if simple is None:
+            return None
+        files, scan_schema, metadata = simple
+        readers = [f.reader for f in files]
         try:
             arrays = read_files_together(readers, readers[0].schema.names)
         except (LanceError, ValueError, IndexError, TypeError, KeyError, OverflowError, ZeroDivisionError,
                 pa.ArrowException):
             return None  # read one by one: the error, if it recurs, names its file
-        total = sum(scan.num_rows for scan, _ in scans)
+        total = sum(f.num_rows for f in files)
         if arrays is None or any(len(a) != total or _has_bitmap(a) for a in arrays):
             return None
         out, start = [], 0
-        for scan, _ in scans:
-            n, keep = scan.num_rows, scan.keep
+        for f in files:
+            n, keep = f.num_rows, f.keep
             part = [a.slice(start, n) for a in arrays]
             start += n
             if keep is not None and not keep.any():
                 continue
-            batch = pa.RecordBatch.from_arrays(part, schema=scan.schema)
+            batch = pa.RecordBatch.from_arrays(part, schema=scan_schema)
             if keep is not None and not keep.all():
                 batch = batch.filter(pa.array(keep))
-            out.append(batch.replace_schema_metadata(schema.metadata))
+            out.append(batch.replace_schema_metadata(metadata))
         return out
 
 
