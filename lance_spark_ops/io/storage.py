@@ -323,6 +323,8 @@ class ObjectStore:
         path = self.full_path(rel)
         try:
             with self._typed("list", rel):
+                if self.is_local:  # names straight from the directory (fsspec builds a path per entry)
+                    return sorted(os.listdir(path)) if os.path.isdir(path) else []
                 entries = self.fs.ls(path, detail=False)
         except NotFoundError:
             return []

@@ -50,6 +50,7 @@ from lance_spark_ops.spark.plan import (
 )
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment_columns import FragmentColumns
 from lance_spark_ops.table.format.transaction import ReserveFragments, Rewrite, RewriteGroup
 
 
@@ -252,6 +253,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
+    cols = ds.manifest.fragment_columns()  # before ds.fragments: still from the manifest's bytes
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
@@ -267,17 +269,19 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
             new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                              make_remapper(job), known=(latest,))
     metrics.commits += 1
-    _count(metrics, groups, results)
+    _count(metrics, cols, groups, results)
     if changes is not None:
         _count_indices(metrics, changes)
     return new_ds
 
 
-def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list[RewriteResult]) -> None:
+def _count(metrics: CompactionMetrics, cols: FragmentColumns, groups: list[RewriteGroup],
+           results: list[RewriteResult]) -> None:
+    old_ids = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    metrics.files_removed += int(cols.num_files[np.isin(cols.id, old_ids)].sum())  # no fragment decoded
     for g, r in zip(groups, results, strict=True):
         metrics.fragments_removed += len(g.old_fragments)
         metrics.fragments_added += len(g.new_fragments)
-        metrics.files_removed += sum(len(f.files) for f in g.old_fragments)
         metrics.files_added += len(r.files)
         metrics.rows_read += r.rows_read
         metrics.rows_written += r.rows_written

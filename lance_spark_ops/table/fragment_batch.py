@@ -47,8 +47,9 @@ class FragmentBatch:
 
     def physical_rows(self) -> np.ndarray:
         """Physical rows per fragment (read from the data file where the manifest lacks it)."""
-        return np.fromiter((f.physical_rows if f.physical_rows is not None else self.ds._physical_rows(f)  # noqa: SLF001
-                            for f in self.fragments), np.int64, len(self.fragments))
+        rows = self.ds._physical_rows  # noqa: SLF001 - the manifest's count, else the data file's
+        return np.fromiter((rows(f) if f.physical_rows is None else f.physical_rows for f in self.fragments),
+                           np.int64, len(self.fragments))
 
     def live_masks(self) -> list[np.ndarray]:
         """True per live physical row, per fragment (all True without a deletion file; only the
@@ -72,9 +73,9 @@ class FragmentBatch:
     def simple_files(self, live: Sequence[np.ndarray | None], blobs: str = "descriptions",
                      ) -> tuple[list[SimpleFile], pa.Schema, dict | None] | None:
         """Every fragment's ``SimpleFile``, the scan's schema and the dataset's schema metadata
-        (``scan_fragment``'s batches carry it), or None when a fragment is not that simple or does not open: then scan them one by one
-        (``Dataset.fragment_scan``). ``live``: the fragments' live masks, as ``scan_fragment``
-        takes them. The checks are ``FragmentScan``'s (path inside the dataset, file version,
+        (``scan_fragment``'s batches carry it), or None when a fragment is not that simple or
+        does not open: then scan them one by one (``Dataset.fragment_scan``). ``live``: the
+        fragments' live masks, as ``scan_fragment`` takes them. The checks are ``FragmentScan``'s (path inside the dataset, file version,
         row counts); a plan is made with it for the first fragment of each file schema."""
         ds = self.ds
         schema, scan_schema = ds._scan_schemas(None, False, False, blobs)  # noqa: SLF001
@@ -108,7 +109,8 @@ class FragmentBatch:
             if frag.deletion_file is not None:
                 mask = keep if keep is not None else ds._keep(frag, n)  # noqa: SLF001
                 if len(mask) != n:
-                    raise InvalidInputError(f"live mask of {len(mask)} rows for fragment {frag.id} of {n} rows")
+                    raise InvalidInputError(f"live mask of {len(mask)} rows for fragment {frag.id} of "
+                                            f"{n} rows")
             out.append(SimpleFile(reader, n, mask))
         return out, scan_schema, schema.metadata
 

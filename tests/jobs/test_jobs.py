@@ -360,7 +360,8 @@ def test_ci_setup_says_each_step(tmp_path: Path, fail: bool) -> None:
     python.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls"\n'
                       f'case "$*" in *"-e"*) {"echo pip-says-why; exit 1" if fail else "exit 0"};; esac\n')
     python.chmod(0o755)
-    run = subprocess.run(["bash", str(tmp_path / ".ci" / "setup")], capture_output=True, text=True, timeout=60)
+    run = subprocess.run(["bash", str(tmp_path / ".ci" / "setup")], capture_output=True, text=True,
+                         timeout=60)
     lines = run.stdout.splitlines()
     calls = (python.parent / "calls").read_text().splitlines()
     assert any("--upgrade pip" in c for c in calls) and any("-e .[test]" in c for c in calls), calls
@@ -369,4 +370,5 @@ def test_ci_setup_says_each_step(tmp_path: Path, fail: bool) -> None:
         assert [line.split(":")[0] for line in lines[:-1]] == ["setup"] * 3
     else:
         assert run.returncode == 0 and run.stderr == ""
-        assert [line.split(" ")[1] for line in lines] == ["reusing", "upgrading", "installing", "done:"], lines
+        steps = [line.split(" ")[1] for line in lines]
+        assert steps == ["reusing", "upgrading", "installing", "done:"], lines

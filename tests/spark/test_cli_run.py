@@ -94,7 +94,8 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     out, err = capsys.readouterr()
     assert last_json(out)["error"]["type"] == "UsageError"
     assert "usage:" in err and not calls
-    assert last_json(out)["uri"] == ("/d" if "/d" in argv else None)  # the URI given, even when argparse refused
+    # the URI given, even when argparse refused the line
+    assert last_json(out)["uri"] == ("/d" if "/d" in argv else None)
 
 
 def test_help_lists_docs_defaults_and_choices(capsys: pytest.CaptureFixture[str]) -> None:
