@@ -75,8 +75,9 @@ class FragmentBatch:
         """Every fragment's ``SimpleFile``, the scan's schema and the dataset's schema metadata
         (``scan_fragment``'s batches carry it), or None when a fragment is not that simple or
         does not open: then scan them one by one (``Dataset.fragment_scan``). ``live``: the
-        fragments' live masks, as ``scan_fragment`` takes them. The checks are ``FragmentScan``'s (path inside the dataset, file version,
-        row counts); a plan is made with it for the first fragment of each file schema."""
+        fragments' live masks, as ``scan_fragment`` takes them. The checks are
+        ``FragmentScan``'s (path inside the dataset, file version, row counts); a plan is made
+        with it for the first fragment of each file schema."""
         ds = self.ds
         schema, scan_schema = ds._scan_schemas(None, False, False, blobs)  # noqa: SLF001
         # (id of the file's parsed schema, version, the data file's fields and columns) -> whether
