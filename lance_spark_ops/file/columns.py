@@ -7,6 +7,7 @@ rep/def levels), a packed struct is one column. Version 2.0 is mapped by ``v2_0`
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -47,7 +48,24 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     return out
 
 
+# Parsed page layouts by page message: files whose column metadata is byte-identical share one
+# parsed message (``file.metadata``), so their pages' layouts are parsed once. Read-only.
+_LAYOUTS: OrderedDict[int, tuple[file2_pb2.ColumnMetadata.Page, pb21.PageLayout]] = OrderedDict()
+_LAYOUT_CACHE_SIZE = 1024
+
+
 def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
+    hit = _LAYOUTS.get(id(page))
+    if hit is not None and hit[0] is page:
+        return hit[1]
+    layout = _parse_page_layout(page, path, where)
+    _LAYOUTS[id(page)] = (page, layout)
+    while len(_LAYOUTS) > _LAYOUT_CACHE_SIZE:
+        _LAYOUTS.popitem(last=False)
+    return layout
+
+
+def _parse_page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
     type_name, payload = unpack_any(page.encoding, path, where)
     if type_name != "lance.encodings21.PageLayout":
         raise UnsupportedError(

@@ -77,8 +77,32 @@ class FileMetadata:
                 )
             pos, size = (int(x) for x in self.column_table[index])
             raw = self._tail[pos - self._tail_start : pos - self._tail_start + size]
-            self._columns[index] = parse_column_metadata(raw, index, self.size, self.path)
+            self._columns[index] = _column_metadata(raw, index, self.size, self.path)
         return self._columns[index]
+
+
+# Parsed column metadata by its bytes: the small files of one writer usually hold byte-identical
+# column metadata (same page layout, lengths, buffer positions), and parsing and checking it is
+# a good part of opening such a file. Shared, read-only; kept with the end of its last buffer,
+# checked against each file's size as ``parse_column_metadata`` would.
+_COLUMN_METAS: OrderedDict[bytes, tuple[file2_pb2.ColumnMetadata, int]] = OrderedDict()
+_COLUMN_META_CACHE_SIZE = 256
+_COLUMN_META_CACHED_BYTES = 4096  # larger metadata (many pages) is parsed every time
+
+
+def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> file2_pb2.ColumnMetadata:
+    key = bytes(raw)
+    hit = _COLUMN_METAS.get(key)
+    if hit is not None and hit[1] <= file_size:
+        return hit[0]
+    meta = parse_column_metadata(key, index, file_size, path)
+    if len(key) <= _COLUMN_META_CACHED_BYTES:
+        end = max((off + size for page in meta.pages
+                   for off, size in zip(page.buffer_offsets, page.buffer_sizes, strict=True)), default=0)
+        _COLUMN_METAS[key] = (meta, end)
+        while len(_COLUMN_METAS) > _COLUMN_META_CACHE_SIZE:
+            _COLUMN_METAS.popitem(last=False)
+    return meta
 
 
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
@@ -125,7 +149,7 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         descriptor.ParseFromString(schema_bytes)
     except DecodeError as e:
         raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
-    if (cols[:, 0] < tail_start).any() if len(cols) else False:
+    if len(cols) and min(cols[:, 0].tolist()) < tail_start:
         raise CorruptFileError("column metadata lies before the metadata section", path=path)
     schema, arrow_schema = _parsed_schema(descriptor, path)
     return FileMetadata(
