@@ -156,6 +156,24 @@ class _FragmentSink:
             if full or too_big:
                 self.roll()
 
+    def write_run(self, batches: list[pa.RecordBatch]) -> None:
+        """``write`` of each batch in turn, in one writer call when no file boundary falls
+        inside the run (same files, same pages: ``LanceFileWriter.write_batches``)."""
+        rows = sum(b.num_rows for b in batches)
+        if self.blob_v2 or self.spec.max_bytes_per_file is not None or not rows:
+            for batch in batches:
+                self.write(batch)
+            return
+        if self.writer is None:
+            self.writer = self._open()
+        if self.writer.rows_written + rows > self.spec.max_rows_per_file:
+            for batch in batches:
+                self.write(batch)
+            return
+        self.writer.write_batches(batches)
+        if self.writer.rows_written >= self.spec.max_rows_per_file:
+            self.roll()
+
     def roll(self) -> None:
         if self.writer is None:
             return
@@ -306,9 +324,8 @@ class _SmallFragments:
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
-        for batch in batches:
-            self.sink.write(batch)
-            self.read += batch.num_rows
+        self.sink.write_run(batches)
+        self.read += sum(b.num_rows for b in batches)
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
         from lance_spark_ops.file.read_together import read_files_together
@@ -320,6 +337,7 @@ class _SmallFragments:
         if simple is None:
             return None
         files, scan_schema, metadata = simple
+        schema = scan_schema.with_metadata(metadata) if metadata else scan_schema
         readers = [f.reader for f in files]
         try:
             arrays = read_files_together(readers, readers[0].schema.names)
@@ -336,10 +354,10 @@ class _SmallFragments:
             start += n
             if keep is not None and not keep.any():
                 continue
-            batch = pa.RecordBatch.from_arrays(part, schema=scan_schema)
+            batch = pa.RecordBatch.from_arrays(part, schema=schema)
             if keep is not None and not keep.all():
                 batch = batch.filter(pa.array(keep))
-            out.append(batch.replace_schema_metadata(metadata))
+            out.append(batch)
         return out
 
 
