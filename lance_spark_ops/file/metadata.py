@@ -144,20 +144,15 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         schema_bytes = bytes(region(gb_pos, gb_size))
     else:
         schema_bytes = store.read_range(rel, gb_pos, gb_size)
-    descriptor = file_pb2.FileDescriptor()
-    try:
-        descriptor.ParseFromString(schema_bytes)
-    except DecodeError as e:
-        raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
     if len(cols) and min(cols[:, 0].tolist()) < tail_start:
         raise CorruptFileError("column metadata lies before the metadata section", path=path)
-    schema, arrow_schema = _parsed_schema(descriptor, path)
+    schema, arrow_schema, num_rows = _described(schema_bytes, path)
     return FileMetadata(
         path=path,
         size=size,
         footer=footer,
         schema=schema,
-        num_rows=int(descriptor.length),
+        num_rows=num_rows,
         column_table=cols,
         global_buffers=gbs,
         _tail=view,
@@ -171,6 +166,28 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
 # file's tail. Only successes are kept; the objects are shared, and nothing mutates them.
 _SCHEMAS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema]] = OrderedDict()
 _SCHEMA_CACHE_SIZE = 64
+
+
+# Whole file descriptors (schema and row count) by their bytes: small files of one schema and
+# row count share these bytes, and skip the descriptor's parse and the schema key's encoding.
+_DESCRIPTORS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema, int]] = OrderedDict()
+
+
+def _described(raw: bytes, path: str) -> tuple[LanceSchema, pa.Schema, int]:
+    """(schema, Arrow schema, rows) of global buffer 0, a ``FileDescriptor``."""
+    hit = _DESCRIPTORS.get(raw)
+    if hit is not None:
+        return hit
+    descriptor = file_pb2.FileDescriptor()
+    try:
+        descriptor.ParseFromString(raw)
+    except DecodeError as e:
+        raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
+    hit = (*_parsed_schema(descriptor, path), int(descriptor.length))
+    _DESCRIPTORS[raw] = hit
+    while len(_DESCRIPTORS) > _SCHEMA_CACHE_SIZE:
+        _DESCRIPTORS.popitem(last=False)
+    return hit
 
 
 def _parsed_schema(descriptor: file_pb2.FileDescriptor, path: str) -> tuple[LanceSchema, pa.Schema]:

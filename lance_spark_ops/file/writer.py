@@ -9,8 +9,8 @@ lays out the container (``container_writer``).
 
 from __future__ import annotations
 
-from types import TracebackType
 from collections.abc import Sequence
+from types import TracebackType
 from typing import Any, NamedTuple
 
 import numpy as np

@@ -219,15 +219,17 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     updated: list[np.ndarray] = []
     rows_read = copied = pages_copied = pages_reencoded = 0
     small = _SmallFragments(ds, spec, sink)
+    batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the task's fragments at once
+    masks = batch.live_masks()
+    if stable:
+        for keep, ids, cre, upd in zip(masks, batch.row_ids(), batch.created_at_versions(),
+                                       batch.last_updated_at_versions(), strict=True):
+            live_ids.append(ids[keep])
+            for acc, seq in ((created, cre), (updated, upd)):
+                if seq is not None:
+                    acc.append(seq[keep])
     try:
-        for frag in frags:
-            keep = live_mask(ds, frag)
-            if stable:
-                live_ids.append(ds.row_ids(frag)[keep])
-                for acc, seq in ((created, ds.created_at_versions(frag)),
-                                 (updated, ds.last_updated_at_versions(frag))):
-                    if seq is not None:
-                        acc.append(seq[keep])
+        for frag, keep in zip(frags, masks, strict=True):
             if small.add(frag, keep):
                 continue
             rows_read += small.flush()  # their rows go first
