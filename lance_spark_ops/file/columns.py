@@ -48,20 +48,23 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     return out
 
 
-# Parsed page layouts by page message: files whose column metadata is byte-identical share one
-# parsed message (``file.metadata``), so their pages' layouts are parsed once. Read-only.
-_LAYOUTS: OrderedDict[int, tuple[file2_pb2.ColumnMetadata.Page, pb21.PageLayout]] = OrderedDict()
+# Parsed page layouts by their encoding's bytes: the pages of many small files of one writer
+# share a few layouts, parsed once each. Read-only.
+_LAYOUTS: OrderedDict[bytes, pb21.PageLayout] = OrderedDict()
 _LAYOUT_CACHE_SIZE = 1024
+_LAYOUT_CACHED_BYTES = 1024
 
 
 def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
-    hit = _LAYOUTS.get(id(page))
-    if hit is not None and hit[0] is page:
-        return hit[1]
+    key = page.encoding.SerializeToString()
+    hit = _LAYOUTS.get(key)
+    if hit is not None:
+        return hit
     layout = _parse_page_layout(page, path, where)
-    _LAYOUTS[id(page)] = (page, layout)
-    while len(_LAYOUTS) > _LAYOUT_CACHE_SIZE:
-        _LAYOUTS.popitem(last=False)
+    if len(key) <= _LAYOUT_CACHED_BYTES:
+        _LAYOUTS[key] = layout
+        while len(_LAYOUTS) > _LAYOUT_CACHE_SIZE:
+            _LAYOUTS.popitem(last=False)
     return layout
 
 
