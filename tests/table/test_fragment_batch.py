@@ -115,6 +115,6 @@ def test_rewrite_transaction_from_manifest_bytes(tmp_path: Path) -> None:
                               new_fragments=[f.to_pb() for f in g.new_fragments])
     assert data == pb.SerializeToString()
     back = Transaction.from_bytes(data)
-    assert [[f.id for f in g.old_fragments] for g in back.operation.groups] == [[f.id for f in g.old_fragments]
-                                                                               for g in groups]
+    ids = [[f.id for f in g.old_fragments] for g in groups]
+    assert [[f.id for f in g.old_fragments] for g in back.operation.groups] == ids
     assert back.operation.groups[1].old_fragments[0].to_pb() == old[2].to_pb()
