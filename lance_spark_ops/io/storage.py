@@ -177,7 +177,11 @@ class ObjectStore:
             return _split_protocol(rel)[1]
         if rel.startswith("/"):
             return rel
-        return posixpath.join(self.root_path, rel) if rel else self.root_path
+        if not rel:
+            return self.root_path
+        # posixpath.join's result (root_path never ends in "/" but for "/" itself), cheaper:
+        # paths are built several times per data file
+        return self.root_path + rel if self.root_path == "/" else f"{self.root_path}/{rel}"
 
     def uri(self, rel: str) -> str:
         path = self.full_path(rel)
