@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
 from lance_spark_ops.errors import LanceError, UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
@@ -320,7 +321,10 @@ class _SmallFragments:
         run, self.run, self.rows = self.run, [], 0
         if not run:
             return
-        batches = self._together(run) if len(run) > 1 else None
+        # a run of up to _MAX_RUN files opens readers, metadata and decoders by the thousand, none
+        # in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
+        with gc_paused():
+            batches = self._together(run) if len(run) > 1 else None
         if batches is None:
             batches = [b for frag, keep in run
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
