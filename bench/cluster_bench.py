@@ -52,8 +52,9 @@ def _wait(what: str, ok, seconds: float = 120) -> None:
     raise RuntimeError(f"{what} not ready after {seconds} s")
 
 
-def start_cluster(tmp: str) -> tuple[str, list[subprocess.Popen]]:
-    """Master + one 2-core worker on loopback; returns the master URL and the processes."""
+def start_cluster(tmp: str, cores: int = 2, workers: int = 1) -> tuple[str, list[subprocess.Popen]]:
+    """Master + ``workers`` workers of ``cores`` cores on loopback; returns the master URL and
+    the processes."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -66,10 +67,12 @@ def start_cluster(tmp: str) -> tuple[str, list[subprocess.Popen]]:
     url, web_url = f"spark://127.0.0.1:{port}", f"http://127.0.0.1:{web}"
     procs = [master]
     _wait("master", lambda: _state(web_url)["status"] == "ALIVE")
-    procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", url, "--host", "127.0.0.1",
-                                   "--cores", "2", "--memory", "2g", "--webui-port", str(wweb),
-                                   "--work-dir", f"{tmp}/work"], env=env, stdout=log, stderr=log))
-    _wait("worker", lambda: any(w["state"] == "ALIVE" for w in _state(web_url)["workers"]))
+    for k in range(workers):
+        procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", url,
+                                       "--host", "127.0.0.1", "--cores", str(cores), "--memory", "2g",
+                                       "--webui-port", str(wweb if k == 0 else _port()),
+                                       "--work-dir", f"{tmp}/work{k}"], env=env, stdout=log, stderr=log))
+    _wait("workers", lambda: sum(w["state"] == "ALIVE" for w in _state(web_url)["workers"]) >= workers)
     return url, procs
 
 

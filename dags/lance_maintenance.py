@@ -1,7 +1,8 @@
 """Airflow 3 DAG ``lance_maintenance``: maintenance of one Lance dataset as spark-submit tasks of
-the jobs in ``jobs/`` - compaction, then deletion materialization, then the row-id index
-rebuild, then ``vacuum`` (once the others committed: it removes the versions they replaced,
-by default those older than 14 days).
+the jobs in ``jobs/`` - compaction, then deletion materialization, then ``optimize_indices``
+(indexes the rows appended since the indices were built), then the row-id index rebuild, then
+``vacuum`` (once the others committed: it removes the versions they replaced, by default those
+older than 14 days).
 
 Trigger it with ``{"uri": "s3://bucket/table.lance", ...}``; every other param is a job
 option (the job's flag in snake_case) and defaults to the job's own default. The master is
@@ -58,6 +59,13 @@ JOB_OPTIONS: dict[str, dict[str, tuple[Any, Any, str]]] = {
     },
     "materialize_deletions": {
         "threshold": (0.0, "number", "rewrite fragments whose deleted fraction is above this"),
+    },
+    "optimize_indices": {
+        "index_names": (None, ["null", "string"], "comma-separated indices to optimize (unset: all)"),
+        "num_indices_to_merge": (None, ["null", "integer"], "newest segments merged with the new data "
+                                                            "(unset: 1, as pylance; 0: a delta segment)"),
+        "retrain": (False, "boolean", "rebuild the indices from the whole column"),
+        "merge_policy": ("pylance", "string", "pylance | tiered (similar-size segments merged in rounds)"),
     },
     ROW_ID_JOB: {
         "rows_per_partition": (1 << 20, "integer", "rows per index partition"),
@@ -141,8 +149,8 @@ def _params() -> dict[str, Param]:
 
 with DAG(
     dag_id="lance_maintenance",
-    description="Compact a Lance dataset, materialize its deletions, rebuild its row-id index and vacuum "
-                "it on Spark",
+    description="Compact a Lance dataset, materialize its deletions, optimize its indices, rebuild its "
+                "row-id index and vacuum it on Spark",
     schedule=None,
     catchup=False,
     params=_params(),
@@ -150,4 +158,5 @@ with DAG(
     tags=["lance"],
 ) as dag:
     # vacuum last, once the others committed
-    chain(*(LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", ROW_ID_JOB, "vacuum")))
+    chain(*(LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", "optimize_indices",
+                                                  ROW_ID_JOB, "vacuum")))

@@ -13,13 +13,17 @@ map (deleted rows leave it) and keeps the keys and their order.
 from __future__ import annotations
 
 import struct
+from array import array
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 from pyroaring import BitMap
 
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
+from lance_spark_ops.index.btree import index_order
 
 BITMAP_FILE = "bitmap_page_lookup.lance"
 
@@ -84,6 +88,12 @@ def decode_tree_map(data: bytes) -> np.ndarray:
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 
+def to_bitmap(values: np.ndarray) -> BitMap:
+    """A BitMap of uint32 values, built through ``array('I')`` (pyroaring's fast path, ~5x
+    faster than from numpy), without run containers: Lance (roaring-rs) writes none."""
+    return BitMap(array("I", np.ascontiguousarray(values, dtype=np.uint32).tobytes()), optimize=False)
+
+
 def encode_tree_map(addrs: np.ndarray) -> bytes:
     """Serialize ascending row addresses as a ``RowIdTreeMap``."""
     frags = (addrs >> np.uint64(32)).astype(np.uint32)
@@ -92,6 +102,79 @@ def encode_tree_map(addrs: np.ndarray) -> bytes:
     out = [_U32.pack(len(keys))]
     for i, frag in enumerate(keys.tolist()):  # one step per fragment
         offsets = (addrs[bounds[i]:bounds[i + 1]] & np.uint64(0xFFFFFFFF)).astype(np.uint32)
-        body = BitMap(offsets).serialize()
+        body = to_bitmap(offsets).serialize()
         out.append(struct.pack("<II", frag, len(body)) + body)
     return b"".join(out)
+
+
+# -- building (issue #27) ----------------------------------------------------------------------
+# pylance 14 writes one row per distinct key (the null key first, then ascending), each with
+# the RowIdTreeMap of its rows (row addresses, or stable row ids on stable-row-id datasets),
+# and ``lance:index_stats`` = the row count as compact JSON. LABEL_LIST indexes list items
+# (a null item is the null key), its null lists go to global buffer 1.
+
+STATS_KEY = "lance:index_stats"
+
+
+def bitmap_schema(key_type: pa.DataType, label_list: bool = False, num_bitmaps: int = 0) -> pa.Schema:
+    meta = {STATS_KEY: f'{{"num_bitmaps":{num_bitmaps}}}'}
+    if label_list:
+        meta[NULLS_KEY.decode()] = "1"
+    return pa.schema([pa.field("keys", key_type, True), pa.field("bitmaps", pa.binary(), True)],
+                     metadata=meta)
+
+
+def flatten_labels(lists: pa.Array | pa.ChunkedArray,
+                   ids: np.ndarray) -> tuple[pa.Array, np.ndarray, np.ndarray]:
+    """(items, their rows' ids, ids of the rows whose list is null) of a list column."""
+    lists = lists.combine_chunks() if isinstance(lists, pa.ChunkedArray) else lists
+    items = pc.list_flatten(lists)
+    parents = pc.list_parent_indices(lists).to_numpy()
+    nulls = np.asarray(lists.is_null().to_numpy(zero_copy_only=False), dtype=bool)
+    return items, ids[parents], ids[nulls]
+
+
+def key_groups(values: pa.Array | pa.ChunkedArray, ids: np.ndarray) -> tuple[pa.Array, list[np.ndarray]]:
+    """Distinct keys in index order (null first, then ascending) and each key's ids, sorted."""
+    values = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    if len(values) == 0:
+        return values.slice(0, 0), []
+    enc = pc.dictionary_encode(values, null_encoding="encode")
+    dictionary = enc.dictionary
+    small = np.uint16 if len(dictionary) <= 1 << 16 else np.int64  # numpy radix-sorts 16 bits
+    codes = enc.indices.to_numpy(zero_copy_only=False).astype(small)
+    if ids.size > 1 and bool(np.all(ids[1:] > ids[:-1])):
+        order = np.argsort(codes, kind="stable")  # ids ascending already: a stable sort keeps them
+    else:
+        order = np.lexsort((ids, codes))
+    sorted_codes, sorted_ids = codes[order], ids[order]
+    bounds = np.searchsorted(sorted_codes, np.arange(len(dictionary) + 1).astype(sorted_codes.dtype))
+    key_order = index_order(pa.table({"values": dictionary}), ids=None).to_numpy()
+    groups = [sorted_ids[bounds[k]:bounds[k + 1]] for k in key_order.tolist()]
+    return dictionary.take(pa.array(key_order)), groups
+
+
+def bitmap_table(keys: pa.Array, groups: list[np.ndarray], schema: pa.Schema) -> pa.Table:
+    blobs = [encode_tree_map(np.asarray(g, dtype=np.uint64)) for g in groups]  # one step per key
+    return pa.Table.from_arrays([keys.cast(schema.field("keys").type), pa.array(blobs, pa.binary())],
+                                schema=schema)
+
+
+def merge_bitmap_tables(tables: list[pa.Table], keep: Any = None) -> tuple[pa.Array, list[np.ndarray]]:
+    """Union of several (keys, bitmaps) tables per key, keys in index order; ``keep(ids)``
+    (a boolean mask of the ids to keep) filters every bitmap first."""
+    keys, ids = [], []
+    for t in tables:
+        for key, blob in zip(t.column("keys").chunks, t.column("bitmaps").chunks, strict=True):
+            arrays = [decode_tree_map(b) if b else np.zeros(0, np.uint64) for b in blob.to_pylist()]
+            sizes = np.array([a.size for a in arrays], dtype=np.int64)
+            keys.append(key.take(pa.array(np.repeat(np.arange(len(arrays)), sizes))))
+            ids.append(np.concatenate(arrays) if arrays else np.zeros(0, np.uint64))
+    if not keys:
+        return pa.array([]), []
+    flat_keys = pa.concat_arrays(keys)
+    flat_ids = np.concatenate(ids)
+    if keep is not None:
+        mask = keep(flat_ids)
+        flat_keys, flat_ids = flat_keys.filter(pa.array(mask)), flat_ids[mask]
+    return key_groups(flat_keys, flat_ids)

@@ -11,8 +11,11 @@ cuts the pages again (observed: 10000 rows, 10% deleted -> 9000 rows, lookup min
 
 from __future__ import annotations
 
+from collections.abc import Iterator
+
 import numpy as np
 import pyarrow as pa
+import pyarrow.compute as pc
 
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
@@ -104,3 +107,168 @@ class PageCutter:
         cols = [mins, maxs_a, pa.array(self.nulls[:pages].astype(np.uint32), pa.uint32()),
                 pa.array(np.arange(pages, dtype=np.uint32), pa.uint32())]
         return pa.Table.from_arrays(cols, schema=self.schema)
+
+
+# -- building (issue #27) ----------------------------------------------------------------------
+# pylance 14 sorts (value ascending, nulls first, NaN after every number) and breaks ties by
+# row id (observed: equal values keep ascending ids), cuts pages of ``batch_size`` rows and
+# writes page i's first and last value as the lookup's min / max.
+
+def page_data_schema(value_type: pa.DataType) -> pa.Schema:
+    return pa.schema([pa.field("values", value_type, True), pa.field("ids", pa.uint64(), False)])
+
+
+def lookup_schema(value_type: pa.DataType, batch_size: int = DEFAULT_BATCH_SIZE) -> pa.Schema:
+    """``page_lookup.lance``'s schema with pylance's metadata."""
+    fields = [pa.field("min", value_type, True), pa.field("max", value_type, True),
+              pa.field("null_count", pa.uint32(), False), pa.field("page_idx", pa.uint32(), False)]
+    return pa.schema(fields, metadata={"range_partitioned": "false", "batch_size": str(batch_size)})
+
+
+def sort_run(values: pa.Array | pa.ChunkedArray, ids: np.ndarray) -> pa.Table:
+    """One sorted run of page_data rows: by value (nulls first, NaN last), then id."""
+    t = pa.table({"values": values, "ids": pa.array(ids, pa.uint64())}).combine_chunks()
+    out = t.take(index_order(t))
+    return out.cast(page_data_schema(out.schema.field("values").type))
+
+
+def value_rank(values: pa.Array | pa.ChunkedArray) -> pa.Array:
+    """0 for nulls, 1 for values, 2 for NaN: the index order's groups (Arrow's own sort puts
+    NaN next to the nulls wherever ``null_placement`` puts them)."""
+    rank = pc.if_else(pc.is_valid(values), 1, 0).cast(pa.int8())
+    if pa.types.is_floating(values.type):
+        rank = pc.if_else(pc.fill_null(pc.is_nan(values), False), 2, rank).cast(pa.int8())
+    return rank
+
+
+def index_order(t: pa.Table, ids: str | None = "ids") -> pa.Array:
+    """Row order of ``t`` by ``values`` as pylance's index keeps them (nulls, ascending, NaN),
+    ties by ``ids`` (when given). Both sorts used are stable, so ids already ascending need
+    no sort key; numbers and times sort in numpy (several times faster than Arrow's
+    multi-key sort)."""
+    values = t.column("values")
+    rank = value_rank(values)
+    tie = None
+    if ids is not None:
+        id_np = t.column(ids).to_numpy()
+        if id_np.size > 1 and not bool(np.all(id_np[1:] > id_np[:-1])):
+            tie = id_np
+    plain = _numpy_sortable(values.type)
+    if plain is not None:
+        if len(values) and not isinstance(values, pa.Array):
+            values = values.combine_chunks()
+        v = pc.fill_null(values, pa.scalar(0, values.type) if not pa.types.is_boolean(values.type) else False)
+        v = v.cast(plain) if plain != values.type else v
+        rank_np = rank.to_numpy()
+        if tie is None and bool(np.all(rank_np == 1)):  # no null, no NaN: one stable sort
+            return pa.array(np.argsort(v.to_numpy(), kind="stable"))
+        keys = [v.to_numpy(), rank_np]
+        if tie is not None:
+            keys.insert(0, tie)
+        return pa.array(np.lexsort(keys))
+    keyed = t.append_column("_rank", rank)
+    keys = [("_rank", "ascending"), ("values", "ascending")]
+    if tie is not None:
+        keys.append((ids, "ascending"))
+    return pc.sort_indices(keyed, sort_keys=keys)
+
+
+def _numpy_sortable(t: pa.DataType) -> pa.DataType | None:
+    """The type whose numpy values sort as ``t`` does, or None (Arrow sorts it)."""
+    if pa.types.is_integer(t) or pa.types.is_boolean(t):
+        return t
+    if pa.types.is_floating(t) and not pa.types.is_float16(t):
+        return t
+    if pa.types.is_timestamp(t) or pa.types.is_date64(t) or pa.types.is_time64(t) or pa.types.is_duration(t):
+        return pa.int64()
+    if pa.types.is_date32(t) or pa.types.is_time32(t):
+        return pa.int32()
+    return None
+
+
+def merge_runs(runs: list[Iterator[pa.Table]]) -> Iterator[pa.Table]:
+    """k-way merge of sorted runs (each an iterator of sorted chunks, in the order of
+    ``sort_run``), streamed: at most one chunk per run is held. Every round finds the
+    frontier, the smallest of the held chunks' last rows (nothing unread sorts before it: ids
+    are unique, so the order is total), cuts each held chunk at it and sorts only the rows cut
+    off, so the sorting work is proportional to the rows, not to rows times runs."""
+    held: dict[int, pa.Table] = {}
+    for r, it in enumerate(runs):
+        chunk = _next_nonempty(it)
+        if chunk is not None:
+            held[r] = chunk.select(["values", "ids"])
+    if len(held) == 1:  # one run: already in order
+        (r, chunk), = held.items()
+        yield chunk
+        for chunk in runs[r]:
+            yield chunk.select(["values", "ids"])
+        return
+    while held:
+        order = list(held)
+        lasts = pa.concat_tables([held[r].slice(held[r].num_rows - 1) for r in order])
+        first = int(index_order(lasts).to_numpy()[0])
+        stop = order[first]
+        f_values, f_id = lasts.column("values").slice(first, 1), int(lasts.column("ids")[first].as_py())
+        out = []
+        for r in order:
+            chunk = held[r]
+            cut = chunk.num_rows if r == stop else _rows_up_to(chunk, f_values, f_id)
+            if cut:
+                out.append(chunk.slice(0, cut))
+            if cut < chunk.num_rows:
+                held[r] = chunk.slice(cut)
+            else:
+                nxt = _next_nonempty(runs[r])
+                if nxt is None:
+                    del held[r]
+                else:
+                    held[r] = nxt.select(["values", "ids"])
+        if len(out) == 1:
+            yield out[0]
+            continue
+        out.sort(key=lambda c: int(c.column("ids")[0].as_py()))
+        yield _merge_sorted(pa.concat_tables(out).combine_chunks())
+
+
+def _merge_sorted(block: pa.Table) -> pa.Table:
+    """Sort a concatenation of sorted pieces (ordered by their first id): a stable sort by
+    value alone (adaptive to the pieces' runs) is right unless equal values of two pieces
+    then stand in descending id order (pieces whose ids interleave), which is checked, and
+    only then are ids sorted on too."""
+    merged = block.take(index_order(block, ids=None))
+    values, ids = merged.column("values"), merged.column("ids").to_numpy()
+    if merged.num_rows < 2:
+        return merged
+    rank = value_rank(values).to_numpy()
+    head, tail = values.slice(0, merged.num_rows - 1), values.slice(1)
+    tie = (rank[1:] == rank[:-1]) & (_mask(pc.equal(head, tail)) | (rank[1:] != 1))
+    if bool(np.any(tie & (ids[1:] < ids[:-1]))):
+        return block.take(index_order(block))
+    return merged
+
+
+def _rows_up_to(chunk: pa.Table, f_value: pa.Array, f_id: int) -> int:
+    """How many leading rows of a sorted chunk sort at or before the frontier row."""
+    values, ids = chunk.column("values"), chunk.column("ids").to_numpy()
+    rank = value_rank(values).to_numpy()
+    f_rank = int(value_rank(f_value).to_numpy()[0])
+    before = rank < f_rank
+    same = rank == f_rank
+    if f_rank == 1:  # numbers / strings: by value, ties by id
+        fv = f_value[0]
+        less, equal = (_mask(op(values, fv)) for op in (pc.less, pc.equal))
+        at = same & (less | (equal & (ids <= np.uint64(f_id))))
+    else:  # nulls or NaN: ties by id only
+        at = same & (ids <= np.uint64(f_id))
+    return int(np.count_nonzero(before | at))
+
+
+def _mask(a: pa.Array | pa.ChunkedArray) -> np.ndarray:
+    return np.asarray(pc.fill_null(a, False).to_numpy(zero_copy_only=False), dtype=bool)
+
+
+def _next_nonempty(it: Iterator[pa.Table]) -> pa.Table | None:
+    for chunk in it:
+        if chunk.num_rows:
+            return chunk
+    return None

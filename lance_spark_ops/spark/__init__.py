@@ -3,10 +3,12 @@ on executors through ``mapInArrow``, gather small results, commit on the driver.
 
 Every name in ``__all__`` is importable from here (lazily, so importing the package does not
 import Spark) and is the same object as in its module: ``compact`` / ``materialize_deletions``
-(``spark.compaction``), ``add_columns`` (``spark.columns``), ``rebuild_row_id_index``
+(``spark.compaction``), ``add_columns`` (``spark.columns``), ``create_index`` /
+``optimize_indices`` (``spark.indexing``), ``rebuild_row_id_index``
 (``spark.row_id_index``), ``vacuum`` (``spark.vacuuming``), ``import_delta``
 (``spark.delta_import``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
-``register_data_source`` (the ``lance`` format, ``spark.datasource``).
+``register_data_source`` (the ``lance`` format, ``spark.datasource``), ``maintain`` /
+``FleetTarget`` (``spark.maintenance``: fleet maintenance by policy).
 No module here shares its name with a function, so ``from lance_spark_ops.spark import
 add_columns`` (or ``vacuum``, ``import_delta``) is always the function. New jobs start from ``spark.job.Job``.
 """
@@ -20,14 +22,19 @@ _EXPORTS = {
     "ColumnFunction": "lance_spark_ops.spark.columns",
     "CompactionMetrics": "lance_spark_ops.spark.compaction",
     "CompactionOptions": "lance_spark_ops.spark.options",
+    "IndexMetrics": "lance_spark_ops.spark.indexing",
     "ImportMetrics": "lance_spark_ops.spark.delta_import",
     "RowIdIndexMetrics": "lance_spark_ops.spark.row_id_index",
     "VacuumMetrics": "lance_spark_ops.spark.vacuuming",
     "add_columns": "lance_spark_ops.spark.columns",
     "compact": "lance_spark_ops.spark.compaction",
+    "create_index": "lance_spark_ops.spark.indexing",
     "get_spark": "lance_spark_ops.spark.session",
     "import_delta": "lance_spark_ops.spark.delta_import",
+    "FleetTarget": "lance_spark_ops.spark.maintenance",
+    "maintain": "lance_spark_ops.spark.maintenance",
     "materialize_deletions": "lance_spark_ops.spark.compaction",
+    "optimize_indices": "lance_spark_ops.spark.indexing",
     "read_lance": "lance_spark_ops.spark.read",
     "rebuild_row_id_index": "lance_spark_ops.spark.row_id_index",
     "register_data_source": "lance_spark_ops.spark.datasource",

@@ -27,6 +27,8 @@ from lance_spark_ops.errors import (
     InvalidInputError,
     NotFoundError,
 )
+from lance_spark_ops.namespace.target import add_arguments as add_namespace_arguments
+from lance_spark_ops.namespace.target import resolve_arguments as resolve_namespace_arguments
 from lance_spark_ops.spark.config import (
     ENV_STORAGE_OPTION_PREFIX,
     ENV_STORAGE_OPTIONS,
@@ -108,7 +110,8 @@ class Job:
     docstring's ``Attributes:``); ``choices`` restricts ``str`` fields; ``report(metrics)``
     yields human-readable lines printed before the metrics; ``spark=False`` starts no session
     (a callable decides from the options: ``False`` for a dry run that only plans).
-    ``positional`` names option fields also taken as arguments before the URI (``SRC URI``;
+    ``precheck`` runs before the session starts. ``positional`` names option fields also
+    taken as arguments before the URI (``SRC URI``;
     one argument alone is the URI); ``status(metrics)`` is the exit code of a run that returned
     (nonzero: it finished but partly failed, e.g. deletes that failed). An option field with
     ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed.
@@ -125,6 +128,9 @@ class Job:
     report: Callable[[Any], Iterable[str]] | None = None
     positional: tuple[str, ...] = ()
     status: Callable[[Any], int] | None = None
+    # ``precheck(uri, storage_options, options)``: cheap checks run before the Spark session
+    # starts (a bad column or parameter exits 2 without Spark work)
+    precheck: Callable[[str, dict[str, Any], Any], None] | None = None
     needs_dataset: bool = True
 
 
@@ -136,6 +142,7 @@ class Request:
     options: Any
     storage_options: dict[str, Any]
     log_level: str = "INFO"
+    namespace_secrets: dict[str, str] = field(default_factory=dict)  # --namespace-prop tokens: never printed
 
 
 # -- flags -----------------------------------------------------------------------------------------
@@ -269,6 +276,7 @@ def build_parser(job: Job) -> JobArgumentParser:
                         help="a storage option for the dataset's filesystem (repeatable); see below")
     parser.add_argument("--log-level", choices=("DEBUG", "INFO", "WARNING", "ERROR"), default=None,
                         help="level of this library's progress log on stderr (default: INFO)")
+    add_namespace_arguments(parser)
     if job.options is not None:
         add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices)
     return parser
@@ -296,6 +304,8 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     storage = {**storage, **storage_options_from_env(environ), **parse_key_values(ns.storage_option)}
     uri = ns.uri or config.pop("uri", None)
     config.pop("uri", None)
+    seen["uri"] = uri or ns.table or config.get("table")
+    uri, storage, namespace_secrets = resolve_namespace_arguments(ns, config, uri, storage)  # --table
     level = ns.log_level or str(config.pop("log_level", "INFO")).upper()
     if not isinstance(uri, str) or not uri:
         raise UsageError("the dataset URI is required (argument uri, or `uri` in --config)")
@@ -316,7 +326,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
             elif spec.required and spec.name not in values:
                 raise UsageError(f"{spec.flag} is required (or `{spec.name}` in --config)")
         options = job.options(**values)
-    return Request(uri, options, storage, level)
+    return Request(uri, options, storage, level, namespace_secrets)
 
 
 def _uri_in(parser: JobArgumentParser, job: Job, argv: Sequence[str]) -> str | None:
@@ -452,13 +462,16 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     try:
         request = parse_request(job, argv, environ, seen)
         secrets = secret_values(dict(enumerate([*request.storage_options.values(),
-                                                *option_secrets(request.options).values()])))
+                                                *option_secrets(request.options).values(),
+                                                *request.namespace_secrets.values()])))
         uri = request.uri
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
         log.info("%s %s: starting", job.name, uri)
-        if job.needs_dataset:
+        if job.needs_dataset:  # before a precheck, which may read the dataset
             _require_dataset(uri, request.storage_options)
+        if job.precheck is not None:
+            job.precheck(uri, request.storage_options, request.options)
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
         spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)

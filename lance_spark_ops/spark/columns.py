@@ -55,6 +55,7 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism, is_classic
 from lance_spark_ops.spark.sql_arrow import SqlColumns, compile_frame
@@ -386,6 +387,7 @@ def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files:
     raise AssertionError("unreachable")  # pragma: no cover
 
 
+@with_table_target
 def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
                 storage_options: dict[str, Any] | None = None, rows_per_task: int | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, max_rounds: int = 5,

@@ -32,6 +32,7 @@ from typing import Any
 import numpy as np
 
 from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.index_remap import (
     IndexChanges,
     check_defer_allowed,
@@ -159,6 +160,7 @@ def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
     return tasks
 
 
+@with_table_target
 def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any] | None = None, *,
             storage_options: dict[str, Any] | None = None, **overrides: Any) -> CompactionMetrics:
     """Compact the dataset at ``uri``. ``options``: a ``CompactionOptions`` or a mapping of its
@@ -185,6 +187,7 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
     return metrics
 
 
+@with_table_target
 def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
                           storage_options: dict[str, Any] | None = None,
                           data_storage_version: str | None = None,

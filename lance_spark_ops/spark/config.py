@@ -241,3 +241,24 @@ def redact(text: str, secrets: Sequence[str]) -> str:
         if escaped != secret:
             text = text.replace(escaped, "***")
     return text
+
+
+def parse_param_values(pairs: Iterable[str]) -> dict[str, Any]:
+    """``["key=value", ...]`` -> dict of index parameters: a value that reads as JSON (numbers,
+    ``true`` / ``false``, ``null``, lists, objects) is taken as such, any other as text
+    (``metric=cosine``); a key given twice is an error."""
+    import json
+
+    out: dict[str, Any] = {}
+    for pair in pairs:
+        key, sep, text = pair.partition("=")
+        key = key.strip()
+        if not sep or not key:
+            raise InvalidInputError(f"--param expects KEY=VALUE, got {pair!r}")
+        if key in out:
+            raise InvalidInputError(f"--param {key!r} given twice")
+        try:
+            out[key] = json.loads(text)
+        except ValueError:
+            out[key] = text
+    return out

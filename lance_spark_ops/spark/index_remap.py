@@ -32,6 +32,7 @@ from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
 from lance_spark_ops.index.ivf import INDEX_FILE
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
@@ -353,6 +354,7 @@ class RemapIndicesMetrics:
     job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
 
 
+@with_table_target
 def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
                   max_retries: int = MAX_INDEX_RETRIES) -> RemapIndicesMetrics:
     """Rewrite on executors every index still behind the fragment reuse index (through all its

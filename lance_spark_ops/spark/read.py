@@ -19,6 +19,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.tasks.scan import ScanSpec
 from lance_spark_ops.spark.types import spark_target_schema
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
@@ -26,6 +27,7 @@ from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 __all__ = ["read_lance", "scan_dataframe"]
 
 
+@with_table_target(read_only=True)
 def read_lance(spark: Any, uri: str, columns: Sequence[str] | None = None, with_row_id: bool = False,
                with_row_address: bool = False, version: int | None = None, *,
                storage_options: dict[str, Any] | None = None,

@@ -32,6 +32,7 @@ from dataclasses import dataclass, field, replace
 from typing import Any
 
 from lance_spark_ops.errors import CommitConflict, CorruptFileError
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
@@ -164,6 +165,7 @@ def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
     return manifest
 
 
+@with_table_target
 def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
                          rows_per_partition: int = 1 << 20,
                          fragments_per_task: int | None = None, write_index: bool = True,

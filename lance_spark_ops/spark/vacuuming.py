@@ -24,6 +24,7 @@ from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.tasks.vacuuming import (
     DeleteResult,
@@ -236,6 +237,7 @@ def _count(m: VacuumMetrics, plan: CleanupPlan, sizes: dict[str, int], results: 
         m.failed_deletes = len(m.failures)
 
 
+@with_table_target
 def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_versions: int | None = None,
            delete_unverified: bool = False, unverified_older_than: timedelta = timedelta(days=7),
            error_if_tagged_old_versions: bool = True, dry_run: bool = False,
@@ -294,3 +296,42 @@ def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second:
         more = _delete(store, manifests, job.run_tasks, max_per_second, parallel)
         ph.add(bytes=sum(r.bytes_removed for r in more))
     return results + more
+
+
+@dataclass
+class CleanupFigures:
+    """What a vacuum keeping ``older_than`` would find, from one read of the manifests and one
+    listing (in this process; no Spark job): versions, the old ones and the bytes only they
+    use (``old_bytes``: data, deletion, index and transaction files plus their manifests), the
+    bytes of files no version references whatever their age (``unreferenced_bytes``), and the
+    commit time of every version (epoch seconds)."""
+
+    versions: int
+    old_versions: int
+    old_bytes: int
+    unreferenced_bytes: int
+    version_times: list[float]
+
+
+def cleanup_figures(uri: str, *, older_than: timedelta,
+                    storage_options: dict[str, Any] | None = None) -> CleanupFigures:
+    """``CleanupFigures`` of ``uri`` (the health figures of ``fleet.health``)."""
+    store = ObjectStore(uri, storage_options or {})
+
+    def run(tasks: list[Any], fn: Callable[..., Any]) -> list[Any]:
+        return [fn(t) for t in tasks]
+
+    versions = _versions(store, run)
+    latest = max(v.version for v in versions)
+    tags, protected, branch_refs = _refs(store)
+    listing = _listing(store, run)
+    sizes = {f.path: f.size for f in listing}
+    out = []
+    for unverified in (False, True):
+        policy = _policy(versions, older_than, None, unverified, timedelta(days=7), False)
+        plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
+        out.append((len(plan.old_versions),
+                    sum(sizes.get(r.path, r.size) for r in [*plan.files, *plan.manifests])))
+    (old, old_bytes), (_, every) = out
+    return CleanupFigures(len(versions), old, old_bytes, max(0, every - old_bytes),
+                          sorted(v.timestamp_nanos / 1e9 for v in versions))

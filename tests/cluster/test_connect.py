@@ -104,3 +104,25 @@ def test_operations_over_connect(remote, tmp_path: Path) -> None:
     rebuild_row_id_index(remote, uri)
     truth = lance.dataset(uri).to_table(columns=["id"], with_row_id=True, with_row_address=True)
     assert np.array_equal(lookup(uri, truth.column("_rowid")), truth.column("_rowaddr").to_numpy())
+
+
+@pytest.mark.slow  # ~40 s on 2 cores: the Connect server's fresh workers for each job
+def test_maintain_over_connect(remote, tmp_path: Path) -> None:
+    """``maintain`` on a Connect session: tables on their own threads (tags are thread-local
+    there too), exactly the policy's actions, pylance's answers unchanged."""
+    import lance
+
+    from lance_spark_ops.spark import maintain
+    from tests.fleet.lake import EXPECTED, POLICY, make_lake
+
+    root = str(tmp_path / "lake")
+    locations = make_lake(root)
+    names = ["small", "old", "healthy"]
+    before = {n: lance.dataset(locations[n]).to_table().sort_by("id") for n in names}
+    ns = ("dir", {"root": root})
+    result = maintain(remote, [(ns, n) for n in names], POLICY, max_concurrent_tables=2)
+    assert {t.table: [(a["action"], a["status"]) for a in t.actions] for t in result.tables} == \
+        {n: [(a, "ok") for a in EXPECTED[n]] for n in names}
+    for n in names:
+        assert lance.dataset(locations[n]).to_table().sort_by("id").equals(before[n])
+    assert lance.dataset(locations["healthy"]).version == 1

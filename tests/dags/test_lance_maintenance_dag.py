@@ -55,7 +55,7 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    jobs = ["compact", "materialize_deletions", "rebuild_row_id_index", "vacuum"]
+    jobs = ["compact", "materialize_deletions", "optimize_indices", "rebuild_row_id_index", "vacuum"]
     ok, failed = result["runs"]
     assert ok == dict.fromkeys(jobs, "success"), log[-5000:]
 

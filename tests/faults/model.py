@@ -131,6 +131,9 @@ def writer_op(uri: str, kind: str, exp: Expected, rng: random.Random) -> bool:
     elif kind == "create_index":
         ds.create_scalar_index("id", "BTREE", replace=True)
         changes = {}
+    elif kind == "optimize_indices":
+        ds.optimize.optimize_indices()
+        changes = {}
     elif kind == "compaction":
         ds.optimize.compact_files(target_rows_per_fragment=rng.choice([300, 1000, 5000]))
         changes = {}

@@ -5,7 +5,7 @@
 only, so files no version references yet - concurrent writers' - are never its to delete);
 its ``post_check`` asserts that no data file referenced before the run by some version, and by
 no version left after it, remains. ``remap_indices``, the ``lance`` data-source writer
-(``datasource``) and ``import_delta`` come from ``runners_write``.
+(``datasource``) and ``import_delta`` come from ``runners_write``; ``maintain`` from ``runners_maintain``.
 """
 
 from __future__ import annotations
@@ -20,6 +20,8 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from tests.faults import runners_index as ri
+from tests.faults import runners_maintain as rm
 from tests.faults import runners_write as rw
 
 ADDED = "v2"  # the column add_columns adds: id * 2
@@ -166,4 +168,16 @@ RUNNERS.update({r.name: r for r in [
               rw.datasource_local, ("write",), ("write",), rows=rw.write_rows, worker_kill_may_fail=True),
     JobRunner("import_delta", "import_delta", "import_delta.py", rw._delta_args, rw.delta_local,
               ("plan", "convert", "commit"), ("convert",), rows=rw.write_rows),
+    # the fleet job: its compaction's progress lines are the phases a driver kill waits for
+    JobRunner("maintain", "compact", "maintain.py", rm.maintain_args, rm.maintain_local,
+              ("plan", "rewrite", "commit"), ("rewrite",)),
 ]})
+if importlib.util.find_spec("lance_spark_ops.spark.scalar_index") is not None:  # the BTREE / BITMAP builders
+    RUNNERS.update({r.name: r for r in [
+        JobRunner("create_index", "create_index", "create_index.py", ri.create_args, ri.create_local,
+                  ("plan", "build", "commit"), ("build",), prepare=ri.create_prepare,
+                  post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+        JobRunner("optimize_indices", "optimize_indices", "optimize_indices.py", ri.optimize_args,
+                  ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.optimize_prepare,
+                  post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+    ]})

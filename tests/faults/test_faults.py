@@ -15,7 +15,9 @@ from tests.faults.runners_write import SESSION
 from tests.faults.scenarios import IN_PROCESS, run_scenario
 
 JOBS = sorted(RUNNERS)
-NEW_JOBS = ["datasource", "import_delta", "remap_indices"]  # issue #15's last three: more default seeds
+# issue #15's last three and the index jobs (#27): more default seeds
+NEW_JOBS = ["datasource", "import_delta", "remap_indices",
+            *(j for j in ("create_index", "optimize_indices") if j in RUNNERS)]
 SEEDS = int(os.environ.get("FAULT_SEEDS", "40"))
 SPARK_SEEDS = int(os.environ.get("FAULT_SPARK_SEEDS", "3"))
 
@@ -47,8 +49,9 @@ def test_in_process_fault_more_seeds(job: str, fault: str, seed: int, tmp_path: 
 
 
 @pytest.mark.spark
-@pytest.mark.parametrize(("job", "fault"), [("compact", "driver_kill"),
-                                            ("add_columns", "worker_kill")])
+@pytest.mark.parametrize(("job", "fault"), [("compact", "driver_kill"), ("add_columns", "worker_kill"),
+                                            *(("optimize_indices", "worker_kill") for _ in
+                                              ("optimize_indices",) if _ in RUNNERS)])
 def test_spark_submit_fault(job: str, fault: str, tmp_path: Path) -> None:
     _run(job, fault, 0, tmp_path)
 

@@ -210,3 +210,26 @@ def test_remap_indices_notebook(spark: Any, tmp_path: Path) -> None:
     assert table["indices_remapped"] == '{"BTREE": 1}' and int(table["reuse_versions_trimmed"]) == 1
     ds = lance.dataset(uri)
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
+
+
+@pytest.mark.spark
+def test_maintain_notebook(spark: Any, tmp_path: Path) -> None:
+    """Decisions over a directory namespace (dry run: nothing changes), shown as a table."""
+    import json
+    import os
+
+    from tests.fleet.lake import EXPECTED, POLICY, make_lake
+
+    root = str(tmp_path / "lake")
+    make_lake(root)
+    policy = tmp_path / "policy.json"
+    policy.write_text(json.dumps(POLICY))
+    before = sorted(os.walk(root))
+    widgets = {"namespace_impl": "dir", "namespace_properties": f"root={root}", "recursive": "true",
+               "policy": str(policy), "report": str(tmp_path / "report")}
+    ns, shown = run_notebook("maintain", spark, widgets)
+    rows = {r["table"]: r for r in shown[0].collect()}
+    assert {t: r["decided"] for t, r in rows.items() if r["status"] == "ok"} == \
+        {t: ", ".join(a) for t, a in EXPECTED.items()}
+    assert rows["broken"]["status"] == "failed" and sorted(os.walk(root)) == before
+    assert (tmp_path / "report" / "index.html").exists()

@@ -3,6 +3,7 @@ between two writers that read the same version."""
 
 from __future__ import annotations
 
+import itertools
 import os
 from pathlib import Path
 
@@ -54,9 +55,12 @@ def _frag(fid: int, files: list[DataFile] = FILES) -> DataFragment:
     return DataFragment(fid, list(files), physical_rows=10)
 
 
-def _index(field: int, frags: list[int]) -> table_pb2.IndexMetadata:
+_NAMES = itertools.count()
+
+
+def _index(field: int, frags: list[int], name: str = "idx") -> table_pb2.IndexMetadata:
     bitmap = bytes(BitMap(frags).serialize())
-    return table_pb2.IndexMetadata(name="idx", fields=[field], fragment_bitmap=bitmap)
+    return table_pb2.IndexMetadata(name=name, fields=[field], fragment_bitmap=bitmap)
 
 
 def _update_config() -> UpdateConfig:
@@ -72,7 +76,8 @@ REPRESENTATIVE = {
     "Rewrit": lambda: Rewrite([RewriteGroup([_frag(1)], [_frag(0)])]),
     "Merge": lambda: Merge([_frag(1)], SCHEMA),
     "DataRp": lambda: DataReplacement([DataReplacementGroup(1, DataFile("y.lance", [5], [0], 2, 1))]),
-    "CrIdx": lambda: CreateIndex([_index(5, [1])], []),
+    # each call a new name: two CreateIndex of one name conflict (note 8, tested apart)
+    "CrIdx": lambda: CreateIndex([_index(5, [1], name=f"idx{next(_NAMES)}")], []),
     "Projct": lambda: Project(SCHEMA),
     "Restor": lambda: Restore(1),
     "Reserv": lambda: ReserveFragments(2),
@@ -244,3 +249,11 @@ def test_missing_or_unknown_transaction_is_a_conflict(tmp_path: Path) -> None:
         serialize_manifest_file(mf.manifest, unknown.SerializeToString() + b"\x82\x07\x00", mf.index_section))
     with pytest.raises(CommitConflict, match="does not know"):
         Dataset.open(uri, 2).commit(Append([frag]))
+
+
+def test_create_index_of_a_name_theirs_created_retries() -> None:
+    """A delta segment re-lists its siblings: committed over a concurrent optimize of the same
+    index it would drop that optimize's new segment."""
+    ours = Transaction(1, "ours", CreateIndex([_index(5, [1], "same"), _index(5, [2], "same")], []))
+    theirs = Transaction(1, "theirs", CreateIndex([_index(5, [1, 2], "same")], []))
+    assert isinstance(check_txn(ours, theirs, 2), Retryable)

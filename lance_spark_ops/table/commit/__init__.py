@@ -16,8 +16,10 @@ from lance_spark_ops.table.commit.handler import (
     PutIfNotExistsCommitHandler,
     SqliteManifestStore,
 )
+from lance_spark_ops.table.commit.namespace_store import NamespaceManifestStore  # registers <scheme>+lsons://
 
 __all__ = [
+    "NamespaceManifestStore",
     "DEFAULT_MAX_RETRIES",
     "CommitHandler",
     "CommitResult",

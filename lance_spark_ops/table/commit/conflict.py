@@ -52,7 +52,7 @@ incompatible when an id, name or path repeats).
 5. When a new index's fragment bitmap (missing = all) covers a fragment the rewrite replaces.
 6. Same fragment and a common field. 7. The replaced file holds a field the new index covers.
 8. Except two fragment-reuse indices (R), and when ours replaces indices (``removed_indices``)
-   that theirs replaced too or ours re-creates a name theirs created (R: ours would put an
+   that theirs replaced too, or both list an index of one name (R: ours would put an
    older version of an index over a newer one).
 """
 
@@ -311,8 +311,9 @@ def check_create_index_txn(ours: CreateIndex, theirs: Operation) -> Verdict:
         # committing ours would put an older version over the newer one
         mine = {bytes(i.uuid.uuid) for i in ours.removed_indices}
         gone = {bytes(i.uuid.uuid) for i in theirs.removed_indices}
-        names = {i.name for i in ours.new_indices if ours.removed_indices} & \
-            {i.name for i in theirs.new_indices}
+        # a CreateIndex replaces every segment of the names it lists: listing a name theirs
+        # just wrote (a delta re-listing its siblings too) would drop their segments
+        names = {i.name for i in ours.new_indices} & {i.name for i in theirs.new_indices}
         if mine & gone or names:
             return Retryable(_why(ours, theirs, f"indices {sorted(names)} were replaced concurrently"))
         return COMPATIBLE

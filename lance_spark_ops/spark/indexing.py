@@ -1,0 +1,561 @@
+"""Index builds and index maintenance on Spark: ``create_index`` and ``optimize_indices``
+(issues #27, #28), with pylance 14's semantics.
+
+The driver validates (column, type, parameters, name clash) before any Spark work, plans
+segments, hands each to its type's builder (``spark.index_registry``; the builders run the
+heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 was seen to do
+(``tests/index/test_indexing_driver.py`` pins it):
+
+* ``create_index``: one segment over every fragment, ``dataset_version`` the version read,
+  ``created_at`` in ms; an existing index of that name is an error unless ``replace``
+  (pylance's default: True for scalar types, False for vector types), which removes all its
+  segments.
+* ``optimize_indices``: per index name, segments in manifest order (newest last); unindexed
+  fragments are those no segment covers. ``num_indices_to_merge`` (default 1) newest segments
+  are merged with the unindexed fragments into one new segment whose ``dataset_version`` is
+  the smallest of the merged ones (the version read when none are) and whose fragment bitmap
+  is the unindexed fragments plus the merged segments' coverage still in the dataset; 0 adds
+  a delta segment over the unindexed fragments. ``retrain``: vector indices are trained
+  afresh from every fragment, all segments removed; scalar indices have their newest
+  segment rebuilt from the data of its fragments and the unindexed ones (older segments
+  stay). Nothing to index and at most one segment to merge: nothing is
+  committed for that index. One commit lists every index's new segment with the segments
+  kept (a CreateIndex replaces every segment of the names it lists) and removes the merged.
+* ``merge_policy="tiered"`` (not pylance's): rounds that merge segments of similar size in
+  groups of ``tier_fanout``, groups built concurrently, one commit per round, until one
+  segment (or ``max_rounds``) is left; 1 000 deltas are one segment after three rounds.
+
+A failed job deletes the segment directories it wrote, except after ``CommitStateUnknown``.
+"""
+
+from __future__ import annotations
+
+import time
+import uuid as uuidlib
+from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any
+
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    InvalidInputError,
+    NotFoundError,
+    SchemaError,
+    UnsupportedError,
+)
+from lance_spark_ops.index.actions import effective_bitmap
+from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.namespace.target import with_table_target
+from lance_spark_ops.spark.index_registry import SCALAR_TYPES, builder_for, index_type_name
+from lance_spark_ops.spark.index_remap import index_entries, reuse_versions
+from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.job import Job, logger
+from lance_spark_ops.table.commit.commit import commit_transaction
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.transaction import CreateIndex
+
+MAX_INDEX_RETRIES = 3
+MERGE_POLICIES = ("pylance", "tiered")
+DEFAULT_TIER_FANOUT = 10
+INDICES_DIR = "_indices"
+
+
+@dataclass
+class IndexMetrics:
+    """Metrics of ``create_index`` / ``optimize_indices``. ``indices``: per index name, its type,
+    ``segments_before`` / ``segments_after``, ``segments_built``, ``rows_indexed`` (rows of
+    the fragments read from the data; merged segments' rows are not counted again),
+    ``fragments_indexed``, ``bytes_written``; ``rounds`` counts tiered merge rounds."""
+
+    uri: str
+    read_version: int = 0
+    new_version: int | None = None
+    commits: int = 0
+    rounds: int = 0
+    indices: dict[str, dict[str, Any]] = field(default_factory=dict)
+    seconds: dict[str, float] = field(default_factory=dict)
+    job_tag: str = ""
+
+
+@dataclass(frozen=True)
+class SegmentPlan:
+    """One segment to build and what it replaces (no I/O): ``request`` for the builder,
+    ``removed`` the entries it replaces, ``kept`` the entries of its name that stay, and the
+    entry's ``dataset_version`` and fragment bitmap."""
+
+    request: SegmentRequest
+    removed: tuple[Any, ...]
+    kept: tuple[Any, ...]
+    dataset_version: int
+    fragment_bitmap: tuple[int, ...]
+
+
+# -- planning (no Spark) ------------------------------------------------------------------------
+def resolve_column(ds: Dataset, column: str) -> tuple[int, pa.Field]:
+    """The field id and Arrow field of ``column`` (a dotted path for nested fields)."""
+    if not isinstance(column, str) or not column:
+        raise InvalidInputError(f"column must be a column name, got {column!r}", path=ds.uri)
+    nodes = ds.lance_schema.fields
+    node = None
+    for part in column.split("."):
+        node = next((n for n in nodes if n.name == part), None)
+        if node is None:
+            raise InvalidInputError(f"column {column!r} does not exist (columns: "
+                                    f"{', '.join(f.name for f in ds.lance_schema.fields)})", path=ds.uri)
+        nodes = node.children
+    assert node is not None
+    try:
+        return node.id, node.to_arrow()
+    except SchemaError as e:
+        raise InvalidInputError(f"column {column!r} cannot be indexed: {e}", path=ds.uri) from e
+
+
+def column_of(ds: Dataset, index: Any) -> str:
+    """The dotted path of an index entry's first field."""
+    if not index.fields:
+        raise InvalidInputError(f"index {index.name!r} names no field", path=ds.uri)
+    want = index.fields[0]
+
+    def find(nodes: Sequence[Any], prefix: str) -> str | None:
+        for n in nodes:
+            path = f"{prefix}{n.name}"
+            if n.id == want:
+                return path
+            found = find(n.children, path + ".")
+            if found is not None:
+                return found
+        return None
+
+    path = find(ds.lance_schema.fields, "")
+    if path is None:
+        raise InvalidInputError(f"index {index.name!r}: its field {want} is not in the schema", path=ds.uri)
+    return path
+
+
+def user_segments(ds: Dataset) -> dict[str, list[Any]]:
+    """Index entries by name, in manifest order (newest last), system indices left out."""
+    out: dict[str, list[Any]] = {}
+    for idx in index_entries(ds):
+        if not idx.name.startswith("__lance_"):
+            out.setdefault(idx.name, []).append(idx)
+    return out
+
+
+def covered_fragments(ds: Dataset, segments: Sequence[Any]) -> BitMap:
+    """Fragments the segments cover as pylance sees them (through the fragment reuse index)."""
+    versions = reuse_versions(ds)
+    out = BitMap()
+    for s in segments:
+        bm = effective_bitmap(s, versions)
+        if bm is not None:
+            out |= bm
+    return out
+
+
+def file_version(ds: Dataset) -> str:
+    """The version index files are written in: the dataset's (legacy datasets: 2.0)."""
+    v = ds.data_storage_version
+    return "2.0" if v in ("0.1", "legacy", "0.3") else v
+
+
+def _request(ds: Dataset, kind: str, column: str, field_id: int, name: str, params: Mapping[str, Any],
+             fragment_ids: Sequence[int], merge_with: Sequence[Any] = (), model_from: Any = None,
+             storage_options: Mapping[str, Any] | None = None) -> SegmentRequest:
+    return SegmentRequest(
+        uri=ds.uri, read_version=ds.version, kind=kind, column=column, field_id=field_id, name=name,
+        params=dict(params), new_uuid=uuidlib.uuid4().bytes, fragment_ids=tuple(sorted(fragment_ids)),
+        merge_with=tuple(bytes(m.SerializeToString()) for m in merge_with),
+        model_from=None if model_from is None else model_from.SerializeToString(),
+        row_ids=ds.uses_stable_row_ids, file_version=file_version(ds),
+        storage_options=dict(storage_options or {}))
+
+
+def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], *,
+                  num_indices_to_merge: int | None, retrain: bool,
+                  storage_options: Mapping[str, Any] | None = None) -> SegmentPlan | None:
+    """pylance's optimize of one index (``segments``: its entries, newest last); None when
+    there is nothing to do."""
+    newest = segments[-1]
+    kind = index_kind(newest)
+    column = column_of(ds, newest)
+    present = BitMap(f.id for f in ds.fragments)
+    if retrain and kind not in SCALAR_TYPES:
+        # vector indices: train afresh over the whole column, every segment replaced
+        frags = sorted(present)
+        req = _request(ds, kind, column, newest.fields[0], newest.name, params, frags,
+                       storage_options=storage_options)
+        return SegmentPlan(req, tuple(segments), (), ds.version, tuple(frags))
+    n = 1 if num_indices_to_merge is None or retrain else num_indices_to_merge
+    if n < 0:
+        raise InvalidInputError(f"num_indices_to_merge must not be negative, got {n}")
+    merged = list(segments[len(segments) - min(n, len(segments)):]) if n else []
+    kept = list(segments[:len(segments) - len(merged)])
+    unindexed = present - covered_fragments(ds, segments)
+    if not unindexed and len(merged) <= 1 and not retrain:
+        return None
+    coverage = (covered_fragments(ds, merged) & present) | unindexed
+    version = min((int(s.dataset_version) for s in merged), default=ds.version)
+    if retrain:
+        # scalar indices (pylance 14): the newest segment is rebuilt from the data of its
+        # fragments and the unindexed ones; older segments stay
+        # model_from: the builder takes the exact settings from the newest segment (INVERTED's
+        # custom stop words live in its files, not its details) and still reads every row
+        req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(coverage),
+                       model_from=newest, storage_options=storage_options)
+        return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
+    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
+                   model_from=newest, storage_options=storage_options)
+    return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
+
+
+def segment_rows(ds: Dataset, segment: Any) -> int:
+    """Rows a segment covers (physical rows of its fragments still in the dataset): its size
+    for the tiered policy."""
+    bm = covered_fragments(ds, [segment])
+    return sum(int(f.physical_rows or 0) for f in ds.fragments if f.id in bm)
+
+
+def tier_groups(sizes: Sequence[int], fanout: int) -> list[list[int]]:
+    """Indices of segments to merge in one round: segments sorted by size, cut into runs of
+    ``fanout`` neighbours (the last run joins its predecessor when shorter than two), so
+    each merge combines segments of similar size and a round shrinks the count ~fanout-fold."""
+    if fanout < 2:
+        raise InvalidInputError(f"tier_fanout must be at least 2, got {fanout}")
+    order = sorted(range(len(sizes)), key=lambda i: (sizes[i], i))
+    groups = [order[i:i + fanout] for i in range(0, len(order), fanout)]
+    if len(groups) > 1 and len(groups[-1]) < 2:
+        groups[-2].extend(groups.pop())
+    return [sorted(g) for g in groups if len(g) >= 2]
+
+
+def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], fanout: int,
+                      storage_options: Mapping[str, Any] | None = None) -> list[SegmentPlan]:
+    """One round of the tiered policy for one index: the unindexed fragments join the smallest
+    group (or become a segment of their own when there is one segment only)."""
+    newest = segments[-1]
+    kind, column = index_kind(newest), column_of(ds, newest)
+    present = BitMap(f.id for f in ds.fragments)
+    unindexed = present - covered_fragments(ds, segments)
+    groups = tier_groups([segment_rows(ds, s) for s in segments], fanout)
+    if not groups:
+        if not unindexed:
+            return []
+        groups = [[len(segments) - 1]]
+    plans = []
+    in_groups = {i for g in groups for i in g}
+    for k, g in enumerate(groups):
+        merged = [segments[i] for i in g]
+        new = sorted(unindexed) if k == 0 else []
+        coverage = (covered_fragments(ds, merged) & present) | BitMap(new)
+        version = min(int(s.dataset_version) for s in merged)
+        req = _request(ds, kind, column, newest.fields[0], newest.name, params, new, merged,
+                       model_from=merged[-1], storage_options=storage_options)
+        plans.append(SegmentPlan(req, tuple(merged), (), version, tuple(sorted(coverage))))
+    kept = tuple(s for i, s in enumerate(segments) if i not in in_groups)
+    return [SegmentPlan(p.request, p.removed, kept if i == 0 else (), p.dataset_version, p.fragment_bitmap)
+            for i, p in enumerate(plans)]
+
+
+def _bitmap_bytes(ids: Sequence[int]) -> bytes:
+    """A fragment bitmap as Lance writes it into the manifest (run containers where shorter)."""
+    bm = BitMap(ids)
+    bm.run_optimize()
+    return bm.serialize()
+
+
+def new_entry(plan: SegmentPlan, built: BuiltSegment) -> Any:
+    """The manifest entry of a built segment."""
+    req = plan.request
+    entry = table_pb2.IndexMetadata(name=req.name, dataset_version=plan.dataset_version,
+                                    fragment_bitmap=_bitmap_bytes(plan.fragment_bitmap),
+                                    index_version=built.index_version,
+                                    created_at=int(time.time() * 1000))
+    entry.uuid.uuid = req.new_uuid
+    entry.fields.append(req.field_id)
+    entry.index_details.ParseFromString(built.details)
+    entry.files.extend(table_pb2.IndexFile(path=p, size_bytes=n) for p, n in built.files)
+    return entry
+
+
+def commit_plans(ds: Dataset, plans: Sequence[SegmentPlan], built: Sequence[BuiltSegment]) -> Any:
+    """One CreateIndex: per name the kept segments, then the new ones; merged ones removed."""
+    new, removed, kept_seen = [], [], set()
+    for plan, b in zip(plans, built, strict=True):
+        for k in plan.kept:
+            key = bytes(k.uuid.uuid)
+            if key not in kept_seen:
+                kept_seen.add(key)
+                new.append(k)
+        new.append(new_entry(plan, b))
+        removed.extend(plan.removed)
+    return commit_transaction(ds.store, CreateIndex(new, removed), ds.version)
+
+
+def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
+    for p in plans:
+        rel = f"{INDICES_DIR}/{uuid_str(p.request.new_uuid)}"
+        try:
+            full = ds.store.full_path(rel)
+            if ds.store.fs.exists(full):
+                ds.store.fs.rm(full, recursive=True)
+        except Exception:  # noqa: BLE001 - keep the job's own error; the directory is unreferenced
+            logger.warning("could not delete %s", rel, exc_info=True)
+
+
+def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool) -> list[BuiltSegment]:
+    """Each plan's builder; several at once on threads (Spark runs their jobs side by side)."""
+    def one(p: SegmentPlan) -> BuiltSegment:
+        return builder_for(p.request.kind).build(job, p.request)
+
+    if not concurrent or len(plans) < 2:
+        return [one(p) for p in plans]
+    with ThreadPoolExecutor(max_workers=min(len(plans), 8)) as pool:
+        return list(pool.map(one, plans))
+
+
+def _record(metrics: IndexMetrics, plans: Sequence[SegmentPlan], built: Sequence[BuiltSegment],
+            ds: Dataset) -> None:
+    rows = {f.id: int(f.physical_rows or 0) for f in ds.fragments}
+    for p, b in zip(plans, built, strict=True):
+        m = metrics.indices.setdefault(p.request.name, {"type": p.request.kind})
+        m["segments_built"] = m.get("segments_built", 0) + 1
+        m["rows_indexed"] = m.get("rows_indexed", 0) + (b.rows_indexed if b.rows_indexed >= 0 else
+                                                        sum(rows.get(i, 0) for i in p.request.fragment_ids))
+        m["fragments_indexed"] = m.get("fragments_indexed", 0) + len(p.request.fragment_ids)
+        m["bytes_written"] = m.get("bytes_written", 0) + b.bytes_written
+
+
+def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[SegmentPlan],
+               concurrent: bool = False) -> Dataset:
+    """Build and commit ``plans`` in one CreateIndex; on any failure but an unknown commit
+    state, delete the segment directories written."""
+    try:
+        with job.phase("build", tasks=len(plans)) as ph:
+            built = _build_all(job, plans, concurrent)
+            ph.add(rows=sum(max(b.rows_indexed, 0) for b in built), bytes=sum(b.bytes_written for b in built))
+        with job.phase("commit"):
+            job.before_commit(0)
+            result = commit_plans(ds, plans, built)
+    except CommitStateUnknown:
+        raise
+    except BaseException:
+        _delete_segments(ds, plans)
+        raise
+    _record(metrics, plans, built, ds)
+    metrics.commits += 1
+    new = Dataset.from_commit(result)
+    metrics.new_version = new.version
+    return new
+
+
+def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
+    ds = Dataset.open(uri, storage_options=dict(storage_options or {}))
+    ds.check_writable()
+    return ds
+
+
+def _retrying(max_retries: int, attempt_fn: Any) -> Any:
+    for attempt in range(max_retries + 1):
+        try:
+            return attempt_fn()
+        except CommitConflict:
+            if attempt == max_retries:
+                raise
+            logger.info("index commit conflicted with a concurrent commit; planning again (%d/%d)",
+                        attempt + 1, max_retries)
+    return None
+
+
+# -- create_index -------------------------------------------------------------------------------
+@dataclass(frozen=True)
+class CreateRequest:
+    """A checked ``create_index`` call (no I/O): what ``check_create_index`` returns."""
+
+    kind: str
+    column: str
+    field_id: int
+    name: str
+    replace: bool
+    params: dict[str, Any]
+
+
+def check_create_index(ds: Dataset, column: str, index_type: str, name: str | None = None,
+                       replace: bool | None = None, params: Mapping[str, Any] | None = None) -> CreateRequest:
+    """Every check ``create_index`` makes before Spark work: type, column, parameters, name
+    clash. Raises ``InvalidInputError`` (the job exits 2) or ``UnsupportedError``."""
+    kind = index_type_name(index_type)
+    field_id, arrow_field = resolve_column(ds, column)
+    name = f"{column}_idx" if name is None else name
+    if not isinstance(name, str) or not name or name.startswith("__lance_"):
+        raise InvalidInputError(f"index name {name!r} is not allowed", path=ds.uri)
+    if replace is None:
+        replace = kind in SCALAR_TYPES  # pylance: create_scalar_index replaces, create_index does not
+    existing = user_segments(ds).get(name, [])
+    if existing and not replace:
+        raise InvalidInputError(f"an index named {name!r} already exists; pass replace=True (--replace) to "
+                                "replace it", path=ds.uri)
+    for other_name, segs in user_segments(ds).items():
+        if other_name != name and any(field_id in s.fields for s in segs) and \
+                index_kind(segs[-1]) == kind:
+            raise InvalidInputError(f"column {column!r} already has a {kind} index named {other_name!r}",
+                                    path=ds.uri)
+    checked = builder_for(kind).check_params(kind, arrow_field, dict(params or {}))
+    return CreateRequest(kind, column, field_id, name, bool(replace), checked)
+
+
+@with_table_target
+def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: str | None = None,
+                 replace: bool | None = None, storage_options: dict[str, Any] | None = None,
+                 max_retries: int = MAX_INDEX_RETRIES, **params: Any) -> IndexMetrics:
+    """Build an index of ``index_type`` on ``column`` over every fragment on executors and
+    commit it (one CreateIndex), as pylance's ``create_scalar_index`` / ``create_index``;
+    ``params`` take pylance's names. An index of that name is replaced only with ``replace``
+    (default: True for scalar types, False for vector types, as pylance)."""
+    metrics = IndexMetrics(uri)
+    with Job(spark, "create_index", uri, metrics) as job:
+
+        def attempt() -> None:
+            with job.phase("plan"):
+                ds = _open(uri, storage_options)
+                req = check_create_index(ds, column, index_type, name, replace, params)
+                metrics.read_version = ds.version
+                existing = user_segments(ds).get(req.name, [])
+                frags = [f.id for f in ds.fragments]
+                plan = SegmentPlan(
+                    _request(ds, req.kind, req.column, req.field_id, req.name, req.params, frags,
+                             storage_options=storage_options),
+                    tuple(existing), (), ds.version, tuple(frags))
+            metrics.indices[req.name] = {"type": req.kind, "segments_before": len(existing)}
+            new = _run_plans(job, ds, metrics, [plan])
+            metrics.indices[req.name]["segments_after"] = len(user_segments(new).get(req.name, []))
+
+        _retrying(max_retries, attempt)
+    return metrics
+
+
+# -- optimize_indices ---------------------------------------------------------------------------
+def check_optimize(ds: Dataset, index_names: Sequence[str] | None, num_indices_to_merge: int | None,
+                   merge_policy: str, tier_fanout: int) -> dict[str, list[Any]]:
+    """The indices to optimize (by name, segments newest last); raises ``InvalidInputError``
+    for an unknown name or option, and ``UnsupportedError`` for a named index of a type this
+    library cannot build, before Spark work. Without names, such indices are left out."""
+    if merge_policy not in MERGE_POLICIES:
+        raise InvalidInputError(f"merge_policy must be one of {', '.join(MERGE_POLICIES)}, "
+                                f"got {merge_policy!r}")
+    if num_indices_to_merge is not None and num_indices_to_merge < 0:
+        raise InvalidInputError(f"num_indices_to_merge must not be negative, got {num_indices_to_merge}")
+    if tier_fanout < 2:
+        raise InvalidInputError(f"tier_fanout must be at least 2, got {tier_fanout}")
+    segs = user_segments(ds)
+    if index_names is not None:
+        names = [index_names] if isinstance(index_names, str) else list(index_names)
+        missing = [n for n in names if n not in segs]
+        if missing:
+            raise InvalidInputError(f"no index named {', '.join(map(repr, missing))} (indices: "
+                                    f"{', '.join(sorted(segs)) or 'none'})", path=ds.uri)
+        segs = {n: segs[n] for n in names}
+        for s in segs.values():
+            builder_for(index_kind(s[-1]))  # a named index this library cannot build: refused now
+        return segs
+    return {n: s for n, s in segs.items() if unsupported(s) is None}
+
+
+def unsupported(segments: Sequence[Any]) -> str | None:
+    """Why this library cannot optimize an index (None: it can)."""
+    try:
+        builder_for(index_kind(segments[-1]))
+    except UnsupportedError as e:
+        return e.message
+    return None
+
+
+@with_table_target
+def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None = None,
+                     num_indices_to_merge: int | None = None, retrain: bool = False,
+                     merge_policy: str = "pylance", tier_fanout: int = DEFAULT_TIER_FANOUT,
+                     max_rounds: int = 16, storage_options: dict[str, Any] | None = None,
+                     max_retries: int = MAX_INDEX_RETRIES) -> IndexMetrics:
+    """Bring indices up to date on executors, as pylance's ``optimize_indices``: unindexed
+    fragments indexed, ``num_indices_to_merge`` newest segments merged (0: a delta segment),
+    or ``retrain`` from the whole column; one commit. ``merge_policy="tiered"`` merges
+    similar-size segments in parallel rounds instead (see the module doc)."""
+    metrics = IndexMetrics(uri)
+    with Job(spark, "optimize_indices", uri, metrics) as job:
+        with job.phase("plan"):
+            ds = _open(uri, storage_options)
+            metrics.read_version = ds.version
+            for name, s in check_optimize(ds, index_names, num_indices_to_merge, merge_policy,
+                                          tier_fanout).items():
+                metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s)}
+            if index_names is None:  # all indices: those this library cannot build are left alone
+                for name, s in user_segments(ds).items():
+                    why = unsupported(s)
+                    if why is not None:
+                        metrics.indices[name] = {"type": index_kind(s[-1]), "skipped": why}
+                        logger.warning("optimize_indices: index %r left as it is: %s", name, why)
+
+        def attempt_pylance() -> Dataset | None:
+            with job.phase("plan"):
+                ds = _open(uri, storage_options)
+                segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
+                plans = []
+                for s in segs.values():
+                    kind = index_kind(s[-1])
+                    params = builder_for(kind).params_of(kind, s[-1])
+                    plan = plan_optimize(ds, s, params, num_indices_to_merge=num_indices_to_merge,
+                                         retrain=retrain, storage_options=storage_options)
+                    if plan is not None:
+                        plans.append(plan)
+            if not plans:
+                return None
+            return _run_plans(job, ds, metrics, plans)
+
+        def attempt_round() -> Dataset | None:
+            with job.phase("plan"):
+                ds = _open(uri, storage_options)
+                segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
+                plans = []
+                for s in segs.values():
+                    kind = index_kind(s[-1])
+                    params = builder_for(kind).params_of(kind, s[-1])
+                    plans.extend(plan_tiered_round(ds, s, params, tier_fanout, storage_options))
+            if not plans:
+                return None
+            return _run_plans(job, ds, metrics, plans, concurrent=True)
+
+        if merge_policy == "tiered" and not retrain:
+            while metrics.rounds < max_rounds:
+                if _retrying(max_retries, attempt_round) is None:
+                    break
+                metrics.rounds += 1
+        else:
+            _retrying(max_retries, attempt_pylance)
+        final = _open(uri, storage_options)
+        after = user_segments(final)
+        for name, m in metrics.indices.items():
+            if "skipped" not in m:
+                m["segments_after"] = len(after.get(name, []))
+    return metrics
+
+
+def unindexed_rows(ds: Dataset, name: str) -> int:
+    """Live rows no segment of index ``name`` covers (pylance's ``num_unindexed_rows``)."""
+    segs = user_segments(ds).get(name)
+    if not segs:
+        raise NotFoundError(f"no index named {name!r}", path=ds.uri)
+    covered = covered_fragments(ds, segs)
+    total = 0
+    for f in ds.fragments:
+        if f.id not in covered:
+            n = f.num_rows
+            if n is None:
+                live = ds.live_mask(f)
+                n = int(live.sum()) if live is not None else int(f.physical_rows or 0)
+            total += int(n)
+    return total

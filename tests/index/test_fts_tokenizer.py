@@ -1,0 +1,109 @@
+"""Our FTS analyzer's tokens equal pylance's (``lance.tokenize``, the tokenizer its INVERTED
+index uses) on tricky texts, every base tokenizer and filter setting, stop words, the Snowball
+stemmer and character-by-character over many Unicode blocks."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.index.fts.tokenizer import Analyzer, check_params
+
+lance = pytest.importorskip("lance")
+
+TEXTS = [
+    "The quick brown fox jumps over the lazy dog!", "Café déjà vu naïve résumé Æsir Øre łódź straße",
+    "running runs ran runner's caresses ponies", "  leading and trailing  ", "",
+    "foo_bar baz-qux 123abc 3.14",
+    "İstanbul ΣΑΣ ǅemal Ⅻ ½ ² ﬁ ŉ ℌ ① ｆｕｌｌ ĸ ſ µ ⓐⓑ", "e\u0301cole 中文字 ہندی हिन्दी ไทย",
+    "x" * 39 + " " + "y" * 40 + " " + "é" * 20 + " " + "ü" * 19,
+    "I've been there, they're here; it's what's-it",
+    "tab\tsep\nnew\u00a0nbsp\u2003em", "HELLO hello HeLLo", "generously dying lying agreed feed ugly early",
+    "a b c d e f g", "ÀÉÎÕÜ àéîõü ÇçÑñ", "Ⅰ Ⅱ ㊿ ¼ 𝔘𝔫𝔦𝔠𝔬𝔡𝔢", "emoji 👍🏽 and #hashtag @user e-mail@x.org",
+]
+SETTINGS = [{}, {"stem": False, "remove_stop_words": False}, {"base_tokenizer": "whitespace"},
+            {"ascii_folding": False, "lower_case": False}, {"max_token_length": 5},
+            {"max_token_length": None},
+            {"base_tokenizer": "raw"}, {"custom_stop_words": ["fox", "dog"]}, {"ascii_folding": False},
+            {"lower_case": False}, {"base_tokenizer": "whitespace", "stem": False, "ascii_folding": False}]
+
+
+def ours(texts: list[str], params: dict) -> list[list[tuple[str, int]]]:
+    tk = Analyzer(check_params(params)).tokenize(pa.array(texts, pa.string()))
+    out: list[list[tuple[str, int]]] = [[] for _ in texts]
+    for d, t, p in zip(tk.doc.tolist(), tk.token.tolist(), tk.position.tolist(), strict=True):
+        out[d].append((tk.vocab[t], p))
+    # lance.tokenize counts positions from the first kept token
+    return [[(s, p - toks[0][1]) for s, p in toks] if toks else [] for toks in out]
+
+
+def theirs(text: str, params: dict) -> list[tuple[str, int]]:
+    return [(t.text, t.position) for t in lance.tokenize(text, **params)]
+
+
+@pytest.mark.parametrize("params", SETTINGS, ids=[str(s) for s in SETTINGS])
+def test_tricky_texts(params):
+    got = ours(TEXTS, params)
+    for text, g in zip(TEXTS, got, strict=True):
+        assert g == theirs(text, params), text
+
+
+CANDIDATE_STOPS = """
+i me my myself we us our ours ourselves you your yours yourself yourselves he him his himself she
+her hers herself it its itself they them their theirs themselves what which who whom this that these
+those am is are was were be been being have has had having do does did doing would should could
+ought i'm you're he's she's it's we're they're i've you've we've they've i'd you'd he'd she'd we'd
+they'd i'll you'll he'll she'll we'll they'll isn't aren't wasn't weren't hasn't haven't hadn't
+doesn't don't didn't won't wouldn't shan't shouldn't can't cannot couldn't mustn't let's that's
+who's what's here's there's when's where's why's how's a an the and but if or because as until while
+of at by for with about against between into through during before after above below to from up down
+in out on off over under again further then once here there when where why how all any both each few
+more most other some such no nor not only own same so than too very will just can s t don should now
+d ll m o re ve y ain aren couldn didn doesn hadn hasn haven isn ma mightn mustn needn shan shouldn
+wasn weren won wouldn also else may might must shall upon yet via etc""".split()
+
+
+def test_stop_words():
+    params = {"base_tokenizer": "whitespace", "stem": False}
+    got = ours(CANDIDATE_STOPS, params)
+    for w, g in zip(CANDIDATE_STOPS, got, strict=True):
+        assert g == theirs(w, params), w
+
+
+WORDS = """consign consigned consigning consignment consist consisted consistency consistent consistently
+consisting consists consolation consolations consolatory console consoled consoles consolidate consolidated
+consolidating consoling consolingly consols consonant consort consorted consorting conspicuous conspicuously
+conspiracy conspirator conspirators conspire conspired conspiring constable constables constance constancy
+constant knack knackeries knacks knag knave knaves knavish kneaded kneading knee kneel kneeled kneeling kneels
+knees knell knelt knew knick knif knife knight knightly knights knit knits knitted knitting knives knob knobs
+knock knocked knocker knockers knocking knocks knopp knot knots generously generous generation generational
+happily happiness relational relativity conditional rational valency hesitancy digitizer conformably
+radically differently vilely analogously vietnamization predication operator feudalism decisiveness
+hopefulness callousness formality sensitivity sensibility triplicate formative formalize electriciti
+electrical hopeful goodness revival allowance inference airliner gyroscopic adjustable defensible irritant
+replacement adjustment dependent adoption homologou communism activate angulariti homologous effective
+bowdlerize skies dying lying tying news innings outing canning herring earring proceed exceed succeed idly
+gently ugly early only singly sky howe atlas cosmos bias andes cried ties gas this kiwis""".split()
+
+
+def test_stemmer_word_list():
+    params = {"stem": True, "remove_stop_words": False}
+    got = ours(WORDS, params)
+    for w, g in zip(WORDS, got, strict=True):
+        assert g == theirs(w, params), w
+
+
+# Unicode blocks whose characters are all assigned in the Unicode version pylance's Rust uses
+# (a handful of code points new in Unicode 17, e.g. U+05C8, U+208F, are left out)
+BLOCKS = [(0xA0, 0x250), (0x250, 0x2B0), (0x300, 0x370), (0x370, 0x530), (0x5D0, 0x700), (0x900, 0xA00),
+          (0xE00, 0xE80), (0x1E00, 0x2000), (0x2070, 0x208F), (0x20A0, 0x2190), (0x2460, 0x2500),
+          (0x3000, 0x3100), (0xFB00, 0xFB50), (0xFF10, 0xFF5B)]
+
+
+@pytest.mark.parametrize("params", [{"stem": False, "remove_stop_words": False},
+                                    {"stem": False, "remove_stop_words": False, "ascii_folding": False}])
+def test_every_character(params):
+    texts = ["x" + chr(c) + "x" for a, b in BLOCKS for c in range(a, b)]
+    got = ours(texts, params)
+    bad = [(t, g, theirs(t, params)) for t, g in zip(texts, got, strict=True) if g != theirs(t, params)]
+    assert not bad, bad[:10]
