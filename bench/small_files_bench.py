@@ -78,7 +78,7 @@ def main() -> None:
     ap.add_argument("--target-rows", type=int, default=200_000)
     ap.add_argument("--rounds", type=int, default=1)
     ap.add_argument("--note", default="")
-    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_files.json"))  # runs kept: small_files_run<N>.json
+    ap.add_argument("--out", default=str(Path(__file__).parent / "results" / "small_files.json"))
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     from lance_spark_ops.spark.runner import run_tasks
