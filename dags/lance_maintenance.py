@@ -13,8 +13,9 @@ and shown in the UI: give them to the worker's environment (``LSO_STORAGE_OPTION
 named by the ``config_<job>`` param (a path on the worker, passed as ``--config``).
 
 A failed job fails its task; the log says the job's exit code and what it means. Exit 3 (a
-commit conflict: nothing changed) is left to the task's retries; 2, 4 and 5 fail the task
-without retrying (5: the commit may have landed - look before running again).
+commit conflict: nothing changed) is left to the task's retries; 2, 4, 5 and 6 fail the task
+without retrying (5: the commit may have landed - look before running again; 6: no dataset at
+the URI).
 
 Paths, from the environment of the Airflow worker: ``LSO_JOBS_DIR`` (default: ``jobs/`` beside
 this file's folder), ``LSO_CONF_DIR`` (default: ``conf/`` there; its ``spark-defaults.conf``
@@ -85,8 +86,9 @@ EXIT_MEANINGS = {
     4: "incompatible concurrent change: nothing changed, look at the dataset first",
     5: "commit state unknown: the commit may have landed and its files were kept; check the dataset's "
        "latest version before anything else",
+    6: "no dataset at the URI: fix the uri param",
 }
-NO_RETRY = (2, 4, 5)
+NO_RETRY = (2, 4, 5, 6)
 
 
 def job_args(job: str, params: dict[str, Any]) -> list[str]:

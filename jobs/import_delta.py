@@ -69,7 +69,8 @@ def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: ImportDelt
 
 
 JOB = Job("import_delta", _run, ImportDeltaOptions, __doc__.split("\n\n")[0], choices={"mode": MODES},
-          positional=("delta_uri",), uri_help="the Lance dataset to write (LANCE_URI)")
+          positional=("delta_uri",), uri_help="the Lance dataset to write (LANCE_URI)",
+          needs_dataset=False)  # it creates the dataset
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -54,7 +54,8 @@ def _report(metrics: dict[str, Any]) -> Iterator[str]:
 
 
 JOB = Job("inspect_file", _run, InspectOptions, __doc__.split("\n\n")[0],
-          uri_help="a Lance data file: a local path or a URI", spark=False, report=_report)
+          uri_help="a Lance data file: a local path or a URI", spark=False, report=_report,
+          needs_dataset=False)
 
 
 def main(argv: list[str] | None = None) -> int:

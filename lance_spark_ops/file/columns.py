@@ -7,6 +7,7 @@ rep/def levels), a packed struct is one column. Version 2.0 is mapped by ``v2_0`
 
 from __future__ import annotations
 
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
@@ -47,7 +48,27 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     return out
 
 
+# Parsed page layouts by their encoding's bytes: the pages of many small files of one writer
+# share a few layouts, parsed once each. Read-only.
+_LAYOUTS: OrderedDict[bytes, pb21.PageLayout] = OrderedDict()
+_LAYOUT_CACHE_SIZE = 1024
+_LAYOUT_CACHED_BYTES = 1024
+
+
 def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
+    key = page.encoding.SerializeToString()
+    hit = _LAYOUTS.get(key)
+    if hit is not None:
+        return hit
+    layout = _parse_page_layout(page, path, where)
+    if len(key) <= _LAYOUT_CACHED_BYTES:
+        _LAYOUTS[key] = layout
+        while len(_LAYOUTS) > _LAYOUT_CACHE_SIZE:
+            _LAYOUTS.popitem(last=False)
+    return layout
+
+
+def _parse_page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
     type_name, payload = unpack_any(page.encoding, path, where)
     if type_name != "lance.encodings21.PageLayout":
         raise UnsupportedError(

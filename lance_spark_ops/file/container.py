@@ -83,14 +83,22 @@ def parse_footer(tail: bytes, file_size: int, path: str) -> Footer:
     return Footer(cms, cmo, gbo, ngb, ncol, major, minor)
 
 
+_SMALL_TABLE = 16  # offset tables up to this many entries are checked in Python
+
+
 def parse_offset_table(
     data: bytes | memoryview, count: int, file_size: int, what: str, path: str
 ) -> np.ndarray:
     """(count, 2) array of (position, size), each range checked against the file."""
     table = np.frombuffer(data, dtype="<u8", count=2 * count).reshape(count, 2)
-    ends = table[:, 0] + table[:, 1]
-    if count and (int(ends.max()) > file_size or (ends < table[:, 0]).any()):
-        bad = int(np.argmax(ends > file_size))
+    if count <= _SMALL_TABLE:  # Python ints (no wrap-around): cheaper than numpy on a few rows
+        flat = table.ravel().tolist()
+        bad = next((i for i in range(count) if flat[2 * i] + flat[2 * i + 1] > file_size), None)
+    else:
+        ends = table[:, 0] + table[:, 1]
+        over = (ends > file_size) | (ends < table[:, 0])
+        bad = int(np.argmax(over)) if over.any() else None
+    if bad is not None:
         raise CorruptFileError(
             f"{what} {bad} at {int(table[bad, 0])} size {int(table[bad, 1])} lies outside the "
             f"file ({file_size} bytes)",

@@ -77,8 +77,32 @@ class FileMetadata:
                 )
             pos, size = (int(x) for x in self.column_table[index])
             raw = self._tail[pos - self._tail_start : pos - self._tail_start + size]
-            self._columns[index] = parse_column_metadata(raw, index, self.size, self.path)
+            self._columns[index] = _column_metadata(raw, index, self.size, self.path)
         return self._columns[index]
+
+
+# Parsed column metadata by its bytes: the small files of one writer usually hold byte-identical
+# column metadata (same page layout, lengths, buffer positions), and parsing and checking it is
+# a good part of opening such a file. Shared, read-only; kept with the end of its last buffer,
+# checked against each file's size as ``parse_column_metadata`` would.
+_COLUMN_METAS: OrderedDict[bytes, tuple[file2_pb2.ColumnMetadata, int]] = OrderedDict()
+_COLUMN_META_CACHE_SIZE = 256
+_COLUMN_META_CACHED_BYTES = 4096  # larger metadata (many pages) is parsed every time
+
+
+def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> file2_pb2.ColumnMetadata:
+    key = bytes(raw)
+    hit = _COLUMN_METAS.get(key)
+    if hit is not None and hit[1] <= file_size:
+        return hit[0]
+    meta = parse_column_metadata(key, index, file_size, path)
+    if len(key) <= _COLUMN_META_CACHED_BYTES:
+        end = max((off + size for page in meta.pages
+                   for off, size in zip(page.buffer_offsets, page.buffer_sizes, strict=True)), default=0)
+        _COLUMN_METAS[key] = (meta, end)
+        while len(_COLUMN_METAS) > _COLUMN_META_CACHE_SIZE:
+            _COLUMN_METAS.popitem(last=False)
+    return meta
 
 
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
@@ -120,20 +144,15 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         schema_bytes = bytes(region(gb_pos, gb_size))
     else:
         schema_bytes = store.read_range(rel, gb_pos, gb_size)
-    descriptor = file_pb2.FileDescriptor()
-    try:
-        descriptor.ParseFromString(schema_bytes)
-    except DecodeError as e:
-        raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
-    if (cols[:, 0] < tail_start).any() if len(cols) else False:
+    if len(cols) and min(cols[:, 0].tolist()) < tail_start:
         raise CorruptFileError("column metadata lies before the metadata section", path=path)
-    schema, arrow_schema = _parsed_schema(descriptor, path)
+    schema, arrow_schema, num_rows = _described(schema_bytes, path)
     return FileMetadata(
         path=path,
         size=size,
         footer=footer,
         schema=schema,
-        num_rows=int(descriptor.length),
+        num_rows=num_rows,
         column_table=cols,
         global_buffers=gbs,
         _tail=view,
@@ -147,6 +166,28 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
 # file's tail. Only successes are kept; the objects are shared, and nothing mutates them.
 _SCHEMAS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema]] = OrderedDict()
 _SCHEMA_CACHE_SIZE = 64
+
+
+# Whole file descriptors (schema and row count) by their bytes: small files of one schema and
+# row count share these bytes, and skip the descriptor's parse and the schema key's encoding.
+_DESCRIPTORS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema, int]] = OrderedDict()
+
+
+def _described(raw: bytes, path: str) -> tuple[LanceSchema, pa.Schema, int]:
+    """(schema, Arrow schema, rows) of global buffer 0, a ``FileDescriptor``."""
+    hit = _DESCRIPTORS.get(raw)
+    if hit is not None:
+        return hit
+    descriptor = file_pb2.FileDescriptor()
+    try:
+        descriptor.ParseFromString(raw)
+    except DecodeError as e:
+        raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
+    hit = (*_parsed_schema(descriptor, path), int(descriptor.length))
+    _DESCRIPTORS[raw] = hit
+    while len(_DESCRIPTORS) > _SCHEMA_CACHE_SIZE:
+        _DESCRIPTORS.popitem(last=False)
+    return hit
 
 
 def _parsed_schema(descriptor: file_pb2.FileDescriptor, path: str) -> tuple[LanceSchema, pa.Schema]:

@@ -46,7 +46,7 @@ def _leaf_pages(readers: Sequence[LanceFileReader], column: int) -> list[PageDat
     for r in readers:
         r._page_starts_of(column)  # noqa: SLF001 - checks the pages hold the file's rows
         meta = r.metadata
-        for p, page in enumerate(meta.column(column).pages):
+        for p, page in enumerate(meta.column(column).pages):  # parsed once per file, cached
             if page.length == 0:
                 continue
             decoders.append(r._page_decoder(column, p, cache=False))  # noqa: SLF001

@@ -38,6 +38,11 @@ from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 SEARCH_CACHE_PAGES = 256
+# Fresh mini-block decoders by what they are made of (layout bytes, rows, buffer sizes, file
+# version): the pages of many small files of one writer share a few; a page read whole starts
+# from a copy of the prototype, its layout checks and batch key done once. Prototypes never decode.
+_PROTOTYPES: OrderedDict[tuple, MiniBlockDecoder] = OrderedDict()
+_PROTOTYPE_CACHE_SIZE = 1024
 
 
 def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
@@ -318,10 +323,26 @@ class LanceFileReader(ColumnSelection):
             self._search_cache.move_to_end(key)
             return dec
         pmeta = self._meta.column(column).pages[page]
+        key = None
+        if not cache:
+            key = (pmeta.encoding.SerializeToString(), int(pmeta.length), tuple(pmeta.buffer_sizes),
+                   self.version)
+            hit = _PROTOTYPES.get(key)
+            if hit is not None:
+                dec = object.__new__(MiniBlockDecoder)
+                dec.__dict__.update(hit.__dict__)
+                return dec
         where = f"column {column} page {page}"
         layout = page_layout(pmeta, self.path, where)
         dec = make_page_decoder(layout, int(pmeta.length), list(pmeta.buffer_sizes), self.version,
                                 self.path, where)
+        if key is not None and type(dec) is MiniBlockDecoder and len(key[0]) <= 1024:
+            dec.batch_key()
+            proto = object.__new__(MiniBlockDecoder)
+            proto.__dict__.update(dec.__dict__)
+            _PROTOTYPES[key] = proto
+            while len(_PROTOTYPES) > _PROTOTYPE_CACHE_SIZE:
+                _PROTOTYPES.popitem(last=False)
         if cache:
             dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._meta.cached_ranges))
             self._search_cache[key] = dec

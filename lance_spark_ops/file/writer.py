@@ -9,6 +9,7 @@ lays out the container (``container_writer``).
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -260,6 +261,30 @@ class LanceFileWriter:
         self._rows += data.num_rows
 
     write_batch = write
+
+    def write_batches(self, batches: Sequence[pa.RecordBatch]) -> None:
+        """``write`` of each batch in turn - the same pages - for many small batches of exactly
+        the writer's schema (one check for all of them, no Table per batch). Others: ``write``."""
+        if self._closed:
+            raise InvalidInputError("write() after close()", path=self.path)
+        if not batches:
+            return
+        schema = batches[0].schema
+        if (any(b.schema is not schema and not b.schema.equals(schema) for b in batches)
+                or not schema.equals(self.schema, check_metadata=False)):
+            for b in batches:
+                self.write(b)
+            return
+        bitmaps = [twin_bitmap(f) for f in schema]
+        fields = list(enumerate(zip(self._fields, bitmaps, strict=True)))
+        for b in batches:
+            if not b.num_rows:
+                continue
+            for i, (buf, bitmap) in fields:
+                buf.add(b.column(i), bitmap)
+                while buf.nbytes >= self.page_bytes:
+                    self._flush(buf)
+            self._rows += b.num_rows
 
     def _carried(self, schema: pa.Schema) -> bool:
         """``schema`` is ours but for carried dictionaries (``encoding.carried_dictionary``:

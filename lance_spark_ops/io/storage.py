@@ -177,7 +177,11 @@ class ObjectStore:
             return _split_protocol(rel)[1]
         if rel.startswith("/"):
             return rel
-        return posixpath.join(self.root_path, rel) if rel else self.root_path
+        if not rel:
+            return self.root_path
+        # posixpath.join's result (root_path never ends in "/" but for "/" itself), cheaper:
+        # paths are built several times per data file
+        return self.root_path + rel if self.root_path == "/" else f"{self.root_path}/{rel}"
 
     def uri(self, rel: str) -> str:
         path = self.full_path(rel)
@@ -214,6 +218,20 @@ class ObjectStore:
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))
+
+    def present(self, rel: str) -> bool:
+        """Whether an object or a directory (a prefix with objects under it) is at ``rel``: one
+        stat or HEAD/list request. Unlike ``exists`` (fsspec reads any error as absent) only a
+        missing path is False; a denied or unreachable store raises a typed LanceError."""
+        try:
+            with self._typed("info", rel):
+                if self.is_local:
+                    os.stat(self.full_path(rel))
+                else:
+                    self.fs.info(self.full_path(rel))
+        except NotFoundError:
+            return False
+        return True
 
     def read(self, rel: str) -> bytes:
         with self._typed("read", rel):
@@ -309,6 +327,8 @@ class ObjectStore:
         path = self.full_path(rel)
         try:
             with self._typed("list", rel):
+                if self.is_local:  # names straight from the directory (fsspec builds a path per entry)
+                    return sorted(os.listdir(path)) if os.path.isdir(path) else []
                 entries = self.fs.ls(path, detail=False)
         except NotFoundError:
             return []

@@ -1,8 +1,10 @@
 """Command-line scaffold shared by the jobs in ``jobs/``: ``run_job(JOB)`` parses the flags
 (one per field of the job's options dataclass, help from its docstring), merges a ``--config``
 file and storage options from the environment, logs progress on stderr, runs the job and
-prints the metrics - or the error - as one JSON line, last on stdout, and returns the exit
-code below. A job file is its options dataclass, a ``Job`` and ``sys.exit(run_job(JOB))``.
+prints the metrics - or the error - as one JSON line, last on stdout (``tail -n 1`` picks
+it; under spark-submit the progress log and any traceback arrive on stdout too, before it:
+Spark's Python runner merges the driver's stderr into its stdout), and returns the exit code
+below. A job file is its options dataclass, a ``Job`` and ``sys.exit(run_job(JOB))``.
 """
 
 from __future__ import annotations
@@ -23,6 +25,7 @@ from lance_spark_ops.errors import (
     CommitStateUnknown,
     IncompatibleTransaction,
     InvalidInputError,
+    NotFoundError,
 )
 from lance_spark_ops.namespace.target import add_arguments as add_namespace_arguments
 from lance_spark_ops.namespace.target import resolve_arguments as resolve_namespace_arguments
@@ -49,9 +52,16 @@ EXIT_USAGE = 2  # bad flags, config file or option values
 EXIT_RETRY = 3  # CommitConflict: a concurrent commit won; the dataset is unchanged, run again
 EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the operation impossible
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
+EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
+
+
+class DatasetNotFound(NotFoundError):
+    """No Lance dataset at the job's URI: a caller's mistake, found before any work starts."""
+
+
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CommitStateUnknown, EXIT_UNKNOWN), (IncompatibleTransaction, EXIT_INCOMPATIBLE),
-    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE))
+    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE), (DatasetNotFound, EXIT_NOT_FOUND))
 ADVICE = {
     EXIT_RETRY: "a concurrent writer committed first; nothing was changed - running the job again is safe",
     EXIT_INCOMPATIBLE: "a concurrent change (e.g. an overwrite) makes this operation impossible; nothing "
@@ -71,7 +81,8 @@ command line is visible to every user of the machine (ps):
   [storage_options] table in the config file, --storage-option KEY=VALUE
 Their values are never printed: they are replaced by *** in logs, errors and metrics.
 
-the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}.
+the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}
+(`tail -n 1`; under spark-submit the progress log and tracebacks arrive on stdout too, before it).
 exit codes:
   0  done (including "nothing to do")
   1  failed (any other error; the dataset is left as it was)
@@ -80,6 +91,7 @@ exit codes:
   4  incompatible concurrent change (IncompatibleTransaction): nothing changed, look first
   5  commit state unknown (CommitStateUnknown): the commit may have landed and its files were
      kept - check the dataset's latest version; do not clean up or retry blindly
+  6  no dataset at the URI (DatasetNotFound, checked before Spark starts): fix the URI; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
 POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments
@@ -102,7 +114,9 @@ class Job:
     taken as arguments before the URI (``SRC URI``;
     one argument alone is the URI); ``status(metrics)`` is the exit code of a run that returned
     (nonzero: it finished but partly failed, e.g. deletes that failed). An option field with
-    ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed."""
+    ``metadata={"secret": True}`` holds ``KEY=VALUE`` items whose values are never printed.
+    ``needs_dataset``: the URI must be an existing dataset, checked before Spark starts
+    (``DatasetNotFound``, exit 6); off for a job that creates it or takes a file."""
 
     name: str
     run: Callable[[Any, str, dict[str, Any], Any], Any]
@@ -117,6 +131,7 @@ class Job:
     # ``precheck(uri, storage_options, options)``: cheap checks run before the Spark session
     # starts (a bad column or parameter exits 2 without Spark work)
     precheck: Callable[[str, dict[str, Any], Any], None] | None = None
+    needs_dataset: bool = True
 
 
 @dataclass
@@ -273,7 +288,12 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     config. Raises ``UsageError`` / ``InvalidInputError``; ``seen["uri"]`` is set as soon as
     the URI is known (for the error line)."""
     seen = {} if seen is None else seen
-    ns = build_parser(job).parse_args(argv)
+    parser = build_parser(job)
+    try:
+        ns = parser.parse_args(argv)
+    except UsageError:
+        seen["uri"] = _uri_in(parser, job, sys.argv[1:] if argv is None else argv)
+        raise
     leading = _positionals(job, ns)
     seen["uri"] = ns.uri
     config = load_config(ns.config) if ns.config else {}
@@ -307,6 +327,22 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
                 raise UsageError(f"{spec.flag} is required (or `{spec.name}` in --config)")
         options = job.options(**values)
     return Request(uri, options, storage, level, namespace_secrets)
+
+
+def _uri_in(parser: JobArgumentParser, job: Job, argv: Sequence[str]) -> str | None:
+    """The URI of a command line argparse refused (for the error line): the last argument that
+    is neither a flag nor a flag's value, when there are as many as ``job`` takes or one."""
+    takes_value = {s for a in parser._actions if a.option_strings and a.nargs is None
+                   and not isinstance(a, _BoolAction) for s in a.option_strings}
+    words, skip = [], False
+    for arg in parser._join_bools(list(argv)):
+        if skip:
+            skip = False
+        elif arg.startswith("-") and arg != "-":
+            skip = arg in takes_value
+        else:
+            words.append(arg)
+    return words[-1] if words and len(words) in (1, len(job.positional) + 1) else None
 
 
 def _positionals(job: Job, ns: argparse.Namespace) -> dict[str, Any]:
@@ -378,9 +414,22 @@ def metric_rows(metrics: Any) -> list[tuple[str, str]]:
             for k, v in metrics_dict(metrics).items()]
 
 
+def flush_output() -> None:
+    """Flush stdout, this library's and the root logger's handlers and stderr, in that order.
+    Under spark-submit both streams reach one pipe (Spark's Python runner merges the driver's
+    stderr into its stdout), so what is still buffered comes out in flush order."""
+    sys.stdout.flush()
+    for logger in (logging.getLogger(LOGGER), logging.getLogger()):
+        for handler in logger.handlers:
+            handler.flush()
+    sys.stderr.flush()
+
+
 def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
-    """Print the metrics as one JSON line, last, for schedulers that parse job output."""
+    """Print the metrics as one JSON line, last (``tail -n 1``), for schedulers that parse job
+    output: everything written before it is flushed first."""
     text = json.dumps(metrics_dict(metrics), default=str, sort_keys=True)
+    flush_output()
     sys.stdout.write(redact(text, secrets) + "\n")
     sys.stdout.flush()
 
@@ -388,6 +437,7 @@ def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
 def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str]) -> int:
     code = exit_code(error)
     message = redact(str(error), secrets)
+    flush_output()  # what the job printed before it failed comes before the error
     if code == EXIT_FAILED:
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(redact(tb, secrets))
@@ -418,6 +468,8 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         setup_logging(request.log_level, secrets)
         t0 = time.perf_counter()
         log.info("%s %s: starting", job.name, uri)
+        if job.needs_dataset:  # before a precheck, which may read the dataset
+            _require_dataset(uri, request.storage_options)
         if job.precheck is not None:
             job.precheck(uri, request.storage_options, request.options)
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
@@ -425,6 +477,7 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         metrics = job.run(spark, uri, request.storage_options, request.options)
         for line in job.report(metrics) if job.report else ():
             sys.stdout.write(redact(line, secrets) + "\n")
+        flush_output()  # the report before the "done" line (one pipe under spark-submit)
         log.info("%s %s: done in %.1f s", job.name, uri, time.perf_counter() - t0)
         print_metrics(metrics, secrets)
         return job.status(metrics) if job.status else EXIT_OK
@@ -432,6 +485,13 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
         return _fail(job, seen.get("uri"), e, secrets)
+
+
+def _require_dataset(uri: str, storage_options: dict[str, Any]) -> None:
+    from lance_spark_ops.table.dataset import dataset_present
+
+    if not dataset_present(uri, storage_options):
+        raise DatasetNotFound("no Lance dataset here (no _versions/ directory): check the URI", path=uri)
 
 
 def _session(job: Job) -> Any:

@@ -51,17 +51,25 @@ from lance_spark_ops.spark.plan import (
 )
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment_columns import FragmentColumns
 from lance_spark_ops.table.format.transaction import ReserveFragments, RewriteGroup
 
 
 @dataclass
 class CompactionMetrics:
+    """What a compaction did. ``commits`` counts the Rewrite commits; before each one that adds
+    fragments a ReserveFragments commit takes their ids (as pylance's compaction does) - its
+    version is in ``reservation_versions``. So one Rewrite goes from ``read_version`` 25 to
+    ``new_version`` 27 with ``commits`` 1 and ``reservation_versions`` [26] (with no concurrent
+    writer: new_version - read_version == commits + len(reservation_versions))."""
+
     uri: str
     read_version: int
     new_version: int | None = None
     dry_run: bool = False
     tasks: int = 0
     commits: int = 0
+    reservation_versions: list[int] = field(default_factory=list)  # the ReserveFragments commits
     fragments_removed: int = 0
     fragments_added: int = 0
     files_removed: int = 0
@@ -254,10 +262,13 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
+    cols = ds.manifest.fragment_columns()  # before ds.fragments: still from the manifest's bytes
     by_id = {f.id: f for f in ds.fragments}
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
         latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        if latest is not ds:
+            metrics.reservation_versions.append(latest.version)
         groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
         # a migration (new_storage_version) commits every fragment at once in the new version;
         # its indices are remapped as any compaction's
@@ -265,17 +276,19 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                          make_remapper(job), known=(latest,), **extra)
     metrics.commits += 1
-    _count(metrics, groups, results)
+    _count(metrics, cols, groups, results)
     if changes is not None:
         _count_indices(metrics, changes)
     return new_ds
 
 
-def _count(metrics: CompactionMetrics, groups: list[RewriteGroup], results: list[RewriteResult]) -> None:
+def _count(metrics: CompactionMetrics, cols: FragmentColumns, groups: list[RewriteGroup],
+           results: list[RewriteResult]) -> None:
+    old_ids = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    metrics.files_removed += int(cols.num_files[np.isin(cols.id, old_ids)].sum())  # no fragment decoded
     for g, r in zip(groups, results, strict=True):
         metrics.fragments_removed += len(g.old_fragments)
         metrics.fragments_added += len(g.new_fragments)
-        metrics.files_removed += sum(len(f.files) for f in g.old_fragments)
         metrics.files_added += len(r.files)
         metrics.rows_read += r.rows_read
         metrics.rows_written += r.rows_written

@@ -49,7 +49,7 @@ from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.fragment import DataFragment, has_deletion_file
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
@@ -106,7 +106,8 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     versions = reuse_versions(ds)
     old_ids = [f.id for g in groups for f in g.old_fragments]
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
-    deleted = [f.id for g in groups for f in g.old_fragments if f.deletion_file is not None]
+    # has_deletion_file answers from the manifest's bytes: 100 000 old fragments stay undecoded
+    deleted = [f.id for g in groups for f in g.old_fragments if has_deletion_file(f)]
     entries = index_entries(ds)
     acts = plan_index_actions(entries, old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
                               deleted, vector_kinds(ds, entries), layout_readable(ds))

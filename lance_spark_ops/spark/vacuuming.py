@@ -18,7 +18,7 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
@@ -81,9 +81,17 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
-@dataclass
+REPR_PATHS = 20  # paths a VacuumMetrics repr shows before it counts the rest
+
+
+@dataclass(repr=False)
 class VacuumMetrics:
-    """pylance's ``CleanupStats`` plus wall time; counts are what was (dry run: would be) removed."""
+    """pylance's ``CleanupStats`` plus wall time; counts are what was (dry run: would be) removed.
+
+    ``removed_paths`` lists those files (relative to the dataset root) - in a dry run the files
+    that would go, as ``jobs/vacuum.py --dry-run`` prints them; ``failures`` the deletes that
+    failed, ``(path, error)``. Both show in the repr (at most ``REPR_PATHS`` paths, then a count).
+    """
 
     bytes_removed: int = 0
     old_versions: int = 0
@@ -95,9 +103,19 @@ class VacuumMetrics:
     seconds: dict[str, float] = field(default_factory=dict)  # per phase and "total"
     dry_run: bool = False
     files_listed: int = 0
-    removed_paths: list[str] = field(default_factory=list, repr=False)
-    failures: list[tuple[str, str]] = field(default_factory=list, repr=False)
+    removed_paths: list[str] = field(default_factory=list)
+    failures: list[tuple[str, str]] = field(default_factory=list)
     job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
+
+    def __repr__(self) -> str:
+        def short(items: list[Any]) -> str:
+            more = f", ... {len(items) - REPR_PATHS} more" if len(items) > REPR_PATHS else ""
+            return "[" + ", ".join(map(repr, items[:REPR_PATHS])) + more + "]"
+
+        shown = {f.name: getattr(self, f.name) for f in fields(self)}
+        shown["removed_paths"], shown["failures"] = short(self.removed_paths), short(self.failures)
+        return "VacuumMetrics(" + ", ".join(
+            f"{k}={v if k in ('removed_paths', 'failures') else repr(v)}" for k, v in shown.items()) + ")"
 
 
 def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
@@ -127,7 +145,7 @@ def _branch_refs(store: ObjectStore, branches: list[str]) -> dict[str, FileRefs]
     return out
 
 
-def _versions(store: ObjectStore, run: Callable) -> list[VersionInfo]:
+def _versions(store: ObjectStore, job: Job) -> list[VersionInfo]:
     scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
     if not names:
         raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
@@ -136,7 +154,8 @@ def _versions(store: ObjectStore, run: Callable) -> list[VersionInfo]:
     tasks = [ReadManifestsTask(store.root, store.storage_options, c) for c in chunks]
     if len(tasks) == 1:
         return read_manifests(tasks[0])
-    return [v for part in run(tasks, read_manifests) for v in part]
+    job.plan_more(len(tasks))
+    return [v for part in job.run_tasks(tasks, read_manifests) for v in part]
 
 
 def _policy(versions: list[VersionInfo], older_than: timedelta | None, retain_versions: int | None,
@@ -153,10 +172,11 @@ def _policy(versions: list[VersionInfo], older_than: timedelta | None, retain_ve
                   error_if_tagged)
 
 
-def _listing(store: ObjectStore, run: Callable) -> list[ListedFile]:
+def _listing(store: ObjectStore, job: Job) -> list[ListedFile]:
     prefixes = [DATA_DIR, DELETIONS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, *top_entries(store, INDICES_DIR)]
     tasks = [ListTask(store.root, store.storage_options, p) for p in prefixes]
-    return [f for part in run(tasks, list_prefix) for f in part]
+    job.plan_more(len(tasks))  # the progress line's planned total ("tasks 4/4", not 4/0)
+    return [f for part in job.run_tasks(tasks, list_prefix) for f in part]
 
 
 def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_second: float | None,
@@ -233,14 +253,14 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_
     metrics = VacuumMetrics(dry_run=dry_run)
     with Job(spark, "vacuum", uri, metrics) as job:
         with job.phase("read"):
-            versions = _versions(store, job.run_tasks)
+            versions = _versions(store, job)
             latest = max(v.version for v in versions)
             tags, protected, branch_refs = _refs(store)
             policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
                              error_if_tagged_old_versions)
             classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
         with job.phase("list"):
-            listing = _listing(store, job.run_tasks)
+            listing = _listing(store, job)
         with job.phase("plan"):
             plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
             if not dry_run:

@@ -45,6 +45,13 @@ DEFAULT_BATCH_ROWS = 64 * 1024
 
 
 
+def dataset_present(uri: str, storage_options: dict[str, Any] | None = None) -> bool:
+    """Whether ``uri`` looks like a Lance dataset - its ``_versions/`` exists - in one cheap
+    request, without reading a manifest (a caller's check before starting expensive work).
+    External manifest stores (``s3+ddb://``) keep their manifests in ``_versions/`` too."""
+    return ObjectStore(uri, storage_options or {}).present(VERSIONS_DIR)
+
+
 class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
 

@@ -260,3 +260,117 @@ def test_import_delta_job(spark: Any, tmp_path: Path, capsys: pytest.CaptureFixt
     assert load_job("import_delta").main([delta, uri, *secret]) == 2  # create over an existing dataset
     out, err = capsys.readouterr()
     assert "already exists" in last_json(out)["error"]["message"] and "a-secret-never-shown" not in out + err
+
+
+@pytest.mark.spark
+def test_spark_submit_stdout_contract(tmp_path: Path) -> None:
+    """Under spark-submit the driver's stderr arrives merged into stdout (Spark's Python runner):
+    progress lines are on stdout, a job's report lines come before its "done" line, and the
+    JSON metrics line is the last line (``tail -n 1``)."""
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1", fragments=3, rows=50)
+    env = {**os.environ, "SPARK_CONF_DIR": str(ROOT / "conf"), "PYSPARK_PYTHON": sys.executable}
+    submit = str(Path(sys.executable).parent / "spark-submit")
+    cmd = [submit, "--master", "local[1]", str(ROOT / "jobs" / "vacuum.py"), uri, "--older-than", "0s",
+           "--dry-run"]
+    run = subprocess.run(cmd, env=env, capture_output=True, text=True, timeout=300)
+    assert run.returncode == 0, run.stderr[-3000:] + run.stdout[-3000:]
+    lines = run.stdout.strip().splitlines()
+    assert f"INFO lance_spark_ops: vacuum {uri}: starting" in lines[0]  # stderr, merged by Spark
+    removes = [i for i, line in enumerate(lines) if line.startswith("would remove ")]
+    done = [i for i, line in enumerate(lines) if f"vacuum {uri}: done in" in line]
+    assert removes and done and max(removes) < done[-1] == len(lines) - 2, lines
+    last = json.loads(lines[-1])
+    assert last["dry_run"] and last["old_versions"] == len([i for i in removes if "_versions/" in lines[i]])
+
+
+MISSING_ARGS = {"add_columns": ["--column", "x=1"], "create_index": ["--column", "x", "--type", "BTREE"]}
+# import_delta creates its dataset, inspect_file takes a file; maintain's entry point is the fleet's
+# (several tables, each table's failure reported in its metrics)
+NEEDS_DATASET = [p for p in JOB_FILES if p.stem not in ("import_delta", "inspect_file", "maintain")]
+
+
+@pytest.mark.parametrize("path", NEEDS_DATASET, ids=lambda p: p.stem)
+def test_missing_dataset_exit_6_before_spark(path: Path, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    """A URI with no dataset: one error line, exit 6 (not retried), and no Spark session started
+    (local paths and object-store URIs alike; a store's errors are not read as "absent")."""
+    from lance_spark_ops.spark import cli
+
+    def no_session(job: Any) -> Any:
+        raise AssertionError("a Spark session was started for a missing dataset")
+
+    monkeypatch.setattr(cli, "_session", no_session)
+    module = load_job(path.stem)
+    for uri in (str(tmp_path / "missing.lance"), "memory://lso-missing/ds.lance"):
+        assert module.main([uri, *MISSING_ARGS.get(path.stem, [])]) == cli.EXIT_NOT_FOUND == 6
+        out, err = capsys.readouterr()
+        last = last_json(out)
+        assert last["error"]["type"] == "DatasetNotFound" and last["uri"] == uri and last["exit_code"] == 6
+        errors = [line for line in err.splitlines() if "error" in line.lower()]
+        assert len(errors) == 1 and "no Lance dataset here" in errors[0] and "Traceback" not in err
+
+
+def test_dataset_present_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
+    """``dataset_present`` through fsspec: true once ``_versions/`` holds a manifest, false
+    before; a store failure raises (typed) rather than reading as absent."""
+    import fsspec
+
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.io.storage import ObjectStore
+    from lance_spark_ops.table.dataset import dataset_present
+
+    uri = "memory://lso-present/ds.lance"
+    assert not dataset_present(uri)
+    fsspec.filesystem("memory").pipe_file("/lso-present/ds.lance/_versions/1.manifest", b"x")
+    assert dataset_present(uri)
+    store = ObjectStore(uri)
+
+    def denied(path: str, **kw: Any) -> Any:
+        raise PermissionError("denied")
+
+    store.protocol = "s3"  # as a remote store: its errors are typed
+    monkeypatch.setattr(store.fs, "info", denied)
+    with pytest.raises(LanceError, match="info failed: PermissionError"):
+        store.present("_versions")
+
+
+def test_dag_exit_codes_match_cli() -> None:
+    """The DAG knows every exit code the jobs document, and retries only 1 and 3 (6, no dataset
+    at the URI, is a caller's mistake: never retried)."""
+    import ast
+
+    from lance_spark_ops.spark import cli
+
+    tree = ast.parse((ROOT / "dags" / "lance_maintenance.py").read_text())
+    values = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)
+              for t in n.targets if isinstance(t, ast.Name) and t.id in ("EXIT_MEANINGS", "NO_RETRY")}
+    documented = {int(line.split()[0]) for line in cli.EPILOG.split("exit codes:")[1].splitlines()
+                  if line[:3].strip().isdigit()}
+    assert documented == {0, 1, 2, 3, 4, 5, 6} and set(values["EXIT_MEANINGS"]) == documented - {0}
+    assert set(values["NO_RETRY"]) == documented - {0, 1, cli.EXIT_RETRY}
+
+
+@pytest.mark.parametrize("fail", [False, True])
+def test_ci_setup_says_each_step(tmp_path: Path, fail: bool) -> None:
+    """``.ci/setup`` prints one line per step and nothing else (pip's output only when a step
+    fails); run on a copy whose .venv/bin/python is a stand-in recording the pip calls."""
+    (tmp_path / ".ci").mkdir()
+    (tmp_path / ".ci" / "setup").write_text((ROOT / ".ci" / "setup").read_text())
+    python = tmp_path / ".venv" / "bin" / "python"
+    python.parent.mkdir(parents=True)
+    python.write_text('#!/usr/bin/env bash\necho "$*" >> "$(dirname "$0")/calls"\n'
+                      f'case "$*" in *"-e"*) {"echo pip-says-why; exit 1" if fail else "exit 0"};; esac\n')
+    python.chmod(0o755)
+    run = subprocess.run(["bash", str(tmp_path / ".ci" / "setup")], capture_output=True, text=True,
+                         timeout=60)
+    lines = run.stdout.splitlines()
+    calls = (python.parent / "calls").read_text().splitlines()
+    assert any("--upgrade pip" in c for c in calls) and any("-e .[test]" in c for c in calls), calls
+    if fail:
+        assert run.returncode == 1 and lines[-1] == "pip-says-why"
+        assert [line.split(":")[0] for line in lines[:-1]] == ["setup"] * 3
+    else:
+        assert run.returncode == 0 and run.stderr == ""
+        steps = [line.split(" ")[1] for line in lines]
+        assert steps == ["reusing", "upgrading", "installing", "done:"], lines

@@ -52,7 +52,8 @@ def recording_job(raise_: BaseException | None = None, calls: list | None = None
             raise raise_
         return {"uri": uri, "size": opts.size, "echo": storage.get("token", "")}
 
-    return Job("stand_in", run, Opts, "a stand-in job", choices={"mode": ("a", "b")}, spark=False)
+    return Job("stand_in", run, Opts, "a stand-in job", choices={"mode": ("a", "b")}, spark=False,
+               needs_dataset=False)
 
 
 def last_json(out: str) -> dict:
@@ -93,6 +94,8 @@ def test_usage_errors_exit_2(capsys: pytest.CaptureFixture[str], argv: list[str]
     out, err = capsys.readouterr()
     assert last_json(out)["error"]["type"] == "UsageError"
     assert "usage:" in err and not calls
+    # the URI given, even when argparse refused the line
+    assert last_json(out)["uri"] == ("/d" if "/d" in argv else None)
 
 
 def test_help_lists_docs_defaults_and_choices(capsys: pytest.CaptureFixture[str]) -> None:
@@ -184,7 +187,7 @@ def test_storage_options_never_printed(capsys: pytest.CaptureFixture[str]) -> No
         logging.getLogger("lance_spark_ops.spark.compact").warning("opening with %s", storage)
         raise RuntimeError(f"cannot connect with {storage!r}")
 
-    job = Job("leaky", leaky, Opts, spark=False)
+    job = Job("leaky", leaky, Opts, spark=False, needs_dataset=False)
     assert run_job(job, ["/d"], environ={"LSO_STORAGE_OPTIONS": json.dumps({"token": SECRET})}) == 1
     out2, err2 = capsys.readouterr()
     assert "cannot connect with {'token': '***'}" in last_json(out2)["error"]["message"]

@@ -44,6 +44,10 @@ def test_compact_local(tmp_path: Path, version: str, stable: bool) -> None:
     assert metrics.fragments_removed == len(ds0.get_fragments())
     assert metrics.rows_written == before.num_rows
     assert metrics.new_version == ds1.version
+    # read 1 -> reserve ids 2 -> rewrite 3: the version between is the ReserveFragments commit
+    assert metrics.commits == 1 and metrics.reservation_versions == [ds0.version + 1]
+    assert metrics.new_version == metrics.read_version + metrics.commits + len(metrics.reservation_versions)
+    assert ds1.checkout_version(ds0.version + 1).count_rows() == before.num_rows
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import os
+import re
 from datetime import timedelta
 from pathlib import Path
 
@@ -88,11 +89,19 @@ def test_error_if_tagged_old_versions(template: Path, tmp_path: Path, flag: bool
     compare(template, tmp_path / "young", retain_versions=10)
 
 
-def test_dry_run_changes_nothing(template: Path, tmp_path: Path) -> None:
+def test_dry_run_changes_nothing(template: Path, tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """A dry run deletes nothing and returns the paths it would remove (shown in its repr too);
+    its progress lines count tasks done out of tasks planned (``tasks 4/4``, never ``4/0``)."""
     ours = twin(template, tmp_path / "ours")
     before = files(ours)
-    dry = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False, dry_run=True)
+    with caplog.at_level("INFO", logger="lance_spark_ops"):
+        dry = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False,
+                     dry_run=True)
     assert files(ours) == before and dry.dry_run and dry.old_versions > 0
+    assert dry.removed_paths and all(repr(p) in repr(dry) for p in dry.removed_paths[:20])
+    ended = [r.getMessage() for r in caplog.records if " ended in " in r.getMessage()]
+    listed = [line for line in ended if "list ended" in line]
+    assert listed and all(re.search(r"tasks (\d+)/\1,", line) for line in ended), ended
     real = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False)
     assert set(before) - set(files(ours)) == set(dry.removed_paths) == set(real.removed_paths)
     assert dry.bytes_removed == real.bytes_removed and dry.data_files_removed == real.data_files_removed

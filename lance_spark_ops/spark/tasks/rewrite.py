@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
 from lance_spark_ops.errors import LanceError, UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
@@ -35,6 +36,7 @@ from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
 
 
@@ -155,6 +157,24 @@ class _FragmentSink:
             if full or too_big:
                 self.roll()
 
+    def write_run(self, batches: list[pa.RecordBatch]) -> None:
+        """``write`` of each batch in turn, in one writer call when no file boundary falls
+        inside the run (same files, same pages: ``LanceFileWriter.write_batches``)."""
+        rows = sum(b.num_rows for b in batches)
+        if self.blob_v2 or self.spec.max_bytes_per_file is not None or not rows:
+            for batch in batches:
+                self.write(batch)
+            return
+        if self.writer is None:
+            self.writer = self._open()
+        if self.writer.rows_written + rows > self.spec.max_rows_per_file:
+            for batch in batches:
+                self.write(batch)
+            return
+        self.writer.write_batches(batches)
+        if self.writer.rows_written >= self.spec.max_rows_per_file:
+            self.roll()
+
     def roll(self) -> None:
         if self.writer is None:
             return
@@ -200,15 +220,17 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     updated: list[np.ndarray] = []
     rows_read = copied = pages_copied = pages_reencoded = 0
     small = _SmallFragments(ds, spec, sink)
+    batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the task's fragments at once
+    masks = batch.live_masks()
+    if stable:
+        for keep, ids, cre, upd in zip(masks, batch.row_ids(), batch.created_at_versions(),
+                                       batch.last_updated_at_versions(), strict=True):
+            live_ids.append(ids[keep])
+            for acc, seq in ((created, cre), (updated, upd)):
+                if seq is not None:
+                    acc.append(seq[keep])
     try:
-        for frag in frags:
-            keep = live_mask(ds, frag)
-            if stable:
-                live_ids.append(ds.row_ids(frag)[keep])
-                for acc, seq in ((created, ds.created_at_versions(frag)),
-                                 (updated, ds.last_updated_at_versions(frag))):
-                    if seq is not None:
-                        acc.append(seq[keep])
+        for frag, keep in zip(frags, masks, strict=True):
             if small.add(frag, keep):
                 continue
             rows_read += small.flush()  # their rows go first
@@ -299,50 +321,49 @@ class _SmallFragments:
         run, self.run, self.rows = self.run, [], 0
         if not run:
             return
-        batches = self._together(run) if len(run) > 1 else None
+        # a run of up to _MAX_RUN files opens readers, metadata and decoders by the thousand, none
+        # in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
+        with gc_paused():
+            batches = self._together(run) if len(run) > 1 else None
         if batches is None:
             batches = [b for frag, keep in run
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
-        for batch in batches:
-            self.sink.write(batch)
-            self.read += batch.num_rows
+        self.sink.write_run(batches)
+        self.read += sum(b.num_rows for b in batches)
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
         from lance_spark_ops.file.read_together import read_files_together
-        from lance_spark_ops.table.scan import _FromFile
 
-        scans = [self.ds.fragment_scan(frag, blobs=self.sink.blobs, live=keep) for frag, keep in run]
-        schema = scans[0][1]
-        readers = []
-        for scan, _ in scans:
-            if len(scan.views) != 1 or not all(isinstance(p, _FromFile) and p.file == 0 and not p.path
-                                               for p in scan.plans):
-                return None
-            reader = scan.views[0].reader
-            if [p.top for p in scan.plans] != reader.schema.names or reader.schema.types != scan.schema.types:
-                return None  # fields renamed, reordered or retyped since: conform() would act
-            readers.append(reader)
+        # the files opened and checked as FragmentScan would, its plan made once per file schema;
+        # None: some fragment is not that simple (fields renamed, reordered, retyped since ...)
+        simple = FragmentBatch(self.ds, [frag for frag, _ in run]).simple_files(
+            [keep for _, keep in run], blobs=self.sink.blobs)
+        if simple is None:
+            return None
+        files, scan_schema, metadata = simple
+        schema = scan_schema.with_metadata(metadata) if metadata else scan_schema
+        readers = [f.reader for f in files]
         try:
             arrays = read_files_together(readers, readers[0].schema.names)
         except (LanceError, ValueError, IndexError, TypeError, KeyError, OverflowError, ZeroDivisionError,
                 pa.ArrowException):
             return None  # read one by one: the error, if it recurs, names its file
-        total = sum(scan.num_rows for scan, _ in scans)
+        total = sum(f.num_rows for f in files)
         if arrays is None or any(len(a) != total or _has_bitmap(a) for a in arrays):
             return None
         out, start = [], 0
-        for scan, _ in scans:
-            n, keep = scan.num_rows, scan.keep
+        for f in files:
+            n, keep = f.num_rows, f.keep
             part = [a.slice(start, n) for a in arrays]
             start += n
             if keep is not None and not keep.any():
                 continue
-            batch = pa.RecordBatch.from_arrays(part, schema=scan.schema)
+            batch = pa.RecordBatch.from_arrays(part, schema=schema)
             if keep is not None and not keep.all():
                 batch = batch.filter(pa.array(keep))
-            out.append(batch.replace_schema_metadata(schema.metadata))
+            out.append(batch)
         return out
 
 

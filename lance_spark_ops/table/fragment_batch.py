@@ -1,0 +1,135 @@
+"""``FragmentBatch``: what a task asks of each fragment of a batch (live mask, physical rows,
+row ids, version sequences, an opened data file), answered for the batch at once.
+
+A rewrite of 10 000 fragments of 20 rows asked ``Dataset`` these questions one fragment at a
+time, and planned a ``FragmentScan`` per fragment to learn that each reads "column i of its
+only file is dataset field i". Here that plan is made once per file schema (files of one
+schema share one parsed schema object, ``file.metadata``) and reused for the batch's other
+fragments of that schema; the per-fragment work left is opening the file (one read when it
+is small) and the checks ``FragmentScan`` would make. Anything else - several data files,
+another layout, a file that does not open - is left to ``FragmentScan`` (``simple_files``
+returns None), which also names what is wrong.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import dataclass
+
+import numpy as np
+import pyarrow as pa
+
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.support import check_data_file
+from lance_spark_ops.table.scan import _FromFile
+
+
+@dataclass(frozen=True)
+class SimpleFile:
+    """A fragment's only data file, opened; its columns are the dataset's top-level fields in
+    order (``names`` / ``schema``, the scan's): a batch of it needs no plan. ``keep``: the
+    live-row mask when the fragment has deletions (None: every row is live)."""
+
+    reader: LanceFileReader
+    num_rows: int
+    keep: np.ndarray | None
+
+
+class FragmentBatch:
+    """Fragments of one ``Dataset`` version (a task's share), asked about together."""
+
+    def __init__(self, ds: Dataset, fragments: Sequence[DataFragment]) -> None:
+        self.ds = ds
+        self.fragments = list(fragments)
+
+    def physical_rows(self) -> np.ndarray:
+        """Physical rows per fragment (read from the data file where the manifest lacks it)."""
+        rows = self.ds._physical_rows  # noqa: SLF001 - the manifest's count, else the data file's
+        return np.fromiter((rows(f) if f.physical_rows is None else f.physical_rows for f in self.fragments),
+                           np.int64, len(self.fragments))
+
+    def live_masks(self) -> list[np.ndarray]:
+        """True per live physical row, per fragment (all True without a deletion file; only the
+        fragments with one read it)."""
+        rows = self.physical_rows()
+        return [np.ones(int(n), dtype=bool) if f.deletion_file is None else self.ds._keep(f, int(n))  # noqa: SLF001
+                for f, n in zip(self.fragments, rows, strict=True)]
+
+    def row_ids(self) -> list[np.ndarray | None]:
+        """``Dataset.row_ids`` per fragment (all None without stable row ids)."""
+        if not self.ds.uses_stable_row_ids:
+            return [None] * len(self.fragments)
+        return [self.ds.row_ids(f) for f in self.fragments]
+
+    def created_at_versions(self) -> list[np.ndarray | None]:
+        return [self.ds.created_at_versions(f) for f in self.fragments]
+
+    def last_updated_at_versions(self) -> list[np.ndarray | None]:
+        return [self.ds.last_updated_at_versions(f) for f in self.fragments]
+
+    def simple_files(self, live: Sequence[np.ndarray | None], blobs: str = "descriptions",
+                     ) -> tuple[list[SimpleFile], pa.Schema, dict | None] | None:
+        """Every fragment's ``SimpleFile``, the scan's schema and the dataset's schema metadata
+        (``scan_fragment``'s batches carry it), or None when a fragment is not that simple or
+        does not open: then scan them one by one (``Dataset.fragment_scan``). ``live``: the
+        fragments' live masks, as ``scan_fragment`` takes them. The checks are
+        ``FragmentScan``'s (path inside the dataset, file version, row counts); a plan is made
+        with it for the first fragment of each file schema."""
+        ds = self.ds
+        schema, scan_schema = ds._scan_schemas(None, False, False, blobs)  # noqa: SLF001
+        # (id of the file's parsed schema, version, the data file's fields and columns) -> whether
+        # the plan reads column i as field i
+        verdicts: dict[tuple, bool] = {}
+        keep_alive = []  # the schema objects keyed by id() above
+        out: list[SimpleFile] = []
+        for frag, keep in zip(self.fragments, live, strict=True):
+            if len(frag.files) != 1 or frag.files[0].is_legacy:
+                return None
+            df = frag.files[0]
+            try:
+                store, rel = ds.base_resolver.data_file(df, f"fragment {frag.id}")
+                where = store.uri(rel)
+                check_data_file(df, where, legacy_ok=False)
+                df.validate(where)
+                reader = LanceFileReader(rel, store=store, legacy=False)
+            except LanceError:
+                return None
+            key = (id(reader.metadata.schema), reader.version, tuple(df.fields), tuple(df.column_indices))
+            verdict = verdicts.get(key)
+            if verdict is None:
+                keep_alive.append(reader.metadata.schema)
+                verdict = verdicts[key] = _plans_trivially(ds, frag, reader, scan_schema, blobs)
+            n = frag.physical_rows
+            if not verdict or (n is not None and reader.num_rows != n):
+                return None
+            n = reader.num_rows
+            mask = None
+            if frag.deletion_file is not None:
+                mask = keep if keep is not None else ds._keep(frag, n)  # noqa: SLF001
+                if len(mask) != n:
+                    raise InvalidInputError(f"live mask of {len(mask)} rows for fragment {frag.id} of "
+                                            f"{n} rows")
+            out.append(SimpleFile(reader, n, mask))
+        return out, scan_schema, schema.metadata
+
+
+def _plans_trivially(ds: Dataset, frag: DataFragment, reader: LanceFileReader, scan_schema: pa.Schema,
+                     blobs: str) -> bool:
+    """Whether ``FragmentScan`` reads each dataset field of ``frag`` as the same-named, same-typed
+    top-level column of its only file (``reader``): no nulls filled, no struct re-assembly, no
+    conversion. Decided by planning that scan; the same holds for every fragment whose data file
+    records the same fields and columns and whose file has the same version and schema object."""
+    try:
+        scan, _ = ds.fragment_scan(frag, blobs=blobs, include_deleted=True)
+    except (LanceError, CorruptFileError):
+        return False
+    if len(scan.views) != 1 or not all(isinstance(p, _FromFile) and p.file == 0 and not p.path
+                                       for p in scan.plans):
+        return False
+    file_schema = scan.views[0].reader.schema
+    if file_schema is not reader.schema:
+        return False
+    return [p.top for p in scan.plans] == reader.schema.names and reader.schema.types == scan_schema.types
