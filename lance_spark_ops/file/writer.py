@@ -544,3 +544,17 @@ class LanceFileWriter:
             self.close()
         elif not self._closed:
             self.abort()
+
+
+def write_table(rel: str, table: pa.Table, version: str, store: Any,
+                extra_global_buffers: Sequence[bytes] = ()) -> int:
+    """Write ``table`` as one whole file (global buffers 1.. = ``extra_global_buffers``, as
+    index files carry their metadata) and return its size; a failed write leaves no file."""
+    w = LanceFileWriter(rel, table.schema, version=version, store=store)
+    w.extra_global_buffers = list(extra_global_buffers)
+    try:
+        w.write(table)
+        return w.close()[1]
+    except BaseException:
+        w.abort()
+        raise

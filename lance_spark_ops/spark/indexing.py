@@ -514,42 +514,35 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         metrics.indices[name] = {"type": index_kind(s[-1]), "skipped": why}
                         logger.warning("optimize_indices: index %r left as it is: %s", name, why)
 
-        def attempt_pylance() -> Dataset | None:
+        tiered = merge_policy == "tiered" and not retrain
+
+        def attempt() -> Dataset | None:
+            """Plan on the latest version (pylance's optimize, or one tiered round), build, commit."""
             with job.phase("plan"):
                 ds = _open(uri, storage_options)
                 segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
-                plans = []
+                plans: list[SegmentPlan] = []
                 for s in segs.values():
                     kind = index_kind(s[-1])
                     params = builder_for(kind).params_of(kind, s[-1])
+                    if tiered:
+                        plans.extend(plan_tiered_round(ds, s, params, tier_fanout, storage_options))
+                        continue
                     plan = plan_optimize(ds, s, params, num_indices_to_merge=num_indices_to_merge,
                                          retrain=retrain, storage_options=storage_options)
                     if plan is not None:
                         plans.append(plan)
             if not plans:
                 return None
-            return _run_plans(job, ds, metrics, plans)
+            return _run_plans(job, ds, metrics, plans, concurrent=tiered)
 
-        def attempt_round() -> Dataset | None:
-            with job.phase("plan"):
-                ds = _open(uri, storage_options)
-                segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
-                plans = []
-                for s in segs.values():
-                    kind = index_kind(s[-1])
-                    params = builder_for(kind).params_of(kind, s[-1])
-                    plans.extend(plan_tiered_round(ds, s, params, tier_fanout, storage_options))
-            if not plans:
-                return None
-            return _run_plans(job, ds, metrics, plans, concurrent=True)
-
-        if merge_policy == "tiered" and not retrain:
+        if tiered:
             while metrics.rounds < max_rounds:
-                if _retrying(max_retries, attempt_round) is None:
+                if _retrying(max_retries, attempt) is None:
                     break
                 metrics.rounds += 1
         else:
-            _retrying(max_retries, attempt_pylance)
+            _retrying(max_retries, attempt)
         final = _open(uri, storage_options)
         after = user_segments(final)
         for name, m in metrics.indices.items():

@@ -16,7 +16,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
-from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.fts.layout import doc_file, invert_file, metadata_schema, token_file
 from lance_spark_ops.index.fts.postings import build_partition
 from lance_spark_ops.index.fts.tokenizer import Analyzer
@@ -50,13 +50,7 @@ class PartitionResult:
 
 
 def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
-    w = LanceFileWriter(rel, table.schema, version=version, store=ds.store)
-    try:
-        w.write(table)
-        return w.close()[1]
-    except BaseException:
-        w.abort()
-        raise
+    return write_table(rel, table, version, ds.store)
 
 
 def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResult:

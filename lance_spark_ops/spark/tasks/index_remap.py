@@ -25,7 +25,7 @@ import pyarrow as pa
 from lance_spark_ops._pb import index_pb2, table_pb2, transaction_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.actions import IVF_KINDS
 from lance_spark_ops.index.address_map import RowAddressMap, new_addresses, surviving_addresses
 from lance_spark_ops.index.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
@@ -159,14 +159,7 @@ def _out_version(version: str) -> str:
 
 
 def _write(ds: Dataset, rel: str, table: pa.Table, version: str, extra: list[bytes] | None = None) -> int:
-    w = LanceFileWriter(rel, table.schema, version=_out_version(version), store=ds.store)
-    w.extra_global_buffers = list(extra or [])
-    try:
-        w.write(table)
-        return w.close()[1]
-    except BaseException:
-        w.abort()
-        raise
+    return write_table(rel, table, _out_version(version), ds.store, extra or ())
 
 
 def _extra_buffers(reader: LanceFileReader) -> list[bytes]:

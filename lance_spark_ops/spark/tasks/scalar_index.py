@@ -23,7 +23,7 @@ from pyroaring import BitMap
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index import bitmap as bm
 from lance_spark_ops.index import bloomfilter as bf
 from lance_spark_ops.index import btree as bt
@@ -92,14 +92,7 @@ def segment_dir(new_uuid: bytes) -> str:
 
 def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
            extra: list[bytes] | None = None) -> int:
-    w = LanceFileWriter(rel, table.schema, version=version, store=store)
-    w.extra_global_buffers = list(extra or [])
-    try:
-        w.write(table)
-        return w.close()[1]
-    except BaseException:
-        w.abort()
-        raise
+    return write_table(rel, table, version, store, extra or ())
 
 
 def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
