@@ -1,16 +1,17 @@
-"""The compiled HNSW neighbour selection (``index.hnsw_kernels``) against the numpy rule it
-replaces (``hnsw.select_neighbors``), mask for mask, on every metric, with missing candidates
-(-1), rows that run out of candidates and a fill below and above what the heuristic keeps.
-The vectors are small integers (cosine: +-1, unit after scaling by 1/4) so every distance is
-exact in float32 whatever the summation order: ties on the "<=" rule included, the two must
-agree on every candidate."""
+"""The compiled kernels against the code they replace. HNSW neighbour selection
+(``index.hnsw_kernels``) against the numpy rule (``hnsw.select_neighbors``), mask for mask, on
+every metric, with missing candidates (-1), rows that run out of candidates and a fill below
+and above what the heuristic keeps; the vectors are small integers (cosine: +-1, unit after
+scaling by 1/4) so every distance is exact in float32 whatever the summation order and the two
+must agree on every candidate, ties on the "<=" rule included. The exact PQ assignment
+(``index.kmeans_kernels``) against float64 and the GEMM path."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lance_spark_ops.index import hnsw
+from lance_spark_ops.index import hnsw, kmeans
 
 
 @pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])
@@ -41,3 +42,27 @@ def test_compiled_selection_equals_numpy(metric: str, k_max: int, k_fill: int) -
     got = hnsw._select_blocks(sp, ids, dist, k_max, k_fill)
     assert want.any() and got.dtype == bool
     np.testing.assert_array_equal(got, want)
+
+
+@pytest.mark.parametrize("dim", [4, 8, 16])
+def test_compiled_exact_assignment(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The exact nearest centroid of narrow rows (``kmeans_kernels.nearest2``, as PQ codes
+    are assigned) equals the float64 argmin (ties: the lowest id) and the GEMM path's, on
+    rows at equal distance from two centroids and rows on a centroid."""
+    assert kmeans.compiled_kernels() is not None
+    rng = np.random.default_rng(dim)
+    c = rng.normal(size=(256, dim)).astype(np.float32)
+    c[9] = c[3]  # duplicate centroid: the lower id wins
+    x = rng.normal(size=(4000, dim)).astype(np.float32)
+    x[:50] = c[rng.integers(0, 256, 50)]
+    x[50:100] = (c[10] + c[11]) / 2  # equidistant (up to rounding) from 10 and 11
+    x[100] = c[3]
+    d64 = ((x[:, None, :].astype(np.float64) - c[None].astype(np.float64)) ** 2).sum(axis=2)
+    ids, dist = kmeans.assign(x, c, "l2")
+    np.testing.assert_array_equal(ids, np.argmin(d64, axis=1))
+    np.testing.assert_allclose(dist, d64.min(axis=1), rtol=1e-4, atol=1e-4)
+    assert ids[100] == 3
+    monkeypatch.setattr(kmeans, "KERNEL_MAX_DIM", 0)
+    gemm_ids, gemm_dist = kmeans.assign(x, c, "l2")
+    np.testing.assert_array_equal(ids, gemm_ids)
+    np.testing.assert_allclose(dist, gemm_dist, rtol=1e-4, atol=1e-4)
