@@ -29,10 +29,15 @@ of CPU.
 from __future__ import annotations
 
 import json
+import logging
 import math
+import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 # distance cells computed at once per block (float32: 4 MiB x 4 = 16 MiB)
 BLOCK_CELLS = 1 << 22
@@ -216,6 +221,12 @@ def _level(space: Space, nodes: np.ndarray, m: int, m_max: int, ef: int) -> Leve
 def _select_blocks(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int, k_fill: int) -> np.ndarray:
     k = ids.shape[1]
     out = np.zeros(ids.shape, bool)
+    kernels = compiled_kernels()
+    if kernels is not None:
+        sq = space.sq if space.sq is not None else np.zeros(0, np.float32)
+        kernels.select(space.x, sq, space.sq is not None, np.ascontiguousarray(ids, np.int64),
+                       np.ascontiguousarray(dist, np.float32), k_max, k_fill, out)
+        return out
     step = _rows_per_block(k_max * space.x.shape[1] + k)  # the kept vectors per row
     for s in range(0, ids.shape[0], step):
         sl = slice(s, s + step)
@@ -266,3 +277,28 @@ def select_neighbors(space: Space, ids: np.ndarray, dist: np.ndarray, k_max: int
         unsel = valid & ~sel
         sel |= unsel & (np.cumsum(unsel, axis=1) <= (k_fill - count)[:, None])
     return sel
+
+
+_loaded: list[ModuleType | None] = []
+
+
+def compiled_kernels() -> ModuleType | None:
+    """``hnsw_kernels`` (compiled, or loaded from numba's cache, once per process), or None
+    without numba, with ``LSO_NO_COMPILED=1`` or when it fails (the numpy code then runs)."""
+    if not _loaded:
+        _loaded.append(_load())
+    return _loaded[0]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("LSO_NO_COMPILED"):
+        return None
+    try:
+        from lance_spark_ops.index import hnsw_kernels as k
+
+        k.select(np.zeros((1, 1), np.float32), np.zeros(1, np.float32), True, np.zeros((1, 1), np.int64),
+                 np.zeros((1, 1), np.float32), 1, 1, np.zeros((1, 1), bool))
+    except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
+        log.warning("compiled HNSW kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
+        return None
+    return k

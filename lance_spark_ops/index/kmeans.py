@@ -14,15 +14,25 @@ the loss (sum of distances) moves by less than ``TOLERANCE`` of itself. Here a r
 
 from __future__ import annotations
 
+import logging
+import os
 from dataclasses import dataclass
+from types import ModuleType
 
 import numpy as np
+
+log = logging.getLogger(__name__)
 
 TOLERANCE = 1e-4
 BALANCE_FACTOR = 1.0  # of IVF training (Lance: with_balance_factor(1.0))
 BLOCK_CELLS = 1 << 22  # distances computed at once per block (float32: 16 MiB)
 TIE_TOLERANCE = 1e-4  # relative gap under which float32 may misorder two centroids
 METRICS = ("l2", "dot")  # what assign computes; cosine is l2 on normalised vectors
+# the exact assignment (best two scores) of narrow l2 rows (PQ sub-vectors) goes to the
+# compiled kernel: one pass instead of GEMM + argmin + partition over an n x k block
+# (pq_encode of 100k x 128, 16 x 256 centroids: 4.7 s -> 1.9 s); training rounds (best only)
+# measured no faster there, and wider rows are faster with the GEMM
+KERNEL_MAX_DIM = 16
 
 
 def normalize(x: np.ndarray) -> np.ndarray:
@@ -73,6 +83,17 @@ def _assign(
     c = centroids.astype(dtype)
     c_sq = np.einsum("ij,ij->i", c, c)
     c_max = float(c_sq.max()) if k else 0.0
+    narrow = metric == "l2" and dtype is np.float32 and bias is None and 0 < c.shape[1] <= KERNEL_MAX_DIM
+    kernels = compiled_kernels() if tolerance and narrow and k else None
+    if kernels is not None:
+        xs = np.ascontiguousarray(x, dtype=np.float32)
+        best = np.empty(n, np.float32)
+        second = np.empty(n, np.float32)
+        kernels.nearest2(xs, np.ascontiguousarray(c.T), c_sq.astype(np.float32), ids, best, second)
+        x_sq = np.einsum("ij,ij->i", xs, xs)
+        np.maximum(best.astype(np.float64) + x_sq, 0, out=dist)
+        doubt[:] = (second - best) <= tolerance * (x_sq + c_max)
+        return ids, dist, doubt
     dim = c.shape[1]
     # l2: |c|^2 - 2 x.c in one product, x with a column of ones against (-2c, |c|^2)
     # (|x|^2 is the same for every centroid: added to the winner only)
@@ -201,6 +222,32 @@ class Training:
         done = self.loss is not None and abs(self.loss - loss) < TOLERANCE * loss
         self.loss = loss
         return done
+
+
+_loaded: list[ModuleType | None] = []
+
+
+def compiled_kernels() -> ModuleType | None:
+    """``kmeans_kernels`` (compiled, or loaded from numba's cache, once per process), or None
+    without numba, with ``LSO_NO_COMPILED=1`` or when it fails (the GEMM code then runs)."""
+    if not _loaded:
+        _loaded.append(_load())
+    return _loaded[0]
+
+
+def _load() -> ModuleType | None:
+    if os.environ.get("LSO_NO_COMPILED"):
+        return None
+    try:
+        from lance_spark_ops.index import kmeans_kernels as k
+
+        one = np.zeros(1, np.float32)
+        k.nearest2(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), one, np.zeros(1, np.int64),
+                   one.copy(), one.copy())
+    except Exception as e:  # noqa: BLE001 - the GEMM code does the same work
+        log.warning("compiled k-means kernels unavailable (%s: %s); using the GEMM code", type(e).__name__, e)
+        return None
+    return k
 
 
 def init_centroids(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:
