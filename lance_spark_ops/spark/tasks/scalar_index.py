@@ -184,6 +184,13 @@ def keep_filter(ds: Dataset, index: Any, row_ids: bool) -> Any:
     return lambda ids: np.isin(ids, allow)
 
 
+def _retained_fragments(ds: Dataset, index: Any) -> set[int]:
+    """The fragments of an old segment still in the dataset (``keep_filter`` by address)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    present = {f.id for f in ds.fragments}
+    return {int(i) for i in covered if i in present}
+
+
 def _old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
     base = index.base_id if index.HasField("base_id") else None
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
@@ -297,12 +304,22 @@ def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> li
                 raise CorruptFileError(f"no global buffer {slot}", path=r.path)
             old_nulls = bm.decode_tree_map(extra[slot - 1])
             nulls.append(old_nulls[keep(old_nulls)])
-    filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
-    keys, groups = bm.merge_bitmap_tables(filtered)
-    if not groups:
-        keys = pa.array([], spec.value_type)
-    schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
-    table = bm.bitmap_table(keys, groups, schema)
+    if stable and olds:  # stable row ids: an old bitmap loses single rows, decode them
+        filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
+        keys, groups = bm.merge_bitmap_tables(filtered)
+        if not groups:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
+        table = bm.bitmap_table(keys, groups, schema)
+    else:  # by address: parts and old segments join by fragment entries, nothing decoded
+        sources = [(t, None) for t in tables]
+        sources += [(t, _retained_fragments(ds, old)) for (t, _), old in zip(key_groups_in[len(tables):], olds,
+                                                                              strict=True)]
+        keys, blobs = bm.merge_bitmap_blobs(sources)
+        if keys is None:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(blobs))
+        table = pa.Table.from_arrays([keys.cast(spec.value_type), pa.array(blobs, pa.binary())], schema=schema)
     extra = []
     if label_list:
         all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
