@@ -142,7 +142,9 @@ def _unique_order(t: pa.Table) -> pa.Array | None:
     shortcut does not apply (then ties need the stable sort)."""
     values, ids = t.column("values"), t.column("ids").to_numpy()
     plain = _numpy_sortable(values.type)
-    if plain is None or values.null_count or pa.types.is_boolean(plain) or not bool(np.all(ids[1:] > ids[:-1])):
+    if plain is None or values.null_count or pa.types.is_boolean(plain):
+        return None
+    if not bool(np.all(ids[1:] > ids[:-1])):
         return None
     v = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
     v = (v.cast(plain) if plain != v.type else v).to_numpy()

@@ -528,7 +528,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         plans.append(plan)
             if not plans:
                 return None
-            return _run_plans(job, ds, metrics, plans)
+            return _run_plans(job, ds, metrics, plans, concurrent=True)
 
         def attempt_round() -> Dataset | None:
             with job.phase("plan"):

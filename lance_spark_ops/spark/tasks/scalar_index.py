@@ -312,14 +312,15 @@ def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> li
         schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
         table = bm.bitmap_table(keys, groups, schema)
     else:  # by address: parts and old segments join by fragment entries, nothing decoded
+        old_tables = [t for t, _ in key_groups_in[len(tables):]]
         sources = [(t, None) for t in tables]
-        sources += [(t, _retained_fragments(ds, old)) for (t, _), old in zip(key_groups_in[len(tables):], olds,
-                                                                              strict=True)]
+        sources += [(t, _retained_fragments(ds, o)) for t, o in zip(old_tables, olds, strict=True)]
         keys, blobs = bm.merge_bitmap_blobs(sources)
         if keys is None:
             keys = pa.array([], spec.value_type)
         schema = bm.bitmap_schema(spec.value_type, label_list, len(blobs))
-        table = pa.Table.from_arrays([keys.cast(spec.value_type), pa.array(blobs, pa.binary())], schema=schema)
+        table = pa.Table.from_arrays([keys.cast(spec.value_type), pa.array(blobs, pa.binary())],
+                                     schema=schema)
     extra = []
     if label_list:
         all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
