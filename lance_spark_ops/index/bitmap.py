@@ -178,3 +178,71 @@ def merge_bitmap_tables(tables: list[pa.Table], keep: Any = None) -> tuple[pa.Ar
         mask = keep(flat_ids)
         flat_keys, flat_ids = flat_keys.filter(pa.array(mask)), flat_ids[mask]
     return key_groups(flat_keys, flat_ids)
+
+
+def _entries(blob: bytes | None) -> list[tuple[int, bytes]]:
+    """A serialized ``RowIdTreeMap``'s (fragment, serialized bitmap) entries, undecoded."""
+    if not blob:
+        return []
+    try:
+        (count,) = _U32.unpack_from(blob, 0)
+        pos, out = 4, []
+        for _ in range(count):  # one step per fragment
+            frag, size = struct.unpack_from("<II", blob, pos)
+            pos += 8
+            if pos + size > len(blob):
+                raise struct.error("a bitmap runs past the end")
+            out.append((frag, bytes(blob[pos:pos + size])))
+            pos += size
+    except struct.error as e:
+        raise CorruptFileError(f"{BITMAP_FILE}: a bitmap does not parse ({e})") from e
+    return out
+
+
+def _join_entries(entries: list[tuple[int, bytes]]) -> bytes:
+    """One ``RowIdTreeMap`` of entries of several maps: entries of distinct fragments are
+    kept as they are (their bytes are what ``encode_tree_map`` writes); a fragment held by
+    several maps gets the union of its bitmaps, encoded again."""
+    by_frag: dict[int, list[bytes]] = {}
+    for frag, body in entries:
+        by_frag.setdefault(frag, []).append(body)
+    out = [_U32.pack(len(by_frag))]
+    for frag in sorted(by_frag):  # one step per fragment
+        bodies = by_frag[frag]
+        if len(bodies) > 1:
+            union = BitMap.union(*(BitMap.deserialize(b) for b in bodies))
+            bodies = [to_bitmap(np.asarray(union.to_array(), dtype=np.uint32)).serialize()]
+        out.append(struct.pack("<II", frag, len(bodies[0])) + bodies[0])
+    return b"".join(out)
+
+
+def merge_bitmap_blobs(sources: list[tuple[pa.Table, Any]]) -> tuple[pa.Array | None, list[bytes]]:
+    """Union of several (keys, bitmaps) tables per key without decoding a row address: the
+    tables' bitmaps are joined fragment entry by fragment entry (parts cover disjoint
+    fragments, so the usual join is a concatenation). Sources are (table, fragments to keep):
+    a set drops the entries of other fragments (an old segment's retained ones), None keeps
+    all. Keys
+    in index order, those left without rows dropped; (None, []) when no key is left."""
+    keys = [c for t, _ in sources for c in t.column("keys").chunks]
+    blobs = [b for t, _ in sources for c in t.column("bitmaps").chunks for b in c.to_pylist()]
+    keeps = [k for t, k in sources for _ in range(t.num_rows)]
+    if not blobs:
+        return None, []
+    all_keys = pa.concat_arrays(keys)
+    enc = pc.dictionary_encode(all_keys, null_encoding="encode")
+    dictionary = enc.dictionary
+    codes = enc.indices.to_numpy(zero_copy_only=False)
+    key_order = index_order(pa.table({"values": dictionary}), ids=None).to_numpy()
+    rank = np.empty(len(key_order), np.int64)
+    rank[key_order] = np.arange(len(key_order))
+    grouped: list[list[tuple[int, bytes]]] = [[] for _ in range(len(key_order))]
+    for r, blob, keep in zip(rank[codes].tolist(), blobs, keeps, strict=True):  # per key and table
+        entries = _entries(blob)
+        if keep is not None:
+            entries = [e for e in entries if e[0] in keep]
+        grouped[r].extend(entries)
+    kept = [i for i, g in enumerate(grouped) if g]
+    if not kept:
+        return None, []
+    out_keys = dictionary.take(pa.array(key_order[kept]))
+    return out_keys, [_join_entries(grouped[i]) for i in kept]

@@ -131,8 +131,28 @@ def lookup_schema(value_type: pa.DataType, batch_size: int = DEFAULT_BATCH_SIZE)
 def sort_run(values: pa.Array | pa.ChunkedArray, ids: np.ndarray) -> pa.Table:
     """One sorted run of page_data rows: by value (nulls first, NaN last), then id."""
     t = pa.table({"values": values, "ids": pa.array(ids, pa.uint64())}).combine_chunks()
-    out = t.take(index_order(t))
+    order = _unique_order(t) if t.num_rows > 1 else None
+    out = t.take(order if order is not None else index_order(t))
     return out.cast(page_data_schema(out.schema.field("values").type))
+
+
+def _unique_order(t: pa.Table) -> pa.Array | None:
+    """The index order of a numeric column without nulls, NaN or equal values under
+    ascending ids, by numpy's unstable sort (~3x faster than the stable one); None when the
+    shortcut does not apply (then ties need the stable sort)."""
+    values, ids = t.column("values"), t.column("ids").to_numpy()
+    plain = _numpy_sortable(values.type)
+    if plain is None or values.null_count or pa.types.is_boolean(plain):
+        return None
+    if not bool(np.all(ids[1:] > ids[:-1])):
+        return None
+    v = values.combine_chunks() if isinstance(values, pa.ChunkedArray) else values
+    v = (v.cast(plain) if plain != v.type else v).to_numpy()
+    order = np.argsort(v)
+    s = v[order]
+    if bool(np.any(s[1:] == s[:-1])) or (s.dtype.kind == "f" and bool(np.isnan(s[-1]))):
+        return None  # ties (-0.0 == 0.0 too) or NaN (sorted last by numpy): the general path
+    return pa.array(order)
 
 
 def value_rank(values: pa.Array | pa.ChunkedArray) -> pa.Array:

@@ -534,7 +534,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         plans.append(plan)
             if not plans:
                 return None
-            return _run_plans(job, ds, metrics, plans, concurrent=tiered)
+            return _run_plans(job, ds, metrics, plans, concurrent=True)
 
         if tiered:
             while metrics.rounds < max_rounds:

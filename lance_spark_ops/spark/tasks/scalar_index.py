@@ -38,7 +38,8 @@ from lance_spark_ops.table.dataset import Dataset
 
 ZONED = ("ZONEMAP", "BLOOMFILTER")
 SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
-MERGE_CHUNK_ROWS = 1 << 16   # rows per run held by the BTREE merge
+MERGE_CHUNK_ROWS = 1 << 16   # fewest rows per run held by the BTREE merge
+MERGE_BUDGET_ROWS = 1 << 23  # rows the BTREE merge holds over all runs (bounds its memory)
 
 
 @dataclass(frozen=True)
@@ -176,6 +177,13 @@ def keep_filter(ds: Dataset, index: Any, row_ids: bool) -> Any:
     return lambda ids: np.isin(ids, allow)
 
 
+def _retained_fragments(ds: Dataset, index: Any) -> set[int]:
+    """The fragments of an old segment still in the dataset (``keep_filter`` by address)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    present = {f.id for f in ds.fragments}
+    return {int(i) for i in covered if i in present}
+
+
 def _old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
     base = index.base_id if index.HasField("base_id") else None
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
@@ -211,21 +219,25 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
 
 def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
                  batch_size: int) -> list[tuple[str, int]]:
+    # few runs (the usual case) are read in big chunks, so the merge takes few rounds of one
+    # adaptive stable sort each; the budget bounds the rows held whatever the run count
+    chunk_rows = max(MERGE_CHUNK_ROWS, MERGE_BUDGET_ROWS // max(1, len(spec.parts) + len(olds)))
     runs: list[Iterator[pa.Table]] = []
     for p in spec.parts:
-        runs.append(_read_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store)))
+        runs.append(_read_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), chunk_rows))
     for old in olds:
         store, src = _old_dir(ds, old)
         lookup = LanceFileReader(f"{src}/{bt.PAGE_LOOKUP}", store=store)
         bt.check_not_range_partitioned(lookup.schema, lookup.path)
         keep = keep_filter(ds, old, row_ids=False)  # BTREE ids are addresses
-        runs.append(_filtered(_read_chunks(LanceFileReader(f"{src}/{bt.PAGE_DATA}", store=store)), keep))
+        runs.append(_filtered(_read_chunks(LanceFileReader(f"{src}/{bt.PAGE_DATA}", store=store), chunk_rows),
+                              keep))
     schema = bt.page_data_schema(spec.value_type)
     lookup_schema = bt.lookup_schema(spec.value_type, batch_size)
     cutter = bt.PageCutter(batch_size, lookup_schema)
     if len(spec.parts) == 1 and not olds:  # one sorted run is page_data: copy it, cut its pages
         run = LanceFileReader(f"{dst}/{spec.parts[0]}", store=ds.store)
-        for batch in run.iter_batches(["values"], batch_rows=MERGE_CHUNK_ROWS):
+        for batch in run.iter_batches(["values"], batch_rows=chunk_rows):
             cutter.add(batch.column(0))
         ds.store.copy(f"{dst}/{spec.parts[0]}", f"{dst}/{bt.PAGE_DATA}")
         size = ds.store.size(f"{dst}/{bt.PAGE_DATA}")
@@ -245,10 +257,10 @@ def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
     return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
 
 
-def _read_chunks(reader: LanceFileReader) -> Iterator[pa.Table]:
+def _read_chunks(reader: LanceFileReader, chunk_rows: int = MERGE_CHUNK_ROWS) -> Iterator[pa.Table]:
     if reader.schema.names[:2] != ["values", "ids"]:
         raise CorruptFileError(f"columns {reader.schema.names}, expected values, ids", path=reader.path)
-    for batch in reader.iter_batches(["values", "ids"], batch_rows=MERGE_CHUNK_ROWS):
+    for batch in reader.iter_batches(["values", "ids"], batch_rows=chunk_rows):
         yield pa.Table.from_batches([batch])
 
 
@@ -285,12 +297,23 @@ def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> li
                 raise CorruptFileError(f"no global buffer {slot}", path=r.path)
             old_nulls = bm.decode_tree_map(extra[slot - 1])
             nulls.append(old_nulls[keep(old_nulls)])
-    filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
-    keys, groups = bm.merge_bitmap_tables(filtered)
-    if not groups:
-        keys = pa.array([], spec.value_type)
-    schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
-    table = bm.bitmap_table(keys, groups, schema)
+    if stable and olds:  # stable row ids: an old bitmap loses single rows, decode them
+        filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
+        keys, groups = bm.merge_bitmap_tables(filtered)
+        if not groups:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
+        table = bm.bitmap_table(keys, groups, schema)
+    else:  # by address: parts and old segments join by fragment entries, nothing decoded
+        old_tables = [t for t, _ in key_groups_in[len(tables):]]
+        sources = [(t, None) for t in tables]
+        sources += [(t, _retained_fragments(ds, o)) for t, o in zip(old_tables, olds, strict=True)]
+        keys, blobs = bm.merge_bitmap_blobs(sources)
+        if keys is None:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(blobs))
+        table = pa.Table.from_arrays([keys.cast(spec.value_type), pa.array(blobs, pa.binary())],
+                                     schema=schema)
     extra = []
     if label_list:
         all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
