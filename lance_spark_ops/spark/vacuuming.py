@@ -313,18 +313,25 @@ class CleanupFigures:
     version_times: list[float]
 
 
+class _InProcess:
+    """What ``_versions`` / ``_listing`` ask of a job, run in this process (health figures)."""
+
+    def plan_more(self, tasks: int) -> None:
+        pass
+
+    def run_tasks(self, tasks: list[Any], fn: Callable[..., Any]) -> list[Any]:
+        return [fn(t) for t in tasks]
+
+
 def cleanup_figures(uri: str, *, older_than: timedelta,
                     storage_options: dict[str, Any] | None = None) -> CleanupFigures:
     """``CleanupFigures`` of ``uri`` (the health figures of ``fleet.health``)."""
     store = ObjectStore(uri, storage_options or {})
-
-    def run(tasks: list[Any], fn: Callable[..., Any]) -> list[Any]:
-        return [fn(t) for t in tasks]
-
-    versions = _versions(store, run)
+    here = _InProcess()
+    versions = _versions(store, here)
     latest = max(v.version for v in versions)
     tags, protected, branch_refs = _refs(store)
-    listing = _listing(store, run)
+    listing = _listing(store, here)
     sizes = {f.path: f.size for f in listing}
     out = []
     for unverified in (False, True):
