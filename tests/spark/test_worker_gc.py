@@ -30,7 +30,9 @@ def test_freezes_once_per_batch_of_imports(unfrozen: None) -> None:
     frozen = gc.get_freeze_count()
     assert frozen > 1000  # this process's modules, functions and classes
     assert not worker_gc.freeze_imported()  # nothing imported since: nothing new frozen
-    assert gc.get_freeze_count() == frozen
+    # Frozen objects are still freed by reference count (see the next test), so the count may
+    # drop while other threads (py4j, Spark) let go of objects; it never grows without a freeze.
+    assert gc.get_freeze_count() <= frozen
     sys.modules["lso_probe_module"] = types.ModuleType("lso_probe_module")
     try:
         assert worker_gc.freeze_imported()
