@@ -182,7 +182,9 @@ def render_html(result: Mapping[str, Any], charts: bool | None = None) -> str:
         imgs = [p for p in (_fleet_chart(deleted, "deleted rows (%)", "#e45756"),
                             _fleet_chart(unindexed, "unindexed rows (largest index)", "#72b7b2")) if p]
         fleet = "<div class=charts>" + "".join(f'<img alt="fleet chart" src="{p}">' for p in imgs) + "</div>"
-    mode = "dry run: decisions only" if result.get("dry_run") else "maintenance run"
+    modes = {"report": "health report: measured only, the decisions are what maintain would run",
+             "dry run": "dry run: decisions only"}
+    mode = modes.get(result.get("mode") or ("dry run" if result.get("dry_run") else ""), "maintenance run")
     head = (f"{len(tables)} tables, {result.get('tables_failed', 0)} failed, {result.get('actions_run', 0)} "
             f"actions run, {result.get('actions_skipped', 0)} skipped, {result.get('seconds', 0)} s")
     return ("<!DOCTYPE html><html lang=en><head><meta charset=utf-8>"

@@ -8,7 +8,8 @@ import Spark) and is the same object as in its module: ``compact`` / ``materiali
 (``spark.row_id_index``), ``vacuum`` (``spark.vacuuming``), ``import_delta``
 (``spark.delta_import``), ``read_lance`` (``spark.read``), ``get_spark`` (``spark.session``),
 ``register_data_source`` (the ``lance`` format, ``spark.datasource``), ``maintain`` /
-``FleetTarget`` (``spark.maintenance``: fleet maintenance by policy).
+``FleetTarget`` / ``report`` (``spark.maintenance``: fleet maintenance by policy, and its
+health report alone).
 No module here shares its name with a function, so ``from lance_spark_ops.spark import
 add_columns`` (or ``vacuum``, ``import_delta``) is always the function. New jobs start from ``spark.job.Job``.
 """
@@ -38,6 +39,7 @@ _EXPORTS = {
     "read_lance": "lance_spark_ops.spark.read",
     "rebuild_row_id_index": "lance_spark_ops.spark.row_id_index",
     "register_data_source": "lance_spark_ops.spark.datasource",
+    "report": "lance_spark_ops.spark.maintenance",
     "vacuum": "lance_spark_ops.spark.vacuuming",
 }
 

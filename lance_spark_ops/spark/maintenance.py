@@ -10,6 +10,9 @@ each in one Spark application: each thread tags its Spark jobs ``lso-maintain-<n
 top), and on a classic session with ``scheduler_pool`` set it also names that FAIR scheduler
 pool for its jobs (Connect has no API for pools; a FAIR scheduler is the user's Spark config).
 
+``report``: the same measuring and deciding with nothing run (a dry run), written as the
+health report (``fleet.report``: report.json + index.html) - it never commits or deletes.
+
 A table's failure (measuring or an action) is recorded with its typed error and skips that
 table's remaining actions; the other tables carry on. ``budget_seconds``: no action starts
 once the budget is spent (recorded as skipped: ``budget``); running ones finish. A re-run
@@ -20,6 +23,7 @@ from __future__ import annotations
 
 import dataclasses
 import importlib
+import json
 import re
 import time
 from collections.abc import Callable, Iterable, Mapping
@@ -40,7 +44,7 @@ from lance_spark_ops.fleet.policy import (
 from lance_spark_ops.spark.job import logger
 from lance_spark_ops.spark.session import is_classic
 
-__all__ = ["FleetTarget", "MaintainResult", "TableResult", "maintain", "targets_of"]
+__all__ = ["FleetTarget", "MaintainResult", "TableResult", "maintain", "report", "targets_of"]
 
 DEFAULT_MAX_CONCURRENT_TABLES = 2
 
@@ -88,6 +92,7 @@ class TableResult:
 @dataclass
 class MaintainResult:
     dry_run: bool
+    mode: str = "maintain"  # maintain | dry run | report (measured only, nothing run)
     tables: list[TableResult] = field(default_factory=list)
     tables_ok: int = 0
     tables_failed: int = 0
@@ -276,7 +281,8 @@ def maintain(spark: Any, targets: Any, policy: Any = None, *, dry_run: bool = Fa
     policies = load_policy(policy)
     clock = _Clock(budget_seconds)
     tables = targets_of(targets, storage_options)
-    out = MaintainResult(dry_run=dry_run, budget_seconds=budget_seconds)
+    out = MaintainResult(dry_run=dry_run, mode="dry run" if dry_run else "maintain",
+                         budget_seconds=budget_seconds)
     with ThreadPoolExecutor(max_concurrent_tables, thread_name_prefix="lso-maintain") as pool:
         planned = list(pool.map(lambda t: _plan(t, policies), tables))  # measuring: driver only
         order = sorted(range(len(tables)), key=lambda i: -table_priority(planned[i][2]))
@@ -295,6 +301,28 @@ def maintain(spark: Any, targets: Any, policy: Any = None, *, dry_run: bool = Fa
         out.tables.append(result)
     _count(out, clock)
     return out
+
+
+def report(spark: Any, targets: Any, report_dir: str, policy: Any = None, *,
+           max_concurrent_tables: int = DEFAULT_MAX_CONCURRENT_TABLES,
+           storage_options: Mapping[str, Any] | None = None, secrets: Iterable[str] = ()) -> MaintainResult:
+    """Measure ``targets`` and decide by ``policy`` what maintenance *would* run (``maintain``'s
+    dry run: nothing is committed or deleted), and write ``report.json`` + ``index.html`` into
+    ``report_dir``. Storage option values, vended ones and ``secrets`` are hidden in the files.
+    ``spark`` is unused (measuring reads manifests on the driver) and may be None."""
+    from lance_spark_ops.fleet.report import write_report
+    from lance_spark_ops.namespace.resolve import LiveSecrets
+    from lance_spark_ops.spark.config import redact, secret_values
+
+    result = maintain(spark, targets, policy, dry_run=True, max_concurrent_tables=max_concurrent_tables,
+                      storage_options=storage_options)
+    result.mode = "report"
+    for t in result.tables:
+        for a in t.actions:
+            a["status"] = "would run"
+    hidden = LiveSecrets([*secret_values(dict(storage_options or {})), *secrets])
+    write_report(json.loads(redact(json.dumps(result.to_dict(), default=str), hidden)), report_dir)
+    return result
 
 
 def _slug(name: str) -> str:

@@ -285,9 +285,9 @@ def test_spark_submit_stdout_contract(tmp_path: Path) -> None:
 
 
 MISSING_ARGS = {"add_columns": ["--column", "x=1"], "create_index": ["--column", "x", "--type", "BTREE"]}
-# import_delta creates its dataset, inspect_file takes a file; maintain's entry point is the fleet's
-# (several tables, each table's failure reported in its metrics)
-NEEDS_DATASET = [p for p in JOB_FILES if p.stem not in ("import_delta", "inspect_file", "maintain")]
+# import_delta creates its dataset, inspect_file takes a file; maintain's and report's entry point is
+# the fleet's (several tables, each table's failure reported in its metrics)
+NEEDS_DATASET = [p for p in JOB_FILES if p.stem not in ("import_delta", "inspect_file", "maintain", "report")]
 
 
 @pytest.mark.parametrize("path", NEEDS_DATASET, ids=lambda p: p.stem)
