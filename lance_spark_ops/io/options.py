@@ -10,6 +10,11 @@ the first onto the second so one ``storage_options`` dict works for both librari
     -> {"key": "K", "secret": "S", "client_kwargs": {"endpoint_url": "http://127.0.0.1:9000",
         "region_name": "us-east-1"}, "use_listings_cache": False}
 
+Vended, expiring credentials: ``expires_at_millis`` (as lance-namespace / pylance name it) says
+when the options stop working; ``PROVIDER_KEY`` may hold an object that gives fresh ones
+(``storage_options()``; ``refresh_offset_s``: how long before the expiry to ask), which
+``io.storage.ObjectStore`` uses to refresh itself during a long job. Neither reaches fsspec.
+
 Explicit options win over environment variables. The backend's own keyword arguments pass
 through unchanged. A key that is neither is an InvalidInputError naming the key (never its
 value: values may be secrets, and ``redact`` hides them wherever options are shown).
@@ -26,7 +31,11 @@ from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
 
-__all__ = ["SECRET_KEYS", "conditional_put_disabled", "fsspec_options", "redact"]
+__all__ = ["EXPIRY_KEY", "PROVIDER_KEY", "SECRET_KEYS", "conditional_put_disabled", "expiry_of",
+           "fsspec_options", "plain_options", "redact", "refresh_at"]
+
+EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch milliseconds)
+PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
 
 # object_store's client options and Lance's own: meaningful to pylance, no fsspec equivalent
 # needed (timeouts/retries are the backend's defaults; http is allowed by an http:// endpoint).
@@ -36,7 +45,7 @@ _IGNORED_COMMON = frozenset({
     "http2_keep_alive_interval", "http2_keep_alive_timeout", "http2_keep_alive_while_idle",
     "http2_max_frame_size", "user_agent", "default_content_type", "proxy_ca_certificate", "proxy_excludes",
     "randomize_addresses", "client_max_retries", "client_retry_timeout", "download_retry_count",
-    "expires_at_millis", "use_opendal", "block_size", "proxy_url",
+    "expires_at_millis", "use_opendal", "block_size", "proxy_url", "credentials_refresh_offset_seconds",
 })
 
 # pylance key -> (fsspec path, converter); a path "a.b" sets nested dicts (client_kwargs.endpoint_url)
@@ -170,6 +179,29 @@ _FSSPEC_COMMON = frozenset({"skip_instance_cache", "use_listings_cache", "listin
                             "asynchronous", "loop", "batch_size"})
 
 
+def expiry_of(options: Mapping[str, Any] | None) -> float | None:
+    """When the options' vended credentials expire (epoch seconds), None when they do not."""
+    value = (options or {}).get(EXPIRY_KEY)
+    if value in (None, ""):
+        return None
+    try:
+        return int(value) / 1000.0
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"storage option {EXPIRY_KEY} must be epoch milliseconds") from None
+
+
+def refresh_at(expires_at: float, offset: float, now: float) -> float:
+    """When to ask again for credentials expiring at ``expires_at`` (epoch s), seen at ``now``:
+    ``offset`` before the expiry, but not before half their remaining life (credentials that
+    live shorter than the offset would otherwise be asked for at every request)."""
+    return expires_at - min(offset, max(0.0, (expires_at - now) / 2))
+
+
+def plain_options(options: Mapping[str, Any] | None) -> dict[str, Any]:
+    """``options`` without the credentials provider: what can be shown, serialised or compared."""
+    return {k: v for k, v in (options or {}).items() if k != PROVIDER_KEY}
+
+
 def redact(options: Mapping[str, Any] | None) -> dict[str, Any]:
     """``options`` with every secret value replaced by ``'***'`` (for reprs and logs)."""
     out: dict[str, Any] = {}
@@ -243,7 +275,7 @@ def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
 
     Environment variables (``AWS_ACCESS_KEY_ID`` ...) fill what the options leave unset.
     """
-    given = dict(storage_options or {})
+    given = plain_options(storage_options)
     table, env_names = _BACKENDS.get(protocol, ({}, ()))
     env = os.environ if env is None else env
     explicit = set().union(*(_targets(str(k).lower(), v, table) for k, v in given.items()))

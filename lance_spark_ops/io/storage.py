@@ -7,6 +7,12 @@ package is installed. ``storage_options`` take pylance's names (``aws_endpoint``
 ``aws_access_key_id`` ...) or the backend's own; ``io.options`` translates them. Their values
 never appear in reprs or errors.
 
+Vended credentials (``expires_at_millis`` in the options) with a provider beside them
+(``io.options.PROVIDER_KEY``): ``fs`` asks the provider for fresh options once they are within
+its refresh offset of expiring, and continues on a filesystem built from those - in the driver
+and in every executor that received the options, so a job that outlives its credentials
+finishes.
+
 Conditional puts: local files use ``os.link``; S3 / GCS / Azure the backend's ``mode="create"``
 (S3 ``If-None-Match: *``, as pylance 14 does; GCS ``ifGenerationMatch=0``; Azure
 ``If-None-Match: *``). Any other backend, or S3 with ``aws_conditional_put=disabled``, has
@@ -17,6 +23,8 @@ from __future__ import annotations
 
 import os
 import posixpath
+import threading
+import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
@@ -28,7 +36,15 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError
-from lance_spark_ops.io.options import conditional_put_disabled, fsspec_options, redact
+from lance_spark_ops.io.options import (
+    PROVIDER_KEY,
+    conditional_put_disabled,
+    expiry_of,
+    fsspec_options,
+    plain_options,
+    redact,
+    refresh_at,
+)
 
 # Ranges closer than this are fetched in one request (cloud stores charge per request).
 DEFAULT_COALESCE_GAP = 64 * 1024
@@ -36,6 +52,7 @@ DEFAULT_COALESCE_GAP = 64 * 1024
 DEFAULT_MAX_COALESCED = 16 * 1024 * 1024
 # backends whose pipe_file(mode="create") is an atomic create-if-absent on the server
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+_REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure"}
 
@@ -142,9 +159,19 @@ class ObjectStore:
             root_path, _, query = root_path.partition("?")
             self.external_params = dict(parse_qsl(query, keep_blank_values=True))
         self.root_path = root_path.rstrip("/") or "/"
+        self._provider = self.storage_options.get(PROVIDER_KEY)
+        self._refresh_at = self._when(self.storage_options)
+        self._fs = self._filesystem()
+
+    def _when(self, options: dict[str, Any]) -> float | None:
+        """When this store asks its provider for fresh options (None: never)."""
+        expires = expiry_of(options) if self._provider is not None else None
+        return None if expires is None else refresh_at(expires, self._provider.refresh_offset_s, time.time())
+
+    def _filesystem(self) -> Any:
         kwargs = fsspec_options(self.protocol, self.storage_options)
         try:
-            self.fs = fsspec.filesystem(self.protocol, **kwargs)
+            return fsspec.filesystem(self.protocol, **kwargs)
         except ImportError as e:
             extra = _EXTRAS.get(self.protocol)
             hint = f"; pip install lance-spark-ops[{extra}]" if extra else ""
@@ -153,8 +180,31 @@ class ObjectStore:
         except ValueError as e:
             raise UnsupportedError(f"unknown storage protocol {self.protocol!r}", path=self.root) from e
 
+    @property
+    def fs(self) -> Any:
+        """The fsspec filesystem; rebuilt on fresh credentials when the vended ones are due
+        (see the module docstring): every request goes through here, so none uses expired ones."""
+        due = self._refresh_at
+        if due is not None and time.time() >= due:
+            with _REFRESH_LOCK:
+                if self._refresh_at is not None and time.time() >= self._refresh_at:
+                    fresh = self._provider.storage_options()
+                    if fresh is None:  # this process cannot ask (see the provider): carry on as is
+                        self._refresh_at = None
+                    else:
+                        fresh = {**plain_options(fresh), PROVIDER_KEY: self._provider}
+                        if plain_options(fresh) != plain_options(self.storage_options):
+                            self.storage_options = fresh
+                            self._fs = self._filesystem()
+                        self._refresh_at = self._when(fresh)
+        return self._fs
+
+    @fs.setter
+    def fs(self, value: Any) -> None:
+        self._fs = value
+
     def __repr__(self) -> str:
-        return f"ObjectStore({self.root!r}, {redact(self.storage_options)!r})"
+        return f"ObjectStore({self.root!r}, {redact(plain_options(self.storage_options))!r})"
 
     @property
     def conditional_put(self) -> bool:

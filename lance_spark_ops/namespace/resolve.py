@@ -10,7 +10,13 @@ merges them), when vended credentials expire (``expires_at_millis``) and whether
 namespace manages the table's versions (``managed_versioning``: then ``ResolvedTable.uri``
 routes commits through it, ``table.commit.namespace_store``). ``ResolvedTable.options()``
 asks again when the vended credentials expire within ``REFRESH_MARGIN_S``: callers take it
-right before each job, so a long maintenance run does not start a job on expired credentials.
+right before each job, so a long maintenance run does not start a job on expired credentials;
+with vended credentials that expire it also carries a ``NamespaceCredentials`` (under
+``io.options.PROVIDER_KEY``): a small picklable descriptor (implementation, properties, table
+id - no vended secret) from which the storage layer of the driver and of every executor asks
+the namespace again during one job (``io.storage.ObjectStore.fs``), ``refresh_offset_s``
+(storage option ``credentials_refresh_offset_seconds``, default ``REFRESH_MARGIN_S``) before
+the expiry. One refresh per process and expiry, shared by its stores.
 """
 
 from __future__ import annotations
@@ -22,12 +28,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, LanceError, NotFoundError, UnsupportedError
+from lance_spark_ops.io.options import EXPIRY_KEY as EXPIRY_OPTION
+from lance_spark_ops.io.options import PROVIDER_KEY, plain_options, refresh_at
 
-__all__ = ["REFRESH_MARGIN_S", "LiveSecrets", "ResolvedTable", "connect_namespace", "iter_tables",
-           "namespace_of", "parse_table_id", "resolve_table", "vended_secrets"]
+__all__ = ["REFRESH_MARGIN_S", "LiveSecrets", "NamespaceCredentials", "ResolvedTable", "connect_namespace",
+           "iter_tables", "namespace_of", "parse_table_id", "refresh_count", "resolve_table",
+           "vended_secrets"]
 
-REFRESH_MARGIN_S = 60.0  # refresh vended credentials this long before they expire
-EXPIRY_KEY = "expires_at_millis"
+REFRESH_MARGIN_S = 60.0  # refresh vended credentials this long before they expire (pylance's default)
+EXPIRY_KEY = EXPIRY_OPTION
+OFFSET_KEY = "credentials_refresh_offset_seconds"  # a storage option: REFRESH_MARGIN_S for one run
 MIN_SECRET_LENGTH = 6  # as spark.config.secret_values: shorter values (flags, "true") stay readable
 _VENDED: set[str] = set()  # every storage option value a namespace vended in this process
 _VENDED_LOCK = threading.Lock()
@@ -67,6 +77,15 @@ def parse_table_id(text: str | Sequence[str]) -> list[str]:
 def connect_namespace(impl: str, properties: Mapping[str, str] | None = None) -> Any:
     """A ``LanceNamespace``: ``dir``, ``rest`` or another implementation by alias / class path."""
     props = {str(k): str(v) for k, v in (properties or {}).items()}
+    ns = _connect(impl, props)
+    try:  # how to connect again elsewhere (an executor refreshing credentials)
+        ns._lso_connect = (impl, tuple(sorted(props.items())))
+    except AttributeError:
+        pass
+    return ns
+
+
+def _connect(impl: str, props: dict[str, str]) -> Any:
     if impl == "dir":
         from lance_spark_ops.namespace.directory import DirectoryNamespace
 
@@ -108,6 +127,75 @@ def _lance_namespace_error(e: Exception, what: str) -> LanceError:
     return LanceError(f"{what}: {type(e).__name__}: {e}")
 
 
+_FRESH: dict[Any, tuple[dict[str, Any], float | None]] = {}  # per process: a table's newest options, when due
+_CONNECTED: dict[Any, Any] = {}  # per process: namespaces connected from a descriptor
+_FRESH_LOCK = threading.Lock()
+_REFRESHES = [0]
+
+
+def refresh_count() -> int:
+    """How many times this process asked a namespace for fresh credentials of a known table."""
+    return _REFRESHES[0]
+
+
+@dataclass(frozen=True)
+class NamespaceCredentials:
+    """Where fresh storage options of one table come from, small and picklable: the namespace
+    implementation and properties (None when the caller gave a namespace object this library
+    cannot connect again: then only this process refreshes), the table id, the caller's own
+    options and the refresh offset. Its repr shows no property or option value."""
+
+    impl: str | None
+    properties: tuple[tuple[str, str], ...] = field(repr=False)
+    table_id: tuple[str, ...] = ()
+    base_options: tuple[tuple[str, Any], ...] = field(default=(), repr=False)
+    refresh_offset_s: float = REFRESH_MARGIN_S
+    namespace: Any = field(default=None, repr=False, compare=False)  # this process's, not pickled
+
+    def __reduce__(self) -> tuple[Any, tuple[Any, ...]]:
+        return NamespaceCredentials, (self.impl, self.properties, self.table_id, self.base_options,
+                                      self.refresh_offset_s)
+
+    @property
+    def key(self) -> tuple[Any, ...]:
+        where = (self.impl, self.properties) if self.impl is not None else id(self.namespace)
+        return where, self.table_id, self.base_options
+
+    def remember(self, options: Mapping[str, Any], expires_at: float | None) -> None:
+        due = None if expires_at is None else refresh_at(expires_at, self.refresh_offset_s, time.time())
+        with _FRESH_LOCK:
+            _FRESH[self.key] = (plain_options(options), due)
+
+    def storage_options(self) -> dict[str, Any] | None:
+        """The table's storage options, asked again (``describe_table``) once the newest this
+        process has expire within ``refresh_offset_s``; None when this process cannot ask."""
+        with _FRESH_LOCK:  # one request per process and expiry, whichever store asks first
+            cached = _FRESH.get(self.key)
+            if cached is not None and (cached[1] is None or time.time() < cached[1]):
+                return dict(cached[0])
+            ns = self.namespace
+            if ns is None and self.impl is not None:
+                ns = _CONNECTED.get(self.key[0])
+                if ns is None:
+                    ns = _CONNECTED[self.key[0]] = connect_namespace(self.impl, dict(self.properties))
+            if ns is None:
+                return None
+            fresh = resolve_table(ns, list(self.table_id), dict(self.base_options))
+            due = None if fresh.expires_at is None else refresh_at(fresh.expires_at, self.refresh_offset_s,
+                                                                    time.time())
+            _FRESH[self.key] = (plain_options(fresh.storage_options), due)
+            _REFRESHES[0] += 1
+            return dict(fresh.storage_options)
+
+
+def _offset(options: Mapping[str, Any]) -> float:
+    value = options.get(OFFSET_KEY)
+    try:
+        return REFRESH_MARGIN_S if value in (None, "") else float(value)
+    except (TypeError, ValueError):
+        raise InvalidInputError(f"storage option {OFFSET_KEY} must be a number of seconds") from None
+
+
 @dataclass
 class ResolvedTable:
     """Where a table is and how to reach it (see the module docstring)."""
@@ -137,15 +225,30 @@ class ResolvedTable:
 
         return managed_uri(self.location, self.namespace, self.table_id)
 
-    def options(self, margin: float = REFRESH_MARGIN_S) -> dict[str, Any]:
-        """The storage options, asked again when vended credentials expire within ``margin``."""
+    @property
+    def credentials(self) -> NamespaceCredentials:
+        """The descriptor the storage layer refreshes these credentials from (see the module docstring)."""
+        spec = getattr(self.namespace, "_lso_connect", None)
+        base = plain_options(self.base_options)
+        return NamespaceCredentials(spec[0] if spec else None, spec[1] if spec else (), tuple(self.table_id),
+                                    tuple(sorted(base.items(), key=lambda kv: kv[0])), _offset(base),
+                                    namespace=self.namespace)
+
+    def options(self, margin: float | None = None) -> dict[str, Any]:
+        """The storage options, asked again when vended credentials expire within ``margin``
+        (default: the refresh offset); with expiring credentials, their provider too."""
+        margin = _offset(self.base_options) if margin is None else margin
         with self._lock:
             if self.expires_at is not None and self.expires_at - time.time() < margin:
                 fresh = resolve_table(self.namespace, self.table_id, self.base_options)
                 self.storage_options, self.expires_at = fresh.storage_options, fresh.expires_at
                 self.location = fresh.location
                 self.refreshes += 1
-            return dict(self.storage_options)
+            if self.expires_at is None:
+                return dict(self.storage_options)
+            provider = self.credentials
+            provider.remember(self.storage_options, self.expires_at)
+            return {**self.storage_options, PROVIDER_KEY: provider}
 
 
 def resolve_table(namespace: Any, table_id: str | Sequence[str],
@@ -167,11 +270,11 @@ def resolve_table(namespace: Any, table_id: str | Sequence[str],
     with _VENDED_LOCK:
         _VENDED.update(str(v) for v in vended.values() if v is not None and len(str(v)) >= MIN_SECRET_LENGTH)
     expiry = vended.get(EXPIRY_KEY)
-    merged = {**(storage_options or {}), **vended}
+    merged = {**plain_options(storage_options), **vended}
     return ResolvedTable(ns, tid, response.location, merged,
                          expires_at=int(expiry) / 1000.0 if expiry else None,
                          managed_versioning=response.managed_versioning is True,
-                         base_options=dict(storage_options or {}))
+                         base_options=plain_options(storage_options))
 
 
 def iter_tables(namespace: Any, namespace_id: str | Sequence[str] | None = None,

@@ -5,6 +5,8 @@ names; the fixture gives the dataset root and those options."""
 
 from __future__ import annotations
 
+import json
+import os
 import shutil
 import socket
 import subprocess
@@ -19,6 +21,31 @@ from pathlib import Path
 import pytest
 
 READY_SECONDS = 30.0
+RECORDING_PATH: Path | None = None  # where the session's moto server records requests
+
+
+class Recording:
+    """``with Recording(endpoint) as r:`` the requests the moto server got meanwhile, in order
+    (``r.entries``: method, url, headers), read at exit."""
+
+    def __init__(self, endpoint: str) -> None:
+        self.endpoint = endpoint
+        self.entries: list[dict] = []
+
+    def _call(self, what: str) -> None:
+        request = urllib.request.Request(f"{self.endpoint}/moto-api/recorder/{what}", method="POST")
+        urllib.request.urlopen(request, timeout=10).close()
+
+    def __enter__(self) -> Recording:
+        self._call("reset-recording")
+        self._call("start-recording")
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self._call("stop-recording")
+        assert RECORDING_PATH is not None
+        text = RECORDING_PATH.read_text() if RECORDING_PATH.exists() else ""
+        self.entries = [json.loads(line) for line in text.splitlines() if line.strip()]
 
 
 def _free_port() -> int:
@@ -53,14 +80,18 @@ class S3:
 
 
 @pytest.fixture(scope="session")
-def moto_endpoint() -> Iterator[str]:
-    """``moto_server`` on 127.0.0.1:<free port>; bounded wait for readiness, stopped at teardown."""
+def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
+    """``moto_server`` on 127.0.0.1:<free port>; bounded wait for readiness, stopped at teardown.
+    Its request recorder (off unless a test starts it: ``Recording``) writes under a temp dir."""
     pytest.importorskip("moto")
     exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     assert exe, "moto[server] is in the test extra"
     port = _free_port()
+    global RECORDING_PATH
+    RECORDING_PATH = tmp_path_factory.mktemp("moto") / "recording.jsonl"
+    env = {**os.environ, "MOTO_RECORDER_FILEPATH": str(RECORDING_PATH)}
     proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)
+                            stderr=subprocess.DEVNULL, env=env)
     endpoint = f"http://127.0.0.1:{port}"
     deadline = time.monotonic() + READY_SECONDS
     try:

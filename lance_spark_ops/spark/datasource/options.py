@@ -21,6 +21,7 @@ from datetime import datetime
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.io.options import plain_options
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS
 from lance_spark_ops.table.write import DEFAULT_MAX_ROWS_PER_FILE
 
@@ -165,7 +166,7 @@ def read_option_strings(columns: Any = None, with_row_id: bool = False, with_row
     if version is not None:
         out["version"] = str(int(version))
     if storage_options:
-        out["storage_options"] = json.dumps(dict(storage_options))
+        out["storage_options"] = json.dumps(plain_options(storage_options))  # a provider is no text
     for k, v in extra.items():
         if v is None:
             continue
