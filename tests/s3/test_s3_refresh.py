@@ -117,8 +117,9 @@ def test_one_compaction_outlives_its_credentials(spark, s3: S3, tmp_path, capfd,
 
     monkeypatch.setattr(job, "_before_commit_hook", barrier)
     with Recording(s3.endpoint) as rec:
+        offset = {"credentials_refresh_offset_seconds": str(OFFSET_S)}
         metrics = compact(spark, namespace=namespace, table_id="t", target_rows_per_fragment=400,
-                          commit_every=1, storage_options={"credentials_refresh_offset_seconds": f"{OFFSET_S}"})
+                          commit_every=1, storage_options=offset)
     out, err = capfd.readouterr()
     assert metrics.commits == 3 and metrics.fragments_removed == 12 and metrics.fragments_added == 3
     ds = lance.dataset(uri, storage_options=s3.options)
