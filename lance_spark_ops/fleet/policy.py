@@ -75,7 +75,7 @@ class Policy:
             live rows (100 000: below it a flat scan of the unindexed rows is cheap) ...
         optimize_min_unindexed_fraction: ... or at least this share of the live rows (0.1).
         optimize_max_delta_segments: ... or has more delta segments than this (4: every query
-            probes each segment).
+            probes each segment); then its segments are merged into one (``num_indices_to_merge``).
         vacuum_retention: versions older than this may go; pylance's ``cleanup_old_versions``
             default (14 days of time travel).
         vacuum_min_old_versions: vacuum when at least this many versions are old (10) ...
@@ -223,7 +223,7 @@ def decide(health: Any, policy: Policy) -> list[Decision]:
                              "materialize_deletions_threshold": policy.materialize_deleted_fraction},
                             priority=h.small_fragments / max(h.fragments, 1) * 4))
     if "optimize_indices" in on:
-        why = []
+        why, merge = [], 0
         for ix in h.indices:
             share = ix.unindexed_rows / max(h.rows, 1)
             if ix.unindexed_rows and (ix.unindexed_rows >= policy.optimize_min_unindexed_rows
@@ -232,8 +232,10 @@ def decide(health: Any, policy: Policy) -> list[Decision]:
             elif ix.segments > policy.optimize_max_delta_segments:
                 why.append(f"{ix.name}: {ix.segments} delta segments "
                            f"(> {policy.optimize_max_delta_segments})")
-        if why:
-            out.append(Decision("optimize_indices", "; ".join(why), priority=3.0))
+                merge = max(merge, ix.segments)
+        if why:  # too many segments: merge them all (else pylance's default, the newest one)
+            out.append(Decision("optimize_indices", "; ".join(why),
+                                {"num_indices_to_merge": merge} if merge else {}, priority=3.0))
     if "vacuum" in on:
         why = []
         if h.versions_old >= policy.vacuum_min_old_versions:

@@ -162,7 +162,7 @@ def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _T
     if d.action == "remap_indices":
         return remap_indices(spark, uri, storage_options=so)
     if d.action == "optimize_indices":
-        return _optimize_indices()(spark, uri, storage_options=so)
+        return _optimize_indices()(spark, uri, storage_options=so, **d.options)
     if d.action == "vacuum":
         return vacuum(spark, uri, older_than=parse_duration(d.options["older_than"]), storage_options=so)
     raise InvalidInputError(f"unknown action {d.action!r}")

@@ -30,6 +30,8 @@ EXPECTED = {
     "healthy": [],
     "remap": ["remap_indices"],
     "staging.indexed": ["optimize_indices"],
+    "deltas": ["optimize_indices", "vacuum"],
+    "mixed": ["compact", "vacuum"],
 }
 
 
@@ -58,6 +60,14 @@ def make_lake(root: str) -> dict[str, str]:
     ds = write(["staging", "indexed"], _table(2 * ROWS), max_rows_per_file=ROWS)
     ds.create_scalar_index("id", "BTREE")
     lance.write_dataset(_table(ROWS, 2 * ROWS), ds.uri, mode="append")
+    ds = write(["deltas"], _table(ROWS))  # 6 index segments (> 4), every row indexed; 12 versions
+    ds.create_scalar_index("id", "BTREE")
+    for i in range(1, 6):
+        ds = lance.write_dataset(_table(ROWS, i * ROWS), ds.uri, mode="append")
+        ds.optimize.optimize_indices(num_indices_to_merge=0)
+    ds = write(["mixed"], _table(800), max_rows_per_file=100)  # small fragments and old versions
+    for i in range(5):
+        ds = lance.write_dataset(_table(100, 800 + 100 * i), ds.uri, mode="append")
     ds = write(["broken"], _table(ROWS))
     out = {}
     from lance_namespace import DescribeTableRequest, ListTablesRequest

@@ -1,14 +1,21 @@
-"""``maintain`` over a directory namespace of pylance tables with different needs: exactly the
-actions the policy implies run on each table, pylance's answers are unchanged, the healthy
-table gets no commit, the broken one is reported and the others finish; a dry run changes
-nothing; the job's exit code, JSON line and report."""
+"""``maintain`` over a namespace of pylance tables with different needs - our directory
+namespace, and pylance's REST server (RestAdapter over the same layout) on 127.0.0.1 through
+our REST client: exactly the actions the policy implies run on each table, pylance's answers
+are unchanged, the healthy table gets no commit, the broken one is reported and the others
+finish; a dry run changes nothing; the job's exit code, JSON line and report. The lake is
+written once per module and copied for each test."""
 
 from __future__ import annotations
 
 import json
 import os
+import shutil
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
 
 import lance
+import lance.namespace
 import pytest
 
 from lance_spark_ops.fleet.health import measure
@@ -18,6 +25,30 @@ from lance_spark_ops.spark.maintenance import FleetTarget, exit_status, maintain
 from tests.fleet.lake import EXPECTED, POLICY, make_lake
 
 pytestmark = pytest.mark.spark
+
+
+@pytest.fixture(scope="module")
+def template(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    root = tmp_path_factory.mktemp("template") / "lake"
+    make_lake(str(root))
+    return root
+
+
+def _copy(template: Path, tmp_path: Path) -> str:
+    """A fresh copy of the lake (its manifest table holds locations relative to the root)."""
+    root = tmp_path / "lake"
+    shutil.copytree(template, root)
+    return str(root)
+
+
+@contextmanager
+def _served(kind: str, root: str) -> Iterator[tuple[str, dict[str, str]]]:
+    """The lake as ``kind`` namespace: ours over the directory, or pylance's REST server."""
+    if kind == "dir":
+        yield "dir", {"root": root}
+        return
+    with lance.namespace.RestAdapter("dir", {"root": root}, host="127.0.0.1", port=0) as server:
+        yield "rest", {"uri": f"http://127.0.0.1:{server.port}"}
 
 
 def _snapshot(root: str) -> dict[str, tuple[int, int]]:
@@ -38,9 +69,9 @@ def _decided(result) -> dict[str, list[str]]:
     return {t.table: [d["action"] for d in t.decisions] for t in result.tables if t.status == "ok"}
 
 
-def test_dry_run_decides_by_policy_and_changes_nothing(tmp_path, capsys) -> None:
-    root = str(tmp_path / "lake")
-    make_lake(root)
+def test_dry_run_decides_by_policy_and_changes_nothing(template, tmp_path, capsys) -> None:
+    root = _copy(template, tmp_path)
+    assert all(loc.startswith(root) for loc in make_locations(root).values())
     before = _snapshot(root)
     result = maintain(None, FleetTarget(("dir", {"root": root}), recursive=True), POLICY, dry_run=True)
     assert _decided(result) == EXPECTED
@@ -92,26 +123,25 @@ def _health_as_pylance_sees_it(result, locations: dict[str, str]) -> None:
             assert ix["segments"] == stats["num_indices"], t.table
 
 
-def test_dry_run_through_a_rest_namespace(tmp_path) -> None:
+def test_dry_run_through_a_rest_namespace(template, tmp_path) -> None:
     """The same decisions when the tables come from pylance's REST server on 127.0.0.1."""
-    import lance.namespace
-
-    root = str(tmp_path / "lake")
-    make_lake(root)
-    with lance.namespace.RestAdapter("dir", {"root": root}, host="127.0.0.1", port=0) as server:
-        rest = ("rest", {"uri": f"http://127.0.0.1:{server.port}"})
+    root = _copy(template, tmp_path)
+    before = _snapshot(root)
+    with _served("rest", root) as rest:
         result = maintain(None, FleetTarget(rest, recursive=True), POLICY, dry_run=True)
     assert _decided(result) == EXPECTED
     assert [t.status for t in result.tables if t.table == "broken"] == ["failed"]
+    assert _snapshot(root) == before
 
 
-def test_maintain_runs_exactly_the_policy_actions(spark, tmp_path) -> None:
-    root = str(tmp_path / "lake")
-    locations = make_lake(root)
+@pytest.mark.parametrize("kind", ["dir", "rest"])
+def test_maintain_runs_exactly_the_policy_actions(spark, template, tmp_path, kind: str) -> None:
+    root = _copy(template, tmp_path)
+    locations = make_locations(root)
     answers = _answers(locations)
     versions = {n: lance.dataset(loc).version for n, loc in locations.items() if n != "broken"}
-    result = maintain(spark, FleetTarget(("dir", {"root": root}), recursive=True), POLICY,
-                      max_concurrent_tables=2)
+    with _served(kind, root) as ns:
+        result = maintain(spark, FleetTarget(ns, recursive=True), POLICY, max_concurrent_tables=2)
     by_name = {t.table: t for t in result.tables}
     expected = EXPECTED
     assert set(by_name) == {*expected, "broken"}
@@ -140,15 +170,23 @@ def test_maintain_runs_exactly_the_policy_actions(spark, tmp_path) -> None:
     assert remap.to_table(filter="id = 1234").num_rows == 1
     assert measure(locations["remap"], load_policy(POLICY).for_table("remap")).reuse_versions_behind == 0
     assert by_name["small"].after["fragments"] < by_name["small"].before["fragments"]
+    deltas = lance.dataset(locations["deltas"])
+    assert deltas.stats.index_stats("id_idx")["num_indices"] == (1 if btree else 6)
+    assert deltas.stats.index_stats("id_idx")["num_unindexed_rows"] == 0
+    assert deltas.to_table(filter="id = 4321").num_rows == 1 and len(deltas.versions()) == 1
+    mixed = lance.dataset(locations["mixed"])
+    assert len(mixed.get_fragments()) < 13 and len(mixed.versions()) == 1
     indexed = lance.dataset(locations["staging.indexed"])
     assert indexed.stats.index_stats("id_idx")["num_unindexed_rows"] == (0 if btree else 1000)
     assert indexed.version == versions["staging.indexed"] + (1 if btree else 0)
     assert indexed.to_table(filter="id = 2500").num_rows == 1
 
     # a re-run measures again: nothing left to do (but what this build cannot do yet)
-    again = maintain(spark, FleetTarget(("dir", {"root": root}), recursive=True), POLICY, dry_run=True)
+    with _served(kind, root) as ns:
+        again = maintain(spark, FleetTarget(ns, recursive=True), POLICY, dry_run=True)
     assert _decided(again) == {**dict.fromkeys(expected, []),
-                               "staging.indexed": [] if btree else ["optimize_indices"]}
+                               **({} if btree else {"staging.indexed": ["optimize_indices"],
+                                                    "deltas": ["optimize_indices"]})}
 
 
 def _builds_btree() -> bool:
@@ -163,9 +201,8 @@ def _builds_btree() -> bool:
     return True
 
 
-def test_budget_spent_runs_nothing(spark, tmp_path) -> None:
-    root = str(tmp_path / "lake")
-    make_lake(root)
+def test_budget_spent_runs_nothing(spark, template, tmp_path) -> None:
+    root = _copy(template, tmp_path)
     before = _snapshot(root)
     result = maintain(spark, FleetTarget(("dir", {"root": root})), POLICY, budget_seconds=1e-9)
     assert result.actions_run == 0 and result.actions_skipped == sum(
