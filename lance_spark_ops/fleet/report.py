@@ -79,15 +79,29 @@ def _versions_chart(health: Mapping[str, Any]) -> str | None:
     if len(times) < 2:
         return None
 
-    span = times[-1] - times[0]
-    unit, scale = ("d", 86400) if span > 2 * 86400 else ("h", 3600) if span > 2 * 3600 else ("s", 1)
+    unit, scale = _time_unit(times[-1] - times[0])
 
     def draw(ax: Any) -> None:
+        from matplotlib.ticker import FuncFormatter, MaxNLocator
+
         ago = [(t - times[-1]) / scale for t in times]
         ax.plot(ago, range(len(ago)), marker=".", color="#f58518")
         ax.set_title(f"versions over time ({unit} before latest)", fontsize=8)
+        # a few short labels: at 2.3 inches wide, matplotlib's default ticks ("-2000", "-1500",
+        # ... or six-digit fractions) run into each other
+        ax.xaxis.set_major_locator(MaxNLocator(nbins=4, min_n_ticks=2))
+        ax.xaxis.set_major_formatter(FuncFormatter(lambda v, _pos: f"{v:.3g}"))
+        ax.yaxis.set_major_locator(MaxNLocator(nbins=4, integer=True))
 
     return _png(draw)
+
+
+def _time_unit(span: float) -> tuple[str, float]:
+    """The unit the versions chart counts in: the largest in which the span is at least 2."""
+    for unit, scale in (("d", 86400.0), ("h", 3600.0), ("min", 60.0)):
+        if span >= 2 * scale:
+            return unit, scale
+    return "s", 1.0
 
 
 def _fleet_chart(rows: Sequence[tuple[str, float]], title: str, color: str) -> str | None:

@@ -106,3 +106,53 @@ def test_decide_on_figures() -> None:
         ["remap_indices", "materialize_deletions", "vacuum"]
     assert decide(health(small_fragments=9), Policy(actions=("vacuum",))) == []
     assert decide(health(small_fragments=7), p) == []  # below compact_min_small_fragments
+
+
+def test_versions_chart_labels_do_not_overlap() -> None:
+    """Versions seconds apart (and hours apart): few, short tick labels that do not overlap."""
+    import base64
+    import io
+
+    import matplotlib
+
+    matplotlib.use("Agg")
+    from matplotlib.backends.backend_agg import FigureCanvasAgg
+    from matplotlib.figure import Figure
+
+    from lance_spark_ops.fleet import report as rep
+
+    drawn = []
+
+    def capture(draw, size=(2.3, 1.3)):  # the page's own figure size and drawing
+        fig = Figure(figsize=size, dpi=90)
+        ax = fig.add_subplot()
+        draw(ax)
+        ax.tick_params(labelsize=7)
+        fig.tight_layout(pad=0.4)
+        canvas = FigureCanvasAgg(fig)
+        canvas.draw()
+        renderer = canvas.get_renderer()
+        boxes = [t.get_window_extent(renderer) for t in ax.get_xticklabels() if t.get_text()
+                 and ax.get_xlim()[0] <= t.get_position()[0] <= ax.get_xlim()[1]]
+        drawn.append(([t.get_text() for t in ax.get_xticklabels()], boxes))
+        buf = io.BytesIO()
+        fig.savefig(buf, format="png")
+        return "data:image/png;base64," + base64.b64encode(buf.getvalue()).decode()
+
+    base = 1.7e9
+    for times in ([base + 0.37 * i for i in range(40)], [base + 1.3 * i * i for i in range(30)],
+                  [base + 1000 / 39 * i for i in range(40)], [base + 5000 / 39 * i for i in range(40)],
+                  [base + 7000 / 39 * i for i in range(40)], [base + 3600 * 7.1 * i for i in range(12)],
+                  [base + 86400 * 1.9 / 9 * i for i in range(10)]):
+        drawn.clear()
+        original = rep._png
+        rep._png = capture
+        try:
+            assert rep._versions_chart({"version_times": times})
+        finally:
+            rep._png = original
+        labels, boxes = drawn[0]
+        assert 2 <= len(boxes) <= 6 and all(len(label) <= 6 for label in labels), labels
+        for a, b in zip(boxes, boxes[1:], strict=False):
+            assert a.x1 + 4 <= b.x0, labels  # no two labels overlap or touch
+    assert rep._time_unit(90) == ("s", 1.0) and rep._time_unit(300)[0] == "min"
