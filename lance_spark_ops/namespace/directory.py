@@ -14,11 +14,21 @@ Layout (the Lance Namespace spec's directory namespace, as pylance 14 writes it)
   ``base_objects``. Nested namespaces exist only here. With ``dir_listing_enabled`` (default)
   root-level ``*.lance`` directories the manifest does not know are tables too.
 
+Versions: with ``table_version_tracking_enabled`` (default false) the namespace manages its
+tables' versions, as the spec's directory namespace and pylance 14's: ``describe_table`` says
+``managed_versioning``, and the version operations work on the table's ``_versions/``
+manifests themselves (the version records *are* those files): ``list_table_versions`` /
+``describe_table_version`` (paths as object-store paths, no scheme), ``create_table_version``
+(the staged manifest is put under its final name only if no such version exists - else
+``ConcurrentModificationError`` - then the staged file goes) and
+``batch_delete_table_versions`` (the manifests of the given ranges, never the latest).
+
 Properties: ``root`` (required), ``manifest_enabled``, ``dir_listing_enabled``,
+``table_version_tracking_enabled``,
 ``storage.<key>`` (storage options for the root and every table; not vended unless
 ``vend_input_storage_options`` is true, then with ``expires_at_millis`` now +
 ``vend_input_storage_options_refresh_interval_millis`` when that is set - pylance's test
-properties for credential refresh). Read-only: creating or dropping tables is not supported.
+properties for credential refresh). Creating or dropping tables and namespaces is not supported.
 """
 
 from __future__ import annotations
@@ -27,27 +37,35 @@ import time
 from typing import Any
 
 from lance_namespace import (
+    BatchDeleteTableVersionsResponse,
+    ConcurrentModificationError,
+    CreateTableVersionResponse,
     DescribeNamespaceRequest,
     DescribeNamespaceResponse,
     DescribeTableRequest,
     DescribeTableResponse,
+    DescribeTableVersionResponse,
     LanceNamespace,
     ListNamespacesRequest,
     ListNamespacesResponse,
     ListTablesRequest,
     ListTablesResponse,
+    ListTableVersionsResponse,
     NamespaceExistsRequest,
     NamespaceExistsResponse,
     NamespaceNotFoundError,
     TableExistsRequest,
     TableExistsResponse,
     TableNotFoundError,
+    TableVersion,
+    TableVersionNotFoundError,
+    UnsupportedOperationError,
 )
 
-from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.errors import CommitConflict, InvalidInputError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.paths import VERSIONS_DIR
+from lance_spark_ops.table.paths import VERSIONS_DIR, ManifestNamingScheme, scan_versions
 
 __all__ = ["DirectoryNamespace", "MANIFEST_TABLE", "OBJECT_ID_DELIMITER", "RESERVED_MARKER"]
 
@@ -88,6 +106,7 @@ class DirectoryNamespace(LanceNamespace):
         self.manifest_enabled = _flag(props, "manifest_enabled", True)
         self.dir_listing_enabled = _flag(props, "dir_listing_enabled", True)
         self.storage_options = {k[len("storage."):]: v for k, v in props.items() if k.startswith("storage.")}
+        self.version_tracking = _flag(props, "table_version_tracking_enabled", False)
         self.vend = _flag(props, "vend_input_storage_options", False)
         interval = props.get("vend_input_storage_options_refresh_interval_millis")
         self.vend_interval_ms = int(interval) if interval else None
@@ -198,8 +217,79 @@ class DirectoryNamespace(LanceNamespace):
             options = dict(self.storage_options)
             if self.vend_interval_ms is not None:
                 options["expires_at_millis"] = str(int(time.time() * 1000) + self.vend_interval_ms)
-        return DescribeTableResponse(location=location, table_uri=location, storage_options=options)
+        return DescribeTableResponse(location=location, table_uri=location, storage_options=options,
+                                     managed_versioning=True if self.version_tracking else None)
 
     def table_exists(self, request: TableExistsRequest) -> TableExistsResponse:
         self._find_table(list(request.id or []))
         return TableExistsResponse()
+
+    # -- versions (table_version_tracking_enabled; see the module docstring) ---------------------
+    def _versions(self, request: Any) -> tuple[ObjectStore, dict[int, str], ManifestNamingScheme | None]:
+        """The table's store, ``{version: manifest name}`` and naming scheme."""
+        if not self.version_tracking:
+            raise UnsupportedOperationError("table versions are not managed by this namespace "
+                                            "(table_version_tracking_enabled is false)")
+        store = ObjectStore(self._find_table(list(_get(request, "id") or [])), dict(self.storage_options))
+        scheme, versions = scan_versions(store.list(VERSIONS_DIR), store.root)
+        return store, versions, scheme
+
+    @staticmethod
+    def _record(store: ObjectStore, version: int, name: str) -> TableVersion:
+        rel = f"{VERSIONS_DIR}/{name}"
+        return TableVersion(version=version, manifest_path=store.full_path(rel).lstrip("/"),
+                            manifest_size=store.size(rel))
+
+    def list_table_versions(self, request: Any) -> ListTableVersionsResponse:
+        store, versions, _ = self._versions(request)
+        numbers = sorted(versions, reverse=bool(_get(request, "descending")))
+        limit = _get(request, "limit")
+        if limit is not None and limit >= 0:
+            numbers = numbers[:limit]
+        return ListTableVersionsResponse(versions=[self._record(store, v, versions[v]) for v in numbers])
+
+    def describe_table_version(self, request: Any) -> DescribeTableVersionResponse:
+        store, versions, _ = self._versions(request)
+        version = _get(request, "version")
+        if version is None and versions:
+            version = max(versions)
+        if version not in versions:
+            table = ".".join(_get(request, "id") or [])
+            raise TableVersionNotFoundError(f"table {table} has no version {version}")
+        return DescribeTableVersionResponse(version=self._record(store, version, versions[version]))
+
+    def create_table_version(self, request: Any) -> CreateTableVersionResponse:
+        store, versions, scheme = self._versions(request)
+        version = int(_get(request, "version"))
+        wanted = str(_get(request, "naming_scheme") or (scheme or ManifestNamingScheme.V2).name).upper()
+        if wanted not in ("V1", "V2"):
+            raise InvalidInputError(f"create_table_version: unknown naming scheme {wanted!r}")
+        raw = str(_get(request, "manifest_path")).split("://", 1)[-1].strip("/")
+        root = store.root_path.strip("/")
+        if not raw.startswith(root + "/"):
+            raise InvalidInputError(f"create_table_version: the staged manifest {raw!r} is not in the table")
+        staged = raw[len(root) + 1:]
+        name = ManifestNamingScheme[wanted].manifest_name(version)
+        if version in versions:
+            raise ConcurrentModificationError(f"version {version} already exists")
+        try:
+            store.put_if_not_exists(f"{VERSIONS_DIR}/{name}", store.read(staged))
+        except CommitConflict as e:
+            raise ConcurrentModificationError(f"version {version} already exists") from e
+        store.delete(staged)
+        return CreateTableVersionResponse(version=self._record(store, version, name))
+
+    def batch_delete_table_versions(self, request: Any) -> BatchDeleteTableVersionsResponse:
+        store, versions, _ = self._versions(request)
+        latest = max(versions) if versions else None
+        doomed = set()
+        for r in _get(request, "ranges") or ():
+            start, end = int(_get(r, "start_version")), int(_get(r, "end_version") or 0)
+            doomed.update(v for v in versions if start <= v <= (end if end > 0 else start) and v != latest)
+        store.delete_many(f"{VERSIONS_DIR}/{versions[v]}" for v in sorted(doomed))
+        return BatchDeleteTableVersionsResponse(deleted_count=len(doomed))
+
+
+def _get(request: Any, name: str) -> Any:
+    """A field of a request given as the interface's model or as a dict (pylance passes dicts)."""
+    return request.get(name) if isinstance(request, dict) else getattr(request, name, None)

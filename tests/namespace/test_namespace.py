@@ -189,3 +189,56 @@ def test_job_flags_resolve_the_table(lakes) -> None:
                  ["--table", "t1"], ["/uri", "--namespace-impl", "dir"]):
         with pytest.raises(InvalidInputError):
             parse_request(job, argv, {})
+
+
+def test_dir_namespace_manages_versions_as_pylance(tmp_path) -> None:
+    """With table_version_tracking_enabled our ``dir`` says managed_versioning as pylance's,
+    lists and describes the same versions, takes commits (create_table_version: a version
+    that exists is a conflict) and deletes old versions' records, never the latest."""
+    from lance_namespace import (
+        BatchDeleteTableVersionsRequest,
+        ListTableVersionsRequest,
+        TableVersionNotFoundError,
+    )
+
+    from lance_spark_ops.errors import CommitConflict
+    from lance_spark_ops.spark import compact
+    from lance_spark_ops.table.commit.namespace_store import NamespaceManifestStore
+
+    root = str(tmp_path)
+    theirs = lance.namespace.DirectoryNamespace(root=root, table_version_tracking_enabled="true")
+    data = pa.table({"a": list(range(1000))})
+    lance.write_dataset(data, namespace_client=theirs, table_id=["t1"], mode="create", max_rows_per_file=100)
+    ours = connect_namespace("dir", {"root": root, "table_version_tracking_enabled": "true"})
+    plain = connect_namespace("dir", {"root": root})
+    assert ours.describe_table(DescribeTableRequest(id=["t1"])).managed_versioning is True
+    assert theirs.describe_table(DescribeTableRequest(id=["t1"])).managed_versioning is True
+    assert not plain.describe_table(DescribeTableRequest(id=["t1"])).managed_versioning
+    assert not resolve_table(plain, "t1").managed_versioning and resolve_table(ours, "t1").managed_versioning
+
+    def listed(ns, **kw):
+        got = ns.list_table_versions(ListTableVersionsRequest(id=["t1"], **kw)).versions
+        return [(v.version, _norm("/" + v.manifest_path), v.manifest_size) for v in got]
+
+    created = []
+    create = ours.create_table_version
+    ours.create_table_version = lambda request: created.append(request["version"]) or create(request)
+    m = compact(None, namespace=ours, table_id="t1")  # commits through our create_table_version
+    assert m.fragments_removed == 10 and m.new_version == 3 and created == [2, 3]
+    ds = lance.dataset(namespace_client=theirs, table_id=["t1"])
+    assert ds.version == 3 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
+    assert listed(ours) == listed(theirs) and [v[0] for v in listed(ours)] == [1, 2, 3]
+    assert listed(ours, descending=True, limit=1) == listed(theirs, descending=True, limit=1)
+    top = ours.describe_table_version({"id": ["t1"], "version": None}).version
+    assert (top.version, top.manifest_path) == (3, listed(ours)[-1][1].lstrip("/"))
+    with pytest.raises(TableVersionNotFoundError):
+        ours.describe_table_version({"id": ["t1"], "version": 9})
+    staged = tmp_path / "t1.lance" / "_versions" / "staged.manifest-x"
+    staged.write_bytes(b"x")
+    kv = NamespaceManifestStore(ours, ["t1"], str(tmp_path / "t1.lance"))
+    with pytest.raises(CommitConflict):
+        kv.put_if_not_exists("", 3, "_versions/staged.manifest-x", 1)
+    assert ours.batch_delete_table_versions(BatchDeleteTableVersionsRequest(
+        id=["t1"], ranges=[{"start_version": 1, "end_version": 3}])).deleted_count == 2  # not the latest
+    assert [v[0] for v in listed(theirs)] == [3]
+    assert lance.dataset(namespace_client=theirs, table_id=["t1"]).to_table().sort_by("a").equals(data)
