@@ -48,6 +48,7 @@ from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
+from lance_spark_ops.table.commit.migrate import trusted_indices
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment, has_deletion_file
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
@@ -56,8 +57,11 @@ RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
 
 
 def index_entries(ds: Dataset) -> list[Any]:
+    """The version's index entries, bitmaps an old writer left missing or overlapping
+    recomputed from the index files as the commit will (``trusted_indices``)."""
     section = ds.manifest_file.index_section
-    return list(section.indices) if section is not None else []
+    entries = list(section.indices) if section is not None else []
+    return trusted_indices(ds.store, ds.manifest, entries, ds.uri)
 
 
 def frag_reuse_entry(ds: Dataset) -> Any | None:
@@ -300,19 +304,24 @@ def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int
                                     "ascending id order (pylance maps sorted addresses)")
         masks = [live_mask(ds, f) for f in g.old_fragments]
         survivors = surviving_addresses(ids, masks)
-        version.groups.append(make_group([_digest(f) for f in g.old_fragments], survivors,
-                                         [_digest(f) for f in g.new_fragments]))
+        olds = [_digest(f, len(m), int((~m).sum())) for f, m in zip(g.old_fragments, masks, strict=True)]
+        version.groups.append(make_group(olds, survivors, [_digest(f) for f in g.new_fragments]))
     return version
 
 
-def _digest(f: DataFragment) -> FragDigest:
-    deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
-    return FragDigest(f.id, int(f.physical_rows or 0), int(deleted))
+def _digest(f: DataFragment, rows: int | None = None, deleted: int | None = None) -> FragDigest:
+    """A fragment's digest; ``rows`` / ``deleted`` counted by the caller (an old fragment of
+    pylance <= 0.7 records neither: the commit fills them in, the digest needs them now)."""
+    if deleted is None:
+        deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
+    return FragDigest(f.id, int(f.physical_rows or 0) if rows is None else rows, int(deleted))
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
+    """Which of the fragment's rows are live (its row count read from its files when the
+    manifest does not record it: pylance <= 0.7)."""
     keep = ds.live_mask(frag)
-    return keep if keep is not None else np.ones(int(frag.physical_rows or 0), dtype=bool)
+    return keep if keep is not None else np.ones(ds.physical_rows(frag), dtype=bool)
 
 
 def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:

@@ -131,7 +131,7 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
         masks = []
         for i in old_ids:
             keep = ds.live_mask(by_id[i])
-            masks.append(keep if keep is not None else _all_live(by_id[i]))
+            masks.append(keep if keep is not None else np.ones(ds.physical_rows(by_id[i]), dtype=bool))
         olds.append(surviving_addresses(old_ids, masks))
         news.append(new_addresses(new))
         if olds[-1].size != news[-1].size:  # per group, as from_pairs checks the whole
@@ -140,10 +140,6 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
     if not olds:
         return RowAddressMap.concat([])
     return RowAddressMap.from_pairs(np.concatenate(olds), np.concatenate(news), all_ids)
-
-
-def _all_live(frag: Any) -> Any:
-    return np.ones(int(frag.physical_rows or 0), dtype=bool)
 
 
 def _read(store: ObjectStore, rel: str) -> tuple[pa.Table, str]:
