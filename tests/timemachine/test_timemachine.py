@@ -37,8 +37,6 @@ def _acceptable_refusals(manifest: dict, name: str, step: str) -> tuple[str, ...
             out.append("that is or may be IVF_HNSW")
         if "INVERTED" in kinds:  # old-layout FTS behind the FRI
             out.append("a full-text index in the layout of pylance <= 0.2x")
-    if info["indices"] and (release < (0, 8, 15) or kind == "quirk_bitmap"):
-        out += ["cannot be trusted", "cannot be remapped (no fragment bitmap)"]
     return tuple(out)
 
 

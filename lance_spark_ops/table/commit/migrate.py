@@ -2,8 +2,9 @@
 ``migrate_manifest``, ``fix_schema``, ``migrate_indices``), applied to every manifest we commit.
 
 - Fragments without ``physical_rows`` (pylance <= 0.7) or whose deletion file does not record
-  ``num_deleted_rows`` get both from their files; fragments with no live row left then go, as in
-  Lance's ``migrate_fragments``. Nothing is read when every fragment records both.
+  ``num_deleted_rows`` get both from their files, and data files without ``file_size_bytes``
+  (pylance <= 0.2x) their size from storage; fragments with no live row left then go, as in
+  Lance's ``migrate_fragments``. Nothing is read when every fragment records them all.
 - Duplicate field ids across the data files of one fragment (pylance 0.10.5's add / drop
   columns): the last file's copy of a duplicated id gets a new id, the schema field follows it,
   files left with no schema field are dropped (Lance's ``fix_schema``: readers take the last
@@ -24,9 +25,10 @@ from collections.abc import Sequence
 from dataclasses import replace
 from typing import Any
 
+import numpy as np
 from pyroaring import BitMap
 
-from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.deletion import deleted_offsets
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -125,12 +127,16 @@ def trusted_indices(store: ObjectStore, manifest: Manifest | None, indices: Sequ
 
 
 def _fix_counts(store: ObjectStore, manifest: Manifest, where: str) -> None:
-    cols = manifest.fragment_columns()  # unknown counts are 0 there, as in the protobuf
-    if not ((cols.physical_rows == 0).any() or (cols.has_deletion & (cols.deleted_rows == 0)).any()):
+    cols = manifest.fragment_columns()  # unknown counts and sizes are 0 there, as in the protobuf
+    counts = (cols.physical_rows == 0).any() or (cols.has_deletion & (cols.deleted_rows == 0)).any()
+    # a fragment whose sizes sum to 0 records none; one of several files may lack its own
+    suspects = np.flatnonzero((cols.data_bytes == 0) | (cols.num_files > 1))
+    if not counts and not len(suspects):
+        return
+    frags = manifest.fragments
+    if not counts and not any(d.file_size_bytes is None for k in suspects.tolist() for d in frags[k].files):
         return
     from lance_spark_ops.table.scan import FragmentScan
-
-    frags = manifest.fragments
 
     resolver = BaseResolver(store, manifest.base_paths, where)
     out: list[DataFragment] = []
@@ -143,10 +149,22 @@ def _fix_counts(store: ObjectStore, manifest: Manifest, where: str) -> None:
         if f.deletion_file is not None and f.deletion_file.num_deleted_rows is None:
             n = int(len(deleted_offsets(store, fixed, resolver)))
             fixed = replace(fixed, deletion_file=replace(f.deletion_file, num_deleted_rows=n or None))
+        if any(d.file_size_bytes is None for d in f.files):  # Lance's migrate_fragments sizes them too
+            fixed = replace(fixed, files=[d if d.file_size_bytes is not None else
+                                          replace(d, file_size_bytes=_file_size(resolver, d, where))
+                                          for d in f.files])
         deleted = fixed.deletion_file.num_deleted_rows or 0 if fixed.deletion_file is not None else 0
         if rows - deleted > 0:
             out.append(fixed)
     manifest.fragments = out
+
+
+def _file_size(resolver: BaseResolver, data_file: Any, where: str) -> int:
+    file_store, rel = resolver.data_file(data_file)
+    size = file_store.size(rel)
+    if size == 0:  # Lance: "File {path} has size 0"
+        raise CorruptFileError(f"data file {data_file.path} has size 0", path=file_store.uri(rel))
+    return size
 
 
 def _fix_duplicate_field_ids(manifest: Manifest) -> None:
