@@ -41,7 +41,7 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUMN
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
@@ -152,7 +152,8 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a full-text index in the layout of pylance "
                 "<= 0.2x (docs / invert / tokens files, no metadata.lance) covers fragments that would be "
                 "rewritten; pylance 14 cannot read such an index through the fragment reuse index (its "
-                "answers lose the rewritten rows). Rebuild the index with pylance 14 first", path=ds.uri)
+                "answers lose the rewritten rows), and its own compaction fails on such an index (a panic in "
+                "its FTS remap, pylance 14.0.2). Rebuild the index with pylance 14 first", path=ds.uri)
         if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
             continue
         try:
@@ -167,8 +168,10 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
                 "(pylance <= 0.2x: no type in its details, files in a layout this library does not rewrite) "
                 "that is or may be IVF_HNSW covers fragments with deleted rows that would be rewritten; "
-                "behind the fragment reuse index pylance 14 cannot read an HNSW index then. Rebuild the "
-                "index (pylance create_index(..., replace=True)) or exclude those fragments", path=ds.uri)
+                "behind the fragment reuse index pylance 14 cannot read an HNSW index then (nor can its own "
+                "compaction rewrite HNSW of pylance <= 0.1x: it fails on 0.10's v1 file and cannot query "
+                "0.16's). Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
+                "fragments", path=ds.uri)
 
 
 def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
@@ -186,11 +189,12 @@ def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
 
 def _storage_layout_known(ds: Dataset, idx: Any) -> bool:
     """``auxiliary.idx`` holds ``_rowid`` and one storage column (pylance 0.20 also stored
-    ``__ivf_part_id``: not rewritten here)."""
+    ``__ivf_part_id`` between them: dropped when the file is rewritten, as pylance 14 does)."""
     try:
         names = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{AUX_FILE}", store=ds.store).schema.names
     except LanceError:
         return False
+    names = [n for n in names if n != PART_ID_COLUMN]
     return len(names) == 2 and names[0] == "_rowid"
 
 

@@ -16,7 +16,11 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.errors import UnsupportedError
+from lance_spark_ops._pb import index_pb2
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.index.ivf import without_partition_ids
+from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.spark.compaction import compact
 from lance_spark_ops.table.commit.indices import fragment_bitmap
 from lance_spark_ops.table.commit.migrate import untrusted_bitmaps
@@ -249,3 +253,39 @@ def test_duplicate_field_ids_of_0_10_5(tmp_path):
     assert [[d.fields for d in f.files] for f in mine.fragments] == \
         [[d.fields for d in f.files] for f in pylance.fragments]
 
+
+
+def test_ivf_partition_id_column_is_dropped():
+    """pylance 0.20's auxiliary.idx carried ``__ivf_part_id``; a rewrite drops it (as pylance
+    14's), after checking it agrees with the partition lengths."""
+    ivf = index_pb2.IVF(lengths=[2, 0, 3], offsets=[0, 2, 2])
+    table = pa.table({"_rowid": pa.array(range(5), pa.uint64()),
+                      "__ivf_part_id": pa.array([0, 0, 2, 2, 2], pa.uint32()),
+                      "__sq_code": pa.array([[1]] * 5, pa.list_(pa.uint8(), 1))})
+    assert without_partition_ids(table, ivf).schema.names == ["_rowid", "__sq_code"]
+    assert without_partition_ids(table.drop_columns(["__ivf_part_id"]), ivf).num_columns == 2
+    bad = table.set_column(1, "__ivf_part_id", pa.array([0, 1, 2, 2, 2], pa.uint32()))
+    with pytest.raises(CorruptFileError, match="__ivf_part_id"):
+        without_partition_ids(bad, ivf)
+
+
+@pytest.mark.slow
+def test_hnsw_of_0_20_is_compacted_as_pylance_does(tmp_path):
+    """pylance 0.20's IVF_HNSW_SQ (``__ivf_part_id`` in its storage) after deletions: pylance 14
+    compacts it (remapping the index); so do we, with the same answers and storage columns."""
+    src = _release("0.20.0") / "hnsw-default"
+    ours, theirs = str(tmp_path / "ours"), str(tmp_path / "theirs")
+    shutil.copytree(src, ours)
+    shutil.copytree(src, theirs)
+    want = _index_answers(theirs)["vec_idx"]["query"]
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=10_000)
+    compact(None, ours, target_rows_per_fragment=10_000)
+    assert _index_answers(ours)["vec_idx"]["query"] == _index_answers(theirs)["vec_idx"]["query"] == want
+    assert lance.dataset(ours).to_table().sort_by("id").equals(lance.dataset(theirs).to_table().sort_by("id"))
+
+    def storage_columns(uri: str) -> list[str]:
+        idx = next(i for i in _section(uri) if i.name == "vec_idx")
+        rel = f"_indices/{uuid_str(idx.uuid.uuid)}/auxiliary.idx"
+        return LanceFileReader(rel, store=Dataset.open(uri).store).schema.names
+    assert storage_columns(ours) == storage_columns(theirs) == ["_rowid", "__sq_code"]
+    _same(ours)

@@ -33,7 +33,7 @@ def _acceptable_refusals(manifest: dict, name: str, step: str) -> tuple[str, ...
     kinds = {k for _, k in info["indices"]}
     out: list[str] = []
     if release < (0, 30) and step in REWRITES:
-        if kind == "hnsw" and release < (0, 27):  # HNSW in a v1 index file behind the FRI after deletions
+        if kind == "hnsw" and release < (0, 20):  # HNSW of <= 0.1x (pylance 14 cannot rewrite it either)
             out.append("that is or may be IVF_HNSW")
         if "INVERTED" in kinds:  # old-layout FTS behind the FRI
             out.append("a full-text index in the layout of pylance <= 0.2x")

@@ -51,7 +51,14 @@ from lance_spark_ops.index.fts.layout import (
 )
 from lance_spark_ops.index.fts.remap import remap_partition
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
-from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
+from lance_spark_ops.index.ivf import (
+    AUX_FILE,
+    INDEX_FILE,
+    ivf_buffer,
+    pq_transposed,
+    remap_storage,
+    without_partition_ids,
+)
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.ngram import POSTINGS_FILE as NGRAM_FILE
 from lance_spark_ops.index.ngram import remap_postings
@@ -205,6 +212,7 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     if slot >= len(extra):
         raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
     ivf = index_pb2.IVF.FromString(extra[slot])
+    table = without_partition_ids(table, ivf)
     old_lengths = list(ivf.lengths)
     transposed = pq_transposed(reader.schema)
     for m in maps:
