@@ -56,12 +56,13 @@ from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
 
 
-def index_entries(ds: Dataset) -> list[Any]:
+def index_entries(ds: Dataset, recompute: bool = True) -> list[Any]:
     """The version's index entries, bitmaps an old writer left missing or overlapping
-    recomputed from the index files as the commit will (``trusted_indices``)."""
+    recomputed from the index files as the commit will (``trusted_indices``; UnsupportedError
+    when it cannot) unless ``recompute`` is off (as stored)."""
     section = ds.manifest_file.index_section
     entries = list(section.indices) if section is not None else []
-    return trusted_indices(ds.store, ds.manifest, entries, ds.uri)
+    return trusted_indices(ds.store, ds.manifest, entries, ds.uri) if recompute else entries
 
 
 def frag_reuse_entry(ds: Dataset) -> Any | None:
@@ -81,10 +82,10 @@ def check_defer_allowed(ds: Dataset, defer: bool) -> None:
                                "(pylance 14 refuses it too)", path=ds.uri)
 
 
-def effective_bitmaps(ds: Dataset) -> list[BitMap | None]:
+def effective_bitmaps(ds: Dataset, recompute: bool = True) -> list[BitMap | None]:
     """Each index's fragments as pylance sees them (through the fragment reuse index)."""
     versions = reuse_versions(ds)
-    return [effective_bitmap(i, versions) for i in index_entries(ds)]
+    return [effective_bitmap(i, versions) for i in index_entries(ds, recompute)]
 
 
 @dataclass
