@@ -52,6 +52,7 @@ def _check_release(release: str, tmp_path: Path, spark, names: list[str] | None 
         src = root / name
         problems += [f"{release}/{name} read: {m}" for m in read_mismatches(str(src))]
         for step, result in maintain(spark, src, tmp_path / name).items():
+            print(f"OUTCOME {release} {name} {step}: {result[:240]}")  # the outcome table (pytest -s)
             allowed = _acceptable_refusals(manifest, name, step)
             ok = result == "ok" or result.startswith(("not maintained: pylance 14 cannot read",
                                                       "refused (pylance 14 fails too)")) or (
