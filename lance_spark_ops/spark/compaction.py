@@ -114,14 +114,16 @@ def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple
 
 def _known_counts(ds: Dataset, cols: Any) -> tuple[np.ndarray, np.ndarray]:
     """Physical and deleted rows per fragment; those a manifest of pylance <= 0.7 does not
-    record (0 in the columns) read from the fragment's files (the commit records them)."""
-    missing = np.flatnonzero((cols.physical_rows == 0) | (cols.has_deletion & (cols.deleted_rows == 0)))
+    record (0 in the columns), or all when it records no writer version (its counts may be
+    wrong: the commit counts them again), read from the fragment's files."""
+    missing = np.flatnonzero((cols.physical_rows == 0) | (cols.has_deletion & (cols.deleted_rows == 0))
+                             | (ds.manifest.writer_version is None))
     if not len(missing):
         return cols.physical_rows, cols.deleted_rows
     physical, deleted = cols.physical_rows.copy(), cols.deleted_rows.copy()
     frags = ds.fragments
     for k in missing.tolist():
-        physical[k] = ds.physical_rows(frags[k])
+        physical[k] = ds.physical_rows(replace(frags[k], physical_rows=None))
         if frags[k].deletion_file is not None:
             deleted[k] = len(ds.deleted_offsets(frags[k]))
     return physical, deleted

@@ -100,6 +100,23 @@ def test_missing_counts_are_read_and_written_on_commit(tmp_path):
     assert lance.dataset(uri).to_table(with_row_id=True).equals(want)
 
 
+def test_counts_are_recounted_without_a_writer_version(tmp_path):
+    """Releases before writer versions sometimes wrote wrong ``physical_rows`` (lance#1531):
+    after a version without one, Lance's commit counts every fragment again; so does ours."""
+    uri = _legacy(tmp_path / "src")
+
+    def no_writer_wrong_counts(pb):
+        pb.ClearField("writer_version")
+        pb.fragments[1].physical_rows = 7
+        pb.fragments[2].deletion_file.num_deleted_rows = 1
+    edit_manifest(uri, no_writer_wrong_counts)
+    ours, theirs = _ours_and_pylances(tmp_path, uri)
+    def counts(uri: str) -> list[tuple[int, int]]:
+        return [(f.physical_rows, f.deletion_file.num_deleted_rows) for f in Dataset.open(uri).fragments]
+    assert counts(ours) == counts(theirs) == [(10, 3), (10, 2), (10, 3), (10, 2)]
+    _same(ours)
+
+
 def _bitmaps(uri: str) -> dict[str, list[list[int]]]:
     """index name -> the fragment ids of each of its segments (in manifest order)."""
     section = Dataset.open(uri).manifest_file.index_section

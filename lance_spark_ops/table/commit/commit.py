@@ -330,7 +330,8 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
         restored.manifest if restored is not None else None,
         list(restored.index_section.indices) if restored is not None and restored.index_section else None)
     repair_manifest(att.store, manifest, att.store.uri(""),
-                    reserving=isinstance(att.txn.operation, ReserveFragments))
+                    reserving=isinstance(att.txn.operation, ReserveFragments),
+                    recount=previous is not None and previous.manifest.writer_version is None)
     txn_bytes = att.txn.to_bytes()
     if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
         att.txn_files[txn_name] = txn_bytes

@@ -4,7 +4,10 @@
 - Fragments without ``physical_rows`` (pylance <= 0.7) or whose deletion file does not record
   ``num_deleted_rows`` get both from their files, and data files without ``file_size_bytes``
   (pylance <= 0.2x) their size from storage; fragments with no live row left then go, as in
-  Lance's ``migrate_fragments``. Nothing is read when every fragment records them all.
+  Lance's ``migrate_fragments``. Nothing is read when every fragment records them all, unless
+  the previous version records no writer version (releases before writer versions sometimes
+  wrote wrong ``physical_rows``, lance#1531): then every count is read again (``recount``),
+  as Lance's commit does.
 - Duplicate field ids across the data files of one fragment (pylance 0.10.5's add / drop
   columns): the last file's copy of a duplicated id gets a new id, the schema field follows it,
   files left with no schema field are dropped (Lance's ``fix_schema``: readers take the last
@@ -40,13 +43,14 @@ _BITMAP_FIX = (0, 8, 15)
 _SYSTEM_INDICES = ("__lance_frag_reuse", "__lance_mem_wal")
 
 
-def repair_manifest(store: ObjectStore, manifest: Manifest, where: str, *, reserving: bool = False) -> None:
+def repair_manifest(store: ObjectStore, manifest: Manifest, where: str, *, reserving: bool = False,
+                    recount: bool = False) -> None:
     """Apply the repairs above to ``manifest`` (the version being committed) in place (index
     bitmaps: ``trusted_indices``, applied to the previous version's indices before the new
     manifest is built).
     ``reserving``: a ReserveFragments commit, whose caller writes files planned on the schema
     before it: field ids are left alone (the commit bringing those files repairs them)."""
-    _fix_counts(store, manifest, where)
+    _fix_counts(store, manifest, where, recount)
     if not reserving:
         _fix_duplicate_field_ids(manifest)
 
@@ -126,9 +130,10 @@ def trusted_indices(store: ObjectStore, manifest: Manifest | None, indices: Sequ
     return out
 
 
-def _fix_counts(store: ObjectStore, manifest: Manifest, where: str) -> None:
+def _fix_counts(store: ObjectStore, manifest: Manifest, where: str, recount: bool = False) -> None:
     cols = manifest.fragment_columns()  # unknown counts and sizes are 0 there, as in the protobuf
-    counts = (cols.physical_rows == 0).any() or (cols.has_deletion & (cols.deleted_rows == 0)).any()
+    counts = recount or (cols.physical_rows == 0).any() or \
+        (cols.has_deletion & (cols.deleted_rows == 0)).any()
     # a fragment whose sizes sum to 0 records none; one of several files may lack its own
     suspects = np.flatnonzero((cols.data_bytes == 0) | (cols.num_files > 1))
     if not counts and not len(suspects):
@@ -141,12 +146,12 @@ def _fix_counts(store: ObjectStore, manifest: Manifest, where: str) -> None:
     resolver = BaseResolver(store, manifest.base_paths, where)
     out: list[DataFragment] = []
     for f in frags:
-        rows = f.physical_rows
+        rows = None if recount else f.physical_rows
         if rows is None:
-            rows = FragmentScan(store, f, [], row_ids=None, keep=None, with_row_id=False,
-                                with_row_address=False, resolver=resolver).num_rows
+            rows = FragmentScan(store, replace(f, physical_rows=None), [], row_ids=None, keep=None,
+                                with_row_id=False, with_row_address=False, resolver=resolver).num_rows
         fixed = replace(f, physical_rows=rows)
-        if f.deletion_file is not None and f.deletion_file.num_deleted_rows is None:
+        if f.deletion_file is not None and (recount or f.deletion_file.num_deleted_rows is None):
             n = int(len(deleted_offsets(store, fixed, resolver)))
             fixed = replace(fixed, deletion_file=replace(f.deletion_file, num_deleted_rows=n or None))
         if any(d.file_size_bytes is None for d in f.files):  # Lance's migrate_fragments sizes them too
