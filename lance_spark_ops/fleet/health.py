@@ -18,6 +18,7 @@ from typing import Any
 
 import numpy as np
 
+from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.fleet.policy import Policy
 
 __all__ = ["IndexHealth", "TableHealth", "measure"]
@@ -73,9 +74,11 @@ def _indices(ds: Any, live: np.ndarray, ids: np.ndarray) -> tuple[list[IndexHeal
     from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind
     from lance_spark_ops.spark.index_remap import effective_bitmaps, index_entries, reuse_versions
 
-    entries = index_entries(ds)
+    try:
+        entries, bitmaps = index_entries(ds), effective_bitmaps(ds)
+    except UnsupportedError:  # bitmaps a commit must recompute and cannot: report them as stored
+        entries, bitmaps = index_entries(ds, False), effective_bitmaps(ds, False)
     versions = reuse_versions(ds)
-    bitmaps = effective_bitmaps(ds)
     groups: dict[str, list[tuple[Any, Any]]] = {}
     for entry, bm in zip(entries, bitmaps, strict=True):
         if not entry.name.startswith("__lance_"):

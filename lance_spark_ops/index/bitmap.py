@@ -199,6 +199,11 @@ def _entries(blob: bytes | None) -> list[tuple[int, bytes]]:
     return out
 
 
+def tree_map_fragments(blob: bytes | None) -> list[int]:
+    """The fragment ids a serialized ``RowIdTreeMap`` names (nothing decoded)."""
+    return [frag for frag, _ in _entries(blob)]
+
+
 def _join_entries(entries: list[tuple[int, bytes]]) -> bytes:
     """One ``RowIdTreeMap`` of entries of several maps: entries of distinct fragments are
     kept as they are (their bytes are what ``encode_tree_map`` writes); a fragment held by

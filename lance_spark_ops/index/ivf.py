@@ -68,11 +68,28 @@ def _transpose_blocks(flat: np.ndarray, m: int, lengths: np.ndarray, to_rows: bo
     return out
 
 
+PART_ID_COLUMN = "__ivf_part_id"
+
+
+def without_partition_ids(table: pa.Table, ivf: index_pb2.IVF) -> pa.Table:
+    """The storage table without the ``__ivf_part_id`` column pylance 0.20 also stored (each
+    row's partition, which the partition lengths already say; pylance 14 drops it when it
+    rewrites the file). CorruptFileError when the column disagrees with the lengths."""
+    if PART_ID_COLUMN not in table.schema.names:
+        return table
+    lengths = np.asarray(ivf.lengths, dtype=np.int64)
+    parts = table.column(PART_ID_COLUMN).to_numpy(zero_copy_only=False)
+    if parts.size != lengths.sum() or \
+            not np.array_equal(parts, np.repeat(np.arange(lengths.size), lengths)):
+        raise CorruptFileError(f"{AUX_FILE}: column {PART_ID_COLUMN} disagrees with the partition lengths")
+    return table.drop_columns([PART_ID_COLUMN])
+
+
 def remap_storage(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap,
                   transposed: bool) -> tuple[pa.Table, index_pb2.IVF]:
     """The storage table and partition table after the remap."""
     if table.num_columns != 2 or table.schema.names[0] != "_rowid":
-        # pylance 0.20 also stored an __ivf_part_id column: a layout this library does not rewrite
+        # (pylance 0.20's __ivf_part_id column is dropped first: ``without_partition_ids``)
         raise UnsupportedError(f"{AUX_FILE}: columns {table.schema.names}, expected _rowid and one storage "
                                "column")
     lengths = np.asarray(ivf.lengths, dtype=np.int64)

@@ -100,15 +100,33 @@ def fragment_stats(ds: Dataset, excluded: frozenset[int] = frozenset()) -> tuple
     """Planning inputs, as arrays; returns (stats, number of indexed fragments withheld: those
     the user excluded and those covered by an index without a fragment bitmap)."""
     cols = ds.manifest.fragment_columns()  # no fragment object built or decoded
+    physical, deleted = _known_counts(ds, cols)
     cover, covers, blocked = covering_columns(ds)
     covered = np.array([bool(c) for c in covers])[cover]
     withheld = blocked.copy()
     if excluded:
         withheld |= covered & np.isin(cols.id, np.fromiter(excluded, np.int64))
     # a blocked fragment acts as a boundary (planned as excluded): no deletions, no bytes
-    stats = FragmentTable(cols.id, cols.physical_rows, np.where(blocked, 0, cols.deleted_rows),
+    stats = FragmentTable(cols.id, physical, np.where(blocked, 0, deleted),
                           np.where(blocked, 0, cols.data_bytes), cover, covers, blocked)
     return stats, int(withheld.sum())
+
+
+def _known_counts(ds: Dataset, cols: Any) -> tuple[np.ndarray, np.ndarray]:
+    """Physical and deleted rows per fragment; those a manifest of pylance <= 0.7 does not
+    record (0 in the columns), or all when it records no writer version (its counts may be
+    wrong: the commit counts them again), read from the fragment's files."""
+    missing = np.flatnonzero((cols.physical_rows == 0) | (cols.has_deletion & (cols.deleted_rows == 0))
+                             | (ds.manifest.writer_version is None))
+    if not len(missing):
+        return cols.physical_rows, cols.deleted_rows
+    physical, deleted = cols.physical_rows.copy(), cols.deleted_rows.copy()
+    frags = ds.fragments
+    for k in missing.tolist():
+        physical[k] = ds.physical_rows(replace(frags[k], physical_rows=None))
+        if frags[k].deletion_file is not None:
+            deleted[k] = len(ds.deleted_offsets(frags[k]))
+    return physical, deleted
 
 
 def _version_key(version: str) -> tuple[int, ...]:

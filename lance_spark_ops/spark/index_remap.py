@@ -41,13 +41,14 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
-from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE
+from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUMN
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.job import Job
 from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
+from lance_spark_ops.table.commit.migrate import trusted_indices
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment, has_deletion_file
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
@@ -55,9 +56,13 @@ from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
 
 
-def index_entries(ds: Dataset) -> list[Any]:
+def index_entries(ds: Dataset, recompute: bool = True) -> list[Any]:
+    """The version's index entries, bitmaps an old writer left missing or overlapping
+    recomputed from the index files as the commit will (``trusted_indices``; UnsupportedError
+    when it cannot) unless ``recompute`` is off (as stored)."""
     section = ds.manifest_file.index_section
-    return list(section.indices) if section is not None else []
+    entries = list(section.indices) if section is not None else []
+    return trusted_indices(ds.store, ds.manifest, entries, ds.uri) if recompute else entries
 
 
 def frag_reuse_entry(ds: Dataset) -> Any | None:
@@ -77,10 +82,10 @@ def check_defer_allowed(ds: Dataset, defer: bool) -> None:
                                "(pylance 14 refuses it too)", path=ds.uri)
 
 
-def effective_bitmaps(ds: Dataset) -> list[BitMap | None]:
+def effective_bitmaps(ds: Dataset, recompute: bool = True) -> list[BitMap | None]:
     """Each index's fragments as pylance sees them (through the fragment reuse index)."""
     versions = reuse_versions(ds)
-    return [effective_bitmap(i, versions) for i in index_entries(ds)]
+    return [effective_bitmap(i, versions) for i in index_entries(ds, recompute)]
 
 
 @dataclass
@@ -148,7 +153,8 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a full-text index in the layout of pylance "
                 "<= 0.2x (docs / invert / tokens files, no metadata.lance) covers fragments that would be "
                 "rewritten; pylance 14 cannot read such an index through the fragment reuse index (its "
-                "answers lose the rewritten rows). Rebuild the index with pylance 14 first", path=ds.uri)
+                "answers lose the rewritten rows), and its own compaction fails on such an index (a panic in "
+                "its FTS remap, pylance 14.0.2). Rebuild the index with pylance 14 first", path=ds.uri)
         if index_kind(idx) not in ("VECTOR", "UNKNOWN") or not idx.fields:
             continue
         try:
@@ -163,8 +169,10 @@ def _refuse_unreadable_reuse(ds: Dataset, reused: Sequence[Any], deleted: Sequen
                 f"index {idx.name!r} ({uuid_str(idx.uuid.uuid)}): a vector index written by an old pylance "
                 "(pylance <= 0.2x: no type in its details, files in a layout this library does not rewrite) "
                 "that is or may be IVF_HNSW covers fragments with deleted rows that would be rewritten; "
-                "behind the fragment reuse index pylance 14 cannot read an HNSW index then. Rebuild the "
-                "index (pylance create_index(..., replace=True)) or exclude those fragments", path=ds.uri)
+                "behind the fragment reuse index pylance 14 cannot read an HNSW index then (nor can its own "
+                "compaction rewrite HNSW of pylance <= 0.1x: it fails on 0.10's v1 file and cannot query "
+                "0.16's). Rebuild the index (pylance create_index(..., replace=True)) or exclude those "
+                "fragments", path=ds.uri)
 
 
 def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
@@ -182,11 +190,12 @@ def _index_file_type(ds: Dataset, idx: Any) -> tuple[str, str] | None:
 
 def _storage_layout_known(ds: Dataset, idx: Any) -> bool:
     """``auxiliary.idx`` holds ``_rowid`` and one storage column (pylance 0.20 also stored
-    ``__ivf_part_id``: not rewritten here)."""
+    ``__ivf_part_id`` between them: dropped when the file is rewritten, as pylance 14 does)."""
     try:
         names = LanceFileReader(f"_indices/{uuid_str(idx.uuid.uuid)}/{AUX_FILE}", store=ds.store).schema.names
     except LanceError:
         return False
+    names = [n for n in names if n != PART_ID_COLUMN]
     return len(names) == 2 and names[0] == "_rowid"
 
 
@@ -300,19 +309,24 @@ def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int
                                     "ascending id order (pylance maps sorted addresses)")
         masks = [live_mask(ds, f) for f in g.old_fragments]
         survivors = surviving_addresses(ids, masks)
-        version.groups.append(make_group([_digest(f) for f in g.old_fragments], survivors,
-                                         [_digest(f) for f in g.new_fragments]))
+        olds = [_digest(f, len(m), int((~m).sum())) for f, m in zip(g.old_fragments, masks, strict=True)]
+        version.groups.append(make_group(olds, survivors, [_digest(f) for f in g.new_fragments]))
     return version
 
 
-def _digest(f: DataFragment) -> FragDigest:
-    deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
-    return FragDigest(f.id, int(f.physical_rows or 0), int(deleted))
+def _digest(f: DataFragment, rows: int | None = None, deleted: int | None = None) -> FragDigest:
+    """A fragment's digest; ``rows`` / ``deleted`` counted by the caller (an old fragment of
+    pylance <= 0.7 records neither: the commit fills them in, the digest needs them now)."""
+    if deleted is None:
+        deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
+    return FragDigest(f.id, int(f.physical_rows or 0) if rows is None else rows, int(deleted))
 
 
 def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
+    """Which of the fragment's rows are live (its row count read from its files when the
+    manifest does not record it: pylance <= 0.7)."""
     keep = ds.live_mask(frag)
-    return keep if keep is not None else np.ones(int(frag.physical_rows or 0), dtype=bool)
+    return keep if keep is not None else np.ones(ds.physical_rows(frag), dtype=bool)
 
 
 def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:

@@ -51,7 +51,14 @@ from lance_spark_ops.index.fts.layout import (
 )
 from lance_spark_ops.index.fts.remap import remap_partition
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
-from lance_spark_ops.index.ivf import AUX_FILE, INDEX_FILE, ivf_buffer, pq_transposed, remap_storage
+from lance_spark_ops.index.ivf import (
+    AUX_FILE,
+    INDEX_FILE,
+    ivf_buffer,
+    pq_transposed,
+    remap_storage,
+    without_partition_ids,
+)
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.ngram import POSTINGS_FILE as NGRAM_FILE
 from lance_spark_ops.index.ngram import remap_postings
@@ -131,7 +138,7 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
         masks = []
         for i in old_ids:
             keep = ds.live_mask(by_id[i])
-            masks.append(keep if keep is not None else _all_live(by_id[i]))
+            masks.append(keep if keep is not None else np.ones(ds.physical_rows(by_id[i]), dtype=bool))
         olds.append(surviving_addresses(old_ids, masks))
         news.append(new_addresses(new))
         if olds[-1].size != news[-1].size:  # per group, as from_pairs checks the whole
@@ -140,10 +147,6 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
     if not olds:
         return RowAddressMap.concat([])
     return RowAddressMap.from_pairs(np.concatenate(olds), np.concatenate(news), all_ids)
-
-
-def _all_live(frag: Any) -> Any:
-    return np.ones(int(frag.physical_rows or 0), dtype=bool)
 
 
 def _read(store: ObjectStore, rel: str) -> tuple[pa.Table, str]:
@@ -209,6 +212,7 @@ def _remap_ivf(ds: Dataset, src_store: ObjectStore, src: str, dst: str, maps: li
     if slot >= len(extra):
         raise CorruptFileError(f"{AUX_FILE}: no global buffer {slot + 1}", path=reader.path)
     ivf = index_pb2.IVF.FromString(extra[slot])
+    table = without_partition_ids(table, ivf)
     old_lengths = list(ivf.lengths)
     transposed = pq_transposed(reader.schema)
     for m in maps:

@@ -52,7 +52,7 @@ from lance_spark_ops.table.commit.handler import (
     handler_for,
 )
 from lance_spark_ops.table.commit.indices import index_section
-from lance_spark_ops.table.commit.migrate import repair_manifest
+from lance_spark_ops.table.commit.migrate import repair_manifest, trusted_indices
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
@@ -320,6 +320,8 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
             raise NotFoundError(f"cannot restore version {att.txn.operation.version}: it does not exist",
                                 path=att.store.uri(""))
     indices = list(previous.index_section.indices) if previous is not None and previous.index_section else []
+    indices = trusted_indices(att.store, previous.manifest if previous is not None else None, indices,
+                              att.store.uri(""))
     flags = previous.manifest.writer_feature_flags if previous is not None else 0
     disabled = bool(flags & FLAG_DISABLE_TRANSACTION_FILE)
     txn_name = None if disabled else att.txn.file_name
@@ -327,8 +329,9 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
         previous.manifest if previous is not None else None, indices, att.txn, txn_name, options,
         restored.manifest if restored is not None else None,
         list(restored.index_section.indices) if restored is not None and restored.index_section else None)
-    repair_manifest(att.store, manifest, previous.manifest if previous is not None else None, new_indices,
-                    att.store.uri(""), reserving=isinstance(att.txn.operation, ReserveFragments))
+    repair_manifest(att.store, manifest, att.store.uri(""),
+                    reserving=isinstance(att.txn.operation, ReserveFragments),
+                    recount=previous is not None and previous.manifest.writer_version is None)
     txn_bytes = att.txn.to_bytes()
     if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
         att.txn_files[txn_name] = txn_bytes
