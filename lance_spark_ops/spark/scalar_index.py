@@ -32,15 +32,18 @@ from typing import Any
 import pyarrow as pa
 from google.protobuf import any_pb2
 
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index import bloomfilter as bf
 from lance_spark_ops.index import btree as bt
 from lance_spark_ops.index import zonemap as zm
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
-from lance_spark_ops.spark.tasks.scalar_index import MergeSpec, PartSpec, run_merge, run_part
+from lance_spark_ops.spark.tasks import btree_merge as bm
+from lance_spark_ops.spark.tasks.scalar_index import MergeSpec, Part, PartSpec, run_merge, run_part
 from lance_spark_ops.table.dataset import Dataset
 
 PART_ROWS = 1 << 21  # physical rows a part task reads (memory: one sorted run of them)
+RANGE_MERGE_ROWS = 1 << 20  # BTREE runs of fewer rows in all are merged by one task
 
 DETAILS = {
     "BTREE": "/lance.table.BTreeIndexDetails",
@@ -158,9 +161,14 @@ class ScalarBuilder:
         done = job.run_tasks(parts, run_part) if parts else []
         files = tuple(p.file for p in done if p.file is not None)
         payloads = tuple(p.payload for p in done if p.payload is not None)
-        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files, payloads,
-                          tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
-        (written,) = job.run_tasks([merge], run_merge)
+        written = None
+        if req.kind == "BTREE":
+            written = _range_merge(job, req, ds, done, value_type)
+        if written is None:
+            merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files,
+                              payloads, tuple(req.merge_with), params, value_type, req.file_version,
+                              req.storage_options)
+            (written,) = job.run_tasks([merge], run_merge)
         version = INDEX_VERSION[req.kind]
         if req.kind == "BTREE" and ds.uses_stable_row_ids:
             version = 1
@@ -169,6 +177,44 @@ class ScalarBuilder:
             value = zm.details_value(int(dict(req.params)["rows_per_zone"]), value_type)
         details = any_pb2.Any(type_url=DETAILS[req.kind], value=value)
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
+
+
+def _range_merge(job: Any, req: SegmentRequest, ds: Dataset, done: list[Part], value_type: pa.DataType
+                 ) -> tuple[tuple[str, int], ...] | None:
+    """BTREE runs of at least ``RANGE_MERGE_ROWS`` rows in all merged by value range, a task
+    per ``PART_ROWS`` rows, then a finish task (``spark.tasks.btree_merge``); None when the
+    single merge task must do it (one run, few rows, a type or old segment it cannot take)."""
+    if not bt.range_mergeable(value_type):
+        return None
+    runs = []
+    for p in done:
+        if p.file is not None:
+            if p.samples is None:
+                return None
+            runs.append(bm.Run(p.file, None, p.rows, *p.samples))
+    for raw in req.merge_with:
+        run = bm.old_run(ds, table_pb2.IndexMetadata.FromString(raw), value_type)
+        if run is None:
+            return None
+        runs.append(run)
+    total = sum(r.rows for r in runs)
+    if len(runs) < 2 or total < RANGE_MERGE_ROWS:
+        return None
+    batch_size = int(dict(req.params).get("zone_size") or bt.DEFAULT_BATCH_SIZE)
+    plans = bm.plan_ranges(runs, max(2, -(-total // PART_ROWS)))
+    sources = tuple((r.part, r.old) for r in runs)
+    specs = [bm.RangeSpec(req.uri, req.read_version, req.new_uuid, sources, windows, lo, hi, value_type,
+                          batch_size, req.file_version, req.storage_options) for lo, hi, windows in plans]
+    outs = job.run_tasks(specs, bm.run_range, costs=[sum(c - a for a, c in s.windows) for s in specs])
+    if sum(o.rows for o in outs) != total:
+        raise CorruptFileError(f"BTREE range merge: {sum(o.rows for o in outs)} rows out of {total} in runs",
+                               path=req.uri)
+    kept = [o for o in outs if o.file is not None]
+    finish = bm.FinishSpec(req.uri, req.read_version, req.new_uuid, tuple(o.file for o in kept),
+                           tuple(p.file for p in done if p.file is not None), tuple(o.cutter for o in kept),
+                           value_type, req.file_version, req.storage_options)
+    (written,) = job.run_tasks([finish], bm.run_finish)
+    return written
 
 
 def _groups(sizes: list[tuple[int, int]]) -> list[list[int]]:

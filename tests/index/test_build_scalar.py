@@ -141,6 +141,40 @@ def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) ->
         assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)
 
 
+@pytest.mark.parametrize("stable", [False, True])
+def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stable: bool) -> None:
+    """BTREE runs merged by value range (a task per range, pages cut across ranges, ties of
+    ``id``, nulls and NaN of ``f``), then an append merged with the old segment by range too:
+    the files equal pylance's."""
+    from lance_spark_ops.spark.tasks import btree_merge
+    from lance_spark_ops.spark.tasks import scalar_index as tasks
+
+    monkeypatch.setattr(scalar_index, "PART_ROWS", 4000)
+    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
+    monkeypatch.setattr(tasks, "SAMPLE_ROWS", 64)
+    ranges: list[Any] = []
+    run_range = btree_merge.run_range
+
+    def counted(spec: Any, ctx: Any) -> Any:
+        ranges.append(spec)
+        return run_range(spec, ctx)
+
+    monkeypatch.setattr(btree_merge, "run_range", counted)
+    theirs, ours = twins(tmp_path, "2.1", stable, rows=20000)
+    build_both(theirs, ours)
+    assert len({s.new_uuid for s in ranges}) == 2  # id and f by range; s (strings) by one task
+    assert len(ranges) >= 8
+    assert_same(theirs, ours)
+    for uri in (theirs, ours):
+        lance.write_dataset(table(5000, 20000), uri, mode="append", max_rows_per_file=1000)
+    lance.dataset(theirs).optimize.optimize_indices()
+    before = len(ranges)
+    for col, kind in KINDS:
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True)
+    assert len(ranges) > before
+    assert_same(theirs, ours)
+
+
 def after_appends(uri: str, stable: bool) -> None:
     """Deletions in indexed fragments, two appended fragments, then a whole fragment deleted."""
     ds = lance.dataset(uri)
