@@ -209,10 +209,9 @@ def _range_merge(job: Any, req: SegmentRequest, ds: Dataset, done: list[Part], v
     if sum(o.rows for o in outs) != total:
         raise CorruptFileError(f"BTREE range merge: {sum(o.rows for o in outs)} rows out of {total} in runs",
                                path=req.uri)
-    kept = [o for o in outs if o.file is not None]
-    finish = bm.FinishSpec(req.uri, req.read_version, req.new_uuid, tuple(o.file for o in kept),
-                           tuple(p.file for p in done if p.file is not None), tuple(o.cutter for o in kept),
-                           value_type, req.file_version, req.storage_options)
+    finish = bm.FinishSpec(req.uri, req.read_version, req.new_uuid, sources, tuple(outs),
+                           tuple(p.file for p in done if p.file is not None), value_type, req.file_version,
+                           req.storage_options)
     (written,) = job.run_tasks([finish], bm.run_finish)
     return written
 
