@@ -150,6 +150,7 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
     from lance_spark_ops.spark.tasks import scalar_index as tasks
 
     monkeypatch.setattr(scalar_index, "PART_ROWS", 4000)
+    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 4000)
     monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
     monkeypatch.setattr(tasks, "SAMPLE_ROWS", 64)
     ranges: list[Any] = []
@@ -181,6 +182,7 @@ def test_btree_range_merge_spans_of_an_old_segment(tmp_path: Any, monkeypatch: A
     from lance_spark_ops.spark.tasks import btree_merge
 
     monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
+    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 3000)
     monkeypatch.setattr(scalar_index, "PART_ROWS", 3000)
     outs: list[Any] = []
     run_range = btree_merge.run_range

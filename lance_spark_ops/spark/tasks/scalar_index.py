@@ -13,7 +13,7 @@ fixed names, so every attempt of the merge writes the same paths.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -226,6 +226,17 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
     return tuple(files)
+
+
+def run_part_and_merge(spec: tuple[PartSpec, MergeSpec], ctx: TaskContext
+                       ) -> tuple[Part, tuple[tuple[str, int], ...]]:
+    """Executor entry point: one part and its merge in one task (a segment of one part: a
+    Spark stage less)."""
+    part_spec, merge = spec
+    part = run_part(part_spec, ctx)
+    merge = replace(merge, parts=(part.file,) if part.file is not None else (),
+                    payloads=(part.payload,) if part.payload is not None else ())
+    return part, run_merge(merge, ctx)
 
 
 def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
