@@ -230,10 +230,11 @@ def _range_merge(job: Any, req: SegmentRequest, ds: Dataset, done: list[Part], v
 
 
 def _task_count(rows: int, per_task: int, slots: int) -> int:
-    """Tasks of at most ``per_task`` rows, as few as fill the slots in whole waves (under a
-    loaded scheduler each task costs a start-up, so not more)."""
+    """Tasks of at most ``per_task`` rows: one if that is enough, else as few as fill the
+    slots in whole waves (each task costs a start-up, dear on a loaded scheduler)."""
+    n = -(-max(1, rows) // per_task)
     slots = max(1, slots)
-    return slots * -(-max(1, rows) // (per_task * slots))
+    return n if n == 1 else slots * -(-n // slots)
 
 
 def _groups(sizes: list[tuple[int, int]], slots: int = 1) -> list[list[int]]:
