@@ -106,6 +106,19 @@ def plain_blocks(blocks: np.ndarray) -> list[bytes]:
     return [bytes([int(bits[i])]) + packed[i] for i in range(len(blocks))]
 
 
+def occurrence_order(tid: np.ndarray, doc: np.ndarray, position: np.ndarray, ntok: int) -> np.ndarray:
+    """The order of the occurrences by (token, doc, position). Streams already in (doc,
+    position) order (a tokenized scan) need only a stable sort by token: a radix sort for
+    fewer than 65 536 tokens, ~10x faster than the three-key ``lexsort``."""
+    n = len(tid)
+    if n > 1:
+        d = np.diff(doc.astype(np.int64))
+        if bool(np.all((d > 0) | ((d == 0) & (np.diff(position.astype(np.int64)) > 0)))):
+            key = tid.astype(np.uint16) if ntok <= 1 << 16 else tid
+            return np.argsort(key, kind="stable")
+    return np.lexsort((position, doc, tid))
+
+
 def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray, token: np.ndarray,
                     position: np.ndarray, vocab: list[str], with_position: bool,
                     ) -> tuple[pa.Table, pa.Table, pa.Table]:
@@ -120,7 +133,7 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     tokens = pa.table([vocab_arr.take(pa.array(order)), pa.array(np.arange(len(vocab)), pa.uint32())],
                       schema=TOKENS_SCHEMA)
     tid = rank[token]
-    o = np.lexsort((position, doc, tid))
+    o = occurrence_order(tid, doc, position, len(vocab))
     tid, d, p = tid[o], doc[o].astype(np.int64), position[o].astype(np.uint32)
     # (token, doc) pairs and their frequencies
     new_pair = np.ones(len(tid), dtype=bool)
