@@ -147,3 +147,22 @@ def test_occurrence_order_is_the_three_key_sort() -> None:
         shuffled = rng.permutation(len(doc))  # not in (doc, position) order: the lexsort itself
         got = occurrence_order(tid[shuffled], doc[shuffled], position[shuffled], ntok)
         assert (got == np.lexsort((position[shuffled], doc[shuffled], tid[shuffled]))).all()
+
+
+def test_full_blocks_are_the_per_block_bytes() -> None:
+    """``full_blocks`` (built in place) holds per block: f32 score, the sorted doc block as
+    ``sorted_blocks`` packs it, u8 bits + ``pack4x`` of the frequencies."""
+    import numpy as np
+
+    from lance_spark_ops.index.fts.postings import _num_bits, full_blocks, pack4x, sorted_blocks
+
+    rng = np.random.default_rng(0)
+    docs = np.sort(rng.integers(0, 1 << 30, (300, 128)), axis=1).astype(np.uint32)
+    docs[:5] = np.arange(128, dtype=np.uint32)[None] + 7
+    freqs = rng.integers(1, 300, (300, 128)).astype(np.uint32)
+    freqs[:10] = 1
+    scores = rng.random(300).astype(np.float32)
+    bits = _num_bits(freqs)
+    want = [scores[k].astype("<f4").tobytes() + sb + bytes([int(bits[k])]) + pk
+            for k, (sb, pk) in enumerate(zip(sorted_blocks(docs), pack4x(freqs, bits), strict=True))]
+    assert full_blocks(scores, docs, freqs).to_pylist() == want
