@@ -1,7 +1,8 @@
 """The INVERTED (full-text search) ``SegmentBuilder`` (issue #27): ``FTS_BUILDER``.
 
 A segment is one partition per task (``part_<i>_*.lance``, at most ``ROWS_PER_PART`` live
-rows each, whole fragments or row ranges of a big one) plus ``metadata.lance`` listing them.
+rows each and from ``SPLIT_ROWS`` rows on at least one per slot, whole fragments or row ranges
+of a big one) plus ``metadata.lance`` listing them.
 pylance reads multi-partition indices as its own: BM25 statistics (document count, average
 length, document frequency) are summed over the partitions, so scores equal a one-partition
 build's. Rows are named by row address, or by stable row id when the dataset has them (what

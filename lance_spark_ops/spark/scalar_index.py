@@ -1,9 +1,12 @@
 """Segment builder for the scalar index kinds (issue #27): BTREE, BITMAP, LABEL_LIST, NGRAM,
 ZONEMAP and BLOOMFILTER, behind the ``index_segment`` contract.
 
-The driver side only plans: fragments (in manifest order) are grouped into part tasks of about
-``PART_ROWS`` physical rows (``spark.tasks.scalar_index.run_part``), then one merge task writes
-the segment's files and deletes the parts (``run_merge``). What pylance 14.0.2 writes, per kind
+The driver side only plans: fragments (in manifest order) are grouped into part tasks of at
+most ``PART_ROWS`` physical rows, as many as fill the slots in whole waves
+(``spark.tasks.scalar_index.run_part``), then one merge task writes the segment's files and
+deletes the parts (``run_merge``); a segment of one part indexes and merges in one task. BTREE
+runs of ``RANGE_MERGE_ROWS`` or more numeric / temporal rows are merged by value range in
+parallel tasks instead (``spark.tasks.btree_merge``). What pylance 14.0.2 writes, per kind
 (the formats: ``index.btree``, ``index.bitmap``, ``index.ngram``, ``index.zonemap``,
 ``index.bloomfilter``):
 
