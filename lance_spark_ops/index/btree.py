@@ -13,6 +13,7 @@ cuts the pages again (observed: 10000 rows, 10% deleted -> 9000 rows, lookup min
 from __future__ import annotations
 
 from collections.abc import Iterator
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -96,8 +97,30 @@ class PageCutter:
         if self.nulls.size < top:
             self.nulls = np.concatenate([self.nulls, np.zeros(top - self.nulls.size, np.int64)])
         np.add.at(self.nulls, pages, 1)
-        self.last = values.slice(n - 1, 1).cast(vt)
+        self.last = values.take(pa.array([n - 1])).cast(vt)  # not a slice: pickled small
         self.pos += n
+
+    @classmethod
+    def starting_at(cls, batch_size: int, lookup_schema: pa.Schema, pos: int) -> PageCutter:
+        """A cutter for rows from global row ``pos`` on (one range of a range-parallel merge):
+        it keeps the pages starting and ending in its rows; ``joined`` puts ranges together."""
+        cutter = cls(batch_size, lookup_schema)
+        cutter.pos = pos
+        return cutter
+
+    @classmethod
+    def joined(cls, cutters: list[PageCutter]) -> PageCutter:
+        """The cutter of consecutive ranges' rows (``cutters`` in row order, none empty)."""
+        first = cutters[0]
+        out = cls(first.batch_size, first.schema)
+        for c in cutters:
+            out.mins.extend(c.mins)
+            out.maxs.extend(c.maxs)
+            if out.nulls.size < c.nulls.size:
+                out.nulls = np.concatenate([out.nulls, np.zeros(c.nulls.size - out.nulls.size, np.int64)])
+            out.nulls[:c.nulls.size] += c.nulls
+            out.last, out.pos = c.last, c.pos
+        return out
 
     def finish(self) -> pa.Table:
         maxs = list(self.maxs)
@@ -295,3 +318,93 @@ def _next_nonempty(it: Iterator[pa.Table]) -> pa.Table | None:
         if chunk.num_rows:
             return chunk
     return None
+
+
+# -- range-parallel merge (issue #27) ----------------------------------------------------------
+# Sorted runs are merged in value ranges, a task per range: keys (rank, value) sampled every
+# ``stride`` rows of each run place every range boundary between two samples of each run, so a
+# range task reads one window per run, cuts it exactly and knows its first global row (the rows
+# of all runs at or before its lower boundary), hence its pages. Boundaries are whole keys, so
+# equal values never straddle two ranges.
+
+Key = tuple[int, Any]
+
+
+def range_mergeable(t: pa.DataType) -> bool:
+    """Types whose order numpy keys reproduce (numbers, times; not booleans)."""
+    return _numpy_sortable(t) is not None and not pa.types.is_boolean(t)
+
+
+def sort_keys(values: pa.Array | pa.ChunkedArray) -> tuple[np.ndarray, np.ndarray]:
+    """(rank, value) per row, lexicographic in index order: rank 0 null, 1 value, 2 NaN;
+    value 0 where the rank is not 1."""
+    plain = _numpy_sortable(values.type)
+    if plain is None:
+        raise UnsupportedError(f"no numpy sort keys for {values.type}")
+    if isinstance(values, pa.ChunkedArray):
+        values = values.combine_chunks()
+    rank = value_rank(values).to_numpy(zero_copy_only=False).astype(np.int8)
+    v = pc.fill_null(values, pa.scalar(0, values.type)) if values.null_count else values
+    v = (v.cast(plain) if plain != v.type else v).to_numpy(zero_copy_only=False)
+    if rank.size and not bool(np.all(rank == 1)):
+        v = np.where(rank == 1, v, np.zeros(1, v.dtype))
+    return rank, v
+
+
+def sample(values: pa.Array | pa.ChunkedArray, every: int) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(positions, rank, value) of every ``every``-th row of a sorted run's values."""
+    positions = np.arange(0, len(values), every, dtype=np.int64)
+    rank, v = sort_keys(values.take(pa.array(positions)))
+    return positions, rank, v
+
+
+def keys_le(rank: np.ndarray, v: np.ndarray, key: Key) -> np.ndarray:
+    """Rows whose key sorts at or before ``key``."""
+    r, x = key
+    return (rank < r) | ((rank == r) & (v <= x))
+
+
+def pick_bounds(samples: list[tuple[np.ndarray, np.ndarray, int]], n_ranges: int) -> list[Key]:
+    """Up to ``n_ranges - 1`` distinct boundary keys cutting the sampled rows (each sample
+    standing for ``stride`` rows) into ranges of about equal weight, ascending."""
+    if n_ranges < 2 or not samples:
+        return []
+    rank = np.concatenate([s[0] for s in samples])
+    v = np.concatenate([s[1] for s in samples])
+    w = np.concatenate([np.full(len(s[0]), s[2], np.int64) for s in samples])
+    if not rank.size:
+        return []
+    order = np.lexsort((v, rank))
+    cw = np.cumsum(w[order])
+    picks = np.searchsorted(cw, cw[-1] * np.arange(1, n_ranges) / n_ranges)
+    out: list[Key] = []
+    for p in np.minimum(picks, len(order) - 1):
+        key = (int(rank[order[p]]), v[order[p]].item())
+        if not out or key != out[-1]:
+            out.append(key)
+    return out
+
+
+def window(positions: np.ndarray, rank: np.ndarray, v: np.ndarray, rows: int, lo: Key | None,
+           hi: Key | None) -> tuple[int, int]:
+    """Rows ``[a, c)`` of a run (sampled at ``positions``) holding every row with
+    ``lo < key <= hi``; the rows before ``a`` all sort at or before ``lo``."""
+    a, c = 0, rows
+    if lo is not None:
+        n = int(np.count_nonzero(keys_le(rank, v, lo)))
+        a = int(positions[n - 1]) if n else 0
+    if hi is not None:
+        n = int(np.count_nonzero(keys_le(rank, v, hi)))
+        c = int(positions[n]) if n < len(positions) else rows
+    return a, max(a, c)
+
+
+def merge_pieces(pieces: list[pa.Table]) -> pa.Table:
+    """One sorted table of sorted pieces (values, ids) whose ids may interleave."""
+    pieces = [p for p in pieces if p.num_rows]
+    if not pieces:
+        raise ValueError("no rows to merge")
+    if len(pieces) == 1:
+        return pieces[0]
+    pieces.sort(key=lambda c: int(c.column("ids")[0].as_py()))
+    return _merge_sorted(pa.concat_tables(pieces).combine_chunks())

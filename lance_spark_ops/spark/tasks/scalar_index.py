@@ -13,7 +13,7 @@ fixed names, so every attempt of the merge writes the same paths.
 from __future__ import annotations
 
 from collections.abc import Iterator
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -40,6 +40,7 @@ ZONED = ("ZONEMAP", "BLOOMFILTER")
 SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
 MERGE_CHUNK_ROWS = 1 << 16   # fewest rows per run held by the BTREE merge
 MERGE_BUDGET_ROWS = 1 << 23  # rows the BTREE merge holds over all runs (bounds its memory)
+SAMPLE_ROWS = 4096           # a BTREE part samples its run's key every this many rows
 
 
 @dataclass(frozen=True)
@@ -67,6 +68,7 @@ class Part:
     file: str | None
     rows: int
     payload: bytes | None = None  # ZONEMAP / BLOOMFILTER: the zones themselves (Arrow IPC)
+    samples: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # BTREE: ``btree.sample``
 
 
 @dataclass(frozen=True)
@@ -118,7 +120,10 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
         values = pa.chunked_array([p[0] for p in pieces])
         run = bt.sort_run(values, np.concatenate([p[1] for p in pieces]))
         _write(ds.store, rel, run, spec.file_version)
-        return Part(rel.rsplit("/", 1)[1], run.num_rows)
+        samples = None
+        if bt.range_mergeable(run.schema.field("values").type):  # for the range-parallel merge
+            samples = bt.sample(run.column("values"), SAMPLE_ROWS)
+        return Part(rel.rsplit("/", 1)[1], run.num_rows, samples=samples)
     if spec.kind in ZONED:
         return _zoned_part(ds, spec, dict(spec.params), ctx)
     by_address = not spec.row_ids
@@ -177,6 +182,12 @@ def keep_filter(ds: Dataset, index: Any, row_ids: bool) -> Any:
     return lambda ids: np.isin(ids, allow)
 
 
+def keep_filter_is_all(ds: Dataset, index: Any) -> bool:
+    """A by-address merge keeps every row of the old segment (all its fragments remain)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    return covered <= BitMap(f.id for f in ds.fragments)
+
+
 def _retained_fragments(ds: Dataset, index: Any) -> set[int]:
     """The fragments of an old segment still in the dataset (``keep_filter`` by address)."""
     covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
@@ -184,7 +195,7 @@ def _retained_fragments(ds: Dataset, index: Any) -> set[int]:
     return {int(i) for i in covered if i in present}
 
 
-def _old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
+def old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
     base = index.base_id if index.HasField("base_id") else None
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
 
@@ -217,6 +228,17 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
     return tuple(files)
 
 
+def run_part_and_merge(spec: tuple[PartSpec, MergeSpec], ctx: TaskContext
+                       ) -> tuple[Part, tuple[tuple[str, int], ...]]:
+    """Executor entry point: one part and its merge in one task (a segment of one part: a
+    Spark stage less)."""
+    part_spec, merge = spec
+    part = run_part(part_spec, ctx)
+    merge = replace(merge, parts=(part.file,) if part.file is not None else (),
+                    payloads=(part.payload,) if part.payload is not None else ())
+    return part, run_merge(merge, ctx)
+
+
 def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
                  batch_size: int) -> list[tuple[str, int]]:
     # few runs (the usual case) are read in big chunks, so the merge takes few rounds of one
@@ -226,7 +248,7 @@ def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
     for p in spec.parts:
         runs.append(_read_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), chunk_rows))
     for old in olds:
-        store, src = _old_dir(ds, old)
+        store, src = old_dir(ds, old)
         lookup = LanceFileReader(f"{src}/{bt.PAGE_LOOKUP}", store=store)
         bt.check_not_range_partitioned(lookup.schema, lookup.path)
         keep = keep_filter(ds, old, row_ids=False)  # BTREE ids are addresses
@@ -286,7 +308,7 @@ def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> li
             nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
     key_groups_in: list[tuple[pa.Table, Any]] = [(t, None) for t in tables]
     for old in olds:
-        store, src = _old_dir(ds, old)
+        store, src = old_dir(ds, old)
         r = LanceFileReader(f"{src}/{bm.BITMAP_FILE}", store=store)
         keep = keep_filter(ds, old, stable)
         key_groups_in.append((r.read(), keep))
@@ -335,7 +357,7 @@ def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> lis
     ``NGRAM_CHUNK_TOKENS`` tokens per source is held at a time."""
     sources = [_pair_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), None) for p in spec.parts]
     for old in olds:
-        store, src = _old_dir(ds, old)
+        store, src = old_dir(ds, old)
         sources.append(_pair_chunks(LanceFileReader(f"{src}/{ng.POSTINGS_FILE}", store=store),
                                     keep_filter(ds, old, ds.uses_stable_row_ids)))
     w = LanceFileWriter(f"{dst}/{ng.POSTINGS_FILE}", ng.SCHEMA, version=spec.file_version, store=ds.store)
@@ -444,7 +466,7 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
                  ) -> list[tuple[str, int]]:
     tables, nulls = [], []
     for old in olds:
-        store, src = _old_dir(ds, old)
+        store, src = old_dir(ds, old)
         r = LanceFileReader(f"{src}/{ZONED_FILE[spec.kind]}", store=store)
         tables.append(r.read())  # pylance keeps every old zone, of removed fragments too
         extra = _extra_buffers(r)
