@@ -157,6 +157,9 @@ def plot(points: list[dict], path: str, note: str,
             c.annotate(f"{ratio:.2f}x", (f, s), fontsize=7)
         rows = sorted({r for _, r, _, _ in fragments["ours"]})
         c.set_xscale("log")
+        ticks = [f for f, *_ in fragments["ours"]]
+        c.set_xticks(ticks, [f"{f:,}" for f in ticks], fontsize=7)
+        c.minorticks_off()
         c.set(xlabel="fragments (log)", ylabel="wall time (s)",
               title=f"many small fragments ({'/'.join(f'{r:,}' for r in rows)} rows, 2 columns)")
         c.legend(fontsize=8)
