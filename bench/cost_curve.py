@@ -3,11 +3,18 @@ job (local[2]), pylance ``compact_files(num_threads=2)`` and delta-rs ``optimize
 on the same rows; writes a PNG (matplotlib, the ``bench`` extra) and a JSON.
 
     python bench/cost_curve.py [--gb 0.5 1 2 4] [--fragments 200 1000 5000 20000]
+        [--small-files bench/results/small_files_*.json]
+    python bench/cost_curve.py --replot [--small-files ...]   # the PNG from saved JSON, no run
 
 Point i has ``--gb[i]`` GB of rows (ints, floats, strings, 32-dim float vectors) in
 ``--fragments[i]`` fragments (pylance ``max_rows_per_file``; the Delta table gets the same
 rows in as many Parquet files, added in one Delta commit). Nothing is deleted:
 the work is merging small fragments into ``--target-rows`` ones.
+
+The fragments axis (third panel, ``--small-files``): wall time against the number of fragments
+at a fixed row count, from ``small_files_bench.py`` results (its cases all hold 2 000 000 rows of
+two columns: 100 000 x 20, 20 000 x 100, 1 000 000 x 2 ...); ours and pylance, the mean of the
+rounds of each case across the files given.
 
 Peak RSS: ours = the largest peak RSS of the Python workers that ran rewrite tasks (a fresh
 Spark session per point, so workers start anew); pylance and delta-rs run in a child process
@@ -118,13 +125,46 @@ def _import_package(task: int, ctx: object) -> int:
     return task
 
 
-def plot(points: list[dict], path: str, note: str) -> None:
+def fragment_series(paths: list[str]) -> dict[str, list[tuple[int, int, float, float]]]:
+    """Per side (ours, pylance): (fragments, rows, mean seconds, mean ratio to pylance) per
+    case of the ``small_files_bench.py`` results in ``paths``, by fragment count."""
+    by_case: dict[tuple[int, int], list[dict]] = {}
+    for path in paths:
+        for p in json.loads(Path(path).read_text())["points"]:
+            by_case.setdefault((p["fragments"], p["fragments"] * p["rows"]), []).append(p)
+    out: dict[str, list[tuple[int, int, float, float]]] = {"ours": [], "pylance": []}
+    for (frags, rows), ps in sorted(by_case.items()):
+        for side in out:
+            secs = [p[side]["seconds"] for p in ps]
+            ratio = sum(p["ours"]["seconds"] / p["pylance"]["seconds"] for p in ps) / len(ps)
+            out[side].append((frags, rows, sum(secs) / len(secs), ratio))
+    return out
+
+
+def plot(points: list[dict], path: str, note: str,
+         fragments: dict[str, list[tuple[int, int, float, float]]] | None = None) -> None:
     import matplotlib
 
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
+    if fragments and fragments["ours"]:
+        fig, (a, b, c) = plt.subplots(1, 3, figsize=(15, 4))
+        for key, label in (("ours", "lance-spark-ops (local[2])"), ("pylance", "pylance compact_files(2)")):
+            series = fragments[key]
+            c.plot([f for f, *_ in series], [s for _, _, s, _ in series], "o-", label=label)
+        for f, _, s, ratio in fragments["ours"]:
+            c.annotate(f"{ratio:.2f}x", (f, s), fontsize=7)
+        rows = sorted({r for _, r, _, _ in fragments["ours"]})
+        c.set_xscale("log")
+        ticks = [f for f, *_ in fragments["ours"]]
+        c.set_xticks(ticks, [f"{f:,}" for f in ticks], fontsize=7)
+        c.minorticks_off()
+        c.set(xlabel="fragments (log)", ylabel="wall time (s)",
+              title=f"many small fragments ({'/'.join(f'{r:,}' for r in rows)} rows, 2 columns)")
+        c.legend(fontsize=8)
+    else:
+        fig, (a, b) = plt.subplots(1, 2, figsize=(10, 4))
     gb = [p["gb_on_disk"] for p in points]
     for key, label in (("ours", "lance-spark-ops (local[2])"), ("pylance", "pylance compact_files(2)"),
                        ("delta", "delta-rs optimize.compact")):
@@ -150,7 +190,18 @@ def main() -> None:
     ap.add_argument("--note", default="")
     ap.add_argument("--png", default=str(Path(__file__).parent / "results" / "cost_curve.png"))
     ap.add_argument("--out", default=str(Path(__file__).parent / "out" / "cost_curve.json"))
+    ap.add_argument("--small-files", nargs="*", default=[],
+                    help="small_files_bench.py results: the fragments axis (third panel)")
+    ap.add_argument("--replot", action="store_true",
+                    help="only draw --png from --saved (a previous run's JSON) and --small-files")
+    ap.add_argument("--saved", default=str(Path(__file__).parent / "results" / "cost_curve.json"))
+    ap.add_argument("--saved-note", default="")
     args = ap.parse_args()
+    series = fragment_series(args.small_files) if args.small_files else None
+    if args.replot:
+        plot(json.loads(Path(args.saved).read_text()), args.png, args.saved_note or args.note, series)
+        print(f"wrote {args.png}")
+        return
     if len(args.gb) != len(args.fragments):
         ap.error("--gb and --fragments need as many values")
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -176,7 +227,7 @@ def main() -> None:
     Path(args.out).parent.mkdir(parents=True, exist_ok=True)
     Path(args.out).write_text(json.dumps(points, indent=1))
     Path(args.png).parent.mkdir(parents=True, exist_ok=True)
-    plot(points, args.png, args.note)
+    plot(points, args.png, args.note, series)
     print(f"wrote {args.png}")
 
 

@@ -2,7 +2,9 @@
 
 One ranged read of the last ``TAIL_READ`` bytes covers the metadata of nearly every file;
 a second read fetches the rest when the metadata is larger (spec "Reading Strategy"). A
-small file (``WHOLE_FILE_READ``) is read whole by that one request.
+small file (``WHOLE_FILE_READ``) is read whole by that one request; when its size and every
+byte it interprets (schema, column metadata, offset tables, footer) equal those of a small
+file opened before, it is that file's twin and shares its parsed metadata (``twin_of``).
 """
 
 from __future__ import annotations
@@ -48,6 +50,20 @@ class FileMetadata:
     _tail_start: int
     _columns: dict[int, file2_pb2.ColumnMetadata] = field(default_factory=dict)
     arrow_schema: pa.Schema | None = None  # schema.to_arrow(), shared with other files of this schema
+
+    def shares_layout_with(self, other: FileMetadata) -> bool:
+        """Whether both files have the same size and metadata bytes (twins): same columns, pages,
+        page buffer positions and schema object, so whatever is derived from one's metadata
+        (page decoders, row checks) holds for the other's."""
+        return self._columns is other._columns
+
+    def twin(self, path: str, tail: memoryview) -> FileMetadata:
+        """The metadata of another file of this size whose bytes ``tail`` (the whole file) hold
+        the same metadata bytes: everything parsed is shared, the bytes are its own."""
+        out = object.__new__(FileMetadata)
+        out.__dict__.update(self.__dict__)
+        out.path, out._tail = path, tail
+        return out
 
     @property
     def version(self) -> str:
@@ -105,12 +121,40 @@ def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> 
     return meta
 
 
+# Small files read whole, by (size, column metadata start): (first byte interpreted, the bytes
+# from there to the end, their parsed metadata). A file of that size whose bytes from there on
+# are equal is parsed to the same metadata: the small files of one writer (a streaming ingest's
+# fragments) nearly all are, and then opening one is a read and a comparison.
+_TWINS: OrderedDict[tuple[int, int], tuple[int, bytes, FileMetadata]] = OrderedDict()
+_TWIN_CACHE_SIZE = 64
+
+
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
     path = store.uri(rel)
     size, tail = store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
     if size < FOOTER_SIZE:
         raise CorruptFileError(f"file is {size} bytes, too small for a Lance footer", path=path)
     tail_start = size - len(tail)
+    whole = tail_start == 0 and size <= WHOLE_FILE_READ
+    if whole:
+        key = (size, int.from_bytes(tail[size - FOOTER_SIZE:size - FOOTER_SIZE + 8], "little"))
+        hit = _TWINS.get(key)
+        if hit is not None and tail[hit[0]:] == hit[1]:
+            return hit[2].twin(path, memoryview(tail))
+    meta = _parse_metadata(store, rel, path, size, tail, tail_start)
+    if whole:
+        # every byte the parse looked at: footer and tables (from the column metadata start),
+        # the column metadata and the schema (global buffer 0)
+        first = min([meta.footer.column_meta_start, int(meta.global_buffers[0, 0]),
+                     *meta.column_table[:, 0].tolist()])
+        _TWINS[key] = (first, bytes(tail[first:]), meta)
+        while len(_TWINS) > _TWIN_CACHE_SIZE:
+            _TWINS.popitem(last=False)
+    return meta
+
+
+def _parse_metadata(store: ObjectStore, rel: str, path: str, size: int, tail: bytes, tail_start: int
+                    ) -> FileMetadata:
     if tail_start != (0 if size <= WHOLE_FILE_READ else max(0, size - TAIL_READ)):
         raise CorruptFileError(f"short read of the file's last {size - tail_start} bytes", path=path)
     footer = parse_footer(tail, size, path)

@@ -276,13 +276,17 @@ class LanceFileWriter:
                 self.write(b)
             return
         bitmaps = [twin_bitmap(f) for f in schema]
-        fields = list(enumerate(zip(self._fields, bitmaps, strict=True)))
+        # the batches' types are the fields' (the schemas are equal): ``_FieldBuffer.add`` inlined,
+        # no type comparison per chunk (many small batches: a run of small fragments)
+        page_bytes = self.page_bytes
         for b in batches:
             if not b.num_rows:
                 continue
-            for i, (buf, bitmap) in fields:
-                buf.add(b.column(i), bitmap)
-                while buf.nbytes >= self.page_bytes:
+            for buf, bitmap, arr in zip(self._fields, bitmaps, b.columns, strict=True):
+                buf.chunks.append(arr)
+                buf.bitmaps.append(bitmap)
+                buf.nbytes += arr.nbytes
+                while buf.nbytes >= page_bytes:
                     self._flush(buf)
             self._rows += b.num_rows
 

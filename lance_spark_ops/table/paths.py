@@ -113,12 +113,19 @@ def version_hint_bytes(version: int) -> bytes:
     return json.dumps({"version": version}, separators=(",", ":")).encode()
 
 
+# Components of letters, digits, '_', '-' and inner dots (no '.' or '..', none empty), joined by
+# '/': inside the directory, whatever the platform (no drive, no scheme, no NUL).
+_PLAIN_PATH = re.compile(r"[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*(?:/[A-Za-z0-9_\-]+(?:\.[A-Za-z0-9_\-]+)*)*")
+
+
 def safe_relative(path: str, what: str, where: str | None = None) -> str:
     """``path`` if it stays inside the directory it is relative to, else CorruptFileError.
 
     Rejects empty paths, absolute paths (``/x``, ``C:\\x``, ``\\\\host``), URLs (``s3://``) and any
     ``..`` (or ``.``) component.
     """
+    if _PLAIN_PATH.fullmatch(path):  # nearly every path: names (and dirs) of safe characters
+        return path
     bad = None
     if not path:
         bad = "is empty"
@@ -183,6 +190,7 @@ class BaseResolver:
         self._stores: dict[int, ObjectStore] = {}
         self._real_dirs: dict[str, str] = {}
         self._passed: set[tuple[int, str]] = set()  # (id of a store held here, path) found inside
+        self._roots: dict[str, tuple[str, str]] = {}
 
     def _base(self, base_id: int, what: str) -> tuple[Any, ObjectStore]:
         base = self.bases.get(base_id)
@@ -227,19 +235,28 @@ class BaseResolver:
         return self._checked(store, rel)
 
     def _checked(self, store: ObjectStore, rel: str) -> tuple[ObjectStore, str]:
-        if store.protocol == "file" and (id(store), rel) not in self._passed:
-            root = self._realpath(store.root_path)
-            full = store.full_path(rel)
-            head, tail = os.path.split(full)
-            if tail in ("", ".", "..") or os.path.islink(full):
-                real = os.path.realpath(full)
-            else:  # a plain last component: only its directory can lead elsewhere
-                real = os.path.join(self._realpath(head), tail)
-            if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
-                raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
-                                       f"{root!r}", path=store.uri(rel))
-            self._passed.add((id(store), rel))
+        if store.protocol != "file" or (id(store), rel) in self._passed:
+            return store, rel
+        full = store.full_path(rel)
+        head, tail = os.path.split(full)
+        if tail in ("", ".", "..") or os.path.islink(full):
+            real = os.path.realpath(full)
+        else:  # a plain last component: only its directory can lead elsewhere
+            real = os.path.join(self._realpath(head), tail)
+        root, prefix = self._root(store.root_path)
+        if real != root and not real.startswith(prefix):
+            raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
+                                   f"{root!r}", path=store.uri(rel))
+        self._passed.add((id(store), rel))
         return store, rel
+
+    def _root(self, root_path: str) -> tuple[str, str]:
+        """(real path of a store's root, the prefix of the real paths inside it)."""
+        hit = self._roots.get(root_path)
+        if hit is None:
+            root = self._realpath(root_path)
+            hit = self._roots[root_path] = (root, root.rstrip(os.sep) + os.sep)
+        return hit
 
     def _realpath(self, path: str) -> str:
         """``os.path.realpath`` of a directory, once per resolver (per manifest): a task checks

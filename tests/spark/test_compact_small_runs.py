@@ -63,3 +63,32 @@ def test_small_runs_write_the_same_bytes(tmp_path: Path, version: str, lists: bo
     assert new_file_hashes(together, names) == new_file_hashes(alone, names)
     got = lance.dataset(together).to_table().sort_by("id")
     assert got.equals(expected)
+
+
+def _twins(uri: str) -> None:
+    """Equal fragments of one writer (a streaming ingest's): their files are twins."""
+    import lance
+
+    n = 3000
+    rng = np.random.default_rng(5)
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(n, dtype=np.int64)), "x": pa.array(rng.random(n)),
+                                  "s": pa.array(np.array(["ab", "cd", "ef"])[np.arange(n) % 3])}),
+                        uri, data_storage_version="2.2", max_rows_per_file=20, max_rows_per_group=20)
+    lance.dataset(uri).delete("id % 97 = 3")
+
+
+def test_twin_fragments_write_the_same_bytes(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import lance
+
+    from lance_spark_ops.file.metadata import FileMetadata
+
+    src, expected, names = source_dataset(str(tmp_path / "src"), _twins)
+    twins = []
+    real = FileMetadata.twin
+    monkeypatch.setattr(FileMetadata, "twin", lambda self, *a: twins.append(1) or real(self, *a))
+    together = compacted_copy(src, str(tmp_path / "together"), 1000)
+    assert len(twins) > 100  # most files were opened as twins
+    monkeypatch.setattr(rewrite._SmallFragments, "add", lambda self, frag, keep: False)
+    alone = compacted_copy(src, str(tmp_path / "alone"), 1000)
+    assert new_file_hashes(together, names) == new_file_hashes(alone, names)
+    assert lance.dataset(together).to_table().sort_by("id").equals(expected)

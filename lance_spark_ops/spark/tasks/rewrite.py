@@ -209,8 +209,23 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
         release_freed_memory()
 
 
+# The version a job's tasks read, as the last task of that job in this worker process opened
+# it: the job's next task here skips listing and parsing the manifest (0.15 s per task at
+# 100 000 fragments). Keyed by the job id: a version read by another job is opened anew.
+_OPENED: dict[tuple, Dataset] = {}
+
+
+def _open(spec: RewriteSpec, ctx: TaskContext) -> Dataset:
+    key = (ctx.job_id, spec.uri, spec.read_version, repr(sorted(spec.storage_options.items())))
+    ds = _OPENED.get(key)
+    if ds is None:
+        _OPENED.clear()  # one entry: the version the latest job to run here reads
+        ds = _OPENED[key] = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    return ds
+
+
 def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResult:
-    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    ds = _open(spec, ctx)
     by_id = ds.fragments_with_ids(spec.fragment_ids)  # builds no object for the other fragments
     frags = [by_id[i] for i in spec.fragment_ids]
     stable = ds.uses_stable_row_ids

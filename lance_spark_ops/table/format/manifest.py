@@ -41,7 +41,7 @@ from lance_spark_ops.errors import CorruptFileError, SchemaError, UnsupportedErr
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.feature_flags import FLAG_STABLE_ROW_IDS
-from lance_spark_ops.table.format.fragment import DataFragment, fragment_columns_of
+from lance_spark_ops.table.format.fragment import DataFragment, fragment_columns_of, source_bytes_of
 from lance_spark_ops.table.format.fragment_columns import (
     FragmentColumns,
     IrregularWire,
@@ -473,8 +473,7 @@ def _fragments_bytes(fragments: list[DataFragment]) -> bytes:
     add = parts.append
     headers = _HEADERS
     with gc_paused():
-        for f in fragments:
-            body = f.source_bytes
+        for f, body in zip(fragments, source_bytes_of(fragments), strict=True):
             if body is None:
                 body = f.to_pb().SerializeToString()
             n = len(body)

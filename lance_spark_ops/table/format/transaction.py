@@ -23,7 +23,7 @@ from lance_spark_ops._pb import transaction_pb2
 from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
-from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.format.fragment import DataFile, DataFragment, source_bytes_of
 
 PbTransaction = transaction_pb2.Transaction
 
@@ -50,12 +50,18 @@ def _frags_wire(field_number: int, frags: list[DataFragment]) -> bytes:
     manifest as its kept bytes, others serialized. Merged into the message it is parsed once in
     C - not a protobuf message built per fragment (a Rewrite of 100 000 fragments)."""
     tag = _varint((field_number << 3) | 2)
-    parts = []
-    for f in frags:
-        body = f.source_bytes
+    parts: list[bytes] = []
+    add = parts.append
+    prefixes: dict[int, bytes] = {}  # tag and length, by length: many fragments share a length
+    for f, body in zip(frags, source_bytes_of(frags), strict=True):
         if body is None:
             body = f.to_pb().SerializeToString()
-        parts += (tag, _varint(len(body)), body)
+        n = len(body)
+        prefix = prefixes.get(n)
+        if prefix is None:
+            prefix = prefixes[n] = tag + _varint(n)
+        add(prefix)
+        add(body)
     return b"".join(parts)
 
 
