@@ -278,7 +278,9 @@ class VectorSegmentBuilder:
                     slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
                 )
                 # a graph needs its whole partition (as pylance's): HNSW ranges are not cut
-                cap = (PIECE_ROWS or max(1, TASK_BYTES // row_bytes)) if hnsw is None else int(counts.sum()) + 1
+                cap = PIECE_ROWS or max(1, TASK_BYTES // row_bytes)
+                if hnsw is not None:
+                    cap = int(counts.sum()) + 1
                 ranges = _pieces(_ranges(counts, tasks), counts, cap)
                 parts = job.run_tasks(
                     [
