@@ -13,8 +13,10 @@ A build (``spark.tasks.vector_index`` for the tasks):
 2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
    live row and write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
-   graphs);
-4. one assembly task writes ``index.idx`` and ``auxiliary.idx``.
+   graphs); without HNSW a task holds at most ``TASK_BYTES`` of storage rows: a partition
+   larger than that is gathered in pieces (as pylance's shuffle writes a partition in many
+   batches), its PQ codes transposed over the whole partition by the assembly;
+4. one assembly task writes ``index.idx`` and ``auxiliary.idx``, streaming the parts.
 
 Vectors never reach the driver. Defaults and names are pylance 14's ``create_index``.
 """
@@ -90,6 +92,7 @@ IGNORED = frozenset({"shuffle_partition_batches", "shuffle_partition_concurrency
 # (a single fragment or partition larger than that still goes to one task whole)
 TASK_BYTES = 128 << 20
 ROWS_PER_TASK = None  # tests: a row cap instead of TASK_BYTES
+PIECE_ROWS = None  # tests: the rows a range task holds at most, instead of TASK_BYTES' worth
 SEED = 0x49564621  # "IVF!"
 # IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
 # ones in rounds of tasks, one per sample file (a Spark job per round)
@@ -274,7 +277,11 @@ class VectorSegmentBuilder:
                 tasks = max(
                     slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
                 )
-                ranges = _ranges(counts, tasks)
+                # a graph needs its whole partition (as pylance's): HNSW ranges are not cut
+                cap = PIECE_ROWS or max(1, TASK_BYTES // row_bytes)
+                if hnsw is not None:
+                    cap = int(counts.sum()) + 1
+                ranges = _pieces(_ranges(counts, tasks), counts, cap)
                 parts = job.run_tasks(
                     [
                         RangeSpec(
@@ -289,11 +296,12 @@ class VectorSegmentBuilder:
                             dict(req.storage_options),
                             tuple(olds),
                             src,
+                            rows,
                         )
-                        for lo, hi in ranges
+                        for lo, hi, rows in ranges
                     ],
                     run_range,
-                    costs=[float(counts[lo:hi].sum()) for lo, hi in ranges],
+                    costs=[float(counts[lo:hi].sum()) for lo, hi, _ in ranges],
                 )
             with job.phase("assemble"):
                 (files,) = job.run_tasks(
@@ -514,6 +522,35 @@ def _ranges(counts: np.ndarray, tasks: int) -> list[tuple[int, int]]:
             cuts.append(c)
     cuts.append(k)
     return [(a, b) for a, b in zip(cuts, cuts[1:], strict=False) if b > a]
+
+
+def _pieces(
+    ranges: list[tuple[int, int]], counts: np.ndarray, cap: int
+) -> list[tuple[int, int, tuple[int, int] | None]]:
+    """``ranges`` cut so that no task holds more than ``cap`` rows: a range over the cap into
+    runs of whole partitions, a partition over it into pieces of ``cap`` rows (``counts`` are
+    the rows before deletions are dropped, so a piece only gets smaller)."""
+    out: list[tuple[int, int, tuple[int, int] | None]] = []
+    for lo, hi in ranges:
+        if counts[lo:hi].sum() <= cap:
+            out.append((lo, hi, None))
+            continue
+        start, acc = lo, 0
+        for p in range(lo, hi):
+            c = int(counts[p])
+            if c > cap:
+                if p > start:
+                    out.append((start, p, None))
+                out.extend((p, p + 1, (a, min(a + cap, c))) for a in range(0, c, cap))
+                start, acc = p + 1, 0
+            elif acc + c > cap:
+                out.append((start, p, None))
+                start, acc = p, c
+            else:
+                acc += c
+        if hi > start:
+            out.append((start, hi, None))
+    return out
 
 
 def _remove(ds: Dataset, rel: str) -> None:

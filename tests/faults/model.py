@@ -19,6 +19,26 @@ import numpy as np
 import pyarrow as pa
 
 FRESH_IDS = 10_000_000  # ids of appended / inserted rows start here
+VEC = "vec"  # the vector column the vector-index runners add (a function of id: ``vectors``)
+VEC_DIM = 16
+
+
+def vectors(ids: np.ndarray) -> pa.FixedSizeListArray:
+    """The ``vec`` value of each id: distinct, deterministic, in a few loose clusters."""
+    ids = np.asarray(ids, dtype=np.int64)
+    h = ids.astype(np.uint64)[:, None] * np.uint64(VEC_DIM) + np.arange(VEC_DIM, dtype=np.uint64)
+    for shift, mul in ((30, 0xBF58476D1CE4E5B9), (27, 0x94D049BB133111EB)):  # splitmix64's mix
+        h = (h ^ (h >> np.uint64(shift))) * np.uint64(mul)
+    h ^= h >> np.uint64(31)
+    x = (h >> np.uint64(11)).astype(np.float64) / float(1 << 53) + (ids % 5)[:, None] * 0.5
+    return pa.FixedSizeListArray.from_arrays(pa.array(x.astype(np.float32).ravel()), VEC_DIM)
+
+
+def _with_vec(t: pa.Table, names: list[str]) -> pa.Table:
+    """``t`` with the dataset's columns (``vec`` computed from id when the dataset has it)."""
+    if VEC in names:
+        t = t.append_column(VEC, vectors(t["id"].to_numpy()))
+    return t.select([c for c in names if c in t.column_names])
 
 
 @dataclass
@@ -106,7 +126,7 @@ def writer_op(uri: str, kind: str, exp: Expected, rng: random.Random) -> bool:
         ids = exp.fresh(n)
         arr = np.array(ids, dtype=np.int64)
         t = pa.table({"id": arr, "val": arr * 10, "s": pa.array([f"a{i}" for i in ids])})
-        t = t.select([c for c in ds.schema.names if c in t.column_names])
+        t = _with_vec(t, ds.schema.names)
         lance.write_dataset(t, uri, mode="append")
         changes: dict[int, int | None] = dict(zip(ids, (arr * 10).tolist(), strict=True))
     elif kind == "delete":
@@ -125,7 +145,8 @@ def writer_op(uri: str, kind: str, exp: Expected, rng: random.Random) -> bool:
         old, new = exp.take("merge", n // 2), exp.fresh(n - n // 2)
         ids = old + new
         arr = np.array(ids, dtype=np.int64)
-        t = pa.table({"id": arr, "val": -arr, "s": pa.array([f"m{i}" for i in ids])})
+        t = _with_vec(pa.table({"id": arr, "val": -arr, "s": pa.array([f"m{i}" for i in ids])}),
+                      ds.schema.names)
         ds.merge_insert("id").when_matched_update_all().when_not_matched_insert_all().execute(t)
         changes = dict(zip(ids, (-arr).tolist(), strict=True))
     elif kind == "create_index":

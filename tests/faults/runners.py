@@ -5,7 +5,8 @@
 only, so files no version references yet - concurrent writers' - are never its to delete);
 its ``post_check`` asserts that no data file referenced before the run by some version, and by
 no version left after it, remains. ``remap_indices``, the ``lance`` data-source writer
-(``datasource``) and ``import_delta`` come from ``runners_write``; ``maintain`` from ``runners_maintain``.
+(``datasource``) and ``import_delta`` come from ``runners_write``; ``maintain`` from ``runners_maintain``;
+the vector index jobs (``create_vector_index``, ``optimize_vector_indices``) from ``runners_vector``.
 """
 
 from __future__ import annotations
@@ -22,6 +23,7 @@ import pyarrow.compute as pc
 
 from tests.faults import runners_index as ri
 from tests.faults import runners_maintain as rm
+from tests.faults import runners_vector as rv
 from tests.faults import runners_write as rw
 
 ADDED = "v2"  # the column add_columns adds: id * 2
@@ -180,4 +182,13 @@ if importlib.util.find_spec("lance_spark_ops.spark.scalar_index") is not None:  
         JobRunner("optimize_indices", "optimize_indices", "optimize_indices.py", ri.optimize_args,
                   ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.optimize_prepare,
                   post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+    ]})
+if importlib.util.find_spec("lance_spark_ops.spark.vector_index") is not None:  # the IVF builders (#28)
+    RUNNERS.update({r.name: r for r in [
+        JobRunner("create_vector_index", "create_index", "create_index.py", rv.create_args, rv.create_local,
+                  ("plan", "build", "commit"), ("build",), prepare=rv.create_prepare,
+                  post_check=rv.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+        JobRunner("optimize_vector_indices", "optimize_indices", "optimize_indices.py", rv.optimize_args,
+                  rv.optimize_local, ("plan", "build", "commit"), ("build",), prepare=rv.optimize_prepare,
+                  post_check=rv.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
     ]})

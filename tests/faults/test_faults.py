@@ -51,7 +51,9 @@ def test_in_process_fault_more_seeds(job: str, fault: str, seed: int, tmp_path: 
 @pytest.mark.spark
 @pytest.mark.parametrize(("job", "fault"), [("compact", "driver_kill"), ("add_columns", "worker_kill"),
                                             *(("optimize_indices", "worker_kill") for _ in
-                                              ("optimize_indices",) if _ in RUNNERS)])
+                                              ("optimize_indices",) if _ in RUNNERS),
+                                            *(("create_vector_index", "worker_kill") for _ in
+                                              ("create_vector_index",) if _ in RUNNERS)])
 def test_spark_submit_fault(job: str, fault: str, tmp_path: Path) -> None:
     _run(job, fault, 0, tmp_path)
 

@@ -295,6 +295,9 @@ class RangeSpec:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     olds: tuple[bytes, ...] = ()
     source: Source | None = None  # to read the old segments and the live rows
+    # a piece of partition ``lo`` (``hi == lo + 1``): its rows ``start..stop`` counted over the
+    # old segments' rows (deleted ones too) then the runs'; None: the whole range
+    rows: tuple[int, int] | None = None
 
 
 @dataclass(frozen=True)
@@ -310,10 +313,13 @@ class RangePart:
     graph_file: str | None = None
     graph_lengths: tuple[int, ...] = ()
     entries: tuple[str, ...] = ()
+    piece: bool = False  # a piece of partition lo; consecutive pieces of lo make the partition
 
 
 def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """(ids, storage rows, lengths) of partitions lo..hi, partition-major, runs in order."""
+    if spec.rows is not None:
+        return _gather_piece(store, spec)
     model = spec.model
     per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
     if spec.olds:
@@ -344,6 +350,38 @@ def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray,
     return np.concatenate([i for i, _ in flat]), np.concatenate([r for _, r in flat]), lengths
 
 
+def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Rows ``spec.rows`` of partition ``lo``: the slice of (old segments' rows, then every
+    run's) that falls in it, in that order - the order of the whole partition."""
+    model, p = spec.model, spec.lo
+    start, stop = spec.rows
+    pieces: list[tuple[np.ndarray, np.ndarray]] = []
+    at = 0  # where the current source's rows begin in the partition
+    if spec.olds:
+        from lance_spark_ops.spark.tasks.vector_merge import old_length, old_slice, present_rows
+
+        ds = spec.source.dataset()
+        present = present_rows(ds, spec.source.row_ids)
+        for old in spec.olds:
+            n = old_length(ds, old, p, model)
+            s, e = max(start - at, 0), min(stop - at, n)
+            if e > s:
+                pieces.append(old_slice(ds, old, p, s, e, model, present))
+            at += n
+    for run in spec.runs:
+        n = int(run.counts[p]) if run.file is not None else 0
+        s, e = max(start - at, 0), min(stop - at, n)
+        if e > s:
+            first = int(run.counts[:p].sum())
+            pieces.append(read_run_rows(store, run, first + s, first + e, model))
+        at += n
+    pieces = [pc for pc in pieces if pc[0].size]
+    if not pieces:
+        return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), np.zeros(1, np.int64)
+    ids = np.concatenate([i for i, _ in pieces])
+    return ids, np.concatenate([r for _, r in pieces]), np.array([ids.size], np.int64)
+
+
 def run_range(spec: RangeSpec, ctx: TaskContext) -> RangePart:
     store = ObjectStore(spec.uri, spec.storage_options)
     model = spec.model
@@ -357,7 +395,14 @@ def run_range(spec: RangeSpec, ctx: TaskContext) -> RangePart:
         rel = f"{spec.work_dir}/{ctx.file_prefix}-part.bin"
         _save(store, rel, [ids, stored])
     return RangePart(
-        spec.lo, spec.hi, rel, tuple(int(n) for n in lengths), graph_file, graph_lengths, entries
+        spec.lo,
+        spec.hi,
+        rel,
+        tuple(int(n) for n in lengths),
+        graph_file,
+        graph_lengths,
+        entries,
+        spec.rows is not None,
     )
 
 
@@ -431,28 +476,24 @@ def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int],
     files with their sizes."""
     store = ObjectStore(spec.uri, spec.storage_options)
     model = spec.model
-    lengths = [n for part in spec.parts for n in part.lengths]
+    groups = _partition_groups(spec.parts)
+    lengths = [
+        n for g in groups for n in (g[0].lengths if not g[0].piece else [sum(p.lengths[0] for p in g)])
+    ]
     schema = storage_schema(model.kind, model.metric, model.dim, model.storage_meta())
     w = LanceFileWriter(f"{spec.seg_dir}/{AUX_FILE}", schema, version=spec.file_version, store=store)
     w.extra_global_buffers = storage_buffers(lengths, model.storage_meta())
-    col_type = schema.field(1).type
     try:
-        for part in spec.parts:
-            if part.file is None:
+        for g in groups:
+            if g[0].piece and model.quantizer == "PQ" and len(g) > 1:
+                _write_transposed(store, w, g, model, schema)
                 continue
-            n = sum(part.lengths)
-            raw = store.read(part.file)
-            ids = np.frombuffer(raw, dtype=np.uint64, count=n)
-            vals = np.frombuffer(raw, dtype=model.storage_dtype, offset=n * 8)
-            w.write(
-                pa.Table.from_arrays(
-                    [
-                        pa.array(ids, pa.uint64()),
-                        pa.FixedSizeListArray.from_arrays(pa.array(vals), col_type.list_size).cast(col_type),
-                    ],
-                    schema=schema,
-                )
-            )
+            for part in g:
+                if part.file is not None:
+                    raw = store.read(part.file)
+                    n = sum(part.lengths)
+                    _write_rows(w, schema, np.frombuffer(raw, dtype=np.uint64, count=n),
+                                np.frombuffer(raw, dtype=model.storage_dtype, offset=n * 8))
         aux_size = w.close()[1]
     except BaseException:
         w.abort()
@@ -466,6 +507,67 @@ def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int],
             store, f"{spec.seg_dir}/{INDEX_FILE}", ischema.empty_table(), spec.file_version, extra
         )
     return ((AUX_FILE, aux_size), (INDEX_FILE, index_size))
+
+
+def _partition_groups(parts: tuple[RangePart, ...]) -> list[list[RangePart]]:
+    """The parts in order, the consecutive pieces of one partition grouped."""
+    out: list[list[RangePart]] = []
+    for part in parts:
+        if part.piece and out and out[-1][0].piece and out[-1][0].lo == part.lo:
+            out[-1].append(part)
+        else:
+            out.append([part])
+    return out
+
+
+def _write_rows(w: LanceFileWriter, schema: pa.Schema, ids: np.ndarray, vals: np.ndarray) -> None:
+    col_type = schema.field(1).type
+    w.write(
+        pa.Table.from_arrays(
+            [
+                pa.array(ids, pa.uint64()),
+                pa.FixedSizeListArray.from_arrays(pa.array(vals), col_type.list_size).cast(col_type),
+            ],
+            schema=schema,
+        )
+    )
+
+
+def _write_transposed(store: ObjectStore, w: LanceFileWriter, pieces: list[RangePart], model: Model,
+                      schema: pa.Schema) -> None:
+    """One partition written in pieces: its row ids in piece order, its PQ codes transposed
+    over the whole partition (sub-vector j of every piece, then j + 1), streamed in chunks of
+    at most a piece's size, one ranged read per piece and sub-vector."""
+    width = model.width
+    lens = [p.lengths[0] if p.file is not None else 0 for p in pieces]
+    live = [(p, n) for p, n in zip(pieces, lens, strict=True) if n]
+    chunk = max(max(lens), 1)  # rows per write
+    ids_left = iter(live)
+    ids_buf: list[np.ndarray] = []
+    ids_have = 0
+    codes_buf: list[np.ndarray] = []
+    codes_have = 0
+
+    def flush(rows: int) -> None:
+        nonlocal ids_have, codes_have, ids_buf, codes_buf
+        while ids_have < rows:
+            p, n = next(ids_left)
+            ids_buf.append(np.frombuffer(store.read_ranges(p.file, [(0, n * 8)])[0], dtype=np.uint64))
+            ids_have += n
+        ids, codes = np.concatenate(ids_buf), np.concatenate(codes_buf)
+        _write_rows(w, schema, ids[:rows], codes[: rows * width])
+        ids_buf, codes_buf = [ids[rows:]], [codes[rows * width :]]
+        ids_have, codes_have = ids_have - rows, codes_have - rows * width
+
+    for j in range(width):
+        for p, n in live:
+            (seg,) = store.read_ranges(p.file, [(n * 8 + j * n, n)])
+            codes_buf.append(np.frombuffer(seg, dtype=np.uint8))
+            codes_have += n
+            if codes_have >= chunk * width:
+                flush(codes_have // width)
+    if codes_have:
+        flush(codes_have // width)
 
 
 def _assemble_graphs(store: ObjectStore, spec: AssembleSpec) -> int:

@@ -26,10 +26,8 @@ def present_rows(ds: Dataset, row_ids: bool) -> np.ndarray | None:
     return None if row_ids else np.sort(np.array([f.id for f in ds.fragments], dtype=np.uint64))
 
 
-def old_partitions(
-    ds: Dataset, index: bytes, lo: int, hi: int, model: Model, present: np.ndarray | None
-) -> list[tuple[np.ndarray, np.ndarray]]:
-    """Per partition lo..hi of the old segment: (ids, storage rows) of the rows kept."""
+def _open_old(ds: Dataset, index: bytes, model: Model) -> tuple[LanceFileReader, np.ndarray]:
+    """The old segment's ``auxiliary.idx`` reader and its partitions' row starts."""
     meta = table_pb2.IndexMetadata.FromString(index)
     base = meta.base_id if meta.HasField("base_id") else None
     store, seg = ds.base_resolver.index_dir(uuid_str(meta.uuid.uuid), base)
@@ -45,7 +43,14 @@ def old_partitions(
             f"{AUX_FILE}: {lengths.size} partitions, the merged model has {model.num_partitions}",
             path=reader.path,
         )
-    starts = np.concatenate([[0], np.cumsum(lengths)])
+    return reader, np.concatenate([[0], np.cumsum(lengths)])
+
+
+def old_partitions(
+    ds: Dataset, index: bytes, lo: int, hi: int, model: Model, present: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per partition lo..hi of the old segment: (ids, storage rows) of the rows kept."""
+    reader, starts = _open_old(ds, index, model)
     a, b = int(starts[lo]), int(starts[hi])
     batches = list(reader.iter_batches(start=a, stop=b, batch_rows=max(b - a, 1))) if b > a else []
     ids = np.concatenate([bt.column(0).to_numpy() for bt in batches]).astype(np.uint64) if batches else None
@@ -58,13 +63,44 @@ def old_partitions(
         s, e = int(starts[p]) - a, int(starts[p + 1]) - a
         rows = col[s * model.width : e * model.width]
         rows = rows.reshape(model.width, e - s).T if transposed else rows.reshape(e - s, model.width)
-        pid = ids[s:e]
-        if present is None:
-            out.append((pid, np.ascontiguousarray(rows)))
-            continue
-        keep = _member(pid >> np.uint64(32), present)
-        out.append((pid[keep], np.ascontiguousarray(rows[keep])))
+        out.append(_kept(ids[s:e], rows, present))
     return out
+
+
+def old_length(ds: Dataset, index: bytes, p: int, model: Model) -> int:
+    """Rows (deleted ones too) of partition ``p`` of the old segment."""
+    _, starts = _open_old(ds, index, model)
+    return int(starts[p + 1] - starts[p])
+
+
+def old_slice(
+    ds: Dataset, index: bytes, p: int, s: int, e: int, model: Model, present: np.ndarray | None
+) -> tuple[np.ndarray, np.ndarray]:
+    """Rows ``s..e`` of partition ``p`` of the old segment (ids, storage rows), those kept: a
+    piece of a partition too large for one task. Transposed PQ codes are read as ``width``
+    column runs, one ranged read each, so only the slice is in memory."""
+    reader, starts = _open_old(ds, index, model)
+    base, n, w = int(starts[p]), int(starts[p + 1] - starts[p]), model.width
+    if e <= s:
+        return np.zeros(0, np.uint64), np.zeros((0, w), model.storage_dtype)
+    batches = list(reader.iter_batches(start=base + s, stop=base + e, batch_rows=e - s))
+    ids = np.concatenate([bt.column(0).to_numpy() for bt in batches]).astype(np.uint64)
+    if not pq_transposed(reader.schema):
+        return _kept(ids, _values(batches, model).reshape(e - s, w), present)
+    cols = []
+    for j in range(w):  # sub-vector j of rows s..e: flat bytes j*n+s .. j*n+e of the partition
+        a, b = j * n + s, j * n + e
+        r0, r1 = a // w, (b - 1) // w + 1
+        flat = _values(list(reader.iter_batches(start=base + r0, stop=base + r1, batch_rows=r1 - r0)), model)
+        cols.append(flat[a - r0 * w : b - r0 * w])
+    return _kept(ids, np.stack(cols, axis=1), present)
+
+
+def _kept(ids: np.ndarray, rows: np.ndarray, present: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
+    if present is None:
+        return ids, np.ascontiguousarray(rows)
+    keep = _member(ids >> np.uint64(32), present)
+    return ids[keep], np.ascontiguousarray(rows[keep])
 
 
 def _values(batches: list[Any], model: Model) -> np.ndarray:
