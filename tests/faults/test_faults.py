@@ -73,3 +73,27 @@ def test_in_process_fault_slow(job: str, fault: str, seed: int, tmp_path: Path) 
 @pytest.mark.parametrize("job", JOBS)
 def test_spark_submit_fault_slow(job: str, fault: str, seed: int, tmp_path: Path) -> None:
     _run(job, fault, seed, tmp_path)
+
+
+@pytest.mark.parametrize("seed", [0, 1, 2, 3])
+@pytest.mark.parametrize("fault", IN_PROCESS)
+@pytest.mark.parametrize("job", [j for j in ("create_index", "optimize_indices") if j in RUNNERS])
+def test_in_process_fault_btree_range_merge(job: str, fault: str, seed: int, tmp_path: Path,
+                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """BTREE's range merge (parts -> value-range tasks -> a finish task) under the faults: its
+    thresholds lowered so the small fault datasets take that path whenever a BTREE is built."""
+    from lance_spark_ops.spark import scalar_index
+
+    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
+    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 256)
+    monkeypatch.setattr(scalar_index, "_range_merge", _counting(scalar_index._range_merge))
+    _run(job, fault, seed, tmp_path)
+
+
+def _counting(fn):  # noqa: ANN001, ANN202 - a test spy
+    """``fn`` wrapped to print whether the range path wrote the segment (visible with -s)."""
+    def wrapped(*args, **kwargs):  # noqa: ANN002, ANN003, ANN202
+        out = fn(*args, **kwargs)
+        print("RANGE_MERGE", "used" if out is not None else "declined")
+        return out
+    return wrapped
