@@ -71,20 +71,18 @@ _U32 = struct.Struct("<I")
 
 def decode_tree_map(data: bytes) -> np.ndarray:
     """Row addresses (uint64, ascending) of a serialized ``RowIdTreeMap``."""
-    try:
-        (count,) = _U32.unpack_from(data, 0)
-        pos, parts = 4, []
-        for _ in range(count):  # one step per fragment
-            frag, size = struct.unpack_from("<II", data, pos)
-            pos += 8
-            if size == 0:
-                raise UnsupportedError(f"{BITMAP_FILE}: a bitmap selects all of fragment {frag}; "
-                                       "remapping such a selection is not supported")
-            offsets = np.asarray(BitMap.deserialize(bytes(data[pos:pos + size])).to_array(), dtype=np.uint64)
-            parts.append((np.uint64(frag) << np.uint64(32)) | offsets)
-            pos += size
-    except (struct.error, ValueError) as e:
-        raise CorruptFileError(f"{BITMAP_FILE}: a bitmap does not parse ({e})") from e
+    if not data:
+        raise CorruptFileError(f"{BITMAP_FILE}: a bitmap does not parse (it is empty)")
+    parts = []
+    for frag, body in _entries(data):  # one step per fragment
+        if not body:
+            raise UnsupportedError(f"{BITMAP_FILE}: a bitmap selects all of fragment {frag}; "
+                                   "remapping such a selection is not supported")
+        try:
+            offsets = np.asarray(BitMap.deserialize(body).to_array(), dtype=np.uint64)
+        except ValueError as e:
+            raise CorruptFileError(f"{BITMAP_FILE}: a bitmap does not parse ({e})") from e
+        parts.append((np.uint64(frag) << np.uint64(32)) | offsets)
     return np.concatenate(parts) if parts else np.zeros(0, np.uint64)
 
 

@@ -191,3 +191,21 @@ def test_page_cutter_equals_whole_lookup() -> None:
             at += k
         got = cutter.finish()
         assert got.schema == want.schema and repr(got.to_pydict()) == repr(want.to_pydict()), (n, bs)
+
+
+def test_tree_map_round_trip_and_typed_errors():
+    """A serialized RowIdTreeMap decodes to its row addresses; damaged ones are refused typed."""
+    import struct
+
+    from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+    from lance_spark_ops.index.bitmap import encode_tree_map
+
+    addrs = np.array([1, 5, (3 << 32) + 7, (3 << 32) + 9], np.uint64)
+    blob = encode_tree_map(addrs)
+    assert decode_tree_map(blob).tolist() == addrs.tolist()
+    assert decode_tree_map(b"\0\0\0\0").size == 0
+    for bad in (b"", b"\x01\0\0", blob[:-3]):
+        with pytest.raises(CorruptFileError):
+            decode_tree_map(bad)
+    with pytest.raises(UnsupportedError, match="selects all of fragment 4"):
+        decode_tree_map(struct.pack("<III", 1, 4, 0))
