@@ -280,8 +280,10 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
-    cols = ds.manifest.fragment_columns()  # before ds.fragments: still from the manifest's bytes
-    by_id = {f.id: f for f in ds.fragments}
+    cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object built
+    # the old fragments as objects of their own: the manifest keeps its fragments as wire bytes,
+    # so the commits below carry the others over as those bytes (``FragmentRun``)
+    by_id = ds.manifest.fragments_with_ids(i for r in results for i in r.fragment_ids)
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
         latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])

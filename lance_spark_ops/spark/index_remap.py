@@ -50,7 +50,7 @@ from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.commit.migrate import trusted_indices
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import DataFragment, has_deletion_file
+from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
@@ -109,10 +109,11 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
     check_defer_allowed(ds, defer)
     versions = reuse_versions(ds)
-    old_ids = [f.id for g in groups for f in g.old_fragments]
+    old_ids = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
-    # has_deletion_file answers from the manifest's bytes: 100 000 old fragments stay undecoded
-    deleted = [f.id for g in groups for f in g.old_fragments if has_deletion_file(f)]
+    cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object
+    deleted = old_ids[np.isin(old_ids, cols.id[cols.has_deletion])].tolist()
+    old_ids = old_ids.tolist()
     entries = index_entries(ds)
     acts = plan_index_actions(entries, old_ids, versions, ds.uses_stable_row_ids, defer, remappable,
                               deleted, vector_kinds(ds, entries), layout_readable(ds))
@@ -258,7 +259,6 @@ def layout_readable(ds: Dataset) -> Any:
     )
 
     seen: dict[bytes, bool] = {}
-    live = {f.id for f in ds.fragments}
     versions: list[Any] = []
 
     def check(index: Any) -> bool:
@@ -286,7 +286,7 @@ def layout_readable(ds: Dataset) -> Any:
         if not versions:
             versions.append(reuse_versions(ds))
         bm = effective_bitmap(index, versions[0])
-        return bm is not None and set(bm) <= live
+        return bm is not None and bool(np.isin(np.fromiter(bm, np.int64), ds.manifest.fragment_columns().id).all())
 
     def readable(index: Any) -> bool:
         if index_kind(index) != "INVERTED":

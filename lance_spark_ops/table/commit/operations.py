@@ -75,6 +75,7 @@ from lance_spark_ops.table.format.fragment import (
     any_deletion_file,
     has_row_id_meta,
 )
+from lance_spark_ops.table.format.fragment_run import FragmentRun
 from lance_spark_ops.table.format.manifest import DataStorageFormat, Manifest, WriterVersion
 from lance_spark_ops.table.format.rowids import (
     RangeSegment,
@@ -123,6 +124,14 @@ class _State:
     indices: list[IndexMetadata]
     next_fragment_id: int
     next_row_id: int | None  # None = no stable row ids
+    # the fragments as wire bytes instead of ``fragments`` (``_run_of``): operations that keep
+    # the previous fragments' bytes work on it; None = on ``fragments``
+    run: FragmentRun | None = None
+
+    def objects(self) -> None:
+        """Leave the wire bytes for fragment objects (an operation the run path does not take)."""
+        if self.run is not None:
+            self.fragments, self.run = self.run.build(), None
 
 
 def build_manifest(previous: Manifest | None, indices: list[IndexMetadata], txn: Transaction,
@@ -141,11 +150,13 @@ def build_manifest(previous: Manifest | None, indices: list[IndexMetadata], txn:
     if previous is None and not isinstance(op, Overwrite):
         raise InvalidInputError(f"{type(op).__name__} needs an existing dataset; create one with Overwrite")
     stable = _stable_row_ids(previous, options)
+    run = _run_of(previous, op, options)
     state = _State(
-        fragments=list(previous.fragments) if previous is not None else [],
+        fragments=list(previous.fragments) if previous is not None and run is None else [],
         indices=copy_indices(indices),
         next_fragment_id=_next_fragment_id(previous),
         next_row_id=(previous.next_row_id if previous is not None else 0) if stable else None,
+        run=run,
     )
     schema = previous.schema if previous is not None else None
     apply = _APPLY.get(type(op))
@@ -154,9 +165,16 @@ def build_manifest(previous: Manifest | None, indices: list[IndexMetadata], txn:
     schema = apply(op, state, schema, version) or schema
     if schema is None:
         raise InvalidInputError("a new dataset needs a schema (Overwrite.schema)")
-    frags = sorted(state.fragments, key=attrgetter("id"))
-    frags = [_drop_tombstoned_files(f) for f in frags]
-    manifest = _new_manifest(previous, schema, frags, version, op, options)
+    if state.run is not None:
+        run = state.run.sorted_by_id()
+        ids = run.columns.id
+        manifest = _new_manifest(previous, schema, [], version, op, options,
+                                 top=int(ids.max()) if len(ids) else None)
+        manifest.set_fragment_run(run)
+    else:
+        frags = sorted(state.fragments, key=attrgetter("id"))
+        frags = [_drop_tombstoned_files(f) for f in frags]
+        manifest = _new_manifest(previous, schema, frags, version, op, options)
     manifest.tag = txn.tag
     manifest.transaction_file = transaction_file
     if state.next_row_id is not None:
@@ -168,6 +186,18 @@ def build_manifest(previous: Manifest | None, indices: list[IndexMetadata], txn:
 
 
 # -- shared helpers ---------------------------------------------------------------------------
+def _run_of(previous: Manifest | None, op: Operation, options: BuildOptions) -> FragmentRun | None:
+    """The previous fragments as wire bytes when ``op`` keeps them as they are (a
+    ReserveFragments or CreateIndex) or only removes some and adds new ones (a Rewrite not
+    moving the dataset to another file version): a 100 000-fragment commit then builds no
+    object per fragment."""
+    if previous is None or not isinstance(op, (ReserveFragments, CreateIndex, Rewrite)):
+        return None
+    if isinstance(op, Rewrite) and options.data_storage_version not in (None, previous.data_storage_version):
+        return None
+    return previous.fragment_run()
+
+
 def _stable_row_ids(previous: Manifest | None, options: BuildOptions) -> bool:
     if previous is None:
         return options.stable_row_ids
@@ -285,25 +315,68 @@ def _delete(op: Delete, s: _State, schema: LanceSchema | None, version: int) -> 
     s.indices = retain_relevant_indices(s.indices, fields, (f.id for f in s.fragments))
 
 
+def _rewrite_new(g: RewriteGroup, s: _State) -> list[DataFragment]:
+    """A group's new fragments with their ids, checked."""
+    new = _assign_ids(g.new_fragments, s)
+    _check_files(new, "Rewrite")
+    if s.next_row_id is not None:
+        lacking = [f.id for f in new if f.row_id_meta is None]
+        if lacking:
+            raise InvalidInputError(f"Rewrite under stable row ids: new fragment(s) {lacking} carry "
+                                    "no row ids (give them the row ids of the rows they hold)")
+    return new
+
+
+def _rewrite_run(op: Rewrite, s: _State) -> list[RewriteGroup] | None:
+    """``_rewrite`` on the wire bytes: the old fragments dropped by position (one numpy pass),
+    the new ones appended; None (nothing changed) when the groups are not simply present,
+    distinct old fragments or a new fragment holds something the walk does not read - the
+    object path then decides, with its precise errors."""
+    assert s.run is not None
+    groups = op.all_groups()
+    if any(not g.old_fragments for g in groups):
+        return None
+    old = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    ids = s.run.columns.id
+    if not (_distinct(old) and _distinct(ids) and np.isin(old, ids).all()):
+        return None
+    start = s.next_fragment_id
+    assigned = [RewriteGroup(g.old_fragments, _rewrite_new(g, s)) for g in groups]
+    extra = FragmentRun.of_fragments([_drop_tombstoned_files(f) for g in assigned for f in g.new_fragments])
+    if extra is None:
+        s.next_fragment_id = start
+        return None
+    s.run = s.run.take(np.flatnonzero(~np.isin(ids, old))).concat(extra)
+    return assigned
+
+
+def _distinct(ids: np.ndarray) -> bool:
+    if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):  # a manifest's ids are ascending
+        return True
+    ids = np.sort(ids)
+    return bool((ids[1:] != ids[:-1]).all())
+
+
 def _rewrite(op: Rewrite, s: _State, schema: LanceSchema | None, version: int) -> None:
+    assigned = _rewrite_run(op, s) if s.run is not None else None
+    if assigned is not None:
+        s.indices = rewrite_indices(s.indices, assigned, op.rewritten_indices, s.next_row_id is not None,
+                                    op.uncovered_indices, op.frag_reuse_index, op.frag_reuse_replaces,
+                                    op.rewritten_bitmaps)
+        return
+    s.objects()
     groups = op.all_groups()
     position = {f.id: i for i, f in enumerate(s.fragments)}
     replaced: dict[int, list[DataFragment]] = {}
     dropped: set[int] = set()
-    assigned: list[RewriteGroup] = []
+    assigned = []
     for g in groups:
         if not g.old_fragments:
             raise InvalidInputError("a rewrite group has no old fragments")
         missing = [f.id for f in g.old_fragments if f.id not in position or f.id in dropped]
         if missing:
             raise CommitConflict(f"Rewrite replaces fragment(s) {missing}, which the dataset no longer holds")
-        new = _assign_ids(g.new_fragments, s)
-        _check_files(new, "Rewrite")
-        if s.next_row_id is not None:
-            lacking = [f.id for f in new if f.row_id_meta is None]
-            if lacking:
-                raise InvalidInputError(f"Rewrite under stable row ids: new fragment(s) {lacking} carry "
-                                        "no row ids (give them the row ids of the rows they hold)")
+        new = _rewrite_new(g, s)
         dropped.update(f.id for f in g.old_fragments)
         replaced[g.old_fragments[0].id] = new
         assigned.append(RewriteGroup(g.old_fragments, new))
@@ -424,7 +497,8 @@ def _storage_format(previous: Manifest | None, frags: list[DataFragment], op: Op
 
 
 def _new_manifest(previous: Manifest | None, schema: LanceSchema, frags: list[DataFragment], version: int,
-                  op: Operation, options: BuildOptions) -> Manifest:
+                  op: Operation, options: BuildOptions, top: int | None = None) -> Manifest:
+    """``top``: the largest fragment id when the fragments are a run (``frags`` then empty)."""
     m = Manifest(
         schema=schema,
         fragments=frags,
@@ -446,21 +520,26 @@ def _new_manifest(previous: Manifest | None, schema: LanceSchema, frags: list[Da
             m.base_paths = list(op.initial_bases)
     if frags:
         top = max(f.id for f in frags)
+    if top is not None:
         if m.max_fragment_id is None or top > m.max_fragment_id:
             m.max_fragment_id = top
     return m
 
 
 def _set_flags(m: Manifest, stable: bool, previous: Manifest | None) -> None:
+    run = m.fragment_run()
     if stable:
-        lacking = [f.id for f in m.fragments if not has_row_id_meta(f)]
+        if run is not None:
+            lacking = run.columns.id[~run.columns.has_row_ids].tolist()
+        else:
+            lacking = [f.id for f in m.fragments if not has_row_id_meta(f)]
         if lacking:
             raise InvalidInputError(f"the dataset uses stable row ids but fragment(s) {lacking[:10]} "
                                     "carry none")
     prev_flags = previous.writer_feature_flags if previous is not None else 0
     keep_disable = bool(prev_flags & FLAG_DISABLE_TRANSACTION_FILE)
     m.reader_feature_flags, m.writer_feature_flags = compute_flags(
-        has_deletion_files=any_deletion_file(m.fragments),
+        has_deletion_files=bool(run.columns.has_deletion.any()) if run is not None else any_deletion_file(m.fragments),
         stable_row_ids=stable,
         has_config=bool(m.config),
         has_base_paths=bool(m.base_paths),

@@ -36,6 +36,9 @@ _EXTERNAL_FIELDS = {1: _L, 2: _V, 3: _V}
 _EXTERNAL_SEQUENCES = (6, 8, 10)  # DataFragment.external_* (ExternalFile messages)
 
 
+_COLUMNS = ("id", "physical_rows", "deleted_rows", "has_deletion", "data_bytes", "num_files", "has_row_ids")
+
+
 class IrregularWire(ValueError):
     """The bytes are not the plain encoding this reader handles; use the protobuf parser."""
 
@@ -55,6 +58,14 @@ class FragmentColumns:
 
     def __len__(self) -> int:
         return len(self.id)
+
+    def take(self, positions: np.ndarray) -> FragmentColumns:
+        """The entries at ``positions``, in that order."""
+        return FragmentColumns(*(getattr(self, n)[positions] for n in _COLUMNS), clean=self.clean)
+
+    def concat(self, other: FragmentColumns) -> FragmentColumns:
+        return FragmentColumns(*(np.concatenate([getattr(self, n), getattr(other, n)]) for n in _COLUMNS),
+                               clean=self.clean and other.clean)
 
     @classmethod
     def from_counts(cls, rows: Sequence[tuple[int, int, int, int, bool, int, bool]]) -> FragmentColumns:
@@ -287,10 +298,12 @@ def _varint_at(raw: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
-def split_fragments(raw: bytes) -> tuple[bytes, list[bytes]] | None:
+def split_fragments(raw: bytes) -> tuple[bytes, list[bytes], bytes, np.ndarray] | None:
     """A serialized ``Manifest`` cut into (the manifest without its fragments, each fragment's
-    bytes), or None when it has no fragments or they are not one contiguous run (then parse
-    it whole). Raises DecodeError when the top level does not parse."""
+    bytes, the fragments' run as it stands in ``raw`` - tag, length, body of each - and where
+    each fragment's entry starts in the run, one more at its end), or None when it has no
+    fragments or they are not one contiguous run (then parse it whole). Raises DecodeError
+    when the top level does not parse."""
     try:
         start = _first_fragment(raw)
     except IrregularWire:
@@ -302,8 +315,16 @@ def split_fragments(raw: bytes) -> tuple[bytes, list[bytes]] | None:
         return None  # a fragment's tag or length is not minimally encoded: the cut below would miss
     bodies = list(view.fragments)
     lengths = np.fromiter(map(len, bodies), np.int64, len(bodies))
-    header = np.full(len(bodies), 2, np.int64)  # the tag byte and the length's first byte
+    offsets = np.zeros(len(bodies) + 1, np.int64)
+    np.cumsum(lengths + entry_header_sizes(lengths), out=offsets[1:])
+    end = start + int(offsets[-1])
+    return raw[:start] + raw[end:], bodies, raw[start:end], offsets
+
+
+def entry_header_sizes(lengths: np.ndarray) -> np.ndarray:
+    """Bytes before each body in a run of length-delimited entries of a field numbered below
+    16: one tag byte and the length's varint."""
+    header = np.full(len(lengths), 2, np.int64)
     for bits in range(7, 64, 7):
         header += lengths >= (1 << bits)
-    end = start + int(lengths.sum() + header.sum())
-    return raw[:start] + raw[end:], bodies
+    return header

@@ -48,6 +48,7 @@ from lance_spark_ops.table.format.fragment_columns import (
     fragment_columns,
     split_fragments,
 )
+from lance_spark_ops.table.format.fragment_run import FragmentRun
 from lance_spark_ops.table.format.support import (
     STORAGE_CLASS_FIELD,
     check_storage_class,
@@ -127,6 +128,17 @@ class Manifest:
             return {f.id: f for f in src.build(wanted)}
         return {f.id: f for f in self.fragments if f.id in wanted}
 
+    def fragment_run(self) -> FragmentRun | None:
+        """The fragments as wire bytes while no fragment object was built (else None: objects
+        may have been changed since)."""
+        d = self.__dict__
+        return d.get("_fragment_source") if "fragments" not in d else None
+
+    def set_fragment_run(self, run: FragmentRun) -> None:
+        """Make ``run`` the fragments (their objects built on first use of ``fragments``)."""
+        self.__dict__.pop("fragments", None)
+        self.__dict__["_fragment_source"] = run
+
     def fragment_columns(self) -> FragmentColumns:
         """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
         objects were never built, else gathered from them."""
@@ -171,7 +183,7 @@ class Manifest:
     # -- protobuf ------------------------------------------------------------
     @classmethod
     def from_pb(cls, pb: table_pb2.Manifest, path: str | None = None, known_clean: bool = False,
-                fragments_from: _FragmentSource | None = None) -> Manifest:
+                fragments_from: FragmentRun | None = None) -> Manifest:
         """``known_clean``: the caller checked that ``pb`` holds no unknown field anywhere.
         Fragments are lazy (``DataFragment.lazy``): decoded when first used. ``fragments_from``:
         the fragments as bytes (``pb`` then has none); their objects are built on first use."""
@@ -283,25 +295,6 @@ def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
     return DataStorageFormat("lance", "0.1")
 
 
-class _FragmentSource:
-    """The fragments of a manifest parsed from bytes: each one's bytes and their columns."""
-
-    __slots__ = ("bodies", "columns")
-
-    def __init__(self, bodies: list[bytes], columns: FragmentColumns) -> None:
-        self.bodies, self.columns = bodies, columns
-
-    def build(self, ids: set[int] | None = None) -> list[DataFragment]:
-        """Lazy fragment objects of every fragment (or of those with ``ids``), manifest order."""
-        c = self.columns
-        if ids is None:
-            return DataFragment.lazy_bytes(c.id.tolist(), self.bodies, c.has_deletion.tolist(),
-                                           c.has_row_ids.tolist())
-        at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids))))
-        return DataFragment.lazy_bytes(c.id[at].tolist(), [self.bodies[i] for i in at.tolist()],
-                                       c.has_deletion[at].tolist(), c.has_row_ids[at].tolist())
-
-
 @dataclass
 class ManifestFile:
     """A parsed manifest file: the manifest plus the raw sections stored before it."""
@@ -384,7 +377,7 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     return ManifestFile(manifest, txn, idx, path)
 
 
-def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, _FragmentSource] | None:
+def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, FragmentRun] | None:
     """The manifest without its fragments, parsed, and the fragments as bytes and columns
     (``fragment_columns``): no message object per fragment. None (parse it whole) unless
     the fragments are one contiguous run and nothing anywhere holds an unknown field."""
@@ -398,7 +391,7 @@ def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, _Fra
         return None  # the whole-message parse reports it
     if split is None:
         return None
-    head, bodies = split
+    head, bodies, run, offsets = split
     try:
         pb = table_pb2.Manifest.FromString(head)
     except DecodeError:
@@ -414,7 +407,7 @@ def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, _Fra
         return None
     if not columns.clean:
         return None
-    return pb, _FragmentSource(bodies, columns)
+    return pb, FragmentRun(bodies, columns, run, offsets)
 
 
 def _load_dictionaries(pb: table_pb2.Manifest, manifest: Manifest, data: bytes | memoryview,
@@ -465,7 +458,14 @@ def _header(n: int) -> bytes:
     return header
 
 
-def _fragments_bytes(fragments: list[DataFragment]) -> bytes:
+def _fragments_bytes(manifest: Manifest) -> bytes:
+    """``Manifest.fragments`` encoded: the run itself while the fragments are one
+    (``Manifest.fragment_run``), else each fragment's bytes (``_fragment_entries``)."""
+    run = manifest.fragment_run()
+    return run.run if run is not None else _fragment_entries(manifest.fragments)
+
+
+def _fragment_entries(fragments: list[DataFragment]) -> bytes:
     """``Manifest.fragments`` encoded (protobuf lets a repeated field follow the other fields):
     a fragment still in the bytes it was read from is those bytes, another one its protobuf
     serialized; no Python object per field."""
@@ -511,7 +511,7 @@ def serialize_manifest_file(manifest: Manifest, transaction: Transaction | bytes
     # writes, so a manifest read and written again is byte-identical
     head = table_pb2.Manifest(fields=pb.fields).SerializeToString()
     del pb.fields[:]
-    body = head + _fragments_bytes(manifest.fragments) + pb.SerializeToString()
+    body = head + _fragments_bytes(manifest) + pb.SerializeToString()
     out += _U32.pack(len(body)) + body
     out += FOOTER.pack(pos, FOOTER_MAJOR, FOOTER_MINOR, MAGIC)
     return bytes(out)

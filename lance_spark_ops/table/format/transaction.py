@@ -376,4 +376,27 @@ class Transaction:
             raise CorruptFileError(f"transaction: {e}", path=path) from e
 
     def to_bytes(self) -> bytes:
+        if isinstance(self.operation, Rewrite):
+            return self._rewrite_bytes(self.operation)
         return self.to_pb().SerializeToString()
+
+    def _rewrite_bytes(self, op: Rewrite) -> bytes:
+        """``to_pb().SerializeToString()`` of a Rewrite with its groups' fragments spliced in as
+        wire bytes (``_frags_wire``), never parsed into messages: the same bytes (fields in number
+        order, unknown fields last, as the protobuf encoder writes them)."""
+        head = PbTransaction(read_version=self.read_version, uuid=self.uuid, tag=self.tag)
+        head.transaction_properties.update(self.transaction_properties)
+        legacy = PbTransaction.Rewrite()
+        if op.legacy_group is not None:
+            legacy.old_fragments.extend(_frags_pb(op.legacy_group.old_fragments))
+            legacy.new_fragments.extend(_frags_pb(op.legacy_group.new_fragments))
+        parts = [legacy.SerializeToString()]
+        group_tag = _varint((3 << 3) | 2)  # Rewrite.groups
+        for g in op.groups:
+            wire = _frags_wire(1, g.old_fragments) + _frags_wire(2, g.new_fragments)
+            parts += (group_tag, _varint(len(wire)), wire)
+        parts += (PbTransaction.Rewrite(rewritten_indices=op.rewritten_indices).SerializeToString(),
+                  op.unknown_fields)
+        body = b"".join(parts)
+        rewrite_tag = _varint((PbTransaction.REWRITE_FIELD_NUMBER << 3) | 2)
+        return b"".join((head.SerializeToString(), rewrite_tag, _varint(len(body)), body, self.unknown_fields))
