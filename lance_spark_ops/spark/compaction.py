@@ -25,7 +25,7 @@ files named with their final ids.
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -51,7 +51,9 @@ from lance_spark_ops.spark.plan import (
 )
 from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_columns import FragmentColumns
+from lance_spark_ops.table.format.fragment_run import RunFragments, fragment_ids
 from lance_spark_ops.table.format.transaction import ReserveFragments, RewriteGroup
 
 
@@ -281,15 +283,13 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
     cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object built
-    # the old fragments as objects of their own: the manifest keeps its fragments as wire bytes,
-    # so the commits below carry the others over as those bytes (``FragmentRun``)
-    by_id = ds.manifest.fragments_with_ids(i for r in results for i in r.fragment_ids)
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
         latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
         if latest is not ds:
             metrics.reservation_versions.append(latest.version)
-        groups = [RewriteGroup([by_id[i] for i in r.fragment_ids], r.new_fragments) for r in results]
+        groups = [RewriteGroup(old, r.new_fragments)
+                  for old, r in zip(_old_fragments(ds, results), results, strict=True)]
         # a migration (new_storage_version) commits every fragment at once in the new version;
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
@@ -302,9 +302,30 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     return new_ds
 
 
+def _old_fragments(ds: Dataset, results: list[RewriteResult]) -> list[Sequence[DataFragment]]:
+    """Each task's old fragments. While the manifest keeps its fragments as wire bytes, slices
+    of them (``RunFragments``: ids and bytes, no object per fragment; the commits carry the
+    other fragments over as bytes too); else fragment objects."""
+    run = ds.manifest.fragment_run()
+    if run is not None and len(run):
+        ids = run.columns.id
+        order = np.argsort(ids, kind="stable")
+        out: list[Sequence[DataFragment]] = []
+        for r in results:
+            want = np.asarray(r.fragment_ids, np.int64)
+            at = order[np.minimum(np.searchsorted(ids, want, sorter=order), len(ids) - 1)]
+            if not bool((ids[at] == want).all()):
+                break
+            out.append(RunFragments(run.take(at)))
+        else:
+            return out
+    by_id = ds.manifest.fragments_with_ids(i for r in results for i in r.fragment_ids)
+    return [[by_id[i] for i in r.fragment_ids] for r in results]
+
+
 def _count(metrics: CompactionMetrics, cols: FragmentColumns, groups: list[RewriteGroup],
            results: list[RewriteResult]) -> None:
-    old_ids = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    old_ids = np.concatenate([fragment_ids(g.old_fragments) for g in groups])
     metrics.files_removed += int(cols.num_files[np.isin(cols.id, old_ids)].sum())  # no fragment decoded
     for g, r in zip(groups, results, strict=True):
         metrics.fragments_removed += len(g.old_fragments)

@@ -51,6 +51,7 @@ from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.commit.migrate import trusted_indices
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
+from lance_spark_ops.table.format.fragment_run import fragment_ids
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
@@ -109,7 +110,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
     check_defer_allowed(ds, defer)
     versions = reuse_versions(ds)
-    old_ids = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    old_ids = np.concatenate([fragment_ids(g.old_fragments) for g in groups]) if groups else np.zeros(0, np.int64)
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
     cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object
     deleted = old_ids[np.isin(old_ids, cols.id[cols.has_deletion])].tolist()

@@ -62,6 +62,7 @@ from collections.abc import Iterable
 from dataclasses import dataclass, field
 
 from lance_spark_ops.table.commit.indices import FRAG_REUSE_INDEX_NAME, fragment_bitmap
+from lance_spark_ops.table.format.fragment_run import fragment_ids
 from lance_spark_ops.table.format.transaction import (
     Append,
     Clone,
@@ -126,7 +127,7 @@ def touched(op: Operation) -> set[int] | None:
     if isinstance(op, Update):
         return {f.id for f in op.updated_fragments} | set(op.removed_fragment_ids)
     if isinstance(op, Rewrite):
-        return {f.id for g in op.all_groups() for f in g.old_fragments}
+        return {i for g in op.all_groups() for i in fragment_ids(g.old_fragments).tolist()}
     if isinstance(op, DataReplacement):
         return {r.fragment_id for r in op.replacements}
     if isinstance(op, Merge | Overwrite | Restore | Project):

@@ -35,12 +35,14 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Iterable
 
+import numpy as np
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CommitConflict, CorruptFileError, InvalidInputError
 from lance_spark_ops.index.frag_reuse import load_versions, remap_fragment_bitmap
 from lance_spark_ops.index.kinds import stores_row_addresses
+from lance_spark_ops.table.format.fragment_run import fragment_ids
 from lance_spark_ops.table.format.transaction import RewriteGroup
 
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
@@ -173,13 +175,15 @@ def rewrite_indices(indices: list[IndexMetadata], groups: list[RewriteGroup], re
         _move_bitmap(target, groups)
         _apply_rewritten(target, r)
     dropped = set(uncovered)
-    old_ids = BitMap(f.id for g in groups for f in g.old_fragments)
+    old_ids: BitMap | None = None  # built when an index needs it
     for idx in out:
         key = _uuid_bytes(idx.uuid)
         if key in seen or is_system_index(idx):
             continue
         bm = fragment_bitmap(idx)
         if key in dropped and bm is not None:
+            if old_ids is None:
+                old_ids = BitMap(np.concatenate([fragment_ids(g.old_fragments) for g in groups]).tolist())
             set_fragment_bitmap(idx, bm - old_ids)
         elif stable_row_ids and bm is not None and not stores_row_addresses(idx, True):
             _move_bitmap(idx, groups)

@@ -75,7 +75,7 @@ from lance_spark_ops.table.format.fragment import (
     any_deletion_file,
     has_row_id_meta,
 )
-from lance_spark_ops.table.format.fragment_run import FragmentRun
+from lance_spark_ops.table.format.fragment_run import FragmentRun, fragment_ids
 from lance_spark_ops.table.format.manifest import DataStorageFormat, Manifest, WriterVersion
 from lance_spark_ops.table.format.rowids import (
     RangeSegment,
@@ -336,7 +336,7 @@ def _rewrite_run(op: Rewrite, s: _State) -> list[RewriteGroup] | None:
     groups = op.all_groups()
     if any(not g.old_fragments for g in groups):
         return None
-    old = np.fromiter((f.id for g in groups for f in g.old_fragments), np.int64)
+    old = np.concatenate([fragment_ids(g.old_fragments) for g in groups])
     ids = s.run.columns.id
     if not (_distinct(old) and _distinct(ids) and np.isin(old, ids).all()):
         return None

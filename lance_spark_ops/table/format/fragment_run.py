@@ -9,6 +9,9 @@ as it is: no Python object per fragment, a handful of numpy passes and byte copi
 
 from __future__ import annotations
 
+from collections.abc import Iterator, Sequence
+from typing import Any
+
 import numpy as np
 
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -108,3 +111,63 @@ class FragmentRun:
         if len(ids) < 2 or bool((ids[1:] > ids[:-1]).all()):
             return self
         return self.take(np.argsort(ids, kind="stable"))
+
+    def wire(self, field_number: int) -> bytes:
+        """The run as entries of another repeated ``DataFragment`` field numbered below 16 (a
+        Rewrite group's ``old_fragments`` = 1): the same bytes, each entry's tag byte changed."""
+        tag = (field_number << 3) | 2
+        if not 0 < field_number < 16:
+            raise ValueError(f"field number {field_number} does not fit one tag byte")
+        if field_number == MANIFEST_FRAGMENTS_FIELD or not len(self):
+            return self.run
+        buf = bytearray(self.run)
+        np.frombuffer(buf, np.uint8)[self.offsets[:-1]] = tag
+        return bytes(buf)
+
+
+class RunFragments(Sequence[DataFragment]):
+    """Fragments of a ``FragmentRun`` as a read-only sequence (a Rewrite group's old fragments):
+    ids and wire bytes at hand, the fragment objects built on first use of an item. Never
+    changed in place, so the wire bytes stay those of the items."""
+
+    __slots__ = ("_items", "run")
+
+    def __init__(self, run: FragmentRun) -> None:
+        self.run = run
+        self._items: list[DataFragment] | None = None
+
+    @property
+    def ids(self) -> np.ndarray:
+        return self.run.columns.id
+
+    def _built(self) -> list[DataFragment]:
+        if self._items is None:
+            self._items = self.run.build()
+        return self._items
+
+    def __len__(self) -> int:
+        return len(self.run)
+
+    def __getitem__(self, i: Any) -> Any:
+        return self._built()[i]
+
+    def __iter__(self) -> Iterator[DataFragment]:
+        return iter(self._built())
+
+    def __eq__(self, other: object) -> bool:
+        return isinstance(other, Sequence) and list(self) == list(other)
+
+    __hash__ = None  # type: ignore[assignment]
+
+    def __repr__(self) -> str:
+        return f"RunFragments({len(self)} fragments)"
+
+    def __reduce__(self) -> tuple[Any, ...]:
+        return (list, (self._built(),))  # pickled / copied as the plain list it stands for
+
+
+def fragment_ids(fragments: Sequence[DataFragment]) -> np.ndarray:
+    """The fragments' ids as int64 (a ``RunFragments``: no object built)."""
+    if isinstance(fragments, RunFragments):
+        return fragments.ids
+    return np.fromiter((f.id for f in fragments), np.int64, len(fragments))

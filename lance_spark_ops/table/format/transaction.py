@@ -24,6 +24,7 @@ from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment, source_bytes_of
+from lance_spark_ops.table.format.fragment_run import RunFragments
 
 PbTransaction = transaction_pb2.Transaction
 
@@ -49,6 +50,8 @@ def _frags_wire(field_number: int, frags: list[DataFragment]) -> bytes:
     """A ``repeated DataFragment`` field as wire bytes: a fragment still undecoded from the
     manifest as its kept bytes, others serialized. Merged into the message it is parsed once in
     C - not a protobuf message built per fragment (a Rewrite of 100 000 fragments)."""
+    if isinstance(frags, RunFragments):
+        return frags.run.wire(field_number)  # the manifest's own bytes, tags changed
     tag = _varint((field_number << 3) | 2)
     parts: list[bytes] = []
     add = parts.append
