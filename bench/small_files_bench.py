@@ -8,7 +8,8 @@ A case ``FxR`` is F fragments of R rows each, two columns (int64 id, float64 x),
 pylance in one commit (``max_rows_per_file=R``, file version 2.2), nothing deleted. Each round
 compacts a fresh copy for each side (pylance first, in a child process, then ours); ours is
 timed after its workers are warm (one task per slot first) and reports its phases (plan,
-rewrite, commit: the metrics' ``seconds``) and the workers' peak RSS.
+rewrite, commit: the metrics' ``seconds``; ``commit`` covers the fragment-id reservation and the
+Rewrite commit), the versions it went through and the workers' peak RSS.
 """
 
 from __future__ import annotations
@@ -63,7 +64,9 @@ def run_ours(spark: object, uri: str, target: int) -> dict:
     m = compact(spark, uri, target_rows_per_fragment=target)
     return {"seconds": time.perf_counter() - t0, "phases": m.seconds,
             "peak_rss_bytes": m.worker_peak_rss_bytes, "fragments_removed": m.fragments_removed,
-            "fragments_added": m.fragments_added, "tasks": m.tasks}
+            "fragments_added": m.fragments_added, "tasks": m.tasks,
+            "versions": {"read": m.read_version, "reserved": m.reservation_versions, "new": m.new_version,
+                         "commits": m.commits}}
 
 
 def _warm(task: int, ctx: object) -> int:
@@ -105,6 +108,8 @@ def main() -> None:
                     point["ours"] = run_ours(spark, ours, args.target_rows)
                     point["ratio"] = point["ours"]["seconds"] / point["pylance"]["seconds"]
                     print(json.dumps(point), flush=True)
+                    print(f"{case} round {r}: ratio {point['ratio']:.2f}, commit "
+                          f"{point['ours']['phases']['commit']:.3f} s", flush=True)
                     results.append(point)
                     shutil.rmtree(theirs)
                     shutil.rmtree(ours)

@@ -20,7 +20,14 @@ fragments had deleted rows.
 
 New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
 Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
-files named with their final ids.
+files named with their final ids, and an index remap can address rows of the new fragments
+before the Rewrite lands; a compaction therefore moves the version by two (pylance's too:
+``read_version`` 25 -> ``new_version`` 27, ``commits`` 1, ``reservation_versions`` [26]).
+
+Both commits work on the manifest's fragment bytes (``table.format.fragment_run``): the
+reservation writes the previous fragments back as they were read, the Rewrite drops the old
+ones by position and appends the new ones, and its transaction lists the old fragments as
+slices of those bytes - no object per fragment (100 000 fragments: ~0.1 s for both).
 """
 
 from __future__ import annotations

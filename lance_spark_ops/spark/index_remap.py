@@ -110,7 +110,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
     ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
     check_defer_allowed(ds, defer)
     versions = reuse_versions(ds)
-    old_ids = np.concatenate([fragment_ids(g.old_fragments) for g in groups]) if groups else np.zeros(0, np.int64)
+    old_ids = np.concatenate([np.zeros(0, np.int64), *(fragment_ids(g.old_fragments) for g in groups)])
     remappable = REMAPPABLE_KINDS if remap is not None else frozenset()
     cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object
     deleted = old_ids[np.isin(old_ids, cols.id[cols.has_deletion])].tolist()
@@ -287,7 +287,8 @@ def layout_readable(ds: Dataset) -> Any:
         if not versions:
             versions.append(reuse_versions(ds))
         bm = effective_bitmap(index, versions[0])
-        return bm is not None and bool(np.isin(np.fromiter(bm, np.int64), ds.manifest.fragment_columns().id).all())
+        live = ds.manifest.fragment_columns().id
+        return bm is not None and bool(np.isin(np.fromiter(bm, np.int64), live).all())
 
     def readable(index: Any) -> bool:
         if index_kind(index) != "INVERTED":

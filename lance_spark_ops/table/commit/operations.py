@@ -539,7 +539,8 @@ def _set_flags(m: Manifest, stable: bool, previous: Manifest | None) -> None:
     prev_flags = previous.writer_feature_flags if previous is not None else 0
     keep_disable = bool(prev_flags & FLAG_DISABLE_TRANSACTION_FILE)
     m.reader_feature_flags, m.writer_feature_flags = compute_flags(
-        has_deletion_files=bool(run.columns.has_deletion.any()) if run is not None else any_deletion_file(m.fragments),
+        has_deletion_files=(bool(run.columns.has_deletion.any()) if run is not None
+                            else any_deletion_file(m.fragments)),
         stable_row_ids=stable,
         has_config=bool(m.config),
         has_base_paths=bool(m.base_paths),

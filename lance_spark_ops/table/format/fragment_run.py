@@ -41,7 +41,8 @@ class FragmentRun:
 
     __slots__ = ("bodies", "columns", "offsets", "run")
 
-    def __init__(self, bodies: list[bytes], columns: FragmentColumns, run: bytes, offsets: np.ndarray) -> None:
+    def __init__(self, bodies: list[bytes], columns: FragmentColumns, run: bytes,
+                 offsets: np.ndarray) -> None:
         self.bodies, self.columns, self.run, self.offsets = bodies, columns, run, offsets
 
     def __len__(self) -> int:
@@ -57,7 +58,8 @@ class FragmentRun:
         parts = []
         for b in bodies:
             parts += (tag, _varint(len(b)), b)
-        return cls(bodies, columns if columns is not None else fragment_columns(bodies), b"".join(parts), offsets)
+        columns = columns if columns is not None else fragment_columns(bodies)
+        return cls(bodies, columns, b"".join(parts), offsets)
 
     @classmethod
     def of_fragments(cls, fragments: list[DataFragment]) -> FragmentRun | None:
@@ -97,13 +99,15 @@ class FragmentRun:
         offsets = np.zeros(n + 1, np.int64)
         np.cumsum(ends - starts, out=offsets[1:])
         bodies = self.bodies
-        return FragmentRun([bodies[i] for i in positions.tolist()], self.columns.take(positions), run, offsets)
+        return FragmentRun([bodies[i] for i in positions.tolist()], self.columns.take(positions), run,
+                           offsets)
 
     def concat(self, other: FragmentRun) -> FragmentRun:
         if not len(other):
             return self
-        return FragmentRun(self.bodies + other.bodies, self.columns.concat(other.columns), self.run + other.run,
-                           np.concatenate([self.offsets, self.offsets[-1] + other.offsets[1:]]))
+        offsets = np.concatenate([self.offsets, self.offsets[-1] + other.offsets[1:]])
+        return FragmentRun(self.bodies + other.bodies, self.columns.concat(other.columns),
+                           self.run + other.run, offsets)
 
     def sorted_by_id(self) -> FragmentRun:
         """Ordered by fragment id (stable), as every new manifest is."""

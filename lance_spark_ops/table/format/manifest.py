@@ -31,7 +31,6 @@ from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
-import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 

@@ -402,4 +402,5 @@ class Transaction:
                   op.unknown_fields)
         body = b"".join(parts)
         rewrite_tag = _varint((PbTransaction.REWRITE_FIELD_NUMBER << 3) | 2)
-        return b"".join((head.SerializeToString(), rewrite_tag, _varint(len(body)), body, self.unknown_fields))
+        return b"".join((head.SerializeToString(), rewrite_tag, _varint(len(body)), body,
+                         self.unknown_fields))
