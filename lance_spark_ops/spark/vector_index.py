@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -57,7 +58,12 @@ from lance_spark_ops.spark.tasks.vector_index import (
     run_round,
     run_sample,
 )
-from lance_spark_ops.spark.vector_models import foldable, read_model, segment_lengths
+from lance_spark_ops.spark.vector_models import (
+    adjustment_due,
+    foldable,
+    read_model,
+    segment_lengths,
+)
 from lance_spark_ops.table.dataset import Dataset
 
 VECTOR_KINDS = frozenset({"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"})
@@ -241,25 +247,42 @@ class VectorSegmentBuilder:
         try:
             reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[-1]
             olds: list[bytes] = []
+            refit: set[int] = set()
             if reuse is not None:  # a delta or a merge: the old segment's model
                 model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
-                olds, refit = foldable(ds, req.kind, model, req.merge_with)
-                # segments of another model: their fragments are encoded again from the data
-                live.update(
-                    {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
-                )
+                if not req.fold_if_adjusted:
+                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
             else:
                 dim = ds.schema.field(req.column).type.list_size
                 model = self._model(
                     job, req.kind, p, src, live, total, work_dir, (slots, _rows_per_task(4 * dim))
                 )
-            with job.phase("encode"):
-                groups = _groups(live, slots, _rows_per_task(model.dim * 4))
-                runs = job.run_tasks(
-                    [EncodeSpec(src, g, model, work_dir) for g in groups],
-                    run_encode,
-                    costs=[sum(live[f] for f in g) for g in groups],
-                )
+
+            def encode(rows: dict[int, int]) -> list[Any]:
+                with job.phase("encode"):
+                    groups = _groups(rows, slots, _rows_per_task(model.dim * 4))
+                    return job.run_tasks(
+                        [EncodeSpec(src, g, model, work_dir) for g in groups],
+                        run_encode,
+                        costs=[sum(rows[f] for f in g) for g in groups],
+                    )
+
+            # segments of another model: their fragments are encoded again from the data
+            runs = encode({**live, **_refit_rows(ds, refit, live)})
+            folded = True
+            if req.fold_if_adjusted:
+                splits, joins = self._adjustment(ds, req, model, runs)
+                folded = bool(splits or joins)
+                if joins and not splits:
+                    # pylance joins: the joined partitions' centroids go, their rows move to
+                    # the nearest kept partition; every other row is already in its nearest
+                    # one, so all rows encoded afresh under the kept centroids give that index
+                    model = replace(model, centroids=np.delete(model.centroids, joins, axis=0))
+                    runs = encode({f.id: _live_rows(ds, f) for f in ds.fragments})
+                elif folded:  # a split: merged, its partitions kept as they are
+                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                    if refit:
+                        runs = runs + encode(_refit_rows(ds, refit, live))
             hnsw = (
                 Params(p["max_level"], p["m"], p["ef_construction"])
                 if req.kind.startswith("IVF_HNSW_")
@@ -315,7 +338,20 @@ class VectorSegmentBuilder:
         finally:
             _remove(ds, work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
-        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows)
+        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows, folded)
+
+    @staticmethod
+    def _adjustment(
+        ds: Dataset, req: SegmentRequest, model: Model, runs: list[Any]
+    ) -> tuple[list[tuple[int, int]], list[int]]:
+        """The splits and joins pylance 14 makes from the new rows as encoded plus every
+        segment's rows per partition."""
+        counts = np.zeros(model.num_partitions, dtype=np.int64)
+        for r in runs:
+            counts += r.counts
+        segs = [table_pb2.IndexMetadata.FromString(raw) for raw in req.merge_with]
+        target = req.params.get("target_partition_size") or TARGET_PARTITION_SIZE[req.kind]
+        return adjustment_due(ds, req.kind, segs, counts, int(target))
 
     def _model(
         self,
@@ -464,6 +500,10 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
+
+
+def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:
+    return {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
 
 
 def _live_rows(ds: Dataset, frag: Any) -> int:
