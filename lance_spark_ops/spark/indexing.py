@@ -256,7 +256,7 @@ def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: Mapping[str, A
     from lance_spark_ops.spark.vector_models import adjustment_due
 
     target = params.get("target_partition_size") or TARGET_PARTITION_SIZE[kind]
-    splits, joins = adjustment_due(ds, kind, segments, None, int(target))
+    splits, joins, _ = adjustment_due(ds, kind, segments, None, int(target))
     return bool(splits or joins)
 
 
@@ -397,7 +397,14 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
     try:
         with job.phase("build", tasks=len(plans)) as ph:
             built = _build_all(job, plans, concurrent)
-            plans = [settle(p, b) for p, b in zip(plans, built, strict=True)]
+            settled = [settle(p, b) for p, b in zip(plans, built, strict=True)]
+            # a split the builder could not make (rows too alike) and nothing new: no segment
+            empty = [p for p, s in zip(plans, settled, strict=True) if s is not p and not s.fragment_bitmap]
+            _delete_segments(ds, empty)
+            built = [b for p, s, b in zip(plans, settled, built, strict=True) if p not in empty]
+            plans = [s for p, s in zip(plans, settled, strict=True) if p not in empty]
+            if not plans:
+                return ds
             ph.add(rows=sum(max(b.rows_indexed, 0) for b in built), bytes=sum(b.bytes_written for b in built))
         with job.phase("commit"):
             job.before_commit(0)

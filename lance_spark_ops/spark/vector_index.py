@@ -37,7 +37,7 @@ from lance_spark_ops.index.hnsw import Params
 from lance_spark_ops.index.ivf_build import details, read_details
 from lance_spark_ops.index.ivf_model import Model, assign_metric
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, init_centroids
+from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, assign, init_centroids, train
 from lance_spark_ops.index.quantizers import merge_bounds
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.session import default_parallelism
@@ -50,6 +50,7 @@ from lance_spark_ops.spark.tasks.vector_index import (
     RoundSpec,
     SampleSpec,
     Source,
+    SplitSampleSpec,
     run_assemble,
     run_encode,
     run_kmeans,
@@ -57,6 +58,7 @@ from lance_spark_ops.spark.tasks.vector_index import (
     run_range,
     run_round,
     run_sample,
+    run_split_sample,
 )
 from lance_spark_ops.spark.vector_models import (
     adjustment_due,
@@ -77,6 +79,9 @@ TARGET_PARTITION_SIZE = {
     "IVF_HNSW_SQ": 1 << 20,
 }
 MAX_PARTITIONS = 4096  # recommended_num_partitions' cap
+SPLIT_SAMPLE_RATE = 256  # pylance 14's split: vectors sampled per new centroid,
+SPLIT_ITERS = 50  # k-means iterations,
+REASSIGN_RANGE = 64  # and neighbours a split partition's rows may go to
 DEFAULTS = {
     "metric": "l2",
     "num_partitions": None,
@@ -271,18 +276,21 @@ class VectorSegmentBuilder:
             runs = encode({**live, **_refit_rows(ds, refit, live)})
             folded = True
             if req.fold_if_adjusted:
-                splits, joins = self._adjustment(ds, req, model, runs)
-                folded = bool(splits or joins)
-                if joins and not splits:
+                splits, joins, sizes = self._adjustment(ds, req, model, runs)
+                every = {f.id: _live_rows(ds, f) for f in ds.fragments}
+                centroids = None
+                if splits:
+                    centroids = self._split(job, src, model, splits, sizes, every, slots)
+                if centroids is None and joins:
                     # pylance joins: the joined partitions' centroids go, their rows move to
-                    # the nearest kept partition; every other row is already in its nearest
-                    # one, so all rows encoded afresh under the kept centroids give that index
-                    model = replace(model, centroids=np.delete(model.centroids, joins, axis=0))
-                    runs = encode({f.id: _live_rows(ds, f) for f in ds.fragments})
-                elif folded:  # a split: merged, its partitions kept as they are
-                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
-                    if refit:
-                        runs = runs + encode(_refit_rows(ds, refit, live))
+                    # the nearest kept partition
+                    centroids = np.delete(model.centroids, joins, axis=0)
+                folded = centroids is not None
+                if folded:
+                    # every row not moved by the split or join is already in its nearest
+                    # partition: all rows encoded afresh under the new centroids give that index
+                    model = replace(model, centroids=centroids)
+                    runs = encode(every)
             hnsw = (
                 Params(p["max_level"], p["m"], p["ef_construction"])
                 if req.kind.startswith("IVF_HNSW_")
@@ -343,15 +351,56 @@ class VectorSegmentBuilder:
     @staticmethod
     def _adjustment(
         ds: Dataset, req: SegmentRequest, model: Model, runs: list[Any]
-    ) -> tuple[list[tuple[int, int]], list[int]]:
+    ) -> tuple[list[tuple[int, int]], list[int], np.ndarray]:
         """The splits and joins pylance 14 makes from the new rows as encoded plus every
-        segment's rows per partition."""
+        segment's rows per partition (returned too)."""
         counts = np.zeros(model.num_partitions, dtype=np.int64)
         for r in runs:
             counts += r.counts
         segs = [table_pb2.IndexMetadata.FromString(raw) for raw in req.merge_with]
         target = req.params.get("target_partition_size") or TARGET_PARTITION_SIZE[req.kind]
         return adjustment_due(ds, req.kind, segs, counts, int(target))
+
+    @staticmethod
+    def _split(
+        job: Any,
+        src: Source,
+        model: Model,
+        splits: list[tuple[int, int]],
+        sizes: np.ndarray,
+        live: dict[int, int],
+        slots: int,
+    ) -> np.ndarray | None:
+        """pylance 14's split: per partition, k-means (50 iterations, seeded by the partition)
+        over ``SPLIT_SAMPLE_RATE`` x ways of its rows taken at a stride; the new centroids that
+        win a sampled row against the partition's ``REASSIGN_RANGE`` nearest neighbours are
+        kept (fewer than two: not split); the first replaces the old centroid, the others are
+        appended. None when no partition splits."""
+        parts = tuple(p for p, _ in splits)
+        steps = tuple(max(1, int(sizes[p]) // (SPLIT_SAMPLE_RATE * w)) for p, w in splits)
+        with job.phase("split"):
+            groups = _groups(live, slots, _rows_per_task(model.dim * 4))
+            got = job.run_tasks(
+                [SplitSampleSpec(src, g, model, parts, steps) for g in groups], run_split_sample
+            )
+        metric = assign_metric(model.metric)
+        centroids, appended = model.centroids.copy(), []
+        for i, (p, ways) in enumerate(splits):
+            sample = np.concatenate([g[i] for g in got])[: SPLIT_SAMPLE_RATE * ways]
+            ways = min(ways, sample.shape[0])
+            if ways < 2:
+                continue
+            trained, _ = train(sample, ways, metric, SPLIT_ITERS, p)
+            win, new_d = assign(sample, trained, metric)
+            _, old_d = assign(sample, _neighbours(model.centroids, p, metric), metric)
+            keep = np.unique(win[new_d < old_d])  # an exact tie stays with the old centroid
+            if keep.size < 2:
+                continue
+            centroids[p] = trained[keep[0]]
+            appended.extend(trained[keep[1:]])
+        if not appended:
+            return None
+        return np.concatenate([centroids, np.asarray(appended, np.float32)]).astype(np.float32)
 
     def _model(
         self,
@@ -500,6 +549,14 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
+
+
+def _neighbours(centroids: np.ndarray, p: int, metric: str) -> np.ndarray:
+    """The ``REASSIGN_RANGE`` centroids nearest to centroid ``p`` (itself left out)."""
+    c0 = centroids[p]
+    d = ((centroids - c0) ** 2).sum(1) if metric == "l2" else -(centroids @ c0)
+    order = [int(i) for i in np.argsort(d, kind="stable") if i != p][:REASSIGN_RANGE]
+    return centroids[order]
 
 
 def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:

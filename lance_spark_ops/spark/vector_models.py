@@ -45,11 +45,11 @@ def partition_adjustment(sizes: Sequence[int], target: int) -> tuple[list[tuple[
 
 
 def adjustment_due(ds: Dataset, kind: str, segments: Sequence[Any], new_counts: np.ndarray | None,
-                   target: int) -> tuple[list[tuple[int, int]], list[int]]:
+                   target: int) -> tuple[list[tuple[int, int]], list[int], np.ndarray]:
     """pylance 14's default optimize: the splits and joins (``partition_adjustment``) the rows
     per partition (``new_counts``, the new rows as encoded, plus every segment's storage rows)
-    call for. Segments of another partition count are left out, as pylance skips partitions
-    they lack."""
+    call for, and those sizes. Segments of another partition count are left out, as pylance
+    skips partitions they lack."""
     k = read_model(ds, kind, segments[-1]).num_partitions
     sizes = np.zeros(k, np.int64) if new_counts is None else np.asarray(new_counts, np.int64).copy()
     for s in segments:
@@ -57,7 +57,8 @@ def adjustment_due(ds: Dataset, kind: str, segments: Sequence[Any], new_counts: 
             sizes += segment_lengths(ds, s, k)
         except InvalidInputError:
             continue
-    return partition_adjustment(sizes.tolist(), target)
+    splits, joins = partition_adjustment(sizes.tolist(), target)
+    return splits, joins, sizes
 
 
 def read_model(ds: Dataset, kind: str, index: Any) -> Model:

@@ -17,8 +17,9 @@ from lance_spark_ops.spark.indexing import create_index, optimize_indices
 from lance_spark_ops.spark.vector_models import partition_adjustment
 
 DIM = 16
-CASES = [  # kind, rows, partitions (pylance: the first two join, the last deltas)
+CASES = [  # kind, rows, partitions (pylance: the 4 x 4000 ones join, 2 x 4000 deltas, 2 x 40000 splits)
     ("IVF_FLAT", 4000, 4),
+    ("IVF_FLAT", 40000, 2),
     ("IVF_PQ", 4000, 4),
     ("IVF_SQ", 4000, 4),
     ("IVF_HNSW_SQ", 4000, 4),

@@ -32,8 +32,8 @@ from lance_spark_ops.index.ivf_build import (
     storage_schema,
     transpose_codes,
 )
-from lance_spark_ops.index.ivf_model import Model, encode, prepare
-from lance_spark_ops.index.kmeans import Partial, fit, partial_sums
+from lance_spark_ops.index.ivf_model import Model, assign_metric, encode, prepare
+from lance_spark_ops.index.kmeans import Partial, assign, fit, partial_sums
 from lance_spark_ops.index.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
@@ -258,6 +258,33 @@ def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
     rel = f"{spec.work_dir}/{ctx.file_prefix}-run.bin"
     _save(spec.source.store(), rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
     return Run(rel, int(ids.size), np.bincount(parts, minlength=k).astype(np.int64))
+
+
+@dataclass(frozen=True)
+class SplitSampleSpec:
+    """Vectors (prepared) of the rows ``model`` puts in partitions ``parts``, every
+    ``steps[i]``-th of partition ``parts[i]`` (pylance samples a split partition's rows at a
+    stride before training its new centroids)."""
+
+    source: Source
+    fragments: tuple[int, ...]
+    model: Model
+    parts: tuple[int, ...]
+    steps: tuple[int, ...]
+
+
+def run_split_sample(spec: SplitSampleSpec, ctx: TaskContext) -> list[np.ndarray]:
+    ds = spec.source.dataset()
+    model = spec.model
+    out: list[list[np.ndarray]] = [[] for _ in spec.parts]
+    for fid in spec.fragments:
+        _, x, valid = fragment_vectors(ds, fid, spec.source)
+        _, v = prepare(x, valid, model.metric)
+        parts = assign(v, model.centroids, assign_metric(model.metric))[0]
+        for i, (p, step) in enumerate(zip(spec.parts, spec.steps, strict=True)):
+            out[i].append(v[parts == p][::step])
+    dim = model.dim
+    return [np.concatenate(o) if o else np.zeros((0, dim), np.float32) for o in out]
 
 
 def read_run_rows(
