@@ -44,6 +44,7 @@ from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.vector_index import (
     AssembleSpec,
     EncodeSpec,
+    JoinSpec,
     KMeansSpec,
     PqTrainSpec,
     RangeSpec,
@@ -53,12 +54,14 @@ from lance_spark_ops.spark.tasks.vector_index import (
     SplitSampleSpec,
     run_assemble,
     run_encode,
+    run_join,
     run_kmeans,
     run_pq_train,
     run_range,
     run_round,
     run_sample,
     run_split_sample,
+    takeable,
 )
 from lance_spark_ops.spark.vector_models import (
     adjustment_due,
@@ -275,6 +278,8 @@ class VectorSegmentBuilder:
             # segments of another model: their fragments are encoded again from the data
             runs = encode({**live, **_refit_rows(ds, refit, live)})
             folded = True
+            drop: tuple[int, ...] = ()  # partitions joined away in place
+            final = model  # the segment's model (the ranges' unless partitions were joined in place)
             if req.fold_if_adjusted:
                 splits, joins, sizes = self._adjustment(ds, req, model, runs)
                 every = {f.id: _live_rows(ds, f) for f in ds.fragments}
@@ -285,11 +290,24 @@ class VectorSegmentBuilder:
                     # pylance joins: the joined partitions' centroids go, their rows move to
                     # the nearest kept partition
                     centroids = np.delete(model.centroids, joins, axis=0)
-                folded = centroids is not None
-                if folded:
+                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                    if self._join_in_place(ds, req, refit):
+                        # the kept partitions' rows stay as they are (old segments, new runs),
+                        # the joined ones' are taken from the data again (one task)
+                        (moved,) = job.run_tasks(
+                            [JoinSpec(src, req.field_id, tuple(olds), tuple(runs), tuple(joins), model,
+                                      work_dir)],
+                            run_join,
+                        )
+                        runs, drop = runs + [moved], tuple(joins)
+                        final, centroids = replace(model, centroids=centroids), None
+                    else:
+                        olds = []
+                folded = centroids is not None or bool(drop)
+                if centroids is not None:
                     # every row not moved by the split or join is already in its nearest
                     # partition: all rows encoded afresh under the new centroids give that index
-                    model = replace(model, centroids=centroids)
+                    model = final = replace(model, centroids=centroids)
                     runs = encode(every)
             hnsw = (
                 Params(p["max_level"], p["m"], p["ef_construction"])
@@ -328,6 +346,7 @@ class VectorSegmentBuilder:
                             tuple(olds),
                             src,
                             rows,
+                            drop,
                         )
                         for lo, hi, rows in ranges
                     ],
@@ -338,7 +357,13 @@ class VectorSegmentBuilder:
                 (files,) = job.run_tasks(
                     [
                         AssembleSpec(
-                            req.uri, seg_dir, model, tuple(parts), req.file_version, dict(req.storage_options)
+                            req.uri,
+                            seg_dir,
+                            final,
+                            tuple(parts),
+                            req.file_version,
+                            dict(req.storage_options),
+                            drop,
                         )
                     ],
                     run_assemble,
@@ -347,6 +372,17 @@ class VectorSegmentBuilder:
             _remove(ds, work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
         return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows, folded)
+
+    @staticmethod
+    def _join_in_place(ds: Dataset, req: SegmentRequest, refit: set[int]) -> bool:
+        """A join can keep the other partitions' rows as stored: every segment of one model,
+        rows named by address, no graphs to rebuild, the vectors takeable by address."""
+        return (
+            not refit
+            and not req.row_ids
+            and not req.kind.startswith("IVF_HNSW_")
+            and takeable(ds, req.column, req.field_id)
+        )
 
     @staticmethod
     def _adjustment(
