@@ -11,12 +11,17 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   (pylance's default: True for scalar types, False for vector types), which removes all its
   segments.
 * ``optimize_indices``: per index name, segments in manifest order (newest last); unindexed
-  fragments are those no segment covers. ``num_indices_to_merge`` (default 1) newest segments
+  fragments are those no segment covers. ``num_indices_to_merge`` (scalar default 1) newest segments
   (with stable row ids, scalar types: also older ones covering fragments with deleted rows)
   are merged with the unindexed fragments into one new segment whose ``dataset_version`` is
   the smallest of the merged ones (the version read when none are) and whose fragment bitmap
   is the unindexed fragments plus the merged segments' coverage still in the dataset; 0 adds
-  a delta segment over the unindexed fragments. ``retrain``: vector indices are trained
+  a delta segment over the unindexed fragments. A vector index without
+  ``num_indices_to_merge`` (pylance 14's builder): a delta, unless the rows per partition (new
+  and every segment's) put one over 4 x the target partition size (split: k-means over a
+  sample of its rows, ``ceil(rows / target)`` ways) or under 25 % of it (join: smallest first,
+  its rows to the nearest kept partition); then every segment is merged with the new
+  partitions. ``retrain``: vector indices are trained
   afresh from every fragment, all segments removed; scalar indices have their newest
   segment rebuilt from the data of its fragments and the unindexed ones (older segments
   stay). Nothing to index and at most one segment to merge: nothing is

@@ -17,13 +17,16 @@ from lance_spark_ops.spark.indexing import create_index, optimize_indices
 from lance_spark_ops.spark.vector_models import partition_adjustment
 
 DIM = 16
-CASES = [  # kind, rows, partitions (pylance: the 4 x 4000 ones join, 2 x 4000 deltas, 2 x 40000 splits)
-    ("IVF_FLAT", 4000, 4),
-    ("IVF_FLAT", 40000, 2),
-    ("IVF_PQ", 4000, 4),
-    ("IVF_SQ", 4000, 4),
-    ("IVF_HNSW_SQ", 4000, 4),
-    ("IVF_PQ", 4000, 2),
+CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
+    # 2 x 40000 splits; the join keeps the other partitions' rows as stored, except with stable
+    # row ids and HNSW, where every row is encoded again)
+    ("IVF_FLAT", 4000, 4, False),
+    ("IVF_FLAT", 40000, 2, False),
+    ("IVF_PQ", 4000, 4, False),
+    ("IVF_PQ", 4000, 4, True),
+    ("IVF_SQ", 4000, 4, False),
+    ("IVF_HNSW_SQ", 4000, 4, False),
+    ("IVF_PQ", 4000, 2, False),
 ]
 
 
@@ -64,8 +67,10 @@ def _recall(uri: str, k_parts: int) -> float:
     return hits / 500
 
 
-@pytest.mark.parametrize("kind,rows,parts", CASES)
-def test_default_optimize_equals_pylance(tmp_path: Path, kind: str, rows: int, parts: int) -> None:
+@pytest.mark.parametrize("kind,rows,parts,stable", CASES)
+def test_default_optimize_equals_pylance(
+    tmp_path: Path, kind: str, rows: int, parts: int, stable: bool
+) -> None:
     import lance
 
     rng = np.random.default_rng(3)
@@ -77,7 +82,7 @@ def test_default_optimize_equals_pylance(tmp_path: Path, kind: str, rows: int, p
         kw["pq_codebook"] = rng.standard_normal((4, 256, DIM // 4)).astype(np.float32)
     ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
     for uri in (ours, theirs):
-        lance.write_dataset(first, uri)
+        lance.write_dataset(first, uri, enable_stable_row_ids=stable)
     create_index(None, ours, "vec", kind, **kw)
     lance.dataset(theirs).create_index("vec", kind, **kw)
     for t in appends:
