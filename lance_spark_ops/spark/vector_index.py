@@ -293,13 +293,25 @@ class VectorSegmentBuilder:
                     olds, refit = foldable(ds, req.kind, model, req.merge_with)
                     if self._join_in_place(ds, req, refit):
                         # the kept partitions' rows stay as they are (old segments, new runs),
-                        # the joined ones' are taken from the data again (one task)
-                        (moved,) = job.run_tasks(
-                            [JoinSpec(src, req.field_id, tuple(olds), tuple(runs), tuple(joins), model,
-                                      work_dir)],
-                            run_join,
-                        )
-                        runs, drop = runs + [moved], tuple(joins)
+                        # the joined ones' are taken from the data again (tasks of about equal
+                        # rows, joined partitions dealt largest first to the least loaded)
+                        shares: list[list[int]] = [[] for _ in range(min(slots, len(joins)))]
+                        load = [0] * len(shares)
+                        for j in sorted(joins, key=lambda j: -int(sizes[j])):
+                            i = load.index(min(load))
+                            shares[i].append(j)
+                            load[i] += int(sizes[j])
+                        with job.phase("join"):
+                            moved = job.run_tasks(
+                                [
+                                    JoinSpec(src, req.field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
+                                             model, work_dir)
+                                    for g in shares
+                                ],
+                                run_join,
+                                costs=[float(n) for n in load],
+                            )
+                        runs, drop = runs + list(moved), tuple(joins)
                         final, centroids = replace(model, centroids=centroids), None
                     else:
                         olds = []
