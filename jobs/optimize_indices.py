@@ -23,8 +23,9 @@ class OptimizeIndicesOptions:
 
     Attributes:
         index_names: comma-separated names of the indices to optimize (default: all).
-        num_indices_to_merge: newest segments of each index merged with the new data (default
-            1, as pylance; 0 adds a delta segment).
+        num_indices_to_merge: newest segments of each index merged with the new data (0 adds a
+            delta segment). Default as pylance 14: 1 for scalar indices; for vector indices a
+            delta unless partitions are due a split or join (then all segments merged).
         retrain: rebuild each index from the whole column (all segments replaced).
         merge_policy: pylance (as pylance's optimize_indices) or tiered (segments of similar
             size merged in parallel rounds until one is left).

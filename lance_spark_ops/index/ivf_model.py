@@ -75,11 +75,16 @@ def prepare(x: np.ndarray, valid: np.ndarray | None, metric: str) -> tuple[np.nd
 def encode(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """(partition of each prepared row, its storage row)."""
     parts, _ = assign(x, model.centroids, assign_metric(model.metric))
+    return parts, encode_in(model, x, parts)
+
+
+def encode_in(model: Model, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
+    """The storage rows of prepared rows ``x`` placed in partitions ``parts``."""
     q = model.quantizer
     if q == "FLAT":
-        return parts, x
+        return x
     if q == "SQ":
         lo, hi = model.bounds
-        return parts, sq_encode(x, lo, hi)
+        return sq_encode(x, lo, hi)
     r = residuals(x, model.centroids, parts) if pq_uses_residual(model.metric) else x
-    return parts, pq_encode(r, model.codebook, model.m, model.nbits)
+    return pq_encode(r, model.codebook, model.m, model.nbits)

@@ -35,7 +35,7 @@ PRELOAD = (
     "lance_spark_ops.file.reader", "lance_spark_ops.file.writer", "lance_spark_ops.encoding.encode",
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.tasks.scan",
     "lance_spark_ops.spark.tasks.rewrite", "lance_spark_ops.spark.tasks.add_columns",
-    "lance_spark_ops.spark.tasks.row_id_index",
+    "lance_spark_ops.spark.tasks.row_id_index", "lance_spark_ops.spark.tasks.vector_index",
     # what pyspark.daemon imports in each worker after forking (it starts no thread: numpy's and
     # pyarrow's allocator threads, which fork handles, are already running by now)
     "pyspark.worker",
@@ -88,6 +88,13 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a daemon that cannot preload must still serve workers
             failed.append(name)
+    try:  # numba and the k-means kernels from its cache (~1 s a worker otherwise, in its first
+        # vector task); no thread is started (the kernels are nogil, not parallel)
+        from lance_spark_ops.index.kmeans import compiled_kernels
+
+        compiled_kernels()
+    except Exception:  # noqa: BLE001
+        failed.append("compiled_kernels")
     try:
         import pyarrow
 

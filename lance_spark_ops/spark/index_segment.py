@@ -45,6 +45,9 @@ class SegmentRequest:
     merge_with: tuple[bytes, ...] = ()
     model_from: bytes | None = None
     row_ids: bool = False
+    # a default optimize of a vector index (pylance 14): ``merge_with`` (every segment) folds in
+    # only when a partition is due a split or join, else the segment is a delta
+    fold_if_adjusted: bool = False
     file_version: str = "2.0"      # the version of the .lance files the segment is written in
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets
 
@@ -59,6 +62,7 @@ class BuiltSegment:
     details: bytes
     index_version: int
     rows_indexed: int
+    folded: bool = True  # False: a ``fold_if_adjusted`` request that became a delta
 
     @property
     def bytes_written(self) -> int:

@@ -11,12 +11,17 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   (pylance's default: True for scalar types, False for vector types), which removes all its
   segments.
 * ``optimize_indices``: per index name, segments in manifest order (newest last); unindexed
-  fragments are those no segment covers. ``num_indices_to_merge`` (default 1) newest segments
+  fragments are those no segment covers. ``num_indices_to_merge`` (scalar default 1) newest segments
   (with stable row ids, scalar types: also older ones covering fragments with deleted rows)
   are merged with the unindexed fragments into one new segment whose ``dataset_version`` is
   the smallest of the merged ones (the version read when none are) and whose fragment bitmap
   is the unindexed fragments plus the merged segments' coverage still in the dataset; 0 adds
-  a delta segment over the unindexed fragments. ``retrain``: vector indices are trained
+  a delta segment over the unindexed fragments. A vector index without
+  ``num_indices_to_merge`` (pylance 14's builder): a delta, unless the rows per partition (new
+  and every segment's) put one over 4 x the target partition size (split: k-means over a
+  sample of its rows, ``ceil(rows / target)`` ways) or under 25 % of it (join: smallest first,
+  its rows to the nearest kept partition); then every segment is merged with the new
+  partitions. ``retrain``: vector indices are trained
   afresh from every fragment, all segments removed; scalar indices have their newest
   segment rebuilt from the data of its fragments and the unindexed ones (older segments
   stay). Nothing to index and at most one segment to merge: nothing is
@@ -35,7 +40,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import pyarrow as pa
@@ -95,6 +100,17 @@ class SegmentPlan:
     kept: tuple[Any, ...]
     dataset_version: int
     fragment_bitmap: tuple[int, ...]
+    # ``request.fold_if_adjusted``: the fragment bitmap of the delta the builder may make instead
+    delta_bitmap: tuple[int, ...] | None = None
+
+
+def settle(plan: SegmentPlan, built: BuiltSegment) -> SegmentPlan:
+    """The plan as built: a ``fold_if_adjusted`` request its builder turned into a delta keeps
+    every segment and covers the unindexed fragments only."""
+    if plan.delta_bitmap is None or built.folded:
+        return plan
+    return SegmentPlan(plan.request, (), tuple(plan.kept) + tuple(plan.removed),
+                       plan.request.read_version, plan.delta_bitmap)
 
 
 # -- planning (no Spark) ------------------------------------------------------------------------
@@ -192,6 +208,8 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
         req = _request(ds, kind, column, newest.fields[0], newest.name, params, frags,
                        storage_options=storage_options)
         return SegmentPlan(req, tuple(segments), (), ds.version, tuple(frags))
+    if num_indices_to_merge is None and kind not in SCALAR_TYPES:
+        return _plan_default_vector(ds, segments, params, kind, column, storage_options)
     n = 1 if num_indices_to_merge is None or retrain else num_indices_to_merge
     if n < 0:
         raise InvalidInputError(f"num_indices_to_merge must not be negative, got {n}")
@@ -213,6 +231,38 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
     req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
                    model_from=newest, storage_options=storage_options)
     return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
+
+
+def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str,
+                         column: str, storage_options: Mapping[str, Any] | None) -> SegmentPlan | None:
+    """pylance 14's optimize of a vector index without ``num_indices_to_merge``: a delta over
+    the unindexed fragments, unless the rows per partition (new rows and every segment's)
+    call for a split or join; then every segment is merged (pylance also splits / joins the
+    partitions; this library keeps them). The new rows' partitions are known only once they
+    are encoded, so the builder decides; without new rows the driver does, from the segments'
+    partition lengths (and leaves a lone segment as it is)."""
+    newest = segments[-1]
+    present = BitMap(f.id for f in ds.fragments)
+    unindexed = present - covered_fragments(ds, segments)
+    coverage = tuple(sorted((covered_fragments(ds, segments) & present) | unindexed))
+    version = min(int(s.dataset_version) for s in segments)
+    if not unindexed:
+        if len(segments) < 2 or not _adjustment_due(ds, segments, params, kind):
+            return None
+    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), segments,
+                   model_from=newest, storage_options=storage_options)
+    req = replace(req, fold_if_adjusted=True)
+    return SegmentPlan(req, tuple(segments), (), version, coverage, tuple(sorted(unindexed)))
+
+
+def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str) -> bool:
+    """The segments' rows per partition call for a split or join (pylance 14's thresholds)."""
+    from lance_spark_ops.spark.vector_index import TARGET_PARTITION_SIZE
+    from lance_spark_ops.spark.vector_models import adjustment_due
+
+    target = params.get("target_partition_size") or TARGET_PARTITION_SIZE[kind]
+    splits, joins, _ = adjustment_due(ds, kind, segments, None, int(target))
+    return bool(splits or joins)
 
 
 def _segments_to_merge(ds: Dataset, segments: Sequence[Any], n: int, kind: str) -> list[Any]:
@@ -352,6 +402,14 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
     try:
         with job.phase("build", tasks=len(plans)) as ph:
             built = _build_all(job, plans, concurrent)
+            settled = [settle(p, b) for p, b in zip(plans, built, strict=True)]
+            # a split the builder could not make (rows too alike) and nothing new: no segment
+            empty = [p for p, s in zip(plans, settled, strict=True) if s is not p and not s.fragment_bitmap]
+            _delete_segments(ds, empty)
+            built = [b for p, s, b in zip(plans, settled, built, strict=True) if p not in empty]
+            plans = [s for p, s in zip(plans, settled, strict=True) if p not in empty]
+            if not plans:
+                return ds
             ph.add(rows=sum(max(b.rows_indexed, 0) for b in built), bytes=sum(b.bytes_written for b in built))
         with job.phase("commit"):
             job.before_commit(0)

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Mapping
+from dataclasses import replace
 from typing import Any
 
 import numpy as np
@@ -36,28 +37,38 @@ from lance_spark_ops.index.hnsw import Params
 from lance_spark_ops.index.ivf_build import details, read_details
 from lance_spark_ops.index.ivf_model import Model, assign_metric
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, init_centroids
+from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, assign, init_centroids, train
 from lance_spark_ops.index.quantizers import merge_bounds
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.vector_index import (
     AssembleSpec,
     EncodeSpec,
+    JoinSpec,
     KMeansSpec,
     PqTrainSpec,
     RangeSpec,
     RoundSpec,
     SampleSpec,
     Source,
+    SplitSampleSpec,
     run_assemble,
     run_encode,
+    run_join,
     run_kmeans,
     run_pq_train,
     run_range,
     run_round,
     run_sample,
+    run_split_sample,
+    takeable,
 )
-from lance_spark_ops.spark.vector_models import foldable, read_model, segment_lengths
+from lance_spark_ops.spark.vector_models import (
+    adjustment_due,
+    foldable,
+    read_model,
+    segment_lengths,
+)
 from lance_spark_ops.table.dataset import Dataset
 
 VECTOR_KINDS = frozenset({"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"})
@@ -71,6 +82,9 @@ TARGET_PARTITION_SIZE = {
     "IVF_HNSW_SQ": 1 << 20,
 }
 MAX_PARTITIONS = 4096  # recommended_num_partitions' cap
+SPLIT_SAMPLE_RATE = 256  # pylance 14's split: vectors sampled per new centroid,
+SPLIT_ITERS = 50  # k-means iterations,
+REASSIGN_RANGE = 64  # and neighbours a split partition's rows may go to
 DEFAULTS = {
     "metric": "l2",
     "num_partitions": None,
@@ -241,25 +255,72 @@ class VectorSegmentBuilder:
         try:
             reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[-1]
             olds: list[bytes] = []
+            refit: set[int] = set()
             if reuse is not None:  # a delta or a merge: the old segment's model
                 model = read_model(ds, req.kind, table_pb2.IndexMetadata.FromString(reuse))
-                olds, refit = foldable(ds, req.kind, model, req.merge_with)
-                # segments of another model: their fragments are encoded again from the data
-                live.update(
-                    {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
-                )
+                if not req.fold_if_adjusted:
+                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
             else:
                 dim = ds.schema.field(req.column).type.list_size
                 model = self._model(
                     job, req.kind, p, src, live, total, work_dir, (slots, _rows_per_task(4 * dim))
                 )
-            with job.phase("encode"):
-                groups = _groups(live, slots, _rows_per_task(model.dim * 4))
-                runs = job.run_tasks(
-                    [EncodeSpec(src, g, model, work_dir) for g in groups],
-                    run_encode,
-                    costs=[sum(live[f] for f in g) for g in groups],
-                )
+
+            def encode(rows: dict[int, int]) -> list[Any]:
+                with job.phase("encode"):
+                    groups = _groups(rows, slots, _rows_per_task(model.dim * 4))
+                    return job.run_tasks(
+                        [EncodeSpec(src, g, model, work_dir) for g in groups],
+                        run_encode,
+                        costs=[sum(rows[f] for f in g) for g in groups],
+                    )
+
+            # segments of another model: their fragments are encoded again from the data
+            runs = encode({**live, **_refit_rows(ds, refit, live)})
+            folded = True
+            drop: tuple[int, ...] = ()  # partitions joined away in place
+            final = model  # the segment's model (the ranges' unless partitions were joined in place)
+            if req.fold_if_adjusted:
+                splits, joins, sizes = self._adjustment(ds, req, model, runs)
+                every = {f.id: _live_rows(ds, f) for f in ds.fragments}
+                centroids = None
+                if splits:
+                    centroids = self._split(job, src, model, splits, sizes, every, slots)
+                if centroids is None and joins:
+                    # pylance joins: the joined partitions' centroids go, their rows move to
+                    # the nearest kept partition
+                    centroids = np.delete(model.centroids, joins, axis=0)
+                    olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                    if self._join_in_place(ds, req, refit):
+                        # the kept partitions' rows stay as they are (old segments, new runs),
+                        # the joined ones' are taken from the data again (tasks of about equal
+                        # rows, joined partitions dealt largest first to the least loaded)
+                        shares: list[list[int]] = [[] for _ in range(min(slots, len(joins)))]
+                        load = [0] * len(shares)
+                        for j in sorted(joins, key=lambda j: -int(sizes[j])):
+                            i = load.index(min(load))
+                            shares[i].append(j)
+                            load[i] += int(sizes[j])
+                        with job.phase("join"):
+                            moved = job.run_tasks(
+                                [
+                                    JoinSpec(src, req.field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
+                                             model, work_dir)
+                                    for g in shares
+                                ],
+                                run_join,
+                                costs=[float(n) for n in load],
+                            )
+                        runs, drop = runs + list(moved), tuple(joins)
+                        final, centroids = replace(model, centroids=centroids), None
+                    else:
+                        olds = []
+                folded = centroids is not None or bool(drop)
+                if centroids is not None:
+                    # every row not moved by the split or join is already in its nearest
+                    # partition: all rows encoded afresh under the new centroids give that index
+                    model = final = replace(model, centroids=centroids)
+                    runs = encode(every)
             hnsw = (
                 Params(p["max_level"], p["m"], p["ef_construction"])
                 if req.kind.startswith("IVF_HNSW_")
@@ -297,6 +358,7 @@ class VectorSegmentBuilder:
                             tuple(olds),
                             src,
                             rows,
+                            drop,
                         )
                         for lo, hi, rows in ranges
                     ],
@@ -307,7 +369,13 @@ class VectorSegmentBuilder:
                 (files,) = job.run_tasks(
                     [
                         AssembleSpec(
-                            req.uri, seg_dir, model, tuple(parts), req.file_version, dict(req.storage_options)
+                            req.uri,
+                            seg_dir,
+                            final,
+                            tuple(parts),
+                            req.file_version,
+                            dict(req.storage_options),
+                            drop,
                         )
                     ],
                     run_assemble,
@@ -315,7 +383,72 @@ class VectorSegmentBuilder:
         finally:
             _remove(ds, work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
-        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows)
+        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows, folded)
+
+    @staticmethod
+    def _join_in_place(ds: Dataset, req: SegmentRequest, refit: set[int]) -> bool:
+        """A join can keep the other partitions' rows as stored: every segment of one model,
+        rows named by address, no graphs to rebuild, the vectors takeable by address."""
+        return (
+            not refit
+            and not req.row_ids
+            and not req.kind.startswith("IVF_HNSW_")
+            and takeable(ds, req.column, req.field_id)
+        )
+
+    @staticmethod
+    def _adjustment(
+        ds: Dataset, req: SegmentRequest, model: Model, runs: list[Any]
+    ) -> tuple[list[tuple[int, int]], list[int], np.ndarray]:
+        """The splits and joins pylance 14 makes from the new rows as encoded plus every
+        segment's rows per partition (returned too)."""
+        counts = np.zeros(model.num_partitions, dtype=np.int64)
+        for r in runs:
+            counts += r.counts
+        segs = [table_pb2.IndexMetadata.FromString(raw) for raw in req.merge_with]
+        target = req.params.get("target_partition_size") or TARGET_PARTITION_SIZE[req.kind]
+        return adjustment_due(ds, req.kind, segs, counts, int(target))
+
+    @staticmethod
+    def _split(
+        job: Any,
+        src: Source,
+        model: Model,
+        splits: list[tuple[int, int]],
+        sizes: np.ndarray,
+        live: dict[int, int],
+        slots: int,
+    ) -> np.ndarray | None:
+        """pylance 14's split: per partition, k-means (50 iterations, seeded by the partition)
+        over ``SPLIT_SAMPLE_RATE`` x ways of its rows taken at a stride; the new centroids that
+        win a sampled row against the partition's ``REASSIGN_RANGE`` nearest neighbours are
+        kept (fewer than two: not split); the first replaces the old centroid, the others are
+        appended. None when no partition splits."""
+        parts = tuple(p for p, _ in splits)
+        steps = tuple(max(1, int(sizes[p]) // (SPLIT_SAMPLE_RATE * w)) for p, w in splits)
+        with job.phase("split"):
+            groups = _groups(live, slots, _rows_per_task(model.dim * 4))
+            got = job.run_tasks(
+                [SplitSampleSpec(src, g, model, parts, steps) for g in groups], run_split_sample
+            )
+        metric = assign_metric(model.metric)
+        centroids, appended = model.centroids.copy(), []
+        for i, (p, ways) in enumerate(splits):
+            sample = np.concatenate([g[i] for g in got])[: SPLIT_SAMPLE_RATE * ways]
+            ways = min(ways, sample.shape[0])
+            if ways < 2:
+                continue
+            trained, _ = train(sample, ways, metric, SPLIT_ITERS, p)
+            win, new_d = assign(sample, trained, metric)
+            _, old_d = assign(sample, _neighbours(model.centroids, p, metric), metric)
+            keep = np.unique(win[new_d < old_d])  # an exact tie stays with the old centroid
+            if keep.size < 2:
+                continue
+            centroids[p] = trained[keep[0]]
+            appended.extend(trained[keep[1:]])
+        if not appended:
+            return None
+        return np.concatenate([centroids, np.asarray(appended, np.float32)]).astype(np.float32)
 
     def _model(
         self,
@@ -464,6 +597,18 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
+
+
+def _neighbours(centroids: np.ndarray, p: int, metric: str) -> np.ndarray:
+    """The ``REASSIGN_RANGE`` centroids nearest to centroid ``p`` (itself left out)."""
+    c0 = centroids[p]
+    d = ((centroids - c0) ** 2).sum(1) if metric == "l2" else -(centroids @ c0)
+    order = [int(i) for i in np.argsort(d, kind="stable") if i != p][:REASSIGN_RANGE]
+    return centroids[order]
+
+
+def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:
+    return {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
 
 
 def _live_rows(ds: Dataset, frag: Any) -> int:

@@ -20,6 +20,46 @@ from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.vector_space import _storage_metadata
 from lance_spark_ops.table.dataset import Dataset
 
+# pylance 14 (lance-index's lib.rs, lance's index/vector/builder.rs): an optimize without
+# num_indices_to_merge splits a partition over MAX_PARTITION_SIZE_FACTOR x the target size and
+# joins those under MIN_PARTITION_SIZE_PERCENT % of it, merging every segment when it does
+MAX_PARTITION_SIZE_FACTOR = 4
+MIN_PARTITION_SIZE_PERCENT = 25
+MAX_SPLIT_WAYS = 1024
+
+
+def partition_adjustment(sizes: Sequence[int], target: int) -> tuple[list[tuple[int, int]], list[int]]:
+    """pylance 14's decision from the rows per partition (new rows plus every segment's):
+    ``(partition, ways)`` to split (over the split threshold: ``ceil(rows / target)`` ways,
+    2..1 024) and the partitions to join away (under the join threshold, smallest first, as
+    long as the survivors' room below the split threshold holds all rows)."""
+    split_at = MAX_PARTITION_SIZE_FACTOR * target
+    join_at = MIN_PARTITION_SIZE_PERCENT * target // 100
+    sizes = [int(n) for n in sizes]
+    splits = [(p, min(max(-(-n // target), 2), MAX_SPLIT_WAYS)) for p, n in enumerate(sizes) if n > split_at]
+    if len(sizes) < 2:
+        return splits, []
+    max_joins = max(len(sizes) - max(-(-sum(sizes) // split_at), 1), 0)
+    small = sorted((n, p) for p, n in enumerate(sizes) if n < join_at)
+    return splits, sorted(p for _, p in small[:max_joins])
+
+
+def adjustment_due(ds: Dataset, kind: str, segments: Sequence[Any], new_counts: np.ndarray | None,
+                   target: int) -> tuple[list[tuple[int, int]], list[int], np.ndarray]:
+    """pylance 14's default optimize: the splits and joins (``partition_adjustment``) the rows
+    per partition (``new_counts``, the new rows as encoded, plus every segment's storage rows)
+    call for, and those sizes. Segments of another partition count are left out, as pylance
+    skips partitions they lack."""
+    k = read_model(ds, kind, segments[-1]).num_partitions
+    sizes = np.zeros(k, np.int64) if new_counts is None else np.asarray(new_counts, np.int64).copy()
+    for s in segments:
+        try:
+            sizes += segment_lengths(ds, s, k)
+        except InvalidInputError:
+            continue
+    splits, joins = partition_adjustment(sizes.tolist(), target)
+    return splits, joins, sizes
+
 
 def read_model(ds: Dataset, kind: str, index: Any) -> Model:
     """The centroids and quantizer of an existing segment (its files' global buffers only)."""

@@ -32,8 +32,8 @@ from lance_spark_ops.index.ivf_build import (
     storage_schema,
     transpose_codes,
 )
-from lance_spark_ops.index.ivf_model import Model, encode, prepare
-from lance_spark_ops.index.kmeans import Partial, fit, partial_sums
+from lance_spark_ops.index.ivf_model import Model, assign_metric, encode, encode_in, prepare
+from lance_spark_ops.index.kmeans import Partial, assign, fit, partial_sums
 from lance_spark_ops.index.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runner import TaskContext
@@ -260,6 +260,119 @@ def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
     return Run(rel, int(ids.size), np.bincount(parts, minlength=k).astype(np.int64))
 
 
+@dataclass(frozen=True)
+class SplitSampleSpec:
+    """Vectors (prepared) of the rows ``model`` puts in partitions ``parts``, every
+    ``steps[i]``-th of partition ``parts[i]`` (pylance samples a split partition's rows at a
+    stride before training its new centroids)."""
+
+    source: Source
+    fragments: tuple[int, ...]
+    model: Model
+    parts: tuple[int, ...]
+    steps: tuple[int, ...]
+
+
+def run_split_sample(spec: SplitSampleSpec, ctx: TaskContext) -> list[np.ndarray]:
+    ds = spec.source.dataset()
+    model = spec.model
+    out: list[list[np.ndarray]] = [[] for _ in spec.parts]
+    for fid in spec.fragments:
+        _, x, valid = fragment_vectors(ds, fid, spec.source)
+        _, v = prepare(x, valid, model.metric)
+        parts = assign(v, model.centroids, assign_metric(model.metric))[0]
+        for i, (p, step) in enumerate(zip(spec.parts, spec.steps, strict=True)):
+            out[i].append(v[parts == p][::step])
+    dim = model.dim
+    return [np.concatenate(o) if o else np.zeros((0, dim), np.float32) for o in out]
+
+
+def takeable(ds: Dataset, column: str, field_id: int) -> bool:
+    """Rows of ``column`` can be taken by address: a top-level column held by one non-legacy
+    data file in every fragment (else a join encodes every row afresh)."""
+    if "." in column:
+        return False
+    for f in ds.fragments:
+        files = [df for df in f.files if field_id in df.stored_field_ids()]
+        if len(files) != 1 or files[0].is_legacy:
+            return False
+    return True
+
+
+def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
+                 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
+    """Live rows among row addresses ``addrs`` (sorted): (addresses, vectors, validity), read
+    by a take from each fragment's data file (pylance re-reads a joined partition's rows)."""
+    frags = ds.fragments_with_ids(np.unique(addrs >> np.uint64(32)).astype(np.int64).tolist())
+    out_ids, out_x, out_valid = [], [], []
+    for fid, frag in frags.items():
+        sel = addrs[(addrs >> np.uint64(32)) == np.uint64(fid)]
+        offs = (sel & np.uint64(0xFFFFFFFF)).astype(np.int64)
+        live = ds.live_mask(frag)
+        if live is not None:
+            keep = live[offs]
+            sel, offs = sel[keep], offs[keep]
+        if not offs.size:
+            continue
+        (df,) = [d for d in frag.files if field_id in d.stored_field_ids()]
+        store, rel = ds.base_resolver.data_file(df, f"fragment {fid}")
+        col = LanceFileReader(rel, store=store).take(offs, columns=[column]).column(0).combine_chunks()
+        dim = col.type.list_size
+        values = col.values.slice(col.offset * dim, len(col) * dim)
+        out_x.append(values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim))
+        out_valid.append(col.is_valid().to_numpy(zero_copy_only=False))
+        out_ids.append(sel)
+    if not out_ids:
+        return np.zeros(0, np.uint64), np.zeros((0, 0), np.float32), None
+    return np.concatenate(out_ids), np.concatenate(out_x), np.concatenate(out_valid)
+
+
+@dataclass(frozen=True)
+class JoinSpec:
+    """pylance 14's join of partitions ``joins`` (of ``model``): the rows they hold in the old
+    segments (``olds``) and the new runs are taken from the data again and placed in their
+    nearest kept partition (old numbering), one run."""
+
+    source: Source
+    field_id: int
+    olds: tuple[bytes, ...]
+    runs: tuple[Run, ...]
+    joins: tuple[int, ...]
+    model: Model
+    work_dir: str
+
+
+def run_join(spec: JoinSpec, ctx: TaskContext) -> Run:
+    from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
+
+    ds = spec.source.dataset()
+    store = spec.source.store()
+    model = spec.model
+    k = model.num_partitions
+    present = present_rows(ds, spec.source.row_ids)
+    found = []
+    for p in spec.joins:
+        for old in spec.olds:
+            found.append(old_partitions(ds, old, p, p + 1, model, present)[0][0])
+        for run in spec.runs:
+            if run.file is not None and run.counts[p]:
+                first = int(run.counts[:p].sum())
+                found.append(read_run_rows(store, run, first, first + int(run.counts[p]), model)[0])
+    addrs = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+    ids, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
+    if not ids.size:
+        return Run(None, 0, np.zeros(k, np.int64))
+    kept_rows, v = prepare(x, valid, model.metric)
+    ids = ids[kept_rows]
+    kept = np.setdiff1d(np.arange(k), np.asarray(spec.joins, np.int64))
+    dest = kept[assign(v, model.centroids[kept], assign_metric(model.metric))[0]]
+    rows = encode_in(model, v, dest)
+    order = np.argsort(dest, kind="stable")
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
+    _save(store, rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
+    return Run(rel, int(ids.size), np.bincount(dest, minlength=k).astype(np.int64))
+
+
 def read_run_rows(
     store: ObjectStore, run: Run, start: int, stop: int, model: Model
 ) -> tuple[np.ndarray, np.ndarray]:
@@ -298,6 +411,7 @@ class RangeSpec:
     # a piece of partition ``lo`` (``hi == lo + 1``): its rows ``start..stop`` counted over the
     # old segments' rows (deleted ones too) then the runs'; None: the whole range
     rows: tuple[int, int] | None = None
+    drop: tuple[int, ...] = ()  # partitions joined away: left empty
 
 
 @dataclass(frozen=True)
@@ -343,6 +457,9 @@ def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray,
             s, e = int(starts[p]) - a, int(starts[p + 1]) - a
             if e > s:
                 per_part[p - spec.lo].append((ids[s:e], rows[s:e]))
+    for p in spec.drop:
+        if spec.lo <= p < spec.hi:
+            per_part[p - spec.lo] = []
     lengths = np.array([sum(i.size for i, _ in pieces) for pieces in per_part], dtype=np.int64)
     flat = [piece for pieces in per_part for piece in pieces]
     if not flat:
@@ -356,6 +473,8 @@ def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.n
     model, p = spec.model, spec.lo
     start, stop = spec.rows
     pieces: list[tuple[np.ndarray, np.ndarray]] = []
+    if p in spec.drop:
+        return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), np.zeros(1, np.int64)
     at = 0  # where the current source's rows begin in the partition
     if spec.olds:
         from lance_spark_ops.spark.tasks.vector_merge import old_length, old_slice, present_rows
@@ -469,6 +588,7 @@ class AssembleSpec:
     parts: tuple[RangePart, ...]  # in partition order
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    drop: tuple[int, ...] = ()  # partitions of the parts joined away (empty), left out
 
 
 def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
@@ -480,6 +600,11 @@ def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int],
     lengths = [
         n for g in groups for n in (g[0].lengths if not g[0].piece else [sum(p.lengths[0] for p in g)])
     ]
+    if spec.drop:
+        gone = set(spec.drop)
+        if any(lengths[p] for p in gone):
+            raise CorruptFileError("a joined partition still holds rows")
+        lengths = [n for p, n in enumerate(lengths) if p not in gone]
     schema = storage_schema(model.kind, model.metric, model.dim, model.storage_meta())
     w = LanceFileWriter(f"{spec.seg_dir}/{AUX_FILE}", schema, version=spec.file_version, store=store)
     w.extra_global_buffers = storage_buffers(lengths, model.storage_meta())
