@@ -157,6 +157,11 @@ class Dataset:
         """Fragment id -> fragment for these ids (absent ones left out); see ``Manifest``."""
         return self.manifest.fragments_with_ids(ids)
 
+    def fragments_in_chunks(self, ids: Sequence[int], size: int) -> Iterator[list[DataFragment]]:
+        """The fragments with these ids, in order, ``size`` at a time (absent ones left out);
+        see ``Manifest.fragments_in_chunks``."""
+        return self.manifest.fragments_in_chunks(ids, size)
+
     @property
     def next_row_id(self) -> int:
         return self.manifest.next_row_id

@@ -26,7 +26,7 @@ is parsed whole by the protobuf library, with the same result.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
@@ -126,6 +126,28 @@ class Manifest:
         if src is not None and "fragments" not in d:
             return {f.id: f for f in src.build(wanted)}
         return {f.id: f for f in self.fragments if f.id in wanted}
+
+    def fragments_in_chunks(self, ids: Sequence[int], size: int) -> Iterator[list[DataFragment]]:
+        """The fragments with these ids, in this order, ``size`` at a time; absent ids are
+        left out. While the fragment objects are not built (a manifest parsed from bytes) each
+        chunk's are built when it is reached, separate objects that live as long as the caller
+        holds them: a task walking many fragments holds one chunk's, not all of them."""
+        want = np.asarray(ids, dtype=np.int64)
+        d = self.__dict__
+        src = d.get("_fragment_source")
+        if src is None or "fragments" in d:
+            wanted = set(want.tolist())
+            by_id = {f.id: f for f in self.fragments if f.id in wanted}
+            for i in range(0, len(want), size):
+                yield [by_id[j] for j in want[i:i + size].tolist() if j in by_id]
+            return
+        col = src.columns.id
+        order = np.argsort(col, kind="stable")
+        at = np.minimum(np.searchsorted(col[order], want), max(len(col) - 1, 0))
+        pos = order[at] if len(col) else at
+        pos = pos[col[pos] == want] if len(col) else pos[:0]  # absent ids left out
+        for i in range(0, len(pos), size):
+            yield src.build_at(pos[i:i + size])
 
     def fragment_columns(self) -> FragmentColumns:
         """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
@@ -297,7 +319,11 @@ class _FragmentSource:
         if ids is None:
             return DataFragment.lazy_bytes(c.id.tolist(), self.bodies, c.has_deletion.tolist(),
                                            c.has_row_ids.tolist())
-        at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids))))
+        return self.build_at(np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids)))))
+
+    def build_at(self, at: np.ndarray) -> list[DataFragment]:
+        """Lazy fragment objects of the fragments at manifest positions ``at``, in that order."""
+        c = self.columns
         return DataFragment.lazy_bytes(c.id[at].tolist(), [self.bodies[i] for i in at.tolist()],
                                        c.has_deletion[at].tolist(), c.has_row_ids[at].tolist())
 
