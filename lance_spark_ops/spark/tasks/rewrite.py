@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -36,6 +37,7 @@ from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.format.manifest import ManifestSlice
 from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
 
@@ -54,6 +56,9 @@ class RewriteSpec:
     page_bytes: int = 8 * 1024 * 1024
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     mode: str = "reencode"  # | "try_binary_copy" | "force_binary_copy"
+    # where the fragments lie in the manifest file (``Dataset.fragment_slice``): the task reads
+    # them, and not the other fragments of the version; None: it opens the whole manifest
+    manifest_slice: ManifestSlice | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -211,21 +216,33 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
 
 # The version a job's tasks read, as the last task of that job in this worker process opened
 # it: the job's next task here skips listing and parsing the manifest (0.15 s per task at
-# 100 000 fragments). Keyed by the job id: a version read by another job is opened anew.
-_OPENED: dict[tuple, Dataset] = {}
+# 100 000 fragments), and whether it is a slice view (``Dataset.open_slice``). Keyed by the job
+# id: a version read by another job is opened anew.
+_OPENED: dict[tuple, tuple[Dataset, bool]] = {}
 
 
-def _open(spec: RewriteSpec, ctx: TaskContext) -> Dataset:
-    key = (ctx.job_id, spec.uri, spec.read_version, repr(sorted(spec.storage_options.items())))
-    ds = _OPENED.get(key)
-    if ds is None:
+def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[DataFragment]]]:
+    """The version the task reads and its fragments, chunk by chunk: from its manifest slice
+    when it has one (the manifest's other fragments never read), else from the whole manifest."""
+    slc = spec.manifest_slice
+    key = (ctx.job_id, spec.uri, spec.read_version, repr(sorted(spec.storage_options.items())),
+           None if slc is None else (slc.path, slc.head))
+    hit = _OPENED.get(key)
+    if hit is None:
+        ds = Dataset.open_slice(spec.uri, slc, storage_options=spec.storage_options) if slc else None
+        sliced = ds is not None and ds.version == spec.read_version
+        if not sliced:
+            ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
         _OPENED.clear()  # one entry: the version the latest job to run here reads
-        ds = _OPENED[key] = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
-    return ds
+        hit = _OPENED[key] = (ds, sliced)
+    ds, sliced = hit
+    if sliced:
+        return ds, ds.fragments_in_slice(slc, spec.fragment_ids)
+    return ds, ds.fragments_in_chunks(spec.fragment_ids, FRAGMENT_CHUNK)
 
 
 def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResult:
-    ds = _open(spec, ctx)
+    ds, chunks = _open(spec, ctx)
     sink = _FragmentSink(ds, spec, ctx.file_prefix)
     ids = _RowIds(ds.uses_stable_row_ids)
     rows_read = copied = pages_copied = pages_reencoded = bytes_read = seen = 0
@@ -233,7 +250,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     try:
         # the fragments a chunk at a time: their objects, live masks and row ids are released
         # before the next chunk's are built, so a task's memory does not grow with its count
-        for frags in ds.fragments_in_chunks(spec.fragment_ids, _CHUNK):
+        for frags in chunks:
             seen += len(frags)
             batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the chunk at once
             masks = batch.live_masks()
@@ -261,9 +278,8 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                     sink.write(part)
             del frags, batch, masks
         if seen != len(spec.fragment_ids):
-            missing = sorted(set(spec.fragment_ids) - {f.id for f in ds.fragments_with_ids(spec.fragment_ids)
-                                                       .values()})
-            raise NotFoundError(f"fragment(s) {missing[:10]} not in version {spec.read_version}", path=ds.uri)
+            raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
+                                f"{spec.read_version}", path=ds.uri)
         rows_read += small.flush()
         sink.roll()
     except BaseException:
@@ -289,7 +305,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
 
 # Fragments a task takes up at once (objects, live masks, row ids, version sequences): a task
 # over 100 000 tiny fragments held all of theirs, ~2.5 KB each, for its whole run.
-_CHUNK = 1024
+FRAGMENT_CHUNK = 1024
 
 
 class _RowIds:
