@@ -1,5 +1,5 @@
 """A rewrite task over many tiny fragments holds a bounded number of them at once
-(``tasks.rewrite._CHUNK``): its peak traced allocation must not grow with the fragment count,
+(``tasks.rewrite.FRAGMENT_CHUNK``): its peak traced allocation must not grow with the fragment count,
 and its files must be the bytes a task taking up every fragment at once writes."""
 
 from __future__ import annotations
@@ -32,16 +32,19 @@ def _tiny_fragments(uri: str, fragments: int, stable: bool) -> None:
     lance.dataset(uri).delete("id % 7 = 2")  # deletion files on most fragments
 
 
-def _task(uri: str, job: str) -> tuple[rewrite.RewriteSpec, TaskContext]:
+def _task(uri: str, job: str, sliced: bool = True) -> tuple[rewrite.RewriteSpec, TaskContext]:
+    """A task rewriting every fragment of ``uri``, with its manifest slice as the driver makes it."""
     ds = Dataset.open(uri)
     ids = tuple(ds.manifest.fragment_columns().id.tolist())
-    return rewrite.RewriteSpec(uri, ds.version, ids, "2.2", 10**9), TaskContext(job, 0, "0")
+    slc = ds.fragment_slice(ids, rewrite.FRAGMENT_CHUNK) if sliced else None
+    spec = rewrite.RewriteSpec(uri, ds.version, ids, "2.2", 10**9, manifest_slice=slc)
+    return spec, TaskContext(job, 0, "0")
 
 
 def _peak(uri: str, job: str) -> tuple[int, rewrite.RewriteResult]:
-    """Peak traced bytes of a rewrite of every fragment of ``uri``, the dataset opened before."""
+    """Peak traced bytes of a rewrite of every fragment of ``uri``, opening the dataset included."""
     spec, ctx = _task(uri, job)
-    rewrite._open(spec, ctx)  # noqa: SLF001 - the manifest (the dataset's, not the task's) held first
+    rewrite._OPENED.clear()  # noqa: SLF001
     tracemalloc.start()
     try:
         base = tracemalloc.get_traced_memory()[0]
@@ -58,7 +61,7 @@ def test_peak_memory_flat_in_fragment_count(tmp_path: Path, monkeypatch: pytest.
 
     # every bound on what a task holds, scaled down from thousands to 16 (fragments taken up,
     # fragments read together, buffered chunks before a merge, checked paths remembered)
-    monkeypatch.setattr(rewrite, "_CHUNK", 16)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
     monkeypatch.setattr(rewrite, "_MAX_RUN", 16)
     monkeypatch.setattr(writer, "MERGE_CHUNKS", 16)
     monkeypatch.setattr(paths, "_PASSED_KEPT", 16)
@@ -85,11 +88,11 @@ def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path, monkeypatch: pytest.
     names = data_file_names(uri)
     spec, ctx = _task(uri, "one")
     monkeypatch.setattr(writer, "MERGE_CHUNKS", 10**9)
-    monkeypatch.setattr(rewrite, "_CHUNK", 10**9)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 10**9)
     one = rewrite.run_rewrite(spec, ctx)
     hashes_one = new_file_hashes(uri, names)
     monkeypatch.setattr(writer, "MERGE_CHUNKS", 3)
-    monkeypatch.setattr(rewrite, "_CHUNK", 7)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 7)
     names2 = data_file_names(uri)
     chunked = rewrite.run_rewrite(spec, TaskContext("chunked", 0, "0"))
     assert new_file_hashes(uri, names2) == hashes_one
@@ -97,3 +100,47 @@ def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path, monkeypatch: pytest.
     assert [f.created_at_version_meta for f in chunked.new_fragments] == \
         [f.created_at_version_meta for f in one.new_fragments]
     assert chunked.rows_written == one.rows_written == lance.dataset(uri).count_rows()
+
+
+def test_a_sliced_task_reads_only_its_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its manifest slice a task never opens the whole manifest, and writes what a task
+    that does writes; a slice that does not match the file is a typed error or, for the
+    manifest's other fields, the whole manifest read instead."""
+    import dataclasses
+
+    import lance
+
+    from lance_spark_ops.errors import CorruptFileError
+
+    uri = str(tmp_path / "src")
+    _tiny_fragments(uri, 120, True)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
+    names = data_file_names(uri)
+    whole, ctx = _task(uri, "whole", sliced=False)
+    one = rewrite.run_rewrite(whole, ctx)
+    hashes = new_file_hashes(uri, names)
+
+    sliced, ctx = _task(uri, "sliced")
+    assert len(sliced.manifest_slice.chunks) == 8  # 120 neighbours, 16 at a time
+    opened: list[str] = []
+    real_open = Dataset.open.__func__
+    monkeypatch.setattr(Dataset, "open", classmethod(lambda cls, *a, **k: opened.append(a[0]) or
+                                                     real_open(cls, *a, **k)))
+    names2 = data_file_names(uri)
+    got = rewrite.run_rewrite(sliced, ctx)
+    assert not opened
+    assert new_file_hashes(uri, names2) == hashes
+    assert [f.row_id_meta for f in got.new_fragments] == [f.row_id_meta for f in one.new_fragments]
+    assert got.rows_written == lance.dataset(uri).count_rows() == one.rows_written
+
+    # a chunk whose range holds other fragments: refused, naming the manifest file
+    (off, length, n), *rest = sliced.manifest_slice.chunks
+    moved = dataclasses.replace(sliced.manifest_slice, chunks=((off + 1, length, n), *rest))
+    with pytest.raises(CorruptFileError, match="manifest"):
+        rewrite.run_rewrite(dataclasses.replace(sliced, manifest_slice=moved), TaskContext("moved", 0, "0"))
+    # a head that is not the file's: the whole manifest is read
+    (a, la), tail = moved.head
+    other = dataclasses.replace(sliced.manifest_slice, head=((a, la - 1), tail))
+    names3 = data_file_names(uri)
+    rewrite.run_rewrite(dataclasses.replace(sliced, manifest_slice=other), TaskContext("other", 0, "0"))
+    assert opened and new_file_hashes(uri, names3) == hashes
