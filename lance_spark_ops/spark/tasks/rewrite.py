@@ -229,7 +229,10 @@ def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[D
            None if slc is None else (slc.path, slc.head))
     hit = _OPENED.get(key)
     if hit is None:
-        ds = Dataset.open_slice(spec.uri, slc, storage_options=spec.storage_options) if slc else None
+        try:
+            ds = Dataset.open_slice(spec.uri, slc, storage_options=spec.storage_options) if slc else None
+        except NotFoundError:  # the file the driver read is gone (a staged external-store manifest)
+            ds = None
         sliced = ds is not None and ds.version == spec.read_version
         if not sliced:
             ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
