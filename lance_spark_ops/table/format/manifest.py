@@ -143,7 +143,7 @@ class Manifest:
             for i in range(0, len(want), size):
                 yield [by_id[j] for j in want[i:i + size].tolist() if j in by_id]
             return
-        pos = _positions(src.columns.id, want)
+        pos = src.positions(want)
         pos = pos[pos >= 0]  # absent ids left out
         for i in range(0, len(pos), size):
             yield src.build_at(pos[i:i + size])
@@ -158,7 +158,7 @@ class Manifest:
         layout = getattr(src, "layout", None)
         if layout is None:
             return None
-        pos = _positions(src.columns.id, np.asarray(ids, dtype=np.int64))
+        pos = src.positions(np.asarray(ids, dtype=np.int64))
         if (pos < 0).any():
             return None
         ends = src.entry_ends()
@@ -334,12 +334,20 @@ class _FragmentSource:
     """The fragments of a manifest parsed from bytes: each one's bytes and their columns;
     ``layout``: where they lie in the manifest file (``Manifest.fragment_slice``)."""
 
-    __slots__ = ("bodies", "columns", "ends", "layout")
+    __slots__ = ("bodies", "columns", "ends", "layout", "order")
 
     def __init__(self, bodies: list[bytes], columns: FragmentColumns) -> None:
         self.bodies, self.columns = bodies, columns
         self.layout: _Layout | None = None
         self.ends: np.ndarray | None = None  # where each entry ends, from the run's start
+        self.order: np.ndarray | None = None  # positions sorted by fragment id
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Position of each of ``ids`` in the manifest; -1 where absent (the sort made once:
+        a job asks it for each of its tasks)."""
+        if self.order is None:
+            self.order = np.argsort(self.columns.id, kind="stable")
+        return _positions(self.columns.id, ids, self.order)
 
     def entry_ends(self) -> np.ndarray:
         if self.ends is None:
@@ -410,12 +418,14 @@ class _TaskFragments:
     def build_at(self, at: np.ndarray) -> list[DataFragment]:
         raise self._refuse()
 
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        raise self._refuse()
 
-def _positions(col: np.ndarray, want: np.ndarray) -> np.ndarray:
-    """Position in ``col`` (fragment ids) of each of ``want``; -1 where absent."""
+
+def _positions(col: np.ndarray, want: np.ndarray, order: np.ndarray) -> np.ndarray:
+    """Position in ``col`` (fragment ids; ``order`` sorts them) of each of ``want``; -1 where absent."""
     if not len(col):
         return np.full(len(want), -1, np.int64)
-    order = np.argsort(col, kind="stable")
     at = np.minimum(np.searchsorted(col[order], want), len(col) - 1)
     pos = order[at]
     return np.where(col[pos] == want, pos, -1)
