@@ -117,6 +117,16 @@ class _PageCopy(NamedTuple):
     first_row: int
 
 
+# Chunks a field's buffer holds before it concatenates them (``_FieldBuffer.merge_tail``).
+MERGE_CHUNKS = 256
+
+
+def _has_dictionary(t: pa.DataType) -> bool:
+    if pa.types.is_dictionary(t):
+        return True
+    return any(_has_dictionary(t.field(i).type) for i in range(t.num_fields))
+
+
 class _FieldBuffer:
     """Rows of one top-level field waiting to become pages.
 
@@ -133,6 +143,8 @@ class _FieldBuffer:
         self.carried_bytes = 0  # bytes of the carried dictionaries' values in the chunks
         self.nbytes = 0
         self.flushed_rows = 0
+        self.merged = 0  # leading chunks that are merges of others (``merge_tail``)
+        self.mergeable = not _has_dictionary(field.type)  # unifying dictionaries in steps could reorder them
 
     def add(self, arr: pa.Array, bitmap: bool = True) -> None:
         if len(arr):
@@ -144,6 +156,21 @@ class _FieldBuffer:
                 nbytes, carried = decoded_nbytes(arr, bitmap)
                 self.nbytes += nbytes
                 self.carried_bytes += carried
+            if len(self.chunks) - self.merged >= MERGE_CHUNKS:
+                self.merge_tail()
+
+    def merge_tail(self) -> None:
+        """The chunks added since the last merge as one array. A page of tiny batches (a run of
+        small fragments) held an Arrow array per fragment and column until it was cut; the
+        page is the concatenation of all chunks either way (``pop_page``), so merging them in
+        steps changes neither its values nor its cut (``nbytes`` counts as added)."""
+        tail = self.chunks[self.merged:]
+        if self.mergeable and len(tail) > 1 and all(c.type == self.field.type for c in tail):
+            self.chunks[self.merged:] = [pa.concat_arrays(tail)]
+            self.bitmaps[self.merged:] = [False]  # as pop_page's concatenation of several chunks
+            self.merged += 1
+        else:  # carried dictionaries: left to pop_page
+            self.merged = len(self.chunks)
 
     def pop_page(self, page_bytes: int) -> tuple[pa.Array, int] | None:
         """Up to one page of buffered rows and the file row of its first row."""
@@ -154,7 +181,7 @@ class _FieldBuffer:
         else:  # Arrow's concatenation drops all-valid bitmaps
             arr, bitmap = _concat(self.chunks, self.field.type), False
         carried = self.carried_bytes
-        self.chunks, self.bitmaps, self.nbytes, self.carried_bytes = [], [], 0, 0
+        self.chunks, self.bitmaps, self.nbytes, self.carried_bytes, self.merged = [], [], 0, 0, 0
         nbytes = arr.nbytes if arr.type == self.field.type else decoded_nbytes(arr, bitmap, carried)[0]
         if nbytes > page_bytes and len(arr) > 1:
             # Keep the rows beyond one page buffered so pages stay near page_bytes.
@@ -286,6 +313,8 @@ class LanceFileWriter:
                 buf.chunks.append(arr)
                 buf.bitmaps.append(bitmap)
                 buf.nbytes += arr.nbytes
+                if len(buf.chunks) - buf.merged >= MERGE_CHUNKS:
+                    buf.merge_tail()
                 while buf.nbytes >= page_bytes:
                     self._flush(buf)
             self._rows += b.num_rows

@@ -56,7 +56,7 @@ from lance_spark_ops.spark.plan import (
     plan_compaction,
     rows_per_file,
 )
-from lance_spark_ops.spark.tasks.rewrite import RewriteResult, RewriteSpec, run_rewrite
+from lance_spark_ops.spark.tasks.rewrite import FRAGMENT_CHUNK, RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_columns import FragmentColumns
@@ -284,7 +284,8 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
                          rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
-                         mode=opts.compaction_mode)
+                         mode=opts.compaction_mode,
+                         manifest_slice=ds.fragment_slice(t.fragment_ids, FRAGMENT_CHUNK))
              for t in batch]
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])

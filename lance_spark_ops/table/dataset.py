@@ -27,7 +27,14 @@ from lance_spark_ops.table.commit.handler import CommitHandler, ExternalManifest
 from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
-from lance_spark_ops.table.format.manifest import Manifest, ManifestFile, parse_manifest_file
+from lance_spark_ops.table.format.manifest import (
+    Manifest,
+    ManifestFile,
+    ManifestSlice,
+    fragments_from_entries,
+    parse_manifest_file,
+    parse_manifest_head,
+)
 from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowIdSequence
 from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.transaction import Operation, Transaction
@@ -36,6 +43,7 @@ from lance_spark_ops.table.paths import (
     BaseResolver,
     ManifestNamingScheme,
     deletion_file_path,
+    detect_scheme,
     external_file_path,
 )
 from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
@@ -99,6 +107,36 @@ class Dataset:
         return cls(store, mf, scheme, name, manifest_store)
 
     @classmethod
+    def open_slice(cls, uri: str | ObjectStore, slc: ManifestSlice, *,
+                   storage_options: dict[str, Any] | None = None) -> Dataset | None:
+        """A task's view of one version: the manifest but its fragments, read from the ranges
+        ``slc`` names (``Manifest.fragment_slice``, made by the driver from the same file); the
+        task's fragments come from ``fragments_in_slice``. Reads a few KB where ``open`` reads
+        every fragment. None when the file does not hold what ``slc`` says (open it whole)."""
+        store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
+        (a, la), (b, lb) = slc.head
+        path = store.uri(slc.path)
+        first, last = store.read_range(slc.path, a, la), store.read_range(slc.path, b, lb)
+        mf = parse_manifest_head(first, last, slc, path)
+        scheme = detect_scheme(slc.path.rsplit("/", 1)[-1])
+        if mf is None or scheme is None:
+            return None
+        check_readable(mf.manifest.reader_feature_flags, path)
+        check_manifest(mf.manifest, path)
+        return cls(store, mf, scheme, slc.path.rsplit("/", 1)[-1])
+
+    def fragments_in_slice(self, slc: ManifestSlice, ids: Sequence[int]) -> Iterator[list[DataFragment]]:
+        """The fragments ``ids`` (in order) of a ``ManifestSlice``, one chunk at a time, each
+        read when reached."""
+        at = 0
+        for offset, length, count in slc.chunks:
+            data = self.store.read_range(slc.path, offset, length)
+            yield fragments_from_entries(data, ids[at:at + count], self.store.uri(slc.path))
+            at += count
+        if at != len(ids):
+            raise InvalidInputError(f"the manifest slice holds {at} fragments, the task names {len(ids)}")
+
+    @classmethod
     def from_commit(cls, result: CommitResult) -> Dataset:
         """The version a commit just wrote (``commit_transaction``'s result)."""
         return cls(result.store, result.manifest_file, result.naming_scheme, result.manifest_name,
@@ -156,6 +194,15 @@ class Dataset:
     def fragments_with_ids(self, ids: Iterable[int]) -> dict[int, DataFragment]:
         """Fragment id -> fragment for these ids (absent ones left out); see ``Manifest``."""
         return self.manifest.fragments_with_ids(ids)
+
+    def fragment_slice(self, ids: Sequence[int], size: int) -> ManifestSlice | None:
+        """``Manifest.fragment_slice`` of this version's manifest file."""
+        return self.manifest.fragment_slice(ids, size, self.manifest_path)
+
+    def fragments_in_chunks(self, ids: Sequence[int], size: int) -> Iterator[list[DataFragment]]:
+        """The fragments with these ids, in order, ``size`` at a time (absent ones left out);
+        see ``Manifest.fragments_in_chunks``."""
+        return self.manifest.fragments_in_chunks(ids, size)
 
     @property
     def next_row_id(self) -> int:

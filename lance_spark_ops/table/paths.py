@@ -173,6 +173,11 @@ def external_file_path(ext: ExternalFile, what: str, where: str | None = None) -
     return safe_relative(ext.path, what, where)
 
 
+# Paths a resolver remembers as checked (``BaseResolver._checked``); beyond that it forgets them
+# all and checks again (a worker's dataset is asked about every data and deletion file of a job).
+_PASSED_KEPT = 4096
+
+
 class BaseResolver:
     """Where a data / deletion file of a manifest lives: the dataset's own root, or one of the
     manifest's registered base paths (``Manifest.base_paths``, shallow clones and multi-base
@@ -247,6 +252,8 @@ class BaseResolver:
         if real != root and not real.startswith(prefix):
             raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
                                    f"{root!r}", path=store.uri(rel))
+        if len(self._passed) >= _PASSED_KEPT:  # a cache: a worker's dataset checks a million paths
+            self._passed.clear()
         self._passed.add((id(store), rel))
         return store, rel
 

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -25,7 +26,7 @@ import pyarrow as pa
 
 from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
-from lance_spark_ops.errors import LanceError, UnsupportedError
+from lance_spark_ops.errors import LanceError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
@@ -36,6 +37,7 @@ from lance_spark_ops.spark.tasks.common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
+from lance_spark_ops.table.format.manifest import ManifestSlice
 from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.rowids import encode_row_ids, encode_versions
 
@@ -54,6 +56,9 @@ class RewriteSpec:
     page_bytes: int = 8 * 1024 * 1024
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)  # secrets: not in reprs
     mode: str = "reencode"  # | "try_binary_copy" | "force_binary_copy"
+    # where the fragments lie in the manifest file (``Dataset.fragment_slice``): the task reads
+    # them, and not the other fragments of the version; None: it opens the whole manifest
+    manifest_slice: ManifestSlice | None = field(default=None, repr=False)
 
 
 @dataclass
@@ -211,67 +216,80 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
 
 # The version a job's tasks read, as the last task of that job in this worker process opened
 # it: the job's next task here skips listing and parsing the manifest (0.15 s per task at
-# 100 000 fragments). Keyed by the job id: a version read by another job is opened anew.
-_OPENED: dict[tuple, Dataset] = {}
+# 100 000 fragments), and whether it is a slice view (``Dataset.open_slice``). Keyed by the job
+# id: a version read by another job is opened anew.
+_OPENED: dict[tuple, tuple[Dataset, bool]] = {}
 
 
-def _open(spec: RewriteSpec, ctx: TaskContext) -> Dataset:
-    key = (ctx.job_id, spec.uri, spec.read_version, repr(sorted(spec.storage_options.items())))
-    ds = _OPENED.get(key)
-    if ds is None:
+def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[DataFragment]]]:
+    """The version the task reads and its fragments, chunk by chunk: from its manifest slice
+    when it has one (the manifest's other fragments never read), else from the whole manifest."""
+    slc = spec.manifest_slice
+    key = (ctx.job_id, spec.uri, spec.read_version, repr(sorted(spec.storage_options.items())),
+           None if slc is None else (slc.path, slc.head))
+    hit = _OPENED.get(key)
+    if hit is None:
+        try:
+            ds = Dataset.open_slice(spec.uri, slc, storage_options=spec.storage_options) if slc else None
+        except NotFoundError:  # the file the driver read is gone (a staged external-store manifest)
+            ds = None
+        sliced = ds is not None and ds.version == spec.read_version
+        if not sliced:
+            ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
         _OPENED.clear()  # one entry: the version the latest job to run here reads
-        ds = _OPENED[key] = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
-    return ds
+        hit = _OPENED[key] = (ds, sliced)
+    ds, sliced = hit
+    if sliced:
+        return ds, ds.fragments_in_slice(slc, spec.fragment_ids)
+    return ds, ds.fragments_in_chunks(spec.fragment_ids, FRAGMENT_CHUNK)
 
 
 def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResult:
-    ds = _open(spec, ctx)
-    by_id = ds.fragments_with_ids(spec.fragment_ids)  # builds no object for the other fragments
-    frags = [by_id[i] for i in spec.fragment_ids]
-    stable = ds.uses_stable_row_ids
+    ds, chunks = _open(spec, ctx)
     sink = _FragmentSink(ds, spec, ctx.file_prefix)
-    live_ids: list[np.ndarray] = []
-    created: list[np.ndarray] = []
-    updated: list[np.ndarray] = []
-    rows_read = copied = pages_copied = pages_reencoded = 0
+    ids = _RowIds(ds.uses_stable_row_ids)
+    rows_read = copied = pages_copied = pages_reencoded = bytes_read = seen = 0
     small = _SmallFragments(ds, spec, sink)
-    batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the task's fragments at once
-    masks = batch.live_masks()
-    if stable:
-        for keep, ids, cre, upd in zip(masks, batch.row_ids(), batch.created_at_versions(),
-                                       batch.last_updated_at_versions(), strict=True):
-            live_ids.append(ids[keep])
-            for acc, seq in ((created, cre), (updated, upd)):
-                if seq is not None:
-                    acc.append(seq[keep])
     try:
-        for frag, keep in zip(frags, masks, strict=True):
-            if small.add(frag, keep):
-                continue
-            rows_read += small.flush()  # their rows go first
-            reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
-            counts = sink.copy_file(reader, keep) if reader is not None else None
-            if counts is not None:
-                rows_read += reader.num_rows
-                copied += 1
-                pages_copied += counts[0]
-                pages_reencoded += counts[1]
-                continue
-            if spec.mode == "force_binary_copy":
-                raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, or "
-                                       "a different file version / schema); use try_binary_copy")
-            sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
-            for batch in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
-                                          keep_dictionaries=sink.keep_dictionaries):
-                rows_read += batch.num_rows
-                sink.write(batch)
+        # the fragments a chunk at a time: their objects, live masks and row ids are released
+        # before the next chunk's are built, so a task's memory does not grow with its count
+        for frags in chunks:
+            seen += len(frags)
+            batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the chunk at once
+            masks = batch.live_masks()
+            ids.add(batch, masks)
+            bytes_read += sum(f.file_size_bytes or 0 for fr in frags for f in fr.files)
+            for frag, keep in zip(frags, masks, strict=True):
+                if small.add(frag, keep):
+                    continue
+                rows_read += small.flush()  # their rows go first
+                reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
+                counts = sink.copy_file(reader, keep) if reader is not None else None
+                if counts is not None:
+                    rows_read += reader.num_rows
+                    copied += 1
+                    pages_copied += counts[0]
+                    pages_reencoded += counts[1]
+                    continue
+                if spec.mode == "force_binary_copy":
+                    raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, "
+                                           "or a different file version / schema); use try_binary_copy")
+                sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
+                for part in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
+                                             keep_dictionaries=sink.keep_dictionaries):
+                    rows_read += part.num_rows
+                    sink.write(part)
+            del frags, batch, masks
+        if seen != len(spec.fragment_ids):
+            raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
+                                f"{spec.read_version}", path=ds.uri)
         rows_read += small.flush()
         sink.roll()
     except BaseException:
         for path in sink.abort():
             ds.store.delete(f"{DATA_DIR}/{path}")
         raise
-    new_fragments = _fragments(sink.done, stable, live_ids, created, updated)
+    new_fragments = _fragments(sink.done, ids)
     return RewriteResult(
         fragment_ids=spec.fragment_ids,
         new_fragments=new_fragments,
@@ -281,11 +299,42 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         fragments_copied=copied,
         pages_copied=pages_copied,
         pages_reencoded=pages_reencoded,
-        bytes_read=sum(f.file_size_bytes or 0 for fr in frags for f in fr.files),
+        bytes_read=bytes_read,
         bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
         seconds=time.perf_counter() - t0,
         peak_rss_bytes=_peak_rss(),
     )
+
+
+# Fragments a task takes up at once (objects, live masks, row ids, version sequences): a task
+# over 100 000 tiny fragments held all of theirs, ~2.5 KB each, for its whole run.
+FRAGMENT_CHUNK = 1024
+
+
+class _RowIds:
+    """Under stable row ids, the old ids (and version sequences) of the live rows read so far,
+    one array per chunk of fragments: the new fragments carry them."""
+
+    def __init__(self, stable: bool) -> None:
+        self.stable = stable
+        self.ids: list[np.ndarray] = []
+        self.created: list[np.ndarray] | None = []  # None once a fragment has none
+        self.updated: list[np.ndarray] | None = []
+
+    def add(self, batch: FragmentBatch, masks: list[np.ndarray]) -> None:
+        if not self.stable:
+            return
+        self.ids.append(_live_concat(batch.row_ids(), masks))
+        cre, upd = batch.created_at_versions(), batch.last_updated_at_versions()
+        self.created = None if self.created is None or any(c is None for c in cre) else \
+            [*self.created, _live_concat(cre, masks)]
+        self.updated = None if self.updated is None or any(u is None for u in upd) else \
+            [*self.updated, _live_concat(upd, masks)]
+
+
+def _live_concat(seqs: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
+    return np.concatenate([s[keep] for s, keep in zip(seqs, masks, strict=True)]) if seqs \
+        else np.zeros(0, np.uint64)
 
 
 _MAX_RUN = 1024  # fragments read together at most (each holds an open reader and its file's bytes)
@@ -429,13 +478,13 @@ def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
     return keep
 
 
-def _fragments(done: list[tuple[DataFile, int]], stable: bool, live_ids: list[np.ndarray],
-               created: list[np.ndarray], updated: list[np.ndarray]) -> list[DataFragment]:
+def _fragments(done: list[tuple[DataFile, int]], row_ids: _RowIds) -> list[DataFragment]:
     """New fragment metadata; under stable row ids each carries its rows' old ids (and
     version sequences), re-chunked at the new fragment boundaries."""
-    ids = np.concatenate(live_ids) if live_ids else None
-    cre = np.concatenate(created) if created and len(created) == len(live_ids) else None
-    upd = np.concatenate(updated) if updated and len(updated) == len(live_ids) else None
+    stable = row_ids.stable
+    ids = np.concatenate(row_ids.ids) if row_ids.ids else None
+    cre = np.concatenate(row_ids.created) if row_ids.created else None
+    upd = np.concatenate(row_ids.updated) if row_ids.updated else None
     out, start = [], 0
     for df, rows in done:
         frag = DataFragment(id=0, files=[df], physical_rows=rows)

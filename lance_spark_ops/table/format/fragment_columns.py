@@ -20,6 +20,7 @@ from dataclasses import dataclass
 
 import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
+from google.protobuf.message import DecodeError
 
 # wire types
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
@@ -304,6 +305,18 @@ def split_fragments(raw: bytes) -> tuple[bytes, list[bytes], bytes, np.ndarray] 
     each fragment's entry starts in the run, one more at its end), or None when it has no
     fragments or they are not one contiguous run (then parse it whole). Raises DecodeError
     when the top level does not parse."""
+    cut = split_fragments_at(raw)
+    if cut is None:
+        return None
+    start, end, bodies = cut
+    offsets = np.zeros(len(bodies) + 1, np.int64)
+    offsets[1:] = entry_ends(bodies)
+    return raw[:start] + raw[end:], bodies, raw[start:end], offsets
+
+
+def split_fragments_at(raw: bytes) -> tuple[int, int, list[bytes]] | None:
+    """``split_fragments`` as (where the run of fragment entries starts, where it ends, each
+    fragment's bytes)."""
     try:
         start = _first_fragment(raw)
     except IrregularWire:
@@ -314,11 +327,13 @@ def split_fragments(raw: bytes) -> tuple[bytes, list[bytes], bytes, np.ndarray] 
     if view.ByteSize() != len(raw):
         return None  # a fragment's tag or length is not minimally encoded: the cut below would miss
     bodies = list(view.fragments)
+    return start, start + int(entry_ends(bodies)[-1]), bodies
+
+
+def entry_ends(bodies: list[bytes]) -> np.ndarray:
+    """Where each fragment entry (tag, length, body) of a run of them ends, from the run's start."""
     lengths = np.fromiter(map(len, bodies), np.int64, len(bodies))
-    offsets = np.zeros(len(bodies) + 1, np.int64)
-    np.cumsum(lengths + entry_header_sizes(lengths), out=offsets[1:])
-    end = start + int(offsets[-1])
-    return raw[:start] + raw[end:], bodies, raw[start:end], offsets
+    return np.cumsum(lengths + entry_header_sizes(lengths))
 
 
 def entry_header_sizes(lengths: np.ndarray) -> np.ndarray:
@@ -328,3 +343,15 @@ def entry_header_sizes(lengths: np.ndarray) -> np.ndarray:
     for bits in range(7, 64, 7):
         header += lengths >= (1 << bits)
     return header
+
+
+def parse_entries(data: bytes) -> list[bytes] | None:
+    """The fragment bodies of ``data``, a run of ``Manifest.fragments`` entries cut from a
+    manifest (``entry_ends``); None when it is not exactly such a run."""
+    try:
+        view = _ManifestFragments.FromString(data)
+    except DecodeError:
+        return None
+    if view.ByteSize() != len(data):
+        return None
+    return list(view.fragments)

@@ -37,13 +37,16 @@ def _varint(n: int) -> bytes:
 class FragmentRun:
     """Fragments as wire bytes: ``run`` holds each one as a ``Manifest.fragments`` entry (tag,
     length, body); entry ``i`` is ``run[offsets[i]:offsets[i + 1]]``, its body ``bodies[i]``;
-    ``columns`` are their counts. Immutable: operations return new runs."""
+    ``columns`` are their counts. Immutable: operations return new runs. ``layout``: where a
+    run parsed from a manifest file lies in it (``Manifest.fragment_slice``), else None."""
 
-    __slots__ = ("bodies", "columns", "offsets", "run")
+    __slots__ = ("bodies", "columns", "layout", "offsets", "order", "run")
 
     def __init__(self, bodies: list[bytes], columns: FragmentColumns, run: bytes,
                  offsets: np.ndarray) -> None:
         self.bodies, self.columns, self.run, self.offsets = bodies, columns, run, offsets
+        self.layout: Any = None
+        self.order: np.ndarray | None = None  # positions sorted by fragment id, made on first use
 
     def __len__(self) -> int:
         return len(self.bodies)
@@ -81,6 +84,27 @@ class FragmentRun:
         at = np.flatnonzero(np.isin(c.id, np.fromiter(ids, np.int64, len(ids))))
         return DataFragment.lazy_bytes(c.id[at].tolist(), [self.bodies[i] for i in at.tolist()],
                                        c.has_deletion[at].tolist(), c.has_row_ids[at].tolist())
+
+    def build_at(self, at: np.ndarray) -> list[DataFragment]:
+        """Lazy fragment objects of the fragments at run positions ``at``, in that order."""
+        c = self.columns
+        return DataFragment.lazy_bytes(c.id[at].tolist(), [self.bodies[i] for i in at.tolist()],
+                                       c.has_deletion[at].tolist(), c.has_row_ids[at].tolist())
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        """Position of each of ``ids`` in the run; -1 where absent (the sort made once: a job
+        asks it for each of its tasks)."""
+        col = self.columns.id
+        if self.order is None:
+            self.order = np.argsort(col, kind="stable")
+        if not len(col):
+            return np.full(len(ids), -1, np.int64)
+        pos = self.order[np.minimum(np.searchsorted(col[self.order], ids), len(col) - 1)]
+        return np.where(col[pos] == ids, pos, -1)
+
+    def entry_ends(self) -> np.ndarray:
+        """Where each entry ends, from the run's start."""
+        return self.offsets[1:]
 
     def take(self, positions: np.ndarray) -> FragmentRun:
         """The fragments at ``positions`` (in that order); adjacent ones are copied as one slice."""

@@ -26,11 +26,12 @@ is parsed whole by the protobuf library, with the same result.
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterable
-from dataclasses import dataclass, field
+from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
@@ -44,8 +45,10 @@ from lance_spark_ops.table.format.fragment import DataFragment, fragment_columns
 from lance_spark_ops.table.format.fragment_columns import (
     FragmentColumns,
     IrregularWire,
+    entry_ends,
     fragment_columns,
-    split_fragments,
+    parse_entries,
+    split_fragments_at,
 )
 from lance_spark_ops.table.format.fragment_run import FragmentRun
 from lance_spark_ops.table.format.support import (
@@ -131,12 +134,58 @@ class Manifest:
         """The fragments as wire bytes while no fragment object was built (else None: objects
         may have been changed since)."""
         d = self.__dict__
-        return d.get("_fragment_source") if "fragments" not in d else None
+        src = d.get("_fragment_source")
+        return src if isinstance(src, FragmentRun) and "fragments" not in d else None
 
     def set_fragment_run(self, run: FragmentRun) -> None:
         """Make ``run`` the fragments (their objects built on first use of ``fragments``)."""
         self.__dict__.pop("fragments", None)
         self.__dict__["_fragment_source"] = run
+
+    def fragments_in_chunks(self, ids: Sequence[int], size: int) -> Iterator[list[DataFragment]]:
+        """The fragments with these ids, in this order, ``size`` at a time; absent ids are
+        left out. While the fragment objects are not built (a manifest parsed from bytes) each
+        chunk's are built when it is reached, separate objects that live as long as the caller
+        holds them: a task walking many fragments holds one chunk's, not all of them."""
+        want = np.asarray(ids, dtype=np.int64)
+        d = self.__dict__
+        src = d.get("_fragment_source")
+        if src is None or "fragments" in d:
+            wanted = set(want.tolist())
+            by_id = {f.id: f for f in self.fragments if f.id in wanted}
+            for i in range(0, len(want), size):
+                yield [by_id[j] for j in want[i:i + size].tolist() if j in by_id]
+            return
+        pos = src.positions(want)
+        pos = pos[pos >= 0]  # absent ids left out
+        for i in range(0, len(pos), size):
+            yield src.build_at(pos[i:i + size])
+
+    def fragment_slice(self, ids: Sequence[int], size: int, path: str) -> ManifestSlice | None:
+        """Where the fragments with these ids lie in this manifest's file ``path`` (relative to
+        the dataset root), in this order, in chunks of at most ``size`` neighbours: a task then
+        reads its own fragments and the manifest's few other fields, not every fragment
+        (``parse_manifest_head``, ``fragments_from_entries``). None when the manifest was not
+        parsed from a file whose fragments are one plain run, or an id is absent."""
+        src = self.__dict__.get("_fragment_source")
+        layout = getattr(src, "layout", None)
+        if layout is None:
+            return None
+        pos = src.positions(np.asarray(ids, dtype=np.int64))
+        if (pos < 0).any():
+            return None
+        ends = src.entry_ends()
+        base = layout.at + layout.start
+        chunks = []
+        cuts = [0, *(np.flatnonzero(np.diff(pos) != 1) + 1).tolist(), len(pos)]  # runs of neighbours
+        for a, b in zip(cuts[:-1], cuts[1:], strict=True):
+            for i in range(a, b, size):
+                first, last = int(pos[i]), int(pos[min(i + size, b) - 1])
+                start = base + (int(ends[first - 1]) if first else 0)
+                chunks.append((start, base + int(ends[last]) - start, last - first + 1))
+        tail = layout.at + layout.end
+        head = ((layout.at - 4, 4 + layout.start), (tail, layout.file_size - tail))
+        return ManifestSlice(path, layout.file_size, head, tuple(chunks))
 
     def fragment_columns(self) -> FragmentColumns:
         """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
@@ -294,6 +343,107 @@ def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
     return DataStorageFormat("lance", "0.1")
 
 
+@dataclass(frozen=True)
+class _Layout:
+    """Where a manifest's fragments lie: file size, offset of the manifest message in the
+    file (``at``), its length, and the run of fragment entries in it (``start``..``end``)."""
+
+    file_size: int
+    at: int
+    length: int
+    start: int
+    end: int
+
+
+@dataclass(frozen=True)
+class ManifestSlice:
+    """Byte ranges of one manifest file (``path``, relative to the dataset root, ``size``
+    bytes) holding a task's share of it: ``head``, the manifest but its fragments (from the
+    message's length prefix to its start of fragments, and from their end through the footer),
+    and ``chunks``, runs of fragment entries as (offset, length, fragments). A few numbers per
+    thousand fragments (``Manifest.fragment_slice``)."""
+
+    path: str
+    size: int
+    head: tuple[tuple[int, int], tuple[int, int]]
+    chunks: tuple[tuple[int, int, int], ...]
+
+
+class _TaskFragments:
+    """Stands for the fragments of a manifest read by ``parse_manifest_head``: it holds none
+    (a task reads its own with ``fragments_from_entries``), and says so to anything asking."""
+
+    __slots__ = ("path",)
+
+    def __init__(self, path: str | None) -> None:
+        self.path = path
+
+    def _refuse(self) -> UnsupportedError:
+        return UnsupportedError("this view of the manifest holds no fragments (a task's: read them from its "
+                                "slice)", path=self.path)
+
+    @property
+    def columns(self) -> FragmentColumns:
+        raise self._refuse()
+
+    def build(self, ids: set[int] | None = None) -> list[DataFragment]:
+        raise self._refuse()
+
+    def build_at(self, at: np.ndarray) -> list[DataFragment]:
+        raise self._refuse()
+
+    def positions(self, ids: np.ndarray) -> np.ndarray:
+        raise self._refuse()
+
+
+def _has_dictionaries(pb: table_pb2.Manifest) -> bool:
+    """Whether a schema field keeps dictionary values elsewhere in the file (legacy 0.1)."""
+    return any(f.encoding == file_pb2.DICTIONARY and f.HasField("dictionary") and f.dictionary.length > 0
+               for f in pb.fields)
+
+
+def parse_manifest_head(first: bytes, last: bytes, slc: ManifestSlice, path: str | None = None
+                        ) -> ManifestFile | None:
+    """The manifest of ``slc.head``'s two ranges (``first``, ``last`` as read) without its
+    fragments (asking for them raises UnsupportedError); no inline transaction or index
+    section. None when the bytes are not what ``Manifest.fragment_slice`` described (then
+    open the whole file)."""
+    (a, la), (b, lb) = slc.head
+    if len(first) != la or len(last) != lb or lb < FOOTER_SIZE or b + lb != slc.size:
+        return None
+    pos, _major, _minor, magic = FOOTER.unpack_from(last, lb - FOOTER_SIZE)
+    if magic != MAGIC or pos != a or _U32.unpack_from(first, 0)[0] != slc.size - FOOTER_SIZE - a - 4:
+        return None
+    head = bytes(first[4:]) + bytes(last[:lb - FOOTER_SIZE])
+    try:
+        pb = table_pb2.Manifest.FromString(head)
+    except DecodeError:
+        return None
+    if len(pb.fragments) or not pb.HasField("data_format") or _has_dictionaries(pb):
+        return None
+    pb.DiscardUnknownFields()
+    if pb.ByteSize() != len(head):
+        return None
+    manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=_TaskFragments(path))  # type: ignore[arg-type]
+    return ManifestFile(manifest, None, None, path)
+
+
+def fragments_from_entries(data: bytes, ids: Sequence[int], path: str | None = None) -> list[DataFragment]:
+    """The fragments of one chunk of a ``ManifestSlice`` (``data``, as read), lazy as a parsed
+    manifest's; CorruptFileError unless they are exactly the fragments ``ids``, in order."""
+    bodies = parse_entries(data)
+    if bodies is not None and len(bodies) == len(ids):
+        try:
+            cols = fragment_columns(bodies)
+        except IrregularWire:
+            cols = None
+        if cols is not None and cols.clean and cols.id.tolist() == list(ids):
+            return DataFragment.lazy_bytes(list(ids), bodies, cols.has_deletion.tolist(),
+                                           cols.has_row_ids.tolist())
+    raise CorruptFileError(f"the manifest's bytes for fragments {list(ids[:3])}... are not those fragments "
+                           "(the file changed since the job read it?)", path=path)
+
+
 @dataclass
 class ManifestFile:
     """A parsed manifest file: the manifest plus the raw sections stored before it."""
@@ -357,6 +507,10 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     fast = _parse_split(raw, path)
     if fast is not None:
         pb, source = fast
+        if source.layout is not None and not _has_dictionaries(pb):
+            source.layout = replace(source.layout, file_size=size, at=pos + 4)
+        else:
+            source.layout = None
         manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=source)
     else:
         pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
@@ -385,12 +539,13 @@ def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, Frag
         # so a manifest that fails to parse fails here, not when a fragment is first used.
         # ~0.2 us per fragment: no Python object is built.
         table_pb2.Manifest.FromString(raw)
-        split = split_fragments(raw)
+        split = split_fragments_at(raw)
     except DecodeError:
         return None  # the whole-message parse reports it
     if split is None:
         return None
-    head, bodies, run, offsets = split
+    start, end, bodies = split
+    head = raw[:start] + raw[end:]
     try:
         pb = table_pb2.Manifest.FromString(head)
     except DecodeError:
@@ -406,7 +561,11 @@ def _parse_split(raw: bytes, path: str | None) -> tuple[table_pb2.Manifest, Frag
         return None
     if not columns.clean:
         return None
-    return pb, FragmentRun(bodies, columns, run, offsets)
+    offsets = np.zeros(len(bodies) + 1, np.int64)
+    offsets[1:] = entry_ends(bodies)
+    source = FragmentRun(bodies, columns, raw[start:end], offsets)
+    source.layout = _Layout(0, 0, len(raw), start, end)  # placed in the file by parse_manifest_file
+    return pb, source
 
 
 def _load_dictionaries(pb: table_pb2.Manifest, manifest: Manifest, data: bytes | memoryview,

@@ -1,0 +1,146 @@
+"""A rewrite task over many tiny fragments holds a bounded number of them at once
+(``tasks.rewrite.FRAGMENT_CHUNK``): its peak traced allocation must not grow with the fragment count,
+and its files must be the bytes a task taking up every fragment at once writes."""
+
+from __future__ import annotations
+
+import tracemalloc
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.file import writer
+from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.tasks import rewrite
+from lance_spark_ops.table import paths
+from lance_spark_ops.table.dataset import Dataset
+from tests.spark.datasets import data_file_names, new_file_hashes
+
+ROWS = 5
+
+
+def _tiny_fragments(uri: str, fragments: int, stable: bool) -> None:
+    import lance
+
+    n = fragments * ROWS
+    lance.write_dataset(pa.table({"id": pa.array(np.arange(n, dtype=np.int64)),
+                                  "x": pa.array(np.random.default_rng(3).random(n))}),
+                        uri, data_storage_version="2.2", max_rows_per_file=ROWS, max_rows_per_group=ROWS,
+                        enable_stable_row_ids=stable)
+    lance.dataset(uri).delete("id % 7 = 2")  # deletion files on most fragments
+
+
+def _task(uri: str, job: str, sliced: bool = True) -> tuple[rewrite.RewriteSpec, TaskContext]:
+    """A task rewriting every fragment of ``uri``, with its manifest slice as the driver makes it."""
+    ds = Dataset.open(uri)
+    ids = tuple(ds.manifest.fragment_columns().id.tolist())
+    slc = ds.fragment_slice(ids, rewrite.FRAGMENT_CHUNK) if sliced else None
+    spec = rewrite.RewriteSpec(uri, ds.version, ids, "2.2", 10**9, manifest_slice=slc)
+    return spec, TaskContext(job, 0, "0")
+
+
+def _peak(uri: str, job: str) -> tuple[int, rewrite.RewriteResult]:
+    """Peak traced bytes of a rewrite of every fragment of ``uri``, opening the dataset included."""
+    spec, ctx = _task(uri, job)
+    rewrite._OPENED.clear()  # noqa: SLF001
+    tracemalloc.start()
+    try:
+        base = tracemalloc.get_traced_memory()[0]
+        result = rewrite.run_rewrite(spec, ctx)
+        return tracemalloc.get_traced_memory()[1] - base, result
+    finally:
+        tracemalloc.stop()
+
+
+@pytest.mark.parametrize("stable", [False, True])
+def test_peak_memory_flat_in_fragment_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                            stable: bool) -> None:
+    import lance
+
+    # every bound on what a task holds, scaled down from thousands to 16 (fragments taken up,
+    # fragments read together, buffered chunks before a merge, checked paths remembered)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
+    monkeypatch.setattr(rewrite, "_MAX_RUN", 16)
+    monkeypatch.setattr(writer, "MERGE_CHUNKS", 16)
+    monkeypatch.setattr(paths, "_PASSED_KEPT", 16)
+    small, large = str(tmp_path / "small"), str(tmp_path / "large")
+    _tiny_fragments(small, 150, stable)
+    _tiny_fragments(large, 600, stable)
+    _peak(small, "warm")  # module caches (parsed schemas, twin files) filled
+    p1, r1 = _peak(small, "small")
+    p4, r4 = _peak(large, "large")
+    assert (r1.rows_written, r4.rows_written) == (lance.dataset(small).count_rows(),
+                                                  lance.dataset(large).count_rows())
+    # ~2.5 KB per fragment held when a task took up all of its fragments at once: 450 more
+    # fragments were > 1 MB more
+    assert p4 - p1 < 200_000, (p1, p4)
+
+
+def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fragments taken up 7 at a time, the writer's buffered chunks merged every 3: the files
+    and row ids of one pass over all fragments with nothing merged."""
+    import lance
+
+    uri = str(tmp_path / "src")
+    _tiny_fragments(uri, 300, True)
+    names = data_file_names(uri)
+    spec, ctx = _task(uri, "one")
+    monkeypatch.setattr(writer, "MERGE_CHUNKS", 10**9)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 10**9)
+    one = rewrite.run_rewrite(spec, ctx)
+    hashes_one = new_file_hashes(uri, names)
+    monkeypatch.setattr(writer, "MERGE_CHUNKS", 3)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 7)
+    names2 = data_file_names(uri)
+    chunked = rewrite.run_rewrite(spec, TaskContext("chunked", 0, "0"))
+    assert new_file_hashes(uri, names2) == hashes_one
+    assert [f.row_id_meta for f in chunked.new_fragments] == [f.row_id_meta for f in one.new_fragments]
+    assert [f.created_at_version_meta for f in chunked.new_fragments] == \
+        [f.created_at_version_meta for f in one.new_fragments]
+    assert chunked.rows_written == one.rows_written == lance.dataset(uri).count_rows()
+
+
+def test_a_sliced_task_reads_only_its_fragments(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With its manifest slice a task never opens the whole manifest, and writes what a task
+    that does writes; a slice that does not match the file is a typed error or, for the
+    manifest's other fields, the whole manifest read instead."""
+    import dataclasses
+
+    import lance
+
+    from lance_spark_ops.errors import CorruptFileError
+
+    uri = str(tmp_path / "src")
+    _tiny_fragments(uri, 120, True)
+    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
+    names = data_file_names(uri)
+    whole, ctx = _task(uri, "whole", sliced=False)
+    one = rewrite.run_rewrite(whole, ctx)
+    hashes = new_file_hashes(uri, names)
+
+    sliced, ctx = _task(uri, "sliced")
+    assert len(sliced.manifest_slice.chunks) == 8  # 120 neighbours, 16 at a time
+    opened: list[str] = []
+    real_open = Dataset.open.__func__
+    monkeypatch.setattr(Dataset, "open", classmethod(lambda cls, *a, **k: opened.append(a[0]) or
+                                                     real_open(cls, *a, **k)))
+    names2 = data_file_names(uri)
+    got = rewrite.run_rewrite(sliced, ctx)
+    assert not opened
+    assert new_file_hashes(uri, names2) == hashes
+    assert [f.row_id_meta for f in got.new_fragments] == [f.row_id_meta for f in one.new_fragments]
+    assert got.rows_written == lance.dataset(uri).count_rows() == one.rows_written
+
+    # a chunk whose range holds other fragments: refused, naming the manifest file
+    (off, length, n), *rest = sliced.manifest_slice.chunks
+    moved = dataclasses.replace(sliced.manifest_slice, chunks=((off + 1, length, n), *rest))
+    with pytest.raises(CorruptFileError, match="manifest"):
+        rewrite.run_rewrite(dataclasses.replace(sliced, manifest_slice=moved), TaskContext("moved", 0, "0"))
+    # a head that is not the file's: the whole manifest is read
+    (a, la), tail = moved.head
+    other = dataclasses.replace(sliced.manifest_slice, head=((a, la - 1), tail))
+    names3 = data_file_names(uri)
+    rewrite.run_rewrite(dataclasses.replace(sliced, manifest_slice=other), TaskContext("other", 0, "0"))
+    assert opened and new_file_hashes(uri, names3) == hashes
