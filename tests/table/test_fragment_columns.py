@@ -1,4 +1,4 @@
-"""Fragments read from a manifest's bytes (``FragmentColumns``, ``split_fragments``): the
+"""Fragments read from a manifest's bytes (``FragmentColumns``, ``split_fragments_at``): the
 per-fragment counts equal pylance's fragment metadata and the protobuf library's reading of the
 same bytes; a manifest the bulk reader does not handle (fragments not in one run, a
 non-minimal length, an unknown field) is parsed whole with the same result."""
