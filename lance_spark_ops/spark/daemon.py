@@ -88,13 +88,8 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a daemon that cannot preload must still serve workers
             failed.append(name)
-    try:  # numba and the k-means kernels from its cache (~1 s a worker otherwise, in its first
-        # vector task); no thread is started (the kernels are nogil, not parallel)
-        from lance_spark_ops.index.kmeans import compiled_kernels
-
-        compiled_kernels()
-    except Exception:  # noqa: BLE001
-        failed.append("compiled_kernels")
+    # The k-means kernels (numba, ~1-1.7 s to load from its cache) are not loaded here: every
+    # job's first task would wait for them, and only vector index builds use them.
     try:
         import pyarrow
 
