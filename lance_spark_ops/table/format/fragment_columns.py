@@ -305,6 +305,16 @@ def _varint_at(raw: bytes, pos: int) -> tuple[int, int]:
         shift += 7
 
 
+def encode_varint(n: int) -> bytes:
+    """A protobuf varint (the inverse of ``_varint_at``)."""
+    out = bytearray()
+    while n >= 0x80:
+        out.append((n & 0x7F) | 0x80)
+        n >>= 7
+    out.append(n)
+    return bytes(out)
+
+
 def split_fragments_at(raw: bytes | memoryview) -> tuple[int, int, list[bytes]] | None:
     """A serialized ``Manifest``'s run of fragment entries as (where it starts, where it ends,
     each fragment's bytes), or None when it has no fragments or they are not one contiguous run

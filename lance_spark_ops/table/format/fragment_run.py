@@ -18,20 +18,12 @@ from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_columns import (
     FragmentColumns,
     IrregularWire,
+    encode_varint,
     entry_header_sizes,
     fragment_columns,
 )
 
 MANIFEST_FRAGMENTS_FIELD = 2  # Manifest.fragments
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 class FragmentRun:
@@ -60,7 +52,7 @@ class FragmentRun:
         tag = bytes([(MANIFEST_FRAGMENTS_FIELD << 3) | 2])
         parts = []
         for b in bodies:
-            parts += (tag, _varint(len(b)), b)
+            parts += (tag, encode_varint(len(b)), b)
         columns = columns if columns is not None else fragment_columns(bodies)
         return cls(bodies, columns, b"".join(parts), offsets)
 

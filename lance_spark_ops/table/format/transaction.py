@@ -24,6 +24,7 @@ from lance_spark_ops.errors import CorruptFileError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_pb, schema_to_pb
 from lance_spark_ops.table.format._unknown import restore_unknown, unknown_of
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment, source_bytes_of
+from lance_spark_ops.table.format.fragment_columns import encode_varint
 from lance_spark_ops.table.format.fragment_run import RunFragments
 
 PbTransaction = transaction_pb2.Transaction
@@ -37,22 +38,13 @@ def _frags_pb(frags: list[DataFragment]) -> list[Any]:
     return [f.to_pb() for f in frags]
 
 
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
-
-
 def _frags_wire(field_number: int, frags: list[DataFragment]) -> bytes:
     """A ``repeated DataFragment`` field as wire bytes: a fragment still undecoded from the
     manifest as its kept bytes, others serialized. Merged into the message it is parsed once in
     C - not a protobuf message built per fragment (a Rewrite of 100 000 fragments)."""
     if isinstance(frags, RunFragments):
         return frags.run.wire(field_number)  # the manifest's own bytes, tags changed
-    tag = _varint((field_number << 3) | 2)
+    tag = encode_varint((field_number << 3) | 2)
     parts: list[bytes] = []
     add = parts.append
     prefixes: dict[int, bytes] = {}  # tag and length, by length: many fragments share a length
@@ -62,7 +54,7 @@ def _frags_wire(field_number: int, frags: list[DataFragment]) -> bytes:
         n = len(body)
         prefix = prefixes.get(n)
         if prefix is None:
-            prefix = prefixes[n] = tag + _varint(n)
+            prefix = prefixes[n] = tag + encode_varint(n)
         add(prefix)
         add(body)
     return b"".join(parts)
@@ -394,13 +386,13 @@ class Transaction:
             legacy.old_fragments.extend(_frags_pb(op.legacy_group.old_fragments))
             legacy.new_fragments.extend(_frags_pb(op.legacy_group.new_fragments))
         parts = [legacy.SerializeToString()]
-        group_tag = _varint((3 << 3) | 2)  # Rewrite.groups
+        group_tag = encode_varint((3 << 3) | 2)  # Rewrite.groups
         for g in op.groups:
             wire = _frags_wire(1, g.old_fragments) + _frags_wire(2, g.new_fragments)
-            parts += (group_tag, _varint(len(wire)), wire)
+            parts += (group_tag, encode_varint(len(wire)), wire)
         parts += (PbTransaction.Rewrite(rewritten_indices=op.rewritten_indices).SerializeToString(),
                   op.unknown_fields)
         body = b"".join(parts)
-        rewrite_tag = _varint((PbTransaction.REWRITE_FIELD_NUMBER << 3) | 2)
-        return b"".join((head.SerializeToString(), rewrite_tag, _varint(len(body)), body,
+        rewrite_tag = encode_varint((PbTransaction.REWRITE_FIELD_NUMBER << 3) | 2)
+        return b"".join((head.SerializeToString(), rewrite_tag, encode_varint(len(body)), body,
                          self.unknown_fields))
