@@ -315,10 +315,11 @@ def encode_varint(n: int) -> bytes:
     return bytes(out)
 
 
-def split_fragments_at(raw: bytes | memoryview) -> tuple[int, int, list[bytes]] | None:
-    """A serialized ``Manifest``'s run of fragment entries as (where it starts, where it ends,
-    each fragment's bytes), or None when it has no fragments or they are not one contiguous run
-    (then parse it whole). Raises DecodeError when the top level does not parse."""
+def split_fragments_at(raw: bytes | memoryview) -> tuple[int, list[bytes], np.ndarray] | None:
+    """A serialized ``Manifest``'s run of fragment entries as (where it starts, each fragment's
+    bytes, where each entry ends from the run's start - ``entry_ends``), or None when it has no
+    fragments or they are not one contiguous run (then parse it whole). Raises DecodeError when
+    the top level does not parse."""
     try:
         start = _first_fragment(raw)
     except IrregularWire:
@@ -329,7 +330,7 @@ def split_fragments_at(raw: bytes | memoryview) -> tuple[int, int, list[bytes]] 
     if view.ByteSize() != len(raw):
         return None  # a fragment's tag or length is not minimally encoded: the cut below would miss
     bodies = list(view.fragments)
-    return start, start + int(entry_ends(bodies)[-1]), bodies
+    return start, bodies, entry_ends(bodies)
 
 
 def entry_ends(bodies: list[bytes]) -> np.ndarray:

@@ -19,7 +19,7 @@ from lance_spark_ops.table.format.fragment_columns import (
     FragmentColumns,
     IrregularWire,
     encode_varint,
-    entry_header_sizes,
+    entry_ends,
     fragment_columns,
 )
 
@@ -46,9 +46,8 @@ class FragmentRun:
     @classmethod
     def of_bodies(cls, bodies: list[bytes], columns: FragmentColumns | None = None) -> FragmentRun:
         """From the fragments' serialized protobufs (IrregularWire when the walk cannot read them)."""
-        lengths = np.fromiter(map(len, bodies), np.int64, len(bodies))
         offsets = np.zeros(len(bodies) + 1, np.int64)
-        np.cumsum(lengths + entry_header_sizes(lengths), out=offsets[1:])
+        offsets[1:] = entry_ends(bodies)
         tag = bytes([(MANIFEST_FRAGMENTS_FIELD << 3) | 2])
         parts = []
         for b in bodies:

@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field, replace
+from dataclasses import dataclass, field
 from datetime import datetime, timezone
 from typing import Any
 
@@ -45,7 +45,6 @@ from lance_spark_ops.table.format.fragment import DataFragment, fragment_columns
 from lance_spark_ops.table.format.fragment_columns import (
     FragmentColumns,
     IrregularWire,
-    entry_ends,
     fragment_columns,
     parse_entries,
     split_fragments_at,
@@ -346,11 +345,10 @@ def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
 @dataclass(frozen=True)
 class _Layout:
     """Where a manifest's fragments lie: file size, offset of the manifest message in the
-    file (``at``), its length, and the run of fragment entries in it (``start``..``end``)."""
+    file (``at``), and the run of fragment entries in it (``start``..``end``)."""
 
     file_size: int
     at: int
-    length: int
     start: int
     end: int
 
@@ -507,11 +505,9 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     raw = memoryview(data)[pos + 4 : end]
     fast = _parse_split(raw, path)
     if fast is not None:
-        pb, source = fast
-        if source.layout is not None and not _has_dictionaries(pb):
-            source.layout = replace(source.layout, file_size=size, at=pos + 4)
-        else:
-            source.layout = None
+        pb, source, start = fast
+        if not _has_dictionaries(pb):  # legacy dictionaries live elsewhere in the file: no slices
+            source.layout = _Layout(size, pos + 4, start, start + len(source.run))
         manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=source)
     else:
         pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
@@ -532,18 +528,19 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
 
 
 def _parse_split(raw: bytes | memoryview, path: str | None
-                 ) -> tuple[table_pb2.Manifest, FragmentRun] | None:
-    """The manifest without its fragments, parsed, and the fragments as bytes and columns
-    (``fragment_columns``): no message object per fragment. None (parse it whole) unless
-    the fragments are one contiguous run and nothing anywhere holds an unknown field."""
+                 ) -> tuple[table_pb2.Manifest, FragmentRun, int] | None:
+    """The manifest without its fragments, parsed, the fragments as bytes and columns
+    (``fragment_columns``: no message object per fragment), and where their run starts in
+    ``raw``. None (parse it whole) unless the fragments are one contiguous run and nothing
+    anywhere holds an unknown field."""
     try:
         split = split_fragments_at(raw)
         if split is None:
             return None
-        start, end, bodies = split
+        start, bodies, ends = split
+        end = start + int(ends[-1])
         head = bytes(raw[:start]) + bytes(raw[end:])
         pb = table_pb2.Manifest.FromString(head)
-        ends = entry_ends(bodies)
         _check_fragments(raw, start + np.concatenate([[0], ends]))
     except DecodeError:
         return None  # the whole-message parse reports it
@@ -560,9 +557,7 @@ def _parse_split(raw: bytes | memoryview, path: str | None
         return None
     offsets = np.zeros(len(bodies) + 1, np.int64)
     offsets[1:] = ends
-    source = FragmentRun(bodies, columns, bytes(raw[start:end]), offsets)
-    source.layout = _Layout(0, 0, len(raw), start, end)  # placed in the file by parse_manifest_file
-    return pb, source
+    return pb, FragmentRun(bodies, columns, bytes(raw[start:end]), offsets), start
 
 
 # Fragment entries the protobuf library checks at a time (``_check_fragments``)
