@@ -303,10 +303,14 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Live rows among row addresses ``addrs`` (sorted): (addresses, vectors, validity), read
     by a take from each fragment's data file (pylance re-reads a joined partition's rows)."""
-    frags = ds.fragments_with_ids(np.unique(addrs >> np.uint64(32)).astype(np.int64).tolist())
+    fids, starts = np.unique(addrs >> np.uint64(32), return_index=True)  # addrs sorted: one run each
+    bounds = dict(zip(fids.tolist(), zip(starts.tolist(), [*starts[1:].tolist(), addrs.size], strict=True),
+                      strict=True))
+    frags = ds.fragments_with_ids(fids.astype(np.int64).tolist())
     out_ids, out_x, out_valid = [], [], []
     for fid, frag in frags.items():
-        sel = addrs[(addrs >> np.uint64(32)) == np.uint64(fid)]
+        a, b = bounds[fid]
+        sel = addrs[a:b]
         offs = (sel & np.uint64(0xFFFFFFFF)).astype(np.int64)
         live = ds.live_mask(frag)
         if live is not None:
