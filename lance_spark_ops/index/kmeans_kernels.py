@@ -2,10 +2,12 @@
 (``kmeans._assign``).
 
 With a few dimensions a distance is a few flops, so the GEMM form (x.c for every pair, then
-an argmin pass) spends its time writing and re-reading the n x k distance matrix. Here each
-row's k scores (|c|^2 - 2 x.c, as the GEMM form) stay in a k-float buffer, built dimension by
-dimension (vectorised over the centroids) for a block of rows at once, and the best two are
-taken from it in one pass (the exact assignment's doubt test needs both).
+an argmin pass) spends its time writing and re-reading the n x k distance matrix. Here a block
+of rows' scores (|c|^2 - 2 x.c, as the GEMM form) stay in a small buffer, built dimension by
+dimension (vectorised over the centroids), and the best two of each row (the exact
+assignment's doubt test needs both) are taken from it transposed, vectorised over the block's
+rows: a scan along one row is a chain of dependent compares and branches, which took ~60 % of
+the time (PQ encode of 16 x 256 codes: ~1.5x faster overall, the same results bit for bit).
 Compiled once per machine (``cache=True``), loaded lazily by ``kmeans.compiled_kernels``.
 """
 
@@ -28,6 +30,10 @@ def nearest2(x: np.ndarray, ct: np.ndarray, c_sq: np.ndarray, ids: np.ndarray, b
     n, d = x.shape
     k = ct.shape[1]
     acc = np.empty((ROWS, k), np.float32)
+    by_centroid = np.zeros((k, ROWS), np.float32)  # rows past a short last block: ignored
+    lo = np.empty(ROWS, np.float32)
+    nxt = np.empty(ROWS, np.float32)
+    arg = np.empty(ROWS, np.int32)
     for i0 in range(0, n, ROWS):
         m = min(ROWS, n - i0)
         for r in range(m):
@@ -41,14 +47,25 @@ def nearest2(x: np.ndarray, ct: np.ndarray, c_sq: np.ndarray, ids: np.ndarray, b
                 for j in range(k):
                     a[j] += v * row[j]
         for r in range(m):
-            a = acc[r]
-            lo, nxt, b = np.float32(np.inf), np.float32(np.inf), 0
-            for j in range(k):  # strictly lower: the first of equals wins, an equal is second
-                s = a[j]
-                if s < lo:
-                    nxt, lo, b = lo, s, j
-                elif s < nxt:
-                    nxt = s
-            ids[i0 + r] = b
-            best[i0 + r] = lo
-            second[i0 + r] = nxt
+            for j in range(k):
+                by_centroid[j, r] = acc[r, j]
+        for r in range(ROWS):
+            lo[r] = np.float32(np.inf)
+            nxt[r] = np.float32(np.inf)
+            arg[r] = 0
+        # branch-free selects over all ROWS (a fixed count vectorises best): strictly lower
+        # wins (the first of equals), an equal becomes the second
+        for j in range(k):
+            a = by_centroid[j]
+            for r in range(ROWS):
+                s = a[r]
+                low = lo[r]
+                win = s < low
+                other = nxt[r]
+                nxt[r] = low if win else (s if s < other else other)
+                arg[r] = j if win else arg[r]
+                lo[r] = s if win else low
+        for r in range(m):
+            ids[i0 + r] = arg[r]
+            best[i0 + r] = lo[r]
+            second[i0 + r] = nxt[r]
