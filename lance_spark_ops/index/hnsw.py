@@ -29,15 +29,13 @@ of CPU.
 from __future__ import annotations
 
 import json
-import logging
 import math
-import os
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from lance_spark_ops.kernels import load
 
 # distance cells computed at once per block (float32: 4 MiB x 4 = 16 MiB)
 BLOCK_CELLS = 1 << 22
@@ -290,15 +288,10 @@ def compiled_kernels() -> ModuleType | None:
     return _loaded[0]
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("LSO_NO_COMPILED"):
-        return None
-    try:
-        from lance_spark_ops.index import hnsw_kernels as k
+def _warm(k: ModuleType) -> None:
+    k.select(np.zeros((1, 1), np.float32), np.zeros(1, np.float32), True, np.zeros((1, 1), np.int64),
+             np.zeros((1, 1), np.float32), 1, 1, np.zeros((1, 1), bool))
 
-        k.select(np.zeros((1, 1), np.float32), np.zeros(1, np.float32), True, np.zeros((1, 1), np.int64),
-                 np.zeros((1, 1), np.float32), 1, 1, np.zeros((1, 1), bool))
-    except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
-        log.warning("compiled HNSW kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
-        return None
-    return k
+
+def _load() -> ModuleType | None:
+    return load("lance_spark_ops.index.hnsw_kernels", _warm, "HNSW")

@@ -14,14 +14,12 @@ the loss (sum of distances) moves by less than ``TOLERANCE`` of itself. Here a r
 
 from __future__ import annotations
 
-import logging
-import os
 from dataclasses import dataclass
 from types import ModuleType
 
 import numpy as np
 
-log = logging.getLogger(__name__)
+from lance_spark_ops.kernels import load
 
 TOLERANCE = 1e-4
 BALANCE_FACTOR = 1.0  # of IVF training (Lance: with_balance_factor(1.0))
@@ -235,19 +233,14 @@ def compiled_kernels() -> ModuleType | None:
     return _loaded[0]
 
 
-def _load() -> ModuleType | None:
-    if os.environ.get("LSO_NO_COMPILED"):
-        return None
-    try:
-        from lance_spark_ops.index import kmeans_kernels as k
+def _warm(k: ModuleType) -> None:
+    one = np.zeros(1, np.float32)
+    k.nearest2(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), one, np.zeros(1, np.int64),
+               one.copy(), one.copy())
 
-        one = np.zeros(1, np.float32)
-        k.nearest2(np.zeros((1, 1), np.float32), np.zeros((1, 1), np.float32), one, np.zeros(1, np.int64),
-                   one.copy(), one.copy())
-    except Exception as e:  # noqa: BLE001 - the GEMM code does the same work
-        log.warning("compiled k-means kernels unavailable (%s: %s); using the GEMM code", type(e).__name__, e)
-        return None
-    return k
+
+def _load() -> ModuleType | None:
+    return load("lance_spark_ops.index.kmeans_kernels", _warm, "k-means")
 
 
 def init_centroids(x: np.ndarray, k: int, rng: np.random.Generator) -> np.ndarray:

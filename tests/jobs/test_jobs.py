@@ -373,4 +373,5 @@ def test_ci_setup_says_each_step(tmp_path: Path, fail: bool) -> None:
     else:
         assert run.returncode == 0 and run.stderr == ""
         steps = [line.split(" ")[1] for line in lines]
-        assert steps == ["reusing", "upgrading", "installing", "done:"], lines
+        assert steps == ["reusing", "upgrading", "installing", "compiling", "done:"], lines
+        assert any("-m lance_spark_ops.compile_kernels" in c for c in calls), calls

@@ -4,16 +4,17 @@ numba costs ~0.1 s to import and each kernel ~0.05 s to load from its cache (sec
 compile the first time on a machine), once per process. So the first input of
 ``MIN_BYTES`` loads them (a process that only meets small pages never does), and once
 loaded they take every input of ``LOADED_MIN_BYTES`` or more. Without numba installed,
-or with ``LSO_NO_COMPILED=1``, everything runs on the numpy code.
+or with ``LSO_NO_COMPILED=1``, everything runs on the numpy code (``kernels.load``).
 """
 
 from __future__ import annotations
 
-import logging
 import os
 from types import ModuleType
 
-log = logging.getLogger(__name__)
+import numpy as np
+
+from lance_spark_ops.kernels import load
 
 MIN_BYTES = int(os.environ.get("LSO_COMPILED_MIN_BYTES", 1 << 20))  # an input this big loads the kernels
 LOADED_MIN_BYTES = 4096  # ... which then take inputs from this size
@@ -25,44 +26,27 @@ def fsst_kernels(nbytes: int) -> ModuleType | None:
     """The compiled FSST kernels when an input of ``nbytes`` should use them, else None."""
     if _loaded:
         return _loaded[0] if nbytes >= LOADED_MIN_BYTES else None
-    if nbytes < MIN_BYTES:
-        return None
-    _loaded.append(_load())
+    return load_kernels() if nbytes >= MIN_BYTES else None
+
+
+def load_kernels() -> ModuleType | None:
+    """The FSST kernels loaded now, whatever the input size (once per process)."""
+    if not _loaded:
+        _loaded.append(_load())
     return _loaded[0]
 
 
+def _warm(k: ModuleType) -> None:
+    """Each kernel run once on a tiny input."""
+    one = np.zeros(1, np.uint16)
+    k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
+               np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
+    lo, hi = np.zeros(1, np.int64), np.ones(1, np.int64)
+    k.decompress(np.zeros(1, np.uint8), lo, hi, np.zeros(256, np.uint64), np.ones(256, np.uint8), 1, 8)
+    k.expanded_size(np.zeros(1, np.uint8), lo, hi, np.ones(256, np.uint8), 1)
+    k.count_tokens(one, np.full(1, -1), np.zeros(512, np.uint64), np.ones(512, np.int64), True,
+                   np.zeros(2 * 512 * 512, np.int32))
+
+
 def _load() -> ModuleType | None:
-    """Import the kernels and run each once on a tiny input (compiling them, or loading
-    them from numba's cache); any failure - numba missing or broken on this platform, no
-    writable cache directory - leaves the numpy code in charge, with a warning."""
-    if os.environ.get("LSO_NO_COMPILED"):
-        return None
-    try:
-        import numpy as np
-
-        from lance_spark_ops.encoding.compression import fsst_kernels as k
-
-        one = np.zeros(1, np.uint16)
-        k.compress(np.zeros(1, np.uint8), np.array([0, 1]), 511, np.zeros(65536, np.uint16), one | 4096,
-                   np.ones(4096, np.uint64), np.zeros(4096, np.uint64), np.zeros(4096, np.uint16))
-        lo, hi = np.zeros(1, np.int64), np.ones(1, np.int64)
-        k.decompress(np.zeros(1, np.uint8), lo, hi, np.zeros(256, np.uint64), np.ones(256, np.uint8), 1, 8)
-        k.expanded_size(np.zeros(1, np.uint8), lo, hi, np.ones(256, np.uint8), 1)
-        k.count_tokens(one, np.full(1, -1), np.zeros(512, np.uint64), np.ones(512, np.int64), True,
-                       np.zeros(2 * 512 * 512, np.int32))
-    except Exception as e:  # noqa: BLE001 - the numpy code does the same work, slower
-        log.warning("compiled FSST kernels unavailable (%s: %s); using the numpy code", type(e).__name__, e)
-        return None
-    return k
-
-
-if __name__ == "__main__":  # python -m lance_spark_ops.encoding.compression.compiled
-    # Compile the kernels into numba's cache now (a cluster's bootstrap step), so no job's
-    # first string page pays the ~2 s compile on every worker of a fresh machine.
-    import sys
-    import time
-
-    t0 = time.perf_counter()
-    ok = _load() is not None
-    print(f"compiled FSST kernels {'ready' if ok else 'unavailable'} in {time.perf_counter() - t0:.1f} s")
-    sys.exit(0 if ok else 1)
+    return load("lance_spark_ops.encoding.compression.fsst_kernels", _warm, "FSST")
