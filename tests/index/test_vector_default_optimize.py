@@ -8,6 +8,7 @@ counts and partitions per segment equal pylance's, 0 rows unindexed, recall with
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -123,41 +124,44 @@ def _rows_per_partition(uri: str) -> list[list[int]]:
     return [sorted(ids[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
-def test_join_fills_partitions_as_pylance(tmp_path: Path) -> None:
-    """80 partitions (more than pylance's 64-partition window), target 40 rows: the 5 under
-    10 rows are joined; each one's nearest kept partitions are 2 rows short of the split
-    threshold (160), so its rows spill over to the next ones as pylance's room rule has them
-    (the nearest-remaining rule puts them all in the nearest). Per-partition sizes and row ids
-    equal pylance's."""
+@pytest.mark.parametrize("case", ["spill", "window_full"])
+def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str) -> None:
+    """80 partitions (more than pylance's 64-partition window), target 40 rows (split over
+    160, join under 10). spill: 5 partitions of 6 rows are joined, each one's two nearest kept
+    partitions 2 rows short of 160, so its rows spill over to the next ones. window_full: one
+    is joined, its 64 nearest kept partitions hold 160 rows, so its rows go to the nearest of
+    the other 15. The nearest-remaining rule puts them all in the nearest; per-partition
+    sizes and row ids equal pylance's. Through Spark (the join's tasks and results pickled)."""
     import lance
 
     rng = np.random.default_rng(11)
     k, dim = 80, 8
     cents = (rng.standard_normal((k, dim)) * 10).astype(np.float32)
     d = ((cents[:, None] - cents[None]) ** 2).sum(-1)
-    joined = [3, 17, 40, 41, 66]
-    sizes = np.full(k, 40)
+    if case == "spill":
+        joined, sizes = [3, 17, 40, 41, 66], np.full(k, 40)
+        for j in joined:  # the two nearest kept partitions of each joined one: room for 2 rows
+            sizes[[int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:2]] = 158
+    else:
+        joined, sizes = [5], np.full(k, 100)
+        sizes[[int(q) for q in np.argsort(d[5]) if q != 5][:64]] = 160
     sizes[joined] = 6
-    for j in joined:  # the two nearest kept partitions of each joined one: room for 2 rows
-        near = [int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:2]
-        sizes[near] = 158
     lab = np.repeat(np.arange(k), sizes)
     x = (cents[lab] + rng.standard_normal((lab.size, dim)) * 0.8).astype(np.float32)
     t = pa.table({"id": pa.array(np.arange(x.shape[0]), pa.int64()),
                   "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), dim)})
     add = pa.table({"id": pa.array([x.shape[0]], pa.int64()),
-                    "vec": pa.FixedSizeListArray.from_arrays(pa.array(cents[0]), dim)})
+                    "vec": pa.FixedSizeListArray.from_arrays(pa.array(cents[joined[0]]), dim)})
     kw = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
     ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
     for uri in (ours, theirs):
         lance.write_dataset(t, uri)
     create_index(None, ours, "vec", "IVF_FLAT", **kw)
     lance.dataset(theirs).create_index("vec", "IVF_FLAT", **kw)
-    before = _sizes(theirs)[0]
-    assert sorted(p for p, n in enumerate(before) if n < 10) == joined
+    assert _sizes(theirs) == [sizes.tolist()]  # the rows fall where they were drawn
     for uri in (ours, theirs):
         lance.write_dataset(add, uri, mode="append")
-    optimize_indices(None, ours)
+    optimize_indices(spark, ours)
     lance.dataset(theirs).optimize.optimize_indices()
     got, want = _shape(ours), _shape(theirs)
     assert got == want == (1, [k - len(joined)], 0), (got, want)
