@@ -21,13 +21,18 @@ REASSIGN_RANGE = 64  # pylance's neighbours a split or joined partition's rows m
 
 
 def distances(x: np.ndarray, centroids: np.ndarray, metric: str) -> np.ndarray:
-    """(rows x centroids) distances, float64: squared L2, or minus the dot product (``metric``
-    as ``ivf_model.assign_metric`` gives it)."""
+    """(rows x centroids) distances in the index's ``metric``, float64, as pylance ranks a
+    join's candidates (its distance type, not the L2 it assigns cosine rows with): squared L2,
+    minus the dot product, or minus the cosine."""
     x64, c64 = x.astype(np.float64, copy=False), centroids.astype(np.float64, copy=False)
     dots = x64 @ c64.T
     if metric == "dot":
         return -dots
-    return (x64 * x64).sum(1)[:, None] - 2 * dots + (c64 * c64).sum(1)[None, :]
+    xx, cc = (x64 * x64).sum(1), (c64 * c64).sum(1)
+    if metric == "cosine":
+        xn, cn = np.sqrt(xx), np.sqrt(cc)
+        return -dots / np.where(xn == 0, 1, xn)[:, None] / np.where(cn == 0, 1, cn)[None, :]
+    return xx[:, None] - 2 * dots + cc[None, :]
 
 
 def window(centroids: np.ndarray, p: int, removed: Sequence[int], metric: str) -> np.ndarray:

@@ -433,8 +433,7 @@ class VectorSegmentBuilder:
             i = load.index(min(load))
             shares[i].append(j)
             load[i] += int(sizes[j])
-        metric = assign_metric(model.metric)
-        windows = {p: window(model.centroids, p, joins, metric) for p in joins}
+        windows = {p: window(model.centroids, p, joins, model.metric) for p in joins}
         ranked: list[JoinRanked] = job.run_tasks(
             [
                 JoinRankSpec(src, field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
@@ -519,7 +518,7 @@ class VectorSegmentBuilder:
                 continue
             trained, _ = train(sample, ways, metric, SPLIT_ITERS, p)
             win, new_d = assign(sample, trained, metric)
-            _, old_d = assign(sample, model.centroids[window(model.centroids, p, (), metric)], metric)
+            _, old_d = assign(sample, model.centroids[window(model.centroids, p, (), model.metric)], metric)
             keep = np.unique(win[new_d < old_d])  # an exact tie stays with the old centroid
             if keep.size < 2:
                 continue

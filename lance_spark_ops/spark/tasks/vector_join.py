@@ -14,7 +14,7 @@ import numpy as np
 
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.index.ivf_join import ranking
-from lance_spark_ops.index.ivf_model import Model, assign_metric, encode_in, prepare
+from lance_spark_ops.index.ivf_model import Model, encode_in, prepare
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.tasks.vector_index import Run, Source, _save, read_run_rows, take_vectors
 from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
@@ -50,7 +50,7 @@ def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
     ds = spec.source.dataset()
     store = spec.source.store()
     model = spec.model
-    metric = assign_metric(model.metric)
+    metric = model.metric
     present = present_rows(ds, spec.source.row_ids)
     ids_all, v_all, ranks, counts = [], [], [], []
     for p, win in zip(spec.joins, spec.windows, strict=True):
@@ -103,8 +103,7 @@ class JoinWideSpec:
 
 def run_join_wide(spec: JoinWideSpec, ctx: TaskContext) -> np.ndarray:
     _, v = _load(spec.source, spec.file, spec.total, spec.model.dim)
-    metric = assign_metric(spec.model.metric)
-    return ranking(v[spec.rows], spec.model.centroids, spec.kept, metric).astype(np.int32)
+    return ranking(v[spec.rows], spec.model.centroids, spec.kept, spec.model.metric).astype(np.int32)
 
 
 @dataclass(frozen=True)
