@@ -485,6 +485,8 @@ class VectorSegmentBuilder:
             mine = task_of == t
             d[local[mine]] = dest[mine]
             specs.append(JoinEncodeSpec(src, r.file, d, model, work_dir))
+        if not specs:  # the joined partitions' rows are all deleted
+            return []
         return list(job.run_tasks(specs, run_join_encode, costs=[float(s.dest.size) for s in specs]))
 
     @staticmethod
