@@ -313,8 +313,12 @@ class VectorSegmentBuilder:
                         olds = []
                 folded = centroids is not None or bool(drop)
                 if centroids is not None:
-                    # every row not moved by the split or join is already in its nearest
-                    # partition: all rows encoded afresh under the new centroids give that index
+                    # all rows encoded afresh under the new centroids, each in its nearest
+                    # partition. pylance's split reassigns only the split partitions' rows and
+                    # those of their 64 nearest neighbours (the same when rows sit in their
+                    # nearest partition and there are at most 65); a join not done in place
+                    # (HNSW, stable row ids, other models) sends a joined row to its nearest
+                    # kept partition, without pylance's window and room (ivf_join)
                     model = final = replace(model, centroids=centroids)
                     runs = encode(every)
             hnsw = (
