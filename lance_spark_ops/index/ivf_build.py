@@ -157,6 +157,8 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
     from google.protobuf import any_pb2
 
     msg = index_pb2.VectorIndexDetails(metric_type=METRIC_CODES[metric])
+    if params.get("target_partition_size"):  # as pylance 14: recorded only when given
+        msg.target_partition_size = int(params["target_partition_size"])
     q = quantizer_of(kind)
     hints = {
         "lance.ivf.max_iters": str(params["max_iterations"]),

@@ -20,7 +20,8 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   ``num_indices_to_merge`` (pylance 14's builder): a delta, unless the rows per partition (new
   and every segment's) put one over 4 x the target partition size (split: k-means over a
   sample of its rows, ``ceil(rows / target)`` ways) or under 25 % of it (join: smallest first,
-  its rows to the nearest kept partition); then every segment is merged with the new
+  each row to the nearest kept partition with room below the split threshold among the joined
+  partition's 64 nearest, ``index.ivf_join``); then every segment is merged with the new
   partitions. ``retrain``: vector indices are trained
   afresh from every fragment, all segments removed; scalar indices have their newest
   segment rebuilt from the data of its fragments and the unindexed ones (older segments

@@ -35,6 +35,7 @@ from lance_spark_ops._pb import index_pb2, table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.hnsw import Params
 from lance_spark_ops.index.ivf_build import details, read_details
+from lance_spark_ops.index.ivf_join import destinations, window
 from lance_spark_ops.index.ivf_model import Model, assign_metric
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, assign, init_centroids, train
@@ -44,7 +45,6 @@ from lance_spark_ops.spark.session import default_parallelism
 from lance_spark_ops.spark.tasks.vector_index import (
     AssembleSpec,
     EncodeSpec,
-    JoinSpec,
     KMeansSpec,
     PqTrainSpec,
     RangeSpec,
@@ -54,7 +54,6 @@ from lance_spark_ops.spark.tasks.vector_index import (
     SplitSampleSpec,
     run_assemble,
     run_encode,
-    run_join,
     run_kmeans,
     run_pq_train,
     run_range,
@@ -63,7 +62,17 @@ from lance_spark_ops.spark.tasks.vector_index import (
     run_split_sample,
     takeable,
 )
+from lance_spark_ops.spark.tasks.vector_join import (
+    JoinEncodeSpec,
+    JoinRanked,
+    JoinRankSpec,
+    JoinWideSpec,
+    run_join_encode,
+    run_join_rank,
+    run_join_wide,
+)
 from lance_spark_ops.spark.vector_models import (
+    MAX_PARTITION_SIZE_FACTOR,
     adjustment_due,
     foldable,
     read_model,
@@ -83,8 +92,7 @@ TARGET_PARTITION_SIZE = {
 }
 MAX_PARTITIONS = 4096  # recommended_num_partitions' cap
 SPLIT_SAMPLE_RATE = 256  # pylance 14's split: vectors sampled per new centroid,
-SPLIT_ITERS = 50  # k-means iterations,
-REASSIGN_RANGE = 64  # and neighbours a split partition's rows may go to
+SPLIT_ITERS = 50  # k-means iterations (neighbours its rows may go to: ivf_join.REASSIGN_RANGE)
 DEFAULTS = {
     "metric": "l2",
     "num_partitions": None,
@@ -287,38 +295,30 @@ class VectorSegmentBuilder:
                 if splits:
                     centroids = self._split(job, src, model, splits, sizes, every, slots)
                 if centroids is None and joins:
-                    # pylance joins: the joined partitions' centroids go, their rows move to
-                    # the nearest kept partition
+                    # pylance joins: the joined partitions' centroids go, their rows move to a
+                    # kept partition (ivf_join: a nearby one with room below the split threshold)
                     centroids = np.delete(model.centroids, joins, axis=0)
                     olds, refit = foldable(ds, req.kind, model, req.merge_with)
                     if self._join_in_place(ds, req, refit):
                         # the kept partitions' rows stay as they are (old segments, new runs),
-                        # the joined ones' are taken from the data again (tasks of about equal
-                        # rows, joined partitions dealt largest first to the least loaded)
-                        shares: list[list[int]] = [[] for _ in range(min(slots, len(joins)))]
-                        load = [0] * len(shares)
-                        for j in sorted(joins, key=lambda j: -int(sizes[j])):
-                            i = load.index(min(load))
-                            shares[i].append(j)
-                            load[i] += int(sizes[j])
+                        # the joined ones' are taken from the data again and placed as pylance
+                        # places them
+                        split_at = MAX_PARTITION_SIZE_FACTOR * self._target(req)
                         with job.phase("join"):
-                            moved = job.run_tasks(
-                                [
-                                    JoinSpec(src, req.field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
-                                             model, work_dir)
-                                    for g in shares
-                                ],
-                                run_join,
-                                costs=[float(n) for n in load],
-                            )
-                        runs, drop = runs + list(moved), tuple(joins)
+                            moved = self._join(job, src, req.field_id, olds, runs, model, joins, sizes,
+                                               split_at, work_dir, slots)
+                        runs, drop = runs + moved, tuple(joins)
                         final, centroids = replace(model, centroids=centroids), None
                     else:
                         olds = []
                 folded = centroids is not None or bool(drop)
                 if centroids is not None:
-                    # every row not moved by the split or join is already in its nearest
-                    # partition: all rows encoded afresh under the new centroids give that index
+                    # all rows encoded afresh under the new centroids, each in its nearest
+                    # partition. pylance's split reassigns only the split partitions' rows and
+                    # those of their 64 nearest neighbours (the same when rows sit in their
+                    # nearest partition and there are at most 65); a join not done in place
+                    # (HNSW, stable row ids, other models) sends a joined row to its nearest
+                    # kept partition, without pylance's window and room (ivf_join)
                     model = final = replace(model, centroids=centroids)
                     runs = encode(every)
             hnsw = (
@@ -406,8 +406,92 @@ class VectorSegmentBuilder:
         for r in runs:
             counts += r.counts
         segs = [table_pb2.IndexMetadata.FromString(raw) for raw in req.merge_with]
-        target = req.params.get("target_partition_size") or TARGET_PARTITION_SIZE[req.kind]
-        return adjustment_due(ds, req.kind, segs, counts, int(target))
+        return adjustment_due(ds, req.kind, segs, counts, VectorSegmentBuilder._target(req))
+
+    @staticmethod
+    def _target(req: SegmentRequest) -> int:
+        return int(req.params.get("target_partition_size") or TARGET_PARTITION_SIZE[req.kind])
+
+    @staticmethod
+    def _join(
+        job: Any,
+        src: Source,
+        field_id: int,
+        olds: list[bytes],
+        runs: list[Any],
+        model: Model,
+        joins: list[int],
+        sizes: np.ndarray,
+        split_at: int,
+        work_dir: str,
+        slots: int,
+    ) -> list[Any]:
+        """pylance 14's join of partitions ``joins``, their rows as new runs: tasks take the
+        rows again and rank them against their joined partition's window; the driver decides
+        each row's partition (``ivf_join.destinations``: in pylance's order, room below the
+        split threshold counted down); tasks encode them there. Tasks of about equal rows,
+        joined partitions dealt largest first to the least loaded."""
+        shares: list[list[int]] = [[] for _ in range(min(slots, len(joins)))]
+        load = [0] * len(shares)
+        for j in sorted(joins, key=lambda j: -int(sizes[j])):
+            i = load.index(min(load))
+            shares[i].append(j)
+            load[i] += int(sizes[j])
+        windows = {p: window(model.centroids, p, joins, model.metric) for p in joins}
+        ranked: list[JoinRanked] = job.run_tasks(
+            [
+                JoinRankSpec(src, field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
+                             tuple(windows[p] for p in sorted(g)), model, work_dir)
+                for g in shares
+            ],
+            run_join_rank,
+            costs=[float(n) for n in load],
+        )
+        # pylance's order: joined partitions ascending, each one's rows by address
+        where: dict[int, tuple[int, int, int]] = {}  # partition -> (task, first row, rows)
+        for t, r in enumerate(ranked):
+            first = 0
+            for p, n in zip(r.joins, r.counts, strict=True):
+                where[p] = (t, first, n)
+                first += n
+        order = sorted(joins)
+        pref = np.concatenate(
+            [windows[p][ranked[where[p][0]].ranks[where[p][1] : where[p][1] + where[p][2]]] for p in order]
+        ) if any(where[p][2] for p in order) else np.zeros((0, 1), np.int64)
+        task_of = np.concatenate([np.full(where[p][2], where[p][0]) for p in order]).astype(np.int64)
+        local = np.concatenate([where[p][1] + np.arange(where[p][2]) for p in order]).astype(np.int64)
+        room = np.maximum(split_at - sizes.astype(np.int64), 0)
+        room[joins] = 0
+        kept = np.setdiff1d(np.arange(model.num_partitions), np.asarray(joins, np.int64))
+
+        def rank_wide(rows: np.ndarray) -> dict[int, np.ndarray]:
+            # rows whose window is full: ranked over every kept partition (rare)
+            tasks = sorted(set(task_of[rows].tolist()))
+            got = job.run_tasks(
+                [
+                    JoinWideSpec(src, ranked[t].file, ranked[t].ranks.shape[0],
+                                 local[rows[task_of[rows] == t]], kept, model)
+                    for t in tasks
+                ],
+                run_join_wide,
+            )
+            out: dict[int, np.ndarray] = {}
+            for t, g in zip(tasks, got, strict=True):
+                out.update(zip(rows[task_of[rows] == t].tolist(), g, strict=True))
+            return out
+
+        dest = destinations(pref, room, rank_wide)
+        specs = []
+        for t, r in enumerate(ranked):
+            if r.file is None:
+                continue
+            d = np.zeros(r.ranks.shape[0], np.int64)
+            mine = task_of == t
+            d[local[mine]] = dest[mine]
+            specs.append(JoinEncodeSpec(src, r.file, d, model, work_dir))
+        if not specs:  # the joined partitions' rows are all deleted
+            return []
+        return list(job.run_tasks(specs, run_join_encode, costs=[float(s.dest.size) for s in specs]))
 
     @staticmethod
     def _split(
@@ -440,7 +524,7 @@ class VectorSegmentBuilder:
                 continue
             trained, _ = train(sample, ways, metric, SPLIT_ITERS, p)
             win, new_d = assign(sample, trained, metric)
-            _, old_d = assign(sample, _neighbours(model.centroids, p, metric), metric)
+            _, old_d = assign(sample, model.centroids[window(model.centroids, p, (), model.metric)], metric)
             keep = np.unique(win[new_d < old_d])  # an exact tie stays with the old centroid
             if keep.size < 2:
                 continue
@@ -597,14 +681,6 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
-
-
-def _neighbours(centroids: np.ndarray, p: int, metric: str) -> np.ndarray:
-    """The ``REASSIGN_RANGE`` centroids nearest to centroid ``p`` (itself left out)."""
-    c0 = centroids[p]
-    d = ((centroids - c0) ** 2).sum(1) if metric == "l2" else -(centroids @ c0)
-    order = [int(i) for i in np.argsort(d, kind="stable") if i != p][:REASSIGN_RANGE]
-    return centroids[order]
 
 
 def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:

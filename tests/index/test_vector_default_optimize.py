@@ -8,6 +8,7 @@ counts and partitions per segment equal pylance's, 0 rows unindexed, recall with
 from __future__ import annotations
 
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -107,3 +108,63 @@ def test_partition_adjustment_rules() -> None:
     assert partition_adjustment([10], 8192) == ([], [])
     # 65 556 rows need 3 partitions below the split threshold: one of the two small ones joins
     assert partition_adjustment([10, 10, 8192 * 4, 8192 * 4], 8192) == ([], [0])
+
+
+def _rows_per_partition(uri: str) -> list[list[int]]:
+    """Per partition of the one segment its row ids (sorted), read with pylance."""
+    import lance
+    from lance.file import LanceFileReader
+
+    ds = lance.dataset(uri)
+    (idx,) = [i for i in ds.list_indices() if i["name"] == "vec_idx"]
+    (sizes,) = _sizes(uri)
+    t = LanceFileReader(f"{uri}/_indices/{idx['uuid']}/auxiliary.idx").read_all().to_table()
+    ids = t.column("_rowid").to_numpy()
+    bounds = np.cumsum([0, *sizes])
+    return [sorted(ids[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
+
+
+@pytest.mark.parametrize("case", ["spill", "window_full"])
+def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str) -> None:
+    """80 partitions (more than pylance's 64-partition window), target 40 rows (split over
+    160, join under 10). spill: 5 partitions of 6 rows are joined, each one's two nearest kept
+    partitions 2 rows short of 160, so its rows spill over to the next ones. window_full: one
+    is joined, its 64 nearest kept partitions hold 160 rows, so its rows go to the nearest of
+    the other 15. The nearest-remaining rule puts them all in the nearest; per-partition
+    sizes and row ids equal pylance's. Through Spark (the join's tasks and results pickled)."""
+    import lance
+
+    rng = np.random.default_rng(11)
+    k, dim = 80, 8
+    cents = (rng.standard_normal((k, dim)) * 10).astype(np.float32)
+    d = ((cents[:, None] - cents[None]) ** 2).sum(-1)
+    if case == "spill":
+        joined, sizes = [3, 17, 40, 41, 66], np.full(k, 40)
+        for j in joined:  # the two nearest kept partitions of each joined one: room for 2 rows
+            sizes[[int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:2]] = 158
+    else:
+        joined, sizes = [5], np.full(k, 100)
+        sizes[[int(q) for q in np.argsort(d[5]) if q != 5][:64]] = 160
+    sizes[joined] = 6
+    lab = np.repeat(np.arange(k), sizes)
+    x = (cents[lab] + rng.standard_normal((lab.size, dim)) * 0.8).astype(np.float32)
+    t = pa.table({"id": pa.array(np.arange(x.shape[0]), pa.int64()),
+                  "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), dim)})
+    add = pa.table({"id": pa.array([x.shape[0]], pa.int64()),
+                    "vec": pa.FixedSizeListArray.from_arrays(pa.array(cents[joined[0]]), dim)})
+    kw = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    for uri in (ours, theirs):
+        lance.write_dataset(t, uri)
+    create_index(None, ours, "vec", "IVF_FLAT", **kw)
+    lance.dataset(theirs).create_index("vec", "IVF_FLAT", **kw)
+    assert _sizes(theirs) == [sizes.tolist()]  # the rows fall where they were drawn
+    for uri in (ours, theirs):
+        lance.write_dataset(add, uri, mode="append")
+    optimize_indices(spark, ours)
+    lance.dataset(theirs).optimize.optimize_indices()
+    got, want = _shape(ours), _shape(theirs)
+    assert got == want == (1, [k - len(joined)], 0), (got, want)
+    assert _sizes(ours) == _sizes(theirs)
+    assert max(_sizes(theirs)[0]) == 160  # the room rule was in play
+    assert _rows_per_partition(ours) == _rows_per_partition(theirs)

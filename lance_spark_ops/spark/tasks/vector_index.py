@@ -32,7 +32,7 @@ from lance_spark_ops.index.ivf_build import (
     storage_schema,
     transpose_codes,
 )
-from lance_spark_ops.index.ivf_model import Model, assign_metric, encode, encode_in, prepare
+from lance_spark_ops.index.ivf_model import Model, assign_metric, encode, prepare
 from lance_spark_ops.index.kmeans import Partial, assign, fit, partial_sums
 from lance_spark_ops.index.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
@@ -329,52 +329,6 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
     if not out_ids:
         return np.zeros(0, np.uint64), np.zeros((0, 0), np.float32), None
     return np.concatenate(out_ids), np.concatenate(out_x), np.concatenate(out_valid)
-
-
-@dataclass(frozen=True)
-class JoinSpec:
-    """pylance 14's join of partitions ``joins`` (of ``model``): the rows they hold in the old
-    segments (``olds``) and the new runs are taken from the data again and placed in their
-    nearest kept partition (old numbering), one run."""
-
-    source: Source
-    field_id: int
-    olds: tuple[bytes, ...]
-    runs: tuple[Run, ...]
-    joins: tuple[int, ...]
-    model: Model
-    work_dir: str
-
-
-def run_join(spec: JoinSpec, ctx: TaskContext) -> Run:
-    from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
-
-    ds = spec.source.dataset()
-    store = spec.source.store()
-    model = spec.model
-    k = model.num_partitions
-    present = present_rows(ds, spec.source.row_ids)
-    found = []
-    for p in spec.joins:
-        for old in spec.olds:
-            found.append(old_partitions(ds, old, p, p + 1, model, present)[0][0])
-        for run in spec.runs:
-            if run.file is not None and run.counts[p]:
-                first = int(run.counts[:p].sum())
-                found.append(read_run_rows(store, run, first, first + int(run.counts[p]), model)[0])
-    addrs = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
-    ids, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
-    if not ids.size:
-        return Run(None, 0, np.zeros(k, np.int64))
-    kept_rows, v = prepare(x, valid, model.metric)
-    ids = ids[kept_rows]
-    kept = np.setdiff1d(np.arange(k), np.asarray(spec.joins, np.int64))
-    dest = kept[assign(v, model.centroids[kept], assign_metric(model.metric))[0]]
-    rows = encode_in(model, v, dest)
-    order = np.argsort(dest, kind="stable")
-    rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
-    _save(store, rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
-    return Run(rel, int(ids.size), np.bincount(dest, minlength=k).astype(np.int64))
 
 
 def read_run_rows(
