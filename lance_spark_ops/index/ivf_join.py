@@ -44,6 +44,17 @@ def window(centroids: np.ndarray, p: int, removed: Sequence[int], metric: str) -
     return out[:REASSIGN_RANGE].astype(np.int64)
 
 
+def never_full(windows: Sequence[np.ndarray], rows: Sequence[int], room: np.ndarray) -> bool:
+    """No partition can fill up during the join: each kept partition's room holds every row of
+    all joined partitions whose window it is in (``rows``: at most that many rows each). Then
+    every row simply goes to the nearest partition of its window - decided where the row is,
+    with no round trip through the driver."""
+    most = np.zeros(len(room), np.int64)
+    for w, n in zip(windows, rows, strict=True):
+        most[w] += int(n)
+    return bool((most <= np.asarray(room, np.int64)).all())
+
+
 def ranking(x: np.ndarray, centroids: np.ndarray, ids: np.ndarray, metric: str) -> np.ndarray:
     """Per row of ``x``: the partitions ``ids`` ordered nearest first (an exact tie keeps the
     order of ``ids``, as pylance's first minimum does)."""

@@ -35,7 +35,7 @@ from lance_spark_ops._pb import index_pb2, table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.hnsw import Params
 from lance_spark_ops.index.ivf_build import details, read_details
-from lance_spark_ops.index.ivf_join import destinations, window
+from lance_spark_ops.index.ivf_join import destinations, never_full, window
 from lance_spark_ops.index.ivf_model import Model, assign_metric
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.kmeans import BALANCE_FACTOR, Partial, Training, assign, init_centroids, train
@@ -438,15 +438,21 @@ class VectorSegmentBuilder:
             shares[i].append(j)
             load[i] += int(sizes[j])
         windows = {p: window(model.centroids, p, joins, model.metric) for p in joins}
+        room = np.maximum(split_at - sizes.astype(np.int64), 0)
+        room[joins] = 0
+        # usually no partition can fill up: one round, each row encoded in its window's nearest
+        nearest = never_full([windows[p] for p in joins], [int(sizes[p]) for p in joins], room)
         ranked: list[JoinRanked] = job.run_tasks(
             [
                 JoinRankSpec(src, field_id, tuple(olds), tuple(runs), tuple(sorted(g)),
-                             tuple(windows[p] for p in sorted(g)), model, work_dir)
+                             tuple(windows[p] for p in sorted(g)), model, work_dir, nearest)
                 for g in shares
             ],
             run_join_rank,
             costs=[float(n) for n in load],
         )
+        if nearest:
+            return [r.run for r in ranked if r.run is not None]
         # pylance's order: joined partitions ascending, each one's rows by address
         where: dict[int, tuple[int, int, int]] = {}  # partition -> (task, first row, rows)
         for t, r in enumerate(ranked):
@@ -460,8 +466,6 @@ class VectorSegmentBuilder:
         ) if any(where[p][2] for p in order) else np.zeros((0, 1), np.int64)
         task_of = np.concatenate([np.full(where[p][2], where[p][0]) for p in order]).astype(np.int64)
         local = np.concatenate([where[p][1] + np.arange(where[p][2]) for p in order]).astype(np.int64)
-        room = np.maximum(split_at - sizes.astype(np.int64), 0)
-        room[joins] = 0
         kept = np.setdiff1d(np.arange(model.num_partitions), np.asarray(joins, np.int64))
 
         def rank_wide(rows: np.ndarray) -> dict[int, np.ndarray]:

@@ -1,7 +1,9 @@
 """Executor tasks of a join in place (``spark.vector_index``): the rows of the partitions a
 default optimize joins away are taken from the data again and ranked against their joined
 partition's window (``run_join_rank``), the driver decides where each goes as pylance does
-(``index.ivf_join``), and the rows are encoded there (``run_join_encode``).
+(``index.ivf_join``), and the rows are encoded there (``run_join_encode``). When no partition
+can fill up (``ivf_join.never_full``, the usual case) a row's place is its window's nearest,
+and the rank task encodes it there itself: one round.
 
 Between the two rounds the taken rows wait in one file per rank task under ``_build/``:
 n uint64 row addresses then n prepared float32 vectors."""
@@ -17,7 +19,7 @@ from lance_spark_ops.index.ivf_join import ranking
 from lance_spark_ops.index.ivf_model import Model, encode_in, prepare
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.tasks.vector_index import Run, Source, _save, read_run_rows, take_vectors
-from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
+from lance_spark_ops.spark.tasks.vector_merge import member, old_partition_ids, present_rows
 
 
 @dataclass(frozen=True)
@@ -33,6 +35,7 @@ class JoinRankSpec:
     windows: tuple[np.ndarray, ...]
     model: Model
     work_dir: str
+    nearest: bool = False  # no partition can fill up (``ivf_join.never_full``): encode in place
 
 
 @dataclass(frozen=True)
@@ -44,36 +47,52 @@ class JoinRanked:
     joins: tuple[int, ...]
     counts: tuple[int, ...]
     ranks: np.ndarray
+    run: Run | None = None  # with ``nearest``: the rows already encoded in their window's nearest
 
 
 def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
     ds = spec.source.dataset()
     store = spec.source.store()
     model = spec.model
-    metric = model.metric
     present = present_rows(ds, spec.source.row_ids)
+    # each joined partition's addresses: old segments read once each, then the runs
+    found: list[list[np.ndarray]] = [[] for _ in spec.joins]
+    for old in spec.olds:
+        for f, ids in zip(found, old_partition_ids(ds, old, spec.joins, model, present), strict=True):
+            f.append(ids)
+    for run in spec.runs:
+        if run.file is None:
+            continue
+        starts = np.concatenate([[0], np.cumsum(run.counts)])
+        for f, p in zip(found, spec.joins, strict=True):
+            if run.counts[p]:
+                f.append(read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), model)[0])
+    per_part = [np.unique(np.concatenate(f)) if f else np.zeros(0, np.uint64) for f in found]
+    # one take for all of them: a take per partition re-read most of every fragment each time
+    every = np.unique(np.concatenate(per_part)) if per_part else np.zeros(0, np.uint64)
+    taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, every)
+    if taken.size:
+        kept, v_taken = prepare(x, valid, model.metric)
+        taken = taken[kept]
+    else:
+        v_taken = np.zeros((0, model.dim), np.float32)
     ids_all, v_all, ranks, counts = [], [], [], []
-    for p, win in zip(spec.joins, spec.windows, strict=True):
-        found = [old_partitions(ds, old, p, p + 1, model, present)[0][0] for old in spec.olds]
-        for run in spec.runs:
-            if run.file is not None and run.counts[p]:
-                first = int(run.counts[:p].sum())
-                found.append(read_run_rows(store, run, first, first + int(run.counts[p]), model)[0])
-        addrs = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
-        ids, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
-        if ids.size:
-            kept, v = prepare(x, valid, model.metric)
-            ids = ids[kept]
-        else:
-            v = np.zeros((0, model.dim), np.float32)
+    for addrs, win in zip(per_part, spec.windows, strict=True):
+        mine = np.flatnonzero(member(taken, addrs))  # taken is sorted: pylance's order kept
+        v = v_taken[mine]
         # positions in the window (at most REASSIGN_RANGE: a byte each), nearest first
-        ranks.append(ranking(v, model.centroids[win], np.arange(win.size), metric).astype(np.uint8))
-        ids_all.append(ids)
+        ranks.append(ranking(v, model.centroids[win], np.arange(win.size), model.metric).astype(np.uint8))
+        ids_all.append(taken[mine])
         v_all.append(v)
-        counts.append(int(ids.size))
+        counts.append(int(mine.size))
     n = sum(counts)
     if not n:
         return JoinRanked(None, spec.joins, tuple(counts), np.concatenate(ranks))
+    if spec.nearest:
+        dest = np.concatenate([w[r[:, 0]] for w, r in zip(spec.windows, ranks, strict=True)])
+        run = _encode_run(spec.source, np.concatenate(ids_all), np.concatenate(v_all), dest, model,
+                          f"{spec.work_dir}/{ctx.file_prefix}-join.bin")
+        return JoinRanked(None, spec.joins, tuple(counts), np.zeros((0, 1), np.uint8), run)
     rel = f"{spec.work_dir}/{ctx.file_prefix}-join-rows.bin"
     _save(store, rel, [np.concatenate(ids_all), np.concatenate(v_all)])
     return JoinRanked(rel, spec.joins, tuple(counts), np.concatenate(ranks))
@@ -118,11 +137,17 @@ class JoinEncodeSpec:
 
 
 def run_join_encode(spec: JoinEncodeSpec, ctx: TaskContext) -> Run:
-    model = spec.model
-    ids, v = _load(spec.source, spec.file, spec.dest.size, model.dim)
-    dest = spec.dest.astype(np.int64)
+    ids, v = _load(spec.source, spec.file, spec.dest.size, spec.model.dim)
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
+    return _encode_run(spec.source, ids, v, spec.dest, spec.model, rel)
+
+
+def _encode_run(
+    source: Source, ids: np.ndarray, v: np.ndarray, dest: np.ndarray, model: Model, rel: str
+) -> Run:
+    """Rows ``v`` encoded in partitions ``dest`` (old numbering), saved as one run at ``rel``."""
+    dest = dest.astype(np.int64)
     rows = encode_in(model, v, dest)
     order = np.argsort(dest, kind="stable")
-    rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
-    _save(spec.source.store(), rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
+    _save(source.store(), rel, [ids[order], rows[order].astype(model.storage_dtype, copy=False)])
     return Run(rel, int(ids.size), np.bincount(dest, minlength=model.num_partitions).astype(np.int64))

@@ -8,6 +8,7 @@ row stays: ids do not name fragments.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
@@ -67,6 +68,25 @@ def old_partitions(
     return out
 
 
+def old_partition_ids(
+    ds: Dataset, index: bytes, parts: Sequence[int], model: Model, present: np.ndarray | None
+) -> list[np.ndarray]:
+    """Per partition of ``parts``: the ids of the old segment's rows kept (no storage rows),
+    the segment opened once."""
+    reader, starts = _open_old(ds, index, model)
+    name = reader.schema.field(0).name
+    out = []
+    for p in parts:
+        a, b = int(starts[p]), int(starts[p + 1])
+        if b <= a:
+            out.append(np.zeros(0, np.uint64))
+            continue
+        got = reader.iter_batches([name], start=a, stop=b, batch_rows=b - a)
+        ids = np.concatenate([bt.column(0).to_numpy() for bt in got]).astype(np.uint64)
+        out.append(ids if present is None else ids[member(ids >> np.uint64(32), present)])
+    return out
+
+
 def old_length(ds: Dataset, index: bytes, p: int, model: Model) -> int:
     """Rows (deleted ones too) of partition ``p`` of the old segment."""
     _, starts = _open_old(ds, index, model)
@@ -99,7 +119,7 @@ def old_slice(
 def _kept(ids: np.ndarray, rows: np.ndarray, present: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
     if present is None:
         return ids, np.ascontiguousarray(rows)
-    keep = _member(ids >> np.uint64(32), present)
+    keep = member(ids >> np.uint64(32), present)
     return ids[keep], np.ascontiguousarray(rows[keep])
 
 
@@ -115,7 +135,8 @@ def _values(batches: list[Any], model: Model) -> np.ndarray:
     return np.concatenate(parts).astype(model.storage_dtype, copy=False)
 
 
-def _member(ids: np.ndarray, alive: np.ndarray) -> np.ndarray:
+def member(ids: np.ndarray, alive: np.ndarray) -> np.ndarray:
+    """Which of ``ids`` are in ``alive`` (sorted, unique)."""
     if alive.size == 0:
         return np.zeros(ids.size, dtype=bool)
     pos = np.minimum(np.searchsorted(alive, ids), alive.size - 1)
