@@ -383,7 +383,8 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
             logger.warning("could not delete %s", rel, exc_info=True)
 
 
-def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool, batched: bool = False) -> list[BuiltSegment]:
+def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
+               batched: bool = False) -> list[BuiltSegment]:
     """Each plan's builder; several at once on threads (Spark runs their jobs side by side).
     ``batched`` (a tiered round): the plans of a builder with ``build_many`` go to it together
     (it shares Spark jobs between them), the others as before."""

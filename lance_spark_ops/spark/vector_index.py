@@ -408,7 +408,9 @@ class VectorSegmentBuilder:
         phase instead of two or three per segment: a round over 100 tiny groups was 200 Spark
         jobs. Rows, their order and the files' content are ``build``'s."""
         out: list[BuiltSegment | None] = [None] * len(reqs)
-        alone = [i for i, r in enumerate(reqs) if r.fold_if_adjusted or (r.model_from is None and not r.merge_with)]
+        # fresh builds and default optimizes (they may split or join partitions): ``build``
+        alone = [i for i, r in enumerate(reqs)
+                 if r.fold_if_adjusted or (r.model_from is None and not r.merge_with)]
         merges = [i for i in range(len(reqs)) if i not in set(alone)]
         slots = max(1, default_parallelism(job.spark))
         opened: dict[tuple[str, int], Dataset] = {}
