@@ -254,7 +254,9 @@ def main() -> None:
     from lance_spark_ops.spark.session import get_spark
 
     cases = args.cases.split(",")
-    out: dict[str, Any] = {"rows": args.rows, "dim": args.dim}
+    out: dict[str, Any] = {"dim": args.dim}
+    if set(cases) - {"deltas"}:
+        out["rows"] = args.rows
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         base = f"{tmp}/base"
         queries = truth = np.zeros(0)
