@@ -415,10 +415,11 @@ class VectorSegmentBuilder:
         slots = max(1, default_parallelism(job.spark))
         opened: dict[tuple[str, int], Dataset] = {}
         models: dict[bytes, Model] = {}
+        distinct: list[Model] = []
         states: list[_Merge] = []
         try:
             for i in merges:
-                states.append(_Merge.prepare(reqs[i], opened, models))
+                states.append(_Merge.prepare(reqs[i], opened, models, distinct))
             with job.phase("encode"):
                 specs, owner, costs = [], [], []
                 for k, st in enumerate(states):
@@ -730,9 +731,10 @@ class _Merge:
 
     @classmethod
     def prepare(cls, req: SegmentRequest, opened: dict[tuple[str, int], Dataset],
-                models: dict[bytes, Model]) -> _Merge:
-        """``build``'s first steps for a merge; ``opened`` / ``models`` are shared by the
-        round's merges (one manifest parse per version, one read per segment's model)."""
+                models: dict[bytes, Model], distinct: list[Model]) -> _Merge:
+        """``build``'s first steps for a merge; ``opened`` / ``models`` / ``distinct`` are
+        shared by the round's merges (one manifest parse per version, one read per segment's
+        model, the distinct models seen)."""
         key = (req.uri, req.read_version)
         if key not in opened:
             opened[key] = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
@@ -740,8 +742,13 @@ class _Merge:
         reuse = table_pb2.IndexMetadata.FromString(req.model_from if req.model_from is not None
                                                    else req.merge_with[-1])
         model = read_model(ds, req.kind, reuse, models)
-        # one instance per distinct model: a task's specs pickle it once (a PQ model is ~140 KB)
-        model = next((m for m in models.values() if m is not model and same_model(m, model)), model)
+        # equal models share their arrays, so a task's specs pickle them once (a PQ model is
+        # ~140 KB); each keeps its own loss, which its segment's index.idx records
+        twin = next((m for m in distinct if same_model(m, model)), None)
+        if twin is None:
+            distinct.append(model)
+        else:
+            model = replace(model, centroids=twin.centroids, codebook=twin.codebook)
         olds, refit = foldable(ds, req.kind, model, req.merge_with, models)
         live = {fid: _live_rows(ds, f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
