@@ -28,8 +28,9 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   committed for that index. One commit lists every index's new segment with the segments
   kept (a CreateIndex replaces every segment of the names it lists) and removes the merged.
 * ``merge_policy="tiered"`` (not pylance's): rounds that merge segments of similar size in
-  groups of ``tier_fanout``, groups built concurrently, one commit per round, until one
-  segment (or ``max_rounds``) is left; 1 000 deltas are one segment after three rounds.
+  groups of ``tier_fanout``, a round's groups built together (a builder's ``build_many``:
+  one Spark job per phase for all of them; others on threads), one commit per round, until
+  one segment (or ``max_rounds``) is left; 1 000 deltas are one segment after three rounds.
 
 A failed job deletes the segment directories it wrote, except after ``CommitStateUnknown``.
 """

@@ -18,6 +18,9 @@ A build (``spark.tasks.vector_index`` for the tasks):
    batches), its PQ codes transposed over the whole partition by the assembly;
 4. one assembly task writes ``index.idx`` and ``auxiliary.idx``, streaming the parts.
 
+A tiered round's merges go through ``build_many``: one encode job for all of them, then small
+segments gathered and written whole, several per task, in one more job.
+
 Vectors never reach the driver. Defaults and names are pylance 14's ``create_index``.
 """
 
