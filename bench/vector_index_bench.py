@@ -10,7 +10,9 @@
 * ``optimize``: IVF_PQ built by pylance, 10 appends of 1 %, then pylance's
   ``optimize_indices()`` vs ours.
 * ``deltas``: ``--deltas`` tiny delta segments (pylance, ``num_indices_to_merge=0``), merged by
-  our tiered policy.
+  our tiered policy. Making 1 000 deltas takes pylance ~10 min: ``--deltas-input DIR`` copies a
+  dataset made once by the same recipe (``make_deltas``; ``python bench/vector_index_bench.py
+  --make-deltas DIR --deltas 1000``) instead, and reports ``making_deltas_s`` as null.
 * ``cluster``: the IVF_PQ build on a standalone cluster of two 1-core workers vs one 1-core
   worker (all on 127.0.0.1); the target is a ratio <= 0.6.
 
@@ -163,25 +165,49 @@ def optimize_case(spark: Any, base: str, tmp: str, rows: int, dim: int) -> dict[
             "segments_and_partitions": shapes}
 
 
-def deltas_case(spark: Any, tmp: str, deltas: int, dim: int) -> dict[str, Any]:
+def make_deltas(uri: str, deltas: int, dim: int) -> float:
+    """The ``deltas`` case's input: 5 000 rows under IVF_PQ (16 partitions, 8 sub-vectors),
+    then ``deltas`` appends of 20 rows, each indexed as a delta segment by pylance; seconds
+    the deltas took."""
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
-
-    uri = f"{tmp}/deltas"
     lance.write_dataset(table(vectors(5000, dim, 9)), uri)
     lance.dataset(uri).create_index("v", "IVF_PQ", num_partitions=16, num_sub_vectors=8)
     t0 = time.perf_counter()
     for k in range(deltas):
         lance.write_dataset(table(vectors(20, dim, 100 + k), 10_000 + 20 * k), uri, mode="append")
         lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
-    made = time.perf_counter() - t0
+    return time.perf_counter() - t0
+
+
+def deltas_case(spark: Any, tmp: str, deltas: int, dim: int, prepared: str | None = None) -> dict[str, Any]:
+    import lance
+
+    from lance_spark_ops.spark.indexing import optimize_indices
+
+    uri = f"{tmp}/deltas"
+    made = None
+    if prepared is None:
+        made = make_deltas(uri, deltas, dim)
+    else:
+        _copy(prepared, uri)
+        segs = [i for i in lance.dataset(uri).list_indices() if i["name"] == "v_idx"]
+        assert len(segs) == deltas + 1, f"{prepared} holds {len(segs)} segments, not {deltas + 1}"
+    before = lance.dataset(uri)
+    queries = vectors(20, dim, 77)
+    nearest = {"column": "v", "k": 10, "nprobes": 4}
+    expected = [before.to_table(columns=["id"], nearest={**nearest, "q": q})["id"].to_pylist()
+                for q in queries]
     t0 = time.perf_counter()
     m = optimize_indices(spark, uri, merge_policy="tiered")
     ours = time.perf_counter() - t0
-    segs = [i for i in lance.dataset(uri).list_indices() if i["name"] == "v_idx"]
+    after = lance.dataset(uri)
+    segs = [i for i in after.list_indices() if i["name"] == "v_idx"]
+    assert after.stats.index_stats("v_idx")["num_unindexed_rows"] == 0
+    got = [after.to_table(columns=["id"], nearest={**nearest, "q": q})["id"].to_pylist() for q in queries]
+    # pylance's answers from its own 1 001 segments, then from our one segment
     return {"deltas": deltas + 1, "making_deltas_s": made, "ours_tiered_s": ours, "rounds": m.rounds,
-            "segments_after": len(segs)}
+            "ours_phases_s": m.seconds, "segments_after": len(segs), "same_answers": got == expected}
 
 
 def cluster_case(base: str, tmp: str) -> dict[str, Any]:
@@ -215,22 +241,31 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--deltas", type=int, default=1000)
+    ap.add_argument("--deltas-input", default=None, help="a prepared input of the deltas case (copied)")
+    ap.add_argument("--make-deltas", default=None, help="write the deltas case's input to this path, exit")
     ap.add_argument("--cases", default="ivf_pq,ivf_hnsw_sq,optimize,deltas")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
+    if args.make_deltas:
+        print("made in", make_deltas(args.make_deltas, args.deltas, args.dim), "s")
+        return
     import lance
 
     from lance_spark_ops.spark.session import get_spark
 
     cases = args.cases.split(",")
-    out: dict[str, Any] = {"rows": args.rows, "dim": args.dim}
+    out: dict[str, Any] = {"dim": args.dim}
+    if set(cases) - {"deltas"}:
+        out["rows"] = args.rows
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
-        v = vectors(args.rows, args.dim, 1)
         base = f"{tmp}/base"
-        lance.write_dataset(table(v), base, max_rows_per_file=1 << 18, data_storage_version="2.1")
-        queries = vectors(100, args.dim, 2)
-        truth = brute_force(v, queries)
-        del v
+        queries = truth = np.zeros(0)
+        if set(cases) - {"deltas"}:  # the deltas case makes its own data
+            v = vectors(args.rows, args.dim, 1)
+            lance.write_dataset(table(v), base, max_rows_per_file=1 << 18, data_storage_version="2.1")
+            queries = vectors(100, args.dim, 2)
+            truth = brute_force(v, queries)
+            del v
         spark = get_spark("vector_index_bench") if set(cases) - {"cluster"} else None
         if spark is not None:
             spark.range(4).count()
@@ -246,7 +281,7 @@ def main() -> None:
             out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim)
             print("optimize", json.dumps(out["optimize"]), flush=True)
         if "deltas" in cases:
-            out["deltas"] = deltas_case(spark, tmp, args.deltas, args.dim)
+            out["deltas"] = deltas_case(spark, tmp, args.deltas, args.dim, args.deltas_input)
             print("deltas", json.dumps(out["deltas"]), flush=True)
         if spark is not None:
             spark.stop()

@@ -29,8 +29,9 @@ heavy work in executor tasks) and commits one CreateIndex. What pylance 14.0.2 w
   committed for that index. One commit lists every index's new segment with the segments
   kept (a CreateIndex replaces every segment of the names it lists) and removes the merged.
 * ``merge_policy="tiered"`` (not pylance's): rounds that merge segments of similar size in
-  groups of ``tier_fanout``, groups built concurrently, one commit per round, until one
-  segment (or ``max_rounds``) is left; 1 000 deltas are one segment after three rounds.
+  groups of ``tier_fanout``, a round's groups built together (a builder's ``build_many``:
+  one Spark job per phase for all of them; others on threads), one commit per round, until
+  one segment (or ``max_rounds``) is left; 1 000 deltas are one segment after three rounds.
 
 A failed job deletes the segment directories it wrote, except after ``CommitStateUnknown``.
 """
@@ -44,6 +45,7 @@ from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
@@ -165,9 +167,10 @@ def user_segments(ds: Dataset) -> dict[str, list[Any]]:
     return out
 
 
-def covered_fragments(ds: Dataset, segments: Sequence[Any]) -> BitMap:
-    """Fragments the segments cover as pylance sees them (through the fragment reuse index)."""
-    versions = reuse_versions(ds)
+def covered_fragments(ds: Dataset, segments: Sequence[Any], versions: Sequence[Any] | None = None) -> BitMap:
+    """Fragments the segments cover as pylance sees them (through the fragment reuse index;
+    ``versions``: its versions when the caller has them already, ``reuse_versions(ds)``)."""
+    versions = reuse_versions(ds) if versions is None else versions
     out = BitMap()
     for s in segments:
         bm = effective_bitmap(s, versions)
@@ -279,11 +282,19 @@ def _segments_to_merge(ds: Dataset, segments: Sequence[Any], n: int, kind: str) 
             if i >= tail or bool(covered_fragments(ds, [s]) & deleted)]
 
 
-def segment_rows(ds: Dataset, segment: Any) -> int:
-    """Rows a segment covers (physical rows of its fragments still in the dataset): its size
-    for the tiered policy."""
-    bm = covered_fragments(ds, [segment])
-    return sum(int(f.physical_rows or 0) for f in ds.fragments if f.id in bm)
+def segment_rows(ds: Dataset, segments: Sequence[Any], versions: Sequence[Any] | None = None) -> list[int]:
+    """Rows each segment covers (physical rows of its fragments still in the dataset): their
+    sizes for the tiered policy. The reuse index and the fragments' rows are read once for
+    all segments (a round over 1 000 deltas would otherwise read them 1 000 times)."""
+    versions = reuse_versions(ds) if versions is None else versions
+    frags = ds.fragments
+    ids = np.fromiter((f.id for f in frags), np.int64, len(frags))
+    rows = np.fromiter((int(f.physical_rows or 0) for f in frags), np.int64, len(frags))
+    out = []
+    for s in segments:
+        bm = covered_fragments(ds, [s], versions)
+        out.append(int(rows[np.isin(ids, np.fromiter(iter(bm), np.int64, len(bm)))].sum()))
+    return out
 
 
 def tier_groups(sizes: Sequence[int], fanout: int) -> list[list[int]]:
@@ -306,8 +317,9 @@ def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: Mapping[str,
     newest = segments[-1]
     kind, column = index_kind(newest), column_of(ds, newest)
     present = BitMap(f.id for f in ds.fragments)
-    unindexed = present - covered_fragments(ds, segments)
-    groups = tier_groups([segment_rows(ds, s) for s in segments], fanout)
+    versions = reuse_versions(ds)
+    unindexed = present - covered_fragments(ds, segments, versions)
+    groups = tier_groups(segment_rows(ds, segments, versions), fanout)
     if not groups:
         if not unindexed:
             return []
@@ -317,7 +329,7 @@ def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: Mapping[str,
     for k, g in enumerate(groups):
         merged = [segments[i] for i in g]
         new = sorted(unindexed) if k == 0 else []
-        coverage = (covered_fragments(ds, merged) & present) | BitMap(new)
+        coverage = (covered_fragments(ds, merged, versions) & present) | BitMap(new)
         version = min(int(s.dataset_version) for s in merged)
         req = _request(ds, kind, column, newest.fields[0], newest.name, params, new, merged,
                        model_from=merged[-1], storage_options=storage_options)
@@ -373,15 +385,36 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
             logger.warning("could not delete %s", rel, exc_info=True)
 
 
-def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool) -> list[BuiltSegment]:
-    """Each plan's builder; several at once on threads (Spark runs their jobs side by side)."""
+def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
+               batched: bool = False) -> list[BuiltSegment]:
+    """Each plan's builder; several at once on threads (Spark runs their jobs side by side).
+    ``batched`` (a tiered round): the plans of a builder with ``build_many`` go to it together
+    (it shares Spark jobs between them), the others as before."""
     def one(p: SegmentPlan) -> BuiltSegment:
         return builder_for(p.request.kind).build(job, p.request)
 
-    if not concurrent or len(plans) < 2:
-        return [one(p) for p in plans]
-    with ThreadPoolExecutor(max_workers=min(len(plans), 8)) as pool:
-        return list(pool.map(one, plans))
+    out: list[BuiltSegment | None] = [None] * len(plans)
+    rest = list(range(len(plans)))
+    if batched:
+        by_builder: dict[int, list[int]] = {}
+        for i, p in enumerate(plans):
+            b = builder_for(p.request.kind)
+            if hasattr(b, "build_many"):
+                by_builder.setdefault(id(b), []).append(i)
+        for idx in by_builder.values():
+            many = builder_for(plans[idx[0]].request.kind).build_many(job, [plans[i].request for i in idx])
+            for i, b in zip(idx, many, strict=True):
+                out[i] = b
+        rest = [i for i in rest if out[i] is None]
+    todo = [plans[i] for i in rest]
+    if not concurrent or len(todo) < 2:
+        built = [one(p) for p in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
+            built = list(pool.map(one, todo))
+    for i, b in zip(rest, built, strict=True):
+        out[i] = b
+    return out  # type: ignore[return-value]
 
 
 def _record(metrics: IndexMetrics, plans: Sequence[SegmentPlan], built: Sequence[BuiltSegment],
@@ -397,12 +430,12 @@ def _record(metrics: IndexMetrics, plans: Sequence[SegmentPlan], built: Sequence
 
 
 def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[SegmentPlan],
-               concurrent: bool = False) -> Dataset:
+               concurrent: bool = False, batched: bool = False) -> Dataset:
     """Build and commit ``plans`` in one CreateIndex; on any failure but an unknown commit
     state, delete the segment directories written."""
     try:
         with job.phase("build", tasks=len(plans)) as ph:
-            built = _build_all(job, plans, concurrent)
+            built = _build_all(job, plans, concurrent, batched)
             settled = [settle(p, b) for p, b in zip(plans, built, strict=True)]
             # a split the builder could not make (rows too alike) and nothing new: no segment
             empty = [p for p, s in zip(plans, settled, strict=True) if s is not p and not s.fragment_bitmap]
@@ -593,7 +626,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         plans.append(plan)
             if not plans:
                 return None
-            return _run_plans(job, ds, metrics, plans, concurrent=True)
+            return _run_plans(job, ds, metrics, plans, concurrent=True, batched=tiered)
 
         if tiered:
             while metrics.rounds < max_rounds:

@@ -18,14 +18,19 @@ A build (``spark.tasks.vector_index`` for the tasks):
    batches), its PQ codes transposed over the whole partition by the assembly;
 4. one assembly task writes ``index.idx`` and ``auxiliary.idx``, streaming the parts.
 
+A tiered round's merges go through ``build_many``: one encode job for all of them, then small
+segments gathered and written whole, several per task, in one more job.
+
 Vectors never reach the driver. Defaults and names are pylance 14's ``create_index``.
 """
 
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
-from dataclasses import replace
+from collections.abc import Callable, Mapping
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field, replace
+from functools import partial
 from typing import Any
 
 import numpy as np
@@ -50,6 +55,7 @@ from lance_spark_ops.spark.tasks.vector_index import (
     RangeSpec,
     RoundSpec,
     SampleSpec,
+    SegmentSpec,
     Source,
     SplitSampleSpec,
     run_assemble,
@@ -59,6 +65,7 @@ from lance_spark_ops.spark.tasks.vector_index import (
     run_range,
     run_round,
     run_sample,
+    run_segments,
     run_split_sample,
     takeable,
 )
@@ -76,6 +83,7 @@ from lance_spark_ops.spark.vector_models import (
     adjustment_due,
     foldable,
     read_model,
+    same_model,
     segment_lengths,
 )
 from lance_spark_ops.table.dataset import Dataset
@@ -321,50 +329,10 @@ class VectorSegmentBuilder:
                     # kept partition, without pylance's window and room (ivf_join)
                     model = final = replace(model, centroids=centroids)
                     runs = encode(every)
-            hnsw = (
-                Params(p["max_level"], p["m"], p["ef_construction"])
-                if req.kind.startswith("IVF_HNSW_")
-                else None
-            )
+            hnsw = _hnsw(req.kind, p)
             with job.phase("partitions"):
-                counts = np.zeros(model.num_partitions, dtype=np.int64)
-                for r in runs:
-                    counts += r.counts
-                for old in olds:  # old rows too, so the ranges hold about equal rows
-                    counts += segment_lengths(
-                        ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions
-                    )
-                row_bytes = 8 + model.width * model.storage_dtype.itemsize
-                tasks = max(
-                    slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
-                )
-                # a graph needs its whole partition (as pylance's): HNSW ranges are not cut
-                cap = PIECE_ROWS or max(1, TASK_BYTES // row_bytes)
-                if hnsw is not None:
-                    cap = int(counts.sum()) + 1
-                ranges = _pieces(_ranges(counts, tasks), counts, cap)
-                parts = job.run_tasks(
-                    [
-                        RangeSpec(
-                            req.uri,
-                            tuple(runs),
-                            lo,
-                            hi,
-                            model,
-                            hnsw,
-                            work_dir,
-                            req.file_version,
-                            dict(req.storage_options),
-                            tuple(olds),
-                            src,
-                            rows,
-                            drop,
-                        )
-                        for lo, hi, rows in ranges
-                    ],
-                    run_range,
-                    costs=[float(counts[lo:hi].sum()) for lo, hi, _ in ranges],
-                )
+                counts = _counts(ds, model, runs, olds)
+                parts = self._ranges(job, req, src, model, hnsw, runs, olds, drop, counts, work_dir, slots)
             with job.phase("assemble"):
                 (files,) = job.run_tasks(
                     [
@@ -384,6 +352,120 @@ class VectorSegmentBuilder:
             _remove(ds, work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
         return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows, folded)
+
+    @staticmethod
+    def _ranges(
+        job: Any,
+        req: SegmentRequest,
+        src: Source,
+        model: Model,
+        hnsw: Params | None,
+        runs: list[Any],
+        olds: list[bytes],
+        drop: tuple[int, ...],
+        counts: np.ndarray,
+        work_dir: str,
+        slots: int,
+    ) -> list[Any]:
+        """The range tasks of one segment: partitions cut into about equal ranges (at least one
+        per slot), each gathered from the old segments and the runs (and its graphs built)."""
+        row_bytes = 8 + model.width * model.storage_dtype.itemsize
+        tasks = max(
+            slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
+        )
+        # a graph needs its whole partition (as pylance's): HNSW ranges are not cut
+        cap = PIECE_ROWS or max(1, TASK_BYTES // row_bytes)
+        if hnsw is not None:
+            cap = int(counts.sum()) + 1
+        ranges = _pieces(_ranges(counts, tasks), counts, cap)
+        return job.run_tasks(
+            [
+                RangeSpec(
+                    req.uri,
+                    tuple(runs),
+                    lo,
+                    hi,
+                    model,
+                    hnsw,
+                    work_dir,
+                    req.file_version,
+                    dict(req.storage_options),
+                    tuple(olds),
+                    src,
+                    rows,
+                    drop,
+                )
+                for lo, hi, rows in ranges
+            ],
+            run_range,
+            costs=[float(counts[lo:hi].sum()) for lo, hi, _ in ranges],
+        )
+
+    # -- several merges at once (the tiered policy's round) ------------------------------------------
+    def build_many(self, job: Any, reqs: list[SegmentRequest]) -> list[BuiltSegment]:
+        """The segments of one tiered round, built together: every merge's new rows encoded in
+        one Spark job, then each segment small enough for one task (no HNSW graphs, at most
+        ``TASK_BYTES`` of storage rows) gathered and written whole by one task, all of them in
+        one more job; larger ones (range tasks, then assembly) and requests of another shape
+        (fresh builds, ``fold_if_adjusted``) as ``build`` makes them, on threads. One job per
+        phase instead of two or three per segment: a round over 100 tiny groups was 200 Spark
+        jobs. Rows, their order and the files' content are ``build``'s."""
+        out: list[BuiltSegment | None] = [None] * len(reqs)
+        # fresh builds and default optimizes (they may split or join partitions): ``build``
+        alone = [i for i, r in enumerate(reqs)
+                 if r.fold_if_adjusted or (r.model_from is None and not r.merge_with)]
+        merges = [i for i in range(len(reqs)) if i not in set(alone)]
+        slots = max(1, default_parallelism(job.spark))
+        opened: dict[tuple[str, int], Dataset] = {}
+        models: dict[bytes, Model] = {}
+        distinct: list[Model] = []
+        states: list[_Merge] = []
+        try:
+            for i in merges:
+                states.append(_Merge.prepare(reqs[i], opened, models, distinct))
+            with job.phase("encode"):
+                specs, owner, costs = [], [], []
+                for k, st in enumerate(states):
+                    for g in _groups(st.rows, slots, _rows_per_task(st.model.dim * 4)):
+                        specs.append(EncodeSpec(st.src, g, st.model, st.work_dir))
+                        owner.append(k)
+                        costs.append(sum(st.rows[f] for f in g))
+                for k, run in zip(owner, job.run_tasks(specs, run_encode, costs=costs) if specs else [],
+                                  strict=True):
+                    states[k].runs.append(run)
+            for st in states:
+                st.counts = _counts(st.ds, st.model, st.runs, st.olds)
+            whole = [k for k, st in enumerate(states) if st.whole()]
+            with job.phase("segments"):
+                shares = _shares([float(states[k].counts.sum()) for k in whole],
+                                 [states[k].storage_bytes() for k in whole], slots)
+                done = job.run_tasks(
+                    [tuple(states[whole[j]].segment_spec() for j in g) for g in shares],
+                    run_segments,
+                    costs=[sum(float(states[whole[j]].counts.sum()) for j in g) for g in shares],
+                )
+            for g, got in zip(shares, done, strict=True):
+                for j, (files, rows) in zip(g, got, strict=True):
+                    out[merges[whole[j]]] = states[whole[j]].built(files, rows)
+
+            def rest(k: int) -> BuiltSegment:
+                st = states[k]
+                with job.phase("partitions"):
+                    parts = self._ranges(job, st.req, st.src, st.model, st.hnsw, st.runs, st.olds, (),
+                                         st.counts, st.work_dir, slots)
+                with job.phase("assemble"):
+                    (files,) = job.run_tasks([st.assemble_spec(tuple(parts))], run_assemble)
+                return st.built(files, int(sum(sum(part.lengths) for part in parts)))
+
+            tail = [(merges[k], partial(rest, k)) for k in range(len(states)) if k not in set(whole)]
+            tail += [(i, partial(self.build, job, reqs[i])) for i in alone]
+            for i, b in zip([i for i, _ in tail], _concurrently([f for _, f in tail]), strict=True):
+                out[i] = b
+        finally:
+            for st in states:
+                _remove(st.ds, st.work_dir)
+        assert all(b is not None for b in out)
+        return out  # type: ignore[return-value]
 
     @staticmethod
     def _join_in_place(ds: Dataset, req: SegmentRequest, refit: set[int]) -> bool:
@@ -685,6 +767,121 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
+
+
+def _hnsw(kind: str, p: Mapping[str, Any]) -> Params | None:
+    return Params(p["max_level"], p["m"], p["ef_construction"]) if kind.startswith("IVF_HNSW_") else None
+
+
+def _counts(ds: Dataset, model: Model, runs: list[Any], olds: list[bytes]) -> np.ndarray:
+    """Rows per partition of the new segment: the runs' and the old segments' folded in."""
+    counts = np.zeros(model.num_partitions, dtype=np.int64)
+    for r in runs:
+        counts += r.counts
+    for old in olds:  # old rows too, so the ranges hold about equal rows
+        counts += segment_lengths(ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions)
+    return counts
+
+
+def _shares(costs: list[float], sizes: list[int], slots: int) -> list[list[int]]:
+    """Small segments dealt to tasks (costliest first to the least loaded): two per slot, more
+    when they hold over ``TASK_BYTES`` of rows between them. Few tasks, each a few segments,
+    because a task's start costs more than a tiny segment's work, and every task receives
+    the whole job's descriptors."""
+    n = min(len(costs), max(2 * slots, math.ceil(sum(sizes) / TASK_BYTES)))
+    shares: list[list[int]] = [[] for _ in range(n)]
+    load = [0.0] * n
+    for j in sorted(range(len(costs)), key=lambda j: -costs[j]):
+        i = load.index(min(load))
+        shares[i].append(j)
+        load[i] += costs[j] + 1.0
+    return [sorted(g) for g in shares if g]
+
+
+def _concurrently(fns: list[Callable[[], BuiltSegment]]) -> list[BuiltSegment]:
+    """Each function's result; several at once on threads (Spark runs their jobs side by side)."""
+    if len(fns) < 2:
+        return [f() for f in fns]
+    with ThreadPoolExecutor(max_workers=min(len(fns), 8)) as pool:
+        return list(pool.map(lambda f: f(), fns))
+
+
+@dataclass
+class _Merge:
+    """One merge of ``build_many`` on the driver: its model, the old segments folded in, the
+    rows to encode (``rows``: fragment -> live rows), then its runs and rows per partition."""
+
+    req: SegmentRequest
+    ds: Dataset
+    src: Source
+    model: Model
+    olds: list[bytes]
+    rows: dict[int, int]
+    runs: list[Any] = field(default_factory=list)
+    counts: np.ndarray | None = None
+
+    @classmethod
+    def prepare(cls, req: SegmentRequest, opened: dict[tuple[str, int], Dataset],
+                models: dict[bytes, Model], distinct: list[Model]) -> _Merge:
+        """``build``'s first steps for a merge; ``opened`` / ``models`` / ``distinct`` are
+        shared by the round's merges (one manifest parse per version, one read per segment's
+        model, the distinct models seen)."""
+        key = (req.uri, req.read_version)
+        if key not in opened:
+            opened[key] = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        ds = opened[key]
+        reuse = table_pb2.IndexMetadata.FromString(req.model_from if req.model_from is not None
+                                                   else req.merge_with[-1])
+        model = read_model(ds, req.kind, reuse, models)
+        # equal models share their arrays, so a task's specs pickle them once (a PQ model is
+        # ~140 KB); each keeps its own loss, which its segment's index.idx records
+        twin = next((m for m in distinct if same_model(m, model)), None)
+        if twin is None:
+            distinct.append(model)
+        else:
+            model = replace(model, centroids=twin.centroids, codebook=twin.codebook)
+        olds, refit = foldable(ds, req.kind, model, req.merge_with, models)
+        live = {fid: _live_rows(ds, f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
+        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
+        return cls(req, ds, src, model, olds, {**live, **_refit_rows(ds, refit, live)})
+
+    @property
+    def seg_dir(self) -> str:
+        return f"_indices/{uuid_str(self.req.new_uuid)}"
+
+    @property
+    def work_dir(self) -> str:
+        return f"{self.seg_dir}/_build"
+
+    @property
+    def hnsw(self) -> Params | None:
+        return _hnsw(self.req.kind, self.req.params)
+
+    def storage_bytes(self) -> int:
+        assert self.counts is not None
+        return int(self.counts.sum()) * (8 + self.model.width * self.model.storage_dtype.itemsize)
+
+    def whole(self) -> bool:
+        """Gathered and written by one task: no graphs to build, at most ``TASK_BYTES`` of rows."""
+        assert self.counts is not None
+        row_bytes = 8 + self.model.width * self.model.storage_dtype.itemsize
+        cap = PIECE_ROWS or max(1, TASK_BYTES // row_bytes)
+        return self.hnsw is None and int(self.counts.sum()) <= cap
+
+    def assemble_spec(self, parts: tuple[Any, ...]) -> AssembleSpec:
+        r = self.req
+        return AssembleSpec(r.uri, self.seg_dir, self.model, parts, r.file_version, dict(r.storage_options))
+
+    def segment_spec(self) -> SegmentSpec:
+        r = self.req
+        whole = RangeSpec(r.uri, tuple(self.runs), 0, self.model.num_partitions, self.model, None,
+                          self.work_dir, r.file_version, dict(r.storage_options), tuple(self.olds),
+                          self.src)
+        return SegmentSpec(whole, self.assemble_spec(()))
+
+    def built(self, files: Any, rows: int) -> BuiltSegment:
+        return BuiltSegment(tuple(files), details(self.req.kind, self.model.metric, dict(self.req.params)),
+                            1, int(rows), True)
 
 
 def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:

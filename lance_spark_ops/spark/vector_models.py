@@ -61,8 +61,19 @@ def adjustment_due(ds: Dataset, kind: str, segments: Sequence[Any], new_counts: 
     return splits, joins, sizes
 
 
-def read_model(ds: Dataset, kind: str, index: Any) -> Model:
-    """The centroids and quantizer of an existing segment (its files' global buffers only)."""
+def read_model(ds: Dataset, kind: str, index: Any, cache: dict[bytes, Model] | None = None) -> Model:
+    """The centroids and quantizer of an existing segment (its files' global buffers only);
+    ``cache``: models already read, by segment uuid (files never change under a uuid)."""
+    key = bytes(index.uuid.uuid)
+    if cache is not None and key in cache:
+        return cache[key]
+    model = _read_model(ds, kind, index)
+    if cache is not None:
+        cache[key] = model
+    return model
+
+
+def _read_model(ds: Dataset, kind: str, index: Any) -> Model:
     base = index.base_id if index.HasField("base_id") else None
     store, seg = ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
     d = read_details(index.index_details.value)
@@ -96,17 +107,18 @@ def read_model(ds: Dataset, kind: str, index: Any) -> Model:
 
 
 def foldable(
-    ds: Dataset, kind: str, model: Model, merge_with: Sequence[bytes]
+    ds: Dataset, kind: str, model: Model, merge_with: Sequence[bytes], cache: dict[bytes, Model] | None = None
 ) -> tuple[list[bytes], set[int]]:
     """The segments whose rows fold into the new one as they are (same model: centroids and
-    quantizer equal), and the fragments (still present) of the others, to encode again."""
+    quantizer equal), and the fragments (still present) of the others, to encode again
+    (``cache``: as ``read_model``'s)."""
     from pyroaring import BitMap
 
     present = {f.id for f in ds.fragments}
     same, refit = [], set()
     for raw in merge_with:
         meta = table_pb2.IndexMetadata.FromString(raw)
-        if index_kind(meta) == kind and same_model(read_model(ds, kind, meta), model):
+        if index_kind(meta) == kind and same_model(read_model(ds, kind, meta, cache), model):
             same.append(raw)
         else:
             refit |= (

@@ -12,7 +12,7 @@ and file names travel through Spark.
 from __future__ import annotations
 
 import io
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 import numpy as np
@@ -388,8 +388,11 @@ class RangePart:
     piece: bool = False  # a piece of partition lo; consecutive pieces of lo make the partition
 
 
-def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """(ids, storage rows, lengths) of partitions lo..hi, partition-major, runs in order."""
+def gather(
+    store: ObjectStore, spec: RangeSpec, ds: Dataset | None = None
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """(ids, storage rows, lengths) of partitions lo..hi, partition-major, runs in order
+    (``ds``: the source's dataset when the caller has it open)."""
     if spec.rows is not None:
         return _gather_piece(store, spec)
     model = spec.model
@@ -397,7 +400,7 @@ def gather(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray,
     if spec.olds:
         from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
 
-        ds = spec.source.dataset()
+        ds = spec.source.dataset() if ds is None else ds
         present = present_rows(ds, spec.source.row_ids)
         for old in spec.olds:
             for i, piece in enumerate(old_partitions(ds, old, spec.lo, spec.hi, model, present)):
@@ -459,10 +462,10 @@ def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.n
     return ids, np.concatenate([r for _, r in pieces]), np.array([ids.size], np.int64)
 
 
-def run_range(spec: RangeSpec, ctx: TaskContext) -> RangePart:
+def run_range(spec: RangeSpec, ctx: TaskContext, ds: Dataset | None = None) -> RangePart:
     store = ObjectStore(spec.uri, spec.storage_options)
     model = spec.model
-    ids, rows, lengths = gather(store, spec)
+    ids, rows, lengths = gather(store, spec, ds)
     graph_file, graph_lengths, entries = None, (), ()
     if spec.hnsw is not None:
         graph_file, graph_lengths, entries = _graphs(store, spec, rows, lengths, ctx)
@@ -670,3 +673,31 @@ def _assemble_graphs(store: ObjectStore, spec: AssembleSpec) -> int:
     except BaseException:
         w.abort()
         raise
+
+
+@dataclass(frozen=True)
+class SegmentSpec:
+    """A whole small segment in one task (``build_many``): ``range`` covers every partition,
+    ``assemble`` (its parts left empty) writes the files from what the range gathered."""
+
+    range: RangeSpec
+    assemble: AssembleSpec
+
+
+def run_segments(
+    specs: tuple[SegmentSpec, ...], ctx: TaskContext
+) -> list[tuple[tuple[tuple[str, int], ...], int]]:
+    """``run_range`` then ``run_assemble`` of each segment in turn (one at a time in memory);
+    per segment its files with their sizes and its rows."""
+    out = []
+    opened: dict[tuple[str, int], Dataset] = {}  # the round's segments share one version
+    for spec in specs:
+        src = spec.range.source
+        ds = None
+        if src is not None and spec.range.olds:
+            key = (src.uri, src.read_version)
+            ds = opened[key] = opened[key] if key in opened else src.dataset()
+        part = run_range(spec.range, ctx, ds)
+        files = run_assemble(replace(spec.assemble, parts=(part,)), ctx)
+        out.append((files, int(sum(part.lengths))))
+    return out

@@ -60,11 +60,16 @@ def old_partitions(
         return [(np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype))] * (hi - lo)
     col = _values(batches, model)
     transposed = pq_transposed(reader.schema)
+    keep = None if present is None else member(ids >> np.uint64(32), present)  # once for the range
     for p in range(lo, hi):
         s, e = int(starts[p]) - a, int(starts[p + 1]) - a
         rows = col[s * model.width : e * model.width]
         rows = rows.reshape(model.width, e - s).T if transposed else rows.reshape(e - s, model.width)
-        out.append(_kept(ids[s:e], rows, present))
+        if keep is None:
+            out.append((ids[s:e], np.ascontiguousarray(rows)))
+        else:
+            k = keep[s:e]
+            out.append((ids[s:e][k], np.ascontiguousarray(rows[k])))
     return out
 
 
