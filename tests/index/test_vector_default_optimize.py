@@ -168,3 +168,68 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str)
     assert _sizes(ours) == _sizes(theirs)
     assert max(_sizes(theirs)[0]) == 160  # the room rule was in play
     assert _rows_per_partition(ours) == _rows_per_partition(theirs)
+
+
+def test_split_moves_only_affected_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """80 partitions, target 40 (split over 160): partition 0 (200 rows, stretched along the
+    first axis) splits 5 ways. pylance moves only the affected partitions' rows - the split
+    one's and those of its 64 nearest (a ring around it) - and keeps every other partition's
+    rows as stored: partition 1 keeps row ``r`` although a new centroid is now nearer to it
+    (encoding every row again would move it). Row ids per kept partition equal pylance's, the
+    rows moved are exactly the affected partitions', 0 rows unindexed, recall within 0.02."""
+    import lance
+
+    import lance_spark_ops.spark.vector_index as vi
+
+    rng = np.random.default_rng(5)
+    k, e1 = 80, np.eye(DIM, dtype=np.float32)[0]
+    cents = np.zeros((k, DIM), np.float32)
+    cents[1] = 40 * e1  # far from partition 0: outside its window
+    ring = rng.standard_normal((64, DIM)).astype(np.float32)
+    ring[:, 0] = 0
+    cents[2:66] = 30 * ring / np.linalg.norm(ring, axis=1, keepdims=True)
+    cents[66:] = -60 * e1 + rng.standard_normal((14, DIM)).astype(np.float32) * 8
+    sizes = np.full(k, 40)
+    sizes[0] = 200
+    lab = np.repeat(np.arange(k), sizes)
+    x = (cents[lab] + rng.standard_normal((lab.size, DIM)) * 0.5).astype(np.float32)
+    x[lab == 0, 0] = np.clip(rng.standard_normal(200) * 5, -14, 14)
+    r = 20.5 * e1  # nearer partition 1 (19.5) than 0 (20.5); a new centroid near x = 8
+    x = np.concatenate([x, r[None]])
+    t = pa.table({"id": pa.array(np.arange(x.shape[0]), pa.int64()),
+                  "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), DIM)})
+    add = _table(rng, 20, x.shape[0])
+    kw = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    for uri in (ours, theirs):
+        lance.write_dataset(t, uri)
+    create_index(None, ours, "vec", "IVF_FLAT", **kw)
+    lance.dataset(theirs).create_index("vec", "IVF_FLAT", **kw)
+    before = _rows_per_partition(theirs)
+    assert [len(p) for p in before] == [200, 41, *[40] * 78]
+    for uri in (ours, theirs):
+        lance.write_dataset(add, uri, mode="append")
+    moved: list[int] = []
+
+    def spy(spec: Any, ctx: Any) -> Any:
+        out = run_split_move(spec, ctx)
+        moved.append(out.rows)
+        return out
+
+    from lance_spark_ops.spark.tasks.vector_split import run_split_move
+
+    monkeypatch.setattr(vi, "run_split_move", spy)
+    optimize_indices(None, ours)
+    lance.dataset(theirs).optimize.optimize_indices()
+    got, want = _shape(ours), _shape(theirs)
+    assert got == want and got[0] == 1 and got[1][0] > k and got[2] == 0, (got, want)
+    mine, pylance = _rows_per_partition(ours), _rows_per_partition(theirs)
+    kept = [1, *range(66, k)]  # outside partition 0's 64 nearest
+    assert [mine[p] for p in kept] == [pylance[p] for p in kept]
+    assert x.shape[0] - 1 in mine[1]  # r stays where it was stored
+    # the rows moved: partitions 0..65's, stored and appended
+    d = ((add.column("vec").combine_chunks().values.to_numpy().reshape(-1, DIM)[:, None] - cents[None]) ** 2)
+    new_affected = int(np.isin(d.sum(-1).argmin(1), np.arange(66)).sum())
+    assert sum(moved) == 200 + 64 * 40 + new_affected
+    assert sum(len(p) for p in mine) == x.shape[0] + 20
+    assert _recall(ours, got[1][0]) >= _recall(theirs, got[1][0]) - 0.02
