@@ -170,13 +170,16 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str)
     assert _rows_per_partition(ours) == _rows_per_partition(theirs)
 
 
-def test_split_moves_only_affected_rows(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("kind,pieces,through_spark", [("IVF_FLAT", None, True), ("IVF_PQ", 30, False)])
+def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        kind: str, pieces: int | None, through_spark: bool) -> None:
     """80 partitions, target 40 (split over 160): partition 0 (200 rows, stretched along the
     first axis) splits 5 ways. pylance moves only the affected partitions' rows - the split
     one's and those of its 64 nearest (a ring around it) - and keeps every other partition's
     rows as stored: partition 1 keeps row ``r`` although a new centroid is now nearer to it
     (encoding every row again would move it). Row ids per kept partition equal pylance's, the
-    rows moved are exactly the affected partitions', 0 rows unindexed, recall within 0.02."""
+    rows moved are exactly the affected partitions', 0 rows unindexed, recall within 0.02. FLAT
+    through Spark (the tasks pickled); PQ gathered in pieces of 30 rows (partitions hold ~40)."""
     import lance
 
     import lance_spark_ops.spark.vector_index as vi
@@ -199,27 +202,30 @@ def test_split_moves_only_affected_rows(tmp_path: Path, monkeypatch: pytest.Monk
     t = pa.table({"id": pa.array(np.arange(x.shape[0]), pa.int64()),
                   "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), DIM)})
     add = _table(rng, 20, x.shape[0])
-    kw = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
+    kw: dict[str, Any] = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
+    if kind == "IVF_PQ":
+        kw["num_sub_vectors"] = 4
+        kw["pq_codebook"] = rng.standard_normal((4, 256, DIM // 4)).astype(np.float32)
     ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
     for uri in (ours, theirs):
         lance.write_dataset(t, uri)
-    create_index(None, ours, "vec", "IVF_FLAT", **kw)
-    lance.dataset(theirs).create_index("vec", "IVF_FLAT", **kw)
+    create_index(None, ours, "vec", kind, **kw)
+    lance.dataset(theirs).create_index("vec", kind, **kw)
     before = _rows_per_partition(theirs)
     assert [len(p) for p in before] == [200, 41, *[40] * 78]
     for uri in (ours, theirs):
         lance.write_dataset(add, uri, mode="append")
     moved: list[int] = []
+    move = vi.VectorSegmentBuilder._move
 
-    def spy(spec: Any, ctx: Any) -> Any:
-        out = run_split_move(spec, ctx)
-        moved.append(out.rows)
+    def spy(*args: Any) -> Any:
+        out = move(*args)
+        moved.extend(r.rows for r in out)
         return out
 
-    from lance_spark_ops.spark.tasks.vector_split import run_split_move
-
-    monkeypatch.setattr(vi, "run_split_move", spy)
-    optimize_indices(None, ours)
+    monkeypatch.setattr(vi.VectorSegmentBuilder, "_move", staticmethod(spy))
+    monkeypatch.setattr(vi, "PIECE_ROWS", pieces)
+    optimize_indices(spark if through_spark else None, ours)
     lance.dataset(theirs).optimize.optimize_indices()
     got, want = _shape(ours), _shape(theirs)
     assert got == want and got[0] == 1 and got[1][0] > k and got[2] == 0, (got, want)
