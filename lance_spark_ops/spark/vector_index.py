@@ -303,10 +303,12 @@ class VectorSegmentBuilder:
                 splits, joins, sizes = self._adjustment(ds, req, model, runs)
                 every = {f.id: _live_rows(ds, f) for f in ds.fragments}
                 centroids = None
-                if splits:  # pylance then joins nothing (``partition_adjustment``)
+                split_done = False  # pylance joins only when no partition splits
+                if splits:
                     got = self._split(job, src, model, splits, sizes, every, slots)
                     centroids, applied = got if got is not None else (None, [])
-                    if centroids is not None:
+                    split_done = centroids is not None
+                    if split_done:
                         olds, refit = foldable(ds, req.kind, model, req.merge_with)
                         if self._join_in_place(ds, req, refit):
                             # only the affected partitions' rows move (taken again, each to
@@ -325,7 +327,7 @@ class VectorSegmentBuilder:
                             centroids = None
                         else:
                             olds = []
-                if centroids is None and joins:
+                if not split_done and joins:
                     # pylance joins: the joined partitions' centroids go, their rows move to a
                     # kept partition (ivf_join: a nearby one with room below the split threshold)
                     centroids = np.delete(model.centroids, joins, axis=0)
