@@ -19,8 +19,8 @@ from lance_spark_ops.spark.vector_models import partition_adjustment
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
-    # 2 x 40000 splits; the join keeps the other partitions' rows as stored, except with stable
-    # row ids and HNSW, where every row is encoded again)
+    # 2 x 40000 splits; a join or split keeps the untouched partitions' rows as stored, except
+    # with stable row ids and HNSW, where every row is encoded again)
     ("IVF_FLAT", 4000, 4, False),
     ("IVF_FLAT", 40000, 2, False),
     ("IVF_PQ", 4000, 4, False),
