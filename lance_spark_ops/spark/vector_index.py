@@ -78,6 +78,7 @@ from lance_spark_ops.spark.tasks.vector_join import (
     run_join_rank,
     run_join_wide,
 )
+from lance_spark_ops.spark.tasks.vector_split import SplitMoveSpec, run_split_move
 from lance_spark_ops.spark.vector_models import (
     MAX_PARTITION_SIZE_FACTOR,
     adjustment_due,
@@ -296,13 +297,37 @@ class VectorSegmentBuilder:
             folded = True
             drop: tuple[int, ...] = ()  # partitions joined away in place
             final = model  # the segment's model (the ranges' unless partitions were joined in place)
+            counts = None
+            split = _InPlaceSplit()
             if req.fold_if_adjusted:
                 splits, joins, sizes = self._adjustment(ds, req, model, runs)
                 every = {f.id: _live_rows(ds, f) for f in ds.fragments}
                 centroids = None
+                split_done = False  # pylance joins only when no partition splits
                 if splits:
-                    centroids = self._split(job, src, model, splits, sizes, every, slots)
-                if centroids is None and joins:
+                    got = self._split(job, src, model, splits, sizes, every, slots)
+                    centroids, applied = got if got is not None else (None, [])
+                    split_done = centroids is not None
+                    if split_done:
+                        olds, refit = foldable(ds, req.kind, model, req.merge_with)
+                        if self._join_in_place(ds, req, refit):
+                            # only the affected partitions' rows move (taken again, each to
+                            # its nearest centroid after the split); the others keep their
+                            # stored rows, valid as their centroids are unchanged
+                            new = replace(model, centroids=centroids)
+                            affected = _affected(model, applied, new.num_partitions)
+                            with job.phase("split_move"):
+                                moved = self._move(job, src, req.field_id, olds, runs, model, new,
+                                                   affected, sizes, work_dir, slots)
+                            counts = _counts(ds, model, runs, olds)
+                            split = _InPlaceSplit(tuple(moved), model.num_partitions,
+                                                  tuple(p for p in affected if p < model.num_partitions))
+                            counts = split.counts(counts, new.num_partitions)
+                            model = final = new
+                            centroids = None
+                        else:
+                            olds = []
+                if not split_done and joins:
                     # pylance joins: the joined partitions' centroids go, their rows move to a
                     # kept partition (ivf_join: a nearby one with room below the split threshold)
                     centroids = np.delete(model.centroids, joins, axis=0)
@@ -319,20 +344,22 @@ class VectorSegmentBuilder:
                         final, centroids = replace(model, centroids=centroids), None
                     else:
                         olds = []
-                folded = centroids is not None or bool(drop)
+                folded = centroids is not None or bool(drop) or bool(split.gone)
                 if centroids is not None:
-                    # all rows encoded afresh under the new centroids, each in its nearest
-                    # partition. pylance's split reassigns only the split partitions' rows and
-                    # those of their 64 nearest neighbours (the same when rows sit in their
-                    # nearest partition and there are at most 65); a join not done in place
-                    # (HNSW, stable row ids, other models) sends a joined row to its nearest
-                    # kept partition, without pylance's window and room (ivf_join)
+                    # a split or join not done in place (HNSW, stable row ids, other
+                    # models): all rows encoded afresh under the new centroids, each in its
+                    # nearest partition. pylance's split moves only the affected partitions'
+                    # rows (the same when rows sit in their nearest partition and there are at
+                    # most 65); its join sends a joined row to the nearest kept partition of
+                    # its window with room (ivf_join), here to its nearest kept one
                     model = final = replace(model, centroids=centroids)
                     runs = encode(every)
             hnsw = _hnsw(req.kind, p)
             with job.phase("partitions"):
-                counts = _counts(ds, model, runs, olds)
-                parts = self._ranges(job, req, src, model, hnsw, runs, olds, drop, counts, work_dir, slots)
+                if counts is None:
+                    counts = _counts(ds, model, runs, olds)
+                parts = self._ranges(job, req, src, model, hnsw, runs, olds, drop or split.gone, counts,
+                                     work_dir, slots, split.moved, split.stored)
             with job.phase("assemble"):
                 (files,) = job.run_tasks(
                     [
@@ -366,9 +393,12 @@ class VectorSegmentBuilder:
         counts: np.ndarray,
         work_dir: str,
         slots: int,
+        moved: tuple[Any, ...] = (),
+        stored: int = 0,
     ) -> list[Any]:
         """The range tasks of one segment: partitions cut into about equal ranges (at least one
-        per slot), each gathered from the old segments and the runs (and its graphs built)."""
+        per slot), each gathered from the old segments and the runs (and its graphs built);
+        ``moved`` / ``stored``: a split in place's (``RangeSpec``)."""
         row_bytes = 8 + model.width * model.storage_dtype.itemsize
         tasks = max(
             slots * (2 if hnsw is not None else 1), math.ceil(counts.sum() * row_bytes / TASK_BYTES)
@@ -394,6 +424,8 @@ class VectorSegmentBuilder:
                     src,
                     rows,
                     drop,
+                    moved,
+                    stored,
                 )
                 for lo, hi, rows in ranges
             ],
@@ -588,12 +620,12 @@ class VectorSegmentBuilder:
         sizes: np.ndarray,
         live: dict[int, int],
         slots: int,
-    ) -> np.ndarray | None:
+    ) -> tuple[np.ndarray, list[int]] | None:
         """pylance 14's split: per partition, k-means (50 iterations, seeded by the partition)
         over ``SPLIT_SAMPLE_RATE`` x ways of its rows taken at a stride; the new centroids that
         win a sampled row against the partition's ``REASSIGN_RANGE`` nearest neighbours are
         kept (fewer than two: not split); the first replaces the old centroid, the others are
-        appended. None when no partition splits."""
+        appended. Returns the centroids and the partitions split, None when none splits."""
         parts = tuple(p for p, _ in splits)
         steps = tuple(max(1, int(sizes[p]) // (SPLIT_SAMPLE_RATE * w)) for p, w in splits)
         with job.phase("split"):
@@ -602,7 +634,7 @@ class VectorSegmentBuilder:
                 [SplitSampleSpec(src, g, model, parts, steps) for g in groups], run_split_sample
             )
         metric = assign_metric(model.metric)
-        centroids, appended = model.centroids.copy(), []
+        centroids, appended, applied = model.centroids.copy(), [], []
         for i, (p, ways) in enumerate(splits):
             sample = np.concatenate([g[i] for g in got])[: SPLIT_SAMPLE_RATE * ways]
             ways = min(ways, sample.shape[0])
@@ -616,9 +648,47 @@ class VectorSegmentBuilder:
                 continue
             centroids[p] = trained[keep[0]]
             appended.extend(trained[keep[1:]])
+            applied.append(p)
         if not appended:
             return None
-        return np.concatenate([centroids, np.asarray(appended, np.float32)]).astype(np.float32)
+        return np.concatenate([centroids, np.asarray(appended, np.float32)]).astype(np.float32), applied
+
+    @staticmethod
+    def _move(
+        job: Any,
+        src: Source,
+        field_id: int,
+        olds: list[bytes],
+        runs: list[Any],
+        old: Model,
+        new: Model,
+        affected: list[int],
+        sizes: np.ndarray,
+        work_dir: str,
+        slots: int,
+    ) -> list[Any]:
+        """The rows of the split's affected partitions (old numbering; appended ones hold
+        none yet) encoded under ``new`` as runs: tasks of about equal rows (at most
+        ``TASK_BYTES`` of vectors each where partitions allow), partitions dealt largest
+        first to the least loaded."""
+        parts = [p for p in affected if p < old.num_partitions and sizes[p]]
+        if not parts:
+            return []
+        total = int(sum(int(sizes[p]) for p in parts))
+        n = min(len(parts), max(slots, math.ceil(total / _rows_per_task(old.dim * 4))))
+        shares: list[list[int]] = [[] for _ in range(n)]
+        load = [0] * n
+        for p in sorted(parts, key=lambda p: -int(sizes[p])):
+            i = load.index(min(load))
+            shares[i].append(p)
+            load[i] += int(sizes[p])
+        got = job.run_tasks(
+            [SplitMoveSpec(src, field_id, tuple(olds), tuple(runs), tuple(sorted(g)), old, new, work_dir)
+             for g in shares],
+            run_split_move,
+            costs=[float(x) for x in load],
+        )
+        return [r for r in got if r.file is not None]
 
     def _model(
         self,
@@ -767,6 +837,34 @@ class VectorSegmentBuilder:
                 if t.update(Partial.total(out)):
                     break
         return t.centroids, float(t.loss or 0.0)
+
+
+@dataclass(frozen=True)
+class _InPlaceSplit:
+    """A split in place: the moved rows' runs, the stored rows' partition count, the
+    partitions whose stored rows are left out (affected, old numbering)."""
+
+    moved: tuple[Any, ...] = ()
+    stored: int = 0
+    gone: tuple[int, ...] = ()
+
+    def counts(self, stored_counts: np.ndarray, k: int) -> np.ndarray:
+        """Rows per partition of the new segment from the stored ones' (old numbering)."""
+        out = np.zeros(k, np.int64)
+        out[: stored_counts.size] = stored_counts
+        out[list(self.gone)] = 0
+        for r in self.moved:
+            out += r.counts
+        return out
+
+
+def _affected(model: Model, applied: list[int], k: int) -> list[int]:
+    """pylance 14's partitions a split touches: the split ones, those appended for them, and
+    each split one's ``REASSIGN_RANGE`` nearest by its old centroid (``model``'s)."""
+    out = set(applied) | set(range(model.num_partitions, k))
+    for p in applied:
+        out.update(int(q) for q in window(model.centroids, p, (), model.metric))
+    return sorted(out)
 
 
 def _hnsw(kind: str, p: Mapping[str, Any]) -> Params | None:

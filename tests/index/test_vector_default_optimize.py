@@ -19,8 +19,8 @@ from lance_spark_ops.spark.vector_models import partition_adjustment
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
-    # 2 x 40000 splits; the join keeps the other partitions' rows as stored, except with stable
-    # row ids and HNSW, where every row is encoded again)
+    # 2 x 40000 splits; a join or split keeps the untouched partitions' rows as stored, except
+    # with stable row ids and HNSW, where every row is encoded again)
     ("IVF_FLAT", 4000, 4, False),
     ("IVF_FLAT", 40000, 2, False),
     ("IVF_PQ", 4000, 4, False),
@@ -51,14 +51,15 @@ def _sizes(uri: str) -> list[list[int]]:
     return [[p["size"] for p in i["partitions"]] for i in st["indices"]]
 
 
-def _recall(uri: str, k_parts: int) -> float:
+def _recall(uri: str, k_parts: int, qs: np.ndarray | None = None) -> float:
     import lance
 
     ds = lance.dataset(uri)
     t = ds.to_table(columns=["id", "vec"])
     x = np.stack(t.column("vec").to_numpy(zero_copy_only=False)).astype(np.float32)
     ids = t.column("id").to_numpy()
-    qs = np.random.default_rng(7).standard_normal((50, DIM)).astype(np.float32)
+    if qs is None:
+        qs = np.random.default_rng(7).standard_normal((50, DIM)).astype(np.float32)
     hits = 0
     for q in qs:
         truth = set(ids[np.argsort(((x - q) ** 2).sum(1), kind="stable")[:10]].tolist())
@@ -124,6 +125,25 @@ def _rows_per_partition(uri: str) -> list[list[int]]:
     return [sorted(ids[a:b].tolist()) for a, b in zip(bounds[:-1], bounds[1:], strict=True)]
 
 
+def _pq_codes(uri: str) -> list[dict[int, bytes]]:
+    """Per partition of the one IVF_PQ segment: row id -> its PQ code (stored transposed per
+    partition)."""
+    import lance
+    from lance.file import LanceFileReader
+
+    ds = lance.dataset(uri)
+    (idx,) = [i for i in ds.list_indices() if i["name"] == "vec_idx"]
+    (sizes,) = _sizes(uri)
+    t = LanceFileReader(f"{uri}/_indices/{idx['uuid']}/auxiliary.idx").read_all().to_table()
+    ids, codes = t.column("_rowid").to_numpy(), t.column(1).combine_chunks()
+    bounds = np.cumsum([0, *sizes])
+    out = []
+    for a, b in zip(bounds[:-1], bounds[1:], strict=True):
+        c = codes.slice(a, b - a).flatten().to_numpy(zero_copy_only=False).reshape(-1, b - a).T
+        out.append({int(i): row.tobytes() for i, row in zip(ids[a:b], c, strict=True)})
+    return out
+
+
 @pytest.mark.parametrize("case", ["spill", "window_full"])
 def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str) -> None:
     """80 partitions (more than pylance's 64-partition window), target 40 rows (split over
@@ -168,3 +188,93 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str)
     assert _sizes(ours) == _sizes(theirs)
     assert max(_sizes(theirs)[0]) == 160  # the room rule was in play
     assert _rows_per_partition(ours) == _rows_per_partition(theirs)
+
+
+@pytest.mark.parametrize("kind,pieces,through_spark", [("IVF_FLAT", None, True), ("IVF_PQ", 30, False)])
+def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                        kind: str, pieces: int | None, through_spark: bool) -> None:
+    """80 partitions, target 40 (split over 160): partition 0 (200 rows, stretched along the
+    first axis) splits 5 ways. pylance moves only the affected partitions' rows - the split
+    one's and those of its 64 nearest (a ring around it) - and keeps every other partition's
+    rows as stored: partition 1 keeps row ``r`` although a new centroid is now nearer to it
+    (encoding every row again would move it). Row ids per kept partition equal pylance's, the
+    rows moved are exactly the affected partitions', 0 rows unindexed, recall within 0.02.
+    Partition 70 (5 rows) is under the join threshold too: pylance splits and joins nothing. FLAT
+    through Spark (the tasks pickled); PQ gathered in pieces of 30 rows (partitions hold ~40)."""
+    import lance
+
+    import lance_spark_ops.spark.vector_index as vi
+
+    rng = np.random.default_rng(5)
+    k, e1 = 80, np.eye(DIM, dtype=np.float32)[0]
+    cents = np.zeros((k, DIM), np.float32)
+    cents[1] = 40 * e1  # far from partition 0: outside its window
+    ring = rng.standard_normal((64, DIM)).astype(np.float32)
+    ring[:, 0] = 0
+    cents[2:66] = 30 * ring / np.linalg.norm(ring, axis=1, keepdims=True)
+    cents[66:] = -60 * e1 + rng.standard_normal((14, DIM)).astype(np.float32) * 8
+    sizes = np.full(k, 40)
+    sizes[0], sizes[70] = 200, 5  # 70: under the join threshold, but pylance splits instead
+    lab = np.repeat(np.arange(k), sizes)
+    x = (cents[lab] + rng.standard_normal((lab.size, DIM)) * 0.5).astype(np.float32)
+    x[lab == 0, 0] = np.clip(rng.standard_normal(200) * 5, -14, 14)
+    r = 20.5 * e1  # nearer partition 1 (19.5) than 0 (20.5); a new centroid near x = 8
+    x = np.concatenate([x, r[None]])
+    t = pa.table({"id": pa.array(np.arange(x.shape[0]), pa.int64()),
+                  "vec": pa.FixedSizeListArray.from_arrays(pa.array(x.ravel()), DIM)})
+    add = _table(rng, 20, x.shape[0])
+    kw: dict[str, Any] = {"num_partitions": k, "ivf_centroids": cents, "target_partition_size": 40}
+    if kind == "IVF_PQ":
+        kw["num_sub_vectors"] = 4
+        kw["pq_codebook"] = rng.standard_normal((4, 256, DIM // 4)).astype(np.float32)
+    ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
+    for uri in (ours, theirs):
+        lance.write_dataset(t, uri)
+    create_index(None, ours, "vec", kind, **kw)
+    lance.dataset(theirs).create_index("vec", kind, **kw)
+    before = _rows_per_partition(theirs)
+    assert [len(p) for p in before] == [200, 41, *[40] * 68, 5, *[40] * 9]
+    for uri in (ours, theirs):
+        lance.write_dataset(add, uri, mode="append")
+    moved: list[int] = []
+    move = vi.VectorSegmentBuilder._move
+
+    def spy(*args: Any) -> Any:
+        out = move(*args)
+        moved.extend(r.rows for r in out)
+        return out
+
+    monkeypatch.setattr(vi.VectorSegmentBuilder, "_move", staticmethod(spy))
+    monkeypatch.setattr(vi, "PIECE_ROWS", pieces)
+    optimize_indices(spark if through_spark else None, ours)
+    lance.dataset(theirs).optimize.optimize_indices()
+    got, want = _shape(ours), _shape(theirs)
+    assert got == want and got[0] == 1 and got[1][0] > k and got[2] == 0, (got, want)
+    mine, pylance = _rows_per_partition(ours), _rows_per_partition(theirs)
+    kept = [1, *range(66, k)]  # outside partition 0's 64 nearest
+    assert [mine[p] for p in kept] == [pylance[p] for p in kept]
+    assert x.shape[0] - 1 in mine[1]  # r stays where it was stored
+    # the rows moved: partitions 0..65's, stored and appended
+    d = ((add.column("vec").combine_chunks().values.to_numpy().reshape(-1, DIM)[:, None] - cents[None]) ** 2)
+    new_affected = int(np.isin(d.sum(-1).argmin(1), np.arange(66)).sum())
+    assert sum(moved) == 200 + 64 * 40 + new_affected
+    assert sum(len(p) for p in mine) == x.shape[0] + 20 and len(mine[70]) >= 5  # not joined
+    # queries near the rows of every partition (the split's new centroids are k-means', not
+    # bit for bit pylance's: a PQ index's recall around them differs a little)
+    qs = x[rng.choice(x.shape[0], 50, replace=False)]
+    qs = qs + rng.standard_normal(qs.shape).astype(np.float32) * 0.3
+    assert _recall(ours, got[1][0], qs) >= _recall(theirs, got[1][0], qs) - 0.02
+    if not through_spark:
+        # the moved rows are stored as encoding every row again stores them (same k-means):
+        # same rows, same codes (PQ residuals to the new centroids) in every affected partition
+        again = str(tmp_path / "again.lance")
+        lance.write_dataset(t, again)
+        create_index(None, again, "vec", kind, **kw)
+        lance.write_dataset(add, again, mode="append")
+        monkeypatch.setattr(vi.VectorSegmentBuilder, "_join_in_place", staticmethod(lambda *a: False))
+        optimize_indices(None, again)
+        affected = [0, *range(2, 66), *range(k, got[1][0])]
+        mine_pq, all_again = _pq_codes(ours), _pq_codes(again)
+        for p in affected:  # r stays in partition 1 here, moves to a new centroid there
+            all_again[p].pop(x.shape[0] - 1, None)
+        assert [mine_pq[p] for p in affected] == [all_again[p] for p in affected]

@@ -369,7 +369,12 @@ class RangeSpec:
     # a piece of partition ``lo`` (``hi == lo + 1``): its rows ``start..stop`` counted over the
     # old segments' rows (deleted ones too) then the runs'; None: the whole range
     rows: tuple[int, int] | None = None
-    drop: tuple[int, ...] = ()  # partitions joined away: left empty
+    drop: tuple[int, ...] = ()  # partitions joined away (or split in place): stored rows left out
+    # a split in place: the moved rows (after the stored ones; never dropped), and the
+    # partitions of the old segments and runs when fewer than the model's (appended ones
+    # come only from ``moved``)
+    moved: tuple[Run, ...] = ()
+    stored: int = 0
 
 
 @dataclass(frozen=True)
@@ -397,30 +402,22 @@ def gather(
         return _gather_piece(store, spec)
     model = spec.model
     per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
-    if spec.olds:
+    old_model, top = _stored(spec)
+    if spec.olds and spec.lo < top:
         from lance_spark_ops.spark.tasks.vector_merge import old_partitions, present_rows
 
         ds = spec.source.dataset() if ds is None else ds
         present = present_rows(ds, spec.source.row_ids)
+        hi = min(spec.hi, top)
         for old in spec.olds:
-            for i, piece in enumerate(old_partitions(ds, old, spec.lo, spec.hi, model, present)):
+            for i, piece in enumerate(old_partitions(ds, old, spec.lo, hi, old_model, present)):
                 if piece[0].size:
                     per_part[i].append(piece)
-    for run in spec.runs:
-        if run.file is None:
-            continue
-        starts = np.concatenate([[0], np.cumsum(run.counts)])
-        a, b = int(starts[spec.lo]), int(starts[spec.hi])
-        if a == b:
-            continue
-        ids, rows = read_run_rows(store, run, a, b, model)
-        for p in range(spec.lo, spec.hi):
-            s, e = int(starts[p]) - a, int(starts[p + 1]) - a
-            if e > s:
-                per_part[p - spec.lo].append((ids[s:e], rows[s:e]))
+    _gather_runs(store, spec.runs, spec.lo, min(spec.hi, top), model, per_part)
     for p in spec.drop:
         if spec.lo <= p < spec.hi:
             per_part[p - spec.lo] = []
+    _gather_runs(store, spec.moved, spec.lo, spec.hi, model, per_part)
     lengths = np.array([sum(i.size for i, _ in pieces) for pieces in per_part], dtype=np.int64)
     flat = [piece for pieces in per_part for piece in pieces]
     if not flat:
@@ -434,21 +431,21 @@ def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.n
     model, p = spec.model, spec.lo
     start, stop = spec.rows
     pieces: list[tuple[np.ndarray, np.ndarray]] = []
-    if p in spec.drop:
-        return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), np.zeros(1, np.int64)
+    old_model, top = _stored(spec)
+    stored = p not in spec.drop and p < top  # the partition's stored rows are kept
     at = 0  # where the current source's rows begin in the partition
-    if spec.olds:
+    if spec.olds and stored:
         from lance_spark_ops.spark.tasks.vector_merge import old_length, old_slice, present_rows
 
         ds = spec.source.dataset()
         present = present_rows(ds, spec.source.row_ids)
         for old in spec.olds:
-            n = old_length(ds, old, p, model)
+            n = old_length(ds, old, p, old_model)
             s, e = max(start - at, 0), min(stop - at, n)
             if e > s:
-                pieces.append(old_slice(ds, old, p, s, e, model, present))
+                pieces.append(old_slice(ds, old, p, s, e, old_model, present))
             at += n
-    for run in spec.runs:
+    for run in (spec.runs if stored else ()) + spec.moved:
         n = int(run.counts[p]) if run.file is not None else 0
         s, e = max(start - at, 0), min(stop - at, n)
         if e > s:
@@ -460,6 +457,31 @@ def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.n
         return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), np.zeros(1, np.int64)
     ids = np.concatenate([i for i, _ in pieces])
     return ids, np.concatenate([r for _, r in pieces]), np.array([ids.size], np.int64)
+
+
+def _stored(spec: RangeSpec) -> tuple[Model, int]:
+    """The model the old segments were written with (their partition count) and that count."""
+    if not spec.stored or spec.stored == spec.model.num_partitions:
+        return spec.model, spec.model.num_partitions
+    return replace(spec.model, centroids=spec.model.centroids[: spec.stored]), spec.stored
+
+
+def _gather_runs(store: ObjectStore, runs: tuple[Run, ...], lo: int, hi: int, model: Model,
+                 per_part: list[list[tuple[np.ndarray, np.ndarray]]]) -> None:
+    """The rows of partitions ``lo..hi`` of ``runs`` (in run order) appended to ``per_part``
+    (its first entry: partition ``lo``)."""
+    for run in runs:
+        if run.file is None or hi <= lo:
+            continue
+        starts = np.concatenate([[0], np.cumsum(run.counts)])
+        a, b = int(starts[lo]), int(starts[hi])
+        if a == b:
+            continue
+        ids, rows = read_run_rows(store, run, a, b, model)
+        for p in range(lo, hi):
+            s, e = int(starts[p]) - a, int(starts[p + 1]) - a
+            if e > s:
+                per_part[p - lo].append((ids[s:e], rows[s:e]))
 
 
 def run_range(spec: RangeSpec, ctx: TaskContext, ds: Dataset | None = None) -> RangePart:

@@ -90,7 +90,7 @@ def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
         return JoinRanked(None, spec.joins, tuple(counts), np.concatenate(ranks))
     if spec.nearest:
         dest = np.concatenate([w[r[:, 0]] for w, r in zip(spec.windows, ranks, strict=True)])
-        run = _encode_run(spec.source, np.concatenate(ids_all), np.concatenate(v_all), dest, model,
+        run = encode_run(spec.source, np.concatenate(ids_all), np.concatenate(v_all), dest, model,
                           f"{spec.work_dir}/{ctx.file_prefix}-join.bin")
         return JoinRanked(None, spec.joins, tuple(counts), np.zeros((0, 1), np.uint8), run)
     rel = f"{spec.work_dir}/{ctx.file_prefix}-join-rows.bin"
@@ -139,10 +139,10 @@ class JoinEncodeSpec:
 def run_join_encode(spec: JoinEncodeSpec, ctx: TaskContext) -> Run:
     ids, v = _load(spec.source, spec.file, spec.dest.size, spec.model.dim)
     rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
-    return _encode_run(spec.source, ids, v, spec.dest, spec.model, rel)
+    return encode_run(spec.source, ids, v, spec.dest, spec.model, rel)
 
 
-def _encode_run(
+def encode_run(
     source: Source, ids: np.ndarray, v: np.ndarray, dest: np.ndarray, model: Model, rel: str
 ) -> Run:
     """Rows ``v`` encoded in partitions ``dest`` (old numbering), saved as one run at ``rel``."""
