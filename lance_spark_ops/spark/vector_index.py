@@ -599,17 +599,21 @@ class VectorSegmentBuilder:
             return out
 
         dest = destinations(pref, room, rank_wide)
-        specs = []
+        done, specs = [], []
         for t, r in enumerate(ranked):
-            if r.file is None:
+            if r.file is None:  # no rows (all deleted)
                 continue
-            d = np.zeros(r.ranks.shape[0], np.int64)
+            d, nearest_of = np.zeros(r.ranks.shape[0], np.int64), np.zeros(r.ranks.shape[0], np.int64)
             mine = task_of == t
             d[local[mine]] = dest[mine]
-            specs.append(JoinEncodeSpec(src, r.file, d, model, work_dir))
-        if not specs:  # the joined partitions' rows are all deleted
-            return []
-        return list(job.run_tasks(specs, run_join_encode, costs=[float(s.dest.size) for s in specs]))
+            nearest_of[local[mine]] = pref[mine, 0]
+            if np.array_equal(d, nearest_of) and r.run is not None:
+                done.append(r.run)  # every row in its window's nearest: encoded there already
+            else:
+                specs.append(JoinEncodeSpec(src, r.file, d, model, work_dir))
+        if specs:
+            done += job.run_tasks(specs, run_join_encode, costs=[float(s.dest.size) for s in specs])
+        return done
 
     @staticmethod
     def _split(

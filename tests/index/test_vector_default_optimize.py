@@ -144,14 +144,18 @@ def _pq_codes(uri: str) -> list[dict[int, bytes]]:
     return out
 
 
-@pytest.mark.parametrize("case", ["spill", "window_full"])
-def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str) -> None:
+@pytest.mark.parametrize("case", ["spill", "window_full", "nearest_has_room"])
+def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
+                                          case: str) -> None:
     """80 partitions (more than pylance's 64-partition window), target 40 rows (split over
     160, join under 10). spill: 5 partitions of 6 rows are joined, each one's two nearest kept
     partitions 2 rows short of 160, so its rows spill over to the next ones. window_full: one
     is joined, its 64 nearest kept partitions hold 160 rows, so its rows go to the nearest of
     the other 15. The nearest-remaining rule puts them all in the nearest; per-partition
-    sizes and row ids equal pylance's. Through Spark (the join's tasks and results pickled)."""
+    sizes and row ids equal pylance's. nearest_has_room: far members of the windows 2 rows
+    short, so a fill cannot be ruled out from sizes (``never_full`` fails), yet every row's
+    nearest has room: the rows the rank tasks encoded in place are kept, no second round.
+    Through Spark (the join's tasks and results pickled)."""
     import lance
 
     rng = np.random.default_rng(11)
@@ -162,9 +166,23 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str)
         joined, sizes = [3, 17, 40, 41, 66], np.full(k, 40)
         for j in joined:  # the two nearest kept partitions of each joined one: room for 2 rows
             sizes[[int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:2]] = 158
-    else:
+    elif case == "window_full":
         joined, sizes = [5], np.full(k, 100)
         sizes[[int(q) for q in np.argsort(d[5]) if q != 5][:64]] = 160
+    else:
+        joined, sizes = [3, 17, 40, 41, 66], np.full(k, 40)
+        wins = [[int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:64] for j in joined]
+        near = {q for w in wins for q in w[:8]}
+        sizes[[q for w in wins for q in w[40:] if q not in near]] = 158
+        from lance_spark_ops.spark import vector_index as vix
+
+        real, seen = vix.never_full, []
+        monkeypatch.setattr(vix, "never_full", lambda *a: seen.append(real(*a)) or seen[-1])
+
+        def second_round(*a: Any) -> None:
+            raise AssertionError("the join's second round ran")
+
+        monkeypatch.setattr(vix, "run_join_encode", second_round)
     sizes[joined] = 6
     lab = np.repeat(np.arange(k), sizes)
     x = (cents[lab] + rng.standard_normal((lab.size, dim)) * 0.8).astype(np.float32)
@@ -186,7 +204,10 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, case: str)
     got, want = _shape(ours), _shape(theirs)
     assert got == want == (1, [k - len(joined)], 0), (got, want)
     assert _sizes(ours) == _sizes(theirs)
-    assert max(_sizes(theirs)[0]) == 160  # the room rule was in play
+    if case == "nearest_has_room":
+        assert seen == [False]  # the rank tasks kept the vectors; the driver found no row moved
+    else:
+        assert max(_sizes(theirs)[0]) == 160  # the room rule was in play
     assert _rows_per_partition(ours) == _rows_per_partition(theirs)
 
 

@@ -2,8 +2,9 @@
 default optimize joins away are taken from the data again and ranked against their joined
 partition's window (``run_join_rank``), the driver decides where each goes as pylance does
 (``index.ivf_join``), and the rows are encoded there (``run_join_encode``). When no partition
-can fill up (``ivf_join.never_full``, the usual case) a row's place is its window's nearest,
-and the rank task encodes it there itself: one round.
+can fill up (``ivf_join.never_full``) a row's place is its window's nearest, and the rank task
+encodes it there itself: one round. Otherwise it encodes it there too, and keeps the rows: a
+second round re-encodes only the tasks some of whose rows the driver placed elsewhere.
 
 Between the two rounds the taken rows wait in one file per rank task under ``_build/``:
 n uint64 row addresses then n prepared float32 vectors."""
@@ -47,7 +48,7 @@ class JoinRanked:
     joins: tuple[int, ...]
     counts: tuple[int, ...]
     ranks: np.ndarray
-    run: Run | None = None  # with ``nearest``: the rows already encoded in their window's nearest
+    run: Run | None = None  # the rows encoded in their window's nearest (no rows: None)
 
 
 def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
@@ -88,14 +89,16 @@ def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
     n = sum(counts)
     if not n:
         return JoinRanked(None, spec.joins, tuple(counts), np.concatenate(ranks))
+    # each row encoded in its window's nearest: its place unless a partition fills up - always
+    # with ``nearest``, else the driver checks and re-encodes only a task whose rows moved
+    ids, v = np.concatenate(ids_all), np.concatenate(v_all)
+    dest = np.concatenate([w[r[:, 0]] for w, r in zip(spec.windows, ranks, strict=True)])
+    run = encode_run(spec.source, ids, v, dest, model, f"{spec.work_dir}/{ctx.file_prefix}-join.bin")
     if spec.nearest:
-        dest = np.concatenate([w[r[:, 0]] for w, r in zip(spec.windows, ranks, strict=True)])
-        run = encode_run(spec.source, np.concatenate(ids_all), np.concatenate(v_all), dest, model,
-                          f"{spec.work_dir}/{ctx.file_prefix}-join.bin")
         return JoinRanked(None, spec.joins, tuple(counts), np.zeros((0, 1), np.uint8), run)
     rel = f"{spec.work_dir}/{ctx.file_prefix}-join-rows.bin"
-    _save(store, rel, [np.concatenate(ids_all), np.concatenate(v_all)])
-    return JoinRanked(rel, spec.joins, tuple(counts), np.concatenate(ranks))
+    _save(store, rel, [ids, v])
+    return JoinRanked(rel, spec.joins, tuple(counts), np.concatenate(ranks), run)
 
 
 def _load(spec_source: Source, file: str, rows: int, dim: int) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +141,8 @@ class JoinEncodeSpec:
 
 def run_join_encode(spec: JoinEncodeSpec, ctx: TaskContext) -> Run:
     ids, v = _load(spec.source, spec.file, spec.dest.size, spec.model.dim)
-    rel = f"{spec.work_dir}/{ctx.file_prefix}-join.bin"
+    # not the rank task's name: outside Spark both rounds' prefixes are "local"
+    rel = f"{spec.work_dir}/{ctx.file_prefix}-joined.bin"
     return encode_run(spec.source, ids, v, spec.dest, spec.model, rel)
 
 
