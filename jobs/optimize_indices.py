@@ -2,7 +2,8 @@
 the fragments added since, merge segments, or retrain.
 
     spark-submit jobs/optimize_indices.py URI [--index-names a,b] [--num-indices-to-merge N]
-        [--retrain] [--merge-policy pylance|tiered] [--tier-fanout N] [--config FILE] ...
+        [--retrain] [--retrain-if-drift R] [--merge-policy pylance|tiered] [--tier-fanout N]
+        [--config FILE] ...
 """
 
 # no `from __future__ import annotations`: the options dataclass must also build when this file
@@ -27,6 +28,9 @@ class OptimizeIndicesOptions:
             delta segment). Default as pylance 14: 1 for scalar indices; for vector indices a
             delta unless partitions are due a split or join (then all segments merged).
         retrain: rebuild each index from the whole column (all segments replaced).
+        retrain_if_drift: retrain a vector index when its new rows' mean squared distance to
+            the nearest centroid is at least this many times the indexed rows' (sampled; e.g.
+            1.5); otherwise optimize as asked.
         merge_policy: pylance (as pylance's optimize_indices) or tiered (segments of similar
             size merged in parallel rounds until one is left).
         tier_fanout: segments merged together in one tiered merge.
@@ -37,6 +41,7 @@ class OptimizeIndicesOptions:
     index_names: str | None = None
     num_indices_to_merge: int | None = None
     retrain: bool = False
+    retrain_if_drift: float | None = None
     merge_policy: str = "pylance"
     tier_fanout: int = DEFAULT_TIER_FANOUT
     max_retries: int = MAX_INDEX_RETRIES
@@ -47,6 +52,8 @@ class OptimizeIndicesOptions:
         if self.num_indices_to_merge is not None and self.num_indices_to_merge < 0:
             raise InvalidInputError("num_indices_to_merge must not be negative, "
                                     f"got {self.num_indices_to_merge}")
+        if self.retrain_if_drift is not None and not self.retrain_if_drift > 0:
+            raise InvalidInputError(f"retrain_if_drift must be positive, got {self.retrain_if_drift}")
         if self.tier_fanout < 2:
             raise InvalidInputError(f"tier_fanout must be at least 2, got {self.tier_fanout}")
 
@@ -73,7 +80,8 @@ def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: OptimizeIn
     return optimize_indices(spark, uri, index_names=opts.names(),
                             num_indices_to_merge=opts.num_indices_to_merge, retrain=opts.retrain,
                             merge_policy=opts.merge_policy, tier_fanout=opts.tier_fanout,
-                            storage_options=storage_options, max_retries=opts.max_retries)
+                            storage_options=storage_options, max_retries=opts.max_retries,
+                            retrain_if_drift=opts.retrain_if_drift)
 
 
 JOB = Job("optimize_indices", _run, OptimizeIndicesOptions, __doc__.split("\n\n")[0],

@@ -65,6 +65,7 @@ from lance_spark_ops.spark.index_registry import SCALAR_TYPES, builder_for, inde
 from lance_spark_ops.spark.index_remap import index_entries, reuse_versions
 from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.job import Job, logger
+from lance_spark_ops.spark.vector_drift import measure_drift
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
@@ -586,11 +587,17 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                      num_indices_to_merge: int | None = None, retrain: bool = False,
                      merge_policy: str = "pylance", tier_fanout: int = DEFAULT_TIER_FANOUT,
                      max_rounds: int = 16, storage_options: dict[str, Any] | None = None,
-                     max_retries: int = MAX_INDEX_RETRIES) -> IndexMetrics:
+                     max_retries: int = MAX_INDEX_RETRIES,
+                     retrain_if_drift: float | None = None) -> IndexMetrics:
     """Bring indices up to date on executors, as pylance's ``optimize_indices``: unindexed
     fragments indexed, ``num_indices_to_merge`` newest segments merged (0: a delta segment),
     or ``retrain`` from the whole column; one commit. ``merge_policy="tiered"`` merges
-    similar-size segments in parallel rounds instead (see the module doc)."""
+    similar-size segments in parallel rounds instead (see the module doc).
+    ``retrain_if_drift``: a vector index whose new rows' drift (``vector_drift``: their mean
+    distance to the nearest centroid over the indexed rows') is at least this is retrained
+    instead (metrics: ``drift``, ``retrained``)."""
+    if retrain_if_drift is not None and not retrain_if_drift > 0:
+        raise InvalidInputError(f"retrain_if_drift must be positive, got {retrain_if_drift}")
     metrics = IndexMetrics(uri)
     with Job(spark, "optimize_indices", uri, metrics) as job:
         with job.phase("plan"):
@@ -614,14 +621,20 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                 ds = _open(uri, storage_options)
                 segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
                 plans: list[SegmentPlan] = []
-                for s in segs.values():
+                for name, s in segs.items():
                     kind = index_kind(s[-1])
                     params = builder_for(kind).params_of(kind, s[-1])
                     if tiered:
                         plans.extend(plan_tiered_round(ds, s, params, tier_fanout, storage_options))
                         continue
+                    again = retrain
+                    if retrain_if_drift is not None and not retrain and kind not in SCALAR_TYPES:
+                        drift = _drift(job, ds, s, params, storage_options)
+                        again = drift is not None and drift >= retrain_if_drift
+                        metrics.indices.setdefault(name, {}).update(
+                            drift=None if drift is None else round(drift, 4), retrained=again)
                     plan = plan_optimize(ds, s, params, num_indices_to_merge=num_indices_to_merge,
-                                         retrain=retrain, storage_options=storage_options)
+                                         retrain=again, storage_options=storage_options)
                     if plan is not None:
                         plans.append(plan)
             if not plans:
@@ -641,6 +654,18 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
             if "skipped" not in m:
                 m["segments_after"] = len(after.get(name, []))
     return metrics
+
+
+def _drift(job: Job, ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any],
+           storage_options: Mapping[str, Any] | None) -> float | None:
+    """``vector_drift.measure_drift`` of one vector index (None: no new or no indexed rows)."""
+    newest = segments[-1]
+    present = BitMap(f.id for f in ds.fragments)
+    covered = covered_fragments(ds, segments) & present
+    req = _request(ds, index_kind(newest), column_of(ds, newest), newest.fields[0], newest.name, params, [],
+                   storage_options=storage_options)
+    with job.phase("drift"):
+        return measure_drift(job, ds, req, newest, sorted(covered), sorted(present - covered))
 
 
 def unindexed_rows(ds: Dataset, name: str) -> int:

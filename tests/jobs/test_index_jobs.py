@@ -54,6 +54,7 @@ def test_create_index_bad_input(dataset: str, no_spark: None, capsys: pytest.Cap
     (["--index-names", "y_idx"], "no index named 'y_idx'"),
     (["--num-indices-to-merge", "-1"], "must not be negative"),
     (["--merge-policy", "greedy"], "expected one of pylance, tiered"),
+    (["--retrain-if-drift", "0"], "retrain_if_drift must be positive"),
 ])
 def test_optimize_indices_bad_input(dataset: str, no_spark: None, capsys: pytest.CaptureFixture[str],
                                     args: list[str], words: str) -> None:
