@@ -13,6 +13,7 @@ import calendar
 import dataclasses
 import fcntl
 import json
+import math
 import os
 import re
 import time
@@ -112,7 +113,10 @@ def test_one_compaction_outlives_its_credentials(spark, s3: S3, tmp_path, capfd,
     def barrier(kind: str, attempt: int) -> None:
         if not held:  # the first commit waits until the first credentials have expired
             first = _calls(log)[0]["expires_ms"] / 1000.0
-            _wait_past(first)
+            # ... and a whole second more: requests are dated in whole seconds (X-Amz-Date), and
+            # the rest of the job may take well under a second, so the commit's own requests
+            # must be the ones dated after the expiry
+            _wait_past(math.ceil(first) + 1)
             held.append(first)
 
     monkeypatch.setattr(job, "_before_commit_hook", barrier)
