@@ -11,6 +11,7 @@ n uint64 row addresses then n prepared float32 vectors."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -21,6 +22,7 @@ from lance_spark_ops.index.ivf_model import Model, encode_in, prepare
 from lance_spark_ops.spark.runner import TaskContext
 from lance_spark_ops.spark.tasks.vector_index import Run, Source, _save, read_run_rows, take_vectors
 from lance_spark_ops.spark.tasks.vector_merge import member, old_partition_ids, present_rows
+from lance_spark_ops.table.dataset import Dataset
 
 
 @dataclass(frozen=True)
@@ -51,24 +53,31 @@ class JoinRanked:
     run: Run | None = None  # the rows encoded in their window's nearest (no rows: None)
 
 
+def partition_addresses(ds: Dataset, source: Source, olds: Sequence[bytes], runs: Sequence[Run],
+                        parts: Sequence[int], model: Model) -> list[np.ndarray]:
+    """Per partition of ``parts`` (of ``model``, the stored rows' model): the sorted unique
+    addresses of its rows in the old segments (each read once, ids only) and the new runs."""
+    store = source.store()
+    present = present_rows(ds, source.row_ids) if olds else None
+    found: list[list[np.ndarray]] = [[] for _ in parts]
+    for old in olds:
+        for f, ids in zip(found, old_partition_ids(ds, old, parts, model, present), strict=True):
+            f.append(ids)
+    for run in runs:
+        if run.file is None:
+            continue
+        starts = np.concatenate([[0], np.cumsum(run.counts)])
+        for f, p in zip(found, parts, strict=True):
+            if run.counts[p]:
+                f.append(read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), model)[0])
+    return [np.unique(np.concatenate(f)) if f else np.zeros(0, np.uint64) for f in found]
+
+
 def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
     ds = spec.source.dataset()
     store = spec.source.store()
     model = spec.model
-    present = present_rows(ds, spec.source.row_ids)
-    # each joined partition's addresses: old segments read once each, then the runs
-    found: list[list[np.ndarray]] = [[] for _ in spec.joins]
-    for old in spec.olds:
-        for f, ids in zip(found, old_partition_ids(ds, old, spec.joins, model, present), strict=True):
-            f.append(ids)
-    for run in spec.runs:
-        if run.file is None:
-            continue
-        starts = np.concatenate([[0], np.cumsum(run.counts)])
-        for f, p in zip(found, spec.joins, strict=True):
-            if run.counts[p]:
-                f.append(read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), model)[0])
-    per_part = [np.unique(np.concatenate(f)) if f else np.zeros(0, np.uint64) for f in found]
+    per_part = partition_addresses(ds, spec.source, spec.olds, spec.runs, spec.joins, model)
     # one take for all of them: a take per partition re-read most of every fragment each time
     every = np.unique(np.concatenate(per_part)) if per_part else np.zeros(0, np.uint64)
     taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, every)

@@ -14,9 +14,8 @@ import numpy as np
 from lance_spark_ops.index.ivf_model import Model, assign_metric, prepare
 from lance_spark_ops.index.kmeans import assign
 from lance_spark_ops.spark.runner import TaskContext
-from lance_spark_ops.spark.tasks.vector_index import Run, Source, read_run_rows, take_vectors
-from lance_spark_ops.spark.tasks.vector_join import encode_run
-from lance_spark_ops.spark.tasks.vector_merge import old_partition_ids, present_rows
+from lance_spark_ops.spark.tasks.vector_index import Run, Source, take_vectors
+from lance_spark_ops.spark.tasks.vector_join import encode_run, partition_addresses
 
 
 @dataclass(frozen=True)
@@ -36,21 +35,9 @@ class SplitMoveSpec:
 
 def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     ds = spec.source.dataset()
-    store = spec.source.store()
-    found: list[np.ndarray] = []
-    if spec.olds:
-        present = present_rows(ds, spec.source.row_ids)
-        for old in spec.olds:
-            found.extend(old_partition_ids(ds, old, spec.parts, spec.old, present))
-    for run in spec.runs:
-        if run.file is None:
-            continue
-        starts = np.concatenate([[0], np.cumsum(run.counts)])
-        for p in spec.parts:
-            if run.counts[p]:
-                found.append(read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), spec.old)[0])
     k = spec.new.num_partitions
-    addrs = np.unique(np.concatenate(found)) if found else np.zeros(0, np.uint64)
+    per_part = partition_addresses(ds, spec.source, spec.olds, spec.runs, spec.parts, spec.old)
+    addrs = np.unique(np.concatenate(per_part)) if per_part else np.zeros(0, np.uint64)
     taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
     if not taken.size:
         return Run(None, 0, np.zeros(k, np.int64))
