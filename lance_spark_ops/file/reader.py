@@ -48,8 +48,8 @@ _PROTOTYPE_CACHE_SIZE = 1024
 def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
     from lance_spark_ops.file.legacy import is_legacy_footer
 
-    size = store.size(rel)
-    return size >= 16 and is_legacy_footer(store.read_range(rel, size - 16, 16))
+    size, tail = store.read_tail(rel, 16)  # one request (a size and a read before)
+    return size >= 16 and is_legacy_footer(tail)
 
 
 _RANGES: dict[tuple[int, str], tuple[pa.Schema, list[tuple[int, int]]]] = {}

@@ -564,7 +564,7 @@ class LanceFileWriter:
         """Stop writing and remove the partial file."""
         self._closed = True
         try:
-            self._out.close()
+            getattr(self._out, "discard", self._out.close)()  # an upload is aborted, not completed
         finally:
             self._store.delete(self._rel)
 

@@ -13,6 +13,13 @@ its refresh offset of expiring, and continues on a filesystem built from those -
 and in every executor that received the options, so a job that outlives its credentials
 finishes.
 
+Object stores (async fsspec backends): the coalesced requests of ``read_ranges`` go out
+concurrently within the store's ``io.budget`` (requests and bytes in flight); a footer is one
+suffix request (``read_tail``), or one ranged read when the size is known (``note_size``: the
+manifest's ``file_size_bytes``, so no size request per data file); large outputs upload their
+parts concurrently (``open_output``); ``delete_many`` batches (S3 DeleteObjects, 1 000 keys a
+call); ``prefetch`` fetches whole objects a task will read, ahead of its reads (``io.prefetch``).
+
 Conditional puts: local files use ``os.link``; S3 / GCS / Azure the backend's ``mode="create"``
 (S3 ``If-None-Match: *``, as pylance 14 does; GCS ``ifGenerationMatch=0``; Azure
 ``If-None-Match: *``). Any other backend, or S3 with ``aws_conditional_put=disabled``, has
@@ -36,6 +43,8 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError
+from lance_spark_ops.io import remote
+from lance_spark_ops.io.budget import IOBudget, io_budget
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
@@ -50,6 +59,10 @@ from lance_spark_ops.io.options import (
 DEFAULT_COALESCE_GAP = 64 * 1024
 # ... but a coalesced request never grows beyond this.
 DEFAULT_MAX_COALESCED = 16 * 1024 * 1024
+# On an object store a round trip costs more than reading a few hundred KB more: a wider gap.
+REMOTE_COALESCE_GAP = 1024 * 1024
+# Object sizes a store remembers (``note_size``); beyond that it forgets them all.
+_SIZES_KEPT = 1 << 16
 # backends whose pipe_file(mode="create") is an atomic create-if-absent on the server
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 _REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
@@ -162,6 +175,9 @@ class ObjectStore:
         self._provider = self.storage_options.get(PROVIDER_KEY)
         self._refresh_at = self._when(self.storage_options)
         self._fs = self._filesystem()
+        self.budget: IOBudget = io_budget(self.protocol in ("file", "local", "memory"))
+        self._sizes: dict[str, int] = {}  # full path -> size, from the manifest (note_size)
+        self._prefetcher: Any = None
 
     def _when(self, options: dict[str, Any]) -> float | None:
         """When this store asks its provider for fresh options (None: never)."""
@@ -260,11 +276,52 @@ class ObjectStore:
         of a small file, paid several times per data file on datasets of many small ones)."""
         return self.protocol in ("file", "local")
 
+    def note_size(self, rel: str, size: int | None) -> None:
+        """Remember an object's size (the manifest's ``file_size_bytes`` of a data file): its
+        footer is then one ranged read and ``size`` asks nothing."""
+        if size and not self.is_local:
+            if len(self._sizes) >= _SIZES_KEPT:
+                self._sizes.clear()
+            self._sizes[self.full_path(rel)] = int(size)
+
+    def _remote_async(self) -> bool:
+        return not self.is_local and self.protocol != "memory" and remote.is_async(self.fs)
+
     def size(self, rel: str) -> int:
         with self._typed("size", rel):
             if self.is_local:
                 return os.stat(self.full_path(rel)).st_size
+            known = self._sizes.get(self.full_path(rel))
+            if known is not None:
+                return known
             return int(self.fs.size(self.full_path(rel)))
+
+    # -- prefetch --------------------------------------------------------
+    def prefetch(self, items: Iterable[tuple[str, int | None]]) -> None:
+        """Fetch these whole objects ((rel, size) in the order they will be read) ahead of their
+        reads, within the byte budget; a no-op on local and non-async stores (``io.prefetch``)."""
+        if not self._remote_async():
+            return
+        from lance_spark_ops.io.prefetch import Prefetcher
+
+        if self._prefetcher is None:
+            self._prefetcher = Prefetcher(self.fs, self.budget)
+        got = []
+        for rel, size in items:
+            self.note_size(rel, size)
+            if size:
+                got.append((self.full_path(rel), int(size)))
+        self._prefetcher.schedule(got)
+
+    def stop_prefetch(self) -> None:
+        """Drop what was fetched ahead and cancel the rest (end of a task)."""
+        p, self._prefetcher = self._prefetcher, None
+        if p is not None:
+            p.close()
+
+    def _fetched(self, rel: str) -> bytes | memoryview | None:
+        p = self._prefetcher
+        return None if p is None else p.get(self.full_path(rel))
 
     def exists(self, rel: str) -> bool:
         return bool(self.fs.exists(self.full_path(rel)))
@@ -288,6 +345,9 @@ class ObjectStore:
             if self.is_local:
                 with open(self.full_path(rel), "rb") as f:
                     return f.read()
+            got = self._fetched(rel)
+            if got is not None:
+                return bytes(got)
             return bytes(self.fs.cat_file(self.full_path(rel)))
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
@@ -300,6 +360,9 @@ class ObjectStore:
                     return _pread_all(fd, size, offset)
                 finally:
                     os.close(fd)
+            got = self._fetched(rel)
+            if got is not None:
+                return bytes(got[offset:offset + size])
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
         return bytes(data)
 
@@ -308,9 +371,7 @@ class ObjectStore:
         ``whole_below`` bytes): one open of a local file instead of a size request and a
         ranged read."""
         if not self.is_local:
-            size = self.size(rel)
-            start = 0 if size <= whole_below else max(0, size - max_size)
-            return size, self.read_range(rel, start, size - start)
+            return self._remote_tail(rel, max_size, whole_below)
         try:  # what ``_typed`` does for a local file, without a context manager per small file
             fd = os.open(self.full_path(rel), _O_READ)
         except FileNotFoundError as e:
@@ -321,6 +382,30 @@ class ObjectStore:
             return size, _pread_all(fd, size - start, start)
         finally:
             os.close(fd)
+
+    def _remote_tail(self, rel: str, max_size: int, whole_below: int) -> tuple[int, bytes]:
+        """``read_tail`` of an object store: from the prefetched object; one ranged read when
+        the size is known; else one suffix request of ``max(max_size, whole_below)`` bytes."""
+        got = self._fetched(rel)
+        path = self.full_path(rel)
+        with self._typed("ranged read", rel):
+            if got is not None:
+                size = len(got)
+            else:
+                size = self._sizes.get(path)
+                if size is None and self._remote_async():
+                    size, data = remote.run(self.fs, remote.tail, self.fs, path, max(max_size, whole_below))
+                    if len(data) != min(size, max(max_size, whole_below)):
+                        raise LanceError(f"short read of the last {max(max_size, whole_below)} bytes: got "
+                                         f"{len(data)} of {size}", path=self.uri(rel))
+                    start = 0 if size <= whole_below else max(0, size - max_size)
+                    return size, bytes(memoryview(data)[len(data) - (size - start):])
+                if size is None:
+                    size = int(self.fs.size(path))
+            start = 0 if size <= whole_below else max(0, size - max_size)
+            if got is not None:
+                return size, bytes(got[start:size])
+        return size, self.read_range(rel, start, size - start)
 
     def _read_local(self, path: str, requests: list[tuple[int, int, list[int]]],
                     scratch: ScratchBuffer | None = None) -> list[memoryview]:
@@ -359,11 +444,15 @@ class ObjectStore:
         """Read many (offset, size) ranges with coalesced requests; results in input order.
         With ``scratch``, local reads land in it: the results are valid until its next use."""
         out: list[memoryview] = [memoryview(b"")] * len(ranges)
-        requests = [r for r in coalesce_ranges(ranges) if r[1] > r[0]]
-        if self.protocol in ("file", "local") and requests:
+        local = self.protocol in ("file", "local")
+        requests = [r for r in coalesce_ranges(ranges, DEFAULT_COALESCE_GAP if local else REMOTE_COALESCE_GAP)
+                    if r[1] > r[0]]
+        if local and requests:
             blobs = self._read_local(self.full_path(rel), requests, scratch)  # paths: see uri(rel)
+        elif requests:
+            blobs = self._read_remote(rel, requests)
         else:
-            blobs = [memoryview(self.read_range(rel, start, end - start)) for start, end, _ in requests]
+            blobs = []
         for (start, end, members), blob in zip(requests, blobs, strict=True):
             if len(blob) < end - start:
                 raise LanceError(
@@ -373,6 +462,20 @@ class ObjectStore:
                 off, size = ranges[i]
                 out[i] = blob[off - start : off - start + size]
         return out
+
+    def _read_remote(self, rel: str, requests: list[tuple[int, int, list[int]]]) -> list[memoryview]:
+        """The coalesced requests of an object store: from the prefetched object, else all in
+        flight at once within the budget (one after another on a non-async backend)."""
+        got = self._fetched(rel)
+        if got is not None:
+            view = memoryview(got)
+            return [view[start:end] for start, end, _ in requests]
+        if len(requests) == 1 or not self._remote_async():
+            return [memoryview(self.read_range(rel, start, end - start)) for start, end, _ in requests]
+        spans = [(start, end) for start, end, _ in requests]
+        with self._typed("ranged read", rel):
+            data = remote.run(self.fs, remote.read_ranges, self.fs, self.full_path(rel), spans, self.budget)
+        return [memoryview(d) for d in data]
 
     def list(self, rel: str) -> list[str]:
         """Names (not paths) of the objects directly under ``rel``; empty when it is absent."""
@@ -405,9 +508,12 @@ class ObjectStore:
                 self.fs.pipe_file(path, bytes(data))
 
     def open_output(self, rel: str) -> Any:
-        """A writable binary stream for a large object written in pieces."""
+        """A writable binary stream for a large object written in pieces (S3: parts uploaded
+        concurrently while the writer goes on, ``io.remote.S3Upload``; ``discard()`` gives it up)."""
         path = self.full_path(rel)
         self._ensure_parent(path)
+        if self._remote_async() and remote.is_s3(self.fs):
+            return remote.S3Upload(self.fs, path, self.budget)
         return self.fs.open(path, "wb")
 
     def put_if_not_exists(self, rel: str, data: bytes) -> None:
@@ -465,5 +571,13 @@ class ObjectStore:
             pass
 
     def delete_many(self, rels: Iterable[str]) -> None:
+        """Delete objects, missing ones ignored: on an object store in batched calls, several in
+        flight (S3 DeleteObjects, 1 000 keys each: ``io.remote.delete_many``)."""
+        rels = list(rels)
+        if len(rels) > 1 and self._remote_async():
+            with self._typed("delete", rels[0]):
+                paths = [self.full_path(r) for r in rels]
+                remote.run(self.fs, remote.delete_many, self.fs, paths, self.budget)
+            return
         for rel in rels:
             self.delete(rel)

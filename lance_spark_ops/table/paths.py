@@ -210,12 +210,17 @@ class BaseResolver:
         return base, self._stores[base_id]
 
     def data_file(self, data_file: DataFile, where: str | None = None) -> tuple[ObjectStore, str]:
-        """(store, path relative to it) of a data file."""
+        """(store, path relative to it) of a data file; the store notes the manifest's size of
+        it (``file_size_bytes``): its footer is then read without a size request."""
         if data_file.base_id is None:
-            return self._checked(self.store, data_file_path(data_file, where))
-        base, store = self._base(data_file.base_id, f"data file {data_file.path!r}")
-        rel = safe_relative(data_file.path, "data file", where)
-        return self._checked(store, f"{DATA_DIR}/{rel}" if base.is_dataset_root else rel)
+            store, rel = self._checked(self.store, data_file_path(data_file, where))
+        else:
+            base, store = self._base(data_file.base_id, f"data file {data_file.path!r}")
+            rel = safe_relative(data_file.path, "data file", where)
+            store, rel = self._checked(store, f"{DATA_DIR}/{rel}" if base.is_dataset_root else rel)
+        if data_file.file_size_bytes and not store.is_local:
+            store.note_size(rel, data_file.file_size_bytes)
+        return store, rel
 
     def index_dir(self, uuid: str, base_id: int | None) -> tuple[ObjectStore, str]:
         """(store, path relative to it) of an index's directory ``_indices/<uuid>``: under the

@@ -248,8 +248,8 @@ class LatencyProxy:
             if log is not None:
                 self.logging = log
 
-    def inject(self, kind: str, count: int = 1, ops: tuple[str, ...] | list[str] = (), path_contains: str = "",
-               hold_s: float = 30.0, forward: bool = False) -> None:
+    def inject(self, kind: str, count: int = 1, ops: tuple[str, ...] | list[str] = (),
+               path_contains: str = "", hold_s: float = 30.0, forward: bool = False) -> None:
         if kind not in FAULT_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
         with self._lock:
@@ -459,12 +459,14 @@ class MotoServer(_Child):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> MotoServer:
-        exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
+        exe = (shutil.which("moto_server", path=str(Path(sys.executable).parent))
+               or shutil.which("moto_server"))
         if not exe:
             raise RuntimeError("moto_server is not installed (moto[server], in the test extra)")
         self.port = free_port()
-        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)], stdout=subprocess.DEVNULL,
-                                     stderr=subprocess.DEVNULL, env={**os.environ, **(self.env or {})})
+        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+                                     env={**os.environ, **(self.env or {})})
         try:
             _wait_http(f"{self.endpoint}/moto-api/", self.proc, "moto_server")
         except BaseException:
@@ -514,8 +516,8 @@ def s3_options(endpoint: str) -> dict[str, str]:
 def create_bucket(endpoint: str, bucket: str) -> None:
     import boto3
 
-    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing", aws_secret_access_key="testing-secret",
-                 region_name="us-east-1").create_bucket(Bucket=bucket)
+    boto3.client("s3", endpoint_url=endpoint, aws_access_key_id="testing",
+                 aws_secret_access_key="testing-secret", region_name="us-east-1").create_bucket(Bucket=bucket)
 
 
 def main(argv: list[str] | None = None) -> None:

@@ -182,7 +182,7 @@ class LegacyFileWriter:
 
     def abort(self) -> None:
         try:
-            self._out.close()
+            getattr(self._out, "discard", self._out.close)()  # an upload is aborted, not completed
         finally:
             self.store.delete(self.rel)
 

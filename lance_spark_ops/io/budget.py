@@ -1,0 +1,64 @@
+"""How much I/O one task keeps in flight: requests and bytes.
+
+On an object store each request costs a round trip (10-50 ms first byte) and little CPU, so a
+task hides latency by keeping many requests in flight; on a local disk a read is a syscall
+served from the page cache or the device queue, and concurrency only adds overhead. The
+budget is per ``ObjectStore`` (one per task and dataset), so an executor with C cores running
+C tasks has up to C x ``max_requests`` requests and C x ``max_bytes`` bytes in flight.
+
+Knobs (environment variables, read when a store is made; on a cluster set them on executors
+with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
+
+- ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
+- ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
+  (object stores: 128 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files.
+- ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
+  large object (16 MiB; S3 needs >= 5 MiB)
+"""
+
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass
+
+from lance_spark_ops.errors import InvalidInputError
+
+MIB = 1 << 20
+
+
+@dataclass(frozen=True)
+class IOBudget:
+    """Requests and bytes one task keeps in flight (see the module docstring)."""
+
+    max_requests: int
+    max_bytes: int
+    part_bytes: int = 16 * MIB
+
+    def __post_init__(self) -> None:
+        if self.max_requests < 1 or self.max_bytes < 1:
+            raise InvalidInputError(f"I/O budget must be positive: {self}")
+        if self.part_bytes < 5 * MIB:
+            raise InvalidInputError(f"LSO_IO_PART_BYTES must be at least 5 MiB (S3's smallest part), "
+                                    f"got {self.part_bytes}")
+
+
+OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=128 * MIB)
+LOCAL_BUDGET = IOBudget(max_requests=1, max_bytes=32 * MIB)
+
+
+def _env_int(name: str, default: int) -> int:
+    raw = os.environ.get(name)
+    if raw is None or not raw.strip():
+        return default
+    try:
+        return int(raw)
+    except ValueError:
+        raise InvalidInputError(f"environment variable {name} must be an integer, got {raw!r}") from None
+
+
+def io_budget(local: bool) -> IOBudget:
+    """The budget for a local store or an object store, with the environment's overrides."""
+    base = LOCAL_BUDGET if local else OBJECT_STORE_BUDGET
+    return IOBudget(_env_int("LSO_IO_MAX_REQUESTS", base.max_requests),
+                    _env_int("LSO_IO_MAX_BYTES", base.max_bytes),
+                    _env_int("LSO_IO_PART_BYTES", base.part_bytes))

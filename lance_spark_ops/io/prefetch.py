@@ -1,0 +1,126 @@
+"""Whole objects fetched ahead of their reads: a task that will read every byte of a list of
+files (a rewrite reads its fragments' data and deletion files whole) names them in order, and
+they are fetched in the background, many in flight, while the task decodes the earlier ones.
+
+Memory is bounded by the store's byte budget (``io.budget``): fetched objects are held until
+read and then kept (they are read several times: footer, then pages) until the room is needed
+for the next ones; an object the task has not read yet is never dropped for a later one. A read
+of an object whose fetch has not started (the budget was full) drops it from the queue and
+reads it directly, and counts the objects before it as read (the task has passed them), so the
+queue never waits on memory that only the task could free.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import threading
+from collections import OrderedDict
+from collections.abc import Sequence
+from typing import Any
+
+from lance_spark_ops.io import remote
+from lance_spark_ops.io.budget import IOBudget
+
+
+class _Entry:
+    __slots__ = ("data", "future", "path", "read", "size")
+
+    def __init__(self, path: str, size: int) -> None:
+        self.path, self.size = path, size
+        self.future: concurrent.futures.Future[list[bytes]] | None = None
+        self.read = False
+        self.data: bytes | None = None  # the parts joined, once
+
+
+class Prefetcher:
+    """Objects of one async filesystem fetched ahead (see the module docstring). ``paths``
+    are the filesystem's full paths with their sizes (the manifest's ``file_size_bytes``)."""
+
+    def __init__(self, fs: Any, budget: IOBudget) -> None:
+        self.fs, self.budget = fs, budget
+        self._lock = threading.Lock()
+        self._queue: list[_Entry] = []  # not started, in order
+        self._held: OrderedDict[str, _Entry] = OrderedDict()  # started or fetched, oldest first
+        self._bytes = 0  # of the held entries
+        self.fetched = 0  # objects fetched (metrics)
+        self.hits = 0
+
+    def schedule(self, items: Sequence[tuple[str, int]]) -> None:
+        """Fetch these (path, size) objects, in this order, as the budget allows. Objects over
+        half the budget are left to direct reads."""
+        cap = self.budget.max_bytes // 2
+        with self._lock:
+            known = {e.path for e in self._queue} | set(self._held)
+            self._queue += [_Entry(p, s) for p, s in items if 0 < s <= cap and p not in known]
+            self._pump()
+
+    def _pump(self) -> None:
+        """Start queued fetches while requests and bytes allow (lock held)."""
+        part = self.budget.part_bytes
+        in_flight = sum(-(-e.size // part) for e in self._held.values()
+                        if e.future is not None and not e.future.done())
+        while self._queue:
+            e = self._queue[0]
+            need = -(-e.size // part)
+            if in_flight and in_flight + need > self.budget.max_requests:
+                return
+            while self._bytes + e.size > self.budget.max_bytes:
+                old = next((k for k, h in self._held.items() if h.read and h.future is not None
+                            and h.future.done()), None)
+                if old is None:
+                    return
+                self._bytes -= self._held.pop(old).size
+            self._queue.pop(0)
+            spans = [(e.path, s, min(s + part, e.size)) for s in range(0, e.size, part)]
+            e.future = remote.submit(self.fs, remote.read_many(self.fs, spans, self.budget))
+            e.future.add_done_callback(self._done)
+            self._held[e.path] = e
+            self._bytes += e.size
+            in_flight += need
+
+    def _done(self, _: concurrent.futures.Future) -> None:
+        with self._lock:
+            self.fetched += 1
+            self._pump()
+
+    def get(self, path: str) -> bytes | memoryview | None:
+        """The object's bytes when it was scheduled (waiting for its fetch), else None (read it
+        directly). A failed fetch is None too: the direct read raises the store's typed error."""
+        with self._lock:
+            e = self._held.get(path)
+            if e is None:
+                at = next((i for i, q in enumerate(self._queue) if q.path == path), None)
+                if at is None:
+                    return None
+                for h in self._held.values():  # the task is past everything fetched before it
+                    h.read = True
+                del self._queue[at]
+                self._pump()
+                return None
+            e.read = True
+            fut = e.future
+        assert fut is not None
+        try:
+            parts = fut.result()
+        except Exception:  # noqa: BLE001 - read directly; its error is typed there
+            with self._lock:
+                if self._held.get(path) is e:
+                    self._bytes -= self._held.pop(path).size
+                    self._pump()
+            return None
+        with self._lock:
+            self.hits += 1
+            if e.data is None:
+                e.data = parts[0] if len(parts) == 1 else b"".join(parts)
+            self._pump()
+        return e.data
+
+    def close(self) -> None:
+        """Cancel what has not been fetched and drop everything held."""
+        with self._lock:
+            self._queue.clear()
+            for e in self._held.values():
+                if e.future is not None:
+                    e.future.cancel()
+            self._held.clear()
+            self._bytes = 0
