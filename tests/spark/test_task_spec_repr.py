@@ -7,14 +7,16 @@ import dataclasses
 import importlib
 import pkgutil
 
-import lance_spark_ops.spark.tasks as tasks_pkg
+import lance_spark_ops.spark as spark_pkg
 
 SECRET = "sEcReT-4f1c9e"  # noqa: S105 - a marker, not a credential
 
 
 def _specs_with_storage_options() -> list[type]:
     out = []
-    for info in pkgutil.iter_modules(tasks_pkg.__path__, f"{tasks_pkg.__name__}."):
+    for info in pkgutil.walk_packages(spark_pkg.__path__, f"{spark_pkg.__name__}."):
+        if not info.name.endswith(("_tasks", "row_id_sequences")):  # the executor-side modules
+            continue
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if (dataclasses.is_dataclass(obj) and isinstance(obj, type) and obj.__module__ == module.__name__
