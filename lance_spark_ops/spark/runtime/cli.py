@@ -140,9 +140,9 @@ class Request:
 
     uri: str
     options: Any
-    storage_options: dict[str, Any]
+    storage_options: dict[str, Any] = field(repr=False)  # credentials: never printed
     log_level: str = "INFO"
-    namespace_secrets: dict[str, str] = field(default_factory=dict)  # --namespace-prop tokens: never printed
+    namespace_secrets: dict[str, str] = field(default_factory=dict, repr=False)  # --namespace-prop tokens
 
 
 # -- flags -----------------------------------------------------------------------------------------
