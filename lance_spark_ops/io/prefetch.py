@@ -21,12 +21,16 @@ from typing import Any
 from lance_spark_ops.io import remote
 from lance_spark_ops.io.budget import IOBudget
 
+# what an object of unknown size (a deletion file) is counted as against the byte budget
+UNKNOWN_SIZE = 64 * 1024
+
 
 class _Entry:
-    __slots__ = ("data", "future", "path", "read", "size")
+    __slots__ = ("data", "future", "path", "read", "size", "whole")
 
-    def __init__(self, path: str, size: int) -> None:
-        self.path, self.size = path, size
+    def __init__(self, path: str, size: int | None) -> None:
+        self.path, self.size = path, size or UNKNOWN_SIZE
+        self.whole = size is None  # size unknown: one GET of the whole object
         self.future: concurrent.futures.Future[list[bytes]] | None = None
         self.read = False
         self.data: bytes | None = None  # the parts joined, once
@@ -46,22 +50,26 @@ class Prefetcher:
         self.hits = 0
 
     def schedule(self, items: Sequence[tuple[str, int]]) -> None:
-        """Fetch these (path, size) objects, in this order, as the budget allows. Objects over
-        half the budget are left to direct reads."""
+        """Fetch these (path, size) objects, in this order, as the budget allows (size None:
+        unknown, fetched whole in one request). Objects over half the budget are left to
+        direct reads."""
         cap = self.budget.max_bytes // 2
         with self._lock:
             known = {e.path for e in self._queue} | set(self._held)
-            self._queue += [_Entry(p, s) for p, s in items if 0 < s <= cap and p not in known]
+            for p, s in items:
+                if p not in known and (s is None or 0 < s <= cap):
+                    self._queue.append(_Entry(p, s))
+                    known.add(p)
             self._pump()
 
     def _pump(self) -> None:
         """Start queued fetches while requests and bytes allow (lock held)."""
         part = self.budget.part_bytes
-        in_flight = sum(-(-e.size // part) for e in self._held.values()
+        in_flight = sum(1 if e.whole else -(-e.size // part) for e in self._held.values()
                         if e.future is not None and not e.future.done())
         while self._queue:
             e = self._queue[0]
-            need = -(-e.size // part)
+            need = 1 if e.whole else -(-e.size // part)
             if in_flight and in_flight + need > self.budget.max_requests:
                 return
             while self._bytes + e.size > self.budget.max_bytes:
@@ -71,7 +79,8 @@ class Prefetcher:
                     return
                 self._bytes -= self._held.pop(old).size
             self._queue.pop(0)
-            spans = [(e.path, s, min(s + part, e.size)) for s in range(0, e.size, part)]
+            spans: list[tuple[str, int | None, int | None]] = [(e.path, None, None)] if e.whole else [
+                (e.path, s, min(s + part, e.size)) for s in range(0, e.size, part)]
             e.future = remote.submit(self.fs, remote.read_many(self.fs, spans, self.budget))
             e.future.add_done_callback(self._done)
             self._held[e.path] = e
@@ -108,12 +117,13 @@ class Prefetcher:
                     self._bytes -= self._held.pop(path).size
                     self._pump()
             return None
+        data = e.data
+        if data is None:
+            data = e.data = parts[0] if len(parts) == 1 else b"".join(parts)
         with self._lock:
             self.hits += 1
-            if e.data is None:
-                e.data = parts[0] if len(parts) == 1 else b"".join(parts)
             self._pump()
-        return e.data
+        return data
 
     def close(self) -> None:
         """Cancel what has not been fetched and drop everything held."""

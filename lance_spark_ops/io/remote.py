@@ -31,9 +31,9 @@ def is_s3(fs: Any) -> bool:
     return hasattr(fs, "_call_s3") and hasattr(fs, "_bulk_delete")
 
 
-def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any) -> T:
-    """``await fn(*args)`` on the filesystem's loop, from a thread outside it."""
-    return sync(fs.loop, fn, *args)
+def run(fs: Any, fn: Callable[..., Awaitable[T]], *args: Any, **kwargs: Any) -> T:
+    """``await fn(*args, **kwargs)`` on the filesystem's loop, from a thread outside it."""
+    return sync(fs.loop, fn, *args, **kwargs)
 
 
 def submit(fs: Any, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
@@ -60,14 +60,26 @@ async def _bounded(coros: Sequence[Awaitable[T]], limit: int) -> list[T]:
         raise
 
 
+async def cat_whole(fs: Any, path: str) -> bytes:
+    """A whole object in one GET (s3fs would otherwise ask its size first, to split it)."""
+    if is_s3(fs):
+        return await fs._cat_file(path, max_concurrency=1)
+    return await fs._cat_file(path)
+
+
+def _cat(fs: Any, path: str, start: int | None, end: int | None) -> Awaitable[bytes]:
+    return cat_whole(fs, path) if start is None else fs._cat_file(path, start=start, end=end)
+
+
 async def read_ranges(fs: Any, path: str, spans: Sequence[tuple[int, int]], budget: IOBudget) -> list[bytes]:
     """The bytes of each (start, end) span of one object, ``budget.max_requests`` at a time."""
     return await _bounded([fs._cat_file(path, start=s, end=e) for s, e in spans], budget.max_requests)
 
 
-async def read_many(fs: Any, items: Sequence[tuple[str, int, int]], budget: IOBudget) -> list[bytes]:
-    """(path, start, end) spans of several objects at once."""
-    return await _bounded([fs._cat_file(p, start=s, end=e) for p, s, e in items], budget.max_requests)
+async def read_many(fs: Any, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
+                    ) -> list[bytes]:
+    """(path, start, end) spans of several objects at once (start None: the whole object)."""
+    return await _bounded([_cat(fs, p, s, e) for p, s, e in items], budget.max_requests)
 
 
 async def _s3_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:

@@ -186,6 +186,10 @@ class ObjectStore:
 
     def _filesystem(self) -> Any:
         kwargs = fsspec_options(self.protocol, self.storage_options)
+        if self.protocol in ("s3", "s3a"):
+            # botocore's pool holds 10 connections: more requests in flight would queue for one
+            config = kwargs["config_kwargs"] = dict(kwargs.get("config_kwargs") or {})
+            config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
         try:
             return fsspec.filesystem(self.protocol, **kwargs)
         except ImportError as e:
@@ -298,8 +302,9 @@ class ObjectStore:
 
     # -- prefetch --------------------------------------------------------
     def prefetch(self, items: Iterable[tuple[str, int | None]]) -> None:
-        """Fetch these whole objects ((rel, size) in the order they will be read) ahead of their
-        reads, within the byte budget; a no-op on local and non-async stores (``io.prefetch``)."""
+        """Fetch these whole objects ((rel, size) in the order they will be read; size None when
+        unknown) ahead of their reads, within the byte budget; a no-op on local and non-async
+        stores (``io.prefetch``)."""
         if not self._remote_async():
             return
         from lance_spark_ops.io.prefetch import Prefetcher
@@ -309,8 +314,7 @@ class ObjectStore:
         got = []
         for rel, size in items:
             self.note_size(rel, size)
-            if size:
-                got.append((self.full_path(rel), int(size)))
+            got.append((self.full_path(rel), int(size) if size else None))
         self._prefetcher.schedule(got)
 
     def stop_prefetch(self) -> None:
@@ -348,6 +352,8 @@ class ObjectStore:
             got = self._fetched(rel)
             if got is not None:
                 return bytes(got)
+            if self._remote_async():
+                return bytes(remote.run(self.fs, remote.cat_whole, self.fs, self.full_path(rel)))
             return bytes(self.fs.cat_file(self.full_path(rel)))
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:

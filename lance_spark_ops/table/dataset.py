@@ -19,7 +19,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError, NotFoundError
 from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, CommitResult, commit_transaction
@@ -116,21 +116,38 @@ class Dataset:
         store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
         (a, la), (b, lb) = slc.head
         path = store.uri(slc.path)
-        first, last = store.read_range(slc.path, a, la), store.read_range(slc.path, b, lb)
+        chunks: dict[tuple[int, int], bytes] = {}
+        if store.is_local:
+            first, last = store.read_range(slc.path, a, la), store.read_range(slc.path, b, lb)
+        else:  # one round trip (coalesced or in flight together) for the head and the task's chunks
+            spans = [(offset, length) for offset, length, _ in slc.chunks]
+            try:
+                got = store.read_ranges(slc.path, [(a, la), (b, lb), *spans])
+            except NotFoundError:
+                raise
+            except LanceError:  # shorter than the slice says: not the file the driver read
+                return None
+            first, last = bytes(got[0]), bytes(got[1])
+            chunks = {span: bytes(v) for span, v in zip(spans, got[2:], strict=True)}
         mf = parse_manifest_head(first, last, slc, path)
         scheme = detect_scheme(slc.path.rsplit("/", 1)[-1])
         if mf is None or scheme is None:
             return None
         check_readable(mf.manifest.reader_feature_flags, path)
         check_manifest(mf.manifest, path)
-        return cls(store, mf, scheme, slc.path.rsplit("/", 1)[-1])
+        ds = cls(store, mf, scheme, slc.path.rsplit("/", 1)[-1])
+        ds._slice_chunks = chunks
+        return ds
 
     def fragments_in_slice(self, slc: ManifestSlice, ids: Sequence[int]) -> Iterator[list[DataFragment]]:
         """The fragments ``ids`` (in order) of a ``ManifestSlice``, one chunk at a time, each
         read when reached."""
         at = 0
+        held = getattr(self, "_slice_chunks", None) or {}
         for offset, length, count in slc.chunks:
-            data = self.store.read_range(slc.path, offset, length)
+            data = held.get((offset, length))
+            if data is None or len(data) != length:
+                data = self.store.read_range(slc.path, offset, length)
             yield fragments_from_entries(data, ids[at:at + count], self.store.uri(slc.path))
             at += count
         if at != len(ids):
@@ -316,6 +333,12 @@ class Dataset:
                                                   self.store.uri(self.manifest_path)))
             self._resolver = cached
         return cached[1]
+
+    def stop_prefetch(self) -> None:
+        """Drop what was fetched ahead for a task (``FragmentBatch.prefetch``), on every store."""
+        resolver = getattr(self, "_resolver", None)
+        for store in resolver[1].stores() if resolver is not None else [self.store]:
+            store.stop_prefetch()
 
     def deleted_offsets(self, fragment: DataFragment) -> np.ndarray:
         return deleted_offsets(self.store, fragment, self.base_resolver)

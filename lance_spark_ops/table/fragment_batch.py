@@ -21,6 +21,7 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
 from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.support import check_data_file
@@ -44,6 +45,36 @@ class FragmentBatch:
     def __init__(self, ds: Dataset, fragments: Sequence[DataFragment]) -> None:
         self.ds = ds
         self.fragments = list(fragments)
+
+    def prefetch(self, data: bool = True) -> None:
+        """Fetch the batch's deletion files, then (``data``) its data files, whole and in the
+        order a rewrite reads them, ahead of those reads (``ObjectStore.prefetch``: object stores
+        only, many in flight within the task's byte budget). A task that reads every byte of its
+        fragments (re-encode, binary copy) calls this first; a file that does not resolve is
+        left to the read that names what is wrong."""
+        ds = self.ds
+        plan: dict[int, tuple[ObjectStore, list[tuple[str, int | None]]]] = {}
+
+        def add(store: ObjectStore, rel: str, size: int | None) -> None:
+            plan.setdefault(id(store), (store, []))[1].append((rel, size))
+
+        for f in self.fragments:
+            if f.deletion_file is not None:
+                try:
+                    add(*ds.base_resolver.deletion_file(f.id, f.deletion_file), None)
+                except LanceError:
+                    pass
+        if data:
+            for f in self.fragments:
+                for df in f.files:
+                    try:
+                        store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
+                    except LanceError:
+                        continue
+                    add(store, rel, df.file_size_bytes)
+        for store, items in plan.values():
+            if not store.is_local:
+                store.prefetch(items)
 
     def physical_rows(self) -> np.ndarray:
         """Physical rows per fragment (read from the data file where the manifest lacks it)."""

@@ -197,6 +197,10 @@ class BaseResolver:
         self._passed: set[tuple[int, str]] = set()  # (id of a store held here, path) found inside
         self._roots: dict[str, tuple[str, str]] = {}
 
+    def stores(self) -> list[ObjectStore]:
+        """The dataset's store and those of the base paths resolved so far."""
+        return [self.store, *self._stores.values()]
+
     def _base(self, base_id: int, what: str) -> tuple[Any, ObjectStore]:
         base = self.bases.get(base_id)
         if base is None:

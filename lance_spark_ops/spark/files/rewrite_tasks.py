@@ -256,6 +256,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         for frags in chunks:
             seen += len(frags)
             batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the chunk at once
+            batch.prefetch()  # object stores: every file of the chunk fetched ahead, within the budget
             masks = batch.live_masks()
             ids.add(batch, masks)
             bytes_read += sum(f.file_size_bytes or 0 for fr in frags for f in fr.files)
@@ -289,6 +290,8 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         for path in sink.abort():
             ds.store.delete(f"{DATA_DIR}/{path}")
         raise
+    finally:
+        ds.stop_prefetch()
     new_fragments = _fragments(sink.done, ids)
     return RewriteResult(
         fragment_ids=spec.fragment_ids,

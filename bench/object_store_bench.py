@@ -1,0 +1,261 @@
+"""Ours against pylance on an S3 store at a real request latency, in one run.
+
+    python bench/object_store_bench.py [--latencies 0 20 50] [--rounds 2]
+        [--ops compact binary btree vacuum open]
+
+The store is ``moto_server`` on loopback behind ``tests/support/latency_store``'s proxy (in a
+child process, off this process's GIL), which holds every request N ms and counts requests by
+method and S3 operation. The dataset is issue #39's: 48 fragments x 20 000 rows (int64,
+float64, a short string, a 16-d float32 vector), a sixth of the rows deleted, written by pylance;
+every run works on a fresh server-side copy made untimed, and ours and pylance alternate which
+goes first from round to round. Our side is Spark ``local[2]`` (workers warmed first); pylance's
+``compact_files(num_threads=2)``. After every run pylance reads the result and it must hold the
+same rows. Operations:
+
+- ``compact``: re-encode compaction, ``target_rows_per_fragment=1 000 000``
+- ``binary``: the same with ``compaction_mode="try_binary_copy"``
+- ``btree``: ``create_index`` BTREE on the int64 column (pylance ``create_scalar_index``)
+- ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
+- ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
+  ``optimize.compact_files`` planning through ``Compaction.plan``)
+
+JSON results go to ``bench/results/object_store_bench.json`` and a plot of time against latency
+(both sides, per operation) to ``bench/results/object_store_bench.png``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
+
+FRAGMENTS, ROWS = 48, 20_000
+TARGET_ROWS = 1_000_000
+
+
+def make_table(start: int, n: int) -> pa.Table:
+    rng = np.random.default_rng(start)
+    ids = np.arange(start, start + n, dtype=np.int64)
+    words = np.array([f"w{i % 997:04d}" for i in range(1000)])
+    vec = rng.standard_normal((n, 16), dtype=np.float32)
+    return pa.table({"id": ids, "x": rng.standard_normal(n), "s": pa.array(words[ids % 1000]),
+                     "v": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), 16)})
+
+
+def build(uri: str, opts: dict[str, str]) -> int:
+    """The issue's dataset; returns its live rows."""
+    import lance
+
+    ds = None
+    for f in range(FRAGMENTS):
+        ds = lance.write_dataset(make_table(f * ROWS, ROWS), uri, mode="append" if f else "create",
+                                 storage_options=opts, data_storage_version="2.1")
+    assert ds is not None
+    ds.delete("id % 6 = 0")
+    return ds.count_rows()
+
+
+def copy_prefix(client, src_bucket: str, src: str, dst_bucket: str, dst: str) -> None:
+    """Server-side copy of every object under ``src/`` (untimed, straight to moto)."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=src_bucket, Prefix=f"{src}/")
+    for page in pages:
+        for obj in page.get("Contents", []):
+            key = obj["Key"]
+            client.copy_object(Bucket=dst_bucket, Key=f"{dst}/{key[len(src) + 1:]}",
+                               CopySource={"Bucket": src_bucket, "Key": key})
+
+
+def ids_of(uri: str, opts: dict[str, str]) -> np.ndarray:
+    import lance
+
+    return np.sort(lance.dataset(uri, storage_options=opts).to_table(columns=["id"]).column("id").to_numpy())
+
+
+def _import_package(task: int, ctx: object) -> int:
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
+
+    return task
+
+
+def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) -> None:
+    import lance
+
+    if side == "pylance":
+        ds = lance.dataset(uri, storage_options=opts)
+        if op in ("compact", "binary"):
+            kw = {"compaction_mode": "try_binary_copy"} if op == "binary" else {}
+            ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS, num_threads=2, **kw)
+        elif op == "btree":
+            ds.create_scalar_index("id", "BTREE")
+        elif op == "vacuum":
+            ds.cleanup_old_versions(older_than=_zero(), delete_unverified=True)
+        elif op == "open":
+            from lance.optimize import Compaction
+
+            Compaction.plan(ds, {"target_rows_per_fragment": TARGET_ROWS})
+        return
+    from lance_spark_ops.spark import compact, create_index, vacuum
+
+    if op in ("compact", "binary"):
+        mode = "try_binary_copy" if op == "binary" else "reencode"
+        compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, compaction_mode=mode, storage_options=opts)
+    elif op == "btree":
+        create_index(spark, uri, "id", "BTREE", storage_options=opts)
+    elif op == "vacuum":
+        vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
+    elif op == "open":
+        compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
+
+
+def _zero():
+    from datetime import timedelta
+
+    return timedelta(0)
+
+
+def prepare(op: str, uri: str, opts: dict[str, str], args) -> None:
+    """Untimed set-up a run needs beyond the fresh copy: old versions for ``vacuum``."""
+    if op != "vacuum":
+        return
+    import lance
+
+    for i in range(args.versions):
+        lance.write_dataset(make_table(10_000_000 + i, 10), uri, mode="append", storage_options=opts)
+    ds = lance.dataset(uri, storage_options=opts)
+    ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
+
+
+def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -> None:
+    import lance
+
+    ds = lance.dataset(uri, storage_options=opts)
+    if op == "vacuum":
+        if len(ds.versions()) != 1:
+            raise AssertionError(f"vacuum left {len(ds.versions())} versions")
+        return
+    if op == "btree":
+        if not any(i["type"] == "BTree" for i in ds.list_indices()):
+            raise AssertionError(f"no BTREE index: {ds.list_indices()}")
+        got = ds.to_table(filter="id = 20001", columns=["id"]).num_rows
+        if got != 1:
+            raise AssertionError("indexed lookup answered wrong")
+        return
+    if not np.array_equal(ids_of(uri, opts), expected):
+        raise AssertionError(f"{op}: rows differ")
+
+
+def plot(result: dict, path: Path) -> None:
+    import matplotlib
+
+    matplotlib.use("Agg")
+    import matplotlib.pyplot as plt
+
+    ops = list(result["median"])
+    fig, axes = plt.subplots(1, len(ops), figsize=(4 * len(ops), 3.4), squeeze=False)
+    for ax, op in zip(axes[0], ops, strict=True):
+        lat = sorted(int(k) for k in result["median"][op])
+        for side, style in (("ours", "o-"), ("pylance", "s--")):
+            ax.plot(lat, [result["median"][op][str(la)][side] for la in lat], style, label=side)
+        ax.set_title(op)
+        ax.set_xlabel("added latency per request (ms)")
+        ax.set_ylabel("seconds")
+        ax.set_ylim(bottom=0)
+        ax.legend()
+    fig.tight_layout()
+    fig.savefig(path, dpi=110)
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latencies", type=float, nargs="+", default=[0, 20, 50])
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
+    ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "object_store_bench.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import default_parallelism, get_spark
+
+    with MotoServer() as moto, ProxyProcess(moto.endpoint) as proxy:
+        import boto3
+
+        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing-secret", region_name="us-east-1")
+        create_bucket(moto.endpoint, "bench-src")
+        direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
+        t0 = time.perf_counter()
+        live = build("s3://bench-src/ds.lance", direct)
+        expected = ids_of("s3://bench-src/ds.lance", direct)
+        print(f"dataset: {FRAGMENTS} fragments x {ROWS} rows, {live} live (built in "
+              f"{time.perf_counter() - t0:.1f} s)", flush=True)
+        spark = get_spark("object-store-bench")
+        run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
+        seconds: dict = {}
+        requests: dict = {}
+        n = 0
+        for latency in args.latencies:
+            proxy.configure(delay_ms=latency)
+            for op in args.ops:
+                for r in range(args.rounds):
+                    order = ["ours", "pylance"] if (r + n) % 2 == 0 else ["pylance", "ours"]
+                    for side in order:
+                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
+                        create_bucket(moto.endpoint, bucket)
+                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
+                        uri = f"s3://{bucket}/ds.lance"
+                        prepare(op, uri, direct, args)
+                        proxy.reset()
+                        t0 = time.perf_counter()
+                        run_side(side, op, uri, via, spark, args)
+                        took = time.perf_counter() - t0
+                        stats = proxy.stats()
+                        check(op, uri, direct, expected, args)
+                        key = (op, str(int(latency)))
+                        seconds.setdefault(key, {}).setdefault(side, []).append(took)
+                        requests.setdefault(key, {})[side] = {"total": stats["total"], "ops": stats["ops"],
+                                                              "max_in_flight": stats["max_in_flight"]}
+                        print(f"{latency:>3.0f} ms {op:8s} {side:8s} round {r + 1}: {took:6.2f} s, "
+                              f"{stats['total']} requests {stats['ops']} (in flight <= "
+                              f"{stats['max_in_flight']})", flush=True)
+                n += 1
+        spark.stop()
+    median: dict = {}
+    for (op, lat), sides in seconds.items():
+        m = {s: statistics.median(v) for s, v in sides.items()}
+        m["ratio"] = m["ours"] / m["pylance"]
+        median.setdefault(op, {})[lat] = m
+    result = {"dataset": {"fragments": FRAGMENTS, "rows_per_fragment": ROWS, "live_rows": int(live),
+                          "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
+              "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
+              "vacuum_versions": args.versions,
+              "median": median,
+              "seconds": {f"{op}@{lat}ms": v for (op, lat), v in seconds.items()},
+              "requests": {f"{op}@{lat}ms": v for (op, lat), v in requests.items()}}
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    plot(result, out.with_suffix(".png"))
+    print("op        latency   ours     pylance  ratio   requests ours/pylance")
+    for op, lats in median.items():
+        for lat, m in lats.items():
+            rq = requests[(op, lat)]
+            print(f"{op:9s} {lat:>4s} ms {m['ours']:7.2f}  {m['pylance']:7.2f}  {m['ratio']:5.2f}   "
+                  f"{rq['ours']['total']}/{rq['pylance']['total']}")
+
+
+if __name__ == "__main__":
+    main()
