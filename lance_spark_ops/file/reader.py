@@ -15,6 +15,7 @@ full-zip ranges that hold the requested rows.
 
 from __future__ import annotations
 
+import bisect
 from collections import OrderedDict
 from collections.abc import Iterator, Sequence
 from typing import Any
@@ -107,6 +108,9 @@ class LanceFileReader(ColumnSelection):
             )
         self._page_starts: dict[int, np.ndarray] = {}
         self._search_cache: OrderedDict[tuple[int, int], PageDecoder] = OrderedDict()
+        # object stores: the page buffers of the batch being decoded, read in one go (``_warm``)
+        self._segments: list[tuple[int, int, memoryview]] = []
+        self._segment_starts: list[int] = []
 
     # -- properties --------------------------------------------------------
     @property
@@ -127,7 +131,9 @@ class LanceFileReader(ColumnSelection):
         fields = self._field_indices(columns)
         if self.num_rows == 0:
             return self._project_schema(fields).empty_table()
+        self._warm(fields, 0, self.num_rows)
         arrays = [self._decode_field_range(i, 0, self.num_rows) for i in fields]
+        self._segments = []
         return pa.Table.from_arrays(arrays, schema=self._project_schema(fields))
 
     def iter_batches(self, columns: Sequence[str] | None = None,
@@ -151,6 +157,7 @@ class LanceFileReader(ColumnSelection):
             from lance_spark_ops.encoding.carried_dictionary import mark_field
         for lo in range(start, end, batch_rows):
             hi = min(lo + batch_rows, end)
+            self._warm(fields, lo, hi)
             if not keep:
                 arrays = [self._decode_field_range(i, lo, hi) for i in fields]
                 yield pa.RecordBatch.from_arrays(arrays, schema=schema)
@@ -160,6 +167,7 @@ class LanceFileReader(ColumnSelection):
                    for (a, bitmap), f in zip(kept, schema, strict=True)]
             yield pa.RecordBatch.from_arrays([a for a, _ in kept],
                                              schema=pa.schema(out, metadata=schema.metadata))
+        self._segments = []
 
     def take(self, indices: Sequence[int] | np.ndarray | pa.Array,
              columns: Sequence[str] | None = None) -> pa.Table:
@@ -234,6 +242,55 @@ class LanceFileReader(ColumnSelection):
             return arr, bitmap
         return arr.cast(field.type), None
 
+    def _cached(self, ranges: list[tuple[int, int]]) -> list[memoryview] | None:
+        """Views of absolute ranges held in memory (the bytes read with the footer, or the
+        batch's pages ``_warm`` read), else None."""
+        got = self._meta.cached_ranges(ranges)
+        if got is not None or not self._segments:
+            return got
+        out = []
+        segments, firsts = self._segments, self._segment_starts
+        for off, size in ranges:
+            k = bisect.bisect_right(firsts, off) - 1
+            # overlapping page buffers are rare; look back a little for one that holds the range
+            for start, end, view in (segments[j] for j in range(k, max(k - 4, -1), -1)):
+                if start <= off and off + size <= end:
+                    out.append(view[off - start:off - start + size])
+                    break
+            else:
+                return None
+        return out
+
+    def _warm(self, fields: Sequence[int], start: int, stop: int) -> None:
+        """On an object store, read every page buffer that rows ``start..stop`` of ``fields``
+        touch in one ``read_ranges`` call (coalesced, in flight together) before decoding
+        them, so a batch of K columns costs one round trip, not K. A file read whole with its
+        footer (small) needs none."""
+        self._segments = []
+        if self._store.is_local or self.version == "2.0" or self._meta.cached_ranges([(0, self._meta.size)]):
+            return
+        ranges: list[tuple[int, int]] = []
+        try:
+            for i in fields:
+                first, count = self._ranges[i]
+                for c in range(first, first + count):
+                    starts = self._page_starts_of(c)
+                    pages = self._meta.column(c).pages
+                    lo = int(np.searchsorted(starts, start, side="right") - 1)
+                    hi = int(np.searchsorted(starts, stop, side="left"))
+                    for p in range(max(lo, 0), hi):
+                        page = pages[p]
+                        ranges += [(int(o), int(n)) for o, n in zip(page.buffer_offsets, page.buffer_sizes,
+                                                                      strict=True) if n]
+        except (LanceError, ValueError, IndexError):
+            return  # the decoders' own reads name the file and field
+        if len(ranges) < 2 or any(o < 0 or o + n > self._meta.size for o, n in ranges):
+            return  # one request anyway, or corrupt: the decoders' own reads name the problem
+        views = self._store.read_ranges(self._rel, ranges)
+        self._segments = sorted(((o, o + n, v) for (o, n), v in zip(ranges, views, strict=True)),
+                                key=lambda t: t[0])
+        self._segment_starts = [t[0] for t in self._segments]
+
     def _page_starts_of(self, column: int) -> np.ndarray:
         starts = self._page_starts.get(column)
         if starts is None:
@@ -289,7 +346,7 @@ class LanceFileReader(ColumnSelection):
         return out
 
     def _fetch_page(self, meta: Any, page: int) -> Fetch:
-        return page_fetch(self._store, self._rel, meta.pages[page], self._meta.cached_ranges)
+        return page_fetch(self._store, self._rel, meta.pages[page], self._cached)
 
     def _flush_run(self, meta: Any, run: list[tuple[int, MiniBlockDecoder]], out: list[PageData]) -> None:
         """Decode a run of whole mini-block pages (one read, one pass through the codecs)."""
@@ -314,7 +371,7 @@ class LanceFileReader(ColumnSelection):
     def _decode_page_rows(self, column: int, page: int, rows: np.ndarray) -> PageData:
         dec = self._page_decoder(column, page, cache=True)
         return dec.decode(page_fetch(self._store, self._rel, self._meta.column(column).pages[page],
-                                     self._meta.cached_ranges), rows)
+                                     self._cached), rows)
 
     def _page_decoder(self, column: int, page: int, cache: bool) -> PageDecoder:
         key = (column, page)
@@ -344,7 +401,7 @@ class LanceFileReader(ColumnSelection):
             while len(_PROTOTYPES) > _PROTOTYPE_CACHE_SIZE:
                 _PROTOTYPES.popitem(last=False)
         if cache:
-            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._meta.cached_ranges))
+            dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._cached))
             self._search_cache[key] = dec
             while len(self._search_cache) > SEARCH_CACHE_PAGES:
                 self._search_cache.popitem(last=False)
@@ -406,7 +463,7 @@ class LanceFileReader(ColumnSelection):
                 raise UnsupportedError(f"column {column} page {p} is not a blob page", path=self.path)
             rows = None if (lo, hi) == (ps, pe) else np.arange(lo - ps, hi - ps)
             fetch = page_fetch(self._store, self._rel, self._meta.column(column).pages[p],
-                               self._meta.cached_ranges)
+                               self._cached)
             pos, size = dec._read_descriptors(fetch, rows)  # noqa: SLF001 - descriptors, no payloads
             pos_parts.append(pos)
             size_parts.append(size)
@@ -425,5 +482,5 @@ class LanceFileReader(ColumnSelection):
             if off < 0 or size < 0 or off + size > self._meta.size:
                 raise CorruptFileError(f"buffer {off}..{off + size} lies outside the file "
                                        f"({self._meta.size} bytes)", path=self.path)
-        got = self._meta.cached_ranges(list(ranges))
+        got = self._cached(list(ranges))
         return got if got is not None else self._store.read_ranges(self._rel, list(ranges), scratch)

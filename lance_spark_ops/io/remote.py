@@ -111,27 +111,43 @@ async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
 
 
-async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> None:
-    """Delete objects (missing ones are no error): S3 in DeleteObjects calls of up to 1 000
-    keys per bucket, several in flight; others one request per object, in flight together."""
+async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[tuple[str, str]]:
+    """Delete objects (missing ones are no error); returns (path, error) of those that failed.
+    S3: DeleteObjects calls of up to 1 000 keys per bucket, several in flight (its per-key
+    errors reported); others: one request per object, in flight together."""
     if not paths:
-        return
+        return []
     if is_s3(fs):
         by_bucket: dict[str, list[str]] = {}
         for p in paths:
             by_bucket.setdefault(fs.split_path(p)[0], []).append(p)
-        calls = [fs._bulk_delete(group[i:i + S3_DELETE_BATCH])
-                 for group in by_bucket.values() for i in range(0, len(group), S3_DELETE_BATCH)]
-        await _bounded(calls, budget.max_requests)
-        return
 
-    async def one(p: str) -> None:
+        async def batch(bucket: str, keys: list[str]) -> list[tuple[str, str]]:
+            out = await fs._call_s3("delete_objects", Bucket=bucket,
+                                    Delete={"Objects": [{"Key": k} for k in keys], "Quiet": True})
+            return [(f"{bucket}/{e.get('Key')}", f"{e.get('Code')}: {e.get('Message')}")
+                    for e in out.get("Errors", [])]
+
+        calls = []
+        for bucket, group in by_bucket.items():
+            keys = [fs.split_path(p)[1] for p in group]
+            step = S3_DELETE_BATCH
+            calls += [batch(bucket, keys[i:i + step]) for i in range(0, len(keys), step)]
+        failed = [f for part in await _bounded(calls, budget.max_requests) for f in part]
+        for p in paths:
+            fs.invalidate_cache(p)
+        return failed
+
+    async def one(p: str) -> list[tuple[str, str]]:
         try:
             await fs._rm_file(p)
         except FileNotFoundError:
             pass
+        except Exception as e:  # noqa: BLE001 - reported per path
+            return [(p, f"{type(e).__name__}: {e}")]
+        return []
 
-    await _bounded([one(p) for p in paths], budget.max_requests)
+    return [f for part in await _bounded([one(p) for p in paths], budget.max_requests) for f in part]
 
 
 class S3Upload:
@@ -171,10 +187,8 @@ class S3Upload:
         return None
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
-        from s3fs.core import _error_wrapper
-
-        return await _error_wrapper(self.fs._call_s3, args=(method,), kwargs={
-            "Bucket": self.bucket, "Key": self.key, **kwargs}, retries=self.fs.retries)
+        # s3fs retries (throttling, dropped connections) and adds its request defaults (SSE ...)
+        return await self.fs._call_s3(method, Bucket=self.bucket, Key=self.key, **kwargs)
 
     async def _upload_part(self, number: int, data: bytes) -> dict[str, Any]:
         out = await self._call("upload_part", PartNumber=number, UploadId=self._upload_id, Body=data)
@@ -182,8 +196,7 @@ class S3Upload:
 
     def _start_part(self, data: bytes) -> None:
         if self._upload_id is None:
-            extra = dict(getattr(self.fs, "s3_additional_kwargs", None) or {})
-            self._upload_id = run(self.fs, self._call, "create_multipart_upload", **extra)["UploadId"]
+            self._upload_id = run(self.fs, self._call, "create_multipart_upload")["UploadId"]
         while sum(not f.done() for f in self._parts) >= self._window:
             concurrent.futures.wait([f for f in self._parts if not f.done()],
                                     return_when=concurrent.futures.FIRST_COMPLETED)

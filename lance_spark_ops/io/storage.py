@@ -352,8 +352,8 @@ class ObjectStore:
             got = self._fetched(rel)
             if got is not None:
                 return bytes(got)
-            if self._remote_async():
-                return bytes(remote.run(self.fs, remote.cat_whole, self.fs, self.full_path(rel)))
+            if remote.is_s3(self.fs):  # one GET (s3fs would ask the size first, to split it)
+                return bytes(self.fs.cat_file(self.full_path(rel), max_concurrency=1))
             return bytes(self.fs.cat_file(self.full_path(rel)))
 
     def read_range(self, rel: str, offset: int, size: int) -> bytes:
@@ -581,9 +581,27 @@ class ObjectStore:
         flight (S3 DeleteObjects, 1 000 keys each: ``io.remote.delete_many``)."""
         rels = list(rels)
         if len(rels) > 1 and self._remote_async():
-            with self._typed("delete", rels[0]):
-                paths = [self.full_path(r) for r in rels]
-                remote.run(self.fs, remote.delete_many, self.fs, paths, self.budget)
+            failed = self.delete_batch(rels)
+            if failed:
+                raise LanceError(f"{len(failed)} of {len(rels)} deletes failed, first: {failed[0][1]}",
+                                 path=self.uri(failed[0][0]))
             return
         for rel in rels:
             self.delete(rel)
+
+    def delete_batch(self, rels: Sequence[str]) -> list[tuple[str, str]]:
+        """Delete objects (missing ones ignored) and return (rel, error) of each that failed,
+        instead of raising: batched on object stores (``delete_many``), one by one elsewhere."""
+        if not self._remote_async():
+            failed = []
+            for rel in rels:
+                try:
+                    self.delete(rel)
+                except (OSError, LanceError) as e:
+                    failed.append((rel, f"{type(e).__name__}: {e}"))
+            return failed
+        paths = [self.full_path(r) for r in rels]
+        with self._typed("delete", rels[0] if rels else ""):
+            failed = remote.run(self.fs, remote.delete_many, self.fs, paths, self.budget)
+        back = dict(zip(paths, rels, strict=True))
+        return [(back.get(p, p), err) for p, err in failed]

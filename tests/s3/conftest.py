@@ -20,6 +20,8 @@ from pathlib import Path
 
 import pytest
 
+from tests.support.latency_store import LatencyProxy
+
 READY_SECONDS = 30.0
 RECORDING_PATH: Path | None = None  # where the session's moto server records requests
 
@@ -120,3 +122,39 @@ def s3(moto_endpoint: str) -> S3:
     env = S3(moto_endpoint, bucket)
     env.client().create_bucket(Bucket=bucket)
     return env
+
+
+@pytest.fixture(scope="session")
+def latency_proxy(moto_endpoint: str) -> Iterator[LatencyProxy]:
+    """``tests/support/latency_store``'s proxy in front of the session's moto server (a thread
+    of this process), logging every request; tests reset it and set its delay and faults."""
+    with LatencyProxy(moto_endpoint, log=True) as proxy:
+        yield proxy
+
+
+@dataclass
+class SlowS3:
+    """A bucket reached two ways: ``direct`` (set-up and checks, uncounted) and through the
+    proxy (``options``: the requests under test, counted)."""
+
+    direct: S3
+    proxy: LatencyProxy
+
+    @property
+    def options(self) -> dict[str, str]:
+        return {**self.direct.options, "aws_endpoint": self.proxy.endpoint}
+
+    def uri(self, name: str) -> str:
+        return self.direct.uri(name)
+
+
+@pytest.fixture
+def slow_s3(s3: S3, latency_proxy: LatencyProxy) -> Iterator[SlowS3]:
+    """A fresh bucket behind the proxy, 2 ms per request; counts, faults and delay reset after."""
+    latency_proxy.reset()
+    latency_proxy.configure(delay_ms=2, log=True)
+    try:
+        yield SlowS3(s3, latency_proxy)
+    finally:
+        latency_proxy.reset()
+        latency_proxy.configure(delay_ms=0)

@@ -120,7 +120,7 @@ class VacuumMetrics:
 
 def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
     """``{name: version}`` of the ``*.json`` ref files under ``prefix`` (names may hold '/')."""
-    listed = list_prefix(ListTask(store.root, store.storage_options, prefix)) if store.exists(prefix) else []
+    listed = list_prefix(ListTask(store.root, store.storage_options, prefix))  # absent: [] (no HEAD first)
     out = {}
     for f in listed:
         if f.path.endswith(".json"):

@@ -1,0 +1,212 @@
+"""Requests counted through the latency proxy (``tests/support/latency_store``), never seconds:
+a fragment's columns read in a bounded number of requests, no size request per data file,
+footers in one request, vacuum deletes in batches, compaction within pylance's request count
+and checked by pylance, and jobs that finish through injected 503 SlowDown answers, connection
+resets and timeouts."""
+
+from __future__ import annotations
+
+from collections import Counter
+from datetime import timedelta
+
+import numpy as np
+import pyarrow as pa
+import pytest
+
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.files.vacuuming import vacuum
+from lance_spark_ops.table.dataset import Dataset
+from tests.s3.conftest import SlowS3
+
+
+def _by_op(log: list, contains: str) -> Counter:
+    return Counter(op for op, path, _ in log if contains in path)
+
+
+def _table(n: int, start: int = 0, k: int = 4) -> pa.Table:
+    ids = np.arange(start, start + n, dtype=np.int64)
+    cols = {"id": ids, **{f"c{i}": ids * (i + 2) for i in range(k - 2)}}
+    return pa.table({**cols, "s": pa.array([f"v{i % 97}" for i in ids.tolist()])})
+
+
+def _write(slow: SlowS3, name: str, n: int, per_file: int, k: int = 4) -> str:
+    import lance
+
+    uri = slow.uri(name)
+    lance.write_dataset(_table(n, k=k), uri, storage_options=slow.direct.options, max_rows_per_file=per_file,
+                        data_storage_version="2.1")
+    return uri
+
+
+def test_proxy_counts_operations_and_holds_requests(slow_s3: SlowS3) -> None:
+    import boto3
+
+    proxy = slow_s3.proxy
+    client = boto3.client("s3", endpoint_url=proxy.endpoint, aws_access_key_id="testing",
+                          aws_secret_access_key="testing-secret", region_name="us-east-1")
+    bucket = slow_s3.direct.bucket
+    proxy.reset()
+    client.put_object(Bucket=bucket, Key="a/x", Body=b"0123456789")
+    assert client.get_object(Bucket=bucket, Key="a/x", Range="bytes=2-4")["Body"].read() == b"234"
+    client.head_object(Bucket=bucket, Key="a/x")
+    client.list_objects_v2(Bucket=bucket, Prefix="a/")
+    client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": "a/x"}]})
+    st = proxy.stats()
+    assert st["ops"] == {"PUT": 1, "GET": 1, "HEAD": 1, "LIST": 1, "DELETE_OBJECTS": 1}
+    assert st["requests"] == {"PUT": 1, "GET": 2, "HEAD": 1, "POST": 1}
+    assert st["bytes_in"]["PUT"] == 10 and st["bytes_out"]["GET"] >= 3
+    proxy.inject("slowdown", count=1, ops=["GET"])  # botocore retries a 503 SlowDown
+    client.put_object(Bucket=bucket, Key="a/y", Body=b"y")
+    assert client.get_object(Bucket=bucket, Key="a/y")["Body"].read() == b"y"
+    assert proxy.stats()["faults"] == {"slowdown": 1}
+
+
+def test_fragment_of_k_columns_in_two_requests(slow_s3: SlowS3) -> None:
+    """A 6-column fragment of ~3 MB (footer not read with the data): one request for the footer
+    (its size from the manifest), one round of coalesced page reads - not one per column; no
+    HEAD. pylance reads the same table."""
+    import lance
+
+    uri = _write(slow_s3, "wide.lance", 100_000, 100_000, k=6)
+    ds = Dataset.open(uri, storage_options=slow_s3.options)
+    proxy = slow_s3.proxy
+    proxy.reset()
+    got = ds.to_table()
+    data = _by_op(proxy.stats()["log"], "/data/")
+    assert data == {"GET": 2}, data
+    assert got.equals(lance.dataset(uri, storage_options=slow_s3.direct.options).to_table())
+    proxy.reset()
+    ds.to_table(columns=["c1", "s"])
+    assert _by_op(proxy.stats()["log"], "/data/") == {"GET": 2}
+
+
+def test_no_size_request_per_data_file(slow_s3: SlowS3) -> None:
+    """Eight small fragments: each data file is one GET (read whole with its footer, the size
+    from the manifest), no HEAD anywhere; a footer without a known size is one suffix GET."""
+    uri = _write(slow_s3, "small.lance", 8_000, 1_000)
+    proxy = slow_s3.proxy
+    proxy.reset()
+    Dataset.open(uri, storage_options=slow_s3.options).to_table()
+    log = proxy.stats()["log"]
+    assert _by_op(log, "/data/") == {"GET": 8}
+    assert not any(op == "HEAD" for op, _, _ in log)
+    store = ObjectStore(uri, slow_s3.options)
+    name = store.list("data")[0]
+    proxy.reset()
+    size, tail = store.read_tail(f"data/{name}", 64 * 1024, 512 * 1024)
+    assert size == len(tail) == ObjectStore(uri, slow_s3.direct.options).size(f"data/{name}")
+    log = proxy.stats()["log"]
+    assert [(op, rng) for op, _, rng in log] == [("GET", "bytes=-524288")]
+
+
+def test_compaction_on_latency_store_checked_by_pylance(slow_s3: SlowS3) -> None:
+    """Re-encode compaction of 8 fragments with deletions through the proxy: every data file
+    read with one GET (prefetched whole), no HEAD, no more requests than pylance's compaction
+    of a twin; pylance reads the same rows."""
+    import lance
+
+    counts = {}
+    for side in ("ours", "pylance"):
+        uri = _write(slow_s3, f"{side}.lance", 16_000, 2_000)
+        lance.dataset(uri, storage_options=slow_s3.direct.options).delete("id % 7 = 0")
+        expected = lance.dataset(uri, storage_options=slow_s3.direct.options).to_table().sort_by("id")
+        slow_s3.proxy.reset()
+        if side == "ours":
+            m = compact(None, uri, target_rows_per_fragment=100_000, storage_options=slow_s3.options)
+            assert m.fragments_removed == 8 and m.fragments_added == 1
+        else:
+            lance.dataset(uri, storage_options=slow_s3.options).optimize.compact_files(
+                target_rows_per_fragment=100_000, num_threads=2)
+        st = slow_s3.proxy.stats()
+        counts[side] = st["total"]
+        if side == "ours":
+            assert _by_op(st["log"], "/data/") == {"GET": 8, "PUT": 1}
+            assert _by_op(st["log"], "/_deletions/") == {"GET": 8}
+            assert st["ops"].get("HEAD", 0) == 0
+        after = lance.dataset(uri, storage_options=slow_s3.direct.options)
+        assert len(after.get_fragments()) == 1
+        assert after.to_table().sort_by("id").equals(expected)
+    assert counts["ours"] <= counts["pylance"] + 6, counts  # + our version hint (GET, PUT) per commit, LISTs
+
+
+def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:
+    """Removing 20 old versions: the unreferenced files and manifests go in DeleteObjects calls
+    (one per delete task), never one DELETE per object; pylance then sees one version."""
+    import lance
+
+    uri = _write(slow_s3, "vac.lance", 200, 100)
+    so = slow_s3.direct.options
+    for i in range(20):
+        lance.write_dataset(_table(10, 1000 + 10 * i), uri, mode="append", storage_options=so)
+    lance.dataset(uri, storage_options=so).optimize.compact_files(target_rows_per_fragment=10_000)
+    expected = lance.dataset(uri, storage_options=so).to_table().sort_by("id")
+    slow_s3.proxy.reset()
+    m = vacuum(None, uri, older_than=timedelta(0), delete_unverified=True, storage_options=slow_s3.options)
+    ops = slow_s3.proxy.stats()["ops"]
+    assert m.failed_deletes == 0 and len(m.removed_paths) >= 40
+    assert ops.get("DELETE", 0) == 0 and 1 <= ops["DELETE_OBJECTS"] <= 2, ops
+    after = lance.dataset(uri, storage_options=slow_s3.direct.options)
+    assert len(after.versions()) == 1 and after.to_table().sort_by("id").equals(expected)
+
+
+def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output above two parts uploads as a multipart upload whose parts go out while the
+    writer goes on; ``discard`` aborts it and leaves no object."""
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
+    slow_s3.proxy.reset()
+    out = store.open_output("big.bin")
+    for i in range(0, len(payload), 1 << 20):
+        out.write(payload[i:i + (1 << 20)])
+    out.close()
+    ops = slow_s3.proxy.stats()["ops"]
+    assert ops == {"CREATE_MPU": 1, "PUT_PART": 5, "COMPLETE_MPU": 1}, ops
+    assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).read("big.bin") == payload
+    out = store.open_output("gone.bin")
+    out.write(payload)
+    out.discard()
+    assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).list("") == ["big.bin"]
+
+
+def _faulty_compaction(slow: SlowS3, name: str, faults: list[dict], extra: dict | None = None) -> dict:
+    import lance
+
+    uri = _write(slow, name, 12_000, 2_000)
+    lance.dataset(uri, storage_options=slow.direct.options).delete("id % 5 = 0")
+    expected = lance.dataset(uri, storage_options=slow.direct.options).to_table().sort_by("id")
+    slow.proxy.reset()
+    for f in faults:
+        slow.proxy.inject(**f)
+    compact(None, uri, target_rows_per_fragment=100_000, storage_options={**slow.options, **(extra or {})})
+    st = slow.proxy.stats()
+    after = lance.dataset(uri, storage_options=slow.direct.options)
+    assert after.to_table().sort_by("id").equals(expected)  # 0 rows lost
+    assert len(after.get_fragments()) == 1
+    return st
+
+
+def test_compaction_through_slowdowns_and_resets(slow_s3: SlowS3) -> None:
+    """503 SlowDown on data and deletion reads, a reset after a data read was served, a reset
+    of a part upload before it reached the server: retried; the result is pylance's."""
+    st = _faulty_compaction(slow_s3, "faults.lance", [
+        {"kind": "slowdown", "count": 3, "ops": ["GET"], "path_contains": "/data/"},
+        {"kind": "slowdown", "count": 2, "ops": ["GET"], "path_contains": "/_deletions/"},
+        {"kind": "reset", "count": 1, "ops": ["GET"], "path_contains": "/data/", "forward": True},
+        {"kind": "slowdown", "count": 1, "ops": ["PUT"], "path_contains": "/_transactions/"},
+    ])
+    assert st["faults"] == {"slowdown": 6, "reset": 1}
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("faults", [
+    [{"kind": "timeout", "count": 2, "ops": ["GET"], "path_contains": "/data/", "hold_s": 3.0}],
+    [{"kind": "reset", "count": 4, "ops": ["GET"], "path_contains": "/data/"}],
+    [{"kind": "reset", "count": 1, "ops": ["PUT"], "path_contains": "/data/", "forward": True}],
+    [{"kind": "slowdown", "count": 3, "ops": ["LIST"]}, {"kind": "slowdown", "count": 2, "ops": ["PUT"]}],
+])
+def test_compaction_through_more_faults(slow_s3: SlowS3, faults: list[dict]) -> None:
+    timeouts = {"config_kwargs": {"read_timeout": 1, "connect_timeout": 1}}  # s3fs's own: held -> retried
+    st = _faulty_compaction(slow_s3, "more.lance", faults, timeouts)
+    assert sum(st["faults"].values()) == sum(f["count"] for f in faults)
