@@ -48,6 +48,8 @@ class Prefetcher:
         self._bytes = 0  # of the held entries
         self.fetched = 0  # objects fetched (metrics)
         self.hits = 0
+        self._pumping: int | None = None  # the thread inside _pump
+        self._again = False
 
     def schedule(self, items: Sequence[tuple[str, int]]) -> None:
         """Fetch these (path, size) objects, in this order, as the budget allows (size None:
@@ -63,7 +65,20 @@ class Prefetcher:
             self._pump()
 
     def _pump(self) -> None:
-        """Start queued fetches while requests and bytes allow (lock held)."""
+        """Start queued fetches while requests and bytes allow (lock held). A fetch that is
+        over before its callback is added calls ``_done`` in this thread: it only asks for
+        another pass then (the lock is not re-entrant)."""
+        self._pumping = threading.get_ident()
+        try:
+            while True:
+                self._again = False
+                self._pump_once()
+                if not self._again:
+                    return
+        finally:
+            self._pumping = None
+
+    def _pump_once(self) -> None:
         part = self.budget.part_bytes
         in_flight = sum(1 if e.whole else -(-e.size // part) for e in self._held.values()
                         if e.future is not None and not e.future.done())
@@ -87,7 +102,12 @@ class Prefetcher:
             self._bytes += e.size
             in_flight += need
 
-    def _done(self, _: concurrent.futures.Future) -> None:
+    def _done(self, fut: concurrent.futures.Future) -> None:
+        if self._pumping == threading.get_ident():  # from add_done_callback inside _pump
+            self._again = True
+            return
+        if fut.cancelled():
+            return
         with self._lock:
             self.fetched += 1
             self._pump()
@@ -129,8 +149,8 @@ class Prefetcher:
         """Cancel what has not been fetched and drop everything held."""
         with self._lock:
             self._queue.clear()
-            for e in self._held.values():
-                if e.future is not None:
-                    e.future.cancel()
+            futures = [e.future for e in self._held.values() if e.future is not None]
             self._held.clear()
             self._bytes = 0
+        for f in futures:  # outside the lock: a cancelled future runs its callbacks right here
+            f.cancel()
