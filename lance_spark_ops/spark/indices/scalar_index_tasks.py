@@ -262,7 +262,7 @@ def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
         for batch in run.iter_batches(["values"], batch_rows=chunk_rows):
             cutter.add(batch.column(0))
         ds.store.copy(f"{dst}/{spec.parts[0]}", f"{dst}/{bt.PAGE_DATA}")
-        size = ds.store.size(f"{dst}/{bt.PAGE_DATA}")
+        size = run.metadata.size  # a copy's size: no size request
         lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), spec.file_version)
         return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
     w = LanceFileWriter(f"{dst}/{bt.PAGE_DATA}", schema, version=spec.file_version, store=ds.store)
