@@ -65,7 +65,7 @@ def job_flags() -> list[tuple[str, str, str]]:
     for page in PAGES:
         for command in commands(page.read_text()):
             parts = re.split(r"jobs/(\w+)\.py", command)
-            for job, rest in zip(parts[1::2], parts[2::2]):
+            for job, rest in zip(parts[1::2], parts[2::2], strict=True):
                 found += [(page.name, job, f) for f in re.findall(r"(?<![\w-])--[a-z][a-z0-9-]*", rest)]
     return found
 
@@ -114,9 +114,8 @@ def test_layout_matches_the_tree() -> None:
     entries = {p.rstrip("/") for _, p in layout_entries()}
     for path in entries:
         assert (ROOT / path).exists(), f"README Layout names {path}, which does not exist"
-    packages = {str(d.relative_to(ROOT)) for d in [PACKAGE, *PACKAGE.iterdir(), *(PACKAGE / "spark").iterdir(),
-                                                   *(PACKAGE / "index").iterdir()]
-                if d.is_dir() and (d / "__init__.py").exists()}
+    dirs = [PACKAGE, *PACKAGE.iterdir(), *(PACKAGE / "spark").iterdir(), *(PACKAGE / "index").iterdir()]
+    packages = {str(d.relative_to(ROOT)) for d in dirs if d.is_dir() and (d / "__init__.py").exists()}
     assert packages - entries == set(), "packages missing from the README's Layout"
     top = {d.name for d in ROOT.iterdir() if d.is_dir() and not d.name.startswith((".venv", "__"))
            and (d.name == ".ci" or not d.name.startswith(".")) and any(d.iterdir())}
