@@ -197,6 +197,16 @@ def test_named_modules_exist(page: Path) -> None:
             obj = getattr(obj, name)  # AttributeError names what is missing
 
 
+@pytest.mark.parametrize("page", PAGES, ids=lambda p: p.name)
+def test_shown_imports_work(page: Path) -> None:
+    """Every ``from lance_spark_ops... import a, b`` a page shows imports those names."""
+    shown = re.findall(r"^from (lance_spark_ops[\w.]*) import ([\w, ]+)$", page.read_text(), re.M)
+    for module, names in shown:
+        imported = importlib.import_module(module)
+        for name in names.split(","):
+            assert hasattr(imported, name.strip()), f"{page.name}: from {module} import {name.strip()}"
+
+
 def test_quick_start_runs_what_exists() -> None:
     text = section(README.read_text(), "Quick start (fresh machine: Python >= 3.10, Java 17 for Spark)")
     block = text.split("```bash")[1].split("```")[0]
