@@ -168,7 +168,7 @@ def _history(uri: str, so: dict[str, str] | None) -> None:
     lance.dataset(uri, storage_options=so).delete("id >= 800")
 
 
-def test_vacuum_removes_what_pylance_removes(spark, remote: Remote, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+def test_vacuum_removes_what_pylance_removes(remote: Remote, tmp_path: Path) -> None:
     """The same history locally (pylance's cleanup_old_versions) and uploaded (our vacuum):
     the same files remain, and pylance reads the vacuumed dataset."""
     theirs = tmp_path / "theirs.lance"
@@ -177,7 +177,7 @@ def test_vacuum_removes_what_pylance_removes(spark, remote: Remote, tmp_path: Pa
     before = remote.files("v.lance")
     expected = _sorted(lance.dataset(str(theirs)).to_table())
     stats = lance.dataset(str(theirs)).cleanup_old_versions(older_than=timedelta(0))
-    m = vacuum(spark, uri, older_than=timedelta(0), storage_options=remote.options)
+    m = vacuum(None, uri, older_than=timedelta(0), storage_options=remote.options)  # tasks in-process
     kept_theirs = {p.relative_to(theirs).as_posix() for p in theirs.rglob("*") if p.is_file()}
     assert remote.files("v.lance") == kept_theirs
     assert set(m.removed_paths) == before - kept_theirs and m.old_versions == stats.old_versions >= 5
