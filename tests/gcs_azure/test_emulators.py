@@ -1,4 +1,4 @@
-"""Compaction, create_index (BTREE), vacuum and conditional-put commits on GCS
+"""Compaction, create_index (BTREE, IVF_PQ), vacuum and conditional-put commits on GCS
 (gcp-storage-emulator) and Azure (Azurite), each result checked by pylance.
 
 pylance reaches Azurite with its own options, so on Azure pylance writes the tables and reads
@@ -17,6 +17,7 @@ from datetime import timedelta
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pyarrow as pa
 import pytest
 
@@ -124,6 +125,7 @@ def test_pylance_cannot_list_on_the_gcs_emulator(gcs: GCS) -> None:
                             storage_options={**gcs.options, "client_max_retries": "0"})
 
 
+@pytest.mark.spark
 def test_compaction(spark, remote: Remote) -> None:  # type: ignore[no-untyped-def]
     uri = remote.pylance_write("c.lance", _fragmented)
     before = remote.pylance("c.lance")
@@ -139,6 +141,7 @@ def test_compaction(spark, remote: Remote) -> None:  # type: ignore[no-untyped-d
     assert _sorted(Dataset.open(uri, storage_options=remote.options).to_table()).equals(expected)
 
 
+@pytest.mark.spark
 def test_create_index_btree(spark, remote: Remote) -> None:  # type: ignore[no-untyped-def]
     uri = remote.pylance_write("i.lance", _fragmented)
     m = create_index(spark, uri, "id", "BTREE", storage_options=remote.options)
@@ -153,6 +156,33 @@ def test_create_index_btree(spark, remote: Remote) -> None:  # type: ignore[no-u
     assert got.equals(full.filter(pa.compute.and_(pa.compute.greater_equal(full["id"], 500),
                                                   pa.compute.less(full["id"], 640))))
     assert got.num_rows == 140 - 20
+
+
+def _vectors(uri: str, so: dict[str, str] | None) -> None:
+    """600 rows of a 16-d float32 vector in three fragments."""
+    rng = np.random.default_rng(7)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.normal(size=600 * 16).astype(np.float32)), 16)
+    data = pa.table({"id": pa.array(range(600), pa.int64()), "vec": vec})
+    lance.write_dataset(data, uri, storage_options=so, max_rows_per_file=200)
+
+
+def test_create_index_ivf_pq(remote: Remote) -> None:
+    """A vector index (tasks in-process): pylance loads it and, probing every partition and
+    refining over every row, answers as its own brute-force scan."""
+    uri = remote.pylance_write("vec.lance", _vectors)
+    m = create_index(None, uri, "vec", "IVF_PQ", storage_options=remote.options, num_partitions=2,
+                     num_sub_vectors=4)
+    ds = remote.pylance("vec.lance")
+    assert ds.version == m.new_version
+    (idx,) = ds.list_indices()
+    assert idx["name"] == "vec_idx" and idx["type"] == "IVF_PQ"
+    q = ds.take([123], columns=["vec"]).column("vec")[0].values.to_numpy()
+    near = {"column": "vec", "q": q, "k": 10}
+    indexed = ds.to_table(columns=["id"], nearest={**near, "nprobes": 2, "refine_factor": 60})
+    brute = ds.to_table(columns=["id"], nearest={**near, "use_index": False})
+    assert "ANNIvfPartition" in ds.scanner(nearest={**near, "nprobes": 2}).explain_plan()
+    assert indexed.column("id").to_pylist() == brute.column("id").to_pylist()
+    assert indexed.column("id")[0].as_py() == 123
 
 
 def _history(uri: str, so: dict[str, str] | None) -> None:
