@@ -335,7 +335,7 @@ def _gcs_service_account(out: dict[str, Any]) -> None:
     gcsfs cannot load such an account (its private key is a placeholder), so it never sees it."""
     token = out.get("token")
     info: Any = token
-    if isinstance(token, str) and token.lower().endswith(".json") and os.path.isfile(token):
+    if isinstance(token, str) and os.path.isfile(token):
         try:
             with open(token, encoding="utf-8") as f:
                 info = json.load(f)
