@@ -49,6 +49,7 @@ from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
     expiry_of,
+    filesystem_class,
     fsspec_options,
     plain_options,
     redact,
@@ -191,7 +192,8 @@ class ObjectStore:
             config = kwargs["config_kwargs"] = dict(kwargs.get("config_kwargs") or {})
             config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
         try:
-            return fsspec.filesystem(self.protocol, **kwargs)
+            cls = filesystem_class(self.protocol, kwargs)
+            return fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)
         except ImportError as e:
             extra = _EXTRAS.get(self.protocol)
             hint = f"; pip install lance-spark-ops[{extra}]" if extra else ""
