@@ -102,8 +102,8 @@ def test_no_size_request_per_data_file(slow_s3: SlowS3) -> None:
 
 def test_compaction_on_latency_store_checked_by_pylance(slow_s3: SlowS3) -> None:
     """Re-encode compaction of 8 fragments with deletions through the proxy: every data file
-    read with one GET (prefetched whole), no HEAD, no more requests than pylance's compaction
-    of a twin; pylance reads the same rows."""
+    read with one GET (prefetched whole), no HEAD, as many requests as pylance's compaction of
+    a twin but two; pylance reads the same rows."""
     import lance
 
     counts = {}
@@ -127,7 +127,9 @@ def test_compaction_on_latency_store_checked_by_pylance(slow_s3: SlowS3) -> None
         after = lance.dataset(uri, storage_options=slow_s3.direct.options)
         assert len(after.get_fragments()) == 1
         assert after.to_table().sort_by("id").equals(expected)
-    assert counts["ours"] <= counts["pylance"] + 6, counts  # + our version hint (GET, PUT) per commit, LISTs
+    # + the task's read of its manifest slice (executors are other processes) and the job's
+    # sweep (a LIST of data/) for files of failed task attempts
+    assert counts["ours"] <= counts["pylance"] + 2, counts
 
 
 def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:

@@ -185,7 +185,10 @@ def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> 
 
 
 def _write_hint(store: ObjectStore, version: int) -> None:
-    """Best effort: pylance 14 writes ``{"version": N}`` after each commit; never lower it."""
+    """Best effort: pylance 14 writes ``{"version": N}`` after each commit on local storage
+    (on S3 it writes none: two requests a commit saved); never lower it."""
+    if store.protocol not in ("file", "local", "memory"):
+        return
     rel = f"{VERSIONS_DIR}/{LATEST_VERSION_HINT}"
     try:
         try:  # read it straight away (no existence check first: one request fewer per commit)
