@@ -41,7 +41,6 @@ from __future__ import annotations
 import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -49,6 +48,7 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
+from lance_spark_ops._concurrent import map_concurrently
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import (
     CommitConflict,
@@ -408,11 +408,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                 out[i] = b
         rest = [i for i in rest if out[i] is None]
     todo = [plans[i] for i in rest]
-    if not concurrent or len(todo) < 2:
-        built = [one(p) for p in todo]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
-            built = list(pool.map(one, todo))
+    built = map_concurrently(one, todo) if concurrent else [one(p) for p in todo]
     for i, b in zip(rest, built, strict=True):
         out[i] = b
     return out  # type: ignore[return-value]
@@ -674,12 +670,4 @@ def unindexed_rows(ds: Dataset, name: str) -> int:
     if not segs:
         raise NotFoundError(f"no index named {name!r}", path=ds.uri)
     covered = covered_fragments(ds, segs)
-    total = 0
-    for f in ds.fragments:
-        if f.id not in covered:
-            n = f.num_rows
-            if n is None:
-                live = ds.live_mask(f)
-                n = int(live.sum()) if live is not None else int(f.physical_rows or 0)
-            total += int(n)
-    return total
+    return sum(ds.live_rows(f) for f in ds.fragments if f.id not in covered)
