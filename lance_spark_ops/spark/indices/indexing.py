@@ -41,6 +41,7 @@ from __future__ import annotations
 import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -48,7 +49,6 @@ import numpy as np
 import pyarrow as pa
 from pyroaring import BitMap
 
-from lance_spark_ops._concurrent import map_concurrently
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import (
     CommitConflict,
@@ -408,7 +408,11 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                 out[i] = b
         rest = [i for i in rest if out[i] is None]
     todo = [plans[i] for i in rest]
-    built = map_concurrently(one, todo) if concurrent else [one(p) for p in todo]
+    if not concurrent or len(todo) < 2:
+        built = [one(p) for p in todo]
+    else:
+        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
+            built = list(pool.map(one, todo))
     for i, b in zip(rest, built, strict=True):
         out[i] = b
     return out  # type: ignore[return-value]
