@@ -46,12 +46,14 @@ class FragmentBatch:
         self.ds = ds
         self.fragments = list(fragments)
 
-    def prefetch(self, data: bool = True) -> None:
+    def prefetch(self, data: bool = True, data_max_bytes: int | None = None) -> None:
         """Fetch the batch's deletion files, then (``data``) its data files, whole and in the
         order a rewrite reads them, ahead of those reads (``ObjectStore.prefetch``: object stores
         only, many in flight within the task's byte budget). A task that reads every byte of its
-        fragments (re-encode, binary copy) calls this first; a file that does not resolve is
-        left to the read that names what is wrong."""
+        fragments (re-encode, binary copy) calls this first; one that reads a few columns passes
+        ``data_max_bytes``: files up to that size are fetched whole (one request, in flight with
+        the others, beats a footer and then page reads in turn), larger ones are read as usual.
+        A file that does not resolve is left to the read that names what is wrong."""
         ds = self.ds
         plan: dict[int, tuple[ObjectStore, list[tuple[str, int | None]]]] = {}
 
@@ -71,7 +73,8 @@ class FragmentBatch:
                         store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
                     except LanceError:
                         continue
-                    add(store, rel, df.file_size_bytes)
+                    if data_max_bytes is None or 0 < (df.file_size_bytes or 0) <= data_max_bytes:
+                        add(store, rel, df.file_size_bytes)
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)

@@ -35,6 +35,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 ZONED = ("ZONEMAP", "BLOOMFILTER")
 SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
@@ -98,15 +99,25 @@ def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
     return write_table(rel, table, version, store, extra or ())
 
 
+# data files up to this size are fetched whole ahead of a column scan on an object store
+SMALL_FILE_PREFETCH = 4 << 20
+
+
 def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
     """(values, ids) of the live rows of the spec's fragments, batch by batch."""
     id_col = "_rowaddr" if by_address else "_rowid"
-    for fid in spec.fragment_ids:
-        for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
-                                      with_row_address=by_address, batch_rows=SCAN_ROWS):
-            if batch.num_rows:
-                ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-                yield batch.column(0), ids
+    # object stores: deletion files and small data files fetched ahead, many in flight
+    FragmentBatch(ds, ds._select_fragments([int(f) for f in spec.fragment_ids])).prefetch(  # noqa: SLF001
+        data_max_bytes=SMALL_FILE_PREFETCH)
+    try:
+        for fid in spec.fragment_ids:
+            for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
+                                          with_row_address=by_address, batch_rows=SCAN_ROWS):
+                if batch.num_rows:
+                    ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+                    yield batch.column(0), ids
+    finally:
+        ds.stop_prefetch()
 
 
 def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
