@@ -115,20 +115,30 @@ def list_prefix(task: ListTask, ctx: TaskContext | None = None) -> list[ListedFi
     return files
 
 
+# manifests a vacuum task reads at once (object stores: in flight together; memory: this many)
+MANIFESTS_IN_FLIGHT = 16
+
+
 def read_manifests(task: ReadManifestsTask, ctx: TaskContext | None = None) -> list[VersionInfo]:
-    """Parse each manifest and keep only what a vacuum needs (version, time, references)."""
+    """Parse each manifest and keep only what a vacuum needs (version, time, references); on an
+    object store ``MANIFESTS_IN_FLIGHT`` are read at once."""
     store = ObjectStore(task.uri, task.storage_options)
     out = []
-    for version, rel in task.manifests:
-        where = store.uri(rel)
-        mf = parse_manifest_file(store.read(rel), where)
-        m = mf.manifest
-        if m.version != version:
-            raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
-                                   path=where)
-        refs = manifest_refs(m, mf.index_section, store.root_path, where)
-        out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
+    for at in range(0, len(task.manifests), MANIFESTS_IN_FLIGHT):
+        part = task.manifests[at:at + MANIFESTS_IN_FLIGHT]
+        datas = store.read_all([rel for _, rel in part])
+        out += [_version_info(store, v, rel, data) for (v, rel), data in zip(part, datas, strict=True)]
     return out
+
+
+def _version_info(store: ObjectStore, version: int, rel: str, data: bytes) -> VersionInfo:
+    where = store.uri(rel)
+    mf = parse_manifest_file(data, where)
+    m = mf.manifest
+    if m.version != version:
+        raise CorruptFileError(f"manifest file for version {version} holds version {m.version}", path=where)
+    refs = manifest_refs(m, mf.index_section, store.root_path, where)
+    return VersionInfo(m.version, m.timestamp_nanos, rel, refs)
 
 
 def _inside_root(store: ObjectStore, rel: str) -> bool:
