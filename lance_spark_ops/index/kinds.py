@@ -15,6 +15,7 @@ _BY_DETAILS = {
     "NGramIndexDetails": "NGRAM",
     "ZoneMapIndexDetails": "ZONEMAP",
     "BloomFilterIndexDetails": "BLOOMFILTER",
+    "RTreeIndexDetails": "RTREE",
     "VectorIndexDetails": "VECTOR",
     "FragmentReuseIndexDetails": "FRAG_REUSE",
     "MemWalIndexDetails": "MEM_WAL",

@@ -36,7 +36,8 @@ def dataset(tmp_path: Path) -> str:
 @pytest.mark.parametrize(("args", "error", "words"), [
     (["--column", "nope", "--type", "BTREE"], "InvalidInputError", "'nope' does not exist"),
     (["--column", "x", "--type", "BTREEE"], "InvalidInputError", "unknown index type"),
-    (["--column", "x", "--type", "RTREE"], "UnsupportedError", "RTREE"),
+    (["--column", "x", "--type", "RTREE"], "InvalidInputError", "GeoArrow"),
+    (["--column", "x", "--type", "MINHASHLSH"], "UnsupportedError", "MINHASHLSH"),
     (["--column", "x", "--type", "BTREE", "--no-replace"], "InvalidInputError", "already exists"),
     (["--column", "x", "--type", "BTREE", "--param", "a=1", "--param", "a=2"], "InvalidInputError",
      "given twice"),

@@ -26,7 +26,6 @@ import pyarrow.compute as pc
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.serde_float import format_float
-from lance_spark_ops.index.serde_float import parse as parse_float
 
 PAGE_DATA = "page_data.lance"
 NULLS = "nulls.lance"
@@ -88,7 +87,10 @@ def check_field(field: pa.Field) -> str:
 def _xy_points(t: pa.DataType) -> bool:
     if pa.types.is_struct(t):
         return [t.field(i).name for i in range(t.num_fields)] == ["x", "y"]
-    return pa.types.is_fixed_size_list(t) and t.list_size == 2 and pa.types.is_floating(t.value_type)
+    # interleaved: pylance 14 reads the child only when named "xy" (a Lance round trip names it
+    # "item", which pylance then refuses too)
+    return (pa.types.is_fixed_size_list(t) and t.list_size == 2 and pa.types.is_floating(t.value_type)
+            and t.value_field.name == "xy")
 
 
 def _coords(points: pa.Array) -> tuple[np.ndarray, np.ndarray]:
@@ -249,7 +251,8 @@ def box_json(total: np.ndarray) -> str:
 
 
 def parse_box(text: str | bytes | None) -> np.ndarray:
-    """A stored ``bbox`` as pylance reads it back (serde_json's parser; null or missing: empty)."""
+    """A stored ``bbox`` as pylance reads it back (exactly: seen on an update, unlike the
+    one-ulp-off parse ``serde_float`` mimics elsewhere; null or missing: empty)."""
     empty = np.array([np.inf, np.inf, -np.inf, -np.inf])
     if not text:
         return empty
@@ -262,7 +265,7 @@ def parse_box(text: str | bytes | None) -> np.ndarray:
     vals = [raw.get(k) for k in ("minx", "miny", "maxx", "maxy")]
     if any(v is None for v in vals):
         return empty
-    return np.array([parse_float(str(v)) for v in vals])
+    return np.array([float(v) for v in vals])
 
 
 def build(boxes: np.ndarray, ids: np.ndarray, total: np.ndarray, page_size: int) -> pa.Table:

@@ -40,6 +40,7 @@ from google.protobuf import any_pb2
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.scalar import bloomfilter as bf
+from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import btree as bt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
@@ -66,8 +67,10 @@ DETAILS = {
     "NGRAM": "/lance.table.NGramIndexDetails",
     "ZONEMAP": zm.TYPE_URL,
     "BLOOMFILTER": bf.TYPE_URL,
+    "RTREE": rt.TYPE_URL,
 }
-INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0,
+                 "RTREE": rt.INDEX_VERSION}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
@@ -75,8 +78,9 @@ PARAMS: dict[str, dict[str, Any]] = {
     "NGRAM": {},
     "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
     "BLOOMFILTER": {"number_of_items": bf.DEFAULT_ITEMS, "probability": bf.DEFAULT_PROBABILITY},
+    "RTREE": {"page_size": rt.DEFAULT_PAGE_SIZE},
 }
-REFUSED = {"RTREE", "MINHASHLSH"}
+REFUSED = {"MINHASHLSH"}
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -101,6 +105,8 @@ def check_column(kind: str, field: pa.Field) -> None:
                                 f"binary, date, time or timestamp column, not {t}")
     if kind == "NGRAM" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise InvalidInputError(f"NGRAM index column {field.name!r} must be a string column, not {t}")
+    if kind == "RTREE":
+        rt.check_field(field)
     if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise InvalidInputError(f"LABEL_LIST index column {field.name!r} must be a list or large list, "
                                 f"not {t}")
@@ -129,6 +135,10 @@ class ScalarBuilder:
             out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
         if kind == "ZONEMAP":
             out["rows_per_zone"] = _positive_int(out["rows_per_zone"], "rows_per_zone")
+        if kind == "RTREE":
+            out["page_size"] = _positive_int(out["page_size"], "page_size")
+            if out["page_size"] < 2:
+                raise InvalidInputError(f"RTREE index: parameter page_size must be at least 2, got {out['page_size']}")
         if kind == "BLOOMFILTER":
             out["number_of_items"] = _positive_int(out["number_of_items"], "number_of_items")
             p = out["probability"]

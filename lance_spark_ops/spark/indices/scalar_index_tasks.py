@@ -29,6 +29,7 @@ from lance_spark_ops.index.scalar import bitmap as bm
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
 from lance_spark_ops.index.scalar import ngram as ng
+from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zoned
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.io.storage import ObjectStore
@@ -127,6 +128,8 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
     if spec.kind in ZONED:
         return _zoned_part(ds, spec, dict(spec.params), ctx)
     by_address = not spec.row_ids
+    if spec.kind == "RTREE":
+        return _rtree_part(ds, spec, rel, by_address)
     if spec.kind == "NGRAM":
         rows, tokens, token_ids = 0, [], []
         for col, row_ids in _scan(ds, spec, by_address):
@@ -222,6 +225,8 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         files = _merge_ngram(ds, spec, dst, olds)
     elif spec.kind in ZONED:
         files = _merge_zoned(ds, spec, dst, olds, params)
+    elif spec.kind == "RTREE":
+        files = _merge_rtree(ds, spec, dst, olds, int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE))
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -493,6 +498,69 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
 ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
 
 
+def _rtree_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
+    """Each live row's bounding box (a part file of xmin, ymin, xmax, ymax, id; unsorted) and
+    the null rows' ids (global buffer 1); empty geometries are left out, as pylance."""
+    geo = rt.check_field(ds.schema.field(spec.column))
+    rows, boxes, ids, nulls = 0, [], [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        b, valid = rt.bounding_boxes(col, geo)
+        b, i, n = rt.split_items(b, valid, row_ids)
+        boxes.append(b)
+        ids.append(i)
+        nulls.append(n)
+    if not rows:
+        return Part(None, 0)
+    box = np.concatenate(boxes) if boxes else np.zeros((0, 4))
+    cols = [pa.array(box[:, i], pa.float64()) for i in range(4)]
+    cols.append(pa.array(np.concatenate(ids), pa.uint64()))
+    table = pa.Table.from_arrays(cols, schema=rt.PART_SCHEMA)
+    _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(np.concatenate(nulls)))])
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_size: int
+                 ) -> list[tuple[str, int]]:
+    """pylance 14's RTREE build / update: every old item kept (of deleted rows and removed
+    fragments too), the parts' added, all sorted by Hilbert value over the union of the old
+    segments' stored ``bbox`` and the new items' box; nulls united."""
+    boxes, ids, nulls = [], [], []
+    total = rt.total_box(np.zeros((0, 4)))
+    for i, old in enumerate(olds):
+        store, src = old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{rt.PAGE_DATA}", store=store)
+        meta = rt.read_meta(r.schema, r.path)
+        if i == 0:
+            page_size = meta["page_size"]  # pylance's update keeps the old segment's page size
+        b, n = rt.leaf_rows(r.read(), meta["num_items"])
+        boxes.append(b)
+        ids.append(n)
+        total = rt.union_box(total, meta["bbox"])
+        nr = LanceFileReader(f"{src}/{rt.NULLS}", store=store).read()
+        if nr.num_rows:
+            nulls.append(bm.decode_tree_map(nr.column(0)[0].as_py()))
+    new_boxes = []
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        t = r.read()
+        new_boxes.append(np.column_stack([t.column(n).to_numpy() for n in ("xmin", "ymin", "xmax", "ymax")]))
+        ids.append(t.column("id").to_numpy().astype(np.uint64))
+        nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    if new_boxes:
+        total = rt.union_box(total, rt.total_box(np.concatenate(new_boxes)))
+    all_boxes = np.concatenate(boxes + new_boxes) if boxes or new_boxes else np.zeros((0, 4))
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+    table = rt.build(all_boxes, all_ids, total, page_size)
+    size = _write(ds.store, f"{dst}/{rt.PAGE_DATA}", table, spec.file_version)
+    all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+    nulls_table = pa.Table.from_arrays([pa.array([bm.encode_tree_map(all_nulls.astype(np.uint64))], pa.binary())],
+                                       schema=rt.NULLS_SCHEMA)
+    nulls_size = _write(ds.store, f"{dst}/{rt.NULLS}", nulls_table, spec.file_version)
+    return [(rt.PAGE_DATA, size), (rt.NULLS, nulls_size)]
+
+
 FINAL_FILES = {"BTREE": (bt.PAGE_DATA, bt.PAGE_LOOKUP), "BITMAP": (bm.BITMAP_FILE,),
                "LABEL_LIST": (bm.BITMAP_FILE,), "NGRAM": (ng.POSTINGS_FILE,),
-               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,)}
+               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,),
+               "RTREE": rt.FILES}
