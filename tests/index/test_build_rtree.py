@@ -141,8 +141,11 @@ def _shapes() -> dict[str, pa.Table]:
     ls = [None if i % 17 == 0 else [] if i % 23 == 0 else ring(1 + i % 4) for i in range(n)]
     poly = [None if i % 19 == 0 else [] if i % 29 == 0 else [ring(4), ring(3)][: 1 + i % 2] for i in range(n)]
     mpoly = [None if i % 13 == 0 else [[ring(4)], [ring(3), ring(5)]][: 1 + i % 2] for i in range(n)]
-    boxes = [None if i % 11 == 0 else dict(zip(("xmin", "ymin"), rng.uniform(-5, 0, 2).tolist()))
-             | dict(zip(("xmax", "ymax"), rng.uniform(0, 5, 2).tolist())) for i in range(n)]
+    def box() -> dict:
+        lo, hi = rng.uniform(-5, 0, 2).tolist(), rng.uniform(0, 5, 2).tolist()
+        return dict(zip(("xmin", "ymin", "xmax", "ymax"), [*lo, *hi], strict=True))
+
+    boxes = [None if i % 11 == 0 else box() for i in range(n)]
     line = pa.list_(pa.field("vertices", POINT, nullable=False))
     ring_t = pa.list_(pa.field("rings", line, nullable=False))
     box_t = pa.struct([pa.field(k, pa.float64(), nullable=False) for k in ("xmin", "ymin", "xmax", "ymax")])
@@ -194,7 +197,8 @@ def test_hilbert_order_pieces() -> None:
     # the curve's first cells, and Rust's saturating casts (NaN and negatives -> 0)
     assert rt.hilbert_curve(np.array([0, 0, 1, 1]), np.array([0, 1, 1, 0])).tolist() == [0, 3, 2, 1]
     assert rt._grid(np.array([np.nan, -3.0, 1e12, 7.9])).tolist() == [0, 0, 4294967295, 7]
-    assert rt.box_json(np.array([1.0, -0.5, 1e21, 3e-7])) == '{"minx":1.0,"miny":-0.5,"maxx":1e21,"maxy":3e-7}'
+    want = '{"minx":1.0,"miny":-0.5,"maxx":1e21,"maxy":3e-7}'
+    assert rt.box_json(np.array([1.0, -0.5, 1e21, 3e-7])) == want
     assert rt.box_json(rt.total_box(np.zeros((0, 4)))) == '{"minx":null,"miny":null,"maxx":null,"maxy":null}'
 
 
@@ -207,8 +211,9 @@ def test_check_params() -> None:
         b.check_params("RTREE", geo, {"page_size": 1})
     with pytest.raises(InvalidInputError, match="'x' must be a GeoArrow"):
         b.check_params("RTREE", pa.field("x", POINT), {})
+    wkb = pa.field("w", pa.binary(), metadata={"ARROW:extension:name": "geoarrow.wkb"})
     with pytest.raises(UnsupportedError, match="geoarrow.wkb"):
-        b.check_params("RTREE", pa.field("w", pa.binary(), metadata={"ARROW:extension:name": "geoarrow.wkb"}), {})
+        b.check_params("RTREE", wkb, {})
     item = pa.list_(pa.field("item", pa.float64()), 2)  # interleaved as Lance stores it: pylance refuses
     with pytest.raises(UnsupportedError, match="2-D"):
         b.check_params("RTREE", pa.field("p", item, metadata={"ARROW:extension:name": "geoarrow.point"}), {})

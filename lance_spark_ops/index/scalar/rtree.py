@@ -247,7 +247,8 @@ def box_json(total: np.ndarray) -> str:
     """serde_json of Lance's BoundingBox (non-finite values are ``null``)."""
     def f(v: float) -> str:
         return format_float(float(v)) if np.isfinite(v) else "null"
-    return '{"minx":%s,"miny":%s,"maxx":%s,"maxy":%s}' % tuple(f(v) for v in total)
+    minx, miny, maxx, maxy = (f(v) for v in total)
+    return f'{{"minx":{minx},"miny":{miny},"maxx":{maxx},"maxy":{maxy}}}'
 
 
 def parse_box(text: str | bytes | None) -> np.ndarray:

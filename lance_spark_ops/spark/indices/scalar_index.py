@@ -40,8 +40,8 @@ from google.protobuf import any_pb2
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.scalar import bloomfilter as bf
-from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
@@ -138,7 +138,8 @@ class ScalarBuilder:
         if kind == "RTREE":
             out["page_size"] = _positive_int(out["page_size"], "page_size")
             if out["page_size"] < 2:
-                raise InvalidInputError(f"RTREE index: parameter page_size must be at least 2, got {out['page_size']}")
+                raise InvalidInputError("RTREE index: parameter page_size must be at least 2, got "
+                                        f"{out['page_size']}")
         if kind == "BLOOMFILTER":
             out["number_of_items"] = _positive_int(out["number_of_items"], "number_of_items")
             p = out["probability"]

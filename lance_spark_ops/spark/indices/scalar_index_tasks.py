@@ -554,8 +554,8 @@ def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_s
     table = rt.build(all_boxes, all_ids, total, page_size)
     size = _write(ds.store, f"{dst}/{rt.PAGE_DATA}", table, spec.file_version)
     all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
-    nulls_table = pa.Table.from_arrays([pa.array([bm.encode_tree_map(all_nulls.astype(np.uint64))], pa.binary())],
-                                       schema=rt.NULLS_SCHEMA)
+    blob = bm.encode_tree_map(all_nulls.astype(np.uint64))
+    nulls_table = pa.Table.from_arrays([pa.array([blob], pa.binary())], schema=rt.NULLS_SCHEMA)
     nulls_size = _write(ds.store, f"{dst}/{rt.NULLS}", nulls_table, spec.file_version)
     return [(rt.PAGE_DATA, size), (rt.NULLS, nulls_size)]
 
