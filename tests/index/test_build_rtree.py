@@ -225,7 +225,8 @@ def test_check_params() -> None:
 
 @pytest.mark.parametrize(("version", "stable", "defer"), [
     ("2.2", False, False), ("2.1", False, True), ("2.2", True, False),
-    pytest.param("2.0", False, False, marks=pytest.mark.slow), pytest.param("2.1", True, False, marks=pytest.mark.slow)])
+    pytest.param("2.0", False, False, marks=pytest.mark.slow),
+    pytest.param("2.1", True, False, marks=pytest.mark.slow)])
 def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, defer: bool) -> None:
     """``create_index``, a compaction (pylance cannot remap an RTREE: left as it was, behind the
     FRI when deferred, its bitmap recalculated on stable row ids), then an append and
