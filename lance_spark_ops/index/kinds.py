@@ -16,6 +16,7 @@ _BY_DETAILS = {
     "ZoneMapIndexDetails": "ZONEMAP",
     "BloomFilterIndexDetails": "BLOOMFILTER",
     "RTreeIndexDetails": "RTREE",
+    "MinHashLshIndexDetails": "MINHASHLSH",
     "VectorIndexDetails": "VECTOR",
     "FragmentReuseIndexDetails": "FRAG_REUSE",
     "MemWalIndexDetails": "MEM_WAL",

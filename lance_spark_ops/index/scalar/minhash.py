@@ -32,7 +32,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.scalar.bloomfilter import xxh64
 
@@ -48,9 +48,9 @@ SHINGLE_CHUNK = 1 << 15  # shingles permuted at a time (x num_hashes u64 each)
 
 DEFAULTS: dict[str, Any] = {"num_hashes": 128, "num_bands": 16, "shingle_size": 3}
 # the tokenizer keys pylance's MinHash takes (InvertedIndexParams), with its dedup defaults
-TOKENIZER_DEFAULTS: dict[str, Any] = {"base_tokenizer": "simple", "language": "English", "max_token_length": 40,
-                                      "lower_case": True, "stem": False, "remove_stop_words": False,
-                                      "ascii_folding": True}
+TOKENIZER_DEFAULTS: dict[str, Any] = {
+    "base_tokenizer": "simple", "language": "English", "max_token_length": 40, "lower_case": True,
+    "stem": False, "remove_stop_words": False, "ascii_folding": True}
 _MASK = (1 << 64) - 1
 
 
@@ -80,8 +80,8 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
         raise InvalidInputError(f"MINHASHLSH index: tokenizer must be a mapping, got {tok!r}")
     bad = sorted(set(tok) - set(TOKENIZER_DEFAULTS))
     if bad:
-        raise UnsupportedError(f"MINHASHLSH index: tokenizer setting(s) {bad} are not supported by this library "
-                               f"(supported: {sorted(TOKENIZER_DEFAULTS)})")
+        raise UnsupportedError(f"MINHASHLSH index: tokenizer setting(s) {bad} are not supported by this "
+                               f"library (supported: {sorted(TOKENIZER_DEFAULTS)})")
     out["tokenizer"] = {**TOKENIZER_DEFAULTS, **tok}
     return out
 
@@ -193,6 +193,18 @@ def signatures(hashes: np.ndarray, owner: np.ndarray, gen: Generator) -> tuple[n
     return docs, sig
 
 
+def signature_matrix(col: pa.ChunkedArray | pa.Array, num_hashes: int) -> np.ndarray:
+    """uint16 [rows, num_hashes] of a ``signature`` column."""
+    arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+    if len(arr) == 0:
+        return np.zeros((0, num_hashes), np.uint16)
+    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint16)
+    if values.size != len(arr) * num_hashes:
+        raise CorruptFileError(f"{SIGNATURES}: {values.size} values for {len(arr)} signatures of "
+                               f"{num_hashes}")
+    return values.reshape(len(arr), num_hashes)
+
+
 def band_keys(sig: np.ndarray, num_bands: int) -> np.ndarray:
     """uint64 [docs, num_bands]: band id << 56 | low 56 bits of the band's XXH64."""
     n, k = sig.shape
@@ -204,8 +216,9 @@ def band_keys(sig: np.ndarray, num_bands: int) -> np.ndarray:
 
 
 def signature_schema(num_hashes: int, details_hex: str) -> pa.Schema:
+    meta = {"lance-encoding:structural-encoding": "fullzip", "lance-encoding:compression": "none"}
     sig = pa.field("signature", pa.list_(pa.field("item", pa.uint16()), num_hashes), nullable=False,
-                   metadata={"lance-encoding:structural-encoding": "fullzip", "lance-encoding:compression": "none"})
+                   metadata=meta)
     return pa.schema([pa.field("_rowid", pa.uint64(), nullable=False), sig],
                      metadata={"minhash_lsh_index_version": "0", "minhash_lsh_details": details_hex})
 
@@ -239,3 +252,45 @@ def bands_table(sig: np.ndarray, num_bands: int, details_hex: str) -> tuple[pa.T
     table = pa.Table.from_arrays([pa.array(flat, pa.uint64()), pa.array(docs, pa.uint32())],
                                  schema=bands_schema(details_hex, sig.shape[0]))
     return table, page_last.astype("<u8").tobytes()
+
+
+def parse_details(value: bytes) -> dict[str, Any]:
+    """The parameters of a ``MinHashLshIndexDetails`` (``check_params``' shape); an unknown
+    signature version or tokenizer is an ``UnsupportedError``."""
+    pos, out = 0, {}
+    tok = b""
+
+    def varint(at: int) -> tuple[int, int]:
+        v, shift = 0, 0
+        while True:
+            b = value[at]
+            v |= (b & 0x7F) << shift
+            at += 1
+            if not b & 0x80:
+                return v, at
+            shift += 7
+
+    value = bytes(value)
+    while pos < len(value):
+        key, pos = varint(pos)
+        field, wire = key >> 3, key & 7
+        if wire == 0:
+            v, pos = varint(pos)
+            out[field] = v
+        elif wire == 2:
+            n, pos = varint(pos)
+            if field == 4:
+                tok = value[pos:pos + n]
+            pos += n
+        else:
+            raise UnsupportedError(f"MINHASHLSH details: unexpected wire type {wire} of field {field}")
+    if out.get(5, 0) != 0:
+        raise UnsupportedError(f"MINHASHLSH index of signature_version {out[5]}: only 0 is reproduced")
+    d = table_pb2.InvertedIndexDetails.FromString(tok)
+    language = d.language[1:-1] if d.language.startswith('"') else d.language
+    max_len = d.max_token_length if d.HasField("max_token_length") else None
+    tokenizer = {"base_tokenizer": d.base_tokenizer if d.HasField("base_tokenizer") else "simple",
+                 "language": language, "max_token_length": max_len, "lower_case": d.lower_case,
+                 "stem": d.stem, "remove_stop_words": d.remove_stop_words, "ascii_folding": d.ascii_folding}
+    return check_params({"num_hashes": out.get(1, 0), "num_bands": out.get(2, 0),
+                         "shingle_size": out.get(3, 0), "tokenizer": tokenizer})

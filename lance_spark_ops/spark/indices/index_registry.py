@@ -11,12 +11,11 @@ from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 
-SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM", "RTREE")
+SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM", "RTREE", "MINHASHLSH")
 FTS_KINDS = ("INVERTED",)
 VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
 # types pylance 14 can build that this library refuses (typed) rather than build wrongly
 REFUSED_KINDS = {
-    "MINHASHLSH": "MINHASHLSH indices are not built by this library",
     "IVF_RQ": "IVF_RQ (RaBitQ) vector indices are not built by this library",
 }
 ALIASES = {"FTS": "INVERTED", "IVF_HNSW": "IVF_HNSW_FLAT"}

@@ -41,6 +41,7 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import minhash as mh
 from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
@@ -68,9 +69,10 @@ DETAILS = {
     "ZONEMAP": zm.TYPE_URL,
     "BLOOMFILTER": bf.TYPE_URL,
     "RTREE": rt.TYPE_URL,
+    "MINHASHLSH": mh.TYPE_URL,
 }
 INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0,
-                 "RTREE": rt.INDEX_VERSION}
+                 "RTREE": rt.INDEX_VERSION, "MINHASHLSH": mh.INDEX_VERSION}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
@@ -79,8 +81,9 @@ PARAMS: dict[str, dict[str, Any]] = {
     "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
     "BLOOMFILTER": {"number_of_items": bf.DEFAULT_ITEMS, "probability": bf.DEFAULT_PROBABILITY},
     "RTREE": {"page_size": rt.DEFAULT_PAGE_SIZE},
+    "MINHASHLSH": {**mh.DEFAULTS, "tokenizer": mh.TOKENIZER_DEFAULTS},
 }
-REFUSED = {"MINHASHLSH"}
+REFUSED: set[str] = set()
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -107,6 +110,8 @@ def check_column(kind: str, field: pa.Field) -> None:
         raise InvalidInputError(f"NGRAM index column {field.name!r} must be a string column, not {t}")
     if kind == "RTREE":
         rt.check_field(field)
+    if kind == "MINHASHLSH" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        raise InvalidInputError(f"MINHASHLSH index column {field.name!r} must be a string column, not {t}")
     if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise InvalidInputError(f"LABEL_LIST index column {field.name!r} must be a list or large list, "
                                 f"not {t}")
@@ -124,6 +129,10 @@ class ScalarBuilder:
             raise InvalidInputError(f"{kind!r} is not a scalar index type this builder knows "
                                     f"({', '.join(sorted(self.kinds))})")
         check_column(kind, field)
+        if kind == "MINHASHLSH":
+            out = mh.check_params(params)
+            mh.analyzer_params(out)  # the tokenizer must be one this library reproduces
+            return out
         known = PARAMS[kind]
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -152,6 +161,8 @@ class ScalarBuilder:
     def params_of(self, kind: str, index: Any) -> dict[str, Any]:
         """BTREE: ``zone_size`` is not in the details; pylance's update uses its default.
         ZONEMAP: ``rows_per_zone`` from the details."""
+        if kind == "MINHASHLSH" and index.HasField("index_details"):
+            return mh.parse_details(bytes(index.index_details.value))
         out = dict(PARAMS[kind])
         if kind == "ZONEMAP" and index.HasField("index_details"):
             rows = zm.details_rows_per_zone(bytes(index.index_details.value))
@@ -202,6 +213,8 @@ class ScalarBuilder:
         value = b""
         if req.kind == "ZONEMAP":
             value = zm.details_value(int(dict(req.params)["rows_per_zone"]), value_type)
+        if req.kind == "MINHASHLSH":
+            value = mh.details(dict(req.params))
         details = any_pb2.Any(type_url=DETAILS[req.kind], value=value)
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 

@@ -24,10 +24,12 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
+from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.scalar import bitmap as bm
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import minhash as mh
 from lance_spark_ops.index.scalar import ngram as ng
 from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zoned
@@ -130,6 +132,8 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
     by_address = not spec.row_ids
     if spec.kind == "RTREE":
         return _rtree_part(ds, spec, rel, by_address)
+    if spec.kind == "MINHASHLSH":
+        return _minhash_part(ds, spec, rel, by_address)
     if spec.kind == "NGRAM":
         rows, tokens, token_ids = 0, [], []
         for col, row_ids in _scan(ds, spec, by_address):
@@ -227,6 +231,8 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         files = _merge_zoned(ds, spec, dst, olds, params)
     elif spec.kind == "RTREE":
         files = _merge_rtree(ds, spec, dst, olds, int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE))
+    elif spec.kind == "MINHASHLSH":
+        files = _merge_minhash(ds, spec, dst, olds, params)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -560,7 +566,65 @@ def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_s
     return [(rt.PAGE_DATA, size), (rt.NULLS, nulls_size)]
 
 
+def _minhash_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
+    """The signatures of the live rows that have tokens, in scan order (a part file of
+    ``_rowid`` and ``signature``; the merge task numbers the docs and writes the bands)."""
+    params = dict(spec.params)
+    analyzer = Analyzer(mh.analyzer_params(params))
+    gen = mh.Generator.of(int(params["num_hashes"]))
+    rows, ids, sigs = 0, [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        hashes, owner = mh.shingle_hashes(col, analyzer, int(params["shingle_size"]))
+        docs, sig = mh.signatures(hashes, owner, gen)
+        ids.append(row_ids[docs])
+        sigs.append(sig)
+    if not rows:
+        return Part(None, 0)
+    k = int(params["num_hashes"])
+    table = mh.signature_table(np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+                               np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16), "")
+    _write(ds.store, rel, table.replace_schema_metadata(None), spec.file_version)
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any]
+                   ) -> list[tuple[str, int]]:
+    """pylance 14's MINHASHLSH build / update: the old segments' signatures it keeps
+    (``keep_filter``: by address every row of fragments still there, by stable row id their live
+    rows), in their order, then the parts' in fragment order; doc ids are row numbers, the bands
+    computed again from the signatures."""
+    k = int(params["num_hashes"])
+    ids, sigs = [], []
+    for old in olds:
+        store, src = old_dir(ds, old)
+        t = LanceFileReader(f"{src}/{mh.SIGNATURES}", store=store).read()
+        keep = keep_filter(ds, old, ds.uses_stable_row_ids)
+        old_ids = t.column("_rowid").to_numpy().astype(np.uint64)
+        mask = keep(old_ids)
+        ids.append(old_ids[mask])
+        sigs.append(mh.signature_matrix(t.column("signature"), k)[mask])
+    for p in spec.parts:
+        t = LanceFileReader(f"{dst}/{p}", store=ds.store).read()
+        ids.append(t.column("_rowid").to_numpy().astype(np.uint64))
+        sigs.append(mh.signature_matrix(t.column("signature"), k))
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+    all_sigs = np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16)
+    return write_minhash(ds.store, dst, all_ids, all_sigs, params, spec.file_version)
+
+
+def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: dict[str, Any],
+                  file_version: str) -> list[tuple[str, int]]:
+    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order."""
+    details_hex = mh.details(params).hex()
+    size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex), file_version)
+    bands, page_table = mh.bands_table(sigs, int(params["num_bands"]), details_hex)
+    bands_size = _write(store, f"{dst}/{mh.BANDS}", bands, file_version, [page_table])
+    return [(mh.SIGNATURES, size), (mh.BANDS, bands_size)]
+
+
 FINAL_FILES = {"BTREE": (bt.PAGE_DATA, bt.PAGE_LOOKUP), "BITMAP": (bm.BITMAP_FILE,),
                "LABEL_LIST": (bm.BITMAP_FILE,), "NGRAM": (ng.POSTINGS_FILE,),
                "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,),
-               "RTREE": rt.FILES}
+               "RTREE": rt.FILES, "MINHASHLSH": mh.FILES}
