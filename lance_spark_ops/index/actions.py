@@ -2,7 +2,7 @@
 
 Without stable row ids an index meeting the rewritten fragments is
   * rewritten through the old -> new address map (``remap``) when its type can be remapped
-    here (BTREE, BITMAP, LABEL_LIST, NGRAM, INVERTED, IVF_*), its files are ones this
+    here (BTREE, BITMAP, LABEL_LIST, NGRAM, MINHASHLSH, INVERTED, IVF_*), its files are ones this
     library knows, ``readable`` accepts it and ``defer_index_remap`` is off; data behind
     the fragment reuse index are first mapped through its versions (pylance writes
     FRI-remapped bitmaps back on later commits, so the bitmap cannot tell whether data are
@@ -40,6 +40,7 @@ KNOWN_FILES = {
     "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
     "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
     "NGRAM": frozenset({"ngram_postings.lance"}),
+    "MINHASHLSH": frozenset({"signatures.lance", "bands.lance"}),
     "INVERTED": frozenset({"metadata.lance"}),  # and FTS_PART_FILE's
     **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
         "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
