@@ -1,14 +1,16 @@
 """Index builds and index maintenance: our Spark jobs (local[2]) against pylance, in one run.
 
     python bench/index_build_bench.py [--rows 20000000] [--docs 1000000] [--rounds 3]
-        [--cases btree,bitmap,inverted,optimize,tiered,rtree] [--geo-rows 5000000] [--deltas 1000]
-        [--out FILE]
+        [--cases btree,bitmap,inverted,optimize,tiered,rtree,minhash] [--geo-rows 5000000]
+        [--deltas 1000] [--out FILE]
 
 * ``btree`` / ``bitmap``: ``create_scalar_index`` on ``--rows`` rows (BTREE on a shuffled
   int64 column, BITMAP on a 1 000-value string column) vs our ``create_index``.
 * ``inverted``: INVERTED (default tokenizer) on ``--docs`` short documents (8-16 words of a
   5 000-word vocabulary).
 * ``rtree``: RTREE on ``--geo-rows`` random GeoArrow points (1 % null) vs pylance's.
+* ``minhash``: MINHASHLSH (defaults: 128 hashes, 16 bands, 3-shingles) on ``--docs`` short
+  documents; a MinHashQuery must answer alike.
 * ``optimize``: BTREE + BITMAP built by pylance, then 10 appends of 1 % each; pylance's
   ``optimize_indices()`` vs ours, on twin copies.
 * ``tiered``: ``--deltas`` delta segments of a BTREE (pylance appends and
@@ -87,7 +89,8 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = None) -> None:
+def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = None,
+           minhash: str | None = None) -> None:
     import lance
 
     da, db = lance.dataset(a), lance.dataset(b)
@@ -100,10 +103,16 @@ def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = 
     if fts is not None:
         ta, tb = (d.to_table(columns=["id"], full_text_query=fts).sort_by("id") for d in (da, db))
         assert ta.equals(tb), f"full text {fts!r}: answers differ"
+    if minhash is not None:
+        from lance.query import MinHashQuery
+
+        query = MinHashQuery(minhash, "doc")
+        ta, tb = (d.to_table(columns=["id"], nearest=query, limit=20) for d in (da, db))
+        assert ta.equals(tb), f"MinHash {minhash!r}: answers differ"
 
 
 def _build_case(spark: Any, base: str, tmp: str, rounds: int, column: str, kind: str,
-                flt: str | None, fts: str | None) -> dict[str, Any]:
+                flt: str | None, fts: str | None, minhash: str | None = None) -> dict[str, Any]:
     import lance
 
     from lance_spark_ops.spark.indices.indexing import create_index
@@ -123,7 +132,7 @@ def _build_case(spark: Any, base: str, tmp: str, rounds: int, column: str, kind:
             else:
                 got[side] = _timed(lambda uri=uri: lance.dataset(uri).create_scalar_index(
                     column, kind, name="bench_idx"))
-        _check(a, b, "bench_idx", flt, fts)
+        _check(a, b, "bench_idx", flt, fts, minhash)
         ours_t.append(got["ours"])
         theirs_t.append(got["theirs"])
         ratios.append(got["ours"] / got["theirs"])
@@ -217,7 +226,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--deltas", type=int, default=1000)
     ap.add_argument("--geo-rows", type=int, default=5_000_000)
-    ap.add_argument("--cases", default="btree,bitmap,inverted,optimize,tiered,rtree")
+    ap.add_argument("--cases", default="btree,bitmap,inverted,optimize,tiered,rtree,minhash")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -241,11 +250,16 @@ def main() -> None:
                                             None)
                 print("bitmap", json.dumps(out["bitmap"]), flush=True)
             shutil.rmtree(base)
-        if "inverted" in cases:
+        if {"inverted", "minhash"} & set(cases):
             base = f"{tmp}/docs"
             write(base, make_docs(args.docs, 2), 1 << 18)
-            out["inverted"] = _build_case(spark, base, tmp, args.rounds, "doc", "INVERTED", None, "w17")
-            print("inverted", json.dumps(out["inverted"]), flush=True)
+            if "inverted" in cases:
+                out["inverted"] = _build_case(spark, base, tmp, args.rounds, "doc", "INVERTED", None, "w17")
+                print("inverted", json.dumps(out["inverted"]), flush=True)
+            if "minhash" in cases:
+                out["minhash"] = _build_case(spark, base, tmp, args.rounds, "doc", "MINHASHLSH", None, None,
+                                             minhash="w1 w2 w3 w17 w5 w8 w13")
+                print("minhash", json.dumps(out["minhash"]), flush=True)
             shutil.rmtree(base)
         if "rtree" in cases:
             base = f"{tmp}/points"
