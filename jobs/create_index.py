@@ -5,8 +5,8 @@ create_index).
         [--param key=value ...] [--config FILE] ...
 
 Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, RTREE (GeoArrow geometry
-columns), INVERTED (FTS), IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ
-(MINHASHLSH and IVF_RQ are refused). Parameters take pylance's names
+columns), MINHASHLSH (near-duplicate text), INVERTED (FTS), IVF_FLAT, IVF_PQ, IVF_SQ,
+IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ (IVF_RQ is refused). Parameters take pylance's names
 (``--param num_partitions=256 --param metric=cosine``); a value that reads as JSON is taken
 as such (numbers, true/false, lists), any other as text.
 """
@@ -29,7 +29,7 @@ class CreateIndexOptions:
 
     Attributes:
         column: the column to index (a dotted path for a nested field).
-        type: the index type, as pylance names it (BTREE, BITMAP, RTREE, INVERTED, IVF_PQ, ...).
+        type: the index type, as pylance names it (BTREE, BITMAP, RTREE, MINHASHLSH, INVERTED, IVF_PQ, ...).
         name: the index name (default: COLUMN_idx, as pylance).
         replace: replace an index of that name (default: yes for scalar types, no for vector
             types, as pylance).
