@@ -35,6 +35,7 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.scalar.bloomfilter import xxh64
+from lance_spark_ops.kernels import load
 
 SIGNATURES = "signatures.lance"
 BANDS = "bands.lance"
@@ -176,21 +177,43 @@ def shingle_hashes(texts: pa.Array, analyzer: Analyzer, shingle_size: int) -> tu
 
 def signatures(hashes: np.ndarray, owner: np.ndarray, gen: Generator) -> tuple[np.ndarray, np.ndarray]:
     """(docs with a signature, ascending; their signatures uint16 [docs, num_hashes])."""
-    docs, first = np.unique(owner, return_index=True)
+    first = np.flatnonzero(np.r_[True, owner[1:] != owner[:-1]]) if owner.size else np.zeros(0, np.int64)
+    docs = owner[first]  # owners ascend: a document's shingles are one run
     k = gen.a.size
     mins = np.empty((docs.size, k), np.uint64)
-    bounds = np.append(first, owner.size)
-    d = 0
+    bounds = np.append(first, owner.size).astype(np.int64)
+    kernels = compiled_kernels()
     with np.errstate(over="ignore"):
-        while d < docs.size:  # whole documents per chunk of about SHINGLE_CHUNK shingles
-            e = int(np.searchsorted(bounds, bounds[d] + SHINGLE_CHUNK, side="right")) - 1
-            e = min(max(e, d + 1), docs.size)
-            h = hashes[bounds[d]:bounds[e]]
-            perm = h[:, None] * gen.a[None, :] + gen.b[None, :]
-            mins[d:e] = np.minimum.reduceat(perm, bounds[d:e] - bounds[d], axis=0)
-            d = e
+        if kernels is not None:
+            kernels.doc_mins(np.ascontiguousarray(hashes, np.uint64), bounds, gen.a, gen.b, mins)
+        else:
+            d = 0
+            while d < docs.size:  # whole documents per chunk of about SHINGLE_CHUNK shingles
+                e = int(np.searchsorted(bounds, bounds[d] + SHINGLE_CHUNK, side="right")) - 1
+                e = min(max(e, d + 1), docs.size)
+                h = hashes[bounds[d]:bounds[e]]
+                perm = gen.a[:, None] * h[None, :]  # hashes x shingles: reductions run along rows
+                perm += gen.b[:, None]
+                mins[d:e] = np.minimum.reduceat(perm, bounds[d:e] - bounds[d], axis=1).T
+                d = e
         sig = ((mins * gen.c[None, :]) >> np.uint64(48)).astype(np.uint16)
     return docs, sig
+
+
+_loaded: list[Any] = []
+
+
+def compiled_kernels() -> Any:
+    """``minhash_kernels`` (compiled or loaded from numba's cache, once per process), or None
+    (numba missing, ``LSO_NO_COMPILED=1``, a failure): the numpy code runs then."""
+    if not _loaded:
+        _loaded.append(load("lance_spark_ops.index.scalar.minhash_kernels", _warm, "MinHash"))
+    return _loaded[0]
+
+
+def _warm(k: Any) -> None:
+    one = np.ones(1, np.uint64)
+    k.doc_mins(one, np.array([0, 1], np.int64), one, one, np.zeros((1, 1), np.uint64))
 
 
 def signature_matrix(col: pa.ChunkedArray | pa.Array, num_hashes: int) -> np.ndarray:
