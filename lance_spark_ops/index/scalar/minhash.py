@@ -172,7 +172,7 @@ def shingle_hashes(texts: pa.Array, analyzer: Analyzer, shingle_size: int) -> tu
     offset = np.arange(int(n_sh.sum())) - np.repeat(np.concatenate([[0], np.cumsum(n_sh)[:-1]]), n_sh)
     lo = np.repeat(first[docs], n_sh) + offset
     hi = lo + np.repeat(window, n_sh) - 1
-    return xxh64(buf, starts[lo], starts[hi] + lengths[hi] - starts[lo], seed=SEED), owner
+    return hash_many(buf, starts[lo], starts[hi] + lengths[hi] - starts[lo]), owner
 
 
 def signatures(hashes: np.ndarray, owner: np.ndarray, gen: Generator) -> tuple[np.ndarray, np.ndarray]:
@@ -214,6 +214,20 @@ def compiled_kernels() -> Any:
 def _warm(k: Any) -> None:
     one = np.ones(1, np.uint64)
     k.doc_mins(one, np.array([0, 1], np.int64), one, one, np.zeros((1, 1), np.uint64))
+    k.xxh64_many(np.zeros(40, np.uint8), np.zeros(1, np.int64), np.array([40], np.int64), np.uint64(SEED),
+                 np.zeros(1, np.uint64))
+
+
+def hash_many(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
+    """XXH64 (seed 42) of byte ranges: the compiled kernel, else the vectorised numpy code."""
+    kernels = compiled_kernels()
+    if kernels is None:
+        return xxh64(data, starts, lengths, seed=SEED)
+    data = np.concatenate([np.asarray(data, np.uint8), np.zeros(8, np.uint8)])
+    out = np.empty(len(starts), np.uint64)
+    starts, lengths = np.asarray(starts, np.int64), np.asarray(lengths, np.int64)
+    kernels.xxh64_many(data, starts, lengths, np.uint64(SEED), out)
+    return out
 
 
 def signature_matrix(col: pa.ChunkedArray | pa.Array, num_hashes: int) -> np.ndarray:
@@ -234,7 +248,7 @@ def band_keys(sig: np.ndarray, num_bands: int) -> np.ndarray:
     width = k // num_bands
     data = np.ascontiguousarray(sig.astype("<u2")).view(np.uint8).reshape(-1)
     starts = (np.arange(n)[:, None] * (2 * k) + np.arange(num_bands)[None, :] * (2 * width)).reshape(-1)
-    h = xxh64(data, starts, np.full(starts.size, 2 * width, np.int64), seed=SEED).reshape(n, num_bands)
+    h = hash_many(data, starts, np.full(starts.size, 2 * width, np.int64)).reshape(n, num_bands)
     return (np.arange(num_bands, dtype=np.uint64)[None, :] << np.uint64(56)) | (h & np.uint64((1 << 56) - 1))
 
 

@@ -58,6 +58,7 @@ from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
 PART_ROWS = 1 << 22  # physical rows a part task reads at most (memory: one sorted run of them)
+MINHASH_PART_ROWS = 1 << 17  # MINHASHLSH signs rows slowly (tokens, shingles): a part per slot early
 RANGE_MERGE_ROWS = 1 << 20  # BTREE runs of fewer rows in all are merged by one task
 RANGE_ROWS = 1 << 22  # rows a BTREE range task merges at most
 
@@ -193,8 +194,10 @@ class ScalarBuilder:
         params = tuple(sorted(dict(req.params).items()))
         slots = default_parallelism(job.spark)
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
-                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options)
-                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots)]
+                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options,
+                          ds.timestamp)
+                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots,
+                                  MINHASH_PART_ROWS if req.kind == "MINHASHLSH" else PART_ROWS)]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
         if len(parts) == 1 and req.kind != "BTREE":  # one task indexes and merges (a stage less)
@@ -265,11 +268,11 @@ def _task_count(rows: int, per_task: int, slots: int) -> int:
     return n if n == 1 else slots * -(-n // slots)
 
 
-def _groups(sizes: list[tuple[int, int]], slots: int = 1) -> list[list[int]]:
+def _groups(sizes: list[tuple[int, int]], slots: int = 1, part_rows: int | None = None) -> list[list[int]]:
     """Consecutive fragments in ``_task_count`` groups of about equal rows (a fragment goes
     to the group its middle row falls in)."""
     total = sum(n for _, n in sizes)
-    count = _task_count(total, PART_ROWS, slots)
+    count = _task_count(total, PART_ROWS if part_rows is None else part_rows, slots)
     out: dict[int, list[int]] = {}
     at = 0
     for fid, n in sizes:

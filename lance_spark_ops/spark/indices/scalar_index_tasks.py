@@ -61,6 +61,9 @@ class PartSpec:
     params: tuple[tuple[str, Any], ...] = ()
     merging: bool = False          # the segment folds old ones in (``merge_with``)
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the read version's commit time: a reused worker's cached dataset of an older dataset
+    # written again at the same URI (same version number) is not taken for this one
+    timestamp: Any = None
 
 
 @dataclass(frozen=True)
@@ -114,7 +117,7 @@ def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Ar
 
 def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
     """Executor entry point: index one group of fragments into a part file."""
-    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
     if spec.kind == "BTREE":  # BTREE always names rows by address (index_version 1 says so)
         pieces = list(_scan(ds, spec, by_address=True))
