@@ -180,6 +180,14 @@ def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) ->
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone
         assert sorted(d.store.list(f"_indices/{uuid_str(i.uuid.uuid)}")) == sorted(f.path for f in i.files)
+    # both written again at the same URIs (same version numbers, other rows and columns): the
+    # reused workers must not serve the old dataset from their cache
+    for uri in (theirs, ours):
+        shutil.rmtree(uri)
+        t = points(2000, 7).append_column("extra", pa.array(np.arange(2000)))
+        lance.write_dataset(t, uri, max_rows_per_file=1000, data_storage_version="2.1").delete("id % 10 = 3")
+    build_both(theirs, ours, spark)
+    assert_same(theirs, ours)
 
 
 def test_empty_and_all_null(tmp_path: Any) -> None:

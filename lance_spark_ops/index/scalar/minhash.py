@@ -183,19 +183,20 @@ def signatures(hashes: np.ndarray, owner: np.ndarray, gen: Generator) -> tuple[n
     mins = np.empty((docs.size, k), np.uint64)
     bounds = np.append(first, owner.size).astype(np.int64)
     kernels = compiled_kernels()
+    if kernels is not None:
+        sig = np.empty((docs.size, k), np.uint16)
+        kernels.doc_signatures(np.ascontiguousarray(hashes, np.uint64), bounds, gen.a, gen.b, gen.c, sig)
+        return docs, sig
     with np.errstate(over="ignore"):
-        if kernels is not None:
-            kernels.doc_mins(np.ascontiguousarray(hashes, np.uint64), bounds, gen.a, gen.b, mins)
-        else:
-            d = 0
-            while d < docs.size:  # whole documents per chunk of about SHINGLE_CHUNK shingles
-                e = int(np.searchsorted(bounds, bounds[d] + SHINGLE_CHUNK, side="right")) - 1
-                e = min(max(e, d + 1), docs.size)
-                h = hashes[bounds[d]:bounds[e]]
-                perm = gen.a[:, None] * h[None, :]  # hashes x shingles: reductions run along rows
-                perm += gen.b[:, None]
-                mins[d:e] = np.minimum.reduceat(perm, bounds[d:e] - bounds[d], axis=1).T
-                d = e
+        d = 0
+        while d < docs.size:  # whole documents per chunk of about SHINGLE_CHUNK shingles
+            e = int(np.searchsorted(bounds, bounds[d] + SHINGLE_CHUNK, side="right")) - 1
+            e = min(max(e, d + 1), docs.size)
+            h = hashes[bounds[d]:bounds[e]]
+            perm = gen.a[:, None] * h[None, :]  # hashes x shingles: reductions run along rows
+            perm += gen.b[:, None]
+            mins[d:e] = np.minimum.reduceat(perm, bounds[d:e] - bounds[d], axis=1).T
+            d = e
         sig = ((mins * gen.c[None, :]) >> np.uint64(48)).astype(np.uint16)
     return docs, sig
 
@@ -213,7 +214,7 @@ def compiled_kernels() -> Any:
 
 def _warm(k: Any) -> None:
     one = np.ones(1, np.uint64)
-    k.doc_mins(one, np.array([0, 1], np.int64), one, one, np.zeros((1, 1), np.uint64))
+    k.doc_signatures(one, np.array([0, 1], np.int64), one, one, one, np.zeros((1, 1), np.uint16))
     k.xxh64_many(np.zeros(40, np.uint8), np.zeros(1, np.int64), np.array([40], np.int64), np.uint64(SEED),
                  np.zeros(1, np.uint64))
 
@@ -282,7 +283,7 @@ def bands_table(sig: np.ndarray, num_bands: int, details_hex: str) -> tuple[pa.T
     keys = band_keys(sig, num_bands)
     docs = np.repeat(np.arange(sig.shape[0], dtype=np.uint32), num_bands)
     flat = keys.reshape(-1)
-    order = np.lexsort((docs, flat))
+    order = np.argsort(flat, kind="stable")  # keys are distinct within a doc: ties keep doc order
     flat, docs = flat[order], docs[order]
     page_last = flat[np.minimum(np.arange(PAGE_ROWS, flat.size + PAGE_ROWS - 1, PAGE_ROWS), flat.size) - 1] \
         if flat.size else np.zeros(0, np.uint64)

@@ -1,7 +1,8 @@
-"""MinHash minima compiled with numba (``minhash.signatures``): per document, the minimum of
-every permutation ``a * x + b`` (wrapping u64) over its shingle hashes, in one pass over the
-hashes - the numpy form materialises a hashes x shingles matrix and reduces it per document
-(several times slower). Compiled once per machine (``cache=True``), loaded lazily by
+"""MinHash kernels compiled with numba: per document, the minimum of every permutation
+``a * x + b`` (wrapping u64) over its shingle hashes, compressed to 16 bits, in one pass over
+the hashes (``minhash.signatures``; the numpy form materialises a hashes x shingles matrix and
+reduces it per document, several times slower), and XXH64 of many byte ranges (shingles,
+bands). Compiled once per machine (``cache=True``), loaded lazily by
 ``minhash.compiled_kernels``; the results are the numpy code's, bit for bit.
 """
 
@@ -12,19 +13,23 @@ import numpy as np
 
 
 @numba.njit(cache=True, nogil=True)
-def doc_mins(hashes: np.ndarray, bounds: np.ndarray, a: np.ndarray, b: np.ndarray, out: np.ndarray) -> None:
-    """``out[d, k]`` = min over ``hashes[bounds[d]:bounds[d + 1]]`` of ``a[k] * x + b[k]``."""
+def doc_signatures(hashes: np.ndarray, bounds: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray,
+                   out: np.ndarray) -> None:
+    """``out[d, k]`` (uint16) = ``(c[k] * m) >> 48`` of ``m``, the minimum over
+    ``hashes[bounds[d]:bounds[d + 1]]`` of ``a[k] * x + b[k]`` (wrapping u64)."""
     k = a.shape[0]
+    mins = np.empty(k, np.uint64)
     for d in range(bounds.shape[0] - 1):
-        row = out[d]
         for j in range(k):
-            row[j] = np.uint64(0xFFFFFFFFFFFFFFFF)
+            mins[j] = np.uint64(0xFFFFFFFFFFFFFFFF)
         for s in range(bounds[d], bounds[d + 1]):
             x = hashes[s]
             for j in range(k):
                 v = a[j] * x + b[j]
-                if v < row[j]:
-                    row[j] = v
+                m = mins[j]
+                mins[j] = v if v < m else m
+        for j in range(k):
+            out[d, j] = np.uint16((c[j] * mins[j]) >> np.uint64(48))
 
 
 _P1 = np.uint64(11400714785074694791)  # the XXH64 primes (as bloomfilter)

@@ -210,7 +210,7 @@ def old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
 
 
-def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
+def run_merge(spec: MergeSpec, ctx: TaskContext, inline: tuple = ()) -> tuple[tuple[str, int], ...]:
     """Executor entry point: write the segment's final files; returns (name, size) of each.
 
     The parts are deleted only once every final file is written, so an attempt that finds a
@@ -233,9 +233,10 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
     elif spec.kind in ZONED:
         files = _merge_zoned(ds, spec, dst, olds, params)
     elif spec.kind == "RTREE":
-        files = _merge_rtree(ds, spec, dst, olds, int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE))
+        page_size = int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE)
+        files = _merge_rtree(ds, spec, dst, olds, page_size, inline)
     elif spec.kind == "MINHASHLSH":
-        files = _merge_minhash(ds, spec, dst, olds, params)
+        files = _merge_minhash(ds, spec, dst, olds, params, inline)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -247,6 +248,15 @@ def run_part_and_merge(spec: tuple[PartSpec, MergeSpec], ctx: TaskContext
     """Executor entry point: one part and its merge in one task (a segment of one part: a
     Spark stage less)."""
     part_spec, merge = spec
+    if part_spec.kind in ("RTREE", "MINHASHLSH"):  # the part stays in memory: no file round trip
+        ds = open_dataset(part_spec.uri, part_spec.read_version, part_spec.storage_options,
+                          part_spec.timestamp)
+        by_address = not part_spec.row_ids
+        if part_spec.kind == "RTREE":
+            rows, *data = _rtree_data(ds, part_spec, by_address)
+        else:
+            rows, *data = _minhash_data(ds, part_spec, by_address)
+        return Part(None, rows), run_merge(replace(merge, parts=()), ctx, (tuple(data),) if rows else ())
     part = run_part(part_spec, ctx)
     merge = replace(merge, parts=(part.file,) if part.file is not None else (),
                     payloads=(part.payload,) if part.payload is not None else ())
@@ -510,6 +520,19 @@ ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
 def _rtree_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
     """Each live row's bounding box (a part file of xmin, ymin, xmax, ymax, id; unsorted) and
     the null rows' ids (global buffer 1); empty geometries are left out, as pylance."""
+    rows, box, ids, nulls = _rtree_data(ds, spec, by_address)
+    if not rows:
+        return Part(None, 0)
+    cols = [pa.array(box[:, i], pa.float64()) for i in range(4)]
+    cols.append(pa.array(ids, pa.uint64()))
+    table = pa.Table.from_arrays(cols, schema=rt.PART_SCHEMA)
+    _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(nulls))])
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _rtree_data(ds: Dataset, spec: PartSpec, by_address: bool
+                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows read, item boxes [n, 4], item ids, null ids) of the spec's fragments."""
     geo = rt.check_field(ds.schema.field(spec.column))
     rows, boxes, ids, nulls = 0, [], [], []
     for col, row_ids in _scan(ds, spec, by_address):
@@ -519,18 +542,13 @@ def _rtree_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part
         boxes.append(b)
         ids.append(i)
         nulls.append(n)
-    if not rows:
-        return Part(None, 0)
     box = np.concatenate(boxes) if boxes else np.zeros((0, 4))
-    cols = [pa.array(box[:, i], pa.float64()) for i in range(4)]
-    cols.append(pa.array(np.concatenate(ids), pa.uint64()))
-    table = pa.Table.from_arrays(cols, schema=rt.PART_SCHEMA)
-    _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(np.concatenate(nulls)))])
-    return Part(rel.rsplit("/", 1)[1], rows)
+    return (rows, box, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+            np.concatenate(nulls) if nulls else np.zeros(0, np.uint64))
 
 
-def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_size: int
-                 ) -> list[tuple[str, int]]:
+def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_size: int,
+                 inline: tuple = ()) -> list[tuple[str, int]]:
     """pylance 14's RTREE build / update: every old item kept (of deleted rows and removed
     fragments too), the parts' added, all sorted by Hilbert value over the union of the old
     segments' stored ``bbox`` and the new items' box; nulls united."""
@@ -556,6 +574,10 @@ def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_s
         new_boxes.append(np.column_stack([t.column(n).to_numpy() for n in ("xmin", "ymin", "xmax", "ymax")]))
         ids.append(t.column("id").to_numpy().astype(np.uint64))
         nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    for box, item_ids, null_ids in inline:  # a fused task's part, in memory
+        new_boxes.append(box)
+        ids.append(item_ids)
+        nulls.append(null_ids)
     if new_boxes:
         total = rt.union_box(total, rt.total_box(np.concatenate(new_boxes)))
     all_boxes = np.concatenate(boxes + new_boxes) if boxes or new_boxes else np.zeros((0, 4))
@@ -572,6 +594,16 @@ def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_s
 def _minhash_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
     """The signatures of the live rows that have tokens, in scan order (a part file of
     ``_rowid`` and ``signature``; the merge task numbers the docs and writes the bands)."""
+    rows, ids, sigs = _minhash_data(ds, spec, by_address)
+    if not rows:
+        return Part(None, 0)
+    table = mh.signature_table(ids, sigs, "")
+    _write(ds.store, rel, table.replace_schema_metadata(None), spec.file_version)
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _minhash_data(ds: Dataset, spec: PartSpec, by_address: bool) -> tuple[int, np.ndarray, np.ndarray]:
+    """(rows read, ids of the rows with a signature, their signatures) of the spec's fragments."""
     params = dict(spec.params)
     analyzer = Analyzer(mh.analyzer_params(params))
     gen = mh.Generator.of(int(params["num_hashes"]))
@@ -583,17 +615,13 @@ def _minhash_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Pa
         docs, sig = mh.signatures(hashes, owner, gen)
         ids.append(row_ids[docs])
         sigs.append(sig)
-    if not rows:
-        return Part(None, 0)
     k = int(params["num_hashes"])
-    table = mh.signature_table(np.concatenate(ids) if ids else np.zeros(0, np.uint64),
-                               np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16), "")
-    _write(ds.store, rel, table.replace_schema_metadata(None), spec.file_version)
-    return Part(rel.rsplit("/", 1)[1], rows)
+    return (rows, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+            np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16))
 
 
-def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any]
-                   ) -> list[tuple[str, int]]:
+def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any],
+                   inline: tuple = ()) -> list[tuple[str, int]]:
     """pylance 14's MINHASHLSH build / update: the old segments' signatures it keeps
     (``keep_filter``: by address every row of fragments still there, by stable row id their live
     rows), in their order, then the parts' in fragment order; doc ids are row numbers, the bands
@@ -612,6 +640,9 @@ def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], para
         t = LanceFileReader(f"{dst}/{p}", store=ds.store).read()
         ids.append(t.column("_rowid").to_numpy().astype(np.uint64))
         sigs.append(mh.signature_matrix(t.column("signature"), k))
+    for part_ids, part_sigs in inline:  # a fused task's part, in memory
+        ids.append(part_ids)
+        sigs.append(part_sigs)
     all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
     all_sigs = np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16)
     return write_minhash(ds.store, dst, all_ids, all_sigs, params, spec.file_version)
