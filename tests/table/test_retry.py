@@ -5,7 +5,12 @@ from __future__ import annotations
 
 import pytest
 
-from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, IncompatibleTransaction, InvalidInputError
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CommitStateUnknown,
+    IncompatibleTransaction,
+    InvalidInputError,
+)
 from lance_spark_ops.table.commit.retry import MAX_BACKOFF_SECONDS, backoff_seconds, retry_on_conflict
 
 

@@ -395,7 +395,7 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
 def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                batched: bool = False) -> list[BuiltSegment]:
     """Each plan's builder; several at once on threads (Spark runs their jobs side by side).
-    ``batched`` (a tiered round): the plans of a builder with ``build_many`` go to it together
+    ``batched`` (a tiered round): the plans of a ``batches`` builder go to its ``build_many`` together
     (it shares Spark jobs between them), the others as before."""
     def one(p: SegmentPlan) -> BuiltSegment:
         return builder_for(p.request.kind).build(job, p.request)
@@ -406,7 +406,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
         by_builder: dict[int, list[int]] = {}
         for i, p in enumerate(plans):
             b = builder_for(p.request.kind)
-            if hasattr(b, "build_many"):
+            if b.batches:
                 by_builder.setdefault(id(b), []).append(i)
         for idx in by_builder.values():
             many = builder_for(plans[idx[0]].request.kind).build_many(job, [plans[i].request for i in idx])
@@ -668,12 +668,4 @@ def unindexed_rows(ds: Dataset, name: str) -> int:
     if not segs:
         raise NotFoundError(f"no index named {name!r}", path=ds.uri)
     covered = covered_fragments(ds, segs)
-    total = 0
-    for f in ds.fragments:
-        if f.id not in covered:
-            n = f.num_rows
-            if n is None:
-                live = ds.live_mask(f)
-                n = int(live.sum()) if live is not None else int(f.physical_rows or 0)
-            total += int(n)
-    return total
+    return sum(ds.live_rows(f) for f in ds.fragments if f.id not in covered)
