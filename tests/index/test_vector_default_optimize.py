@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_spark_ops.index.vector.ivf_split import partition_adjustment
 from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
-from lance_spark_ops.spark.indices.vector_models import partition_adjustment
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lance_spark_ops.config_file import load_config
 from lance_spark_ops.spark.runtime.cli import (
     EXIT_FAILED,
     Job,
@@ -27,7 +28,6 @@ from lance_spark_ops.spark.runtime.cli import (
     setup_logging,
 )
 from lance_spark_ops.spark.runtime.config import (
-    load_config,
     option_specs,
     parse_key_values,
     redact,

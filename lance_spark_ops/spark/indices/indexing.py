@@ -41,7 +41,6 @@ from __future__ import annotations
 import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,6 +49,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
@@ -62,13 +62,13 @@ from lance_spark_ops.index.actions import effective_bitmap
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.indices.index_registry import SCALAR_TYPES, builder_for, index_type_name
-from lance_spark_ops.spark.indices.index_remap import index_entries, reuse_versions
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.indices.vector_drift import measure_drift
 from lance_spark_ops.spark.runtime.job import Job, logger
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
+from lance_spark_ops.table.index_entries import index_entries, reuse_versions
 
 MAX_INDEX_RETRIES = 3
 MERGE_POLICIES = ("pylance", "tiered")
@@ -262,11 +262,10 @@ def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[s
 
 def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str) -> bool:
     """The segments' rows per partition call for a split or join (pylance 14's thresholds)."""
-    from lance_spark_ops.spark.indices.vector_index import TARGET_PARTITION_SIZE
+    from lance_spark_ops.index.vector.ivf_params import target_size
     from lance_spark_ops.spark.indices.vector_models import adjustment_due
 
-    target = params.get("target_partition_size") or TARGET_PARTITION_SIZE[kind]
-    splits, joins, _ = adjustment_due(ds, kind, segments, None, int(target))
+    splits, joins, _ = adjustment_due(ds, kind, segments, None, target_size(kind, params))
     return bool(splits or joins)
 
 
@@ -408,11 +407,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                 out[i] = b
         rest = [i for i in rest if out[i] is None]
     todo = [plans[i] for i in rest]
-    if not concurrent or len(todo) < 2:
-        built = [one(p) for p in todo]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
-            built = list(pool.map(one, todo))
+    built = map_concurrently(one, todo, 8 if concurrent else 1)
     for i, b in zip(rest, built, strict=True):
         out[i] = b
     return out  # type: ignore[return-value]

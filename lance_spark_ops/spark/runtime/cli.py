@@ -20,6 +20,7 @@ from collections.abc import Callable, Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from lance_spark_ops.config_file import load_config
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
@@ -36,7 +37,6 @@ from lance_spark_ops.spark.runtime.config import (
     TRUE_WORDS,
     OptionSpec,
     coerce,
-    load_config,
     option_specs,
     parse_bool,
     parse_key_values,
