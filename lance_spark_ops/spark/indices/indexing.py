@@ -51,7 +51,6 @@ from pyroaring import BitMap
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.errors import (
-    CommitConflict,
     CommitStateUnknown,
     InvalidInputError,
     NotFoundError,
@@ -462,18 +461,6 @@ def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
     return ds
 
 
-def _retrying(max_retries: int, attempt_fn: Any) -> Any:
-    for attempt in range(max_retries + 1):
-        try:
-            return attempt_fn()
-        except CommitConflict:
-            if attempt == max_retries:
-                raise
-            logger.info("index commit conflicted with a concurrent commit; planning again (%d/%d)",
-                        attempt + 1, max_retries)
-    return None
-
-
 # -- create_index -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CreateRequest:
@@ -537,7 +524,7 @@ def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: st
             new = _run_plans(job, ds, metrics, [plan])
             metrics.indices[req.name]["segments_after"] = len(user_segments(new).get(req.name, []))
 
-        _retrying(max_retries, attempt)
+        job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit")
     return metrics
 
 
@@ -638,11 +625,11 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
 
         if tiered:
             while metrics.rounds < max_rounds:
-                if _retrying(max_retries, attempt) is None:
+                if job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit") is None:
                     break
                 metrics.rounds += 1
         else:
-            _retrying(max_retries, attempt)
+            job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit")
         final = _open(uri, storage_options)
         after = user_segments(final)
         for name, m in metrics.indices.items():

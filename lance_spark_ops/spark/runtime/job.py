@@ -56,6 +56,7 @@ from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
 from lance_spark_ops.spark.runtime.session import is_classic, set_description
+from lance_spark_ops.table.commit.retry import retry_on_conflict
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import all_data_file_paths
 from lance_spark_ops.table.paths import DATA_DIR
@@ -195,6 +196,13 @@ class Job:
         for j, i in enumerate(order):
             results[i] = out[j][1]
         return results
+
+    def retrying(self, attempt: Callable[[int], Any], *, retries: int, what: str | None = None,
+                 on_conflict: Callable[[int, Any], None] | None = None) -> Any:
+        """Run ``attempt(n)`` (plan on the latest version, build, commit) under the one commit-retry
+        loop (``table.commit.retry``): a ``CommitConflict`` plans again after a backoff, up to
+        ``retries`` times; ``on_conflict`` prepares the next attempt. Every job retries through here."""
+        return retry_on_conflict(attempt, retries=retries, what=what or self.kind, on_conflict=on_conflict)
 
     def before_commit(self, attempt: int) -> None:
         """Called right before each commit attempt (runs the tests' hook, if any)."""
