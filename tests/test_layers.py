@@ -96,6 +96,19 @@ def test_no_import_from_a_higher_layer() -> None:
     assert not upward, "imports from a higher layer (docs/layers.md):\n" + "\n".join(upward)
 
 
+def test_the_doc_shows_these_layers() -> None:
+    """docs/layers.md's table: row i names (in backticks) the modules of LAYERS[i]."""
+    import re
+
+    rows = {}
+    for line in (ROOT.parent / "docs" / "layers.md").read_text().splitlines():
+        m = re.match(r"\|\s*(\d+)\s*\|([^|]*)\|", line)
+        if m:
+            names = re.findall(r"`([^`]+)`", m.group(2))
+            rows[int(m.group(1))] = {"" if n == "__init__" else n for n in names}
+    assert rows == {i: set(names) for i, names in enumerate(LAYERS)}
+
+
 def test_the_check_sees_function_level_and_relative_imports(tmp_path: Path) -> None:
     """The parser itself: an import inside a function and a relative one are both found."""
     f = tmp_path / "mod.py"
