@@ -276,7 +276,8 @@ class VectorSegmentBuilder:
         return job.run_tasks(
             [
                 RangeSpec(req.uri, tuple(runs), lo, hi, model, hnsw, work_dir, req.file_version,
-                          dict(req.storage_options), tuple(olds), src, rows, drop, moved, stored)
+                          storage_options=dict(req.storage_options), olds=tuple(olds), source=src,
+                          rows=rows, drop=drop, moved=moved, stored=stored)
                 for lo, hi, rows in ranges
             ],
             run_range,
@@ -570,8 +571,8 @@ class _Merge:
     def segment_spec(self) -> SegmentSpec:
         r = self.req
         whole = RangeSpec(r.uri, tuple(self.runs), 0, self.model.num_partitions, self.model, None,
-                          self.work_dir, r.file_version, dict(r.storage_options), tuple(self.olds),
-                          self.src)
+                          self.work_dir, r.file_version, storage_options=dict(r.storage_options),
+                          olds=tuple(self.olds), source=self.src)
         return SegmentSpec(whole, self.assemble_spec(()))
 
     def built(self, files: Any, rows: int) -> BuiltSegment:
