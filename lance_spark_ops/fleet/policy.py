@@ -1,5 +1,6 @@
 """The maintenance policy: thresholds that turn a table's health into actions, and the
-decisions themselves (pure: no I/O).
+decisions themselves (pure: no I/O; ``load_policy`` given a path reads the file through
+``config_file``, the one config reader, below every layer).
 
 A policy file is TOML; every key is optional (the defaults below), keys at the top level (or
 in ``[defaults]``) apply to every table, ``[namespaces."a.b"]`` to the tables under that
