@@ -387,7 +387,7 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
 def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                batched: bool = False) -> list[BuiltSegment]:
     """Each plan's builder; several at once on threads (Spark runs their jobs side by side).
-    ``batched`` (a tiered round): the plans of a builder with ``build_many`` go to it together
+    ``batched`` (a tiered round): the plans of a ``batches`` builder go to its ``build_many`` together
     (it shares Spark jobs between them), the others as before."""
     def one(p: SegmentPlan) -> BuiltSegment:
         return builder_for(p.request.kind).build(job, p.request)
@@ -398,7 +398,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
         by_builder: dict[int, list[int]] = {}
         for i, p in enumerate(plans):
             b = builder_for(p.request.kind)
-            if hasattr(b, "build_many"):
+            if b.batches:
                 by_builder.setdefault(id(b), []).append(i)
         for idx in by_builder.values():
             many = builder_for(plans[idx[0]].request.kind).build_many(job, [plans[i].request for i in idx])

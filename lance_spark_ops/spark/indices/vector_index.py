@@ -69,7 +69,7 @@ from lance_spark_ops.index.vector.ivf_split import (
     split_centroids,
     split_steps,
 )
-from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.vector_index_tasks import (
     AssembleSpec,
     EncodeSpec,
@@ -102,6 +102,7 @@ from lance_spark_ops.spark.indices.vector_models import (
 )
 from lance_spark_ops.spark.indices.vector_split_tasks import SplitMoveSpec, run_split_move
 from lance_spark_ops.spark.indices.vector_training import train_model
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
@@ -132,10 +133,11 @@ class _Adjusted:
     folded: bool = True
 
 
-class VectorSegmentBuilder:
+class VectorSegmentBuilder(SegmentBuilder):
     """``SegmentBuilder`` for the IVF kinds: plans the tasks, ships them, assembles the segment."""
 
-    kinds = VECTOR_KINDS
+    kinds = frozenset(VECTOR_KINDS)
+    batches = True  # build_many: a tiered round's merges share their encode jobs
 
     def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
         return ivf_params.check_params(kind, field, params)
@@ -144,7 +146,7 @@ class VectorSegmentBuilder:
         return ivf_params.params_of(index)
 
     # -- build ---------------------------------------------------------------------------------
-    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+    def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
         p = dict(req.params)
         live = {fid: _live_rows(ds, f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
@@ -192,7 +194,7 @@ class VectorSegmentBuilder:
         rows = int(sum(sum(part.lengths) for part in parts))
         return BuiltSegment(tuple(files), details(req.kind, got.model.metric, p), 1, rows, got.folded)
 
-    def _adjust(self, job: Any, ds: Dataset, req: SegmentRequest, src: Source, got: _Adjusted,
+    def _adjust(self, job: Job, ds: Dataset, req: SegmentRequest, src: Source, got: _Adjusted,
                 encode: Callable[[dict[int, int], Model], list[Any]], work_dir: str, slots: int) -> _Adjusted:
         """pylance 14's default optimize: the partitions it splits or joins (``ivf_split``), in
         place when the stored rows allow (only the affected or joined partitions' rows move),
@@ -254,7 +256,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _ranges(
-        job: Any,
+        job: Job,
         req: SegmentRequest,
         src: Source,
         model: Model,
@@ -285,7 +287,7 @@ class VectorSegmentBuilder:
         )
 
     # -- several merges at once (the tiered policy's round) ------------------------------------------
-    def build_many(self, job: Any, reqs: list[SegmentRequest]) -> list[BuiltSegment]:
+    def build_many(self, job: Job, reqs: list[SegmentRequest]) -> list[BuiltSegment]:
         """The segments of one tiered round, built together: every merge's new rows encoded in
         one Spark job, then each segment small enough for one task (no HNSW graphs, at most
         ``TASK_BYTES`` of storage rows) gathered and written whole by one task, all of them in
@@ -378,7 +380,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _join(
-        job: Any,
+        job: Job,
         src: Source,
         field_id: int,
         olds: list[bytes],
@@ -446,7 +448,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _split(
-        job: Any,
+        job: Job,
         src: Source,
         model: Model,
         splits: list[tuple[int, int]],
@@ -469,7 +471,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _move(
-        job: Any,
+        job: Job,
         src: Source,
         field_id: int,
         olds: list[bytes],

@@ -36,10 +36,11 @@ from lance_spark_ops.spark.indices.vector_index_tasks import (
     run_round,
     run_sample,
 )
+from lance_spark_ops.spark.runtime.job import Job
 
 
 def train_model(
-    job: Any,
+    job: Job,
     kind: str,
     p: Mapping[str, Any],
     src: Source,
@@ -82,7 +83,7 @@ def _takes(samples: list[Any], rows: int) -> tuple[tuple[str, int], ...]:
 
 
 def _sample(
-    job: Any,
+    job: Job,
     src: Source,
     live: dict[int, int],
     total: int,
@@ -102,7 +103,7 @@ def _sample(
 
 
 def _kmeans(
-    job: Any,
+    job: Job,
     src: Source,
     samples: list[Any],
     k: int,
@@ -139,7 +140,7 @@ def _kmeans(
 
 
 def _pq_codebook(
-    job: Any, src: Source, samples: list[Any], model: Model, plan: TrainingPlan, max_iters: int, slots: int
+    job: Job, src: Source, samples: list[Any], model: Model, plan: TrainingPlan, max_iters: int, slots: int
 ) -> np.ndarray:
     """The PQ codebook trained on the first ``plan.q_rows`` sampled rows, sub-vectors split over
     the slots (each task computes the residuals once)."""

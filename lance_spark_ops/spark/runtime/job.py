@@ -50,7 +50,7 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
@@ -64,6 +64,8 @@ from lance_spark_ops.table.paths import DATA_DIR
 __all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
 
 logger = logging.getLogger("lance_spark_ops")
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
 
 # Tests set this to run code right before each commit attempt of a job (a concurrent writer):
 # ``hook(job_kind, attempt)``. Not part of any public signature.
@@ -174,8 +176,8 @@ class Job:
         if self._phases:
             self._phases[-1].tasks_total += tasks
 
-    def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-                  costs: Sequence[float] | None = None) -> list[Any]:
+    def run_tasks(self, tasks: Sequence[TaskT], fn: Callable[[TaskT, TaskContext], ResultT],
+                  costs: Sequence[float] | None = None) -> list[ResultT]:
         """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
         results in task order. Counts the tasks as done in the innermost phase.
 
@@ -192,10 +194,10 @@ class Job:
             out = run_tasks(self.spark, self.job_id, submitted, fn)
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
-        results: list[Any] = [None] * len(tasks)
+        results: list[ResultT | None] = [None] * len(tasks)
         for j, i in enumerate(order):
             results[i] = out[j][1]
-        return results
+        return results  # type: ignore[return-value] - every slot filled above
 
     def retrying(self, attempt: Callable[[int], Any], *, retries: int, what: str | None = None,
                  on_conflict: Callable[[int, Any], None] | None = None) -> Any:
