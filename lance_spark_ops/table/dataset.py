@@ -12,7 +12,9 @@ data columns, matching pylance's ``to_table(with_row_id=True, with_row_address=T
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -60,6 +62,20 @@ def dataset_present(uri: str, storage_options: dict[str, Any] | None = None) -> 
     return ObjectStore(uri, storage_options or {}).present(VERSIONS_DIR)
 
 
+def _untrusted_counts(mf: ManifestFile) -> ManifestFile:
+    """A manifest that names no writer (pylance <= 0.8) may record wrong ``physical_rows``
+    (Lance 0.7.5 recorded them after deletions; lance#1531): pylance 14 counts such a
+    fragment's rows from its files, and so do we - the fragments are given no recorded count
+    (a commit recounts them all: ``table.commit.migrate``)."""
+    m = mf.manifest
+    if all(f.physical_rows is None for f in m.fragments):
+        return mf
+    fixed = copy.copy(m)
+    fixed.__dict__.pop("_fragment_source", None)
+    fixed.fragments = [replace(f, physical_rows=None) for f in m.fragments]
+    return replace(mf, manifest=fixed)
+
+
 class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
 
@@ -67,6 +83,8 @@ class Dataset:
                  manifest_name: str,
                  manifest_store: ExternalManifestStore | CommitHandler | None = None) -> None:
         self.store = store
+        if manifest_file.manifest.writer_version is None:
+            manifest_file = _untrusted_counts(manifest_file)
         self.manifest_file = manifest_file
         self.naming_scheme = naming_scheme
         self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
@@ -342,7 +360,8 @@ class Dataset:
         if fragment.physical_rows is not None:
             return fragment.physical_rows
         return FragmentScan(self.store, fragment, [], row_ids=None, keep=None, with_row_id=False,
-                            with_row_address=False, resolver=self.base_resolver).num_rows
+                            with_row_address=False, resolver=self.base_resolver,
+                            storage_version=self.data_storage_version).num_rows
 
     # -- scanning ----------------------------------------------------------
     def _fields(self, columns: Sequence[str] | None) -> list[LanceField]:
@@ -435,7 +454,8 @@ class Dataset:
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
                             with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs,
-                            resolver=self.base_resolver, schema=scan_schema)
+                            resolver=self.base_resolver, schema=scan_schema,
+                            storage_version=self.data_storage_version)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",
