@@ -50,6 +50,7 @@ from lance_spark_ops.table.paths import (
 )
 from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
 from lance_spark_ops.table.scan import FragmentScan, output_schema
+from lance_spark_ops.table.validate import Finding, manifest_findings, refusal
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
@@ -262,6 +263,27 @@ class Dataset:
     def check_writable(self) -> None:
         """UnsupportedError if the manifest has a writer flag this library does not know."""
         check_writable(self.manifest.writer_feature_flags, self.store.uri(self.manifest_path))
+
+    def findings(self) -> list[Finding]:
+        """Every inconsistency the manifest shows without reading a file (``table.validate``:
+        duplicate fragment ids, fragments without files, file versions, shared files, row ids,
+        index coverage); computed once."""
+        cached = getattr(self, "_findings", None)
+        if cached is None or cached[0] is not self.manifest:
+            section = self.manifest_file.index_section
+            indices = list(section.indices) if section else None
+            cached = (self.manifest, manifest_findings(self.manifest, indices))
+            self._findings = cached
+        return cached[1]
+
+    def check_consistent(self, what: str) -> list[Finding]:
+        """Before a rewrite: ``InconsistentDatasetError`` naming the fragments when a finding
+        refuses one (the dataset is left as it is), else the findings only reported."""
+        found = self.findings()
+        err = refusal(found, what, self.uri)
+        if err is not None:
+            raise err
+        return found
 
     def versions(self) -> list[int]:
         """Every version present now (one listing), ascending."""
