@@ -84,7 +84,10 @@ class Dataset:
                  manifest_name: str,
                  manifest_store: ExternalManifestStore | CommitHandler | None = None) -> None:
         self.store = store
+        self.recorded_physical_rows: dict[int, int] = {}  # counts a no-writer manifest recorded
         if manifest_file.manifest.writer_version is None:
+            self.recorded_physical_rows = {f.id: f.physical_rows for f in manifest_file.manifest.fragments
+                                           if f.physical_rows is not None}
             manifest_file = _untrusted_counts(manifest_file)
         self.manifest_file = manifest_file
         self.naming_scheme = naming_scheme
