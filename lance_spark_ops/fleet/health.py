@@ -55,6 +55,13 @@ class TableHealth:
     # for the report's charts: fragment physical rows (log2 bins), version timestamps (epoch s)
     fragment_rows_histogram: list[tuple[int, int]] = field(default_factory=list)
     version_times: list[float] = field(default_factory=list)
+    # the manifest's inconsistencies (``table.validate``: check, fragment, file, detail, refuse);
+    # a refusing one makes maintain rewrite nothing
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def inconsistent(self) -> bool:
+        return any(f.get("refuse") for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
@@ -109,6 +116,7 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
     live = physical - deleted
     total = int(physical.sum())
     frac = np.divide(deleted, physical, out=np.zeros(len(physical)), where=physical > 0)
+    findings = [{**asdict(f), "refuse": f.refuse} for f in ds.findings()]
     indices, reuse, behind = _indices(ds, live, ids)
     health = TableHealth(
         uri=ds.uri, version=ds.version, fragments=len(ids), rows=int(live.sum()),
@@ -117,7 +125,7 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
         small_fragments=int((physical < policy.small_rows).sum()),
         fragments_over_deleted_threshold=int((frac > policy.materialize_deleted_fraction).sum()),
         indices=indices, reuse_versions=reuse, reuse_versions_behind=behind,
-        fragment_rows_histogram=_histogram(physical))
+        fragment_rows_histogram=_histogram(physical), findings=findings)
     from lance_spark_ops.spark.files.vacuuming import cleanup_figures
 
     figures = cleanup_figures(ds.uri, older_than=policy.retention, storage_options=so)
