@@ -123,3 +123,12 @@ def test_maintain_refuses_inconsistent_tables(lake: Path, tmp_path: Path) -> Non
         name = p.name[: -len(".lance")]
         if name not in ("good", "shared_file", "ghost_index", "wrong_rows"):
             assert versions_of(p) == versions[p.name], name  # nothing rewritten
+
+
+def test_notebook(spark, lake: Path) -> None:
+    from tests.notebooks.test_notebooks import run_notebook
+
+    _, shown = run_notebook("validate", spark, {"uri": str(lake / "good.lance")})
+    assert shown[0].count() == 0
+    with pytest.raises(RuntimeError, match="inconsistencies"):
+        run_notebook("validate", spark, {"uri": str(lake / "duplicate_entry.lance")})
