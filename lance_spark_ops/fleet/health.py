@@ -67,6 +67,9 @@ class TableHealth:
         return asdict(self)
 
 
+DEEP_CHECK_FRAGMENTS = 200_000
+
+
 def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
     """(lower bound of a power-of-two bin, fragments in it)."""
     if rows.size == 0:
@@ -116,7 +119,9 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
     live = physical - deleted
     total = int(physical.sum())
     frac = np.divide(deleted, physical, out=np.zeros(len(physical)), where=physical > 0)
-    findings = [{**asdict(f), "refuse": f.refuse} for f in ds.findings()]
+    # the file lists too unless there are very many fragments (their objects would be built)
+    deep = len(cols) <= DEEP_CHECK_FRAGMENTS
+    findings = [{**asdict(f), "refuse": f.refuse} for f in ds.findings(deep=deep)]
     indices, reuse, behind = _indices(ds, live, ids)
     health = TableHealth(
         uri=ds.uri, version=ds.version, fragments=len(ids), rows=int(live.sum()),

@@ -267,22 +267,26 @@ class Dataset:
         """UnsupportedError if the manifest has a writer flag this library does not know."""
         check_writable(self.manifest.writer_feature_flags, self.store.uri(self.manifest_path))
 
-    def findings(self) -> list[Finding]:
+    def findings(self, deep: bool = True) -> list[Finding]:
         """Every inconsistency the manifest shows without reading a file (``table.validate``:
         duplicate fragment ids, fragments without files, file versions, shared files, row ids,
-        index coverage); computed once."""
-        cached = getattr(self, "_findings", None)
-        if cached is None or cached[0] is not self.manifest:
+        index coverage); ``deep=False``: from the fragment columns only (no fragment object
+        built; legacy datasets' file lists too). Computed once per manifest."""
+        cache = getattr(self, "_findings", None)
+        if cache is None or cache[0] is not self.manifest:
+            cache = self._findings = (self.manifest, {})
+        if deep not in cache[1]:
             section = self.manifest_file.index_section
             indices = list(section.indices) if section else None
-            cached = (self.manifest, manifest_findings(self.manifest, indices))
-            self._findings = cached
-        return cached[1]
+            cache[1][deep] = manifest_findings(self.manifest, indices, deep=deep)
+        return cache[1][deep]
 
     def check_consistent(self, what: str) -> list[Finding]:
         """Before a rewrite: ``InconsistentDatasetError`` naming the fragments when a finding
-        refuses one (the dataset is left as it is), else the findings only reported."""
-        found = self.findings()
+        refuses one (the dataset is left as it is), else the findings only reported. From the
+        fragment columns (cheap at a million fragments); what only the file lists or the files
+        show is refused where the rewrite's tasks open them."""
+        found = self.findings(deep=False)
         err = refusal(found, what, self.uri)
         if err is not None:
             raise err
