@@ -219,8 +219,12 @@ class Manifest:
         """The largest fragment id ever given: ``max_fragment_id``, or the largest fragment id
         when that is larger or not recorded (a ``max_fragment_id`` below an id would hand out
         an id in use: ids are allocated above both)."""
-        ids = self.fragment_columns().id
-        top = int(ids.max()) if len(ids) else None
+        d = self.__dict__
+        if d.get("_fragment_source") is not None and "fragments" not in d:
+            ids = self.fragment_columns().id  # from the bytes, no object built
+            top = int(ids.max()) if len(ids) else None
+        else:
+            top = max((f.id for f in self.fragments), default=None)
         if self.max_fragment_id is None or top is None:
             return self.max_fragment_id if top is None else top
         return max(self.max_fragment_id, top)
