@@ -61,6 +61,7 @@ def _table_lines(name: str, m: Any) -> list[str]:
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
     from lance_spark_ops.spark.fleet.fleet_job import parse
+    from lance_spark_ops.spark.runtime import cli
     from lance_spark_ops.spark.runtime.cli import exit_code, print_metrics, setup_logging
     from lance_spark_ops.spark.runtime.config import redact, secret_values
 
@@ -71,13 +72,15 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
         from lance_spark_ops.namespace.resolve import LiveSecrets
         from lance_spark_ops.spark import validate
         from lance_spark_ops.spark.fleet.maintenance import targets_of
-        from lance_spark_ops.spark.runtime.daemon import unship_pyspark
-        from lance_spark_ops.spark.runtime.session import get_spark
 
         secrets = LiveSecrets(secret_values({**storage, **ns_secrets}))
         setup_logging("INFO", secrets)
-        unship_pyspark()
-        spark = get_spark("lance-spark-ops validate")
+        for uri in (t for t in targets if isinstance(t, str)):  # before Spark starts: exit 6
+            try:
+                cli._require_dataset(uri, storage)  # noqa: SLF001 - the jobs' shared check
+            except cli.DatasetNotFound as e:
+                return cli._fail(JOB, uri, e, secrets)  # noqa: SLF001
+        spark = cli._session(JOB)  # noqa: SLF001
         t0 = time.perf_counter()
         tables: list[dict[str, Any]] = []
         codes: set[int] = set()
