@@ -67,7 +67,7 @@ class TableHealth:
         return asdict(self)
 
 
-DEEP_CHECK_FRAGMENTS = 200_000
+DEEP_CHECK_FRAGMENTS = 50_000
 
 
 def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
