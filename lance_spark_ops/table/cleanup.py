@@ -305,7 +305,8 @@ def listed_before(listing: Iterable[ListedFile], cutoff: int | None) -> list[Lis
     """The listed files pylance considers under ``listing_cutoff``."""
     if cutoff is None:
         return list(listing)
-    return [f for f in listing if f.path.startswith(INDICES_DIR + "/") or int(round(f.mtime * 1e9)) <= cutoff]
+    # float compare: a store that gives no time lists files as +inf (never old, never listed)
+    return [f for f in listing if f.path.startswith(INDICES_DIR + "/") or f.mtime * 1e9 <= cutoff]
 
 
 def plan_cleanup(versions: list[VersionInfo], latest: int, tags: dict[str, int], branch_parents: set[int],

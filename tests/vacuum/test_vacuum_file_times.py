@@ -156,3 +156,19 @@ def test_bad_older_than(template: Path, tmp_path: Path, value: object) -> None:
     cp_a(template, ours)
     with pytest.raises(InvalidInputError, match="older_than"):
         vacuum(None, str(ours), older_than=value, dry_run=True)
+
+
+def test_listing_cutoff_rules() -> None:
+    """The cutoff alone: files at or before the earliest kept manifest's time are listed,
+    ``_indices/`` always, none without a time (+inf); no cutoff behind a newer removed version."""
+    from lance_spark_ops.table.cleanup import FileRefs, ListedFile, VersionInfo, listed_before, listing_cutoff
+
+    def v(n: int, t: float) -> VersionInfo:
+        return VersionInfo(n, int(t * 1e9), f"_versions/{n}.manifest", FileRefs())
+
+    files = [ListedFile("data/a.lance", 1, 10.0), ListedFile("data/b.lance", 1, 20.0),
+             ListedFile("data/c.lance", 1, float("inf")), ListedFile("_indices/u/i.idx", 1, 99.0)]
+    assert listing_cutoff([v(1, 5.0)], [v(2, 15.0)]) == 15_000_000_000
+    assert [f.path for f in listed_before(files, 15_000_000_000)] == ["data/a.lance", "_indices/u/i.idx"]
+    assert listing_cutoff([v(1, 5.0), v(3, 25.0)], [v(2, 15.0), v(4, 30.0)]) is None  # v3 removed, newer
+    assert len(listed_before(files, None)) == 4
