@@ -552,6 +552,7 @@ def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | Non
             with job.phase("plan"):
                 ds = Dataset.open(uri, storage_options=storage_options)
                 ds.check_writable()
+                ds.check_consistent("remap_indices")
             metrics.read_version = ds.version
             metrics.indices_remapped.clear()
             metrics.indices_still_behind.clear()

@@ -463,6 +463,7 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
 def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
     ds = Dataset.open(uri, storage_options=dict(storage_options or {}))
     ds.check_writable()
+    ds.check_consistent("index build")
     return ds
 
 
