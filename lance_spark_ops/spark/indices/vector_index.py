@@ -149,7 +149,7 @@ class VectorSegmentBuilder(SegmentBuilder):
     def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
         p = dict(req.params)
-        live = {fid: _live_rows(ds, f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
+        live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         seg_dir = f"_indices/{uuid_str(req.new_uuid)}"
         work_dir = f"{seg_dir}/_build"
         src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
@@ -202,7 +202,7 @@ class VectorSegmentBuilder(SegmentBuilder):
         partition splits."""
         model, runs = got.model, got.runs
         splits, joins, sizes = self._adjustment(ds, req, model, runs)
-        every = {f.id: _live_rows(ds, f) for f in ds.fragments}
+        every = {f.id: ds.live_rows(f) for f in ds.fragments}
         centroids, out = None, replace(got, folded=False)
         split_done = False
         if splits:
@@ -536,7 +536,7 @@ class _Merge:
         else:
             model = replace(model, centroids=twin.centroids, codebook=twin.codebook)
         olds, refit = foldable(ds, req.kind, model, req.merge_with, models)
-        live = {fid: _live_rows(ds, f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
+        live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
         return cls(req, ds, src, model, olds, {**live, **_refit_rows(ds, refit, live)})
 
@@ -583,15 +583,7 @@ class _Merge:
 
 
 def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:
-    return {f.id: _live_rows(ds, f) for f in ds.fragments if f.id in refit and f.id not in live}
-
-
-def _live_rows(ds: Dataset, frag: Any) -> int:
-    n = frag.num_rows
-    if n is None:
-        mask = ds.live_mask(frag)
-        n = int(mask.sum()) if mask is not None else int(frag.physical_rows or 0)
-    return int(n)
+    return {f.id: ds.live_rows(f) for f in ds.fragments if f.id in refit and f.id not in live}
 
 
 def _rows_per_task(row_bytes: int) -> int:
