@@ -13,6 +13,7 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 import traceback
@@ -23,9 +24,10 @@ from typing import Any
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
+    DatasetNotFound,
     IncompatibleTransaction,
     InvalidInputError,
-    NotFoundError,
+    LanceError,
 )
 from lance_spark_ops.namespace.target import add_arguments as add_namespace_arguments
 from lance_spark_ops.namespace.target import resolve_arguments as resolve_namespace_arguments
@@ -53,10 +55,7 @@ EXIT_RETRY = 3  # CommitConflict: a concurrent commit won; the dataset is unchan
 EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the operation impossible
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
 EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
-
-
-class DatasetNotFound(NotFoundError):
-    """No Lance dataset at the job's URI: a caller's mistake, found before any work starts."""
+DEBUG_ENV = "LSO_DEBUG"  # =1: a failed job prints the traceback of a typed error too
 
 
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
@@ -83,6 +82,9 @@ Their values are never printed: they are replaced by *** in logs, errors and met
 
 the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}
 (`tail -n 1`; under spark-submit the progress log and tracebacks arrive on stdout too, before it).
+A failure is one line on stderr ("JOB: error: TYPE: message"); unexpected errors (not this
+library's typed ones) also print their traceback, and so does any error with --log-level DEBUG
+or {DEBUG_ENV}=1.
 exit codes:
   0  done (including "nothing to do")
   1  failed (any other error; the dataset is left as it was)
@@ -91,7 +93,8 @@ exit codes:
   4  incompatible concurrent change (IncompatibleTransaction): nothing changed, look first
   5  commit state unknown (CommitStateUnknown): the commit may have landed and its files were
      kept - check the dataset's latest version; do not clean up or retry blindly
-  6  no dataset at the URI (DatasetNotFound, checked before Spark starts): fix the URI; do not retry
+  6  no dataset at the URI, no such table or namespace root (DatasetNotFound, checked before
+     Spark starts): fix the URI or name; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
 POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments
@@ -307,6 +310,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     seen["uri"] = uri or ns.table or config.get("table")
     uri, storage, namespace_secrets = resolve_namespace_arguments(ns, config, uri, storage)  # --table
     level = ns.log_level or str(config.pop("log_level", "INFO")).upper()
+    seen["log_level"] = level
     if not isinstance(uri, str) or not uri:
         raise UsageError("the dataset URI is required (argument uri, or `uri` in --config)")
     seen["uri"] = uri
@@ -434,11 +438,18 @@ def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
     sys.stdout.flush()
 
 
-def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str]) -> int:
+def debugging(level: str | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a failed job prints the traceback of a typed error too: ``--log-level DEBUG`` or
+    ``LSO_DEBUG=1`` in the environment."""
+    env = os.environ if environ is None else environ
+    return str(level or "").upper() == "DEBUG" or env.get(DEBUG_ENV, "").strip().lower() in TRUE_WORDS
+
+
+def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str], debug: bool = False) -> int:
     code = exit_code(error)
     message = redact(str(error), secrets)
     flush_output()  # what the job printed before it failed comes before the error
-    if code == EXIT_FAILED:
+    if debug or not isinstance(error, LanceError):  # a typed error names what is wrong: one line
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(redact(tb, secrets))
     elif isinstance(error, UsageError):
@@ -484,14 +495,19 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
-        return _fail(job, seen.get("uri"), e, secrets)
+        return _fail(job, seen.get("uri"), e, secrets, debugging(seen.get("log_level"), environ))
 
 
 def _require_dataset(uri: str, storage_options: dict[str, Any]) -> None:
+    from lance_spark_ops.io.storage import ObjectStore
     from lance_spark_ops.table.dataset import dataset_present
 
     if not dataset_present(uri, storage_options):
-        raise DatasetNotFound("no Lance dataset here (no _versions/ directory): check the URI", path=uri)
+        store = ObjectStore(uri, storage_options or {})
+        what = "nothing here" if not store.present("") else \
+            "a file, not a dataset directory" if store.is_local and os.path.isfile(store.full_path("")) else \
+            "no _versions/ directory here"
+        raise DatasetNotFound(f"no Lance dataset here ({what}): check the URI", path=uri)
 
 
 def _session(job: Job) -> Any:

@@ -1,0 +1,95 @@
+"""Errors a job finds before Spark starts, each as one line on stderr and the JSON line last on
+stdout: a plain file as the URI and an unknown table or namespace root exit 6; the fleet jobs
+refuse a namespace root that does not exist (exit 6, not an empty fleet) and name a stray
+``*.lance`` file; a typed error prints no traceback unless ``LSO_DEBUG=1`` / ``--log-level DEBUG``."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+
+import lance
+import pyarrow as pa
+import pytest
+
+from tests.jobs.test_jobs import MISSING_ARGS, NEEDS_DATASET, last_json, load_job
+
+
+@pytest.fixture
+def no_spark(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.spark.runtime import cli
+
+    def no_session(job: Any) -> Any:
+        raise AssertionError("a Spark session was started")
+
+    monkeypatch.setattr(cli, "_session", no_session)
+
+
+def _one_error_line(err: str) -> str:
+    lines = [line for line in err.splitlines() if ": error: " in line]
+    assert len(lines) == 1 and "Traceback" not in err, err
+    return lines[0]
+
+
+@pytest.mark.parametrize("path", NEEDS_DATASET, ids=lambda p: p.stem)
+def test_plain_file_and_unknown_table_exit_6(path: Path, tmp_path: Path, no_spark: None,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
+    module = load_job(path.stem)
+    extra = MISSING_ARGS.get(path.stem, [])
+    plain = tmp_path / "notes.txt"
+    plain.write_text("not a dataset")
+    lake = tmp_path / "lake"
+    lance.write_dataset(pa.table({"x": [1, 2]}), str(lake / "t.lance"))
+    cases = [([str(plain)], "a file, not a dataset directory"),
+             (["--namespace-impl", "dir", "--namespace-prop", f"root={lake}", "--table", "nosuch"],
+              "table nosuch does not exist"),
+             (["--namespace-impl", "dir", "--namespace-prop", f"root={tmp_path / 'typo'}", "--table", "t"],
+              "does not exist")]
+    for argv, words in cases:
+        assert module.main([*argv, *extra]) == 6, argv
+        out, err = capsys.readouterr()
+        last = last_json(out)
+        assert last["exit_code"] == 6 and last["error"]["type"] == "DatasetNotFound", last
+        assert words in _one_error_line(err)
+
+
+@pytest.mark.parametrize("job", ["maintain", "report"])
+def test_fleet_namespace_root_missing_exit_6(job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+    module = load_job(job)
+    out_dir = tmp_path / "out"
+    tail = ["--report", str(out_dir)] if job == "report" else ["--dry-run"]
+    assert module.main(["--namespace-impl", "dir", "--namespace-prop", f"root={tmp_path / 'typo'}",
+                        "--recursive", *tail], {}) == 6
+    out, err = capsys.readouterr()
+    last = last_json(out)
+    assert last["exit_code"] == 6 and last["error"]["type"] == "DatasetNotFound"
+    assert "namespace root" in _one_error_line(err) and not (out_dir / "index.html").exists()
+    # a root that exists: a stray *.lance plain file is named, the real table maintained
+    root = tmp_path / "lake"
+    lance.write_dataset(pa.table({"x": [1, 2]}), str(root / "t.lance"))
+    (root / "stray.lance").write_text("oops")
+    assert module.main(["--namespace-impl", "dir", "--namespace-prop", f"root={root}", *tail], {}) == 0
+    out, err = capsys.readouterr()
+    assert [t["table"] for t in last_json(out)["tables"]] == ["t"]
+    assert "stray.lance is not a table" in err
+
+
+def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None, monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
+    uri = str(tmp_path / "ds.lance")
+    lance.write_dataset(pa.table({"x": [1, 2]}), uri)
+    for name in os.listdir(os.path.join(uri, "_versions")):
+        Path(uri, "_versions", name).write_bytes(b"not a manifest")
+    module = load_job("create_index")
+    argv = [uri, "--column", "x", "--type", "BTREE"]
+    monkeypatch.delenv("LSO_DEBUG", raising=False)
+    assert module.main(argv) == 1
+    out, err = capsys.readouterr()
+    assert "CorruptFileError" in _one_error_line(err) and last_json(out)["error"]["type"] == "CorruptFileError"
+    for debug_argv, env in (([*argv, "--log-level", "DEBUG"], None), (argv, "1")):
+        if env:
+            monkeypatch.setenv("LSO_DEBUG", env)
+        assert module.main(debug_argv) == 1
+        out, err = capsys.readouterr()
+        assert "Traceback" in err and last_json(out)["error"]["type"] == "CorruptFileError"
