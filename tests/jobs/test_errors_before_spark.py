@@ -55,7 +55,8 @@ def test_plain_file_and_unknown_table_exit_6(path: Path, tmp_path: Path, no_spar
 
 
 @pytest.mark.parametrize("job", ["maintain", "report"])
-def test_fleet_namespace_root_missing_exit_6(job: str, tmp_path: Path, capsys: pytest.CaptureFixture[str]) -> None:
+def test_fleet_namespace_root_missing_exit_6(job: str, tmp_path: Path,
+                                             capsys: pytest.CaptureFixture[str]) -> None:
     module = load_job(job)
     out_dir = tmp_path / "out"
     tail = ["--report", str(out_dir)] if job == "report" else ["--dry-run"]
@@ -75,8 +76,8 @@ def test_fleet_namespace_root_missing_exit_6(job: str, tmp_path: Path, capsys: p
     assert "stray.lance is not a table" in err
 
 
-def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None, monkeypatch: pytest.MonkeyPatch,
-                                                 capsys: pytest.CaptureFixture[str]) -> None:
+def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None,
+                                                 monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
     uri = str(tmp_path / "ds.lance")
     lance.write_dataset(pa.table({"x": [1, 2]}), uri)
     for name in os.listdir(os.path.join(uri, "_versions")):
@@ -86,7 +87,8 @@ def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None,
     monkeypatch.delenv("LSO_DEBUG", raising=False)
     assert module.main(argv) == 1
     out, err = capsys.readouterr()
-    assert "CorruptFileError" in _one_error_line(err) and last_json(out)["error"]["type"] == "CorruptFileError"
+    assert "CorruptFileError" in _one_error_line(err)
+    assert last_json(out)["error"]["type"] == "CorruptFileError"
     for debug_argv, env in (([*argv, "--log-level", "DEBUG"], None), (argv, "1")):
         if env:
             monkeypatch.setenv("LSO_DEBUG", env)
