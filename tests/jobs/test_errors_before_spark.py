@@ -77,7 +77,8 @@ def test_fleet_namespace_root_missing_exit_6(job: str, tmp_path: Path,
 
 
 def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None,
-                                                 monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]) -> None:
+                                                 monkeypatch: pytest.MonkeyPatch,
+                                                 capsys: pytest.CaptureFixture[str]) -> None:
     uri = str(tmp_path / "ds.lance")
     lance.write_dataset(pa.table({"x": [1, 2]}), uri)
     for name in os.listdir(os.path.join(uri, "_versions")):
