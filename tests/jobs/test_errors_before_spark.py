@@ -96,3 +96,30 @@ def test_typed_error_one_line_traceback_on_debug(tmp_path: Path, no_spark: None,
         assert module.main(debug_argv) == 1
         out, err = capsys.readouterr()
         assert "Traceback" in err and last_json(out)["error"]["type"] == "CorruptFileError"
+
+
+def test_decisions_before_spark(tmp_path: Path, no_spark: None, capsys: pytest.CaptureFixture[str]) -> None:
+    """No session for: a row-id rebuild without stable row ids (nothing to do, exit 0), a vector
+    index on an int column (the type problem, not the name clash with its BTREE), and every index
+    type the registry refuses (its table, so a type it learns to build drops out here)."""
+    from lance_spark_ops.spark.indices.index_registry import REFUSED_KINDS
+
+    uri = str(tmp_path / "ds.lance")
+    ds = lance.write_dataset(pa.table({"id": pa.array(range(100), pa.int64())}), uri)
+    ds.create_scalar_index("id", "BTREE")
+    rebuild = load_job("rebuild_row_id_index")
+    assert rebuild.main([uri]) == 0
+    out, _ = capsys.readouterr()
+    assert last_json(out)["stable_row_ids"] is False and "row address" in out
+
+    create = load_job("create_index")
+    assert create.main([uri, "--column", "id", "--type", "IVF_PQ"]) == 2
+    out, err = capsys.readouterr()
+    line = _one_error_line(err)
+    assert "int64" in line and "already exists" not in line, line
+    for kind in REFUSED_KINDS:
+        assert create.main([uri, "--column", "id", "--type", kind]) == 1, kind
+        out, err = capsys.readouterr()
+        assert "UnsupportedError" in _one_error_line(err)
+        assert last_json(out)["error"]["type"] == "UnsupportedError"
+    assert lance.dataset(uri).version == ds.version

@@ -498,6 +498,8 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
     clash. Raises ``InvalidInputError`` (the job exits 2) or ``UnsupportedError``."""
     kind = index_type_name(index_type)
     field_id, arrow_field = resolve_column(ds, column)
+    # the type and parameters first: IVF_PQ on an int column is a type problem, whatever the name
+    checked = builder_for(kind).check_params(kind, arrow_field, dict(params or {}))
     name = f"{column}_idx" if name is None else name
     if not isinstance(name, str) or not name or name.startswith("__lance_"):
         raise InvalidInputError(f"index name {name!r} is not allowed", path=ds.uri)
@@ -512,7 +514,6 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
                 index_kind(segs[-1]) == kind:
             raise InvalidInputError(f"column {column!r} already has a {kind} index named {other_name!r}",
                                     path=ds.uri)
-    checked = builder_for(kind).check_params(kind, arrow_field, dict(params or {}))
     return CreateRequest(kind, column, field_id, name, bool(replace), checked)
 
 

@@ -132,7 +132,8 @@ class Job:
     positional: tuple[str, ...] = ()
     status: Callable[[Any], int] | None = None
     # ``precheck(uri, storage_options, options)``: cheap checks run before the Spark session
-    # starts (a bad column or parameter exits 2 without Spark work)
+    # starts (a bad column or parameter exits 2 without Spark work); returning ``False`` says
+    # the run needs no Spark (it gets ``spark=None``: e.g. nothing to do)
     precheck: Callable[[str, dict[str, Any], Any], None] | None = None
     needs_dataset: bool = True
 
@@ -481,9 +482,9 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         log.info("%s %s: starting", job.name, uri)
         if job.needs_dataset:  # before a precheck, which may read the dataset
             _require_dataset(uri, request.storage_options)
-        if job.precheck is not None:
-            job.precheck(uri, request.storage_options, request.options)
+        checked = job.precheck(uri, request.storage_options, request.options) if job.precheck else None
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
+        wants_spark = wants_spark and checked is not False  # the precheck found no Spark work
         spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)
         for line in job.report(metrics) if job.report else ():
