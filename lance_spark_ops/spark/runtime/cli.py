@@ -70,8 +70,8 @@ ADVICE = {
 }
 EPILOG = f"""\
 options come from, lowest precedence first: the defaults, --config FILE, the environment
-(storage options only), the flags. Booleans are switches (--dry-run, --no-dry-run);
-"--dry-run true|false" works too.
+(storage options only), the flags. Booleans are switches (--FLAG, --no-FLAG);
+"--FLAG true|false" works too.
 
 storage options (credentials, endpoints) - prefer the environment or the config file: the
 command line is visible to every user of the machine (ps):
@@ -217,10 +217,12 @@ class JobArgumentParser(argparse.ArgumentParser):
         return out
 
 
-def _help(spec: OptionSpec) -> str:
+def _help(spec: OptionSpec, positional: bool = False) -> str:
     text = spec.help or spec.name.replace("_", " ")
     if spec.required:
-        tail = "required"
+        tail = f"required: this flag or the {spec.name.upper()} argument" if positional else "required"
+    elif "default" in text.lower():  # the documentation says it (e.g. "yes for scalar types"): once
+        return text.rstrip(".").replace("%", "%%")
     elif spec.kind is bool:
         tail = f"default: {'on' if spec.default else 'off'}"
     elif spec.multiple:
@@ -230,12 +232,15 @@ def _help(spec: OptionSpec) -> str:
     return f"{text.rstrip('.')} ({tail})".replace("%", "%%")
 
 
-def add_dataclass_options(parser: Any, cls: type, choices: Mapping[str, Sequence[Any]] | None = None) -> None:
+def add_dataclass_options(parser: Any, cls: type, choices: Mapping[str, Sequence[Any]] | None = None,
+                          positional: Sequence[str] = ()) -> None:
     """One ``--flag`` per field of ``cls`` (snake_case -> dashes), typed from the annotation, with
-    the field's documentation, default and choices as help. Every default is ``None`` ("not
-    given") so a config file can sit between the field defaults and the flags."""
+    the field's documentation, default and choices as help (``positional``: fields also taken
+    as arguments). Every default is ``None`` ("not given") so a config file can sit between the
+    field defaults and the flags."""
     for spec in option_specs(cls, choices):
-        kw: dict[str, Any] = {"default": None, "help": _help(spec), "dest": spec.name}
+        help_text = _help(spec, spec.name in positional)
+        kw: dict[str, Any] = {"default": None, "help": help_text, "dest": spec.name}
         if spec.kind is bool and not spec.multiple:
             parser.add_argument(spec.flag, action=_BoolAction, **kw)
             continue
@@ -282,7 +287,8 @@ def build_parser(job: Job) -> JobArgumentParser:
                         help="level of this library's progress log on stderr (default: INFO)")
     add_namespace_arguments(parser)
     if job.options is not None:
-        add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices)
+        add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices,
+                              job.positional)
     return parser
 
 
