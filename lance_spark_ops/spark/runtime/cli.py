@@ -518,6 +518,12 @@ def _require_dataset(uri: str, storage_options: dict[str, Any]) -> None:
 
 
 def _session(job: Job) -> Any:
+    return start_session(job.name)
+
+
+def start_session(name: str) -> Any:
+    """The job's Spark session, with a progress line before (starting one takes seconds) and
+    one when it is up: how long it took, the master, Spark's version."""
     from lance_spark_ops.spark.runtime.daemon import unship_pyspark
 
     # spark-submit puts pyspark.zip on the path: imported from it, pyspark is compiled from
@@ -525,7 +531,22 @@ def _session(job: Job) -> Any:
     unship_pyspark()
     from lance_spark_ops.spark.runtime.session import get_spark
 
-    return get_spark(f"lance-spark-ops {job.name}")
+    log.info("%s: starting the Spark session", name)
+    t0 = time.perf_counter()
+    spark = get_spark(f"lance-spark-ops {name}")
+    log.info("%s: Spark session up in %.1f s (%s)", name, time.perf_counter() - t0, _describe(spark))
+    return spark
+
+
+def _describe(spark: Any) -> str:
+    """``master local[2], Spark 4.0.1`` (what the session tells; Connect sessions: the version)."""
+    parts = []
+    try:
+        parts.append(f"master {spark.conf.get('spark.master')}")
+    except Exception:  # noqa: BLE001 - a Connect server may not say
+        pass
+    parts.append(f"Spark {getattr(spark, 'version', '?')}")
+    return ", ".join(parts)
 
 
 def parse_storage_options(pairs: list[str]) -> dict[str, str]:
