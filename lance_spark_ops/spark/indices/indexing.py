@@ -54,6 +54,7 @@ from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
     InvalidInputError,
+    LanceError,
     NotFoundError,
     SchemaError,
     UnsupportedError,
@@ -606,7 +607,8 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
             metrics.read_version = ds.version
             for name, s in check_optimize(ds, index_names, num_indices_to_merge, merge_policy,
                                           tier_fanout).items():
-                metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s)}
+                metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s),
+                                         **_partitions(ds, s, "partitions_before")}
             if index_names is None:  # all indices: those this library cannot build are left alone
                 for name, s in user_segments(ds).items():
                     why = unsupported(s)
@@ -654,7 +656,24 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
         for name, m in metrics.indices.items():
             if "skipped" not in m:
                 m["segments_after"] = len(after.get(name, []))
+                if "partitions_before" in m and after.get(name):
+                    m.update(_partitions(final, after[name], "partitions_after"))
     return metrics
+
+
+def _partitions(ds: Dataset, segments: Sequence[Any], key: str) -> dict[str, int]:
+    """``{key: IVF partitions of the newest segment}`` of a vector index (the model its next
+    segment follows; a split or join changes it); ``{}`` for other kinds or a model this library
+    cannot read."""
+    kind = index_kind(segments[-1])
+    if kind in SCALAR_TYPES:
+        return {}
+    from lance_spark_ops.spark.indices.vector_models import read_model
+
+    try:
+        return {key: int(read_model(ds, kind, segments[-1]).num_partitions)}
+    except LanceError:
+        return {}
 
 
 def _drift(job: Job, ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any],
