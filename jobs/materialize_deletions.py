@@ -13,7 +13,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.runtime.cli import Job, run_job
+from lance_spark_ops.spark.runtime.cli import Job, quietly, run_job
 
 
 @dataclass(frozen=True)
@@ -49,6 +49,16 @@ def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: Materializ
                                  defer_index_remap=opts.defer_index_remap, dry_run=opts.dry_run)
 
 
+def _check(uri: str, storage_options: dict[str, Any], opts: MaterializeDeletionsOptions) -> bool:
+    """Plan first (quietly, no Spark): no fragment over the threshold - no Spark session."""
+    from lance_spark_ops.spark import materialize_deletions
+
+    with quietly():
+        return bool(materialize_deletions(None, uri, opts.threshold, storage_options=storage_options,
+                                          data_storage_version=opts.data_storage_version,
+                                          defer_index_remap=opts.defer_index_remap, dry_run=True).plan)
+
+
 def _report(metrics: Any) -> Iterator[str]:
     if metrics.dry_run:
         for group in metrics.plan:
@@ -56,7 +66,8 @@ def _report(metrics: Any) -> Iterator[str]:
 
 
 JOB = Job("materialize_deletions", _run, MaterializeDeletionsOptions, __doc__.split("\n\n")[0],
-          report=_report, spark=lambda opts: not opts.dry_run)  # a dry run only plans: no Spark session
+          report=_report, precheck=_check,
+          spark=lambda opts: not opts.dry_run)  # a dry run only plans: no Spark session
 
 
 def main(argv: list[str] | None = None) -> int:

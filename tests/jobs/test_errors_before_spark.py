@@ -123,3 +123,21 @@ def test_decisions_before_spark(tmp_path: Path, no_spark: None, capsys: pytest.C
         assert "UnsupportedError" in _one_error_line(err)
         assert last_json(out)["error"]["type"] == "UnsupportedError"
     assert lance.dataset(uri).version == ds.version
+
+
+def test_nothing_to_do_needs_no_spark(tmp_path: Path, no_spark: None,
+                                      capsys: pytest.CaptureFixture[str]) -> None:
+    """compact of a table already compacted, materialize_deletions with no fragment over the
+    threshold: planned before Spark, exit 0 with their metrics, no session, nothing committed."""
+    uri = str(tmp_path / "ds.lance")
+    ds = lance.write_dataset(pa.table({"id": range(1000)}), uri, max_rows_per_file=500)
+    ds.delete("id < 10")  # 2% of the first fragment
+    version = lance.dataset(uri).version
+    assert load_job("compact").main([uri, "--target-rows-per-fragment", "500"]) == 0
+    out, err = capsys.readouterr()
+    metrics = last_json(out)
+    assert metrics["fragments_removed"] == 0 and metrics["plan"] == [] and metrics["dry_run"] is False
+    assert err.count("plan started") == 1  # the precheck's own plan is not logged
+    assert load_job("materialize_deletions").main([uri, "--threshold", "0.05"]) == 0
+    assert last_json(capsys.readouterr().out)["fragments_removed"] == 0
+    assert lance.dataset(uri).version == version

@@ -17,7 +17,8 @@ import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -405,6 +406,19 @@ def setup_logging(level: str = "INFO", secrets: Sequence[str] = ()) -> None:
     logger.propagate = False
     for name in ("py4j", "pyspark"):
         logging.getLogger(name).setLevel(logging.WARNING)
+
+
+@contextmanager
+def quietly() -> Iterator[None]:
+    """This library's progress lines held back (warnings still shown): for a precheck that
+    plans, so the run's own plan is the one the log shows."""
+    logger = logging.getLogger(LOGGER)
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
 
 
 def exit_code(error: BaseException) -> int:
