@@ -435,7 +435,7 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
     """Build and commit ``plans`` in one CreateIndex; on any failure but an unknown commit
     state, delete the segment directories written."""
     try:
-        with job.phase("build", tasks=len(plans)) as ph:
+        with job.phase("build", detail=f"{len(plans)} segment(s)") as ph:  # segments, not tasks
             built = _build_all(job, plans, concurrent, batched)
             settled = [settle(p, b) for p, b in zip(plans, built, strict=True)]
             # a split the builder could not make (rows too alike) and nothing new: no segment
