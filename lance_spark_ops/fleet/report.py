@@ -42,8 +42,8 @@ tr.group th{background:#fafafa;font-size:15px;padding-top:.8em}
 .num{text-align:right;font-variant-numeric:tabular-nums}table.healthy{font-size:13px}
 ul{margin:0;padding-left:1.1em}img{display:block;max-width:100%}
 .metrics{color:#555;font-size:13px}.metrics li{list-style:circle}
-div.charts{display:flex;flex-direction:column;gap:.6em}
-div.fleet{display:flex;flex-wrap:wrap;gap:1em;margin-bottom:1em}
+div.charts{display:flex;flex-direction:column;align-items:flex-start;gap:.6em}
+div.fleet{display:flex;flex-wrap:wrap;align-items:flex-start;gap:1em;margin-bottom:1em}
 .summary a{margin-right:1em}summary{cursor:pointer;font-weight:600;margin:1em 0 .5em}
 """
 

@@ -45,10 +45,12 @@ addEventListener('load', () => {
     cells: [...tr.children].map(c => { const r = c.getBoundingClientRect();
       return {box: [r.left, r.top, r.right, r.bottom], display: getComputedStyle(c).display,
               over: c.scrollWidth - c.clientWidth}; })}));
+  const images = [...document.querySelectorAll('img')].filter(i => i.offsetParent).map(
+    i => [i.alt, i.naturalWidth, i.naturalHeight, i.clientWidth, i.clientHeight]);
   const page = [document.documentElement.scrollWidth, document.documentElement.clientWidth];
   const pre = document.createElement('pre');
   pre.id = 'lso-probe';
-  pre.textContent = JSON.stringify({rows, page});
+  pre.textContent = JSON.stringify({rows, images, page});
   document.body.append(pre);
 });
 </script>"""
@@ -67,7 +69,8 @@ def _layout(page_html: str, tmp_path: Path, width: int = 1300) -> dict:
 
 def _assert_laid_out(layout: dict) -> None:
     """Each row: table cells only, one top and one bottom, each cell starting where the last
-    ended; no cell and not the page wider than its box."""
+    ended; no cell and not the page wider than its box; every chart drawn at its own aspect
+    ratio and no larger than it was drawn (not stretched to a neighbour's height)."""
     assert layout["rows"]
     for row in layout["rows"]:
         cells = row["cells"]
@@ -79,6 +82,9 @@ def _assert_laid_out(layout: dict) -> None:
         assert all(c["over"] <= 1 for c in cells), row
     width, viewport = layout["page"]
     assert width <= viewport, layout["page"]
+    for alt, nw, nh, w, h in layout["images"]:
+        assert nw and nh and w <= nw + 1 and h <= nh + 1 and abs(w / h - nw / nh) < 0.03 * nw / nh, \
+            (alt, nw, nh, w, h)
 
 
 @pytest.fixture(scope="module")
