@@ -110,12 +110,9 @@ def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str
         dry_run = measure_only or getattr(opts, "dry_run", False)
         spark = None
         if not dry_run:
-            from lance_spark_ops.spark.runtime.daemon import unship_pyspark
+            from lance_spark_ops.spark.runtime.cli import start_session
 
-            unship_pyspark()
-            from lance_spark_ops.spark.runtime.session import get_spark
-
-            spark = get_spark(f"lance-spark-ops {job.name}")
+            spark = start_session(job.name)
         t0 = time.perf_counter()
         if measure_only:
             result = report(spark, targets, opts.report, policy, storage_options=storage, secrets=secrets,

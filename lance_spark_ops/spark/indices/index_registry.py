@@ -32,6 +32,15 @@ _MODULES = {
 _OVERRIDES: dict[str, Any] = {}
 
 
+def type_names() -> str:
+    """The types this library builds and their aliases, for help texts (``BTREE, ..., INVERTED
+    (alias FTS), ...``): what ``index_type_name`` accepts, in any case."""
+    aliases: dict[str, list[str]] = {}
+    for alias, kind in ALIASES.items():
+        aliases.setdefault(kind, []).append(alias)
+    return ", ".join(k + (f" (alias {', '.join(aliases[k])})" if k in aliases else "") for k in _MODULES)
+
+
 def index_type_name(index_type: Any) -> str:
     """pylance's spelling of an index type, upper-cased with aliases resolved (``"fts"`` ->
     ``INVERTED``); an unknown name is an ``InvalidInputError``, a known one this library does
