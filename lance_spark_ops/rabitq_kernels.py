@@ -1,0 +1,208 @@
+"""RaBitQ's per-row work compiled with numba (``rabitq``): the fast rotation and the ex-code
+rescale search, row by row in float32 as Lance runs them (no fastmath: every sum keeps
+Lance's order, so the results equal the numpy code's and pylance's bit for bit).
+
+The numpy search walks all d x 2^ex_bits possible events of every row; here only the live
+ones (typically a fifth) are collected and sorted, which is what made it ~10x faster.
+Compiled once per machine (``cache=True``), loaded lazily by ``rabitq.compiled_kernels``.
+"""
+
+from __future__ import annotations
+
+import numba
+import numpy as np
+
+_EPS = np.float32(1.0e-5)
+_F0 = np.float32(0.0)
+_HALF = np.float32(0.5)
+_QUARTER = np.float32(0.25)
+_TWO = np.float32(2.0)
+
+
+@numba.njit(cache=True, nogil=True)
+def _fwht(v: np.ndarray, lo: int, n: int, scale: np.float32) -> None:
+    half = 1
+    while half < n:
+        step = half * 2
+        for b in range(lo, lo + n, step):
+            for i in range(b, b + half):
+                x = v[i]
+                y = v[i + half]
+                v[i] = x + y
+                v[i + half] = x - y
+        half = step
+    for i in range(lo, lo + n):
+        v[i] = v[i] * scale
+
+
+@numba.njit(cache=True, nogil=True)
+def rotate_fast(x: np.ndarray, masks: np.ndarray, trunc: int, scale: np.float32,
+                out: np.ndarray) -> None:
+    """Lance's fast rotation of each row of ``x`` (n, d) float32 into ``out``; ``masks``
+    (rounds, d) float32 of +-1."""
+    n, d = x.shape
+    rounds = masks.shape[0]
+    start = d - trunc
+    half = d // 2
+    for r in range(n):
+        v = out[r]
+        for j in range(d):
+            v[j] = x[r, j]
+        if trunc == d:
+            for k in range(rounds):
+                for j in range(d):
+                    v[j] = v[j] * masks[k, j]
+                _fwht(v, 0, d, scale)
+            continue
+        for k in range(rounds):
+            for j in range(d):
+                v[j] = v[j] * masks[k, j]
+            if k % 2 == 0:
+                _fwht(v, 0, trunc, scale)
+            else:
+                _fwht(v, start, trunc, scale)
+            for j in range(half):
+                a = v[j]
+                b = v[j + half]
+                v[j] = a + b
+                v[j + half] = a - b
+        for j in range(d):
+            v[j] = v[j] * _QUARTER
+
+
+@numba.njit(cache=True, nogil=True)
+def ex_codes(rot: np.ndarray, ex_bits: int, tight: np.float32, values: np.ndarray,
+             dots: np.ndarray) -> None:
+    """Per rotated row: the ex code of each dimension (``values``) and ``<v, full code + bias>``
+    (``dots``), with Lance's rescale search (events sorted by threshold, then dimension)."""
+    n, d = rot.shape
+    max_code = (1 << ex_bits) - 1
+    mask = np.uint8(max_code)
+    bias = -np.float32((1 << ex_bits) - 0.5)
+    a = np.empty(d, np.float32)
+    cur = np.empty(d, np.int64)
+    keys = np.empty(d * max_code, np.uint64)
+    thr32 = np.empty(1, np.float32)
+    thr_bits = thr32.view(np.uint32)
+    fmax = np.float32(max_code)
+    eps32 = np.float32(np.finfo(np.float32).eps)
+    for r in range(n):
+        v = rot[r]
+        norm_sq = _F0
+        for j in range(d):
+            norm_sq = norm_sq + v[j] * v[j]
+        if not (norm_sq > eps32) or not np.isfinite(norm_sq):
+            for j in range(d):
+                values[r, j] = 0
+            dots[r] = _F0
+            continue
+        norm = np.sqrt(norm_sq)
+        max_value = _F0
+        for j in range(d):
+            a[j] = np.abs(v[j]) / norm
+            if np.isfinite(a[j]) and a[j] > max_value:
+                max_value = a[j]
+        t = _F0
+        if max_value > _F0:
+            t_end = np.float32(max_code + 10) / max_value
+            t_start = t_end * tight
+            den = np.float32(d) * _QUARTER
+            num = _F0
+            m = 0
+            for j in range(d):
+                aj = a[j]
+                if not (aj > _F0) or not np.isfinite(aj):
+                    cur[j] = 0
+                    continue
+                c = np.floor(t_start * aj + _EPS)
+                c = min(max(c, _F0), fmax)
+                ci = np.int64(c)
+                cur[j] = ci
+                den = den + np.float32(ci * ci + ci)
+                num = num + (np.float32(ci) + _HALF) * aj
+                for nx in range(ci + 1, max_code + 1):
+                    th = np.float32(nx) / aj
+                    if th < t_end:
+                        thr32[0] = th
+                        bits = np.uint64(thr_bits[0])
+                        keys[m] = (bits << np.uint64(32)) | (np.uint64(j) << np.uint64(8)) | np.uint64(nx)
+                        m += 1
+            ks = np.sort(keys[:m])
+            best = num / np.sqrt(den)
+            t = t_start
+            for e in range(m):
+                key = ks[e]
+                j = np.int64((key >> np.uint64(8)) & np.uint64(0xFFFFFF))
+                nx = np.int64(key & np.uint64(0xFF))
+                den = den + np.float32(2 * nx)
+                num = num + a[j]
+                ip = num / np.sqrt(den)
+                if ip > best:
+                    best = ip
+                    thr_bits[0] = np.uint32(key >> np.uint64(32))
+                    t = thr32[0]
+        acc = _F0
+        for j in range(d):
+            c = np.floor(t * a[j] + _EPS)
+            c = min(max(c, _F0), fmax)
+            code = np.uint8(np.int64(c))
+            neg = np.signbit(v[j])
+            if neg:
+                code = (~code) & mask
+                full = np.int64(code)
+            else:
+                full = (np.int64(1) << ex_bits) + np.int64(code)
+            values[r, j] = code
+            acc = acc + v[j] * (np.float32(full) + bias)
+        dots[r] = acc
+
+
+@numba.njit(cache=True, nogil=True)
+def factors(rot: np.ndarray, cent: np.ndarray, norm_sq: np.ndarray, values: np.ndarray, ex_bits: int,
+            dot: bool, out: np.ndarray) -> None:
+    """Per row: add, scale, error, ex add, ex scale (``out`` (n, 5)) from the rotated residual,
+    its rotated centroid, |r|^2 and the ex codes (``values``; ``out[:, 3]`` holds the ex dot
+    on entry), each sum over the dimensions in Lance's order."""
+    n, d = rot.shape
+    bias = -np.float32((1 << ex_bits) - 0.5)
+    code_norm = np.float32(d) * _QUARTER
+    eps = np.float32(1.9)
+    one = np.float32(1.0)
+    for r in range(n):
+        bin_res = _F0
+        bin_cent = _F0
+        ex_cent = _F0
+        res_cent = _F0
+        for j in range(d):
+            x = rot[r, j]
+            c = cent[r, j]
+            pos = not np.signbit(x)
+            h = _HALF if pos else -_HALF
+            bin_res = bin_res + x * h
+            bin_cent = bin_cent + c * h
+            if ex_bits > 0:
+                full = (np.int64(1) << ex_bits) + np.int64(values[r, j]) if pos else np.int64(values[r, j])
+                ex_cent = ex_cent + c * (np.float32(full) + bias)
+            res_cent = res_cent + x * c
+        ns = norm_sq[r]
+        ex_res = out[r, 3]
+        bin_corr = _F0 if bin_res == _F0 else (ns * bin_cent) / bin_res
+        ex_corr = _F0 if ex_res == _F0 else (ns * ex_cent) / ex_res
+        err = _F0
+        if d > 1 and ns > _F0 and bin_res != _F0:
+            align = ns * code_norm / (bin_res * bin_res)
+            ang = np.sqrt(max(align - one, _F0) / np.float32(d - 1))
+            err = np.sqrt(ns) * eps * ang
+        if dot:
+            base = one - res_cent
+            out[r, 0] = base + bin_corr
+            out[r, 1] = _F0 if bin_res == _F0 else (-ns) / bin_res
+            out[r, 2] = err
+            out[r, 3] = base + ex_corr
+            out[r, 4] = _F0 if ex_res == _F0 else (-ns) / ex_res
+        else:
+            out[r, 0] = ns + _TWO * bin_corr
+            out[r, 1] = _F0 if bin_res == _F0 else (-_TWO * ns) / bin_res
+            out[r, 2] = _TWO * err
+            out[r, 3] = ns + _TWO * ex_corr
+            out[r, 4] = _F0 if ex_res == _F0 else (-_TWO * ns) / ex_res
