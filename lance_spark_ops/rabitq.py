@@ -489,4 +489,5 @@ def _warm(k: ModuleType) -> None:
     x = np.ones((1, 8), np.float32)
     k.rotate_fast(x, np.ones((ROUNDS, 8), np.float32), 8, np.float32(1.0), x.copy())
     k.ex_codes(x, 4, TIGHT_START[4], np.zeros((1, 8), np.uint8), np.zeros(1, np.float32))
-    k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), 4, False, np.zeros((1, 5), np.float32))
+    k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), 4, False,
+              np.zeros((1, 5), np.float32))

@@ -63,14 +63,14 @@ def test_codes_and_factors_equal_pylance(tmp_path, metric, dim, num_bits):
     norm_sq = rq.norm_square(res, metric)
     enc = rq.encode(model, res, rq.rotate(model, cents)[parts], norm_sq, "dot" if metric == "dot" else "l2")
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    packed = np.concatenate([rq.pack_codes(enc.codes[s:s + n]) for s, n in zip(starts, lengths)])
+    packed = np.concatenate([rq.pack_codes(enc.codes[s:s + n]) for s, n in zip(starts, lengths, strict=True)])
     got = np.stack(stored.column(rq.CODE_COLUMN).to_numpy(zero_copy_only=False))
     np.testing.assert_array_equal(got, packed)
-    cols = dict(zip(rq.FACTOR_COLUMNS, (enc.add, enc.scale, enc.error)))
+    cols = dict(zip(rq.FACTOR_COLUMNS, (enc.add, enc.scale, enc.error), strict=True))
     if num_bits > 1:
         ex = np.stack(stored.column(rq.EX_CODE_COLUMN).to_numpy(zero_copy_only=False))
         np.testing.assert_array_equal(ex, enc.ex_codes)
-        cols.update(zip(rq.EX_FACTOR_COLUMNS, (enc.ex_add, enc.ex_scale)))
+        cols.update(zip(rq.EX_FACTOR_COLUMNS, (enc.ex_add, enc.ex_scale), strict=True))
     else:
         assert rq.EX_CODE_COLUMN not in stored.schema.names
     for name, ours in cols.items():
@@ -121,7 +121,8 @@ def test_bad_models():
     with pytest.raises(InvalidInputError, match="divisible by 8"):
         rq.new_model(30, 5)
     with pytest.raises(InvalidInputError, match="fast_rotation_signs"):
-        rq.from_metadata({"rotation_type": "fast", "code_dim": 32, "num_bits": 5, "fast_rotation_signs": [1, 2]})
+        rq.from_metadata({"rotation_type": "fast", "code_dim": 32, "num_bits": 5,
+                          "fast_rotation_signs": [1, 2]})
     with pytest.raises(InvalidInputError, match="JSON"):
         rq.from_metadata("{not json")
     with pytest.raises(InvalidInputError, match="rotation_type"):
