@@ -66,7 +66,7 @@ def _drain(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.add_columns  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.columns_tasks  # noqa: F401 - the import is the point
 
     return task
 
@@ -107,21 +107,21 @@ def main() -> None:
     fresh_copy(base, uri)
 
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    from lance_spark_ops.spark.columns import add_columns
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.files.columns import add_columns
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     t0 = time.perf_counter()
     spark = get_spark("add_column_bench", master=args.master,
                       conf={"spark.ui.enabled": "false", "spark.sql.shuffle.partitions": "4"})
     spark.sparkContext.setLogLevel("ERROR")
-    from lance_spark_ops.spark.read import read_lance
+    from lance_spark_ops.spark.datasource.read import read_lance
 
     # Start the Python workers of both Python stages (scan, writer) in every slot, on two
     # fragments, and of the in-task path (one task per slot importing the package).
     two = [f.fragment_id for f in lance.dataset(uri).get_fragments()[:2]]
     read_lance(spark, uri, columns=["a"], fragment_ids=two).selectExpr("a * 2 AS b").mapInArrow(
         _drain, "b long").count()
-    from lance_spark_ops.spark.runner import run_tasks
+    from lance_spark_ops.spark.runtime.runner import run_tasks
 
     run_tasks(spark, "warm", list(range(spark.sparkContext.defaultParallelism)), _import_package)
     # One warm-up add_columns per library on a tiny dataset of the same kind (first-call costs:

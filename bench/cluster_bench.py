@@ -87,7 +87,7 @@ def stop(procs: list[subprocess.Popen]) -> None:
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
 
     return task
 
@@ -95,7 +95,7 @@ def _import_package(task: int, ctx: object) -> int:
 def _warm_workers(spark) -> None:
     """One task per slot importing the package (this script is pickled by value, unlike
     compact_bench, which executors cannot import)."""
-    from lance_spark_ops.spark.runner import run_tasks
+    from lance_spark_ops.spark.runtime.runner import run_tasks
 
     run_tasks(spark, "warm", list(range(spark.sparkContext.defaultParallelism)), _import_package)
 
@@ -104,12 +104,12 @@ def timed_compact(master: str, uri: str, target_rows: int, mode: str) -> float:
     """Compact ``uri`` in a fresh session on ``master`` (warmed first); wall seconds."""
     from pyspark.sql import SparkSession
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     spark = (SparkSession.builder.master(master).appName(f"cluster-bench {master}")
              .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.executor.memory", "1500m")
-             .config("spark.python.daemon.module", "lance_spark_ops.spark.daemon").getOrCreate())
+             .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon").getOrCreate())
     try:
         _warm_workers(spark)
         os.sync()

@@ -104,14 +104,14 @@ def _hex(rng: np.random.Generator, rows: int) -> pa.Array:
 
 def _warm_workers(spark) -> None:
     """One task per slot that imports the package, so worker start-up is not timed."""
-    from lance_spark_ops.spark.runner import run_tasks
+    from lance_spark_ops.spark.runtime.runner import run_tasks
 
     slots = spark.sparkContext.defaultParallelism
     run_tasks(spark, "warm", list(range(slots)), _import_package)
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
 
     return task
 
@@ -135,8 +135,8 @@ def main() -> None:
 
     import lance
 
-    from lance_spark_ops.spark.compaction import compact
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.files.compaction import compact
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         src = f"{tmp}/src.lance"

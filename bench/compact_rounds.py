@@ -41,15 +41,15 @@ _TWIN = {"pylance_reencode": "ours_reencode", "ours_reencode": "pylance_reencode
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
 
     return task
 
 
 def _warm_workers(spark) -> None:
     """One task per slot (defined here, so it pickles by value), so worker start is not timed."""
-    from lance_spark_ops.spark.runner import run_tasks
-    from lance_spark_ops.spark.session import default_parallelism
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import default_parallelism
 
     run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
 
@@ -106,8 +106,8 @@ def main() -> None:
 
     import lance
 
-    from lance_spark_ops.spark.compaction import compact
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.files.compaction import compact
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         src = f"{tmp}/src.lance"

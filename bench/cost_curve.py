@@ -104,9 +104,9 @@ def run_child(kind: str, uri: str, target: int) -> dict:
 
 
 def run_ours(uri: str, target: int) -> dict:
-    from lance_spark_ops.spark.compaction import compact
-    from lance_spark_ops.spark.runner import run_tasks
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.files.compaction import compact
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     spark = get_spark("cost-curve")
     try:  # one task per slot first, so JVM and worker start-up are not timed
@@ -120,7 +120,7 @@ def run_ours(uri: str, target: int) -> dict:
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
 
     return task
 

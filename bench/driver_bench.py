@@ -63,9 +63,9 @@ def build_dataset(uri: str, fragments: int, rows: int, chunk: int) -> float:
 
 
 def ours_open_plan(uri: str, target: int) -> tuple[float, int]:
-    from lance_spark_ops.spark.compaction import _open_for_rewrite
-    from lance_spark_ops.spark.options import CompactionOptions
-    from lance_spark_ops.spark.plan import plan_compaction
+    from lance_spark_ops.spark.files.compaction import _open_for_rewrite
+    from lance_spark_ops.spark.files.compaction_options import CompactionOptions
+    from lance_spark_ops.spark.files.compaction_plan import plan_compaction
 
     opts = CompactionOptions(target_rows_per_fragment=target)
     t0 = time.perf_counter()
@@ -94,7 +94,7 @@ def fresh_copy(src: str, dst: str) -> None:
 
 def ours_commit(uri: str, compact: int, target: int) -> tuple[float, float, int]:
     """(commit seconds, job seconds, fragments removed) of our compaction of ``compact`` fragments."""
-    from lance_spark_ops.spark.compaction import compact as run
+    from lance_spark_ops.spark.files.compaction import compact as run
 
     m = run(None, uri, target_rows_per_fragment=target, max_source_fragments=compact)
     return m.seconds["commit"], m.seconds["total"], m.fragments_removed

@@ -93,7 +93,7 @@ def _build_case(spark: Any, base: str, tmp: str, rounds: int, column: str, kind:
                 flt: str | None, fts: str | None) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import create_index
+    from lance_spark_ops.spark.indices.indexing import create_index
 
     ours_t, theirs_t, ratios, phases = [], [], [], []
     for r in range(rounds):
@@ -127,7 +127,7 @@ def _summary(ours: list[float], theirs: list[float], ratios: list[float], phases
 def _optimize_case(spark: Any, tmp: str, rows: int, rounds: int) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     base = f"{tmp}/opt_base"
     write(base, make_rows(rows, 7), 1 << 20)
@@ -161,7 +161,7 @@ def _optimize_case(spark: Any, tmp: str, rows: int, rounds: int) -> dict[str, An
 def _tiered_case(spark: Any, tmp: str, deltas: int) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     base = f"{tmp}/tier_base"
     write(base, make_rows(1000, 3), 1000)
@@ -184,15 +184,15 @@ def _tiered_case(spark: Any, tmp: str, deltas: int) -> dict[str, Any]:
 
 def _warm(task: int, ctx: Any) -> int:
     """Imports what index tasks import, in a Spark Python worker (kept for the next tasks)."""
-    import lance_spark_ops.spark.tasks.fts_index  # noqa: F401
-    import lance_spark_ops.spark.tasks.scalar_index  # noqa: F401
+    import lance_spark_ops.spark.indices.fts_index_tasks  # noqa: F401
+    import lance_spark_ops.spark.indices.scalar_index_tasks  # noqa: F401
 
     return task
 
 
 def warm_workers(spark: Any) -> None:
     """Start the Python workers and import the task modules before anything is timed."""
-    from lance_spark_ops.spark.job import Job
+    from lance_spark_ops.spark.runtime.job import Job
 
     Job(spark, "warmup", "bench").run_tasks(list(range(8)), _warm)
 
@@ -207,7 +207,7 @@ def main() -> None:
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     spark = get_spark("index_build_bench")
     spark.range(4).count()

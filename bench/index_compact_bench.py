@@ -37,14 +37,14 @@ from compact_bench import dir_bytes, make_dataset  # noqa: E402
 def _warm_workers(spark) -> None:
     """One task per slot that imports the package, so worker start-up is not timed (defined here:
     workers cannot import ``compact_bench``, and functions of ``__main__`` are pickled by value)."""
-    from lance_spark_ops.spark.runner import run_tasks
+    from lance_spark_ops.spark.runtime.runner import run_tasks
 
     run_tasks(spark, "warm", list(range(spark.sparkContext.defaultParallelism)), _import_package)
 
 
 def _import_package(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.index_remap  # noqa: F401 - the import is the point
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401
+    import lance_spark_ops.spark.indices.index_remap_tasks  # noqa: F401 - the import is the point
 
     return task
 
@@ -97,7 +97,7 @@ def run_pylance(uri: str, target_rows: int) -> float:
 
 
 def run_ours(spark, uri: str, target_rows: int) -> tuple[float, dict[str, float], dict]:
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     os.sync()
     t0 = time.perf_counter()
@@ -150,7 +150,7 @@ def main() -> None:
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         src = f"{tmp}/src.lance"

@@ -103,7 +103,7 @@ def main() -> None:
 
     import lance
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     with tempfile.TemporaryDirectory() as tmp:
         src = args.src or f"{tmp}/src.lance"

@@ -58,7 +58,7 @@ def run_pylance(uri: str, target: int) -> dict:
 
 
 def run_ours(spark: object, uri: str, target: int) -> dict:
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     t0 = time.perf_counter()
     m = compact(spark, uri, target_rows_per_fragment=target)
@@ -70,7 +70,7 @@ def run_ours(spark: object, uri: str, target: int) -> dict:
 
 
 def _warm(task: int, ctx: object) -> int:
-    import lance_spark_ops.spark.tasks.rewrite  # noqa: F401 - the import is the point
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
 
     return task
 
@@ -89,8 +89,8 @@ def main() -> None:
     from small_files_input import build as fast_build
     from small_files_input import link_copy
 
-    from lance_spark_ops.spark.runner import run_tasks
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     spark = get_spark("small-files-bench")
     run_tasks(spark, "warm", list(range(2)), _warm)

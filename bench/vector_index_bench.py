@@ -116,7 +116,7 @@ def build_case(spark: Any, base: str, tmp: str, kind: str, params: dict[str, Any
                queries: np.ndarray, truth: np.ndarray) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import create_index
+    from lance_spark_ops.spark.indices.indexing import create_index
 
     a, b = _copy(base, f"{tmp}/ours"), _copy(base, f"{tmp}/theirs")
     t0 = time.perf_counter()
@@ -135,7 +135,7 @@ def build_case(spark: Any, base: str, tmp: str, kind: str, params: dict[str, Any
 def optimize_case(spark: Any, base: str, tmp: str, rows: int, dim: int) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     src = _copy(base, f"{tmp}/opt_base")
     lance.dataset(src).create_index("v", "IVF_PQ", num_partitions=256, num_sub_vectors=16)
@@ -183,7 +183,7 @@ def make_deltas(uri: str, deltas: int, dim: int) -> float:
 def deltas_case(spark: Any, tmp: str, deltas: int, dim: int, prepared: str | None = None) -> dict[str, Any]:
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     uri = f"{tmp}/deltas"
     made = None
@@ -214,7 +214,7 @@ def cluster_case(base: str, tmp: str) -> dict[str, Any]:
     from cluster_bench import start_cluster, stop
     from pyspark.sql import SparkSession
 
-    from lance_spark_ops.spark.indexing import create_index
+    from lance_spark_ops.spark.indices.indexing import create_index
 
     out: dict[str, Any] = {}
     for workers in (1, 2):
@@ -251,7 +251,7 @@ def main() -> None:
         return
     import lance
 
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     cases = args.cases.split(",")
     out: dict[str, Any] = {"dim": args.dim}

@@ -1,4 +1,4 @@
-"""First-task cost of a fresh Python worker, with our worker daemon (``spark.daemon``, modules
+"""First-task cost of a fresh Python worker, with our worker daemon (``spark.runtime.daemon``, modules
 preloaded before forking) and with PySpark's own, against a warm worker.
 
     python bench/worker_start_bench.py [--jobs 4] [--rounds 3] [--daemons a,b] [--jvm shared]
@@ -30,7 +30,7 @@ import tempfile
 import time
 from pathlib import Path
 
-DAEMONS = ("lance_spark_ops.spark.daemon", "pyspark.daemon")
+DAEMONS = ("lance_spark_ops.spark.runtime.daemon", "pyspark.daemon")
 _TICK = os.sysconf("SC_CLK_TCK")
 
 
@@ -65,8 +65,8 @@ def _cpu(pid: int) -> tuple[float, float]:
 
 def run(uri: str, daemon: str, reuse: bool, jobs: int) -> list[dict[str, float]]:
     """``jobs`` timed jobs in a new session of this process: wall, jvm_cpu and python_cpu each."""
-    from lance_spark_ops.spark.runner import run_tasks
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import get_spark
 
     spark = get_spark("worker-start-bench", conf={"spark.python.daemon.module": daemon,
                                                    "spark.python.worker.reuse": str(reuse).lower()})

@@ -3,7 +3,7 @@
     spark-submit jobs/compact.py URI [--target-rows-per-fragment N] [--compaction-mode MODE]
         [--dry-run] [--commit-every N] [--config FILE] ...
 
-Every field of ``lance_spark_ops.spark.options.CompactionOptions`` is a flag (see --help).
+Every field of ``lance_spark_ops.spark.files.compaction_options.CompactionOptions`` is a flag (see --help).
 With --dry-run the planned task groups are printed and nothing is written.
 """
 
@@ -13,8 +13,8 @@ import sys
 from collections.abc import Iterator
 from typing import Any
 
-from lance_spark_ops.spark.cli import Job, run_job
-from lance_spark_ops.spark.options import COMPACTION_MODES, CompactionOptions
+from lance_spark_ops.spark.files.compaction_options import COMPACTION_MODES, CompactionOptions
+from lance_spark_ops.spark.runtime.cli import Job, run_job
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CompactionOptions) -> Any:

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import Job, run_job
-from lance_spark_ops.spark.config import parse_param_values
+from lance_spark_ops.spark.runtime.cli import Job, run_job
+from lance_spark_ops.spark.runtime.config import parse_param_values
 
 
 @dataclass(frozen=True)
@@ -51,7 +51,7 @@ class CreateIndexOptions:
 
 
 def _check(uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) -> None:
-    from lance_spark_ops.spark.indexing import check_create_index
+    from lance_spark_ops.spark.indices.indexing import check_create_index
     from lance_spark_ops.table.dataset import Dataset
 
     ds = Dataset.open(uri, storage_options=storage_options)
@@ -59,7 +59,7 @@ def _check(uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) 
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) -> Any:
-    from lance_spark_ops.spark.indexing import create_index
+    from lance_spark_ops.spark.indices.indexing import create_index
 
     return create_index(spark, uri, opts.column, opts.type, name=opts.name, replace=opts.replace,
                         storage_options=storage_options, max_retries=opts.max_retries,

@@ -17,8 +17,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import Job, parse_key_values, run_job
-from lance_spark_ops.spark.delta_import import DEFAULT_MAX_ROWS_PER_FILE, MODES
+from lance_spark_ops.spark.files.delta_import import DEFAULT_MAX_ROWS_PER_FILE, MODES
+from lance_spark_ops.spark.runtime.cli import Job, parse_key_values, run_job
 
 DEFAULT_ROWS_PER_TASK = 4 * 1024 * 1024  # import_delta's default
 

@@ -20,8 +20,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lance_spark_ops.spark.cli import EXIT_FAILED, Job
-from lance_spark_ops.spark.fleet_job import fleet_main, printable
+from lance_spark_ops.spark.fleet.fleet_job import fleet_main, printable
+from lance_spark_ops.spark.runtime.cli import EXIT_FAILED, Job
 
 
 @dataclass(frozen=True)
@@ -55,7 +55,7 @@ class MaintainOptions:
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: MaintainOptions) -> dict[str, Any]:
     """One table through the shared scaffold (``run_job(JOB)``: a URI or ``--table``); ``main``
     below is the fleet entry (several URIs, a whole namespace, the report)."""
-    from lance_spark_ops.spark.maintenance import maintain
+    from lance_spark_ops.spark.fleet.maintenance import maintain
 
     result = maintain(spark, [uri], opts.policy, dry_run=opts.dry_run,
                       max_concurrent_tables=opts.max_concurrent_tables, budget_seconds=opts.budget_seconds,
@@ -74,7 +74,7 @@ JOB = Job("maintain", _run, MaintainOptions, __doc__.split("\n\n")[0],
 
 def parse(argv: Sequence[str] | None, environ: Mapping[str, str] | None) -> tuple[list[Any], Any, dict, dict]:
     """(targets, options, storage options, secret namespace properties); flags over --config."""
-    from lance_spark_ops.spark.fleet_job import parse as parse_fleet
+    from lance_spark_ops.spark.fleet.fleet_job import parse as parse_fleet
 
     return parse_fleet(JOB, argv, environ)
 

@@ -14,8 +14,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import Job, run_job
-from lance_spark_ops.spark.indexing import DEFAULT_TIER_FANOUT, MAX_INDEX_RETRIES, MERGE_POLICIES
+from lance_spark_ops.spark.indices.indexing import DEFAULT_TIER_FANOUT, MAX_INDEX_RETRIES, MERGE_POLICIES
+from lance_spark_ops.spark.runtime.cli import Job, run_job
 
 
 @dataclass(frozen=True)
@@ -67,7 +67,7 @@ class OptimizeIndicesOptions:
 
 
 def _check(uri: str, storage_options: dict[str, Any], opts: OptimizeIndicesOptions) -> None:
-    from lance_spark_ops.spark.indexing import check_optimize
+    from lance_spark_ops.spark.indices.indexing import check_optimize
     from lance_spark_ops.table.dataset import Dataset
 
     ds = Dataset.open(uri, storage_options=storage_options)
@@ -75,7 +75,7 @@ def _check(uri: str, storage_options: dict[str, Any], opts: OptimizeIndicesOptio
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: OptimizeIndicesOptions) -> Any:
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     return optimize_indices(spark, uri, index_names=opts.names(),
                             num_indices_to_merge=opts.num_indices_to_merge, retrain=opts.retrain,

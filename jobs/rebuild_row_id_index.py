@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import Job, run_job
+from lance_spark_ops.spark.runtime.cli import Job, run_job
 
 
 @dataclass(frozen=True)

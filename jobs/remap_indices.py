@@ -12,8 +12,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import Job, run_job
-from lance_spark_ops.spark.index_remap import MAX_INDEX_RETRIES
+from lance_spark_ops.spark.indices.index_remap import MAX_INDEX_RETRIES
+from lance_spark_ops.spark.runtime.cli import Job, run_job
 
 
 @dataclass(frozen=True)
@@ -33,7 +33,7 @@ class RemapIndicesOptions:
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: RemapIndicesOptions) -> Any:
-    from lance_spark_ops.spark.index_remap import remap_indices
+    from lance_spark_ops.spark.indices.index_remap import remap_indices
 
     return remap_indices(spark, uri, storage_options=storage_options, max_retries=opts.max_retries)
 

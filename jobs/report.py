@@ -19,8 +19,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from typing import Any
 
-from lance_spark_ops.spark.cli import EXIT_FAILED, Job
-from lance_spark_ops.spark.fleet_job import fleet_main, printable
+from lance_spark_ops.spark.fleet.fleet_job import fleet_main, printable
+from lance_spark_ops.spark.runtime.cli import EXIT_FAILED, Job
 
 
 @dataclass(frozen=True)
@@ -45,7 +45,7 @@ class ReportOptions:
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: ReportOptions) -> dict[str, Any]:
     """One table through the shared scaffold (a URI or ``--table``); ``main`` is the fleet entry."""
-    from lance_spark_ops.spark.maintenance import report
+    from lance_spark_ops.spark.fleet.maintenance import report
 
     result = report(spark, [uri], opts.report, opts.policy, max_concurrent_tables=opts.max_concurrent_tables,
                     storage_options=storage_options)

@@ -18,8 +18,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.cli import EXIT_FAILED, EXIT_OK, Job, run_job
-from lance_spark_ops.spark.vacuuming import parse_duration
+from lance_spark_ops.spark.files.vacuuming import parse_duration
+from lance_spark_ops.spark.runtime.cli import EXIT_FAILED, EXIT_OK, Job, run_job
 
 MAX_FAILURES_SHOWN = 100
 

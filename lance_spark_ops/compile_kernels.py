@@ -9,7 +9,7 @@ import sys
 import time
 
 from lance_spark_ops.encoding.compression import compiled
-from lance_spark_ops.index import hnsw, kmeans
+from lance_spark_ops.index.vector import hnsw, kmeans
 
 
 def main() -> int:

@@ -1,6 +1,6 @@
 """The persisted row-id index: row id -> row address for one dataset version, and ``lookup``.
 
-Written by ``spark.row_id_index.rebuild_row_id_index`` for datasets with stable row ids.
+Written by ``spark.files.row_id_index.rebuild_row_id_index`` for datasets with stable row ids.
 Layout under the dataset root (outside ``_indices/``, whose directories Lance's
 ``cleanup_old_versions`` deletes unless the manifest lists their uuid, and outside ``data/``)::
 

@@ -11,8 +11,8 @@
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark import add_columns
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import storage_options_from_env
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("column", "", "column: NAME=SQL_EXPRESSION (one a line or ;-separated)")

@@ -15,9 +15,9 @@
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark import compact
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import option_specs, storage_options_from_env, typed_options
-from lance_spark_ops.spark.options import COMPACTION_MODES, CompactionOptions
+from lance_spark_ops.spark.files.compaction_options import COMPACTION_MODES, CompactionOptions
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import option_specs, storage_options_from_env, typed_options
 
 CHOICES = {"compaction_mode": COMPACTION_MODES}
 dbutils.widgets.text("uri", "", "Dataset URI")

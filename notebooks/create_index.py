@@ -11,9 +11,9 @@
 # COMMAND ----------
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import parse_bool, parse_param_values, storage_options_from_env
-from lance_spark_ops.spark.indexing import create_index
+from lance_spark_ops.spark.indices.indexing import create_index
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import parse_bool, parse_param_values, storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("column", "", "Column")

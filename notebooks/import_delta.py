@@ -13,9 +13,9 @@
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark import import_delta
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import storage_options_from_env
-from lance_spark_ops.spark.delta_import import DEFAULT_MAX_ROWS_PER_FILE
+from lance_spark_ops.spark.files.delta_import import DEFAULT_MAX_ROWS_PER_FILE
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import storage_options_from_env
 
 dbutils.widgets.text("delta_uri", "", "Delta table URI")
 dbutils.widgets.text("uri", "", "Lance dataset URI")

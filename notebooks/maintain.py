@@ -16,8 +16,8 @@
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.namespace.target import namespace_properties
 from lance_spark_ops.spark import FleetTarget, maintain
-from lance_spark_ops.spark.config import parse_bool, storage_options_from_env
-from lance_spark_ops.spark.maintenance import summary_lines
+from lance_spark_ops.spark.fleet.maintenance import summary_lines
+from lance_spark_ops.spark.runtime.config import parse_bool, storage_options_from_env
 
 dbutils.widgets.text("uris", "", "Dataset URIs (comma-separated; or a namespace below)")
 dbutils.widgets.text("namespace_impl", "", "namespace_impl (dir, rest or a class path)")

@@ -10,9 +10,9 @@
 # COMMAND ----------
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import parse_bool, storage_options_from_env
-from lance_spark_ops.spark.indexing import optimize_indices
+from lance_spark_ops.spark.indices.indexing import optimize_indices
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import parse_bool, storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("index_names", "", "Index names, comma-separated (empty: all)")

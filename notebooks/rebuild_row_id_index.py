@@ -12,8 +12,8 @@
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark import rebuild_row_id_index
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import parse_bool, storage_options_from_env
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import parse_bool, storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("rows_per_partition", str(1 << 20), "rows_per_partition")

@@ -13,9 +13,9 @@
 
 # ruff: noqa: F821 - spark, dbutils and display are provided by the Databricks runtime
 from lance_spark_ops.spark import vacuum
-from lance_spark_ops.spark.cli import metric_rows
-from lance_spark_ops.spark.config import parse_bool, storage_options_from_env
-from lance_spark_ops.spark.vacuuming import parse_duration
+from lance_spark_ops.spark.files.vacuuming import parse_duration
+from lance_spark_ops.spark.runtime.cli import metric_rows
+from lance_spark_ops.spark.runtime.config import parse_bool, storage_options_from_env
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("older_than", "", "older_than (e.g. 14d; empty: 14d unless retain_versions)")

@@ -79,7 +79,7 @@ def spark():
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
-        .config("spark.python.daemon.module", "lance_spark_ops.spark.daemon")  # as get_spark
+        .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon")  # as get_spark
         .getOrCreate()
     )
     yield session

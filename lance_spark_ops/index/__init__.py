@@ -12,10 +12,10 @@ schema metadata ``batch_size`` = 4096, ``range_partitioned``); BITMAP / LABEL_LI
 ``part_0_{docs,invert,tokens}.lance``; IVF_* ``index.idx`` + ``auxiliary.idx`` (``ivf``;
 IVF_HNSW_* graphs: ``hnsw_file``). Indices keep deleted rows until remapped. Index ``.lance``
 files have the dataset's file version (2.0 datasets: 2.0 index files). BITMAP / LABEL_LIST
-bitmaps are Lance ``RowIdTreeMap``s (``index.bitmap``); LABEL_LIST keeps the rows with a null
+bitmaps are Lance ``RowIdTreeMap``s (``index.scalar.bitmap``); LABEL_LIST keeps the rows with a null
 list in global buffer 1 (``lance:label_list_nulls``). ``VectorIndexDetails`` (empty in the
 late-2025 protos) set field 3 for HNSW, 4 PQ, 5 SQ, 8 FLAT (``kinds``). IVF storage layout:
-``index.ivf``.
+``index.vector.ivf``.
 
 Compaction without stable row ids, ``defer_index_remap=False``: every index but ZONEMAP and
 BLOOMFILTER is rewritten under a new uuid (``_indices/<new uuid>/``; the old directory stays
@@ -75,6 +75,7 @@ graph is built on, from the storage), ``serde_float`` (JSON floats as Lance's Ru
 writes them); vector builds (#28): ``kmeans`` (balanced k-means in rounds), ``quantizers``
 (PQ / SQ training and codes), ``ivf_model`` (a trained model and what it does to vectors),
 ``ivf_build`` (the new segment's files, schemas and details); ``fts`` (INVERTED: tokenizer,
-postings, layout). The Spark side: ``spark.index_remap`` (driver), ``spark.tasks.index_remap``
-(executors); builds: ``spark.indexing`` (driver of create_index / optimize_indices),
-``spark.scalar_index`` / ``spark.fts_index`` / ``spark.vector_index`` and their tasks."""
+postings, layout). The Spark side: ``spark.indices.index_remap`` (driver), ``spark.indices.index_remap_tasks``
+(executors); builds: ``spark.indices.indexing`` (driver of create_index / optimize_indices),
+``spark.indices.scalar_index`` / ``spark.indices.fts_index`` /
+``spark.indices.vector_index`` and their tasks."""

@@ -103,7 +103,7 @@ def covered_fragments(store: ObjectStore, where: str, name: str) -> BitMap:
 def _bitmap_fragments(reader: Any) -> BitMap:
     """Fragment ids of every serialized ``RowIdTreeMap`` of a BITMAP / LABEL_LIST file (the
     bitmaps column and a LABEL_LIST's null-list buffer); no bitmap is decoded."""
-    from lance_spark_ops.index.bitmap import null_list_buffer, tree_map_fragments
+    from lance_spark_ops.index.scalar.bitmap import null_list_buffer, tree_map_fragments
 
     out = BitMap()
     for batch in reader.iter_batches(["bitmaps"], batch_rows=1 << 14):

@@ -3,7 +3,7 @@ namespace form too: ``compact(spark, namespace=ns, table_id="a.b.t")`` (``ns`` a
 ``LanceNamespace`` or ``(impl, properties)``) resolves the table, then calls the driver with its
 location and the storage options (the caller's, vended ones on top). The command-line side
 (``--namespace-impl``, ``--namespace-prop``, ``--table``) is ``add_arguments`` /
-``resolve_arguments``, used by ``spark.cli``.
+``resolve_arguments``, used by ``spark.runtime.cli``.
 
 Light on imports: drivers import this module, executors may import drivers.
 """

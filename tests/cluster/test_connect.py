@@ -76,10 +76,10 @@ def test_operations_over_connect(remote, tmp_path: Path) -> None:
     import lance
 
     from lance_spark_ops.row_id_index import lookup
-    from lance_spark_ops.spark.columns import add_columns
-    from lance_spark_ops.spark.compaction import compact, materialize_deletions
-    from lance_spark_ops.spark.read import read_lance
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.datasource.read import read_lance
+    from lance_spark_ops.spark.files.columns import add_columns
+    from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", stable=True, fragments=5, rows=300)

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, SchemaError, UnsupportedError
-from lance_spark_ops.spark.delta_import import import_delta
+from lance_spark_ops.spark.files.delta_import import import_delta
 from tests.delta.deltas import add_inline_deletion_vector, history_table, rows
 
 pytest.importorskip("deltalake")
@@ -108,7 +108,7 @@ def test_unreadable_deletion_vectors_refused(history: str, tmp_path: Path, monke
 
 
 def _fail_commit(monkeypatch: pytest.MonkeyPatch, error: Exception) -> None:
-    import lance_spark_ops.spark.delta_import as mod
+    import lance_spark_ops.spark.files.delta_import as mod
 
     def commit(*args, **kwargs):  # type: ignore[no-untyped-def]
         raise error

@@ -1,7 +1,7 @@
 """The table of jobs under fault: how to run each in this process (``spark=None``) and as
 ``spark-submit jobs/<job>.py``. Adding a job is one ``JobRunner`` entry in ``RUNNERS``.
 
-``vacuum`` joins the table when ``lance_spark_ops.spark.vacuuming`` exists (``retain_versions``
+``vacuum`` joins the table when ``lance_spark_ops.spark.files.vacuuming`` exists (``retain_versions``
 only, so files no version references yet - concurrent writers' - are never its to delete);
 its ``post_check`` asserts that no data file referenced before the run by some version, and by
 no version left after it, remains. ``remap_indices``, the ``lance`` data-source writer
@@ -75,7 +75,7 @@ def _compact_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Ta
 
 
 def _materialize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.compaction import materialize_deletions
+    from lance_spark_ops.spark.files.compaction import materialize_deletions
 
     return materialize_deletions(None, uri, 0.0, storage_options=so)
 
@@ -85,14 +85,14 @@ def _double_id(batch: pa.RecordBatch) -> dict[str, pa.Array]:
 
 
 def _add_columns_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.columns import ColumnFunction, add_columns
+    from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
 
     fn = ColumnFunction(_double_id, pa.schema([(ADDED, pa.int64())]), ("id",))
     return add_columns(None, uri, fn, storage_options=so, rows_per_task=rng.choice([None, 300]))
 
 
 def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]))
 
@@ -137,7 +137,7 @@ def _vacuum_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
 
 
 def _vacuum_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.vacuuming import vacuum
+    from lance_spark_ops.spark.files.vacuuming import vacuum
 
     return vacuum(None, uri, retain_versions=_retain(rng), storage_options=so)
 
@@ -156,7 +156,7 @@ RUNNERS: dict[str, JobRunner] = {r.name: r for r in [
                                 "--rows-per-task", str(rng.choice([300, 100000]))],
               _add_columns_local, ("plan", "commit"), ("plan",), column=ADDED),
 ]}
-if importlib.util.find_spec("lance_spark_ops.spark.vacuuming") is not None:  # after the merge of vacuum
+if importlib.util.find_spec("lance_spark_ops.spark.files.vacuuming") is not None:  # after the merge of vacuum
     RUNNERS["vacuum"] = JobRunner(
         "vacuum", "vacuum", "vacuum.py",
         lambda uri, rng, rows=None: [uri, "--retain-versions", str(_retain(rng))], _vacuum_local,
@@ -174,7 +174,8 @@ RUNNERS.update({r.name: r for r in [
     JobRunner("maintain", "compact", "maintain.py", rm.maintain_args, rm.maintain_local,
               ("plan", "rewrite", "commit"), ("rewrite",)),
 ]})
-if importlib.util.find_spec("lance_spark_ops.spark.scalar_index") is not None:  # the BTREE / BITMAP builders
+# the BTREE / BITMAP builders
+if importlib.util.find_spec("lance_spark_ops.spark.indices.scalar_index") is not None:
     RUNNERS.update({r.name: r for r in [
         JobRunner("create_index", "create_index", "create_index.py", ri.create_args, ri.create_local,
                   ("plan", "build", "commit"), ("build",), prepare=ri.create_prepare,
@@ -183,7 +184,8 @@ if importlib.util.find_spec("lance_spark_ops.spark.scalar_index") is not None:  
                   ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.optimize_prepare,
                   post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
     ]})
-if importlib.util.find_spec("lance_spark_ops.spark.vector_index") is not None:  # the IVF builders (#28)
+# the IVF builders (#28)
+if importlib.util.find_spec("lance_spark_ops.spark.indices.vector_index") is not None:
     RUNNERS.update({r.name: r for r in [
         JobRunner("create_vector_index", "create_index", "create_index.py", rv.create_args, rv.create_local,
                   ("plan", "build", "commit"), ("build",), prepare=rv.create_prepare,

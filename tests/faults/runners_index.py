@@ -32,7 +32,7 @@ def create_args(uri: str, rng: random.Random, rows: pa.Table | None = None) -> l
 
 
 def create_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.indexing import create_index
+    from lance_spark_ops.spark.indices.indexing import create_index
 
     column, kind, name = _target(rng)
     return create_index(None, uri, column, kind, name=name, storage_options=so)
@@ -76,7 +76,7 @@ def optimize_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
 
 
 def optimize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     return optimize_indices(None, uri, num_indices_to_merge=rng.choice([None, 0, 2]), storage_options=so)
 

@@ -31,7 +31,7 @@ def maintain_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
 def maintain_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None
                    ) -> dict[str, Any]:
     from lance_spark_ops import errors
-    from lance_spark_ops.spark.maintenance import maintain
+    from lance_spark_ops.spark.fleet.maintenance import maintain
 
     result = maintain(None, uri, policy(rng), storage_options=so)
     table = result.tables[0]

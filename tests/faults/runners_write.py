@@ -57,7 +57,7 @@ def remap_prepare(root: str, rng: random.Random) -> None:
 
 
 def remap_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
-    from lance_spark_ops.spark.index_remap import remap_indices
+    from lance_spark_ops.spark.indices.index_remap import remap_indices
 
     return remap_indices(None, uri, storage_options=so)
 

@@ -36,7 +36,7 @@ SPARK_SUBMIT = ("driver_kill", "worker_kill")
 @contextmanager
 def _before_first_commit(fn: Any) -> Iterator[None]:
     """Run ``fn()`` right before a job's first commit attempt (the scaffold's test hook)."""
-    from lance_spark_ops.spark import job
+    from lance_spark_ops.spark.runtime import job
 
     previous = job._before_commit_hook
     pending = [fn]

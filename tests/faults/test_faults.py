@@ -82,7 +82,7 @@ def test_in_process_fault_btree_range_merge(job: str, fault: str, seed: int, tmp
                                             monkeypatch: pytest.MonkeyPatch) -> None:
     """BTREE's range merge (parts -> value-range tasks -> a finish task) under the faults: its
     thresholds lowered so the small fault datasets take that path whenever a BTREE is built."""
-    from lance_spark_ops.spark import scalar_index
+    from lance_spark_ops.spark.indices import scalar_index
 
     monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
     monkeypatch.setattr(scalar_index, "RANGE_ROWS", 256)

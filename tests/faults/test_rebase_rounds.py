@@ -18,7 +18,7 @@ from tests.faults.scenarios import _before_first_commit
 @pytest.mark.parametrize("job", ["compact", "materialize_deletions"])
 def test_rewrite_rebased_in_two_rounds(job: str, kind: str, tmp_path: Path) -> None:
     from lance_spark_ops.spark import compact
-    from lance_spark_ops.spark.compaction import materialize_deletions
+    from lance_spark_ops.spark.files.compaction import materialize_deletions
 
     root = str(tmp_path / "ds.lance")
     exp = make_dataset(root, 3, stable=False)

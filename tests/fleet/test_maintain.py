@@ -20,8 +20,8 @@ import pytest
 
 from lance_spark_ops.fleet.health import measure
 from lance_spark_ops.fleet.policy import load_policy
-from lance_spark_ops.spark.cli import exit_code
-from lance_spark_ops.spark.maintenance import FleetTarget, exit_status, maintain
+from lance_spark_ops.spark.fleet.maintenance import FleetTarget, exit_status, maintain
+from lance_spark_ops.spark.runtime.cli import exit_code
 from tests.fleet.lake import EXPECTED, POLICY, make_lake
 
 pytestmark = pytest.mark.spark
@@ -192,7 +192,7 @@ def test_maintain_runs_exactly_the_policy_actions(spark, template, tmp_path, kin
 def _builds_btree() -> bool:
     """Whether this build has the BTREE segment builder (optimize_indices skips the index without)."""
     from lance_spark_ops.errors import UnsupportedError
-    from lance_spark_ops.spark.index_registry import builder_for
+    from lance_spark_ops.spark.indices.index_registry import builder_for
 
     try:
         builder_for("BTREE")

@@ -15,7 +15,7 @@ from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.fleet.health import TableHealth
 from lance_spark_ops.fleet.policy import Policy, decide, load_policy
 from lance_spark_ops.fleet.report import render_html, write_report
-from lance_spark_ops.spark.maintenance import FleetTarget, maintain
+from lance_spark_ops.spark.fleet.maintenance import FleetTarget, maintain
 from tests.fleet.lake import EXPECTED, POLICY, make_lake
 
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")

@@ -1,5 +1,5 @@
 """Build an INVERTED segment with ``FTS_BUILDER`` and commit it as the driver will (until
-``spark.indexing`` lands): one CreateIndex with the BuiltSegment's files and details."""
+``spark.indices.indexing`` lands): one CreateIndex with the BuiltSegment's files and details."""
 
 from __future__ import annotations
 
@@ -10,9 +10,9 @@ from typing import Any
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.spark.fts_index import FTS_BUILDER
-from lance_spark_ops.spark.index_segment import SegmentRequest
-from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.indices.fts_index import FTS_BUILDER
+from lance_spark_ops.spark.indices.index_segment import SegmentRequest
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex

@@ -1,4 +1,4 @@
-"""Test stand-in for the index driver (``spark.indexing``) until it lands: build one segment
+"""Test stand-in for the index driver (``spark.indices.indexing``) until it lands: build one segment
 with a ``SegmentBuilder`` and commit its CreateIndex entry as the driver will (name, field,
 fragment bitmap, dataset_version, created_at, files, details, index_version)."""
 
@@ -13,8 +13,8 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.spark.index_segment import SegmentRequest
-from lance_spark_ops.spark.job import Job
+from lance_spark_ops.spark.indices.index_segment import SegmentRequest
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.spark import fts_index
-from lance_spark_ops.spark.fts_index import FTS_BUILDER, params_of_segment
+from lance_spark_ops.spark.indices import fts_index
+from lance_spark_ops.spark.indices.fts_index import FTS_BUILDER, params_of_segment
 from tests.index.fts_helpers import build_fts
 
 lance = pytest.importorskip("lance")
@@ -134,7 +134,7 @@ def test_params_of_reads_back(tmp_path):
     ours, _ = twins(tmp_path, 200, "2.1", False, {}, fragments=1)
     params = {"stem": False, "custom_stop_words": ["x"], "max_token_length": None}
     build_fts(None, ours, **params)
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
 
     ds = Dataset.open(ours)
@@ -175,7 +175,7 @@ def test_merge_with_equals_pylance_optimize(spark, tmp_path, stable):
     optimize_indices on a twin holding pylance's own index: same answers, one segment each
     (rows deleted after indexing stay in the statistics without stable row ids, leave with
     them, as in pylance); and pylance's own optimize keeps working on what we wrote."""
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
 
     params = {"with_position": True}
@@ -204,7 +204,7 @@ def test_merge_with_equals_pylance_optimize(spark, tmp_path, stable):
 def test_params_of_details_and_model_from(tmp_path):
     """params_of reads pylance's and our entries' details alike; a delta built with
     model_from tokenizes as the model did (custom stop words come from its metadata.lance)."""
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
 
     params = {"stem": False, "with_position": True, "max_token_length": None, "ascii_folding": False}
@@ -236,7 +236,7 @@ def test_params_of_details_and_model_from(tmp_path):
 
 
 def test_delta_equals_pylance_num_indices_to_merge_0(tmp_path):
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
     from tests.index.fts_helpers import build_fts_delta
 
@@ -279,9 +279,9 @@ def test_bigger_multi_partition_spark(spark, tmp_path, monkeypatch, stable):
 
 
 def test_driver_create_and_optimize(spark, tmp_path):
-    """Through the driver (spark.indexing): create_index "FTS" then optimize_indices after an
+    """Through the driver (spark.indices.indexing): create_index "FTS" then optimize_indices after an
     append, against pylance's create_scalar_index + optimize_indices on a twin."""
-    from lance_spark_ops.spark.indexing import create_index, optimize_indices
+    from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
 
     params = {"with_position": True, "stem": False}
     ours, theirs = twins(tmp_path, 900, "2.2", False, params, fragments=3)
@@ -301,7 +301,7 @@ def test_driver_create_and_optimize(spark, tmp_path):
     (["--column", "text", "--type", "INVERTED", "--param", "max_token_length=-3"], "max_token_length"),
 ])
 def test_job_bad_fts_params_exit_2(tmp_path, monkeypatch, capsys, args, words):
-    from lance_spark_ops.spark import cli
+    from lance_spark_ops.spark.runtime import cli
     from tests.jobs.test_jobs import last_json, load_job
 
     def refuse(job):

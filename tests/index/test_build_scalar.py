@@ -1,4 +1,4 @@
-"""Scalar index segments built by ``spark.scalar_index`` (issue #27) against pylance's own:
+"""Scalar index segments built by ``spark.indices.scalar_index`` (issue #27) against pylance's own:
 our index on one copy of a dataset, pylance's ``create_scalar_index`` / ``optimize_indices``
 on a twin. pylance must answer through ours as through its own, count no unindexed row, and
 our files must hold what its files hold."""
@@ -14,10 +14,10 @@ import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.index.btree import index_order, merge_runs, sort_run
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark import scalar_index
-from lance_spark_ops.spark.scalar_index import SCALAR_BUILDER
+from lance_spark_ops.index.scalar.btree import index_order, merge_runs, sort_run
+from lance_spark_ops.spark.indices import scalar_index
+from lance_spark_ops.spark.indices.scalar_index import SCALAR_BUILDER
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.segment_commit import build_and_commit, entries
 
@@ -146,8 +146,8 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
     """BTREE runs merged by value range (a task per range, pages cut across ranges, ties of
     ``id``, nulls and NaN of ``f``), then an append merged with the old segment by range too:
     the files equal pylance's."""
-    from lance_spark_ops.spark.tasks import btree_merge
-    from lance_spark_ops.spark.tasks import scalar_index as tasks
+    from lance_spark_ops.spark.indices import btree_merge_tasks as btree_merge
+    from lance_spark_ops.spark.indices import scalar_index_tasks as tasks
 
     monkeypatch.setattr(scalar_index, "PART_ROWS", 4000)
     monkeypatch.setattr(scalar_index, "RANGE_ROWS", 4000)
@@ -179,7 +179,7 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
 def test_btree_range_merge_spans_of_an_old_segment(tmp_path: Any, monkeypatch: Any) -> None:
     """Appended values above the old ones (and a few among them): ranges holding only old rows
     are copied from the old page_data as spans; the merged files equal pylance's."""
-    from lance_spark_ops.spark.tasks import btree_merge
+    from lance_spark_ops.spark.indices import btree_merge_tasks as btree_merge
 
     monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
     monkeypatch.setattr(scalar_index, "RANGE_ROWS", 3000)
@@ -445,7 +445,7 @@ def test_zoned_matches_pylance(tmp_path: Any, kind: str, version: str, stable: b
 
 def test_xxh64_and_filter_size() -> None:
     """XXH64 test vectors (the reference implementation's) and the filter size pylance picks."""
-    from lance_spark_ops.index.bloomfilter import num_bytes, xxh64
+    from lance_spark_ops.index.scalar.bloomfilter import num_bytes, xxh64
 
     def h(b: bytes) -> int:
         return int(xxh64(np.frombuffer(b, np.uint8), np.array([0]), np.array([len(b)]))[0])
@@ -481,8 +481,8 @@ def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monke
 def test_merge_attempt_after_a_finished_one(tmp_path: Any, monkeypatch: Any) -> None:
     """A merge attempt that finds its parts deleted by an attempt that finished returns the
     files that attempt wrote (a retried task whose first result was lost)."""
-    from lance_spark_ops.spark.runner import TaskContext
-    from lance_spark_ops.spark.tasks.scalar_index import run_merge
+    from lance_spark_ops.spark.indices.scalar_index_tasks import run_merge
+    from lance_spark_ops.spark.runtime.runner import TaskContext
 
     first: list[Any] = []
 

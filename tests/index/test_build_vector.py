@@ -1,4 +1,4 @@
-"""Vector index builds (``spark.vector_index``): our segment on one copy of a dataset,
+"""Vector index builds (``spark.indices.vector_index``): our segment on one copy of a dataset,
 pylance's index on a twin. pylance reads ours (``index_stats``: 0 unindexed rows, the
 partitions asked for, the rows pylance indexes); recall@10 against brute force at least
 pylance's own minus 0.02 at the same parameters and nprobes; prefiltered and postfiltered
@@ -19,7 +19,7 @@ from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import index_kind, uuid_str
-from lance_spark_ops.spark.index_remap import index_entries
+from lance_spark_ops.spark.indices.index_remap import index_entries
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.vector_build import build_index
 
@@ -185,7 +185,7 @@ def test_build_pq_4_bits(tmp_path: Path) -> None:
 
 def test_kmeans_in_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples too big for one task: k-means runs as rounds of tasks (sums and counts)."""
-    from lance_spark_ops.spark import vector_index
+    from lance_spark_ops.spark.indices import vector_index
 
     monkeypatch.setattr(vector_index, "LOCAL_KMEANS_VALUES", 0)
     monkeypatch.setattr(vector_index, "ROWS_PER_TASK", 700)  # several sample files and runs
@@ -402,7 +402,7 @@ def test_failed_build_leaves_no_work_files(tmp_path: Path, monkeypatch: pytest.M
     """A task failing after the runs were written: the error surfaces, the segment's _build
     directory (samples, runs) is gone and nothing was committed."""
     from lance_spark_ops.errors import CorruptFileError
-    from lance_spark_ops.spark import vector_index
+    from lance_spark_ops.spark.indices import vector_index
 
     def broken(spec: object, ctx: object) -> None:
         raise CorruptFileError("injected")
@@ -417,7 +417,7 @@ def test_failed_build_leaves_no_work_files(tmp_path: Path, monkeypatch: pytest.M
     assert index_entries(Dataset.open(ours)) == []
 
 
-# -- through the index driver (spark.indexing) ---------------------------------------------------
+# -- through the index driver (spark.indices.indexing) ---------------------------------------------------
 
 
 def test_driver_create_and_optimize(tmp_path: Path) -> None:
@@ -427,7 +427,7 @@ def test_driver_create_and_optimize(tmp_path: Path) -> None:
     with 0 unindexed rows."""
     import lance
 
-    from lance_spark_ops.spark.indexing import create_index, optimize_indices
+    from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
 
     ours, _ = twins(tmp_path, "2.1", False)
     create_index(None, ours, "vec", "IVF_FLAT", num_partitions=PARTS)
@@ -489,7 +489,7 @@ def test_tiered_merge_of_deltas(tmp_path: Path, kind: str, on_spark: bool,
     both with 0 unindexed rows and answers as from its own segments (every partition probed)."""
     import lance
 
-    from lance_spark_ops.spark.indexing import optimize_indices
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     spark = request.getfixturevalue("spark") if on_spark else None
     ours, _ = twins(tmp_path, "2.1", False)

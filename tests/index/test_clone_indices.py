@@ -8,7 +8,7 @@ import shutil
 import uuid
 from pathlib import Path
 
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import build, queries, unindexed
 

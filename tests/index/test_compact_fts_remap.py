@@ -11,8 +11,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import remap_indices
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import remap_indices
 from tests.index.fts_helpers import build_fts
 from tests.index.test_build_fts import PHRASES, QUERIES, answers, texts
 

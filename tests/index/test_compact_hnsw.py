@@ -11,8 +11,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.index_remap import remap_indices, reuse_versions
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR_COLUMN, build, queries, unindexed
 
@@ -168,7 +168,7 @@ def _partition_row_ids(uri: str, name: str, part: int) -> np.ndarray:
     from lance_spark_ops._pb import index_pb2
     from lance_spark_ops.file.reader import LanceFileReader
     from lance_spark_ops.index.kinds import uuid_str
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
 
     (idx,) = [i for i in index_entries(Dataset.open(uri)) if i.name == name]
     r = LanceFileReader(str(Path(uri) / "_indices" / uuid_str(idx.uuid.uuid) / "auxiliary.idx"))
@@ -238,7 +238,7 @@ def test_hnsw_graphs_rebuilt_by_several_tasks(tmp_path: Path, monkeypatch: pytes
     import lance
     from lance.file import LanceFileReader
 
-    from lance_spark_ops.spark import index_remap
+    from lance_spark_ops.spark.indices import index_remap
 
     def index_files(uri: str) -> dict[str, tuple]:
         out = {}

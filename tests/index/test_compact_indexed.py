@@ -14,7 +14,7 @@ from pathlib import Path
 import pytest
 
 from lance_spark_ops.errors import UnsupportedError
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
 from tests.index.helpers import build, queries, unindexed
 
 SUMMARY = {"id_zm"}  # ZONEMAP: pylance drops it for rewritten fragments too
@@ -158,7 +158,7 @@ def test_index_segments(tmp_path: Path) -> None:
 def test_unknown_index_files_are_covered_by_frag_reuse(tmp_path: Path) -> None:
     """An index listing files this library does not know (a newer layout) is not rewritten."""
     from lance_spark_ops.index.actions import plan_index_actions
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
 
     uri = str(tmp_path / "ds")

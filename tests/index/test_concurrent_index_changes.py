@@ -9,8 +9,8 @@ from pathlib import Path
 
 import pytest
 
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import index_entries
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import index_entries
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
@@ -19,7 +19,7 @@ SCALARS = (("id", "BTREE", None), ("cat", "BITMAP", None), ("text", "INVERTED", 
 
 def _between_plan_and_commit(monkeypatch: pytest.MonkeyPatch, action) -> None:
     """Run ``action`` once, after the rewrite tasks and right before the job's first commit."""
-    from lance_spark_ops.spark import job
+    from lance_spark_ops.spark.runtime import job
 
     done: list[int] = []
 

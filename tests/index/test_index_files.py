@@ -12,10 +12,10 @@ import pytest
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index import frag_reuse
 from lance_spark_ops.index.address_map import RowAddressMap
-from lance_spark_ops.index.bitmap import decode_tree_map, null_list_buffer
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import frag_reuse_entry, index_entries, reuse_versions
+from lance_spark_ops.index.scalar.bitmap import decode_tree_map, null_list_buffer
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import frag_reuse_entry, index_entries, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import build, queries, unindexed
 
@@ -142,7 +142,7 @@ def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path, monkeypatch: pytes
     import lance
     import pyarrow as pa
 
-    from lance_spark_ops.spark.tasks import index_remap as task
+    from lance_spark_ops.spark.indices import index_remap_tasks as task
 
     monkeypatch.setattr(task, "BTREE_STREAM_ROWS", stream_rows)
 
@@ -172,7 +172,7 @@ def test_page_cutter_equals_whole_lookup() -> None:
     last pages, chunks of any size across page boundaries)."""
     import pyarrow as pa
 
-    from lance_spark_ops.index.btree import PageCutter, page_lookup
+    from lance_spark_ops.index.scalar.btree import PageCutter, page_lookup
 
     rng = np.random.default_rng(0)
     schema = pa.schema([("min", pa.float64()), ("max", pa.float64()), ("null_count", pa.uint32()),
@@ -198,7 +198,7 @@ def test_tree_map_round_trip_and_typed_errors():
     import struct
 
     from lance_spark_ops.errors import CorruptFileError, UnsupportedError
-    from lance_spark_ops.index.bitmap import encode_tree_map
+    from lance_spark_ops.index.scalar.bitmap import encode_tree_map
 
     addrs = np.array([1, 5, (3 << 32) + 7, (3 << 32) + 9], np.uint64)
     blob = encode_tree_map(addrs)

@@ -14,10 +14,10 @@ import pytest
 
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.index.hnsw import Params, Space, build, select_neighbors
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import index_entries
+from lance_spark_ops.index.vector.hnsw import Params, Space, build, select_neighbors
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import index_entries
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import build as build_dataset
 

@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from lance_spark_ops.spark.indexing import create_index, optimize_indices
+from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
 from tests.index.helpers import table
 
 lance = pytest.importorskip("lance")

@@ -1,4 +1,4 @@
-"""The index driver (``spark.indexing``): which segments ``optimize_indices`` builds, merges and
+"""The index driver (``spark.indices.indexing``): which segments ``optimize_indices`` builds, merges and
 keeps, with which fragment bitmaps and dataset versions, against pylance's own
 ``optimize_indices`` on a twin copy; the checks ``create_index`` makes before any work; the
 tiered policy's rounds. A recording builder stands in for the real ones (their files are
@@ -17,9 +17,9 @@ from pyroaring import BitMap
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark import index_registry
-from lance_spark_ops.spark.index_segment import BuiltSegment, SegmentRequest
-from lance_spark_ops.spark.indexing import (
+from lance_spark_ops.spark.indices import index_registry
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.indexing import (
     check_create_index,
     create_index,
     optimize_indices,
@@ -176,7 +176,7 @@ def test_failed_build_leaves_nothing(tmp_path: Any, recorder: RecordingBuilder,
                                      monkeypatch: pytest.MonkeyPatch) -> None:
     uri = str(tmp_path / "ds")
     _make(uri)
-    from lance_spark_ops.spark import indexing
+    from lance_spark_ops.spark.indices import indexing
 
     def boom(*a: Any, **k: Any) -> Any:
         raise RuntimeError("commit failed")

@@ -1,4 +1,4 @@
-"""``index.ivf_join``: the vectorised placement of a join's rows equals pylance 14's rule
+"""``index.vector.ivf_join``: the vectorised placement of a join's rows equals pylance 14's rule
 applied row by row (``choose_join_destination`` in lance's index/vector/builder.rs, written
 out plainly here), on random preferences and rooms that fill up and run out."""
 
@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import numpy as np
 
-from lance_spark_ops.index.ivf_join import REASSIGN_RANGE, destinations, never_full, window
+from lance_spark_ops.index.vector.ivf_join import REASSIGN_RANGE, destinations, never_full, window
 
 
 def _row_by_row(pref: np.ndarray, room: np.ndarray, every: np.ndarray) -> list[int]:

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.index_remap import remap_indices
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.indices.index_remap import remap_indices
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
 SUMMARY = {"id_zm"}

@@ -8,8 +8,8 @@ from pathlib import Path
 
 import pytest
 
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import frag_reuse_entry, remap_indices, reuse_versions
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import frag_reuse_entry, remap_indices, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
@@ -70,7 +70,7 @@ def test_index_replaced_during_remap(tmp_path: Path, monkeypatch: pytest.MonkeyP
     puts the remap of the older version over it."""
     import lance
 
-    from lance_spark_ops.spark import index_remap
+    from lance_spark_ops.spark.indices import index_remap
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, scalar=REMAPPABLE, vector=()))
@@ -109,7 +109,7 @@ def test_remap_indices_job(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
     import lance
 
     from jobs import remap_indices as job
-    from lance_spark_ops.spark import cli
+    from lance_spark_ops.spark.runtime import cli
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, scalar=REMAPPABLE[:1], vector=()))

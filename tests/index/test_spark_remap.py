@@ -5,8 +5,8 @@ from __future__ import annotations
 
 from pathlib import Path
 
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.index_remap import remap_indices, reuse_versions
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versions
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
@@ -40,7 +40,7 @@ def test_hnsw_graph_tasks_on_spark(spark, tmp_path: Path, monkeypatch) -> None: 
     and one assembly task; pylance answers as before, with 0 unindexed rows."""
     import lance
 
-    from lance_spark_ops.spark import index_remap
+    from lance_spark_ops.spark.indices import index_remap
 
     uri = str(tmp_path / "ds")
     ds = build(uri, "2.2", False, scalar=(), vector=(), delete="")

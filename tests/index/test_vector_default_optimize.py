@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.spark.indexing import create_index, optimize_indices
-from lance_spark_ops.spark.vector_models import partition_adjustment
+from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
+from lance_spark_ops.spark.indices.vector_models import partition_adjustment
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
@@ -174,7 +174,7 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, monkeypatc
         wins = [[int(q) for q in np.argsort(d[j]) if q != j and q not in joined][:64] for j in joined]
         near = {q for w in wins for q in w[:8]}
         sizes[[q for w in wins for q in w[40:] if q not in near]] = 158
-        from lance_spark_ops.spark import vector_index as vix
+        from lance_spark_ops.spark.indices import vector_index as vix
 
         real, seen = vix.never_full, []
         monkeypatch.setattr(vix, "never_full", lambda *a: seen.append(real(*a)) or seen[-1])
@@ -224,7 +224,7 @@ def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch:
     through Spark (the tasks pickled); PQ gathered in pieces of 30 rows (partitions hold ~40)."""
     import lance
 
-    import lance_spark_ops.spark.vector_index as vi
+    import lance_spark_ops.spark.indices.vector_index as vi
 
     rng = np.random.default_rng(5)
     k, e1 = 80, np.eye(DIM, dtype=np.float32)[0]

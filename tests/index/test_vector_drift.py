@@ -1,6 +1,6 @@
 """``optimize_indices(retrain_if_drift=R)``: a vector index whose new rows sit far from its
 centroids (a shifted distribution) is retrained, one whose new rows come from the data it was
-trained on is optimized as pylance's default would; the measure (``spark.vector_drift``) is
+trained on is optimized as pylance's default would; the measure (``spark.indices.vector_drift``) is
 about 1 in the second case. pylance builds the index and reads the results."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.spark import vector_drift
-from lance_spark_ops.spark.indexing import optimize_indices, user_segments
-from lance_spark_ops.spark.vector_models import read_model
+from lance_spark_ops.spark.indices import vector_drift
+from lance_spark_ops.spark.indices.indexing import optimize_indices, user_segments
+from lance_spark_ops.spark.indices.vector_models import read_model
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.test_build_vector import brute
 

@@ -1,17 +1,17 @@
 """The compiled kernels against the code they replace. HNSW neighbour selection
-(``index.hnsw_kernels``) against the numpy rule (``hnsw.select_neighbors``), mask for mask, on
+(``index.vector.hnsw_kernels``) against the numpy rule (``hnsw.select_neighbors``), mask for mask, on
 every metric, with missing candidates (-1), rows that run out of candidates and a fill below
 and above what the heuristic keeps; the vectors are small integers (cosine: +-1, unit after
 scaling by 1/4) so every distance is exact in float32 whatever the summation order and the two
 must agree on every candidate, ties on the "<=" rule included. The exact PQ assignment
-(``index.kmeans_kernels``) against float64 and the GEMM path."""
+(``index.vector.kmeans_kernels``) against float64 and the GEMM path."""
 
 from __future__ import annotations
 
 import numpy as np
 import pytest
 
-from lance_spark_ops.index import hnsw, kmeans
+from lance_spark_ops.index.vector import hnsw, kmeans
 
 
 @pytest.mark.parametrize("metric", ["l2", "cosine", "dot"])

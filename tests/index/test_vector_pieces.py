@@ -1,4 +1,4 @@
-"""Partitions too large for one task are gathered in pieces (``spark.vector_index.PIECE_ROWS``
+"""Partitions too large for one task are gathered in pieces (``spark.indices.vector_index.PIECE_ROWS``
 forced tiny here): the segment pylance reads is the one an unsplit build writes - the same
 storage rows in the same order (PQ codes transposed over whole partitions), ``index_stats`` and
 query answers equal - and, with given models, pylance's own index's rows and codes; the same for
@@ -12,8 +12,8 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from lance_spark_ops.spark import vector_index
-from lance_spark_ops.spark.tasks import vector_index as tasks
+from lance_spark_ops.spark.indices import vector_index
+from lance_spark_ops.spark.indices import vector_index_tasks as tasks
 from tests.index.test_build_vector import (
     DIM,
     PARTS,
@@ -83,7 +83,7 @@ def _aux_rows(uri: str) -> tuple[list, list]:
     """The segment's ``auxiliary.idx`` rows in file order (row ids, storage values)."""
     from lance_spark_ops.file.reader import LanceFileReader
     from lance_spark_ops.index.kinds import uuid_str
-    from lance_spark_ops.spark.index_remap import index_entries
+    from lance_spark_ops.spark.indices.index_remap import index_entries
     from lance_spark_ops.table.dataset import Dataset
 
     (entry,) = [i for i in index_entries(Dataset.open(uri)) if i.name == "vec_idx"]

@@ -1,5 +1,5 @@
 """Build a vector index segment with ``VECTOR_BUILDER`` and commit it as the index driver
-(``spark.indexing``) will: one CreateIndex entry (uuid, fields, name, dataset_version,
+(``spark.indices.indexing``) will: one CreateIndex entry (uuid, fields, name, dataset_version,
 fragment bitmap, details, index_version, files)."""
 
 from __future__ import annotations
@@ -12,9 +12,9 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
-from lance_spark_ops.spark.index_segment import SegmentRequest
-from lance_spark_ops.spark.job import Job
-from lance_spark_ops.spark.vector_index import VECTOR_BUILDER
+from lance_spark_ops.spark.indices.index_segment import SegmentRequest
+from lance_spark_ops.spark.indices.vector_index import VECTOR_BUILDER
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex

@@ -10,8 +10,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.spark import cli
-from lance_spark_ops.spark.config import parse_param_values
+from lance_spark_ops.spark.runtime import cli
+from lance_spark_ops.spark.runtime.config import parse_param_values
 from tests.jobs.test_jobs import last_json, load_job
 
 lance = pytest.importorskip("lance")

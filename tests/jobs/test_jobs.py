@@ -17,7 +17,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import CommitConflict, CommitStateUnknown, IncompatibleTransaction
-from lance_spark_ops.spark.config import option_specs
+from lance_spark_ops.spark.runtime.config import option_specs
 from tests.spark.datasets import rows_multiset, small_fragments
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -96,7 +96,7 @@ def test_commit_failures_exit_codes(spark: Any, tmp_path: Path, monkeypatch: pyt
     before."""
     import lance
 
-    from lance_spark_ops.spark import index_remap
+    from lance_spark_ops.spark.indices import index_remap
     from lance_spark_ops.table.format.transaction import Rewrite
 
     uri = str(tmp_path / "ds")
@@ -212,7 +212,7 @@ def test_spark_submit_with_conf(tmp_path: Path) -> None:
 def test_example_options_file(path: Path) -> None:
     """conf/examples/<job>.toml exists for every job and is read without error (as given, and
     with the URI from the command line overriding it)."""
-    from lance_spark_ops.spark.cli import parse_request
+    from lance_spark_ops.spark.runtime.cli import parse_request
 
     example = ROOT / "conf" / "examples" / f"{path.stem}.toml"
     job = load_job(path.stem).JOB
@@ -224,7 +224,7 @@ def test_example_options_file(path: Path) -> None:
 def test_import_delta_arguments(tmp_path: Path) -> None:
     """DELTA_URI LANCE_URI, or the Lance URI alone with delta_uri from --delta-uri or the config
     file; both ways at once, or a lone DELTA_URI with no Lance URI, are usage errors."""
-    from lance_spark_ops.spark.cli import UsageError, option_secrets, parse_request
+    from lance_spark_ops.spark.runtime.cli import UsageError, option_secrets, parse_request
 
     job = load_job("import_delta").JOB
     request = parse_request(job, ["/d", "/l", "--mode", "append"], environ={})
@@ -295,7 +295,7 @@ def test_missing_dataset_exit_6_before_spark(path: Path, tmp_path: Path, monkeyp
                                              capsys: pytest.CaptureFixture[str]) -> None:
     """A URI with no dataset: one error line, exit 6 (not retried), and no Spark session started
     (local paths and object-store URIs alike; a store's errors are not read as "absent")."""
-    from lance_spark_ops.spark import cli
+    from lance_spark_ops.spark.runtime import cli
 
     def no_session(job: Any) -> Any:
         raise AssertionError("a Spark session was started for a missing dataset")
@@ -340,7 +340,7 @@ def test_dag_exit_codes_match_cli() -> None:
     at the URI, is a caller's mistake: never retried)."""
     import ast
 
-    from lance_spark_ops.spark import cli
+    from lance_spark_ops.spark.runtime import cli
 
     tree = ast.parse((ROOT / "dags" / "lance_maintenance.py").read_text())
     values = {t.id: ast.literal_eval(n.value) for n in tree.body if isinstance(n, ast.Assign)

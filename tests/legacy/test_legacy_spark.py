@@ -6,7 +6,7 @@ from __future__ import annotations
 
 import lance
 
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.dataset import Dataset
 from tests.legacy.cases import legacy_table
 

@@ -9,7 +9,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.write import delete_rows, write_dataset
 from tests.legacy.cases import legacy_table
@@ -123,7 +123,7 @@ def test_add_columns_on_legacy_writes_v1_files_as_pylance(tmp_path):
     fields and file versions recorded, pylance reads both the same (deleted rows included)."""
     import shutil
 
-    from lance_spark_ops.spark.columns import ColumnFunction, add_columns
+    from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
 
     uri, twin = str(tmp_path / "ds"), str(tmp_path / "twin")
     lance.write_dataset(pa.table({"a": pa.array(range(30), pa.int64())}), uri, data_storage_version="legacy",

@@ -19,7 +19,7 @@ from lance_namespace import (
 
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.namespace import connect_namespace, iter_tables, resolve_table, with_table_target
-from lance_spark_ops.spark.cli import Job, parse_request
+from lance_spark_ops.spark.runtime.cli import Job, parse_request
 
 
 def _norm(location: str) -> str:

@@ -199,7 +199,7 @@ def test_remap_indices_notebook(spark: Any, tmp_path: Path) -> None:
     before and sees no unindexed row."""
     import lance
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
     from tests.index.helpers import build, queries, unindexed
 
     uri = str(tmp_path / "ds")

@@ -9,9 +9,9 @@ import pytest
 
 from lance_spark_ops.errors import CommitStateUnknown, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.spark.columns import ColumnFunction, add_columns
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.write import write_dataset
 from tests.s3.conftest import S3

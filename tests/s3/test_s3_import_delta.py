@@ -5,8 +5,8 @@ from __future__ import annotations
 
 import pytest
 
-from lance_spark_ops.spark.compaction import compact
-from lance_spark_ops.spark.delta_import import import_delta
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.files.delta_import import import_delta
 from lance_spark_ops.table.commit.dynamodb import create_manifest_table
 from tests.delta.deltas import rows
 from tests.s3.conftest import S3

@@ -129,7 +129,7 @@ def test_our_compaction_races_pylance_appends(s3: S3) -> None:
     """A compaction (Rewrite) and pylance's appends started together: both land, no row lost."""
     import lance
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     uri, so = s3.uri("compact-race.lance"), s3.options
     lance.write_dataset(table(600), uri, storage_options=so, max_rows_per_file=100)

@@ -101,7 +101,8 @@ def test_one_compaction_outlives_its_credentials(spark, s3: S3, tmp_path, capfd,
     import lance
     import pyarrow as pa
 
-    from lance_spark_ops.spark import compact, job
+    from lance_spark_ops.spark import compact
+    from lance_spark_ops.spark.runtime import job
 
     uri = s3.uri("t.lance")
     data = pa.table({"id": pa.array(range(1200), pa.int64()), "s": pa.array([f"v{i}" for i in range(1200)])})

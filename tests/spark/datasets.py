@@ -46,7 +46,7 @@ def rows_multiset(table: pa.Table, columns: list[str]) -> list[tuple]:
 def before_commit(fn: Callable[[int], None]) -> Iterator[None]:
     """Run ``fn(attempt)`` right before each commit attempt of the jobs run inside (the jobs'
     private test hook; a concurrent writer goes here)."""
-    from lance_spark_ops.spark import job
+    from lance_spark_ops.spark.runtime import job
 
     previous = job._before_commit_hook
     job._before_commit_hook = lambda kind, attempt: fn(attempt)
@@ -76,7 +76,7 @@ def compacted_copy(src: str, dst: str, target_rows: int) -> str:
     """A copy of the dataset ``src`` at ``dst``, re-encode compacted in this process."""
     import shutil
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     shutil.copytree(src, dst)
     compact(None, dst, target_rows_per_fragment=target_rows)

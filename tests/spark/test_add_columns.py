@@ -15,8 +15,8 @@ import pytest
 
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
-from lance_spark_ops.spark.columns import ColumnFunction, add_columns
-from lance_spark_ops.spark.tasks.add_columns import ColumnWriteSpec, write_stream
+from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
+from lance_spark_ops.spark.files.columns_tasks import ColumnWriteSpec, write_stream
 from tests.spark.datasets import before_commit
 
 VERSIONS = ("2.0", "2.1", "2.2")
@@ -170,7 +170,7 @@ def test_job_column_flags() -> None:
     parse = _job("add_columns").parse_columns
     assert parse(["b=a == 1", " c = x+1 "]) == {"b": "a == 1", "c": "x+1"}
     for bad in (["b"], ["=a"], ["b=a", "b=c"]):
-        with pytest.raises(InvalidInputError):  # the job exits 2 with an error line (spark.cli)
+        with pytest.raises(InvalidInputError):  # the job exits 2 with an error line (spark.runtime.cli)
             parse(bad)
 
 
@@ -197,7 +197,7 @@ def test_sql_expressions(spark, sql_datasets: dict[str, str], version: str,
 @pytest.mark.spark
 @pytest.mark.parametrize("version", VERSIONS)
 def test_dataframe_joins(spark, tmp_path: Path, version: str) -> None:
-    from lance_spark_ops.spark.read import read_lance
+    from lance_spark_ops.spark.datasource.read import read_lance
 
     uri = _make(str(tmp_path / "ds"), version)
     before = _files(uri)

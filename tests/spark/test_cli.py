@@ -4,8 +4,8 @@ import argparse
 
 import pytest
 
-from lance_spark_ops.spark.cli import add_dataclass_options, options_from_args
-from lance_spark_ops.spark.options import CompactionOptions
+from lance_spark_ops.spark.files.compaction_options import CompactionOptions
+from lance_spark_ops.spark.runtime.cli import add_dataclass_options, options_from_args
 
 
 def test_flags_from_options() -> None:

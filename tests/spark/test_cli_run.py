@@ -17,9 +17,9 @@ from lance_spark_ops.errors import (
     InvalidInputError,
     NotFoundError,
 )
-from lance_spark_ops.spark.cli import Job, parse_request, run_job
-from lance_spark_ops.spark.config import field_docs, option_specs, storage_options_from_env
-from lance_spark_ops.spark.options import CompactionOptions
+from lance_spark_ops.spark.files.compaction_options import CompactionOptions
+from lance_spark_ops.spark.runtime.cli import Job, parse_request, run_job
+from lance_spark_ops.spark.runtime.config import field_docs, option_specs, storage_options_from_env
 
 SECRET = "s3cr3t-Value/with+chars"
 

@@ -9,7 +9,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
 from tests.spark.datasets import small_fragments
 
 COLS = ["id", "f", "s", "l"]

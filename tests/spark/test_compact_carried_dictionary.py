@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_spark_ops.encoding.plan as plan
-from lance_spark_ops.spark.tasks import rewrite
+from lance_spark_ops.spark.files import rewrite_tasks as rewrite
 from tests.spark.datasets import compacted_copy, new_file_hashes, source_dataset
 
 WORDS = np.array(["lance", "spark", "column", "page", "block", "zip", "row", "data"])

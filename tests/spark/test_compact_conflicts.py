@@ -9,9 +9,9 @@ from pathlib import Path
 import pytest
 
 from lance_spark_ops.errors import IncompatibleTransaction
-from lance_spark_ops.spark import compaction as compact_mod
-from lance_spark_ops.spark import job as job_mod
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.files import compaction as compact_mod
+from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.runtime import job as job_mod
 from tests.spark.datasets import small_fragments
 
 
@@ -98,8 +98,8 @@ def _flaky_rewrite(spec, ctx):
     """First attempt of every task writes a partial file and dies like a lost executor."""
     from pyspark import TaskContext as SparkTaskContext
 
-    from lance_spark_ops.spark.tasks.common import DATA_DIR
-    from lance_spark_ops.spark.tasks.rewrite import run_rewrite
+    from lance_spark_ops.spark.files.rewrite_tasks import run_rewrite
+    from lance_spark_ops.spark.runtime.task_common import DATA_DIR
 
     tc = SparkTaskContext.get()
     if tc is not None and tc.attemptNumber() == 0:

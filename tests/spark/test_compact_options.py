@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import UnsupportedError
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.options import CompactionOptions
-from lance_spark_ops.spark.plan import FragmentStats, plan_compaction
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.compaction_options import CompactionOptions
+from lance_spark_ops.spark.files.compaction_plan import FragmentStats, plan_compaction
 from tests.spark.datasets import rows_multiset, small_fragments
 
 COLS = ["id", "f", "s"]
@@ -150,7 +150,7 @@ def test_force_binary_copy_copies_and_a_failed_task_leaves_no_file(tmp_path: Pat
     and commits nothing."""
     import lance
 
-    from lance_spark_ops.spark import compaction as compact_mod
+    from lance_spark_ops.spark.files import compaction as compact_mod
 
     uri = str(tmp_path / "ds")
     _plain(uri, 6, rows=300, version="2.2")

@@ -1,5 +1,5 @@
 """Re-encode compaction of many small fragments reads runs of them together
-(``tasks.rewrite._SmallFragments``); the files it writes must be the bytes the fragment-by-
+(``spark.files.rewrite_tasks._SmallFragments``); the files it writes must be the bytes the fragment-by-
 fragment path writes, and the rows pylance's."""
 
 from __future__ import annotations
@@ -11,7 +11,7 @@ import pyarrow as pa
 import pytest
 
 import lance_spark_ops.file.read_together as read_together
-from lance_spark_ops.spark.tasks import rewrite
+from lance_spark_ops.spark.files import rewrite_tasks as rewrite
 from tests.spark.datasets import compacted_copy, new_file_hashes, source_dataset
 
 

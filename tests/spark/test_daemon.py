@@ -7,8 +7,8 @@ from pathlib import Path
 
 import pytest
 
-from lance_spark_ops.spark.daemon import shipped_pyspark_entries
-from lance_spark_ops.spark.runner import TaskContext, run_tasks
+from lance_spark_ops.spark.runtime.daemon import shipped_pyspark_entries
+from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks
 
 
 def _pip_layout(site: Path, py4j: str = "0.10.9.9") -> dict[str, str]:
@@ -93,7 +93,7 @@ def test_job_driver_imports_the_installed_pyspark(tmp_path: Path) -> None:
     shipped = [str(lib / "pyspark.zip"), *map(str, sorted(lib.glob("py4j-*-src.zip")))]
     script = (
         "import sys\n"
-        "import lance_spark_ops.spark.session as session\n"
+        "import lance_spark_ops.spark.runtime.session as session\n"
         "session.get_spark = lambda name: None  # no JVM: only the import path is checked\n"
         "from lance_spark_ops.spark import cli\n"
         "assert 'pyspark' not in sys.modules\n"

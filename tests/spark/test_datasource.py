@@ -16,7 +16,7 @@ import pytest
 from lance_spark_ops.errors import InvalidInputError, SchemaError
 from lance_spark_ops.spark.datasource.options import ReadOptions, WriteOptions, storage_options
 from lance_spark_ops.spark.datasource.reader import plan_slices
-from lance_spark_ops.spark.types import spark_target_schema, to_spark_batch
+from lance_spark_ops.spark.runtime.spark_types import spark_target_schema, to_spark_batch
 
 N = 3000
 

@@ -1,4 +1,4 @@
-"""The job scaffold (spark.job): phases timed into metrics, Spark tags that cancel the job,
+"""The job scaffold (spark.runtime.job): phases timed into metrics, Spark tags that cancel the job,
 descriptions only on classic sessions, progress lines, and the one cleanup contract."""
 
 from __future__ import annotations
@@ -13,8 +13,8 @@ import pytest
 
 from lance_spark_ops.errors import CommitConflict, CommitStateUnknown
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.spark.job import Job, interrupt_tag
-from lance_spark_ops.spark.runner import TaskContext
+from lance_spark_ops.spark.runtime.job import Job, interrupt_tag
+from lance_spark_ops.spark.runtime.runner import TaskContext
 
 
 @dataclass

@@ -5,8 +5,8 @@ from __future__ import annotations
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.spark.options import CompactionOptions
-from lance_spark_ops.spark.plan import FragmentStats, plan_compaction
+from lance_spark_ops.spark.files.compaction_options import CompactionOptions
+from lance_spark_ops.spark.files.compaction_plan import FragmentStats, plan_compaction
 
 
 def _frags(rows: list[int], deleted: dict[int, int] | None = None) -> list[FragmentStats]:
@@ -87,7 +87,7 @@ def test_new_fragment_sizes_match_pylance(tmp_path, frag_rows: int, deleted_ever
     import lance
     import pyarrow as pa
 
-    from lance_spark_ops.spark.compaction import compact
+    from lance_spark_ops.spark.files.compaction import compact
 
     uris = [str(tmp_path / "theirs"), str(tmp_path / "ours")]
     for uri in uris:
@@ -109,7 +109,7 @@ def test_planning_inputs_from_the_manifest_match_pylance_plan(tmp_path) -> None:
     import pyarrow as pa
     from lance.optimize import Compaction
 
-    from lance_spark_ops.spark.compaction import fragment_stats
+    from lance_spark_ops.spark.files.compaction import fragment_stats
     from lance_spark_ops.table.dataset import Dataset
 
     uri = str(tmp_path / "ds")

@@ -10,8 +10,13 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import NotFoundError, UnsupportedError
-from lance_spark_ops.spark.tasks.scan import ScanSpec, group_fragments, make_scan_mapper, scan_fragments
-from lance_spark_ops.spark.types import spark_target_schema, to_spark_batch
+from lance_spark_ops.spark.runtime.scan_tasks import (
+    ScanSpec,
+    group_fragments,
+    make_scan_mapper,
+    scan_fragments,
+)
+from lance_spark_ops.spark.runtime.spark_types import spark_target_schema, to_spark_batch
 
 VERSIONS = ("2.0", "2.1", "2.2")
 
@@ -78,7 +83,7 @@ def test_group_fragments() -> None:
 
 @pytest.mark.spark
 def test_read_lance_matches_pylance(spark, datasets: dict[str, str]) -> None:
-    from lance_spark_ops.spark.read import read_lance
+    from lance_spark_ops.spark.datasource.read import read_lance
 
     for version, uri in datasets.items():
         df = read_lance(spark, uri, with_row_id=True, with_row_address=True)
@@ -99,7 +104,7 @@ def test_read_lance_matches_pylance(spark, datasets: dict[str, str]) -> None:
 
 
 def test_read_lance_errors(datasets: dict[str, str], tmp_path: Path) -> None:
-    from lance_spark_ops.spark.read import read_lance
+    from lance_spark_ops.spark.datasource.read import read_lance
 
     class NoSpark:  # errors are raised on the driver before Spark is touched
         pass
@@ -121,7 +126,7 @@ def test_worker_cache_does_not_serve_a_replaced_dataset(tmp_path) -> None:
     import lance
 
     from lance_spark_ops.errors import IncompatibleTransaction
-    from lance_spark_ops.spark.tasks.scan import open_dataset
+    from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
     from lance_spark_ops.table.dataset import Dataset
 
     uri = str(tmp_path / "ds")

@@ -1,5 +1,6 @@
 """A rewrite task over many tiny fragments holds a bounded number of them at once
-(``tasks.rewrite.FRAGMENT_CHUNK``): its peak traced allocation must not grow with the fragment count,
+(``spark.files.rewrite_tasks.FRAGMENT_CHUNK``): its peak traced allocation must not grow with the
+fragment count,
 and its files must be the bytes a task taking up every fragment at once writes."""
 
 from __future__ import annotations
@@ -12,8 +13,8 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.file import writer
-from lance_spark_ops.spark.runner import TaskContext
-from lance_spark_ops.spark.tasks import rewrite
+from lance_spark_ops.spark.files import rewrite_tasks as rewrite
+from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table import paths
 from lance_spark_ops.table.dataset import Dataset
 from tests.spark.datasets import data_file_names, new_file_hashes

@@ -17,9 +17,9 @@ from lance_spark_ops import row_id_index
 from lance_spark_ops.errors import CorruptFileError, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.row_id_index import MISSING, IndexManifest, IndexPartition, lookup, lookup_in_index
-from lance_spark_ops.spark.runner import run_tasks_locally
-from lance_spark_ops.spark.tasks.row_id_index import SequenceSpec, run_sequence_rebuild, write_part
-from lance_spark_ops.spark.tasks.row_id_sequences import compact_sequence, fill_deleted
+from lance_spark_ops.spark.files.row_id_index_tasks import SequenceSpec, run_sequence_rebuild, write_part
+from lance_spark_ops.spark.files.row_id_sequences import compact_sequence, fill_deleted
+from lance_spark_ops.spark.runtime.runner import run_tasks_locally
 from lance_spark_ops.table.format.rowids import (
     ArraySegment,
     RangeSegment,
@@ -145,7 +145,7 @@ def test_sequence_task_without_spark(stable_dataset: str) -> None:
 def test_rebuild_locally_keeps_every_row_id(stable_copy: str) -> None:
     import lance
 
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     before = _mapping(stable_copy)
     m = rebuild_row_id_index(None, stable_copy)
@@ -174,7 +174,7 @@ def test_rebuild_locally_keeps_every_row_id(stable_copy: str) -> None:
 def test_rebuild_retries_over_a_concurrent_append(stable_copy: str) -> None:
     import lance
 
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     extra = pa.table({"a": pa.array(range(9000, 9100), pa.int64()), "v": pa.array(np.ones(100))})
 
@@ -194,7 +194,7 @@ def test_rebuild_retries_over_a_concurrent_append(stable_copy: str) -> None:
 def test_not_stable_writes_nothing(tmp_path: Path) -> None:
     import lance
 
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     uri = str(tmp_path / "plain")
     lance.write_dataset(pa.table({"a": range(100)}), uri, max_rows_per_file=40).delete("a = 5")
@@ -263,7 +263,7 @@ def test_rebuild_job_and_lookup(spark, stable_copy: str, capsys: pytest.CaptureF
 def test_rebuild_and_lookup_other_versions(spark, tmp_path: Path, version: str) -> None:
     """The same history on 2.0 and 2.2 datasets: after a rebuild, lookup equals pylance's
     _rowid -> _rowaddr for every row, and pylance reads the same rows and ids."""
-    from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
     uri = _stable(str(tmp_path / f"ds_{version}"), version)
     before = _mapping(uri)

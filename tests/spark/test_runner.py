@@ -5,7 +5,7 @@ import pickle
 import pytest
 
 from lance_spark_ops.errors import CorruptFileError, SchemaError
-from lance_spark_ops.spark.runner import TaskContext, run_tasks, run_tasks_locally
+from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
 
 
 def _square(task: dict, ctx: TaskContext) -> dict:
@@ -61,7 +61,7 @@ def test_worker_daemon_preloads_every_module() -> None:
 
 @pytest.mark.spark
 def test_test_session_workers_fork_from_our_daemon(spark) -> None:
-    from lance_spark_ops.spark.session import get_spark
+    from lance_spark_ops.spark.runtime.session import get_spark
 
-    assert spark.conf.get("spark.python.daemon.module") == "lance_spark_ops.spark.daemon"
+    assert spark.conf.get("spark.python.daemon.module") == "lance_spark_ops.spark.runtime.daemon"
     assert get_spark() is spark  # the active session is reused, its configuration kept

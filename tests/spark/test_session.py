@@ -15,7 +15,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 import pytest
 
-from lance_spark_ops.spark.session import (
+from lance_spark_ops.spark.runtime.session import (
     DEFAULT_PARALLELISM,
     default_parallelism,
     is_classic,
@@ -31,7 +31,7 @@ def test_settings_take_what_was_configured() -> None:
     master, conf = session_settings("app", None, {}, {}, env)
     assert master == "local[2]" and conf == {
         "spark.app.name": "app", "spark.ui.showConsoleProgress": "false",
-        "spark.python.daemon.module": "lance_spark_ops.spark.daemon", "spark.pyspark.python": PY}
+        "spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon", "spark.pyspark.python": PY}
     submitted = {"spark.master": "local[1]", "spark.app.name": "theirs",
                  "spark.python.daemon.module": "pyspark.daemon"}
     master, conf = session_settings("app", None, {}, submitted, {**env, "MASTER": "local[3]"})
@@ -46,7 +46,7 @@ def test_settings_take_what_was_configured() -> None:
 def test_cluster_masters_do_not_get_the_drivers_interpreter(master: str) -> None:
     chosen, conf = session_settings("app", None, {}, {"spark.master": master}, {"PYSPARK_PYTHON": PY})
     assert chosen == master and "spark.pyspark.python" not in conf
-    assert conf["spark.python.daemon.module"] == "lance_spark_ops.spark.daemon"
+    assert conf["spark.python.daemon.module"] == "lance_spark_ops.spark.runtime.daemon"
 
 
 class _Conf:
@@ -77,7 +77,7 @@ def test_spark_submit_master_and_name_win(tmp_path: Path) -> None:
     """A job started by ``spark-submit --master local[1] --name n`` runs on local[1] as n."""
     probe = tmp_path / "probe.py"
     probe.write_text(
-        "import json\nfrom lance_spark_ops.spark.session import get_spark, default_parallelism\n"
+        "import json\nfrom lance_spark_ops.spark.runtime.session import get_spark, default_parallelism\n"
         "s = get_spark('ours')\nc = s.sparkContext.getConf()\n"
         "print(json.dumps([c.get('spark.master'), c.get('spark.app.name'), default_parallelism(s),"
         " c.get('spark.ui.showConsoleProgress')]))\ns.stop()\n")

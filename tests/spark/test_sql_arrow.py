@@ -1,4 +1,4 @@
-"""SQL expressions translated to Arrow (``spark.sql_arrow``) against Spark's own evaluation of
+"""SQL expressions translated to Arrow (``spark.files.sql_arrow``) against Spark's own evaluation of
 the same expressions on the same rows: values, types, nulls, NaN ordering, overflow and
 division by zero under ANSI and legacy arithmetic; what cannot be translated falls back."""
 
@@ -13,8 +13,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.spark.sql_arrow import compile_frame
-from lance_spark_ops.spark.types import lance_schema_of_spark
+from lance_spark_ops.spark.files.sql_arrow import compile_frame
+from lance_spark_ops.spark.runtime.spark_types import lance_schema_of_spark
 
 pytestmark = pytest.mark.spark
 
@@ -164,7 +164,7 @@ def test_property_random_rows_match_spark(spark, rows) -> None:
 def test_add_columns_arrow_and_spark_engines_agree(spark, tmp_path) -> None:
     import lance
 
-    from lance_spark_ops.spark.columns import add_columns
+    from lance_spark_ops.spark.files.columns import add_columns
 
     for version in ("2.0", "2.1", "2.2"):
         uri = str(tmp_path / f"ds_{version}")
@@ -190,7 +190,7 @@ def test_add_columns_arrow_and_spark_engines_agree(spark, tmp_path) -> None:
 def test_add_columns_arrow_engine_refuses_what_it_cannot_translate(spark, tmp_path) -> None:
     import lance
 
-    from lance_spark_ops.spark.columns import add_columns
+    from lance_spark_ops.spark.files.columns import add_columns
 
     uri = str(tmp_path / "ds")
     lance.write_dataset(pa.table({"s": ["a", "b"]}), uri)
@@ -220,7 +220,7 @@ def test_arrow_engine_ignores_errors_of_deleted_rows(spark, tmp_path, version: s
     is not the job's: their live rows are evaluated alone and the values equal Spark's."""
     import lance
 
-    from lance_spark_ops.spark.columns import add_columns
+    from lance_spark_ops.spark.files.columns import add_columns
     from lance_spark_ops.table.dataset import Dataset
 
     uri = _deleted_rows_dataset(tmp_path, version)
@@ -246,7 +246,7 @@ def test_arrow_engine_ignores_errors_of_deleted_rows(spark, tmp_path, version: s
 def test_arrow_engine_reports_errors_of_live_rows(spark, tmp_path) -> None:
     import lance
 
-    from lance_spark_ops.spark.columns import add_columns
+    from lance_spark_ops.spark.files.columns import add_columns
 
     uri = _deleted_rows_dataset(tmp_path)
     lance.write_dataset(pa.table({"a": pa.array([int(I64.max)], pa.int64()),

@@ -1,5 +1,5 @@
-"""Storage options (credentials) never show in the reprs of Spark task specs: task errors and
-logs print specs."""
+"""Storage options (credentials) never show in the reprs of the Spark side's dataclasses (task
+specs, parsed command lines): task errors and logs print them."""
 
 from __future__ import annotations
 
@@ -7,14 +7,14 @@ import dataclasses
 import importlib
 import pkgutil
 
-import lance_spark_ops.spark.tasks as tasks_pkg
+import lance_spark_ops.spark as spark_pkg
 
 SECRET = "sEcReT-4f1c9e"  # noqa: S105 - a marker, not a credential
 
 
 def _specs_with_storage_options() -> list[type]:
     out = []
-    for info in pkgutil.iter_modules(tasks_pkg.__path__, f"{tasks_pkg.__name__}."):
+    for info in pkgutil.walk_packages(spark_pkg.__path__, f"{spark_pkg.__name__}."):
         module = importlib.import_module(info.name)
         for obj in vars(module).values():
             if (dataclasses.is_dataclass(obj) and isinstance(obj, type) and obj.__module__ == module.__name__

@@ -9,8 +9,8 @@ from collections.abc import Iterator
 
 import pytest
 
-from lance_spark_ops.spark import worker_gc
-from lance_spark_ops.spark.runner import TaskContext, run_tasks
+from lance_spark_ops.spark.runtime import worker_gc
+from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks
 
 
 @pytest.fixture

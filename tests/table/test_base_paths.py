@@ -12,7 +12,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import CorruptFileError
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.write import delete_rows
 from tests.table.test_refusals import edit_manifest

@@ -8,7 +8,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import UnsupportedError
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.dataset import Dataset
 
 SIZES = [0, 10, 5000, 70_000, 0, 300, 150_000, 1]

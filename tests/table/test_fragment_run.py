@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import lance_spark_ops.spark.job as job_module
-from lance_spark_ops.spark.compaction import compact
+import lance_spark_ops.spark.runtime.job as job_module
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment

@@ -14,11 +14,11 @@ import pyarrow as pa
 import pyarrow.compute  # noqa: F401 - pa.compute
 
 from lance_spark_ops.errors import CorruptFileError, LanceError
-from lance_spark_ops.spark.columns import ColumnFunction, add_columns
-from lance_spark_ops.spark.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.index_remap import remap_indices
-from lance_spark_ops.spark.row_id_index import rebuild_row_id_index
-from lance_spark_ops.spark.vacuuming import vacuum
+from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
+from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
+from lance_spark_ops.spark.files.vacuuming import vacuum
+from lance_spark_ops.spark.indices.index_remap import remap_indices
 from lance_spark_ops.table.dataset import Dataset
 from tests.timemachine.oracle import PylanceCannotRead, answers, read_mismatches, same_answers
 

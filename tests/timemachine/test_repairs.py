@@ -19,9 +19,9 @@ import pytest
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
-from lance_spark_ops.index.ivf import without_partition_ids
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark.compaction import compact
+from lance_spark_ops.index.vector.ivf import without_partition_ids
+from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.table.commit.indices import fragment_bitmap
 from lance_spark_ops.table.commit.migrate import untrusted_bitmaps
 from lance_spark_ops.table.dataset import Dataset

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
-from lance_spark_ops.spark.vacuuming import parse_duration, vacuum
+from lance_spark_ops.spark.files.vacuuming import parse_duration, vacuum
 from lance_spark_ops.table.cleanup import CleanupError
 from tests.vacuum.helpers import add_unverified, files, history_dataset, table, touch, twin
 
@@ -179,7 +179,7 @@ def test_symlinks_not_followed(tmp_path: Path) -> None:
 def test_rate_limit_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    import lance_spark_ops.spark.vacuuming as mod
+    import lance_spark_ops.spark.files.vacuuming as mod
 
     root = tmp_path / "ds.lance"
     lance.write_dataset(table(20), root)
@@ -209,7 +209,7 @@ def test_bad_inputs(tmp_path: Path) -> None:
 
 def test_commit_after_planning_is_spared(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A restore of an old version committed between planning and deleting keeps its files."""
-    import lance_spark_ops.spark.vacuuming as mod
+    import lance_spark_ops.spark.files.vacuuming as mod
 
     ours = tmp_path / "ds.lance"
     lance.write_dataset(table(100), ours)

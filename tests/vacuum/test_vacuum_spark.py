@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import lance_spark_ops.spark.vacuuming as mod
+import lance_spark_ops.spark.files.vacuuming as mod
 from tests.vacuum.helpers import files, twin
 from tests.vacuum.test_vacuum import _rows, compare, template  # noqa: F401 - fixture
 

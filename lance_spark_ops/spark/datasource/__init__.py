@@ -12,7 +12,7 @@ small neighbours), ``split_fragments`` (false: a fragment is never split), ``fra
 overwrite; default 2.2), ``enable_stable_row_ids`` (new datasets). Both: ``storage.<key>`` per
 storage option, or ``storage_options`` as one JSON object (keeps key case).
 
-The schema is the dataset's, mapped as ``spark.types`` says; the version is pinned when the
+The schema is the dataset's, mapped as ``spark.runtime.spark_types`` says; the version is pinned when the
 DataFrame is created, so every task reads the same manifest. Filters Spark pushes are
 evaluated in the reader when ``datasource.filters`` can do so exactly (needs
 ``spark.sql.python.filterPushdown.enabled``, which ``register_data_source`` sets). A JVM data
@@ -28,7 +28,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from lance_spark_ops.spark.datasource.options import ReadOptions, WriteOptions
 from lance_spark_ops.spark.datasource.reader import LanceReader, open_pinned, scan_arrow_schema
 from lance_spark_ops.spark.datasource.writer import LanceWriter
-from lance_spark_ops.spark.types import spark_schema
+from lance_spark_ops.spark.runtime.spark_types import spark_schema
 
 __all__ = ["LanceDataSource", "LanceDataSourceNoPushdown", "register_data_source"]
 

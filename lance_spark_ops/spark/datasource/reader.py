@@ -20,8 +20,8 @@ from pyspark.sql.datasource import DataSourceReader, InputPartition
 from lance_spark_ops.errors import NotFoundError, SchemaError
 from lance_spark_ops.spark.datasource import filters as F
 from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, ReadOptions
-from lance_spark_ops.spark.tasks.scan import open_dataset
-from lance_spark_ops.spark.types import spark_schema, spark_target_schema, to_spark_batch
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
+from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import Dataset
 
 Slice = tuple[int, int, int | None]

@@ -24,7 +24,7 @@ from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.datasource.options import WriteOptions
-from lance_spark_ops.spark.types import lance_schema_of_spark
+from lance_spark_ops.spark.runtime.spark_types import lance_schema_of_spark
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment

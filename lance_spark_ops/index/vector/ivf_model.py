@@ -1,0 +1,90 @@
+"""A trained IVF model (centroids and quantizer) and what it does to vectors (no I/O).
+
+``prepare`` is Lance's transform chain before a vector reaches the model: null rows and rows
+with NaN or infinity dropped (they are not indexed), cosine vectors normalised (Lance then
+treats cosine as L2). ``encode`` assigns each vector its partition (squared L2, or ``1 - x.c``
+for dot) and its storage row: the vector (FLAT), PQ codes of its residual (l2, cosine) or of
+itself (dot), or SQ codes (``quantizers``).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+import numpy as np
+
+from lance_spark_ops.index.vector.kmeans import assign, finite_rows, normalize
+from lance_spark_ops.index.vector.quantizers import pq_encode, pq_uses_residual, residuals, sq_encode
+
+
+@dataclass(frozen=True)
+class Model:
+    """Centroids (k x dim float32), the k-means loss, and the quantizer's state: PQ
+    ``codebook`` (m x 2^nbits x dim/m), ``m``, ``nbits``; SQ ``bounds``."""
+
+    kind: str
+    metric: str  # l2, cosine or dot
+    centroids: np.ndarray
+    loss: float | None = None
+    codebook: np.ndarray | None = None
+    m: int = 0
+    nbits: int = 8
+    bounds: tuple[float, float] | None = None
+
+    @property
+    def quantizer(self) -> str:
+        return self.kind.rsplit("_", 1)[-1]
+
+    @property
+    def num_partitions(self) -> int:
+        return int(self.centroids.shape[0])
+
+    @property
+    def dim(self) -> int:
+        return int(self.centroids.shape[1])
+
+    @property
+    def width(self) -> int:
+        """Storage values per row."""
+        if self.quantizer == "PQ":
+            return self.m * self.nbits // 8
+        return self.dim
+
+    @property
+    def storage_dtype(self) -> np.dtype:
+        return np.dtype(np.float32) if self.quantizer == "FLAT" else np.dtype(np.uint8)
+
+    def storage_meta(self) -> dict:
+        return {"m": self.m, "nbits": self.nbits, "bounds": self.bounds, "codebook": self.codebook}
+
+
+def assign_metric(metric: str) -> str:
+    return "dot" if metric == "dot" else "l2"
+
+
+def prepare(x: np.ndarray, valid: np.ndarray | None, metric: str) -> tuple[np.ndarray, np.ndarray]:
+    """(rows kept, their vectors as float32, normalised for cosine)."""
+    keep = finite_rows(x)
+    if valid is not None:
+        keep &= valid
+    kept = np.flatnonzero(keep)
+    v = np.ascontiguousarray(x[kept], dtype=np.float32)
+    return kept, (normalize(v) if metric == "cosine" else v)
+
+
+def encode(model: Model, x: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(partition of each prepared row, its storage row)."""
+    parts, _ = assign(x, model.centroids, assign_metric(model.metric))
+    return parts, encode_in(model, x, parts)
+
+
+def encode_in(model: Model, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
+    """The storage rows of prepared rows ``x`` placed in partitions ``parts``."""
+    q = model.quantizer
+    if q == "FLAT":
+        return x
+    if q == "SQ":
+        lo, hi = model.bounds
+        return sq_encode(x, lo, hi)
+    r = residuals(x, model.centroids, parts) if pq_uses_residual(model.metric) else x
+    return pq_encode(r, model.codebook, model.m, model.nbits)

@@ -1,0 +1,498 @@
+"""Scalar index segment tasks (issue #27): part tasks read a group of fragments and write a
+partial index under the segment's directory (a sorted run for BTREE, per-key bitmaps for
+BITMAP / LABEL_LIST, per-trigram postings for NGRAM, zones with their bloom filters for
+BLOOMFILTER) or return it inline (ZONEMAP zones, a row per 8192 rows); one merge task folds
+the parts and the old segments being merged into the final files in pylance's layout and
+deletes the parts.
+
+Part files carry ``TaskContext.file_prefix`` in their names, so a retried attempt leaves
+only files named by its job id (cleaned up with the job's other files); the final files have
+fixed names, so every attempt of the merge writes the same paths.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+from dataclasses import dataclass, field, replace
+from typing import Any
+
+import numpy as np
+import pyarrow as pa
+from pyroaring import BitMap
+
+from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.file.writer import LanceFileWriter, write_table
+from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.scalar import bitmap as bm
+from lance_spark_ops.index.scalar import bloomfilter as bf
+from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import ngram as ng
+from lance_spark_ops.index.scalar import zoned
+from lance_spark_ops.index.scalar import zonemap as zm
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runtime.runner import TaskContext
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
+from lance_spark_ops.table.dataset import Dataset
+
+ZONED = ("ZONEMAP", "BLOOMFILTER")
+SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
+MERGE_CHUNK_ROWS = 1 << 16   # fewest rows per run held by the BTREE merge
+MERGE_BUDGET_ROWS = 1 << 23  # rows the BTREE merge holds over all runs (bounds its memory)
+SAMPLE_ROWS = 4096           # a BTREE part samples its run's key every this many rows
+
+
+@dataclass(frozen=True)
+class PartSpec:
+    """Picklable: one group of fragments whose live rows a part task indexes."""
+
+    uri: str
+    read_version: int
+    kind: str
+    column: str
+    new_uuid: bytes
+    fragment_ids: tuple[int, ...]
+    row_ids: bool                 # name rows by stable row id (else by row address)
+    file_version: str
+    params: tuple[tuple[str, Any], ...] = ()
+    merging: bool = False          # the segment folds old ones in (``merge_with``)
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+@dataclass(frozen=True)
+class Part:
+    """A part task's output: its file under the segment directory (None: no rows) and the
+    rows it read."""
+
+    file: str | None
+    rows: int
+    payload: bytes | None = None  # ZONEMAP / BLOOMFILTER: the zones themselves (Arrow IPC)
+    samples: tuple[np.ndarray, np.ndarray, np.ndarray] | None = None  # BTREE: ``btree.sample``
+
+
+@dataclass(frozen=True)
+class MergeSpec:
+    """Picklable: the parts and old segments one merge task folds into the final files."""
+
+    uri: str
+    read_version: int
+    kind: str
+    column: str
+    new_uuid: bytes
+    parts: tuple[str, ...]
+    payloads: tuple[bytes, ...]    # ZONEMAP / BLOOMFILTER parts, in fragment order
+    merge_with: tuple[bytes, ...]  # table_pb2.IndexMetadata of old segments
+    params: tuple[tuple[str, Any], ...]
+    value_type: Any                # pa.DataType of the keys / values
+    file_version: str
+    storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+
+
+def segment_dir(new_uuid: bytes) -> str:
+    return f"_indices/{uuid_str(new_uuid)}"
+
+
+def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
+           extra: list[bytes] | None = None) -> int:
+    return write_table(rel, table, version, store, extra or ())
+
+
+def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
+    """(values, ids) of the live rows of the spec's fragments, batch by batch."""
+    id_col = "_rowaddr" if by_address else "_rowid"
+    for fid in spec.fragment_ids:
+        for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
+                                      with_row_address=by_address, batch_rows=SCAN_ROWS):
+            if batch.num_rows:
+                ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+                yield batch.column(0), ids
+
+
+def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
+    """Executor entry point: index one group of fragments into a part file."""
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options)
+    rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
+    if spec.kind == "BTREE":  # BTREE always names rows by address (index_version 1 says so)
+        pieces = list(_scan(ds, spec, by_address=True))
+        if not pieces:
+            return Part(None, 0)
+        values = pa.chunked_array([p[0] for p in pieces])
+        run = bt.sort_run(values, np.concatenate([p[1] for p in pieces]))
+        _write(ds.store, rel, run, spec.file_version)
+        samples = None
+        if bt.range_mergeable(run.schema.field("values").type):  # for the range-parallel merge
+            samples = bt.sample(run.column("values"), SAMPLE_ROWS)
+        return Part(rel.rsplit("/", 1)[1], run.num_rows, samples=samples)
+    if spec.kind in ZONED:
+        return _zoned_part(ds, spec, dict(spec.params), ctx)
+    by_address = not spec.row_ids
+    if spec.kind == "NGRAM":
+        rows, tokens, token_ids = 0, [], []
+        for col, row_ids in _scan(ds, spec, by_address):
+            rows += len(row_ids)
+            t, i = ng.token_pairs(col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col, row_ids)
+            tokens.append(t)
+            token_ids.append(i)
+        if not rows:
+            return Part(None, 0)
+        uniq, groups = ng.group_postings(np.concatenate(tokens), np.concatenate(token_ids))
+        _write(ds.store, rel, ng.postings_table(uniq, groups), spec.file_version)
+        return Part(rel.rsplit("/", 1)[1], rows)
+    rows, values, ids, nulls = 0, [], [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        if spec.kind == "LABEL_LIST":
+            items, item_ids, null_ids = bm.flatten_labels(col, row_ids)
+            values.append(items)
+            ids.append(item_ids)
+            nulls.append(null_ids)
+        else:
+            values.append(col)
+            ids.append(row_ids)
+    if not rows:
+        return Part(None, 0)
+    keys, groups = bm.key_groups(pa.chunked_array(values), np.concatenate(ids))
+    schema = bm.bitmap_schema(keys.type)
+    table = bm.bitmap_table(keys, groups, schema)
+    extra = [bm.encode_tree_map(np.sort(np.concatenate(nulls)))] if spec.kind == "LABEL_LIST" else []
+    _write(ds.store, rel, table, spec.file_version, extra)
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def keep_filter(ds: Dataset, index: Any, row_ids: bool) -> Any:
+    """What of an old segment a merge keeps (pylance 14's ``OldIndexDataFilter``), as a mask
+    function of ids: by row address, every row of the segment's fragments still in the
+    dataset (deleted rows too); by stable row id, the live rows of those fragments only
+    (observed: pylance drops the ids of rows deleted since)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    present = {f.id for f in ds.fragments}
+    retained = sorted(i for i in covered if i in present)
+    if not row_ids:
+        keep_ids = np.array(retained, dtype=np.uint64)
+        return lambda ids: np.isin(ids >> np.uint64(32), keep_ids)
+    frags = ds.fragments_with_ids(retained)
+    allowed = []
+    for i in retained:
+        ids = ds.row_ids(frags[i])
+        live = ds.live_mask(frags[i])
+        if ids is not None:
+            allowed.append(ids if live is None else ids[live])
+    allow = np.unique(np.concatenate(allowed or [np.zeros(0, np.uint64)]).astype(np.uint64))
+    return lambda ids: np.isin(ids, allow)
+
+
+def keep_filter_is_all(ds: Dataset, index: Any) -> bool:
+    """A by-address merge keeps every row of the old segment (all its fragments remain)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    return covered <= BitMap(f.id for f in ds.fragments)
+
+
+def _retained_fragments(ds: Dataset, index: Any) -> set[int]:
+    """The fragments of an old segment still in the dataset (``keep_filter`` by address)."""
+    covered = BitMap.deserialize(bytes(index.fragment_bitmap)) if index.fragment_bitmap else BitMap()
+    present = {f.id for f in ds.fragments}
+    return {int(i) for i in covered if i in present}
+
+
+def old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
+    base = index.base_id if index.HasField("base_id") else None
+    return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
+
+
+def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
+    """Executor entry point: write the segment's final files; returns (name, size) of each.
+
+    The parts are deleted only once every final file is written, so an attempt that finds a
+    part gone (an earlier attempt finished, its result lost) returns the files it left."""
+    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    dst = segment_dir(spec.new_uuid)
+    finals = FINAL_FILES[spec.kind]
+    if not all(ds.store.exists(f"{dst}/{p}") for p in spec.parts) and all(
+            ds.store.exists(f"{dst}/{f}") for f in finals):
+        ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
+        return tuple((f, ds.store.size(f"{dst}/{f}")) for f in finals)
+    olds = [table_pb2.IndexMetadata.FromString(b) for b in spec.merge_with]
+    params = dict(spec.params)
+    if spec.kind == "BTREE":
+        files = _merge_btree(ds, spec, dst, olds, int(params.get("zone_size") or bt.DEFAULT_BATCH_SIZE))
+    elif spec.kind in ("BITMAP", "LABEL_LIST"):
+        files = _merge_bitmap(ds, spec, dst, olds)
+    elif spec.kind == "NGRAM":
+        files = _merge_ngram(ds, spec, dst, olds)
+    elif spec.kind in ZONED:
+        files = _merge_zoned(ds, spec, dst, olds, params)
+    else:
+        raise UnsupportedError(f"building {spec.kind} index segments is not supported")
+    ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
+    return tuple(files)
+
+
+def run_part_and_merge(spec: tuple[PartSpec, MergeSpec], ctx: TaskContext
+                       ) -> tuple[Part, tuple[tuple[str, int], ...]]:
+    """Executor entry point: one part and its merge in one task (a segment of one part: a
+    Spark stage less)."""
+    part_spec, merge = spec
+    part = run_part(part_spec, ctx)
+    merge = replace(merge, parts=(part.file,) if part.file is not None else (),
+                    payloads=(part.payload,) if part.payload is not None else ())
+    return part, run_merge(merge, ctx)
+
+
+def _merge_btree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any],
+                 batch_size: int) -> list[tuple[str, int]]:
+    # few runs (the usual case) are read in big chunks, so the merge takes few rounds of one
+    # adaptive stable sort each; the budget bounds the rows held whatever the run count
+    chunk_rows = max(MERGE_CHUNK_ROWS, MERGE_BUDGET_ROWS // max(1, len(spec.parts) + len(olds)))
+    runs: list[Iterator[pa.Table]] = []
+    for p in spec.parts:
+        runs.append(_read_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), chunk_rows))
+    for old in olds:
+        store, src = old_dir(ds, old)
+        lookup = LanceFileReader(f"{src}/{bt.PAGE_LOOKUP}", store=store)
+        bt.check_not_range_partitioned(lookup.schema, lookup.path)
+        keep = keep_filter(ds, old, row_ids=False)  # BTREE ids are addresses
+        runs.append(_filtered(_read_chunks(LanceFileReader(f"{src}/{bt.PAGE_DATA}", store=store), chunk_rows),
+                              keep))
+    schema = bt.page_data_schema(spec.value_type)
+    lookup_schema = bt.lookup_schema(spec.value_type, batch_size)
+    cutter = bt.PageCutter(batch_size, lookup_schema)
+    if len(spec.parts) == 1 and not olds:  # one sorted run is page_data: copy it, cut its pages
+        run = LanceFileReader(f"{dst}/{spec.parts[0]}", store=ds.store)
+        for batch in run.iter_batches(["values"], batch_rows=chunk_rows):
+            cutter.add(batch.column(0))
+        ds.store.copy(f"{dst}/{spec.parts[0]}", f"{dst}/{bt.PAGE_DATA}")
+        size = ds.store.size(f"{dst}/{bt.PAGE_DATA}")
+        lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), spec.file_version)
+        return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
+    w = LanceFileWriter(f"{dst}/{bt.PAGE_DATA}", schema, version=spec.file_version, store=ds.store)
+    try:
+        for chunk in bt.merge_runs(runs):
+            chunk = chunk.cast(schema)
+            w.write(chunk)
+            cutter.add(chunk.column("values"))
+        size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+    lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), spec.file_version)
+    return [(bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size)]
+
+
+def _read_chunks(reader: LanceFileReader, chunk_rows: int = MERGE_CHUNK_ROWS) -> Iterator[pa.Table]:
+    if reader.schema.names[:2] != ["values", "ids"]:
+        raise CorruptFileError(f"columns {reader.schema.names}, expected values, ids", path=reader.path)
+    for batch in reader.iter_batches(["values", "ids"], batch_rows=chunk_rows):
+        yield pa.Table.from_batches([batch])
+
+
+def _filtered(chunks: Iterator[pa.Table], keep: Any) -> Iterator[pa.Table]:
+    for chunk in chunks:
+        mask = keep(chunk.column("ids").to_numpy())
+        yield chunk if mask.all() else chunk.filter(pa.array(mask))
+
+
+def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
+    gb = reader.metadata.global_buffers.tolist()[1:]
+    return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
+
+
+def _merge_bitmap(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> list[tuple[str, int]]:
+    label_list = spec.kind == "LABEL_LIST"
+    stable = ds.uses_stable_row_ids
+    tables, nulls = [], []
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        tables.append(r.read())
+        if label_list:
+            nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    key_groups_in: list[tuple[pa.Table, Any]] = [(t, None) for t in tables]
+    for old in olds:
+        store, src = old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{bm.BITMAP_FILE}", store=store)
+        keep = keep_filter(ds, old, stable)
+        key_groups_in.append((r.read(), keep))
+        slot = bm.null_list_buffer(r.schema)
+        if label_list and slot is not None:
+            extra = _extra_buffers(r)
+            if slot - 1 >= len(extra):
+                raise CorruptFileError(f"no global buffer {slot}", path=r.path)
+            old_nulls = bm.decode_tree_map(extra[slot - 1])
+            nulls.append(old_nulls[keep(old_nulls)])
+    if stable and olds:  # stable row ids: an old bitmap loses single rows, decode them
+        filtered = [t if keep is None else _filter_bitmaps(t, keep) for t, keep in key_groups_in]
+        keys, groups = bm.merge_bitmap_tables(filtered)
+        if not groups:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(groups))
+        table = bm.bitmap_table(keys, groups, schema)
+    else:  # by address: parts and old segments join by fragment entries, nothing decoded
+        old_tables = [t for t, _ in key_groups_in[len(tables):]]
+        sources = [(t, None) for t in tables]
+        sources += [(t, _retained_fragments(ds, o)) for t, o in zip(old_tables, olds, strict=True)]
+        keys, blobs = bm.merge_bitmap_blobs(sources)
+        if keys is None:
+            keys = pa.array([], spec.value_type)
+        schema = bm.bitmap_schema(spec.value_type, label_list, len(blobs))
+        table = pa.Table.from_arrays([keys.cast(spec.value_type), pa.array(blobs, pa.binary())],
+                                     schema=schema)
+    extra = []
+    if label_list:
+        all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+        extra = [bm.encode_tree_map(all_nulls.astype(np.uint64))]
+    size = _write(ds.store, f"{dst}/{bm.BITMAP_FILE}", table, spec.file_version, extra)
+    return [(bm.BITMAP_FILE, size)]
+
+
+def _filter_bitmaps(table: pa.Table, keep: Any) -> pa.Table:
+    keys, groups = bm.merge_bitmap_tables([table], keep)
+    if not groups:
+        return table.slice(0, 0)
+    return bm.bitmap_table(keys, groups, bm.bitmap_schema(table.schema.field("keys").type))
+
+
+def _merge_ngram(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any]) -> list[tuple[str, int]]:
+    """Union of the parts' and the old segments' postings per token (old rows of fragments
+    gone from the dataset dropped, as for BITMAP), streamed in token order: a chunk of
+    ``NGRAM_CHUNK_TOKENS`` tokens per source is held at a time."""
+    sources = [_pair_chunks(LanceFileReader(f"{dst}/{p}", store=ds.store), None) for p in spec.parts]
+    for old in olds:
+        store, src = old_dir(ds, old)
+        sources.append(_pair_chunks(LanceFileReader(f"{src}/{ng.POSTINGS_FILE}", store=store),
+                                    keep_filter(ds, old, ds.uses_stable_row_ids)))
+    w = LanceFileWriter(f"{dst}/{ng.POSTINGS_FILE}", ng.SCHEMA, version=spec.file_version, store=ds.store)
+    try:
+        if len(spec.parts) == 1 and not olds:  # one part: its postings are the segment's
+            for batch in LanceFileReader(f"{dst}/{spec.parts[0]}", store=ds.store).iter_batches(
+                    batch_rows=NGRAM_CHUNK_TOKENS):
+                w.write(batch)
+        for tokens, groups in ng.merge_pairs(sources if len(spec.parts) != 1 or olds else []):
+            if tokens.size:
+                w.write(ng.postings_table(tokens, groups))
+        size = w.close()[1]
+    except BaseException:
+        w.abort()
+        raise
+    return [(ng.POSTINGS_FILE, size)]
+
+
+NGRAM_CHUNK_TOKENS = 1024
+
+
+def _pair_chunks(reader: LanceFileReader, keep: Any) -> Iterator[ng.Pairs]:
+    for batch in reader.iter_batches(batch_rows=NGRAM_CHUNK_TOKENS):
+        yield ng.table_pairs(pa.Table.from_batches([batch]), keep)
+
+
+def _ipc(table: pa.Table) -> bytes:
+    sink = pa.BufferOutputStream()
+    with pa.ipc.new_stream(sink, table.schema) as w:
+        w.write_table(table)
+    return sink.getvalue().to_pybytes()
+
+
+def _from_ipc(data: bytes) -> pa.Table:
+    return pa.ipc.open_stream(pa.py_buffer(data)).read_all()
+
+
+def _zone_rows(kind: str, values: pa.Array, fid: int, offsets: np.ndarray,
+               params: dict[str, Any]) -> list[tuple]:
+    rows = []
+    if kind == "ZONEMAP":
+        for part, start, length in zoned.zones(values, offsets, int(params["rows_per_zone"])):
+            rows.append((*zm.zone_stats(part), fid, start, length))
+    else:  # BLOOMFILTER: every zone's filter in one pass over the fragment's hashes
+        items = int(params["number_of_items"])
+        cut = list(zoned.zones(values, offsets, items))
+        valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
+        zone_of = (np.arange(len(values)) // items)[valid]
+        blobs = bf.filters(bf.value_hashes(values), zone_of, len(cut),
+                           bf.num_bytes(items, float(params["probability"])))
+        for (part, start, length), blob in zip(cut, blobs, strict=True):
+            rows.append((fid, start, length, part.null_count > 0, blob))
+    return rows
+
+
+def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any], ctx: TaskContext) -> Part:
+    """Zones of each fragment (zones never span fragments, so parts are independent), and
+    the addresses of the live null rows; returned inline (a row per ``rows_per_zone`` rows)."""
+    field = ds.schema.field(spec.column)
+    value_type = field.type.storage_type if isinstance(field.type, pa.ExtensionType) else field.type
+    # pylance's update of a ZONEMAP on a variable-width column (its "seeded" path) zones the
+    # new fragments' physical rows, deleted ones included (observed)
+    everything = spec.merging and spec.kind == "ZONEMAP" and zm.use_seeds(value_type)
+    rows, zone_rows, nulls = 0, [], []
+    for fid in spec.fragment_ids:
+        batches = list(ds.scan_fragment(int(fid), [spec.column], with_row_address=True, batch_rows=SCAN_ROWS,
+                                        include_deleted=everything))
+        batches = [b for b in batches if b.num_rows]
+        if not batches:
+            continue
+        values = pa.chunked_array([b.column(0) for b in batches], value_type).combine_chunks()
+        addrs = np.concatenate([b.column("_rowaddr").to_numpy() for b in batches]).astype(np.uint64)
+        rows += len(addrs)
+        offsets = addrs & np.uint64(0xFFFFFFFF)
+        zone_rows.extend(_zone_rows(spec.kind, values, int(fid), offsets, params))
+        nulls.append(zoned.null_addresses(values, addrs))
+    table = _zone_table(spec.kind, zone_rows, value_type, params)
+    null_ids = np.concatenate(nulls) if nulls else np.zeros(0, np.uint64)
+    if spec.kind == "BLOOMFILTER":  # filters are big (32 KiB per zone by default): a part file
+        rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
+        _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(null_ids))])
+        return Part(rel.rsplit("/", 1)[1], rows)
+    return Part(None, rows, _pack(table, null_ids))
+
+
+def _pack(table: pa.Table, null_ids: np.ndarray) -> bytes:
+    body = _ipc(table)
+    nulls = bm.encode_tree_map(np.sort(null_ids))
+    return len(body).to_bytes(8, "little") + body + nulls
+
+
+def _unpack(data: bytes) -> tuple[pa.Table, np.ndarray]:
+    n = int.from_bytes(data[:8], "little")
+    return _from_ipc(data[8:8 + n]), bm.decode_tree_map(data[8 + n:])
+
+
+def _zone_table(kind: str, rows: list[tuple], value_type: pa.DataType, params: dict[str, Any]) -> pa.Table:
+    if kind == "ZONEMAP":
+        return zm.table(rows, value_type, int(params["rows_per_zone"]))
+    if kind == "BLOOMFILTER":
+        return bf.table(rows, int(params["number_of_items"]), float(params["probability"]))
+    raise UnsupportedError(f"building {kind} index segments is not supported")
+
+
+def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any]
+                 ) -> list[tuple[str, int]]:
+    tables, nulls = [], []
+    for old in olds:
+        store, src = old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{ZONED_FILE[spec.kind]}", store=store)
+        tables.append(r.read())  # pylance keeps every old zone, of removed fragments too
+        extra = _extra_buffers(r)
+        if extra:
+            nulls.append(bm.decode_tree_map(extra[0]))
+    for payload in spec.payloads:
+        t, n = _unpack(payload)
+        tables.append(t)
+        nulls.append(n)
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        tables.append(r.read())
+        nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    out = _zone_table(spec.kind, [], spec.value_type, params)
+    if tables:
+        merged = pa.concat_tables([t.cast(out.schema) for t in tables])
+        out = merged.replace_schema_metadata(out.schema.metadata)
+    all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+    name = ZONED_FILE[spec.kind]
+    size = _write(ds.store, f"{dst}/{name}", out, spec.file_version, [bm.encode_tree_map(all_nulls)])
+    return [(name, size)]
+
+
+ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
+
+
+FINAL_FILES = {"BTREE": (bt.PAGE_DATA, bt.PAGE_LOOKUP), "BITMAP": (bm.BITMAP_FILE,),
+               "LABEL_LIST": (bm.BITMAP_FILE,), "NGRAM": (ng.POSTINGS_FILE,),
+               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,)}

@@ -1,0 +1,114 @@
+"""PySpark worker daemon that imports the executor-side modules once, before it forks workers.
+
+Spark forks a Python worker from its daemon for each new concurrent task slot it needs (and
+again when a worker dies). A worker forked from ``pyspark.daemon`` starts with nothing imported
+and pays pyarrow, pandas (pyarrow imports it on first use), numpy and this package's codecs -
+~0.5 s - inside its first task. Forked from this daemon, it inherits them. ``get_spark`` sets
+``spark.python.daemon.module`` to this module; a module that fails to import is skipped (the
+worker imports it itself, and reports the error, when a task needs it).
+
+Before importing anything it also takes the installed pyspark's own ``pyspark.zip`` (and py4j
+zip, and jars) off ``sys.path`` (``unship_pyspark``): imported from the zip, pyspark is compiled
+from source in every new daemon (~0.4 s CPU), and each worker's first task re-reads that zip's
+directory once per pyspark package imported from it (``importlib.invalidate_caches`` in
+``setup_spark_files``, ~0.15 s CPU, more under load).
+
+Preloading happens before the daemon tells Spark its port, not in a background thread: Spark
+asks for the first fork 10-50 ms after it reads the port, so a background import could only
+overlap with that fork by forking mid-import (a child inheriting another thread's import
+locks), and would still have to finish before the next fork.
+
+After preloading it freezes what it imported (``worker_gc``): a reused worker runs a full
+``gc.collect()`` after every task, which would otherwise walk all of it each time.
+"""
+
+from __future__ import annotations
+
+import importlib
+import os
+import sys
+
+from lance_spark_ops.spark.runtime.worker_gc import freeze_imported
+
+PRELOAD = (
+    "numpy", "pyarrow", "pyarrow.compute", "pyarrow.ipc",
+    "lance_spark_ops.file.reader", "lance_spark_ops.file.writer", "lance_spark_ops.encoding.encode",
+    "lance_spark_ops.table.dataset", "lance_spark_ops.spark.runtime.scan_tasks",
+    "lance_spark_ops.spark.files.rewrite_tasks", "lance_spark_ops.spark.files.columns_tasks",
+    "lance_spark_ops.spark.files.row_id_index_tasks", "lance_spark_ops.spark.indices.vector_index_tasks",
+    # what pyspark.daemon imports in each worker after forking (it starts no thread: numpy's and
+    # pyarrow's allocator threads, which fork handles, are already running by now)
+    "pyspark.worker",
+)
+
+
+def shipped_pyspark_entries(path: list[str]) -> list[str]:
+    """The entries of ``path`` (a ``sys.path``) that Spark added from inside the installed
+    pyspark package itself and that a plain import would find again, compiled, in that package:
+    ``<site>/pyspark/python/lib/pyspark.zip``, ``<site>/pyspark/jars/*.jar`` (no Python inside)
+    and ``<site>/pyspark/python/lib/py4j-<v>-src.zip`` when ``<site>`` also holds py4j ``<v>``.
+    Empty when the first pyspark among the directories of ``path`` is not that one (a separate
+    Spark install's zip must win: it matches its JVM)."""
+    site = next((e for e in path if os.path.isfile(os.path.join(e or ".", "pyspark", "__init__.py"))), None)
+    if site is None:
+        return []
+    package = os.path.join(os.path.abspath(site or "."), "pyspark")
+    lib, jars = os.path.join(package, "python", "lib"), os.path.join(package, "jars")
+    out = []
+    for entry in path:
+        folder, name = os.path.split(os.path.abspath(entry or "."))
+        if folder == lib and name == "pyspark.zip" or folder == jars and name.endswith(".jar"):
+            out.append(entry)
+        elif folder == lib and name.startswith("py4j-") and name.endswith("-src.zip"):
+            version = name[len("py4j-"):-len("-src.zip")]
+            if os.path.isdir(os.path.join(os.path.dirname(package), f"py4j-{version}.dist-info")):
+                out.append(entry)
+    return out
+
+
+def unship_pyspark() -> list[str]:
+    """Remove ``shipped_pyspark_entries`` from ``sys.path`` and their zip importers from
+    ``sys.path_importer_cache`` (``invalidate_caches`` re-reads every one); returns them. Does
+    nothing once pyspark is imported (its modules would then come from two places)."""
+    if "pyspark" in sys.modules:
+        return []
+    gone = shipped_pyspark_entries(sys.path)
+    sys.path[:] = [e for e in sys.path if e not in gone]
+    for key in list(sys.path_importer_cache):
+        if any(key == e or key.startswith(e + os.sep) for e in gone):
+            del sys.path_importer_cache[key]
+    return gone
+
+
+def preload() -> list[str]:
+    """Import ``PRELOAD``; returns the modules that failed."""
+    failed = []
+    for name in PRELOAD:
+        try:
+            importlib.import_module(name)
+        except Exception:  # noqa: BLE001 - a daemon that cannot preload must still serve workers
+            failed.append(name)
+    # The k-means kernels (numba, ~1-1.7 s to load from its cache) are not loaded here: every
+    # job's first task would wait for them, and only vector index builds use them.
+    try:
+        import pyarrow
+
+        pyarrow.array([0])  # pulls pandas in, as every first pyarrow conversion does
+    except Exception:  # noqa: BLE001
+        failed.append("pyarrow.array")
+    return failed
+
+
+def main() -> None:
+    """Unship pyspark, preload, then serve workers as ``pyspark.daemon`` does."""
+    unship_pyspark()
+    preload()
+    from pyspark import daemon
+
+    freeze_imported()  # forked workers' per-task collections skip what was imported here
+
+    daemon.manager()
+
+
+if __name__ == "__main__":
+    main()

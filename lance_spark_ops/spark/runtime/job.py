@@ -1,0 +1,268 @@
+"""The scaffold every Spark job of this library runs in: a job id, timed phases, Spark job tags
+and descriptions, a progress line per phase, cleanup of the job's own files, final metrics.
+
+* **Job id** ``lso-<12 hex>``: files a job writes carry it in their names, so one listing finds
+  them (``delete_unreferenced``); it is also the job's Spark tag.
+* **Phases** (``with job.phase("rewrite", tasks=n) as ph:``) are timed into
+  ``metrics.seconds[name]`` (summed when a phase runs again). While a phase runs, the Spark
+  jobs it starts carry the tags ``<job id>`` and ``<job id>-<phase>`` (``spark.addTag``, which
+  classic and Connect sessions both have; on classic sessions also the SparkContext's job
+  tag), so ``job.interrupt()`` or ``interrupt_tag(spark, tag)`` cancels the job from another
+  thread. On classic sessions the phase is also the Spark job description (the UI's job
+  list); Connect sessions have no ``sparkContext``, so no description is set there.
+* **Progress**: a line per phase on the ``lance_spark_ops`` logger (stderr unless logging is
+  configured otherwise) when it starts and ends - phase, tasks done/total, rows and bytes.
+* **Cleanup** with one contract: on failure, delete the files of this job (names holding the
+  job id under a directory) that are not referenced any more - ``referenced`` says which are
+  (by default: the data files of the dataset's latest version, which holds the files of every
+  commit of the job that landed). Never after ``CommitStateUnknown``: the commit may have
+  landed, so its files stay. Cleanup errors never replace the job's own error.
+* **Metrics**: ``seconds["total"]`` and ``job_tag`` are filled when the job ends.
+
+Example (a new job that writes files and commits them; see ``spark/files/delta_import.py``)::
+
+    from lance_spark_ops.spark.runtime.job import Job, referenced_data_files
+    from lance_spark_ops.table.dataset import Dataset
+
+    def rewrite_something(spark, uri, *, storage_options=None) -> MyMetrics:
+        metrics = MyMetrics(uri=uri)
+        with Job(spark, "rewrite_something", uri, metrics) as job:
+            with job.phase("plan"):
+                ds = Dataset.open(uri, storage_options=storage_options)
+                tasks = plan(ds)                        # small picklable descriptors
+            with job.cleanup_on_failure(ds.store):     # our files, unless a commit referenced them
+                with job.phase("write", tasks=len(tasks)) as ph:
+                    results = job.run_tasks(tasks, write_task)  # TaskContext.file_prefix names files
+                    ph.add(rows=sum(r.rows for r in results), bytes=sum(r.size for r in results))
+                with job.phase("commit"):
+                    job.before_commit(1)                      # tests inject concurrent writers here
+                    new = ds.commit(make_operation(results))
+            metrics.orphan_files_deleted = job.delete_unreferenced(new.store, referenced_data_files(new))
+        return metrics
+"""
+
+from __future__ import annotations
+
+import logging
+import sys
+import time
+import uuid
+from collections.abc import Callable, Iterable, Iterator, Sequence
+from contextlib import contextmanager
+from dataclasses import dataclass
+from typing import Any
+
+from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
+from lance_spark_ops.spark.runtime.session import is_classic, set_description
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import all_data_file_paths
+from lance_spark_ops.table.paths import DATA_DIR
+
+__all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
+
+logger = logging.getLogger("lance_spark_ops")
+
+# Tests set this to run code right before each commit attempt of a job (a concurrent writer):
+# ``hook(job_kind, attempt)``. Not part of any public signature.
+_before_commit_hook: Callable[[str, int], None] | None = None
+
+
+def _ensure_progress_output() -> None:
+    """Progress lines go to stderr unless the application configured logging itself."""
+    if logger.level == logging.NOTSET:
+        logger.setLevel(logging.INFO)
+    if not logger.handlers and not logging.getLogger().handlers:
+        handler = logging.StreamHandler(sys.stderr)
+        handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
+        logger.addHandler(handler)
+
+
+def referenced_data_files(ds: Dataset) -> set[str]:
+    """Names (relative to ``data/``) of every data file of ``ds``'s version."""
+    return all_data_file_paths(ds.fragments)
+
+
+def latest_data_files(store: ObjectStore, manifest_store: Any = None) -> set[str]:
+    """``referenced_data_files`` of the latest version (found through ``manifest_store`` when
+    given); empty when the dataset has no version yet (a job creating it failed)."""
+    try:
+        ds = Dataset.open(store, manifest_store=manifest_store)
+    except NotFoundError:
+        return set()
+    return referenced_data_files(ds)
+
+
+@dataclass
+class Phase:
+    """Progress of one phase: tasks done out of the planned total, rows and bytes so far."""
+
+    name: str
+    tasks_total: int = 0
+    tasks_done: int = 0
+    rows: int = 0
+    bytes: int = 0
+
+    def add(self, tasks: int = 0, rows: int = 0, bytes: int = 0) -> None:  # noqa: A002 - as metrics name it
+        self.tasks_done += tasks
+        self.rows += rows
+        self.bytes += bytes
+
+    def line(self) -> str:
+        return f"tasks {self.tasks_done}/{self.tasks_total}, rows {self.rows}, bytes {self.bytes}"
+
+
+class Job:
+    """One run of a maintenance operation; use as a context manager (see the module doc)."""
+
+    def __init__(self, spark: Any, kind: str, uri: str, metrics: Any = None) -> None:
+        self.spark = spark
+        self.kind = kind
+        self.uri = uri
+        self.metrics = metrics
+        self.job_id = f"lso-{uuid.uuid4().hex[:12]}"
+        self._phases: list[Phase] = []
+        self._started = time.perf_counter()
+        _ensure_progress_output()
+
+    @property
+    def tag(self) -> str:
+        """The Spark tag on every Spark job this job starts (``spark.interruptTag(job.tag)``)."""
+        return self.job_id
+
+    # -- lifecycle -------------------------------------------------------------------------------
+    def __enter__(self) -> Job:
+        self._started = time.perf_counter()
+        self._add_tag(self.tag)
+        logger.info("%s %s %s: started (Spark tag %s)", self.kind, self.uri, self.job_id, self.tag)
+        return self
+
+    def __exit__(self, exc_type: Any, exc: Any, tb: Any) -> None:
+        self._remove_tag(self.tag)
+        seconds = self._record("total", time.perf_counter() - self._started, add=False)
+        if self.metrics is not None and hasattr(self.metrics, "job_tag"):
+            self.metrics.job_tag = self.tag
+        outcome = "done" if exc_type is None else f"failed ({exc_type.__name__})"
+        logger.info("%s %s %s: %s in %.2f s", self.kind, self.uri, self.job_id, outcome, seconds)
+
+    # -- phases ----------------------------------------------------------------------------------
+    @contextmanager
+    def phase(self, name: str, tasks: int = 0, detail: str = "") -> Iterator[Phase]:
+        """Time, tag, describe and report one phase; yields its ``Phase`` to count progress."""
+        ph = Phase(name, tasks_total=tasks)
+        tag = f"{self.job_id}-{name}"
+        self._phases.append(ph)
+        self._add_tag(tag)
+        set_description(self.spark, f"{self.kind} {self.uri}: {name}" + (f" {detail}" if detail else ""))
+        logger.info("%s %s: %s started, %s", self.kind, self.job_id, name, ph.line())
+        t0 = time.perf_counter()
+        try:
+            yield ph
+        finally:
+            self._record(name, time.perf_counter() - t0)
+            self._phases.pop()
+            self._remove_tag(tag)
+            outer = self._phases[-1].name if self._phases else None
+            set_description(self.spark, f"{self.kind} {self.uri}: {outer}" if outer else None)
+            logger.info("%s %s: %s ended in %.2f s, %s", self.kind, self.job_id, name,
+                        time.perf_counter() - t0, ph.line())
+
+    def plan_more(self, tasks: int) -> None:
+        """Count ``tasks`` more in the innermost phase's planned total (work found mid-phase)."""
+        if self._phases:
+            self._phases[-1].tasks_total += tasks
+
+    def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
+                  costs: Sequence[float] | None = None) -> list[Any]:
+        """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
+        results in task order. Counts the tasks as done in the innermost phase.
+
+        With ``costs`` (one estimate per task) the tasks are handed to Spark costliest first:
+        slots take tasks in that order, so the long ones do not start last and leave the
+        other slots idle at the end (longest-processing-time-first scheduling)."""
+        order = list(range(len(tasks)))
+        if costs is not None:
+            order.sort(key=lambda i: -costs[i])
+        submitted = [tasks[i] for i in order]
+        if self.spark is None:
+            out = run_tasks_locally(self.job_id, submitted, fn)
+        else:
+            out = run_tasks(self.spark, self.job_id, submitted, fn)
+        if self._phases:
+            self._phases[-1].add(tasks=len(tasks))
+        results: list[Any] = [None] * len(tasks)
+        for j, i in enumerate(order):
+            results[i] = out[j][1]
+        return results
+
+    def before_commit(self, attempt: int) -> None:
+        """Called right before each commit attempt (runs the tests' hook, if any)."""
+        if _before_commit_hook is not None:
+            _before_commit_hook(self.kind, attempt)
+
+    # -- files -----------------------------------------------------------------------------------
+    def delete_unreferenced(self, store: ObjectStore, referenced: Iterable[str],
+                            directory: str = DATA_DIR) -> int:
+        """Delete this job's files in ``directory`` (names holding the job id) that are not in
+        ``referenced``; returns how many."""
+        keep = set(referenced)
+        keep |= {n[: -len(".lance")] for n in keep if n.endswith(".lance")}  # blob v2 sidecar dirs
+        mine = [n for n in store.list(directory) if self.job_id in n and n not in keep]
+        dirs = [n for n in mine if store.fs.isdir(store.full_path(f"{directory}/{n}"))]
+        for n in dirs:
+            store.fs.rm(store.full_path(f"{directory}/{n}"), recursive=True)
+        store.delete_many(f"{directory}/{n}" for n in mine if n not in dirs)
+        return len(mine)
+
+    @contextmanager
+    def cleanup_on_failure(self, store: ObjectStore, referenced: Callable[[], Iterable[str]] | None = None,
+                           directory: str = DATA_DIR) -> Iterator[None]:
+        """On failure delete this job's unreferenced files (``referenced()``, default: the data
+        files of the latest version); after ``CommitStateUnknown`` delete nothing."""
+        try:
+            yield
+        except CommitStateUnknown:
+            raise
+        except BaseException:
+            try:
+                keep = referenced() if referenced is not None else latest_data_files(store)
+                self.delete_unreferenced(store, keep, directory)
+            except Exception:  # noqa: BLE001 - keep the job's own error; the files are named by job id
+                logger.warning("%s %s: could not delete the job's files", self.kind, self.job_id,
+                               exc_info=True)
+            raise
+
+    # -- internals -------------------------------------------------------------------------------
+    def _record(self, name: str, seconds: float, add: bool = True) -> float:
+        if self.metrics is not None:
+            times = self.metrics.seconds
+            times[name] = (times.get(name, 0.0) if add else 0.0) + seconds
+        return seconds
+
+    def _add_tag(self, tag: str) -> None:
+        if self.spark is not None:
+            self.spark.addTag(tag)
+            if is_classic(self.spark):
+                self.spark.sparkContext.addJobTag(tag)
+
+    def _remove_tag(self, tag: str) -> None:
+        if self.spark is not None:
+            self.spark.removeTag(tag)
+            if is_classic(self.spark):
+                self.spark.sparkContext.removeJobTag(tag)
+
+    def interrupt(self) -> None:
+        """Cancel the Spark jobs this job is running (from any thread); see ``interrupt_tag``."""
+        interrupt_tag(self.spark, self.tag)
+
+
+def interrupt_tag(spark: Any, tag: str) -> None:
+    """Cancel the running Spark jobs of the job whose tag is ``tag`` (logged when it starts,
+    ``metrics.job_tag``). Connect: ``spark.interruptTag``. Classic: the SparkContext's job
+    tag, because a classic session's ``interruptTag`` does not reach jobs PySpark starts
+    (observed with PySpark 4: it returns no operation and the job runs on)."""
+    if is_classic(spark):
+        spark.sparkContext.cancelJobsWithTag(tag)
+    else:
+        spark.interruptTag(tag)
