@@ -481,7 +481,7 @@ def compiled_kernels() -> ModuleType | None:
     """``rabitq_kernels`` (compiled, or loaded from numba's cache, once per process), or None
     without numba, with ``LSO_NO_COMPILED=1`` or when it fails (the numpy code then runs)."""
     if not _loaded:
-        _loaded.append(load("lance_spark_ops.rabitq_kernels", _warm, "RaBitQ"))
+        _loaded.append(load("lance_spark_ops.index.vector.rabitq_kernels", _warm, "RaBitQ"))
     return _loaded[0]
 
 
