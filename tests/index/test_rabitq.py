@@ -11,9 +11,9 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops import LanceFileReader
-from lance_spark_ops.index.vector import rabitq as rq
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.index.vector import rabitq as rq
 from lance_spark_ops.index.vector.ivf_build import from_tensor
 
 lance = pytest.importorskip("lance")

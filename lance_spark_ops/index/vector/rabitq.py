@@ -28,8 +28,9 @@ from dataclasses import dataclass, field
 from types import ModuleType
 
 import numpy as np
+import pyarrow as pa
 
-from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.kernels import load
 
 ROUNDS = 4
@@ -491,3 +492,98 @@ def _warm(k: ModuleType) -> None:
     k.ex_codes(x, 4, TIGHT_START[4], np.zeros((1, 8), np.uint8), np.zeros(1, np.float32))
     k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), 4, False,
               np.zeros((1, 5), np.float32))
+
+
+# --- storage rows and the auxiliary.idx columns ---------------------------------------------
+# Between build tasks a row is opaque bytes: binary codes, ex codes, then the factors as
+# float32 (add, scale, error, ex add, ex scale - the last two only with ex codes).
+
+
+def factor_count(model: RabitModel) -> int:
+    return 5 if model.ex_bits else 3
+
+
+def row_width(model: RabitModel) -> int:
+    """Bytes of one storage row."""
+    return model.code_bytes + model.ex_code_bytes + 4 * factor_count(model)
+
+
+def to_rows(model: RabitModel, enc: Encoded) -> np.ndarray:
+    """n x ``row_width`` uint8 rows of encoded vectors."""
+    n = enc.codes.shape[0]
+    floats = [enc.add, enc.scale, enc.error] + ([enc.ex_add, enc.ex_scale] if model.ex_bits else [])
+    f = np.ascontiguousarray(np.stack(floats, axis=1).astype("<f4")).view(np.uint8).reshape(n, -1)
+    parts = [enc.codes] + ([enc.ex_codes] if model.ex_bits else []) + [f]
+    return np.concatenate(parts, axis=1).astype(np.uint8, copy=False)
+
+
+def storage_fields(model: RabitModel) -> list[pa.Field]:
+    """``auxiliary.idx``'s columns after ``_rowid`` (all nullable, as pylance writes them)."""
+    f32 = pa.float32()
+    out = [pa.field(CODE_COLUMN, pa.list_(pa.uint8(), model.code_bytes))]
+    out += [pa.field(name, f32) for name in FACTOR_COLUMNS]
+    if model.ex_bits:
+        out.append(pa.field(EX_CODE_COLUMN, pa.list_(pa.uint8(), model.ex_code_bytes)))
+        out += [pa.field(name, f32) for name in EX_FACTOR_COLUMNS]
+    return out
+
+
+def _partition_codes(codes: np.ndarray, lengths: np.ndarray, pack: bool) -> np.ndarray:
+    fn = pack_codes if pack else unpack_codes
+    out = np.empty_like(codes)
+    pos = 0
+    for n in np.asarray(lengths, np.int64).tolist():
+        if n:
+            out[pos : pos + n] = fn(codes[pos : pos + n])
+        pos += n
+    return out
+
+
+def storage_table(model: RabitModel, schema: pa.Schema, ids: np.ndarray, rows: np.ndarray,
+                  lengths: np.ndarray) -> pa.Table:
+    """The ``auxiliary.idx`` rows of whole partitions (``lengths``) from storage rows: each
+    partition's binary codes packed, the factors as columns."""
+    rows = np.asarray(rows, dtype=np.uint8).reshape(-1, row_width(model))
+    cb, eb, nf = model.code_bytes, model.ex_code_bytes, factor_count(model)
+    codes = _partition_codes(np.ascontiguousarray(rows[:, :cb]), lengths, pack=True)
+    f = np.ascontiguousarray(rows[:, cb + eb :]).view("<f4").reshape(-1, nf)
+
+    def fsl(a: np.ndarray, w: int) -> pa.Array:
+        return pa.FixedSizeListArray.from_arrays(pa.array(np.ascontiguousarray(a).reshape(-1)), w)
+
+    cols = [pa.array(np.asarray(ids, np.uint64)), fsl(codes, cb)] + [pa.array(f[:, i]) for i in range(3)]
+    if model.ex_bits:
+        cols += [fsl(rows[:, cb : cb + eb], eb), pa.array(f[:, 3]), pa.array(f[:, 4])]
+    return pa.Table.from_arrays(cols, schema=schema)
+
+
+def table_rows(model: RabitModel, table: pa.Table, lengths: np.ndarray,
+               packed: bool = True) -> tuple[np.ndarray, np.ndarray]:
+    """(row ids, storage rows) of whole partitions of an ``auxiliary.idx`` table (``packed``:
+    the storage metadata's flag, each partition's codes in the packed layout)."""
+    names = [f.name for f in storage_fields(model)]
+    missing = [n for n in names if n not in table.schema.names]
+    if missing:
+        raise CorruptFileError(f"auxiliary.idx of an IVF_RQ index lacks columns {missing}")
+    n = table.num_rows
+    if int(np.sum(lengths)) != n:
+        raise CorruptFileError(f"auxiliary.idx: partitions hold {int(np.sum(lengths))} rows, the file {n}")
+
+    def mat(name: str, w: int) -> np.ndarray:
+        col = table.column(name).combine_chunks()
+        if col.type.list_size != w:
+            raise CorruptFileError(f"auxiliary.idx: {name} holds {col.type.list_size} bytes a row, "
+                                   f"expected {w}")
+        return col.values.to_numpy(zero_copy_only=False).reshape(n, w).astype(np.uint8, copy=False)
+
+    codes = mat(CODE_COLUMN, model.code_bytes)
+    if packed:
+        codes = _partition_codes(codes, lengths, pack=False)
+    floats = [table.column(c).to_numpy().astype("<f4") for c in FACTOR_COLUMNS]
+    parts = [codes]
+    if model.ex_bits:
+        parts.append(mat(EX_CODE_COLUMN, model.ex_code_bytes))
+        floats += [table.column(c).to_numpy().astype("<f4") for c in EX_FACTOR_COLUMNS]
+    parts.append(np.ascontiguousarray(np.stack(floats, axis=1)).view(np.uint8).reshape(n, -1))
+    ids = table.column("_rowid").to_numpy().astype(np.uint64)
+    return ids, np.concatenate(parts, axis=1)

@@ -13,7 +13,7 @@ from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 
 SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM")
 FTS_KINDS = ("INVERTED",)
-VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
+VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
 # types pylance 14 can build that this library refuses (typed) rather than build wrongly
 REFUSED_KINDS = {
     "RTREE": "RTREE (geospatial) indices are not built by this library",

@@ -1,4 +1,4 @@
-"""Vector index segments (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_HNSW_{FLAT,PQ,SQ}) built on executors:
+"""Vector index segments (IVF_FLAT, IVF_PQ, IVF_SQ, IVF_RQ, IVF_HNSW_{FLAT,PQ,SQ}) built on executors:
 the ``SegmentBuilder`` of the vector kinds (``spark.indices.index_segment``), ``VECTOR_BUILDER``.
 
 A build (``spark.indices.vector_index_tasks`` for the tasks):
@@ -10,6 +10,7 @@ A build (``spark.indices.vector_index_tasks`` for the tasks):
    values, else in rounds (one task per sample file returns per-centroid sums and counts; the
    driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
    on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
+   RQ: the given ``rabitq_model`` or a new random rotation (nothing to train);
 2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
    live row and write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
@@ -39,8 +40,9 @@ import pyarrow as pa
 from lance_spark_ops._pb import index_pb2, table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.hnsw import Params
-from lance_spark_ops.index.vector.ivf_build import details, read_details
+from lance_spark_ops.index.vector.ivf_build import details, read_details, rq_num_bits
 from lance_spark_ops.index.vector.ivf_join import destinations, never_full, window
 from lance_spark_ops.index.vector.ivf_model import Model, assign_metric
 from lance_spark_ops.index.vector.kmeans import (
@@ -96,12 +98,15 @@ from lance_spark_ops.spark.indices.vector_split_tasks import SplitMoveSpec, run_
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
-VECTOR_KINDS = frozenset({"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"})
+VECTOR_KINDS = frozenset(
+    {"IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_PQ", "IVF_HNSW_SQ"}
+)
 # pylance 14's target rows per partition when num_partitions is not given (IndexType)
 TARGET_PARTITION_SIZE = {
     "IVF_FLAT": 4096,
     "IVF_PQ": 8192,
     "IVF_SQ": 8192,
+    "IVF_RQ": 8192,
     "IVF_HNSW_FLAT": 1 << 20,
     "IVF_HNSW_PQ": 1 << 20,
     "IVF_HNSW_SQ": 1 << 20,
@@ -116,6 +121,7 @@ DEFAULTS = {
     "num_bits": 8,
     "ivf_centroids": None,
     "pq_codebook": None,
+    "rabitq_model": None,
     "target_partition_size": None,
     "max_iterations": 50,
     "sample_rate": 256,
@@ -208,6 +214,10 @@ class VectorSegmentBuilder:
                     f"ivf_centroids has {c.shape[0]} clusters, but num_partitions={out['num_partitions']}"
                 )
             out["ivf_centroids"], out["num_partitions"] = c, c.shape[0]
+        if kind == "IVF_RQ":
+            self._check_rq(out, p, dim)
+        elif out["rabitq_model"] is not None:
+            raise InvalidInputError(f"rabitq_model is given but {kind} is not IVF_RQ")
         if kind.endswith("PQ"):
             self._check_pq(out, dim)
         elif out["pq_codebook"] is not None:
@@ -215,6 +225,26 @@ class VectorSegmentBuilder:
         elif kind.endswith("SQ") and out["num_bits"] != 8:
             raise UnsupportedError(f"SQ with num_bits={out['num_bits']}: only 8 is supported (as pylance)")
         return out
+
+    @staticmethod
+    def _check_rq(out: dict[str, Any], given: Mapping[str, Any], dim: int) -> None:
+        """num_bits 1..9 (pylance's default 5); a given ``rabitq_model`` (its JSON) must match
+        the dimension and width, as pylance checks it."""
+        nbits = _int(out, "num_bits") if "num_bits" in given else 5
+        rabitq.validate(dim, nbits)
+        out["num_bits"] = nbits
+        raw = out["rabitq_model"]
+        if raw is not None:
+            model = raw if isinstance(raw, rabitq.RabitModel) else rabitq.from_metadata(raw)
+            if model.num_bits != nbits:
+                raise InvalidInputError(
+                    f"rabitq_model num_bits={model.num_bits} does not match requested num_bits={nbits}"
+                )
+            if model.dim != dim:
+                raise InvalidInputError(
+                    f"rabitq_model dimension={model.dim} does not match vector dimension={dim}"
+                )
+            out["rabitq_model"] = model
 
     @staticmethod
     def _check_pq(out: dict[str, Any], dim: int) -> None:
@@ -256,6 +286,9 @@ class VectorSegmentBuilder:
             out["target_partition_size"] = int(d.target_partition_size)
         if d.HasField("pq"):
             out["num_bits"], out["num_sub_vectors"] = int(d.pq.num_bits), int(d.pq.num_sub_vectors)
+        rq_bits = rq_num_bits(index.index_details.value) if kind == "IVF_RQ" else None
+        if rq_bits is not None:
+            out["num_bits"] = rq_bits
         if d.HasField("hnsw_index_config"):
             h = d.hnsw_index_config
             out["m"], out["ef_construction"], out["max_level"] = (
@@ -385,7 +418,8 @@ class VectorSegmentBuilder:
         finally:
             _remove(ds, work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
-        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), 1, rows, folded)
+        return BuiltSegment(tuple(files), details(req.kind, model.metric, p), _version(req.kind), rows,
+                            folded)
 
     @staticmethod
     def _ranges(
@@ -782,6 +816,9 @@ class VectorSegmentBuilder:
             model = Model(
                 kind, metric, model.centroids, loss, bounds=merge_bounds([s.bounds for s in samples])
             )
+        elif q == "RQ":  # a random rotation as pylance's, unless given (seeded: builds repeat)
+            rb = p["rabitq_model"] or rabitq.new_model(model.dim, nbits, seed=SEED + k)
+            model = Model(kind, metric, model.centroids, loss, nbits=nbits, rabit=rb)
         return model
 
     def _sample(
@@ -990,7 +1027,12 @@ class _Merge:
 
     def built(self, files: Any, rows: int) -> BuiltSegment:
         return BuiltSegment(tuple(files), details(self.req.kind, self.model.metric, dict(self.req.params)),
-                            1, int(rows), True)
+                            _version(self.req.kind), int(rows), True)
+
+
+def _version(kind: str) -> int:
+    """The entry's ``index_version`` as pylance 14 writes it (IVF_RQ 2, the others 1)."""
+    return 2 if kind == "IVF_RQ" else 1
 
 
 def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int, int]:
