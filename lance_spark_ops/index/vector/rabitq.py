@@ -108,9 +108,11 @@ def new_model(dim: int, num_bits: int = 5, seed: int | None = None) -> RabitMode
     return RabitModel(dim, int(num_bits), "fast", signs=signs)
 
 
-def from_metadata(meta: dict | str, matrix: np.ndarray | None = None) -> RabitModel:
+def from_metadata(meta: dict | str, matrix: np.ndarray | None = None, layout_only: bool = False
+                  ) -> RabitModel:
     """The model of a ``rabitq_model`` / ``storage_metadata`` object (matrix rotation: the
-    matrix from the file's global buffer)."""
+    matrix from the file's global buffer; ``layout_only``: the widths only, no rotation needed,
+    for rewriting stored rows)."""
     if isinstance(meta, str):
         try:
             meta = json.loads(meta)
@@ -135,6 +137,9 @@ def from_metadata(meta: dict | str, matrix: np.ndarray | None = None) -> RabitMo
         return RabitModel(dim, num_bits, "fast", signs=signs.astype(np.uint8))
     if rotation != "matrix":
         raise InvalidInputError(f"rabitq_model rotation_type {rotation!r} is not fast or matrix")
+    if layout_only and dim:
+        validate(dim, num_bits)
+        return RabitModel(dim, num_bits, "matrix")
     if matrix is None:
         raise InvalidInputError("rabitq_model: a matrix rotation needs its rotate_mat")
     matrix = np.asarray(matrix, dtype=np.float32)
@@ -540,12 +545,14 @@ def _partition_codes(codes: np.ndarray, lengths: np.ndarray, pack: bool) -> np.n
 
 
 def storage_table(model: RabitModel, schema: pa.Schema, ids: np.ndarray, rows: np.ndarray,
-                  lengths: np.ndarray) -> pa.Table:
+                  lengths: np.ndarray, pack: bool = True) -> pa.Table:
     """The ``auxiliary.idx`` rows of whole partitions (``lengths``) from storage rows: each
-    partition's binary codes packed, the factors as columns."""
+    partition's binary codes packed (unless not ``pack``), the factors as columns."""
     rows = np.asarray(rows, dtype=np.uint8).reshape(-1, row_width(model))
     cb, eb, nf = model.code_bytes, model.ex_code_bytes, factor_count(model)
-    codes = _partition_codes(np.ascontiguousarray(rows[:, :cb]), lengths, pack=True)
+    codes = np.ascontiguousarray(rows[:, :cb])
+    if pack:
+        codes = _partition_codes(codes, lengths, pack=True)
     f = np.ascontiguousarray(rows[:, cb + eb :]).view("<f4").reshape(-1, nf)
 
     def fsl(a: np.ndarray, w: int) -> pa.Array:
@@ -587,3 +594,17 @@ def table_rows(model: RabitModel, table: pa.Table, lengths: np.ndarray,
     parts.append(np.ascontiguousarray(np.stack(floats, axis=1)).view(np.uint8).reshape(n, -1))
     ids = table.column("_rowid").to_numpy().astype(np.uint64)
     return ids, np.concatenate(parts, axis=1)
+
+
+def remap_table(table: pa.Table, lengths: np.ndarray, keep: np.ndarray, new_ids: np.ndarray,
+                meta: dict) -> tuple[pa.Table, np.ndarray]:
+    """An IVF_RQ ``auxiliary.idx`` table after a remap (rows ``keep``, their new ids; order
+    within each partition kept, codes packed again over the shorter partitions) and its new
+    partition lengths - pylance 14's ``RabitQuantizationStorage::remap``."""
+    layout = from_metadata(meta, layout_only=True)
+    packed = bool(meta.get("packed", False))
+    _, rows = table_rows(layout, table, lengths, packed)
+    part = np.repeat(np.arange(len(lengths)), lengths)
+    new_lengths = np.bincount(part[keep], minlength=len(lengths)).astype(np.int64)
+    out = storage_table(layout, table.schema, new_ids, rows[keep], new_lengths, pack=packed)
+    return out, new_lengths
