@@ -165,3 +165,54 @@ def test_compaction_remaps_like_pylance(tmp_path: Path, stable: bool) -> None:
     assert after == lance.dataset(theirs).to_table(nearest=near, columns=["id"]).column("id").to_pylist()
     if not stable:  # (with stable row ids pylance 14's own twin answers 6 of the 10 after its
         assert after == before  # compaction - ours the same, as the line above checks)
+
+
+def _all_rq(uri: str) -> dict[int, tuple]:
+    n = len([i for i in index_entries(Dataset.open(uri)) if i.name == "vec_idx"])
+    out: dict[int, tuple] = {}
+    for k in range(n):
+        seg = rq_storage(uri, segment=k)
+        assert not set(seg) & set(out)
+        out.update(seg)
+    return out
+
+
+def test_tiered_merge_of_pylance_deltas(tmp_path: Path) -> None:
+    """merge_policy="tiered" over a base and 6 deltas pylance wrote: one segment holding every
+    row of pylance's segments in the same partition with the same codes and factors; then an
+    append merged in as pylance encodes it into a delta; answers equal pylance's."""
+    import lance
+
+    from lance_spark_ops.spark.indices.indexing import optimize_indices
+    from tests.index.test_build_vector import table
+
+    ours, _ = twins(tmp_path, "2.1", False)
+    lance.dataset(ours).create_index("vec", KIND, name="vec_idx", num_partitions=PARTS)
+    for k in range(6):
+        lance.write_dataset(table(vectors(20, seed=100 + k), start=10_000 + 20 * k), ours, mode="append")
+        lance.dataset(ours).optimize.optimize_indices(num_indices_to_merge=0)
+    theirs = str(tmp_path / "theirs_deltas.lance")
+    import shutil
+
+    shutil.copytree(ours, theirs)
+    before = _all_rq(ours)
+    qs = vectors(5, seed=9)
+
+    def answers(uri: str) -> list[list[int]]:
+        ds = lance.dataset(uri)
+        near = {"column": "vec", "k": 10, "nprobes": PARTS}
+        return [ds.to_table(columns=["id"], nearest={**near, "q": q})["id"].to_pylist() for q in qs]
+
+    m = optimize_indices(None, ours, merge_policy="tiered", tier_fanout=3)
+    st = lance.dataset(ours).stats.index_stats("vec_idx")
+    assert st["num_indices"] == 1 and st["num_unindexed_rows"] == 0 and m.rounds >= 2
+    assert rq_storage(ours) == before
+    assert answers(ours) == answers(theirs)
+    for uri in (ours, theirs):
+        lance.write_dataset(table(vectors(300, seed=50), start=20_000), uri, mode="append",
+                            max_rows_per_file=150)
+    optimize_indices(None, ours, merge_policy="tiered", tier_fanout=3)
+    lance.dataset(theirs).optimize.optimize_indices(num_indices_to_merge=0)
+    assert lance.dataset(ours).stats.index_stats("vec_idx")["num_indices"] == 1
+    assert rq_storage(ours) == _all_rq(theirs)
+    assert answers(ours) == answers(theirs)

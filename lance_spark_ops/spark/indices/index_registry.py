@@ -18,7 +18,6 @@ VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_
 REFUSED_KINDS = {
     "RTREE": "RTREE (geospatial) indices are not built by this library",
     "MINHASHLSH": "MINHASHLSH indices are not built by this library",
-    "IVF_RQ": "IVF_RQ (RaBitQ) vector indices are not built by this library",
 }
 ALIASES = {"FTS": "INVERTED", "IVF_HNSW": "IVF_HNSW_FLAT"}
 SCALAR_TYPES = frozenset((*SCALAR_KINDS, *FTS_KINDS))

@@ -106,7 +106,7 @@ TARGET_PARTITION_SIZE = {
     "IVF_FLAT": 4096,
     "IVF_PQ": 8192,
     "IVF_SQ": 8192,
-    "IVF_RQ": 8192,
+    "IVF_RQ": 4096,
     "IVF_HNSW_FLAT": 1 << 20,
     "IVF_HNSW_PQ": 1 << 20,
     "IVF_HNSW_SQ": 1 << 20,
