@@ -5,7 +5,7 @@ create_index).
         [--param key=value ...] [--config FILE] ...
 
 Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, INVERTED (FTS), IVF_FLAT,
-IVF_PQ, IVF_SQ, IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ. Parameters take pylance's names
+IVF_PQ, IVF_SQ, IVF_RQ, IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ. Parameters take pylance's names
 (``--param num_partitions=256 --param metric=cosine``); a value that reads as JSON is taken
 as such (numbers, true/false, lists), any other as text.
 """
@@ -28,7 +28,7 @@ class CreateIndexOptions:
 
     Attributes:
         column: the column to index (a dotted path for a nested field).
-        type: the index type, as pylance names it (BTREE, BITMAP, INVERTED, IVF_PQ, ...).
+        type: the index type, as pylance names it (BTREE, BITMAP, INVERTED, IVF_PQ, IVF_RQ, ...).
         name: the index name (default: COLUMN_idx, as pylance).
         replace: replace an index of that name (default: yes for scalar types, no for vector
             types, as pylance).
