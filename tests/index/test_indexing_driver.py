@@ -18,7 +18,7 @@ from pyroaring import BitMap
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.spark.indices import index_registry
-from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.indexing import (
     check_create_index,
     create_index,
@@ -32,7 +32,7 @@ from lance_spark_ops.table.dataset import Dataset
 lance = pytest.importorskip("lance")
 
 
-class RecordingBuilder:
+class RecordingBuilder(SegmentBuilder):
     """Writes one small file per segment and records the requests (BTREE details as pylance)."""
 
     kinds = frozenset({"BTREE"})
@@ -285,3 +285,17 @@ def test_concurrent_optimize_of_the_same_index(tmp_path: Any, recorder: Recordin
     assert {p.name for p in (tmp_path / "ds" / "_indices").iterdir()} >= {uuid_str(seg.uuid.uuid)}
     left = {p.name for p in (tmp_path / "ds" / "_indices").iterdir()}
     assert uuid_str(recorder.requests[0].new_uuid) not in left
+
+
+def test_builders_declare_their_capabilities() -> None:
+    """Every registered builder implements the whole contract; the driver probes none of them."""
+    import inspect
+
+    from lance_spark_ops.spark.indices import index_registry, indexing
+
+    for kind in (*index_registry.SCALAR_TYPES, *index_registry.VECTOR_KINDS):
+        b = index_registry.builder_for(kind)
+        assert isinstance(b, SegmentBuilder) and kind in b.kinds and isinstance(b.batches, bool), kind
+        for name in ("check_params", "params_of", "build", "build_many"):
+            assert callable(getattr(b, name)), (kind, name)
+    assert "hasattr(" not in inspect.getsource(indexing)

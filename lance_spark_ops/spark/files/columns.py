@@ -48,7 +48,6 @@ from typing import Any
 import pyarrow as pa
 
 from lance_spark_ops.errors import (
-    CommitConflict,
     IncompatibleTransaction,
     InvalidInputError,
     UnsupportedError,
@@ -364,20 +363,23 @@ def _rebase(ds: Dataset, latest: Dataset, schema: LanceSchema, files: dict[int, 
 def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files: dict[int, WrittenFile],
                  metrics: AddColumnsMetrics, max_rounds: int, rows_per_task: int | None,
                  batch_rows: int) -> Dataset:
-    for rnd in range(1, max_rounds + 1):
+    state = {"ds": ds, "schema": schema}  # what the next round commits from
+
+    def attempt(rnd: int) -> Dataset:
+        ds, schema = state["ds"], state["schema"]
         metrics.rounds = rnd
         job.before_commit(rnd)
         spec = _spec(ds, plan, schema, job.job_id, ds.fragments)
         # a Merge records every fragment's physical_rows (pylance <= 0.7 left them out)
         frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)] if f.id in files else f.files,
                          physical_rows=spec.physical_rows[f.id]) for f in ds.fragments]
-        try:
-            return ds.commit(Merge(frags, schema), ds.version)
-        except CommitConflict:
-            if rnd == max_rounds:
-                raise
+        return ds.commit(Merge(frags, schema), ds.version)
+
+    def on_conflict(_rnd: int, _error: Exception) -> None:
+        """Rebase onto the latest version: recompute the fragments that changed meanwhile."""
+        ds = state["ds"]
         latest = Dataset.open(ds.store)
-        todo, stale = _rebase(ds, latest, schema, files)
+        todo, stale = _rebase(ds, latest, state["schema"], files)
         _delete_files(ds, stale)
         for w in stale:
             files.pop(w.fragment_id, None)
@@ -387,8 +389,9 @@ def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files:
             written = _compute(job, latest, plan, spec, todo, rows_per_task, batch_rows, phase="recompute")
             files.update({w.fragment_id: w for w in written})
             metrics.fragments_recomputed += len(todo)
-        ds = latest
-    raise AssertionError("unreachable")  # pragma: no cover
+        state["ds"], state["schema"] = latest, schema
+
+    return job.retrying(attempt, retries=max_rounds - 1, what="add_columns commit", on_conflict=on_conflict)
 
 
 @with_table_target

@@ -31,7 +31,7 @@ import math
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from lance_spark_ops.errors import CommitConflict, CorruptFileError
+from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.row_id_index import MANIFEST_NAME, IndexManifest, IndexPartition, index_dir
 from lance_spark_ops.spark.files.row_id_index_tasks import (
@@ -106,8 +106,11 @@ def _commit(ds: Dataset, results: list[FragmentSequence]) -> Dataset:
 
 def _sequences_and_commit(job: Job, ds: Dataset, metrics: RowIdIndexMetrics, fragments_per_task: int | None,
                           max_attempts: int) -> Dataset:
-    for attempt in range(1, max_attempts + 1):
-        metrics.attempts = attempt
+    current = [ds]  # the version the next attempt reads
+
+    def attempt(n: int) -> Dataset:
+        ds = current[-1]
+        metrics.attempts = n
         frags = _rebuild_sequences(job, ds, fragments_per_task)
         metrics.read_version = ds.version
         metrics.fragments = len(frags)
@@ -118,18 +121,17 @@ def _sequences_and_commit(job: Job, ds: Dataset, metrics: RowIdIndexMetrics, fra
         metrics.segments_after = sum(r.segments_after for r in frags)
         if not metrics.fragments_rewritten:
             return ds
-        job.before_commit(attempt)
-        try:
-            with job.phase("commit"):
-                new_ds = _commit(ds, frags)
-        except CommitConflict:
-            if attempt == max_attempts:
-                raise
-            ds = Dataset.open(ds.store)
-            continue
+        job.before_commit(n)
+        with job.phase("commit"):
+            new_ds = _commit(ds, frags)
         metrics.new_version = new_ds.version
         return new_ds
-    raise AssertionError("unreachable")  # pragma: no cover
+
+    def on_conflict(_n: int, _error: Exception) -> None:
+        current.append(Dataset.open(current[-1].store))
+
+    return job.retrying(attempt, retries=max_attempts - 1, what="row-id sequence commit",
+                        on_conflict=on_conflict)
 
 
 def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,

@@ -29,7 +29,8 @@ from lance_spark_ops.index.fts.layout import params_from_metadata, remappable_ft
 from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.kinds import uuid_str
-from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 
 INDEX_VERSION = 2           # pylance 14's index_version for INVERTED entries
@@ -61,7 +62,7 @@ def _is_string(t: pa.DataType) -> bool:
     return False
 
 
-class FtsBuilder:
+class FtsBuilder(SegmentBuilder):
     kinds = frozenset({"INVERTED"})
 
     def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -95,7 +96,7 @@ class FtsBuilder:
             "max_ngram_length": d.max_ngram_length or 3, "prefix_only": d.prefix_only,
             "block_size": d.block_size if d.HasField("block_size") else 128})
 
-    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+    def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         from lance_spark_ops.spark.indices.fts_index_tasks import (
             PartitionSpec,
             build_partition_task,

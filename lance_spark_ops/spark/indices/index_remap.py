@@ -49,6 +49,7 @@ from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.commit.migrate import trusted_indices
+from lance_spark_ops.table.commit.retry import retry_on_conflict
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_run import fragment_ids
@@ -488,8 +489,10 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     ``known``: versions in memory already (the id reservation's), not read and parsed again.
     ``commit_kwargs`` go to the commit (a migration's ``data_storage_version``).
     """
-    base = ds
-    for attempt in range(MAX_INDEX_RETRIES + 1):
+    bases = [ds]  # the version the next attempt prepares the index changes against
+
+    def attempt(_n: int) -> tuple[Dataset, IndexChanges]:
+        base = bases[-1]
         changes = compaction_index_changes(base, groups, defer, reserved_version, remap)
         op = Rewrite(groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
                      frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
@@ -500,16 +503,18 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
                                                           known_manifests=parsed, **commit_kwargs)), changes
         except CommitStateUnknown:
             raise  # it may have landed: delete nothing
-        except CommitConflict:
-            ds.store.delete_many(changes.files)
-            latest = Dataset.open(ds.store)
-            if attempt == MAX_INDEX_RETRIES or not _only_index_changes(ds.store, base, latest, groups):
-                raise
-            base = latest
         except BaseException:
             ds.store.delete_many(changes.files)
             raise
-    raise AssertionError("unreachable")
+
+    def on_conflict(_n: int, error: CommitConflict) -> None:
+        latest = Dataset.open(ds.store)
+        if not _only_index_changes(ds.store, bases[-1], latest, groups):
+            raise error
+        bases.append(latest)
+
+    return retry_on_conflict(attempt, retries=MAX_INDEX_RETRIES, what="compaction commit (index changes)",
+                             on_conflict=on_conflict)
 
 
 def _only_index_changes(store: Any, base: Dataset, latest: Dataset, groups: list[RewriteGroup]) -> bool:
@@ -550,19 +555,16 @@ def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | Non
     from a fresh read when a concurrent commit conflicts with it."""
     metrics = RemapIndicesMetrics(uri, 0)
     with Job(spark, "remap_indices", uri, metrics) as job:
-        for attempt in range(max_retries + 1):
+        def attempt(_n: int) -> None:
             with job.phase("plan"):
                 ds = Dataset.open(uri, storage_options=storage_options)
                 ds.check_writable()
             metrics.read_version = ds.version
             metrics.indices_remapped.clear()
             metrics.indices_still_behind.clear()
-            try:
-                metrics.new_version = _remap_once(job, ds, metrics)
-                break
-            except CommitConflict:
-                if attempt == max_retries:
-                    raise
+            metrics.new_version = _remap_once(job, ds, metrics)
+
+        job.retrying(attempt, retries=max_retries, what="remap_indices commit")
     return metrics
 
 

@@ -9,16 +9,18 @@ one CreateIndex and cleans up after failures. A builder only turns one ``Segment
 into files (``BuiltSegment``), doing its heavy work in executor tasks through
 ``job.run_tasks``; the driver never touches the indexed data.
 
-No I/O here: these are the picklable descriptors both sides share.
+No I/O here: the picklable descriptors both sides share, and the builders' protocol.
 """
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
-from typing import Any, Protocol
+from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
+
+from lance_spark_ops.spark.runtime.job import Job
 
 
 @dataclass(frozen=True)
@@ -69,10 +71,15 @@ class BuiltSegment:
         return sum(n for _, n in self.files)
 
 
+@runtime_checkable
 class SegmentBuilder(Protocol):
-    """One per family of index types (scalar kinds, FTS, vector kinds)."""
+    """One per family of index types (scalar kinds, FTS, vector kinds). Builders subclass it,
+    so the capabilities they do not override keep these defaults."""
 
     kinds: frozenset[str]
+    # ``build_many`` shares Spark jobs between several requests (a tiered round): the driver
+    # hands such a builder a round's requests together, and builds the others' one by one
+    batches: bool = False
 
     def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
         """Driver, before Spark starts: pylance's parameter names and defaults for ``kind`` on a
@@ -84,7 +91,13 @@ class SegmentBuilder(Protocol):
         from its details (and, where pylance keeps them there, its files), so a delta or merge
         builds alike and ``retrain`` rebuilds alike."""
 
-    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+    def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         """Driver: build the segment with executor tasks (``job.run_tasks``), writing under
         ``_indices/<uuid>/``. Attempts of a task must write the same paths or name files by
         ``TaskContext.file_prefix`` and leave nothing referenced but the final files."""
+        raise NotImplementedError
+
+    def build_many(self, job: Job, reqs: Sequence[SegmentRequest]) -> list[BuiltSegment]:
+        """Driver: the segments of several requests, in order (``batches`` builders share Spark
+        jobs between them; this default builds one after another)."""
+        return [self.build(job, r) for r in reqs]

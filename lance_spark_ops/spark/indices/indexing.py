@@ -51,7 +51,6 @@ from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import (
-    CommitConflict,
     CommitStateUnknown,
     InvalidInputError,
     NotFoundError,
@@ -389,7 +388,7 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
 def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                batched: bool = False) -> list[BuiltSegment]:
     """Each plan's builder; several at once on threads (Spark runs their jobs side by side).
-    ``batched`` (a tiered round): the plans of a builder with ``build_many`` go to it together
+    ``batched`` (a tiered round): the plans of a ``batches`` builder go to its ``build_many`` together
     (it shares Spark jobs between them), the others as before."""
     def one(p: SegmentPlan) -> BuiltSegment:
         return builder_for(p.request.kind).build(job, p.request)
@@ -400,7 +399,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
         by_builder: dict[int, list[int]] = {}
         for i, p in enumerate(plans):
             b = builder_for(p.request.kind)
-            if hasattr(b, "build_many"):
+            if b.batches:
                 by_builder.setdefault(id(b), []).append(i)
         for idx in by_builder.values():
             many = builder_for(plans[idx[0]].request.kind).build_many(job, [plans[i].request for i in idx])
@@ -467,18 +466,6 @@ def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
     return ds
 
 
-def _retrying(max_retries: int, attempt_fn: Any) -> Any:
-    for attempt in range(max_retries + 1):
-        try:
-            return attempt_fn()
-        except CommitConflict:
-            if attempt == max_retries:
-                raise
-            logger.info("index commit conflicted with a concurrent commit; planning again (%d/%d)",
-                        attempt + 1, max_retries)
-    return None
-
-
 # -- create_index -------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class CreateRequest:
@@ -542,7 +529,7 @@ def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: st
             new = _run_plans(job, ds, metrics, [plan])
             metrics.indices[req.name]["segments_after"] = len(user_segments(new).get(req.name, []))
 
-        _retrying(max_retries, attempt)
+        job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit")
     return metrics
 
 
@@ -643,11 +630,11 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
 
         if tiered:
             while metrics.rounds < max_rounds:
-                if _retrying(max_retries, attempt) is None:
+                if job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit") is None:
                     break
                 metrics.rounds += 1
         else:
-            _retrying(max_retries, attempt)
+            job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit")
         final = _open(uri, storage_options)
         after = user_segments(final)
         for name, m in metrics.indices.items():

@@ -43,7 +43,7 @@ from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
-from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.scalar_index_tasks import (
     MergeSpec,
     Part,
@@ -52,6 +52,7 @@ from lance_spark_ops.spark.indices.scalar_index_tasks import (
     run_part,
     run_part_and_merge,
 )
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
@@ -106,7 +107,7 @@ def check_column(kind: str, field: pa.Field) -> None:
                                 f"not {t}")
 
 
-class ScalarBuilder:
+class ScalarBuilder(SegmentBuilder):
     """``SegmentBuilder`` for the scalar kinds."""
 
     kinds = frozenset(DETAILS)
@@ -148,7 +149,7 @@ class ScalarBuilder:
                 out["rows_per_zone"] = rows
         return out
 
-    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+    def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         if req.kind not in self.kinds:
             raise UnsupportedError(f"building {req.kind} index segments is not supported")
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
@@ -195,7 +196,7 @@ class ScalarBuilder:
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 
 
-def _range_merge(job: Any, req: SegmentRequest, ds: Dataset, done: list[Part], value_type: pa.DataType,
+def _range_merge(job: Job, req: SegmentRequest, ds: Dataset, done: list[Part], value_type: pa.DataType,
                  slots: int) -> tuple[tuple[str, int], ...] | None:
     """BTREE runs of at least ``RANGE_MERGE_ROWS`` rows in all merged by value range (tasks of
     at most ``RANGE_ROWS`` rows, a multiple of the slots), then a finish task

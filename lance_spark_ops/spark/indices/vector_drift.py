@@ -21,6 +21,7 @@ from lance_spark_ops.spark.indices.index_segment import SegmentRequest
 from lance_spark_ops.spark.indices.vector_drift_tasks import DriftSpec, DriftSums, run_drift
 from lance_spark_ops.spark.indices.vector_index_tasks import Source, takeable
 from lance_spark_ops.spark.indices.vector_models import read_model
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
@@ -43,7 +44,7 @@ def _spread(ds: Dataset, fragment_ids: Sequence[int], n: int) -> np.ndarray:
     return np.concatenate(out) if out else np.zeros(0, np.uint64)
 
 
-def measure_drift(job: Any, ds: Dataset, req: SegmentRequest, newest: Any, old_fragments: Sequence[int],
+def measure_drift(job: Job, ds: Dataset, req: SegmentRequest, newest: Any, old_fragments: Sequence[int],
                   new_fragments: Sequence[int]) -> float | None:
     """The drift of the new fragments' rows against the indexed ones' under ``newest``'s
     model; None when either side has no rows to score."""

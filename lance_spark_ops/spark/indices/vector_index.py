@@ -54,7 +54,7 @@ from lance_spark_ops.index.vector.kmeans import (
     train,
 )
 from lance_spark_ops.index.vector.quantizers import merge_bounds
-from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
+from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.vector_index_tasks import (
     AssembleSpec,
     EncodeSpec,
@@ -95,6 +95,7 @@ from lance_spark_ops.spark.indices.vector_models import (
     segment_lengths,
 )
 from lance_spark_ops.spark.indices.vector_split_tasks import SplitMoveSpec, run_split_move
+from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
@@ -163,10 +164,11 @@ def _matrix(v: Any, key: str) -> np.ndarray:
     return arr
 
 
-class VectorSegmentBuilder:
+class VectorSegmentBuilder(SegmentBuilder):
     """``SegmentBuilder`` for the IVF kinds."""
 
     kinds = VECTOR_KINDS
+    batches = True  # build_many: a tiered round's merges share their encode jobs
 
     # -- parameters --------------------------------------------------------------------------------
     def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
@@ -299,7 +301,7 @@ class VectorSegmentBuilder:
         return out
 
     # -- build ---------------------------------------------------------------------------------
-    def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
+    def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
         p = dict(req.params)
         frags = ds.fragments_with_ids(req.fragment_ids)
@@ -423,7 +425,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _ranges(
-        job: Any,
+        job: Job,
         req: SegmentRequest,
         src: Source,
         model: Model,
@@ -475,7 +477,7 @@ class VectorSegmentBuilder:
         )
 
     # -- several merges at once (the tiered policy's round) ------------------------------------------
-    def build_many(self, job: Any, reqs: list[SegmentRequest]) -> list[BuiltSegment]:
+    def build_many(self, job: Job, reqs: list[SegmentRequest]) -> list[BuiltSegment]:
         """The segments of one tiered round, built together: every merge's new rows encoded in
         one Spark job, then each segment small enough for one task (no HNSW graphs, at most
         ``TASK_BYTES`` of storage rows) gathered and written whole by one task, all of them in
@@ -569,7 +571,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _join(
-        job: Any,
+        job: Job,
         src: Source,
         field_id: int,
         olds: list[bytes],
@@ -658,7 +660,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _split(
-        job: Any,
+        job: Job,
         src: Source,
         model: Model,
         splits: list[tuple[int, int]],
@@ -700,7 +702,7 @@ class VectorSegmentBuilder:
 
     @staticmethod
     def _move(
-        job: Any,
+        job: Job,
         src: Source,
         field_id: int,
         olds: list[bytes],
@@ -737,7 +739,7 @@ class VectorSegmentBuilder:
 
     def _model(
         self,
-        job: Any,
+        job: Job,
         kind: str,
         p: dict[str, Any],
         src: Source,
@@ -823,7 +825,7 @@ class VectorSegmentBuilder:
 
     def _sample(
         self,
-        job: Any,
+        job: Job,
         src: Source,
         live: dict[int, int],
         total: int,
@@ -846,7 +848,7 @@ class VectorSegmentBuilder:
         return [s for s in job.run_tasks(specs, run_sample) if s.rows]
 
     def _kmeans(
-        self, job: Any, src: Source, samples: list[Any], k: int, rows: int, metric: str, max_iters: int
+        self, job: Job, src: Source, samples: list[Any], k: int, rows: int, metric: str, max_iters: int
     ) -> tuple[np.ndarray, float]:
         files = _takes(samples, rows)
         n = sum(t for _, t in files)

@@ -50,12 +50,13 @@ import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Any
+from typing import Any, TypeVar
 
 from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
 from lance_spark_ops.spark.runtime.session import is_classic, set_description
+from lance_spark_ops.table.commit.retry import retry_on_conflict
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import all_data_file_paths
 from lance_spark_ops.table.paths import DATA_DIR
@@ -63,6 +64,8 @@ from lance_spark_ops.table.paths import DATA_DIR
 __all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
 
 logger = logging.getLogger("lance_spark_ops")
+TaskT = TypeVar("TaskT")
+ResultT = TypeVar("ResultT")
 
 # Tests set this to run code right before each commit attempt of a job (a concurrent writer):
 # ``hook(job_kind, attempt)``. Not part of any public signature.
@@ -173,8 +176,8 @@ class Job:
         if self._phases:
             self._phases[-1].tasks_total += tasks
 
-    def run_tasks(self, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-                  costs: Sequence[float] | None = None) -> list[Any]:
+    def run_tasks(self, tasks: Sequence[TaskT], fn: Callable[[TaskT, TaskContext], ResultT],
+                  costs: Sequence[float] | None = None) -> list[ResultT]:
         """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
         results in task order. Counts the tasks as done in the innermost phase.
 
@@ -191,10 +194,17 @@ class Job:
             out = run_tasks(self.spark, self.job_id, submitted, fn)
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
-        results: list[Any] = [None] * len(tasks)
+        results: list[ResultT | None] = [None] * len(tasks)
         for j, i in enumerate(order):
             results[i] = out[j][1]
-        return results
+        return results  # type: ignore[return-value] - every slot filled above
+
+    def retrying(self, attempt: Callable[[int], Any], *, retries: int, what: str | None = None,
+                 on_conflict: Callable[[int, Any], None] | None = None) -> Any:
+        """Run ``attempt(n)`` (plan on the latest version, build, commit) under the one commit-retry
+        loop (``table.commit.retry``): a ``CommitConflict`` plans again after a backoff, up to
+        ``retries`` times; ``on_conflict`` prepares the next attempt. Every job retries through here."""
+        return retry_on_conflict(attempt, retries=retries, what=what or self.kind, on_conflict=on_conflict)
 
     def before_commit(self, attempt: int) -> None:
         """Called right before each commit attempt (runs the tests' hook, if any)."""

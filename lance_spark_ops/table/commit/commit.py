@@ -27,7 +27,6 @@ manifest: at worst an unreferenced transaction file.
 
 from __future__ import annotations
 
-import random
 import time
 import uuid as uuidlib
 from collections.abc import Mapping
@@ -55,6 +54,7 @@ from lance_spark_ops.table.commit.indices import index_section
 from lance_spark_ops.table.commit.migrate import repair_manifest, trusted_indices
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.commit.rebase import RebaseContext, rebase
+from lance_spark_ops.table.commit.retry import backoff_seconds
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
 from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
 from lance_spark_ops.table.format.transaction import (
@@ -78,7 +78,6 @@ from lance_spark_ops.table.paths import (
 __all__ = ["DEFAULT_MAX_RETRIES", "CommitResult", "commit_transaction", "load_transaction"]
 
 DEFAULT_MAX_RETRIES = 20
-MAX_BACKOFF_SECONDS = 5.0
 
 
 def load_transaction(store: ObjectStore, mf: ManifestFile) -> Transaction | None:
@@ -185,11 +184,6 @@ def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> 
     att.checked = latest
 
 
-def _backoff(attempt: int, unit: float) -> float:
-    slots = 2 ** min(attempt + 1, 8)
-    return min(MAX_BACKOFF_SECONDS, unit * random.randint(1, slots))
-
-
 def _write_hint(store: ObjectStore, version: int) -> None:
     """Best effort: pylance 14 writes ``{"version": N}`` after each commit; never lower it."""
     rel = f"{VERSIONS_DIR}/{LATEST_VERSION_HINT}"
@@ -250,7 +244,7 @@ def commit_transaction(
             if attempt == 0:
                 unit = max(0.005, (time.monotonic() - started) * 1.1)
             if attempt < max_retries:
-                time.sleep(_backoff(attempt, unit))
+                time.sleep(backoff_seconds(attempt, unit))
     except CommitStateUnknown:
         raise
     except BaseException:
