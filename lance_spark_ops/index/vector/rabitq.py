@@ -599,12 +599,26 @@ def table_rows(model: RabitModel, table: pa.Table, lengths: np.ndarray,
 def remap_table(table: pa.Table, lengths: np.ndarray, keep: np.ndarray, new_ids: np.ndarray,
                 meta: dict) -> tuple[pa.Table, np.ndarray]:
     """An IVF_RQ ``auxiliary.idx`` table after a remap (rows ``keep``, their new ids; order
-    within each partition kept, codes packed again over the shorter partitions) and its new
-    partition lengths - pylance 14's ``RabitQuantizationStorage::remap``."""
-    layout = from_metadata(meta, layout_only=True)
-    packed = bool(meta.get("packed", False))
-    _, rows = table_rows(layout, table, lengths, packed)
+    within each partition kept, codes packed again over the shorter partitions when they are
+    packed) and its new partition lengths - pylance 14's ``RabitQuantizationStorage::remap``.
+    Every other column is filtered as it is, so older layouts (no error factors, no ex codes)
+    remap too."""
+    if CODE_COLUMN not in table.schema.names:
+        raise CorruptFileError(f"auxiliary.idx of an IVF_RQ index lacks {CODE_COLUMN}")
     part = np.repeat(np.arange(len(lengths)), lengths)
     new_lengths = np.bincount(part[keep], minlength=len(lengths)).astype(np.int64)
-    out = storage_table(layout, table.schema, new_ids, rows[keep], new_lengths, pack=packed)
-    return out, new_lengths
+    mask = pa.array(keep)
+    cols = []
+    for name in table.schema.names:
+        col = table.column(name).combine_chunks()
+        if name == "_rowid":
+            cols.append(pa.array(new_ids, col.type))
+        elif name == CODE_COLUMN and meta.get("packed", False):
+            w = col.type.list_size
+            codes = col.values.to_numpy(zero_copy_only=False).astype(np.uint8).reshape(-1, w)
+            rows = _partition_codes(codes, lengths, pack=False)[keep]
+            codes = _partition_codes(rows, new_lengths, pack=True)
+            cols.append(pa.FixedSizeListArray.from_arrays(pa.array(codes.reshape(-1)), w).cast(col.type))
+        else:
+            cols.append(col.filter(mask))
+    return pa.Table.from_arrays(cols, schema=table.schema), new_lengths
