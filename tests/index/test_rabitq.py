@@ -24,11 +24,14 @@ def _buffer(reader: LanceFileReader, i: int) -> bytes:
     return bytes(reader.read_raw_ranges([(off, size)])[0])
 
 
-def _pylance_index(tmp_path, metric: str, dim: int, num_bits: int, n: int = 700):
+def _pylance_index(tmp_path, metric: str, dim: int, num_bits: int, n: int = 700, ties: bool = False):
     from lance.lance import indices
 
     rng = np.random.default_rng(dim + num_bits)
     x = (rng.normal(size=(n, dim)) + 3 * rng.normal(size=(6, dim))[rng.integers(0, 6, n)]).astype(np.float32)
+    if ties:  # small integers and one-hot rows: many equal magnitudes, equal rescale thresholds
+        x = rng.integers(-2, 3, size=(n, dim)).astype(np.float32)
+        x[:64] = np.eye(dim, dtype=np.float32)[rng.integers(0, dim, 64)]
     t = pa.table({"v": pa.FixedSizeListArray.from_arrays(pa.array(x.reshape(-1)), dim)})
     ds = lance.write_dataset(t, str(tmp_path / "ds"))
     model_json = indices.build_rq_model(dim, num_bits)
@@ -42,14 +45,15 @@ def _pylance_index(tmp_path, metric: str, dim: int, num_bits: int, n: int = 700)
     return x, model_json, cents, lengths, ar
 
 
-@pytest.mark.parametrize("metric,dim,num_bits", [
-    ("l2", 32, 5),       # pylance's default width
-    ("dot", 64, 3),
-    ("cosine", 40, 9),   # not a power of two: the alternating head / tail transform
-    ("l2", 16, 1),       # binary codes only
+@pytest.mark.parametrize("metric,dim,num_bits,ties", [
+    ("l2", 32, 5, False),       # pylance's default width
+    ("dot", 64, 3, False),
+    ("cosine", 40, 9, False),   # not a power of two: the alternating head / tail transform
+    ("l2", 16, 1, False),       # binary codes only
+    ("l2", 32, 7, True),
 ])
-def test_codes_and_factors_equal_pylance(tmp_path, metric, dim, num_bits):
-    x, model_json, cents, lengths, ar = _pylance_index(tmp_path, metric, dim, num_bits)
+def test_codes_and_factors_equal_pylance(tmp_path, metric, dim, num_bits, ties):
+    x, model_json, cents, lengths, ar = _pylance_index(tmp_path, metric, dim, num_bits, ties=ties)
     meta = json.loads(json.loads(ar.metadata.arrow_schema.metadata[b"storage_metadata"])[0])
     model = rq.from_metadata(model_json)
     assert model.same(rq.from_metadata(meta))
