@@ -15,7 +15,7 @@ from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import index_kind, uuid_str
-from lance_spark_ops.index.vector import rabitq
+from lance_spark_ops.index.vector import rabitq, rabitq_storage
 from lance_spark_ops.index.vector.ivf_build import rq_num_bits
 from lance_spark_ops.spark.indices.index_remap import index_entries
 from lance_spark_ops.table.dataset import Dataset
@@ -32,7 +32,7 @@ def rq_storage(uri: str, name: str = "vec_idx", segment: int = 0) -> dict[int, t
     gb = r.metadata.global_buffers.tolist()
     lengths = np.asarray(index_pb2.IVF.FromString(bytes(r.read_raw_ranges([tuple(gb[1])])[0])).lengths)
     meta = json.loads(json.loads(r.metadata.arrow_schema.metadata[b"storage_metadata"])[0])
-    ids, rows = rabitq.table_rows(rabitq.from_metadata(meta), r.read(), lengths, meta["packed"])
+    ids, rows = rabitq_storage.table_rows(rabitq.from_metadata(meta), r.read(), lengths, meta["packed"])
     parts = np.repeat(np.arange(lengths.size), lengths)
     return {int(i): (int(p), row.tobytes()) for i, p, row in zip(ids, parts, rows, strict=True)}
 

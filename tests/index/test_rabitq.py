@@ -14,6 +14,7 @@ from lance_spark_ops import LanceFileReader
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.index.vector import rabitq as rq
+from lance_spark_ops.index.vector import rabitq_storage as rqs
 from lance_spark_ops.index.vector.ivf_build import from_tensor
 
 lance = pytest.importorskip("lance")
@@ -67,16 +68,17 @@ def test_codes_and_factors_equal_pylance(tmp_path, metric, dim, num_bits, ties):
     norm_sq = rq.norm_square(res, metric)
     enc = rq.encode(model, res, rq.rotate(model, cents)[parts], norm_sq, "dot" if metric == "dot" else "l2")
     starts = np.concatenate([[0], np.cumsum(lengths)[:-1]])
-    packed = np.concatenate([rq.pack_codes(enc.codes[s:s + n]) for s, n in zip(starts, lengths, strict=True)])
-    got = np.stack(stored.column(rq.CODE_COLUMN).to_numpy(zero_copy_only=False))
+    packed = np.concatenate([rqs.pack_codes(enc.codes[s:s + n])
+                             for s, n in zip(starts, lengths, strict=True)])
+    got = np.stack(stored.column(rqs.CODE_COLUMN).to_numpy(zero_copy_only=False))
     np.testing.assert_array_equal(got, packed)
-    cols = dict(zip(rq.FACTOR_COLUMNS, (enc.add, enc.scale, enc.error), strict=True))
+    cols = dict(zip(rqs.FACTOR_COLUMNS, (enc.add, enc.scale, enc.error), strict=True))
     if num_bits > 1:
-        ex = np.stack(stored.column(rq.EX_CODE_COLUMN).to_numpy(zero_copy_only=False))
+        ex = np.stack(stored.column(rqs.EX_CODE_COLUMN).to_numpy(zero_copy_only=False))
         np.testing.assert_array_equal(ex, enc.ex_codes)
-        cols.update(zip(rq.EX_FACTOR_COLUMNS, (enc.ex_add, enc.ex_scale), strict=True))
+        cols.update(zip(rqs.EX_FACTOR_COLUMNS, (enc.ex_add, enc.ex_scale), strict=True))
     else:
-        assert rq.EX_CODE_COLUMN not in stored.schema.names
+        assert rqs.EX_CODE_COLUMN not in stored.schema.names
     for name, ours in cols.items():
         np.testing.assert_array_equal(stored.column(name).to_numpy(), ours, err_msg=name)
 
@@ -114,9 +116,9 @@ def test_numpy_equals_compiled(monkeypatch, num_bits):
 @pytest.mark.parametrize("n", [0, 5, 32, 70])
 def test_pack_codes_round_trip(n):
     codes = np.random.default_rng(n).integers(0, 256, size=(n, 6), dtype=np.uint8)
-    packed = rq.pack_codes(codes)
+    packed = rqs.pack_codes(codes)
     assert packed.shape == codes.shape
-    np.testing.assert_array_equal(rq.unpack_codes(packed), codes)
+    np.testing.assert_array_equal(rqs.unpack_codes(packed), codes)
 
 
 def test_bad_models():

@@ -25,7 +25,7 @@ from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
 
 AUX_FILE = "auxiliary.idx"
-RQ_CODE_COLUMN = "_rabit_codes"  # rabitq.CODE_COLUMN (IVF_RQ's storage: several columns)
+RQ_CODE_COLUMN = "_rabit_codes"  # rabitq_storage.CODE_COLUMN (IVF_RQ's storage: several columns)
 INDEX_FILE = "index.idx"
 IVF_KEY = b"lance:ivf"
 
@@ -129,7 +129,7 @@ def _with_lengths(ivf: index_pb2.IVF, new_lengths: np.ndarray) -> index_pb2.IVF:
 
 def _remap_rq(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap) -> tuple[pa.Table, index_pb2.IVF]:
     """IVF_RQ: every RaBitQ column filtered, each partition's codes packed again."""
-    from lance_spark_ops.index.vector import rabitq
+    from lance_spark_ops.index.vector import rabitq_storage
 
     raw = (table.schema.metadata or {}).get(b"storage_metadata")
     try:
@@ -141,5 +141,5 @@ def _remap_rq(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap) -> tuple
         raise CorruptFileError(f"{AUX_FILE}: partitions hold {lengths.sum()} rows, the file {table.num_rows}")
     table = table.combine_chunks()
     keep, new_ids = amap.apply(table.column(0).to_numpy())
-    out, new_lengths = rabitq.remap_table(table, lengths, keep, new_ids, meta)
+    out, new_lengths = rabitq_storage.remap_table(table, lengths, keep, new_ids, meta)
     return out, _with_lengths(ivf, new_lengths)

@@ -9,7 +9,7 @@ only, in global buffer 1), ``storage_metadata`` (a JSON list of one JSON string:
 ``{"codebook_position":2,"nbits","num_sub_vectors","dimension","codebook_tensor":[],
 "transposed":true}`` with the codebook ``Tensor`` in global buffer 2 and each partition's
 codes sub-vector major) and ``distance_type``. IVF_RQ: ``_rabit_codes`` (each partition's
-packed, ``rabitq.pack_codes``), the factor columns and with ex codes ``__blocked_ex_codes``;
+packed, ``rabitq_storage.pack_codes``), the factor columns and with ex codes ``__blocked_ex_codes``;
 ``storage_metadata`` the RaBitQ model with ``"packed":true``.
 
 ``index.idx``: IVF_FLAT / IVF_PQ / IVF_SQ: no rows, one column ``__flat_marker`` (uint64 not
@@ -31,7 +31,7 @@ import pyarrow as pa
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.serde_float import format_float
-from lance_spark_ops.index.vector import rabitq
+from lance_spark_ops.index.vector import rabitq_storage
 from lance_spark_ops.index.vector.hnsw_file import HNSW_KEY
 from lance_spark_ops.index.vector.ivf import IVF_KEY
 
@@ -101,7 +101,7 @@ def storage_schema(kind: str, metric: str, dim: int, model: Mapping[str, Any]) -
     if q == "RQ":
         rb = model["rabit"]
         return pa.schema(
-            [pa.field("_rowid", pa.uint64()), *rabitq.storage_fields(rb)],
+            [pa.field("_rowid", pa.uint64()), *rabitq_storage.storage_fields(rb)],
             metadata={
                 IVF_KEY: b"1",
                 b"storage_metadata": json.dumps([rb.to_json(packed=True)]).encode(),

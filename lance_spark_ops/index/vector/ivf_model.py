@@ -14,7 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_spark_ops.index.vector import rabitq
+from lance_spark_ops.index.vector import rabitq, rabitq_storage
 from lance_spark_ops.index.vector.kmeans import assign, finite_rows, normalize
 from lance_spark_ops.index.vector.quantizers import pq_encode, pq_uses_residual, residuals, sq_encode
 
@@ -52,7 +52,7 @@ class Model:
         if self.quantizer == "PQ":
             return self.m * self.nbits // 8
         if self.quantizer == "RQ":
-            return rabitq.row_width(self.rabit)
+            return rabitq_storage.row_width(self.rabit)
         return self.dim
 
     @property
@@ -115,4 +115,4 @@ def rq_encode(model: Model, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
     res = residuals(x, model.centroids, parts)
     rotated = rabitq.rotate(rb, model.centroids)[parts]
     enc = rabitq.encode(rb, res, rotated, rabitq.norm_square(res, metric), metric)
-    return rabitq.to_rows(rb, enc)
+    return rabitq_storage.to_rows(rb, enc)

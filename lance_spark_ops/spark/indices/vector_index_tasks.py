@@ -21,7 +21,7 @@ import pyarrow as pa
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
-from lance_spark_ops.index.vector import hnsw_file, rabitq
+from lance_spark_ops.index.vector import hnsw_file, rabitq_storage
 from lance_spark_ops.index.vector.hnsw import Params
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE
 from lance_spark_ops.index.vector.ivf_build import (
@@ -660,7 +660,7 @@ def _write_rq(store: ObjectStore, w: LanceFileWriter, group: list[RangePart], mo
         return
     if group[0].piece:
         lengths = [sum(lengths)]
-    w.write(rabitq.storage_table(model.rabit, schema, np.concatenate(ids), np.concatenate(rows),
+    w.write(rabitq_storage.storage_table(model.rabit, schema, np.concatenate(ids), np.concatenate(rows),
                                  np.asarray(lengths, np.int64)))
 
 

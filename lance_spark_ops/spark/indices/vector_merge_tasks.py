@@ -1,6 +1,6 @@
 """Rows of old IVF segments folded into a new one (``SegmentRequest.merge_with``): a range
 task reads partitions ``lo..hi`` of each old segment's ``auxiliary.idx``, PQ codes back in row
-order, RaBitQ columns back to storage rows (``rabitq.table_rows``). As pylance 14's merge
+order, RaBitQ columns back to storage rows (``rabitq_storage.table_rows``). As pylance 14's merge
 (``optimize_indices(num_indices_to_merge=n)``), rows deleted since stay (an index keeps deleted
 rows until it is remapped; tested); rows addressed in fragments no longer in the dataset are
 dropped (the contract of ``merge_with``). With stable row ids every row stays: ids do not name
@@ -136,7 +136,7 @@ def _rq_rows(reader: LanceFileReader, batches: list[Any],
     """(ids, storage rows) of whole partitions (``lengths``) of an IVF_RQ ``auxiliary.idx``."""
     import pyarrow as pa
 
-    from lance_spark_ops.index.vector import rabitq
+    from lance_spark_ops.index.vector import rabitq, rabitq_storage
     from lance_spark_ops.index.vector.vector_space import _storage_metadata
 
     meta = _storage_metadata(reader.schema)
@@ -145,7 +145,7 @@ def _rq_rows(reader: LanceFileReader, batches: list[Any],
     except Exception as e:  # noqa: BLE001 - any unreadable model is a corrupt file here
         raise CorruptFileError(f"{AUX_FILE}: storage_metadata: {e}", path=reader.path) from e
     table = pa.Table.from_batches(batches)
-    return rabitq.table_rows(rb, table, lengths, bool(meta.get("packed", False)))
+    return rabitq_storage.table_rows(rb, table, lengths, bool(meta.get("packed", False)))
 
 
 def _kept(ids: np.ndarray, rows: np.ndarray, present: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:
