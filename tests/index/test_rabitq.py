@@ -104,13 +104,18 @@ def test_numpy_equals_compiled(monkeypatch, num_bits):
         x[0] = 0
         x[1, :3] = -0.0
         c = (rng.normal(size=(150, dim)) * 0.1).astype(np.float32)
+        cents = (rng.normal(size=(3, dim)) * 0.1).astype(np.float32)
+        parts = rng.integers(0, 3, 150)
         for metric in ("l2", "dot"):
             fast = rq.encode(model, x, c, rq.l2_norm_square(x), metric)
+            fused = rq.encode_assigned(model, x, cents, parts, metric)
             monkeypatch.setattr(rq, "_loaded", [None])
             slow = rq.encode(model, x, c, rq.l2_norm_square(x), metric)
+            unfused = rq.encode_assigned(model, x, cents, parts, metric)
             monkeypatch.setattr(rq, "_loaded", [kernels])
             for f in ("codes", "add", "scale", "error", "ex_codes", "ex_add", "ex_scale"):
                 np.testing.assert_array_equal(getattr(fast, f), getattr(slow, f), err_msg=f)
+                np.testing.assert_array_equal(getattr(fused, f), getattr(unfused, f), err_msg=f)
 
 
 @pytest.mark.parametrize("n", [0, 5, 32, 70])

@@ -111,8 +111,5 @@ def rq_encode(model: Model, x: np.ndarray, parts: np.ndarray) -> np.ndarray:
     """RaBitQ storage rows of prepared rows in ``parts``: their residuals' codes and factors
     (cosine as l2 on the normalised vectors)."""
     rb = model.rabit
-    metric = "dot" if model.metric == "dot" else "l2"
-    res = residuals(x, model.centroids, parts)
-    rotated = rabitq.rotate(rb, model.centroids)[parts]
-    enc = rabitq.encode(rb, res, rotated, rabitq.norm_square(res, metric), metric)
+    enc = rabitq.encode_assigned(rb, x, model.centroids, parts, "dot" if model.metric == "dot" else "l2")
     return rabitq_storage.to_rows(rb, enc)

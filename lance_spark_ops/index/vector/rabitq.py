@@ -380,6 +380,33 @@ def _ratio(num: np.ndarray, den: np.ndarray) -> np.ndarray:
         return np.where(den == 0, np.float32(0.0), num / den).astype(np.float32)
 
 
+def encode_assigned(model: RabitModel, x: np.ndarray, centroids: np.ndarray, parts: np.ndarray,
+                    metric: str) -> Encoded:
+    """Codes and factors of vectors ``x`` placed in partitions ``parts`` of ``centroids``
+    (their residuals; ``metric`` l2 - cosine after normalising - or dot). Compiled: one pass per
+    row (``rabitq_kernels.encode_rows``); else ``encode`` on the residuals."""
+    x = np.ascontiguousarray(x, dtype=np.float32)
+    centroids = np.ascontiguousarray(centroids, dtype=np.float32)
+    kernels = compiled_kernels() if model.rotation == "fast" else None
+    if kernels is None or x.shape[0] == 0:
+        res = (x - centroids[parts]).astype(np.float32)
+        return encode(model, res, rotate(model, centroids)[parts], norm_square(res, metric), metric)
+    n, d = x.shape
+    trunc = 1 << (d.bit_length() - 1)
+    scale = np.float32(1.0) / np.sqrt(np.float32(trunc))
+    codes = np.empty((n, model.code_bytes), np.uint8)
+    values = np.zeros((n, d), np.uint8)
+    f = np.empty((n, 5), np.float32)
+    kernels.encode_rows(x, np.ascontiguousarray(parts, dtype=np.int64), centroids, rotate(model, centroids),
+                        _sign_masks(model.signs, d), trunc, scale, model.ex_bits,
+                        TIGHT_START[model.ex_bits], metric == "dot", codes, values, f)
+    out = Encoded(codes, f[:, 0].copy(), f[:, 1].copy(), f[:, 2].copy())
+    if model.ex_bits:
+        out.ex_codes = pack_blocked(values, model.ex_bits)
+        out.ex_add, out.ex_scale = f[:, 3].copy(), f[:, 4].copy()
+    return out
+
+
 def encode(model: RabitModel, residuals: np.ndarray, rotated_centroids: np.ndarray,
            norm_square: np.ndarray, metric: str) -> Encoded:
     """Codes and factors of residuals (x - c, float32) in partitions whose rotated centroids
@@ -454,3 +481,6 @@ def _warm(k: ModuleType) -> None:
     k.ex_codes(x, 4, TIGHT_START[4], np.zeros((1, 8), np.uint8), np.zeros(1, np.float32))
     k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), 4, False,
               np.zeros((1, 5), np.float32))
+    k.encode_rows(x, np.zeros(1, np.int64), x, x, np.ones((ROUNDS, 8), np.float32), 8, np.float32(1.0), 4,
+                  TIGHT_START[4], False, np.zeros((1, 1), np.uint8), np.zeros((1, 8), np.uint8),
+                  np.zeros((1, 5), np.float32))
