@@ -223,3 +223,26 @@ def test_tiered_merge_of_pylance_deltas(tmp_path: Path) -> None:
     assert lance.dataset(ours).stats.index_stats("vec_idx")["num_indices"] == 1
     assert rq_storage(ours) == _all_rq(theirs)
     assert same_answers(answers(ours), answers(theirs))
+
+
+def test_pylance_maintains_ours(tmp_path: Path) -> None:
+    """pylance's own optimize (a delta, then a merge of everything) and compaction keep working
+    on the IVF_RQ segment we wrote, as on its twin: same rows and codes after each step."""
+    import lance
+
+    ours, theirs = twins(tmp_path, "2.2", False)
+    kw = given(4)
+    build_index(ours, "vec", KIND, "vec_idx", num_partitions=PARTS, **kw)
+    lance.dataset(theirs).create_index("vec", KIND, name="vec_idx", num_partitions=PARTS, **kw)
+    for uri in (ours, theirs):
+        append(uri)
+        lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
+    assert _all_rq(ours) == _all_rq(theirs)
+    for uri in (ours, theirs):
+        lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=2)
+        lance.dataset(uri).delete("id % 11 = 4")
+        lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=5000)
+    a, b = rq_storage(ours), rq_storage(theirs)
+    assert a == b and list(a) == list(b)
+    st = lance.dataset(ours).stats.index_stats("vec_idx")
+    assert st["num_indices"] == 1 and st["num_unindexed_rows"] == 0
