@@ -246,3 +246,33 @@ def test_pylance_maintains_ours(tmp_path: Path) -> None:
     assert a == b and list(a) == list(b)
     st = lance.dataset(ours).stats.index_stats("vec_idx")
     assert st["num_indices"] == 1 and st["num_unindexed_rows"] == 0
+
+
+def test_deferred_compaction_reads_through_frag_reuse(tmp_path: Path) -> None:
+    """defer_index_remap=True: our IVF_RQ segment stays behind the fragment reuse index and
+    pylance answers through it as after its own deferred compaction of the twin."""
+    import lance
+
+    from lance_spark_ops.spark.files.compaction import compact
+
+    ours, theirs = twins(tmp_path, "2.2", False)
+    kw = given(8)
+    build_index(ours, "vec", KIND, "vec_idx", num_partitions=PARTS, **kw)
+    lance.dataset(theirs).create_index("vec", KIND, name="vec_idx", num_partitions=PARTS, **kw)
+    for uri in (ours, theirs):
+        lance.dataset(uri).delete("id % 7 = 2")
+    qs = vectors(5, seed=9)
+
+    def answers(uri: str) -> list[list[int]]:
+        ds = lance.dataset(uri)
+        near = {"column": "vec", "k": 10, "nprobes": PARTS}
+        return [ds.to_table(nearest={**near, "q": q}, columns=["id"])["id"].to_pylist() for q in qs]
+
+    before = answers(ours)
+    m = compact(None, ours, target_rows_per_fragment=3000, defer_index_remap=True)
+    lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=3000, defer_index_remap=True)
+    assert m.indices_remapped == {}
+    after = answers(ours)
+    assert after == answers(theirs)
+    assert all(set(a) == set(b) for a, b in zip(after, before, strict=True))
+    assert lance.dataset(ours).stats.index_stats("vec_idx")["num_unindexed_rows"] == 0
