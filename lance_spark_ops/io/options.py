@@ -32,7 +32,7 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError
 
 __all__ = ["EXPIRY_KEY", "PROVIDER_KEY", "SECRET_KEYS", "conditional_put_disabled", "expiry_of",
-           "fsspec_options", "plain_options", "redact", "refresh_at"]
+           "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at"]
 
 EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch milliseconds)
 PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
@@ -143,8 +143,9 @@ _AZURE: dict[str, tuple[str, _Conv]] = {
     **_aliases("client_secret", _same, "azure_storage_client_secret", "azure_client_secret"),
     **_aliases("tenant_id", _same, "azure_storage_tenant_id", "azure_storage_authority_id", "azure_tenant_id",
                "azure_authority_id", "authority_id"),
-    **_aliases("account_host", lambda k, v: str(v).split("://", 1)[-1].rstrip("/"), "azure_storage_endpoint",
-               "azure_endpoint", "endpoint"),
+    # kept whole here: _azure_endpoint tells an http:// endpoint (an emulator) from an https:// one
+    **_aliases("account_host", lambda k, v: str(v).rstrip("/"), "azure_storage_endpoint", "azure_endpoint",
+               "endpoint"),
     **_aliases("connection_string", lambda k, v: "UseDevelopmentStorage=true" if _truthy(k, v) else None,
                "azure_storage_use_emulator", "use_emulator"),
     **_aliases("anon", _anon, "azure_skip_signature", "skip_signature"),
@@ -302,9 +303,78 @@ def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
         else:
             raise InvalidInputError(f"unknown storage option {key!r} for {protocol}:// (neither a pylance / "
                                     f"object_store option nor a keyword of the fsspec backend)")
+    if table is _GCS:
+        _gcs_service_account(out)
+    elif table is _AZURE:
+        _azure_endpoint(out)
     if protocol in _BACKENDS:
         out.setdefault("use_listings_cache", False)  # listings must see other writers' commits
     return out
+
+
+def filesystem_class(protocol: str, kwargs: Mapping[str, Any]) -> Any:
+    """The fsspec class to build for ``kwargs`` when it is not the protocol's registered one, else None.
+
+    gcsfs's registered class (``ExtendedGcsFileSystem``, from 2025) asks Google's storage-control
+    gRPC service about each bucket before reads and writes; a non-Google endpoint (an emulator)
+    cannot answer, and every lookup waits out a 30-60 s timeout. There: gcsfs's JSON-API class.
+    """
+    if protocol not in ("gs", "gcs"):
+        return None
+    endpoint = str(kwargs.get("endpoint_url") or os.environ.get("STORAGE_EMULATOR_HOST", ""))
+    if endpoint in ("", "default") or "googleapis.com" in endpoint:
+        return None
+    from gcsfs.core import GCSFileSystem
+
+    return GCSFileSystem
+
+
+def _gcs_service_account(out: dict[str, Any]) -> None:
+    """A service account (file or key) with object_store's ``gcs_base_url`` / ``disable_oauth``
+    (how pylance reaches a GCS emulator): gcsfs's ``endpoint_url`` and anonymous requests.
+    gcsfs cannot load such an account (its private key is a placeholder), so it never sees it."""
+    token = out.get("token")
+    info: Any = token
+    if isinstance(token, str) and os.path.isfile(token):
+        try:
+            with open(token, encoding="utf-8") as f:
+                info = json.load(f)
+        except (OSError, ValueError):
+            return  # gcsfs reports what is wrong with the file
+    if not isinstance(info, Mapping):
+        return
+    if info.get("gcs_base_url"):
+        out.setdefault("endpoint_url", str(info["gcs_base_url"]).rstrip("/"))
+    if info.get("disable_oauth") and _truthy("disable_oauth", info["disable_oauth"]):
+        out["token"] = "anon"
+
+
+def _azure_endpoint(out: dict[str, Any]) -> None:
+    """An endpoint URL (object_store's ``azure_storage_endpoint``) for adlfs: https as its
+    ``account_host``; http (Azurite and other emulators: adlfs builds only https URLs from
+    ``account_host``) as a connection string naming the endpoint with the account's key or SAS."""
+    url = out.get("account_host")
+    if not isinstance(url, str) or "://" not in url:
+        return
+    scheme, host = url.split("://", 1)
+    if scheme.lower() == "https":
+        out["account_host"] = host
+        return
+    if scheme.lower() != "http":
+        raise InvalidInputError(f"storage option azure_storage_endpoint must be an http:// or https:// URL, "
+                                f"not {scheme}://")
+    del out["account_host"]
+    parts = [f"BlobEndpoint={url}"]
+    if out.get("account_name"):
+        parts.append(f"AccountName={out['account_name']}")
+    if out.get("account_key"):
+        parts.append(f"AccountKey={out.pop('account_key')}")
+    elif out.get("sas_token"):
+        parts.append(f"SharedAccessSignature={str(out.pop('sas_token')).lstrip('?')}")
+    elif any(out.get(k) for k in ("client_id", "client_secret", "tenant_id", "credential")):
+        raise InvalidInputError("an http:// azure_storage_endpoint works with an account key, a SAS token or "
+                                "anonymous access here, not with a service principal or credential")
+    out.setdefault("connection_string", ";".join(parts))
 
 
 def _merge(out: dict[str, Any], key: str, value: Mapping[str, Any]) -> None:

@@ -40,6 +40,7 @@ from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
     expiry_of,
+    filesystem_class,
     fsspec_options,
     plain_options,
     redact,
@@ -171,7 +172,8 @@ class ObjectStore:
     def _filesystem(self) -> Any:
         kwargs = fsspec_options(self.protocol, self.storage_options)
         try:
-            return fsspec.filesystem(self.protocol, **kwargs)
+            cls = filesystem_class(self.protocol, kwargs)
+            return fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)
         except ImportError as e:
             extra = _EXTRAS.get(self.protocol)
             hint = f"; pip install lance-spark-ops[{extra}]" if extra else ""

@@ -326,6 +326,20 @@ class Dataset:
             return None
         return self._keep(fragment, self._physical_rows(fragment))
 
+    def dense_live_mask(self, fragment: DataFragment) -> np.ndarray:
+        """``live_mask`` as an array for every fragment (all True without deletions)."""
+        keep = self.live_mask(fragment)
+        return keep if keep is not None else np.ones(self.physical_rows(fragment), dtype=bool)
+
+    def live_rows(self, fragment: DataFragment) -> int:
+        """Live rows of the fragment: the manifest's count, else its deletion file's rows
+        counted (without one, the manifest's physical rows; 0 when it does not record them)."""
+        n = fragment.num_rows
+        if n is None:
+            mask = self.live_mask(fragment)
+            n = int(mask.sum()) if mask is not None else int(fragment.physical_rows or 0)
+        return int(n)
+
     def _keep(self, fragment: DataFragment, physical_rows: int) -> np.ndarray:
         deleted = self.deleted_offsets(fragment)
         where = None

@@ -59,13 +59,46 @@ def test_gcs_and_azure_keys() -> None:
         "token": "/k.json", "use_listings_cache": False}
     assert fsspec_options("gs", {"service_account_key": '{"type": "service_account"}'}, env={})["token"] == {
         "type": "service_account"}
+    # an https endpoint is adlfs's account_host; an http one (Azurite) a connection string, since
+    # adlfs builds https URLs from account_host (TLS to a plain-http emulator fails)
     got = fsspec_options("az", {"azure_storage_account_name": "acct", "azure_storage_account_key": SECRET,
-                                "azure_storage_endpoint": "http://127.0.0.1:10000/"}, env={})
-    assert got == {"account_name": "acct", "account_key": SECRET, "account_host": "127.0.0.1:10000",
+                                "azure_storage_endpoint": "https://acct.blob.example.net/"}, env={})
+    assert got == {"account_name": "acct", "account_key": SECRET, "account_host": "acct.blob.example.net",
                    "use_listings_cache": False}
+    got = fsspec_options("az", {"azure_storage_account_name": "acct", "azure_storage_account_key": SECRET,
+                                "azure_storage_endpoint": "http://127.0.0.1:10000/acct/",
+                                "allow_http": "true"}, env={})
+    assert got == {"account_name": "acct", "connection_string": "BlobEndpoint=http://127.0.0.1:10000/acct;"
+                   f"AccountName=acct;AccountKey={SECRET}", "use_listings_cache": False}
+    got = fsspec_options("az", {"azure_storage_sas_token": "?sv=1&sig=x"},
+                         env={"AZURE_STORAGE_ENDPOINT": "http://127.0.0.1:10000/acct"})
+    assert got["connection_string"] == "BlobEndpoint=http://127.0.0.1:10000/acct;SharedAccessSignature=sv=1&sig=x"
+    with pytest.raises(InvalidInputError, match="service principal"):
+        fsspec_options("az", {"azure_storage_endpoint": "http://h/a", "azure_client_id": "c"}, env={})
+    assert "connection_string" in redact(got) and SECRET not in repr(redact(fsspec_options(
+        "az", {"azure_storage_account_key": SECRET, "azure_storage_endpoint": "http://h/a"}, env={})))
     env = {"AZURE_STORAGE_ACCOUNT_NAME": "e", "AZURE_STORAGE_SAS_TOKEN": "t"}
     assert fsspec_options("az", {}, env=env) == {
         "account_name": "e", "sas_token": "t", "use_listings_cache": False}
+
+
+def test_gcs_service_account_naming_an_emulator(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """object_store's gcs_base_url / disable_oauth (how pylance reaches an emulator) become gcsfs's
+    endpoint and anonymous token; there gcsfs's JSON-API class is used (see filesystem_class)."""
+    import json
+
+    key = tmp_path / "sa.json"
+    key.write_text(json.dumps({"gcs_base_url": "http://127.0.0.1:4443/", "disable_oauth": True,
+                               "client_email": "a@b", "private_key": "x"}))
+    got = fsspec_options("gs", {"google_service_account": str(key), "allow_http": "true"}, env={})
+    assert got == {"token": "anon", "endpoint_url": "http://127.0.0.1:4443", "use_listings_cache": False}
+    inline = fsspec_options("gs", {"service_account_key": json.dumps({"gcs_base_url": "http://e"})}, env={})
+    assert inline["endpoint_url"] == "http://e" and isinstance(inline["token"], dict)
+    gcsfs = pytest.importorskip("gcsfs")
+    from lance_spark_ops.io.options import filesystem_class
+
+    assert filesystem_class("gs", got) is gcsfs.core.GCSFileSystem
+    assert filesystem_class("gs", {"token": "anon"}) is None and filesystem_class("s3", got) is None
 
 
 def test_unknown_keys_are_named_without_their_values() -> None:

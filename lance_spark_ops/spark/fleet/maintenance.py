@@ -1,6 +1,6 @@
 """``maintain``: measure every table of a fleet, decide by a policy what each needs, run it.
 
-Per table (``fleet.health.measure`` -> ``fleet.policy.decide``) the actions run in their fixed
+Per table (``fleet.health.measure`` -> ``fleet.decisions.decide``) the actions run in their fixed
 order (``fleet.policy``), each through this library's own driver (``compact``,
 ``materialize_deletions``, ``remap_indices``, ``optimize_indices``, ``vacuum``), then the table
 is measured again (before/after in the result). Tables go highest priority first (the sum of
@@ -32,15 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.fleet.decisions import Decision, decide, table_priority
 from lance_spark_ops.fleet.health import TableHealth, measure
-from lance_spark_ops.fleet.policy import (
-    Decision,
-    PolicySet,
-    decide,
-    load_policy,
-    parse_duration,
-    table_priority,
-)
+from lance_spark_ops.fleet.policy import PolicySet, parse_duration
+from lance_spark_ops.fleet.policy_file import load_policy
 from lance_spark_ops.spark.runtime.job import logger
 from lance_spark_ops.spark.runtime.session import is_classic
 
