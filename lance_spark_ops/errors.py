@@ -29,12 +29,23 @@ class NotFoundError(LanceError):
     """A dataset, version, file or column does not exist."""
 
 
+class DatasetNotFound(NotFoundError):
+    """Nothing where the caller pointed: no dataset at the URI, no such table or namespace in a
+    namespace - a caller's mistake, found before any work starts (jobs exit 6)."""
+
+
 class FormatError(LanceError):
     """A file or manifest does not follow the Lance format."""
 
 
 class CorruptFileError(FormatError):
     """Bytes are damaged: bad magic, truncated, offsets outside the file, bad protobuf."""
+
+
+class InconsistentDatasetError(CorruptFileError):
+    """A manifest contradicts itself or its files (duplicate fragments, a fragment without data
+    files, counts, sizes or file versions its files disagree with): refused rather than read
+    around or rewritten (``table.validate``). A CorruptFileError: the metadata is damaged."""
 
 
 class UnsupportedError(FormatError):

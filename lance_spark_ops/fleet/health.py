@@ -7,7 +7,7 @@
   them; fragment reuse index versions that some index has not caught up with;
 * versions: how many, how many older than the retention and the bytes only those use, bytes of
   files no version references - from one read of the manifests and one listing in this
-  process (``spark.files.vacuuming.cleanup_figures``: the vacuum's own decisions), so the figures are
+  process (``table.cleanup_scan.cleanup_figures``: the vacuum's own decisions), so the figures are
   what a vacuum would remove.
 """
 
@@ -55,9 +55,19 @@ class TableHealth:
     # for the report's charts: fragment physical rows (log2 bins), version timestamps (epoch s)
     fragment_rows_histogram: list[tuple[int, int]] = field(default_factory=list)
     version_times: list[float] = field(default_factory=list)
+    # the manifest's inconsistencies (``table.validate``: check, fragment, file, detail, refuse);
+    # a refusing one makes maintain rewrite nothing
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def inconsistent(self) -> bool:
+        return any(f.get("refuse") for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+DEEP_CHECK_FRAGMENTS = 50_000
 
 
 def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
@@ -72,7 +82,7 @@ def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
 def _indices(ds: Any, live: np.ndarray, ids: np.ndarray) -> tuple[list[IndexHealth], int, int]:
     from lance_spark_ops.index.frag_reuse import caught_up
     from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind
-    from lance_spark_ops.spark.indices.index_remap import effective_bitmaps, index_entries, reuse_versions
+    from lance_spark_ops.table.index_entries import effective_bitmaps, index_entries, reuse_versions
 
     try:
         entries, bitmaps = index_entries(ds), effective_bitmaps(ds)
@@ -103,12 +113,24 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
     so = dict(storage_options or {})
     ds = Dataset.open(uri, storage_options=so)
     cols = ds.manifest.fragment_columns()
-    physical = np.asarray(cols.physical_rows, np.int64)
-    deleted = np.asarray(cols.deleted_rows, np.int64)
+    physical = np.array(cols.physical_rows, np.int64)
+    deleted = np.array(cols.deleted_rows, np.int64)
+    # counts not recorded (pylance <= 0.7) or not trusted (no writer version: Dataset leaves them
+    # out, lance#1531) come from the files, as the reads and the commit count them
+    unknown = np.flatnonzero((physical == 0) | (np.asarray(cols.has_deletion) & (deleted == 0)))
+    if len(unknown):
+        frags = ds.fragments
+        for k in unknown.tolist():
+            physical[k] = ds.physical_rows(frags[k])
+            if frags[k].deletion_file is not None:
+                deleted[k] = len(ds.deleted_offsets(frags[k]))
     ids = np.asarray(cols.id, np.int64)
     live = physical - deleted
     total = int(physical.sum())
     frac = np.divide(deleted, physical, out=np.zeros(len(physical)), where=physical > 0)
+    # the file lists too unless there are very many fragments (their objects would be built)
+    deep = len(cols) <= DEEP_CHECK_FRAGMENTS
+    findings = [{**asdict(f), "refuse": f.refuse} for f in ds.findings(deep=deep)]
     indices, reuse, behind = _indices(ds, live, ids)
     health = TableHealth(
         uri=ds.uri, version=ds.version, fragments=len(ids), rows=int(live.sum()),
@@ -117,8 +139,8 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
         small_fragments=int((physical < policy.small_rows).sum()),
         fragments_over_deleted_threshold=int((frac > policy.materialize_deleted_fraction).sum()),
         indices=indices, reuse_versions=reuse, reuse_versions_behind=behind,
-        fragment_rows_histogram=_histogram(physical))
-    from lance_spark_ops.spark.files.vacuuming import cleanup_figures
+        fragment_rows_histogram=_histogram(physical), findings=findings)
+    from lance_spark_ops.table.cleanup_scan import cleanup_figures
 
     figures = cleanup_figures(ds.uri, older_than=policy.retention, storage_options=so)
     health.versions, health.versions_old = figures.versions, figures.old_versions

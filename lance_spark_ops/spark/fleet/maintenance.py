@@ -210,8 +210,18 @@ def _plan(table: _Table, policies: PolicySet) -> tuple[TableResult, TableHealth 
         logger.warning("maintain %s: measuring failed: %s: %s", table.name, type(e).__name__, e)
         result.status, result.error = "failed", _error(e)
         return result, None, []
-    decisions = decide(health, policies.for_table(table.name))
     result.before = health.to_dict()
+    if health.inconsistent:  # checked first: no rewrite (nor vacuum) of a table that contradicts itself
+        bad = [f for f in health.findings if f["refuse"]]
+        text = "; ".join(f"{f['check']} (fragment {f['fragment']}): {f['detail']}" for f in bad[:3])
+        result.status = "failed"
+        result.error = {"type": "InconsistentDatasetError",
+                        "message": f"not maintained: the manifest contradicts itself or its files: {text}"
+                                   + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
+                                   + "; run jobs/validate.py on it"}
+        logger.warning("maintain %s: %s", table.name, result.error["message"])
+        return result, health, []
+    decisions = decide(health, policies.for_table(table.name))
     result.decisions = [dataclasses.asdict(d) for d in decisions]
     return result, health, decisions
 
