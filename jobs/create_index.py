@@ -4,8 +4,9 @@ create_index).
     spark-submit jobs/create_index.py URI --column C --type BTREE [--name N] [--replace]
         [--param key=value ...] [--config FILE] ...
 
-Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, INVERTED (FTS), IVF_FLAT,
-IVF_PQ, IVF_SQ, IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ. Parameters take pylance's names
+Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, RTREE (GeoArrow geometry
+columns), MINHASHLSH (near-duplicate text), INVERTED (FTS), IVF_FLAT, IVF_PQ, IVF_SQ,
+IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ (IVF_RQ is refused). Parameters take pylance's names
 (``--param num_partitions=256 --param metric=cosine``); a value that reads as JSON is taken
 as such (numbers, true/false, lists), any other as text.
 """

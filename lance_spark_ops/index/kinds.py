@@ -15,6 +15,8 @@ _BY_DETAILS = {
     "NGramIndexDetails": "NGRAM",
     "ZoneMapIndexDetails": "ZONEMAP",
     "BloomFilterIndexDetails": "BLOOMFILTER",
+    "RTreeIndexDetails": "RTREE",
+    "MinHashLshIndexDetails": "MINHASHLSH",
     "VectorIndexDetails": "VECTOR",
     "FragmentReuseIndexDetails": "FRAG_REUSE",
     "MemWalIndexDetails": "MEM_WAL",

@@ -12,13 +12,10 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import VECTOR_KINDS
 
-SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM")
+SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM", "RTREE", "MINHASHLSH")
 FTS_KINDS = ("INVERTED",)
 # types pylance 14 can build that this library refuses (typed) rather than build wrongly
-REFUSED_KINDS = {
-    "RTREE": "RTREE (geospatial) indices are not built by this library",
-    "MINHASHLSH": "MINHASHLSH indices are not built by this library",
-}
+REFUSED_KINDS: dict[str, str] = {}
 ALIASES = {"FTS": "INVERTED", "IVF_HNSW": "IVF_HNSW_FLAT"}
 SCALAR_TYPES = frozenset((*SCALAR_KINDS, *FTS_KINDS))
 

@@ -233,7 +233,14 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
         req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(coverage),
                        model_from=newest, storage_options=storage_options)
         return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
-    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
+    folded = list(merged)
+    if kind in SCALAR_TYPES:
+        # pylance 14: a merged scalar segment none of whose fragments is left (a compaction left
+        # it naming the old ones: RTREE, ZONEMAP) is replaced without folding its data in, and
+        # the new segment is as fresh as a build (seen for RTREE and ZONEMAP)
+        folded = [s for s in merged if covered_fragments(ds, [s]) & present]
+        version = min((int(s.dataset_version) for s in folded), default=ds.version)
+    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), folded,
                    model_from=newest, storage_options=storage_options)
     return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
 
