@@ -274,5 +274,6 @@ def test_deferred_compaction_reads_through_frag_reuse(tmp_path: Path) -> None:
     assert m.indices_remapped == {}
     after = answers(ours)
     assert after == answers(theirs)
-    assert all(set(a) == set(b) for a, b in zip(after, before, strict=True))
+    # (near-equal RaBitQ estimates may swap at the 10th place when the rows move: see above)
+    assert all(len(set(a) & set(b)) >= 8 for a, b in zip(after, before, strict=True))
     assert lance.dataset(ours).stats.index_stats("vec_idx")["num_unindexed_rows"] == 0
