@@ -5,7 +5,8 @@
 
 ``--input DIR`` keeps the prepared input there (made on the first run, reused after).
 ``--trees`` runs our side from each of these source trees (``PYTHONPATH``), interleaved in every
-round: a before / after comparison on the same input in one run.
+round: a before / after comparison on the same input in one run; a tree named ``PATH+kernels``
+runs with ``LSO_PRELOAD_KERNELS=1`` (the daemon preloads the numba kernels).
 
 Input: ``--rows`` x ``--dim`` float32 (the clustered data of ``vector_index_bench``) under a
 pylance IVF_PQ (256 partitions, 16 sub-vectors), then 10 appends of 1 %. Each round runs, each
@@ -94,6 +95,9 @@ def _copy(src: str, dst: str) -> str:
 
 def _child(tree: str | None, *args: str) -> dict[str, Any]:
     env = dict(os.environ)
+    env.pop("LSO_PRELOAD_KERNELS", None)
+    if tree and tree.endswith("+kernels"):
+        tree, env["LSO_PRELOAD_KERNELS"] = tree.removesuffix("+kernels"), "1"
     if tree:
         env["PYTHONPATH"] = os.pathsep.join((tree, str(Path(__file__).parent)))
     done = subprocess.run([sys.executable, __file__, "--one", *args], capture_output=True, text=True, env=env)
