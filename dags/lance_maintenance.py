@@ -1,6 +1,8 @@
 """Airflow 3 DAG ``lance_maintenance``: maintenance of one Lance dataset as spark-submit tasks of
-the jobs in ``jobs/`` - compaction, then deletion materialization, then ``optimize_indices``
-(indexes the rows appended since the indices were built), then the row-id index rebuild, then
+the jobs in ``jobs/`` - ``validate`` first (a table whose manifest contradicts itself or its
+files fails it with exit 7, and nothing downstream runs), then compaction, then deletion
+materialization, then ``optimize_indices`` (indexes the rows appended since the indices were
+built), then the row-id index rebuild, then
 ``vacuum`` (once the others committed: it removes the versions they replaced, by default those
 older than 14 days).
 
@@ -15,7 +17,7 @@ named by the ``config_<job>`` param (a path on the worker, passed as ``--config`
 A failed job fails its task; the log says the job's exit code and what it means. Exit 3 (a
 commit conflict: nothing changed) is left to the task's retries; 2, 4, 5 and 6 fail the task
 without retrying (5: the commit may have landed - look before running again; 6: no dataset at
-the URI).
+the URI; 7: the table is inconsistent - see the validate task's findings).
 
 Paths, from the environment of the Airflow worker: ``LSO_JOBS_DIR`` (default: ``jobs/`` beside
 this file's folder), ``LSO_CONF_DIR`` (default: ``conf/`` there; its ``spark-defaults.conf``
@@ -48,6 +50,7 @@ ROW_ID_JOB = "rebuild_row_id_index"
 # job -> its options exposed as params: {name: (default, JSON-schema type, description)}.
 # A None default leaves the flag out (the job's own default applies).
 JOB_OPTIONS: dict[str, dict[str, tuple[Any, Any, str]]] = {
+    "validate": {},
     "compact": {
         "target_rows_per_fragment": (1024 * 1024, "integer", "rows per output fragment"),
         "materialize_deletions_threshold": (0.1, "number", "deleted fraction above which a fragment is "
@@ -87,8 +90,10 @@ EXIT_MEANINGS = {
     5: "commit state unknown: the commit may have landed and its files were kept; check the dataset's "
        "latest version before anything else",
     6: "no dataset at the URI: fix the uri param",
+    7: "the table is inconsistent (its manifest contradicts itself or its files): nothing was changed; "
+       "see the validate task's findings",
 }
-NO_RETRY = (2, 4, 5, 6)
+NO_RETRY = (2, 4, 5, 6, 7)
 
 
 def job_args(job: str, params: dict[str, Any]) -> list[str]:
@@ -149,8 +154,8 @@ def _params() -> dict[str, Param]:
 
 with DAG(
     dag_id="lance_maintenance",
-    description="Compact a Lance dataset, materialize its deletions, optimize its indices, rebuild its "
-                "row-id index and vacuum it on Spark",
+    description="Validate a Lance dataset, compact it, materialize its deletions, optimize its indices, "
+                "rebuild its row-id index and vacuum it on Spark",
     schedule=None,
     catchup=False,
     params=_params(),
@@ -158,5 +163,5 @@ with DAG(
     tags=["lance"],
 ) as dag:
     # vacuum last, once the others committed
-    chain(*(LanceJobOperator(job=job) for job in ("compact", "materialize_deletions", "optimize_indices",
-                                                  ROW_ID_JOB, "vacuum")))
+    chain(*(LanceJobOperator(job=job) for job in ("validate", "compact", "materialize_deletions",
+                                                  "optimize_indices", ROW_ID_JOB, "vacuum")))

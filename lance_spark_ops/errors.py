@@ -37,6 +37,12 @@ class CorruptFileError(FormatError):
     """Bytes are damaged: bad magic, truncated, offsets outside the file, bad protobuf."""
 
 
+class InconsistentDatasetError(CorruptFileError):
+    """A manifest contradicts itself or its files (duplicate fragments, a fragment without data
+    files, counts, sizes or file versions its files disagree with): refused rather than read
+    around or rewritten (``table.validate``). A CorruptFileError: the metadata is damaged."""
+
+
 class UnsupportedError(FormatError):
     """Valid Lance data that this library does not handle (unknown version, encoding, flag)."""
 

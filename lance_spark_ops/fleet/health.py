@@ -55,9 +55,19 @@ class TableHealth:
     # for the report's charts: fragment physical rows (log2 bins), version timestamps (epoch s)
     fragment_rows_histogram: list[tuple[int, int]] = field(default_factory=list)
     version_times: list[float] = field(default_factory=list)
+    # the manifest's inconsistencies (``table.validate``: check, fragment, file, detail, refuse);
+    # a refusing one makes maintain rewrite nothing
+    findings: list[dict[str, Any]] = field(default_factory=list)
+
+    @property
+    def inconsistent(self) -> bool:
+        return any(f.get("refuse") for f in self.findings)
 
     def to_dict(self) -> dict[str, Any]:
         return asdict(self)
+
+
+DEEP_CHECK_FRAGMENTS = 50_000
 
 
 def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
@@ -103,12 +113,24 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
     so = dict(storage_options or {})
     ds = Dataset.open(uri, storage_options=so)
     cols = ds.manifest.fragment_columns()
-    physical = np.asarray(cols.physical_rows, np.int64)
-    deleted = np.asarray(cols.deleted_rows, np.int64)
+    physical = np.array(cols.physical_rows, np.int64)
+    deleted = np.array(cols.deleted_rows, np.int64)
+    # counts not recorded (pylance <= 0.7) or not trusted (no writer version: Dataset leaves them
+    # out, lance#1531) come from the files, as the reads and the commit count them
+    unknown = np.flatnonzero((physical == 0) | (np.asarray(cols.has_deletion) & (deleted == 0)))
+    if len(unknown):
+        frags = ds.fragments
+        for k in unknown.tolist():
+            physical[k] = ds.physical_rows(frags[k])
+            if frags[k].deletion_file is not None:
+                deleted[k] = len(ds.deleted_offsets(frags[k]))
     ids = np.asarray(cols.id, np.int64)
     live = physical - deleted
     total = int(physical.sum())
     frac = np.divide(deleted, physical, out=np.zeros(len(physical)), where=physical > 0)
+    # the file lists too unless there are very many fragments (their objects would be built)
+    deep = len(cols) <= DEEP_CHECK_FRAGMENTS
+    findings = [{**asdict(f), "refuse": f.refuse} for f in ds.findings(deep=deep)]
     indices, reuse, behind = _indices(ds, live, ids)
     health = TableHealth(
         uri=ds.uri, version=ds.version, fragments=len(ids), rows=int(live.sum()),
@@ -117,7 +139,7 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
         small_fragments=int((physical < policy.small_rows).sum()),
         fragments_over_deleted_threshold=int((frac > policy.materialize_deleted_fraction).sum()),
         indices=indices, reuse_versions=reuse, reuse_versions_behind=behind,
-        fragment_rows_histogram=_histogram(physical))
+        fragment_rows_histogram=_histogram(physical), findings=findings)
     from lance_spark_ops.spark.files.vacuuming import cleanup_figures
 
     figures = cleanup_figures(ds.uri, older_than=policy.retention, storage_options=so)

@@ -1,5 +1,5 @@
-"""The maintenance policy: thresholds that turn a table's health into actions, and the
-decisions themselves (pure: no I/O).
+"""The maintenance policy: the thresholds that turn a table's health into actions (pure: no
+I/O; ``policy_file.load_policy`` reads a policy file, ``decisions.decide`` applies a policy).
 
 A policy file is TOML; every key is optional (the defaults below), keys at the top level (or
 in ``[defaults]``) apply to every table, ``[namespaces."a.b"]`` to the tables under that
@@ -25,14 +25,14 @@ it removes what the others left behind, once old enough).
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Mapping, Sequence
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import timedelta
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
 
-__all__ = ["ACTIONS", "Decision", "Policy", "PolicySet", "decide", "load_policy", "parse_duration"]
+__all__ = ["ACTIONS", "GIB", "Policy", "PolicySet", "parse_duration"]
 
 ACTIONS = ("remap_indices", "materialize_deletions", "compact", "optimize_indices", "vacuum")
 GIB = 1 << 30
@@ -156,102 +156,3 @@ class PolicySet:
         if name in self.tables:
             policy = Policy.from_mapping(self.tables[name], policy, f"tables.{name}")
         return policy
-
-
-def load_policy(source: str | Mapping[str, Any] | Policy | PolicySet | None) -> PolicySet:
-    """A ``PolicySet`` from a TOML file path, a mapping (the file's content), or a policy."""
-    if source is None:
-        return PolicySet()
-    if isinstance(source, PolicySet):
-        return source
-    if isinstance(source, Policy):
-        return PolicySet(source)
-    where = "policy"
-    if isinstance(source, str):
-        from lance_spark_ops.spark.runtime.config import load_config
-
-        where, source = source, load_config(source)
-    data = dict(source)
-    namespaces = data.pop("namespaces", {}) or {}
-    tables = data.pop("tables", {}) or {}
-    defaults = {**data.pop("defaults", {}), **data}
-    policies = PolicySet(Policy.from_mapping(defaults, where=where), namespaces, tables)
-    for p in namespaces:  # refuse a bad override now, not when a table of it comes up
-        Policy.from_mapping(namespaces[p], where=f"{where}: namespaces.{p}")
-    for t in tables:
-        Policy.from_mapping(tables[t], where=f"{where}: tables.{t}")
-    return policies
-
-
-@dataclass(frozen=True)
-class Decision:
-    """One action to run on a table: why, with what options, and its estimated benefit per cost."""
-
-    action: str
-    reason: str
-    options: dict[str, Any] = field(default_factory=dict)
-    priority: float = 0.0
-
-
-def _pct(x: float) -> str:
-    return f"{100 * x:.0f}%"
-
-
-def decide(health: Any, policy: Policy) -> list[Decision]:
-    """The actions ``policy`` implies for ``health`` (a ``fleet.health.TableHealth``), in run order."""
-    out: list[Decision] = []
-    on = set(policy.actions)
-    h = health
-    if "remap_indices" in on and h.reuse_versions_behind >= max(1, policy.remap_min_reuse_versions):
-        out.append(Decision("remap_indices", f"{h.reuse_versions_behind} fragment reuse version(s) behind "
-                            f"(>= {policy.remap_min_reuse_versions})", priority=10.0))
-    compact = ("compact" in on and h.small_fragments >= policy.compact_min_small_fragments
-               and h.small_fragments >= policy.compact_min_small_share * max(h.fragments, 1)
-               and h.fragments > 1)
-    heavy = h.fragments_over_deleted_threshold
-    if not compact and "materialize_deletions" in on and heavy >= max(1, policy.materialize_min_fragments):
-        out.append(Decision("materialize_deletions",
-                            f"{heavy} fragment(s) over {_pct(policy.materialize_deleted_fraction)} deleted "
-                            f"({_pct(h.deleted_fraction)} of the table's rows)",
-                            {"threshold": policy.materialize_deleted_fraction},
-                            priority=h.deleted_fraction * 5))
-    if compact:
-        out.append(Decision("compact", f"{h.small_fragments} of {h.fragments} fragments below "
-                            f"{policy.small_rows} rows (>= {policy.compact_min_small_fragments} and "
-                            f">= {_pct(policy.compact_min_small_share)})",
-                            {"target_rows_per_fragment": policy.target_rows_per_fragment,
-                             "materialize_deletions_threshold": policy.materialize_deleted_fraction},
-                            priority=h.small_fragments / max(h.fragments, 1) * 4))
-    if "optimize_indices" in on:
-        why, merge = [], 0
-        for ix in h.indices:
-            share = ix.unindexed_rows / max(h.rows, 1)
-            if ix.unindexed_rows and (ix.unindexed_rows >= policy.optimize_min_unindexed_rows
-                                      or share >= policy.optimize_min_unindexed_fraction):
-                why.append(f"{ix.name}: {ix.unindexed_rows} rows unindexed ({_pct(share)})")
-            elif ix.segments > policy.optimize_max_delta_segments:
-                why.append(f"{ix.name}: {ix.segments} delta segments "
-                           f"(> {policy.optimize_max_delta_segments})")
-                merge = max(merge, ix.segments)
-        if why:  # too many segments: merge them all (else pylance's default, the newest one)
-            out.append(Decision("optimize_indices", "; ".join(why),
-                                {"num_indices_to_merge": merge} if merge else {}, priority=3.0))
-    if "vacuum" in on:
-        why = []
-        if h.versions_old >= policy.vacuum_min_old_versions:
-            why.append(f"{h.versions_old} versions older than {policy.vacuum_retention} "
-                       f"(>= {policy.vacuum_min_old_versions})")
-        if h.bytes_old >= policy.vacuum_min_old_bytes:
-            why.append(f"{h.bytes_old} bytes only old versions use (>= {policy.vacuum_min_old_bytes})")
-        if h.unreferenced_bytes >= policy.vacuum_min_unreferenced_bytes:
-            why.append(f"{h.unreferenced_bytes} bytes no version uses "
-                       f"(>= {policy.vacuum_min_unreferenced_bytes})")
-        if why:
-            out.append(Decision("vacuum", "; ".join(why), {"older_than": policy.vacuum_retention},
-                                priority=1.0 + h.bytes_old / GIB))
-    return out
-
-
-def table_priority(decisions: Sequence[Decision]) -> float:
-    """Tables with the most benefit per cost go first: the sum of their decisions' priorities."""
-    return sum(d.priority for d in decisions)

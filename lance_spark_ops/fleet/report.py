@@ -138,6 +138,11 @@ def _figures(before: Mapping[str, Any] | None, after: Mapping[str, Any] | None) 
         b, a = before.get(key), (after or before).get(key)
         text = _fmt(key, b) if a == b else f"{_fmt(key, b)} &rarr; {_fmt(key, a)}"
         items.append(f"<li>{html.escape(label)}: <span class=fig>{text}</span></li>")
+    for f in before.get("findings") or []:
+        cls = "failed" if f.get("refuse") else "skipped"
+        where = f" fragment {f['fragment']}" if f.get("fragment") is not None else ""
+        items.append(f"<li class=finding><span class={cls}>{html.escape(f['check'])}</span>"
+                     f"{html.escape(where)}: {html.escape(f['detail'])}</li>")
     for ix in before.get("indices") or []:
         now = next((i for i in (after or before).get("indices") or [] if i["name"] == ix["name"]), ix)
         items.append(f"<li>index {html.escape(ix['name'])} ({html.escape(ix['kind'])}): "

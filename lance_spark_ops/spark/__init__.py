@@ -5,7 +5,8 @@ Every name in ``__all__`` is importable from here (lazily, so importing the pack
 import Spark) and is the same object as in its module: ``compact`` / ``materialize_deletions``
 (``spark.files.compaction``), ``add_columns`` (``spark.files.columns``), ``create_index`` /
 ``optimize_indices`` (``spark.indices.indexing``), ``rebuild_row_id_index``
-(``spark.files.row_id_index``), ``vacuum`` (``spark.files.vacuuming``), ``import_delta``
+(``spark.files.row_id_index``), ``vacuum`` (``spark.files.vacuuming``), ``validate``
+(``spark.files.validation``), ``import_delta``
 (``spark.files.delta_import``), ``read_lance`` (``spark.datasource.read``),
 ``get_spark`` (``spark.runtime.session``),
 ``register_data_source`` (the ``lance`` format, ``spark.datasource``), ``maintain`` /
@@ -29,6 +30,7 @@ _EXPORTS = {
     "ImportMetrics": "lance_spark_ops.spark.files.delta_import",
     "RowIdIndexMetrics": "lance_spark_ops.spark.files.row_id_index",
     "VacuumMetrics": "lance_spark_ops.spark.files.vacuuming",
+    "ValidateMetrics": "lance_spark_ops.spark.files.validation",
     "add_columns": "lance_spark_ops.spark.files.columns",
     "compact": "lance_spark_ops.spark.files.compaction",
     "create_index": "lance_spark_ops.spark.indices.indexing",
@@ -43,6 +45,7 @@ _EXPORTS = {
     "register_data_source": "lance_spark_ops.spark.datasource",
     "report": "lance_spark_ops.spark.fleet.maintenance",
     "vacuum": "lance_spark_ops.spark.files.vacuuming",
+    "validate": "lance_spark_ops.spark.files.validation",
 }
 
 __all__ = sorted(_EXPORTS)

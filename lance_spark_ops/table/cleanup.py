@@ -6,6 +6,9 @@ Follows pylance 14's ``cleanup_old_versions`` (``rust/lance/src/dataset/cleanup.
   ``before_version`` (whichever are set), is not the latest, is not tagged
   (``_refs/tags/*.json``) and is not the parent of a branch (``_refs/branches/*.json``)
   whose manifests use files of this root;
+* only files modified at or before the earliest retained manifest's timestamp are looked at
+  (all of them when a removed manifest is newer than that; ``_indices/`` always): a copy
+  made with fresh file times (``cp -r``) keeps its unreferenced files, as in pylance;
 * files referenced by a kept version (the latest, young or tagged versions, and every
   manifest of every branch under ``tree/``) stay; files referenced only by old versions are
   *verified* and go; files nobody references (failed or in-flight writes) go only when their
@@ -285,10 +288,32 @@ def unreferenced_files(listing: Iterable[ListedFile], kept: FileRefs, verified: 
     return out
 
 
+def listing_cutoff(old: list[VersionInfo], retained: list[VersionInfo]) -> int | None:
+    """pylance 14 lists only files modified at or before the earliest retained manifest's
+    timestamp (nanoseconds; a file written after it may belong to a commit in flight), unless
+    a removed manifest is newer than that (a tagged or otherwise retained old version): then
+    everything. None: no cutoff. ``_indices/`` is always listed whole."""
+    if not retained:
+        return None
+    earliest = min(v.timestamp_nanos for v in retained)
+    if old and max(v.timestamp_nanos for v in old) > earliest:
+        return None
+    return earliest
+
+
+def listed_before(listing: Iterable[ListedFile], cutoff: int | None) -> list[ListedFile]:
+    """The listed files pylance considers under ``listing_cutoff``."""
+    if cutoff is None:
+        return list(listing)
+    # float compare: a store that gives no time lists files as +inf (never old, never listed)
+    return [f for f in listing if f.path.startswith(INDICES_DIR + "/") or f.mtime * 1e9 <= cutoff]
+
+
 def plan_cleanup(versions: list[VersionInfo], latest: int, tags: dict[str, int], branch_parents: set[int],
                  branch_refs: FileRefs, listing: Iterable[ListedFile], policy: Policy) -> CleanupPlan:
     """The whole decision: old manifests and the files that go with them."""
     old, kept, branch_only = classify_versions(versions, latest, tags, branch_parents, policy)
+    listing = listed_before(listing, listing_cutoff(old, kept + branch_only))
     kept_refs, verified = FileRefs(), FileRefs()
     kept_refs.update(branch_refs)
     for v in kept:

@@ -12,7 +12,9 @@ data columns, matching pylance's ``to_table(with_row_id=True, with_row_address=T
 
 from __future__ import annotations
 
+import copy
 from collections.abc import Iterable, Iterator, Sequence
+from dataclasses import replace
 from datetime import datetime
 from typing import Any
 
@@ -48,6 +50,7 @@ from lance_spark_ops.table.paths import (
 )
 from lance_spark_ops.table.rowids import decode_row_ids, decode_versions
 from lance_spark_ops.table.scan import FragmentScan, output_schema
+from lance_spark_ops.table.validate import Finding, manifest_findings, refusal
 
 DEFAULT_BATCH_ROWS = 64 * 1024
 
@@ -60,6 +63,20 @@ def dataset_present(uri: str, storage_options: dict[str, Any] | None = None) -> 
     return ObjectStore(uri, storage_options or {}).present(VERSIONS_DIR)
 
 
+def _untrusted_counts(mf: ManifestFile) -> ManifestFile:
+    """A manifest that names no writer (pylance <= 0.8) may record wrong ``physical_rows``
+    (Lance 0.7.5 recorded them after deletions; lance#1531): pylance 14 counts such a
+    fragment's rows from its files, and so do we - the fragments are given no recorded count
+    (a commit recounts them all: ``table.commit.migrate``)."""
+    m = mf.manifest
+    if all(f.physical_rows is None for f in m.fragments):
+        return mf
+    fixed = copy.copy(m)
+    fixed.__dict__.pop("_fragment_source", None)
+    fixed.fragments = [replace(f, physical_rows=None) for f in m.fragments]
+    return replace(mf, manifest=fixed)
+
+
 class Dataset:
     """One version of a Lance dataset. Build with ``Dataset.open``."""
 
@@ -67,6 +84,11 @@ class Dataset:
                  manifest_name: str,
                  manifest_store: ExternalManifestStore | CommitHandler | None = None) -> None:
         self.store = store
+        self.recorded_physical_rows: dict[int, int] = {}  # counts a no-writer manifest recorded
+        if manifest_file.manifest.writer_version is None:
+            self.recorded_physical_rows = {f.id: f.physical_rows for f in manifest_file.manifest.fragments
+                                           if f.physical_rows is not None}
+            manifest_file = _untrusted_counts(manifest_file)
         self.manifest_file = manifest_file
         self.naming_scheme = naming_scheme
         self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
@@ -245,6 +267,31 @@ class Dataset:
         """UnsupportedError if the manifest has a writer flag this library does not know."""
         check_writable(self.manifest.writer_feature_flags, self.store.uri(self.manifest_path))
 
+    def findings(self, deep: bool = True) -> list[Finding]:
+        """Every inconsistency the manifest shows without reading a file (``table.validate``:
+        duplicate fragment ids, fragments without files, file versions, shared files, row ids,
+        index coverage); ``deep=False``: from the fragment columns only (no fragment object
+        built; legacy datasets' file lists too). Computed once per manifest."""
+        cache = getattr(self, "_findings", None)
+        if cache is None or cache[0] is not self.manifest:
+            cache = self._findings = (self.manifest, {})
+        if deep not in cache[1]:
+            section = self.manifest_file.index_section
+            indices = list(section.indices) if section else None
+            cache[1][deep] = manifest_findings(self.manifest, indices, deep=deep)
+        return cache[1][deep]
+
+    def check_consistent(self, what: str) -> list[Finding]:
+        """Before a rewrite: ``InconsistentDatasetError`` naming the fragments when a finding
+        refuses one (the dataset is left as it is), else the findings only reported. From the
+        fragment columns (cheap at a million fragments); what only the file lists or the files
+        show is refused where the rewrite's tasks open them."""
+        found = self.findings(deep=False)
+        err = refusal(found, what, self.uri)
+        if err is not None:
+            raise err
+        return found
+
     def versions(self) -> list[int]:
         """Every version present now (one listing), ascending."""
         return sorted(handler_for(self.manifest_store, self.store).list_versions(self.store).paths)
@@ -326,6 +373,20 @@ class Dataset:
             return None
         return self._keep(fragment, self._physical_rows(fragment))
 
+    def dense_live_mask(self, fragment: DataFragment) -> np.ndarray:
+        """``live_mask`` as an array for every fragment (all True without deletions)."""
+        keep = self.live_mask(fragment)
+        return keep if keep is not None else np.ones(self.physical_rows(fragment), dtype=bool)
+
+    def live_rows(self, fragment: DataFragment) -> int:
+        """Live rows of the fragment: the manifest's count, else its deletion file's rows
+        counted (without one, the manifest's physical rows; 0 when it does not record them)."""
+        n = fragment.num_rows
+        if n is None:
+            mask = self.live_mask(fragment)
+            n = int(mask.sum()) if mask is not None else int(fragment.physical_rows or 0)
+        return int(n)
+
     def _keep(self, fragment: DataFragment, physical_rows: int) -> np.ndarray:
         deleted = self.deleted_offsets(fragment)
         where = None
@@ -342,7 +403,8 @@ class Dataset:
         if fragment.physical_rows is not None:
             return fragment.physical_rows
         return FragmentScan(self.store, fragment, [], row_ids=None, keep=None, with_row_id=False,
-                            with_row_address=False, resolver=self.base_resolver).num_rows
+                            with_row_address=False, resolver=self.base_resolver,
+                            storage_version=self.data_storage_version).num_rows
 
     # -- scanning ----------------------------------------------------------
     def _fields(self, columns: Sequence[str] | None) -> list[LanceField]:
@@ -435,7 +497,8 @@ class Dataset:
         row_ids = self.row_ids(frag) if with_row_id else None
         scan = FragmentScan(self.store, frag, fields, row_ids=None, keep=None,
                             with_row_id=with_row_id, with_row_address=with_row_address, blobs=blobs,
-                            resolver=self.base_resolver, schema=scan_schema)
+                            resolver=self.base_resolver, schema=scan_schema,
+                            storage_version=self.data_storage_version)
         n = scan.num_rows
         if row_ids is not None and len(row_ids) != n:
             raise CorruptFileError(f"fragment {frag.id} has {n} rows but {len(row_ids)} row ids",

@@ -19,12 +19,13 @@ from dataclasses import dataclass
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_spark_ops.errors import CorruptFileError, InconsistentDatasetError, InvalidInputError, LanceError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.scan import _FromFile
+from lance_spark_ops.table.validate import deletion_finding, file_findings
 
 
 @dataclass(frozen=True)
@@ -55,8 +56,14 @@ class FragmentBatch:
         """True per live physical row, per fragment (all True without a deletion file; only the
         fragments with one read it)."""
         rows = self.physical_rows()
-        return [np.ones(int(n), dtype=bool) if f.deletion_file is None else self.ds._keep(f, int(n))  # noqa: SLF001
-                for f, n in zip(self.fragments, rows, strict=True)]
+        out = [np.ones(int(n), dtype=bool) if f.deletion_file is None else self.ds._keep(f, int(n))  # noqa: SLF001
+               for f, n in zip(self.fragments, rows, strict=True)]
+        for f, keep in zip(self.fragments, out, strict=True):
+            # a rewrite would commit counts its deletion file contradicts (pylance's compaction fails)
+            found = deletion_finding(f, len(keep) - int(np.count_nonzero(keep))) if f.deletion_file else None
+            if found is not None:
+                raise InconsistentDatasetError(f"rewrite refused: {found}", path=self.ds.uri)
+        return out
 
     def row_ids(self) -> list[np.ndarray | None]:
         """``Dataset.row_ids`` per fragment (all None without stable row ids)."""
@@ -105,6 +112,10 @@ class FragmentBatch:
             n = frag.physical_rows
             if not verdict or (n is not None and reader.num_rows != n):
                 return None
+            if file_findings(frag, df, footer_rows=reader.num_rows, footer_version=reader.version,
+                             object_size=reader.metadata.size, trust_counts=False) \
+                    or df.file_version != ds.data_storage_version:
+                return None  # FragmentScan refuses it, naming what is wrong
             n = reader.num_rows
             mask = None
             if frag.deletion_file is not None:

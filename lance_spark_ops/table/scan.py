@@ -30,7 +30,13 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_spark_ops.encoding.carried_dictionary import mark_field, plain_type, twin_bitmap
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import (
+    CorruptFileError,
+    InconsistentDatasetError,
+    InvalidInputError,
+    NotFoundError,
+    UnsupportedError,
+)
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
@@ -38,6 +44,7 @@ from lance_spark_ops.table.blob import V2_DESCRIPTION, blob_version, description
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
 from lance_spark_ops.table.format.support import check_data_file
 from lance_spark_ops.table.paths import BaseResolver
+from lance_spark_ops.table.validate import file_findings, raise_if_refused
 
 ROW_ID = "_rowid"
 ROW_ADDR = "_rowaddr"
@@ -268,12 +275,19 @@ class FragmentScan:
                  row_ids: np.ndarray | None, keep: np.ndarray | None,
                  with_row_id: bool, with_row_address: bool, blobs: str = "descriptions",
                  resolver: BaseResolver | None = None, schema: pa.Schema | None = None,
-                 keep_dictionaries: bool = False) -> None:
+                 keep_dictionaries: bool = False, storage_version: str | None = None,
+                 trust_counts: bool = True) -> None:
         """``row_ids``: the decoded sequence under stable row ids (else None: ids = addresses);
         ``keep``: live-row mask over the physical rows (None: nothing deleted); ``blobs``: see
         ``output_schema``; ``schema``: that ``output_schema`` when the caller has it;
         ``keep_dictionaries``: dictionary-encoded string leaves stay dictionary arrays (for a
-        re-encode: ``encoding.carried_dictionary``); batches then carry those types."""
+        re-encode: ``encoding.carried_dictionary``); batches then carry those types.
+        ``storage_version``: the manifest's data storage version (2.x files of another version
+        are refused, as pylance refuses them); ``trust_counts``: False when the manifest names
+        no writer (its ``physical_rows`` may be wrong, lance#1531: the files' count is used, as
+        pylance does). Every file opened is checked against its entry (``table.validate``)."""
+        self.storage_version = storage_version
+        self.trust_counts = trust_counts
         self.keep_dictionaries = keep_dictionaries
         self.store = store
         self.fragment = fragment
@@ -294,12 +308,21 @@ class FragmentScan:
     # -- planning --------------------------------------------------------
     def _check_files(self) -> None:
         """Refuse any data file we cannot read before planning: a file left out of the plan
-        would read as nulls."""
+        would read as nulls. A fragment without data files, or with a 2.x file of another
+        version than the dataset's, is refused (pylance refuses both)."""
+        if not self.fragment.files:
+            raise InconsistentDatasetError(f"fragment {self.fragment.id} has no data files (pylance: "
+                                           "does not contain any data)")
         for df in self.fragment.files:
             store, rel = self.resolver.data_file(df, f"fragment {self.fragment.id}")
             where = store.uri(rel)
             check_data_file(df, where, legacy_ok=True)
             df.validate(where)
+            version = self.storage_version
+            if version not in (None, "0.1") and (df.is_legacy or df.file_version != version):
+                raise InconsistentDatasetError(f"data file of fragment {self.fragment.id} has version "
+                                               f"{df.file_version}, the manifest's data storage version is "
+                                               f"{version}", path=where)
 
     def _view(self, k: int) -> FileView:
         if k not in self.views:
@@ -310,6 +333,11 @@ class FragmentScan:
                 reader = _open_reader(store, rel, df.is_legacy)
             except NotFoundError as e:
                 raise NotFoundError(f"data file of fragment {self.fragment.id} is missing", path=where) from e
+            meta = getattr(reader, "metadata", None)
+            raise_if_refused(file_findings(self.fragment, df, footer_rows=reader.num_rows,
+                                           footer_version=None if df.is_legacy else reader.version,
+                                           object_size=getattr(meta, "size", None),
+                                           trust_counts=False), where)
             self.views[k] = FileView(df, reader, where)
         return self.views[k]
 
@@ -363,7 +391,7 @@ class FragmentScan:
         return _FromFile(k, top, path, fnode, dnode)
 
     def _physical_rows(self) -> int:
-        declared = self.fragment.physical_rows
+        declared = self.fragment.physical_rows if self.trust_counts else None
         counts = {k: v.reader.num_rows for k, v in self.views.items()}
         if declared is None:
             if not counts and self.fragment.files:
@@ -371,8 +399,8 @@ class FragmentScan:
             declared = next(iter(counts.values()), 0)
         for k, n in counts.items():
             if n != declared:
-                raise CorruptFileError(f"data file has {n} rows, fragment {self.fragment.id} has {declared}",
-                                       path=self.views[k].where)
+                raise InconsistentDatasetError(f"data file has {n} rows, fragment {self.fragment.id} has "
+                                               f"{declared}", path=self.views[k].where)
         return declared
 
     # -- execution -------------------------------------------------------

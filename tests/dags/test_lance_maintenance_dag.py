@@ -1,7 +1,7 @@
 """The Airflow DAG ``dags/lance_maintenance.py``, run with ``dag.test`` in ``.venv-airflow``
 (made by ``.ci/airflow-setup``, which ``.ci/run`` calls) against a local Spark master: a run
-that maintains a pylance-made dataset (checked with pylance), and a run whose first job exits
-2, failing its task (no retry) and the tasks after it, with the exit code in the log."""
+that validates and maintains a pylance-made dataset (checked with pylance), and a run whose
+compaction exits 2, failing its task (no retry) and the tasks after it, with the exit code in the log."""
 
 from __future__ import annotations
 
@@ -55,7 +55,8 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     log = proc.stdout + proc.stderr
     assert proc.returncode == 0, log[-5000:]
     result = json.loads(proc.stdout.strip().splitlines()[-1])
-    jobs = ["compact", "materialize_deletions", "optimize_indices", "rebuild_row_id_index", "vacuum"]
+    jobs = ["validate", "compact", "materialize_deletions", "optimize_indices", "rebuild_row_id_index",
+            "vacuum"]
     ok, failed = result["runs"]
     assert ok == dict.fromkeys(jobs, "success"), log[-5000:]
 
@@ -66,7 +67,8 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
     assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
     assert [v["version"] for v in after.versions()] == [after.version]  # vacuum --older-than 0s
 
-    assert failed == {"compact": "failed", **dict.fromkeys(jobs[1:], "upstream_failed")}, log[-5000:]
+    assert failed == {"validate": "success", "compact": "failed",
+                      **dict.fromkeys(jobs[2:], "upstream_failed")}, log[-5000:]
     assert "lance job compact exited with code 2: bad usage or option values" in log
     assert "commit_every must be positive" in log
     assert lance.dataset(uri).version == after.version

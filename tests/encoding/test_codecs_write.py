@@ -171,14 +171,16 @@ def test_bitpacked_blocks_roundtrip(values: np.ndarray, cuts: list[int]) -> None
     counts = np.diff(np.concatenate([[0], bounds[bounds < len(values)], [len(values)]]))
     bits = values.dtype.itemsize * 8
     width = int(values.max()).bit_length()
-    data, sizes = encode_out_of_line_bitpacking_blocks(values, counts, width)
+    data, sizes, wrote = encode_out_of_line_bitpacking_blocks(values, counts, width)
+    assert wrote == out_of_line_bitpacking_encoding(bits, width)
     bufs = np.split(data, np.cumsum(sizes)[:-1])
     msg = out_of_line_bitpacking_encoding(bits, width).out_of_line_bitpacking
     got = decode_out_of_line_bitpacking_blocks(msg, [memoryview(b.tobytes()) for b in bufs], counts)
     np.testing.assert_array_equal(as_values(got, values.dtype), values)
-    data, sizes = encode_inline_bitpacking_blocks(values, counts)
+    data, sizes, wrote = encode_inline_bitpacking_blocks(values, counts)
     bufs = np.split(data, np.cumsum(sizes)[:-1])
     enc = inline_bitpacking_encoding(bits)
+    assert wrote == enc
     for b, c, start in zip(bufs, counts, np.cumsum(counts) - counts, strict=True):
         got = decompress_block(enc, memoryview(b.tobytes()), int(c))
         np.testing.assert_array_equal(as_values(got, values.dtype), values[start : start + c])
@@ -270,7 +272,8 @@ def test_rle_miniblock_roundtrip(values: np.ndarray) -> None:
 def test_rle_blocks_roundtrip(values: np.ndarray, cuts: list[int]) -> None:
     bounds = np.unique(np.clip(np.cumsum(cuts), 0, len(values)))
     counts = np.diff(np.concatenate([[0], bounds[bounds < len(values)], [len(values)]]))
-    data, sizes = encode_rle_blocks(values, counts)
+    data, sizes, wrote = encode_rle_blocks(values, counts)
+    assert wrote == rle_encoding(values.dtype.itemsize * 8)
     bufs = [memoryview(b.tobytes()) for b in np.split(data, np.cumsum(sizes)[:-1])]
     got = decode_rle_blocks(rle_encoding(values.dtype.itemsize * 8).rle, bufs, counts)
     np.testing.assert_array_equal(as_values(got, values.dtype), values)

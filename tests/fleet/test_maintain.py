@@ -19,7 +19,7 @@ import lance.namespace
 import pytest
 
 from lance_spark_ops.fleet.health import measure
-from lance_spark_ops.fleet.policy import load_policy
+from lance_spark_ops.fleet.policy_file import load_policy
 from lance_spark_ops.spark.fleet.maintenance import FleetTarget, exit_status, maintain
 from lance_spark_ops.spark.runtime.cli import exit_code
 from tests.fleet.lake import EXPECTED, POLICY, make_lake

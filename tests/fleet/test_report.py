@@ -12,8 +12,10 @@ from pathlib import Path
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.fleet.decisions import decide
 from lance_spark_ops.fleet.health import TableHealth
-from lance_spark_ops.fleet.policy import Policy, decide, load_policy
+from lance_spark_ops.fleet.policy import Policy
+from lance_spark_ops.fleet.policy_file import load_policy
 from lance_spark_ops.fleet.report import render_html, write_report
 from lance_spark_ops.spark.fleet.maintenance import FleetTarget, maintain
 from tests.fleet.lake import EXPECTED, POLICY, make_lake

@@ -95,7 +95,7 @@ def test_job_driver_imports_the_installed_pyspark(tmp_path: Path) -> None:
         "import sys\n"
         "import lance_spark_ops.spark.runtime.session as session\n"
         "session.get_spark = lambda name: None  # no JVM: only the import path is checked\n"
-        "from lance_spark_ops.spark import cli\n"
+        "from lance_spark_ops.spark.runtime import cli\n"
         "assert 'pyspark' not in sys.modules\n"
         "cli._session(cli.Job('probe', None, None, ''))\n"
         "import pyspark\n"

@@ -53,7 +53,8 @@ def test_worker_daemon_preloads_every_module() -> None:
     import subprocess
     import sys
 
-    code = ("import sys, threading; from lance_spark_ops.spark import daemon; assert daemon.preload() == []; "
+    code = ("import sys, threading; from lance_spark_ops.spark.runtime import daemon; "
+            "assert daemon.preload() == []; "
             "assert {'pandas', 'pyspark.worker', 'lance_spark_ops.encoding.encode'} <= set(sys.modules); "
             "assert threading.active_count() == 1")  # the daemon forks: no Python thread may run
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)

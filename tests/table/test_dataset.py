@@ -123,6 +123,28 @@ def test_physical_rows_and_live_mask(pylance_dataset, version: str) -> None:
         ds.fragment(999)
 
 
+@pytest.mark.parametrize("scenario", ["deletions", "basic"])
+def test_live_rows_and_dense_live_mask(pylance_dataset, scenario: str) -> None:
+    """``live_rows`` is pylance's row count of each fragment (without the manifest's count too:
+    then the deletion file's rows are counted); ``dense_live_mask`` is ``live_mask`` or all
+    True, one flag per physical row."""
+    import dataclasses
+
+    import lance
+
+    uri = pylance_dataset(scenario, "2.1")
+    ds = Dataset.open(uri)
+    theirs = lance.dataset(uri)
+    for frag in ds.fragments:
+        want = theirs.get_fragment(frag.id).count_rows()
+        assert ds.live_rows(frag) == want
+        mask = ds.dense_live_mask(frag)
+        assert mask.dtype == bool and mask.size == frag.physical_rows and int(mask.sum()) == want
+        if frag.deletion_file is not None:  # a count the manifest lacks: the deletion file's
+            unknown = dataclasses.replace(frag.deletion_file, num_deleted_rows=None)
+            assert ds.live_rows(dataclasses.replace(frag, deletion_file=unknown)) == want
+
+
 @pytest.mark.parametrize("version", VERSIONS)
 def test_row_versions_match_pylance(pylance_dataset, version: str) -> None:
     """Created-at / last-updated-at sequences decode to pylance's version columns."""

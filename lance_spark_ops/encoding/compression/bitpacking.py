@@ -66,8 +66,10 @@ from lance_spark_ops.encoding.compression._arrays import (
     uint_view,
 )
 from lance_spark_ops.encoding.compression.buffer_compression import decompress_buffer
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
-from lance_spark_ops.errors import CorruptFileError, InvalidInputError
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
+from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 BLOCK = 1024
 FL_ORDER = np.array([0, 4, 2, 6, 1, 5, 3, 7], dtype=np.int64)
@@ -295,7 +297,8 @@ def _inline_ranges(
 
 
 def decode_inline_bitpacking_miniblock(
-    msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.InlineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking")
     counts = check_chunk_counts(chunks, counts, 1, "inline bitpacking")
@@ -307,7 +310,8 @@ def decode_inline_bitpacking_miniblock(
 
 
 def decode_inline_bitpacking_miniblock_ranges(
-    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk copies)."""
     counts = check_range_counts(starts, sizes, counts, 1, "inline bitpacking")
@@ -317,7 +321,7 @@ def decode_inline_bitpacking_miniblock_ranges(
 
 
 def decode_inline_bitpacking_block(
-    msg: pb.InlineBitpacking, buffer: memoryview, num_values: int
+    msg: pb.InlineBitpacking, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     dt = uint_dtype(msg.uncompressed_bits_per_value, "inline bitpacking block")
     data = as_u8(buffer)
@@ -365,7 +369,8 @@ def decode_inline_bitpacking_blocks(
 
 
 def decode_inline_bitpacking_blocks_ranges(
-    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.InlineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """``decode_inline_bitpacking_blocks`` over byte ranges of ``data``."""
     counts = np.asarray(counts, dtype=np.int64)
@@ -391,7 +396,8 @@ def _ool_widths(msg: pb.OutOfLineBitpacking) -> tuple[np.dtype, int]:
 
 
 def decode_out_of_line_bitpacking_blocks_ranges(
-    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """Decode many independently packed buffers (byte ranges of ``data``, e.g. the levels
     of every mini-block chunk) at once; the result holds their values back to back."""
@@ -463,20 +469,22 @@ def decode_out_of_line_bitpacking_blocks(
 
 
 def decode_out_of_line_bitpacking_block(
-    msg: pb.OutOfLineBitpacking, buffer: memoryview, num_values: int
+    msg: pb.OutOfLineBitpacking, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     return decode_out_of_line_bitpacking_blocks(msg, [buffer], np.array([num_values], dtype=np.int64))
 
 
 def decode_out_of_line_bitpacking_miniblock(
-    msg: pb.OutOfLineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.OutOfLineBitpacking, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     counts = check_chunk_counts(chunks, counts, 1, "out-of-line bitpacking mini-block")
     return decode_out_of_line_bitpacking_blocks(msg, [c[0] for c in chunks], counts)
 
 
 def decode_out_of_line_bitpacking_miniblock_ranges(
-    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.OutOfLineBitpacking, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     counts = check_range_counts(starts, sizes, counts, 1, "out-of-line bitpacking mini-block")
     return decode_out_of_line_bitpacking_blocks_ranges(msg, data, starts[:, 0], sizes[:, 0], counts)
@@ -659,7 +667,8 @@ def inline_bitpacking_encoding(bits: int) -> pb.CompressiveEncoding:
 
 
 def encode_inline_bitpacking_miniblock(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> MiniBlockCompressed:
     """One chunk per 1024 values, each ``[W][1024 values packed in W bits]`` (module doc)."""
     values = _values_of(block, "inline bitpacking")
@@ -681,21 +690,25 @@ def encode_inline_bitpacking_miniblock(
 
 
 def encode_inline_bitpacking_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """The inline chunks of all values in one buffer (2.2 dictionaries, <= 1024 levels)."""
     compressed = encode_inline_bitpacking_miniblock(block, params)
     return compressed.buffers[0], compressed.encoding
 
 
-def encode_inline_bitpacking_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_inline_bitpacking_blocks(
+    values: np.ndarray, counts: np.ndarray, codec: Codec | None = None
+) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
     """Many block buffers at once (the levels of every mini-block chunk): each part is
-    packed on its own; returns the buffers back to back and their byte sizes."""
+    packed on its own; returns the buffers back to back, their byte sizes and their encoding."""
     blocks, nblocks = gather_parts(values, counts, BLOCK)
     words, sizes = _inline_pack(blocks, _chunk_widths(blocks))
     part_words = np.add.reduceat(sizes, exclusive_cumsum(nblocks)) if len(sizes) else sizes
     part_words = np.where(nblocks > 0, part_words, 0) if len(nblocks) else part_words
-    return words.view(np.uint8), part_words * values.dtype.itemsize
+    return words.view(np.uint8), part_words * values.dtype.itemsize, inline_bitpacking_encoding(
+        values.dtype.itemsize * 8)
 
 
 def out_of_line_bitpacking_encoding(bits: int, width: int) -> pb.CompressiveEncoding:
@@ -716,14 +729,15 @@ def pack_tail(tail: np.ndarray | int, width: int, t_bits: int) -> np.ndarray:
 
 def encode_out_of_line_bitpacking_blocks(
     values: np.ndarray, counts: np.ndarray, width: int
-) -> tuple[np.ndarray, np.ndarray]:
+) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
     """Pack consecutive parts of ``values`` (``counts[i]`` each) with one bit ``width``:
     per part its whole 1024-blocks, then the tail packed or raw (module doc). Returns the
-    buffers back to back and their byte sizes."""
+    buffers back to back, their byte sizes and their encoding."""
     dt = values.dtype
     t_bits = dt.itemsize * 8
     if not 0 <= width <= t_bits:
         raise InvalidInputError(f"out-of-line bitpacking: width {width} for {t_bits}-bit values")
+    enc = out_of_line_bitpacking_encoding(t_bits, width)
     counts = np.asarray(counts, dtype=np.int64)
     wpb = BLOCK * width // t_bits
     whole, tail = counts // BLOCK, counts % BLOCK
@@ -736,14 +750,23 @@ def encode_out_of_line_bitpacking_blocks(
     # assemble each part as [its packed words][its raw tail values]
     sizes = nblocks * wpb + raw_tail
     if not raw_tail.any():  # the parts' packed words are already back to back
-        return packed.view(np.uint8), sizes * dt.itemsize
+        return packed.view(np.uint8), sizes * dt.itemsize, enc
     total = int(sizes.sum())
     pos = np.arange(total, dtype=np.int64) - np.repeat(exclusive_cumsum(sizes), sizes)  # word in its part
     is_packed = pos < np.repeat(nblocks * wpb, sizes)
     out = np.empty(total, dtype=dt)
     out[is_packed] = packed
     out[~is_packed] = values[ragged_arange(part_starts + whole * BLOCK, raw_tail)]
-    return out.view(np.uint8), sizes * dt.itemsize
+    return out.view(np.uint8), sizes * dt.itemsize, enc
+
+
+def encode_out_of_line_bitpacking_codec_blocks(
+    values: np.ndarray, counts: np.ndarray, codec: Codec
+) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
+    """``encode_out_of_line_bitpacking_blocks`` at the page-wide width the strategy chose."""
+    if codec.compressed_bits is None:
+        raise UnsupportedError("out-of-line bitpacking codec without a packed width")
+    return encode_out_of_line_bitpacking_blocks(values, counts, int(codec.compressed_bits))
 
 
 def _part_blocks(values: np.ndarray, part_starts: np.ndarray, counts: np.ndarray,
@@ -770,12 +793,15 @@ def _part_blocks(values: np.ndarray, part_starts: np.ndarray, counts: np.ndarray
 
 
 def encode_out_of_line_bitpacking_block(
-    block: DataBlock, params: CompressionParams | None = None, width: int | None = None
+    block: DataBlock, params: CompressionParams | None = None, codec: Codec | None = None,
+    codecs: CodecEncoders | None = None, *, width: int | None = None,
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
-    """One buffer packed at ``width`` bits (default: the bit length of the largest value)."""
+    """One buffer packed at ``width`` bits (else the strategy's page-wide width, else the bit
+    length of the largest value)."""
     values = _values_of(block, "out-of-line bitpacking")
-    t_bits = values.dtype.itemsize * 8
+    if width is None and codec is not None and codec.compressed_bits is not None:
+        width = int(codec.compressed_bits)
     if width is None:
         width = int(_chunk_widths(values.reshape(1, -1)).max()) if len(values) else 0
-    data, _ = encode_out_of_line_bitpacking_blocks(values, np.array([len(values)]), width)
-    return data, out_of_line_bitpacking_encoding(t_bits, width)
+    data, _, enc = encode_out_of_line_bitpacking_blocks(values, np.array([len(values)]), width)
+    return data, enc

@@ -36,7 +36,9 @@ from lance_spark_ops.encoding.compression._arrays import (
     strided_rows,
     uniform_stride,
 )
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 CHUNK_VALUES = {32: 1024, 64: 512}  # largest power of two under 8186 bytes
@@ -52,7 +54,8 @@ def _bss_width(msg: pb.ByteStreamSplit) -> int:
 
 
 def decode_byte_stream_split_miniblock(
-    msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.ByteStreamSplit, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     _bss_width(msg)
     counts = check_chunk_counts(chunks, counts, 1, "byte stream split")
@@ -61,7 +64,8 @@ def decode_byte_stream_split_miniblock(
 
 
 def decode_byte_stream_split_miniblock_ranges(
-    msg: pb.ByteStreamSplit, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.ByteStreamSplit, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data``."""
     _bss_width(msg)
@@ -106,7 +110,8 @@ def byte_stream_split_encoding(bits: int) -> pb.CompressiveEncoding:
 
 
 def encode_byte_stream_split_miniblock(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> MiniBlockCompressed:
     """Chunks of 1024 (32-bit) / 512 (64-bit) values, each stored as its byte planes."""
     if not isinstance(block, FixedWidthBlock):

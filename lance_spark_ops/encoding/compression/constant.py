@@ -18,21 +18,27 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import ConstantBlock, DataBlock
+from lance_spark_ops.encoding.compression.encoded import CodecLookup
 
 
 def _value(msg: pb.Constant) -> bytes | None:
     return bytes(msg.value) if msg.HasField("value") else None
 
 
-def decode_constant_block(msg: pb.Constant, buffer: memoryview, num_values: int) -> DataBlock:
+def decode_constant_block(
+    msg: pb.Constant, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
+) -> DataBlock:
     return ConstantBlock(_value(msg), int(num_values))
 
 
-def decode_constant_per_value(msg: pb.Constant, block: DataBlock) -> DataBlock:
+def decode_constant_per_value(
+    msg: pb.Constant, block: DataBlock, codecs: CodecLookup | None = None
+) -> DataBlock:
     return ConstantBlock(_value(msg), int(block.num_values))
 
 
 def decode_constant_miniblock(
-    msg: pb.Constant, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Constant, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> DataBlock:
     return ConstantBlock(_value(msg), int(np.asarray(counts, dtype=np.int64).sum()))

@@ -7,6 +7,7 @@ Each codec module exposes, for every message it can write, up to three encoders:
 - ``encode_<message>_block(block, params) -> tuple[np.ndarray, CompressiveEncoding]``
 - ``encode_<message>_per_value(block, params) -> tuple[DataBlock, CompressiveEncoding]``
 
+(their full, typed shape per context, as the registry calls them, is in ``contexts.py``).
 Like Lance's compressors, every encoder returns its data *and* the encoding description it
 wrote, so the layout stores exactly what was produced. ``params`` is a
 ``CompressionParams`` built from field metadata (``strategy.py``).

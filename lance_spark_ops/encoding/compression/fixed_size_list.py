@@ -46,7 +46,9 @@ from lance_spark_ops.encoding.compression._arrays import (
     join_with_starts,
     pack_bit_ranges,
 )
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.value import chunk_log_values, concat_fixed_ranges, fixed_chunks
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -88,7 +90,8 @@ def _nest(
 
 
 def decode_fixed_size_list_miniblock(
-    msg: pb.FixedSizeList, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.FixedSizeList, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedSizeListBlock:
     layers, _ = _layers(msg)
     nvalid = sum(v for _, v in layers)
@@ -103,7 +106,8 @@ def decode_fixed_size_list_miniblock(
 
 
 def decode_fixed_size_list_miniblock_ranges(
-    msg: pb.FixedSizeList, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.FixedSizeList, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedSizeListBlock:
     """Mini-block chunks given as ``(k, buffers)`` byte ranges of ``data``."""
     layers, _ = _layers(msg)
@@ -140,7 +144,7 @@ def _decode_ranges(
 
 
 def decode_fixed_size_list_block(
-    msg: pb.FixedSizeList, buffer: memoryview, num_values: int
+    msg: pb.FixedSizeList, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
 ) -> FixedSizeListBlock:
     layers, bits = _layers(msg)
     if any(v for _, v in layers):
@@ -153,7 +157,9 @@ def decode_fixed_size_list_block(
     return _nest(layers, items, [None] * len(layers), num_values)
 
 
-def decode_fixed_size_list_per_value(msg: pb.FixedSizeList, block: DataBlock) -> FixedSizeListBlock:
+def decode_fixed_size_list_per_value(
+    msg: pb.FixedSizeList, block: DataBlock, codecs: CodecLookup | None = None
+) -> FixedSizeListBlock:
     layers, bits = _layers(msg)
     if not isinstance(block, FixedWidthBlock):
         raise CorruptFileError(f"fixed size list per-value decoding got a {type(block).__name__}")
@@ -238,7 +244,8 @@ def _encoding_of(layers: list[tuple[int, np.ndarray | None]], bits: int) -> pb.C
 
 
 def encode_fixed_size_list_miniblock(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> MiniBlockCompressed:
     """Chunks of whole rows: validity bitmaps then the leaf values (module doc)."""
     layers, leaf, rows = _chain(block)
@@ -269,7 +276,8 @@ def encode_fixed_size_list_miniblock(
 
 
 def encode_fixed_size_list_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """The items back to back (lists without item validity only)."""
     layers, leaf, rows = _chain(block)
@@ -282,7 +290,8 @@ def encode_fixed_size_list_block(
 
 
 def encode_fixed_size_list_per_value(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[FixedWidthBlock, pb.CompressiveEncoding]:
     """One fixed-width value per row: its validity bytes per validity layer, then its items."""
     layers, leaf, rows = _chain(block)

@@ -87,7 +87,9 @@ import pyarrow as pa
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, VariableWidthBlock
 from lance_spark_ops.encoding.compression import compiled
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.variable import offset_bits, value_bounds
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
@@ -392,7 +394,10 @@ def fsst_encoding(symbol_table: bytes, inner: pb.CompressiveEncoding) -> pb.Comp
     return pb.CompressiveEncoding(fsst=pb.Fsst(symbol_table=symbol_table, values=inner))
 
 
-def encode_fsst_miniblock(block: DataBlock, params: CompressionParams | None = None) -> MiniBlockCompressed:
+def encode_fsst_miniblock(
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
+) -> MiniBlockCompressed:
     """``Fsst(Variable)``: the page's strings FSST-compressed with one table, then chunked
     by the Variable mini-block encoder (chunk sizes count the compressed bytes)."""
     from lance_spark_ops.encoding.compression.variable import encode_variable_miniblock
@@ -404,7 +409,8 @@ def encode_fsst_miniblock(block: DataBlock, params: CompressionParams | None = N
 
 
 def encode_fsst_per_value(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[DataBlock, pb.CompressiveEncoding]:
     """Full-zip ``Fsst(Variable)``: every value compressed with the page's one table."""
     from lance_spark_ops.encoding.compression.variable import encode_variable_per_value

@@ -43,12 +43,16 @@ block):
 - ``encode_general_per_value(block, params)``: each value of a ``VariableWidthBlock``
   compressed on its own, ``General(zstd level (default 0) | lz4, Variable)``.
 
+The registry calls the ``encode_general_codec_*`` forms: they take the scheme and level from
+the strategy's ``Codec`` node and compress the inner codec through the registry.
+
 The level is written into ``BufferCompression`` exactly when ``params.compression_level``
 is set (per-value zstd always writes it, as Lance does).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Callable, Sequence
 
 import numpy as np
@@ -63,7 +67,9 @@ from lance_spark_ops.encoding.compression.buffer_compression import (
     compress_buffer,
     decompress_buffer,
 )
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.value import encode_flat_block
 from lance_spark_ops.encoding.compression.variable import encode_variable_block
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
@@ -218,3 +224,40 @@ def encode_general_per_value(
     )
     out = VariableWidthBlock(new_offsets.astype(dtype), as_u8(b"".join(pieces)), block.num_values)
     return out, general_encoding(scheme, level, variable)
+
+
+# ---------------------------------------------------------------------------- registry forms
+
+
+def _node_params(codec: Codec, params: CompressionParams) -> CompressionParams:
+    """``params`` as the General node sees them (its scheme and level)."""
+    return dataclasses.replace(params, compression=codec.scheme, compression_level=codec.level)
+
+
+def _inner_codec(codec: Codec) -> Codec:
+    if codec.inner is None:
+        raise UnsupportedError(f"{codec.kind} codec without an inner codec")
+    return codec.inner
+
+
+def encode_general_codec_miniblock(block: DataBlock, params: CompressionParams, codec: Codec,
+                                   codecs: CodecEncoders) -> MiniBlockCompressed:
+    """``encode_general_miniblock`` over the node's inner codec, at the node's scheme and level."""
+    inner = _inner_codec(codec)
+    return encode_general_miniblock(block, _node_params(codec, params),
+                                    lambda b: codecs.compress_miniblock(inner, b, params))
+
+
+def encode_general_codec_block(block: DataBlock, params: CompressionParams, codec: Codec,
+                               codecs: CodecEncoders) -> tuple[np.ndarray, pb.CompressiveEncoding]:
+    """``encode_general_block`` over the node's inner codec, at the node's scheme and level."""
+    inner = _inner_codec(codec)
+    return encode_general_block(block, _node_params(codec, params),
+                                lambda b: codecs.compress_block(inner, b, params))
+
+
+def encode_general_codec_per_value(
+    block: DataBlock, params: CompressionParams, codec: Codec, codecs: CodecEncoders
+) -> tuple[VariableWidthBlock, pb.CompressiveEncoding]:
+    """``encode_general_per_value`` at the node's scheme and level (it writes its values raw)."""
+    return encode_general_per_value(block, _node_params(codec, params))

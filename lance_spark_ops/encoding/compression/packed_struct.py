@@ -25,7 +25,9 @@ import numpy as np
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock
 from lance_spark_ops.encoding.compression._arrays import as_u8
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.value import encode_flat_block, encode_flat_miniblock
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -128,7 +130,8 @@ def packed_struct_encoding(bits: list[int], values: pb.CompressiveEncoding) -> p
 
 
 def encode_packed_struct_miniblock(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> MiniBlockCompressed:
     """Packed rows stored as Flat mini-block chunks."""
     rows, bits = pack_rows(block)
@@ -138,7 +141,8 @@ def encode_packed_struct_miniblock(
 
 
 def encode_packed_struct_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """Packed rows in one Flat buffer."""
     rows, bits = pack_rows(block)

@@ -49,7 +49,9 @@ from lance_spark_ops.encoding.compression._arrays import (
     ragged_arange,
     uint_view,
 )
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 MAX_RUN = 255
@@ -99,7 +101,7 @@ def expand_runs(
 
 
 def decode_rle_miniblock(
-    msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Rle, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray, codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     counts = check_chunk_counts(chunks, counts, 2, "rle mini-block")
     vdata, vstarts, vsizes = join_with_starts([c[0] for c in chunks])
@@ -108,7 +110,8 @@ def decode_rle_miniblock(
 
 
 def decode_rle_miniblock_ranges(
-    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """Mini-block chunks given as ``(k, 2)`` byte ranges of ``data``."""
     counts = check_range_counts(starts, sizes, counts, 2, "rle mini-block")
@@ -145,7 +148,8 @@ def decode_rle_blocks(msg: pb.Rle, buffers: Sequence[memoryview], counts: np.nda
 
 
 def decode_rle_blocks_ranges(
-    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.Rle, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """``decode_rle_blocks`` over byte ranges of ``data``."""
     bits = _value_bits(msg)
@@ -179,7 +183,9 @@ def decode_rle_blocks_ranges(
     return expand_runs(values, lengths, nruns, counts, bits, "rle block")
 
 
-def decode_rle_block(msg: pb.Rle, buffer: memoryview, num_values: int) -> FixedWidthBlock:
+def decode_rle_block(
+    msg: pb.Rle, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
+) -> FixedWidthBlock:
     if num_values == 0 and len(buffer) == 0:
         return FixedWidthBlock(as_u8(b""), _value_bits(msg), 0)
     return decode_rle_blocks(msg, [buffer], np.array([num_values], dtype=np.int64))
@@ -283,7 +289,10 @@ def rle_chunk_bounds(values: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return np.array(starts, dtype=np.int64), np.array(logs, dtype=np.uint8)
 
 
-def encode_rle_miniblock(block: DataBlock, params: CompressionParams | None = None) -> MiniBlockCompressed:
+def encode_rle_miniblock(
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
+) -> MiniBlockCompressed:
     """Chunks of ``[run values][u8 run lengths]`` (module doc)."""
     values = _rle_values(block, "rle mini-block")
     cuts, logs = rle_chunk_bounds(values)
@@ -294,10 +303,12 @@ def encode_rle_miniblock(block: DataBlock, params: CompressionParams | None = No
     )
 
 
-def encode_rle_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_rle_blocks(
+    values: np.ndarray, counts: np.ndarray, codec: Codec | None = None
+) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
     """Many block buffers at once (levels of every mini-block chunk), each
-    ``[u64 value bytes][run values][u8 run lengths]``; returns them back to back and their
-    byte sizes."""
+    ``[u64 value bytes][run values][u8 run lengths]``; returns them back to back, their byte
+    sizes and their encoding."""
     counts = np.asarray(counts, dtype=np.int64)
     if (counts <= 0).any():
         raise InvalidInputError("rle blocks: every part needs at least one value")
@@ -311,16 +322,17 @@ def encode_rle_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarra
     out[starts[:, None] + np.arange(8)[None, :]] = value_bytes.astype("<u8").view(np.uint8).reshape(-1, 8)
     out[ragged_arange(starts + 8, value_bytes)] = vals.view(np.uint8)
     out[ragged_arange(starts + 8 + value_bytes, per_part)] = lengths
-    return out, sizes
+    return out, sizes, rle_encoding(values.dtype.itemsize * 8)
 
 
 def encode_rle_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """One buffer ``[u64 value bytes][run values][u8 run lengths]`` (module doc)."""
     values = _rle_values(block, "rle block")
     enc = rle_encoding(values.dtype.itemsize * 8)
     if len(values) == 0:
         return np.zeros(0, dtype=np.uint8), enc
-    data, _ = encode_rle_blocks(values, np.array([len(values)]))
+    data, _, _ = encode_rle_blocks(values, np.array([len(values)]))
     return data, enc

@@ -42,7 +42,9 @@ from lance_spark_ops.encoding.compression._arrays import (
     ranges_to_chunks,
 )
 from lance_spark_ops.encoding.compression.buffer_compression import decompress_buffer
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 MAX_MINIBLOCK_BYTES = 8 * 1024 - 6
@@ -102,7 +104,8 @@ def concat_fixed_chunks(
 
 
 def decode_flat_miniblock(
-    msg: pb.Flat, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Flat, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     bits = _bits(msg)
     counts = check_chunk_counts(chunks, counts, 1, "flat mini-block")
@@ -111,7 +114,8 @@ def decode_flat_miniblock(
 
 
 def decode_flat_miniblock_ranges(
-    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk copies)."""
     counts = check_range_counts(starts, sizes, counts, 1, "flat mini-block")
@@ -126,13 +130,16 @@ def decode_flat_blocks(msg: pb.Flat, buffers: Sequence[memoryview], counts: np.n
 
 
 def decode_flat_blocks_ranges(
-    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.Flat, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> FixedWidthBlock:
     """``decode_flat_blocks`` over byte ranges of ``data``."""
     return decode_flat_miniblock_ranges(msg, data, starts[:, None], sizes[:, None], counts)
 
 
-def decode_flat_block(msg: pb.Flat, buffer: memoryview, num_values: int) -> FixedWidthBlock:
+def decode_flat_block(
+    msg: pb.Flat, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
+) -> FixedWidthBlock:
     bits = _bits(msg)
     buf = _inflate(msg, buffer, "flat block")
     need = (num_values * bits + 7) // 8
@@ -143,7 +150,7 @@ def decode_flat_block(msg: pb.Flat, buffer: memoryview, num_values: int) -> Fixe
     return FixedWidthBlock(as_u8(buf)[:need], bits, num_values)
 
 
-def decode_flat_per_value(msg: pb.Flat, block: DataBlock) -> DataBlock:
+def decode_flat_per_value(msg: pb.Flat, block: DataBlock, codecs: CodecLookup | None = None) -> DataBlock:
     if msg.HasField("data"):
         raise UnsupportedError("flat per-value values with buffer compression are not supported")
     if not isinstance(block, FixedWidthBlock):
@@ -209,7 +216,10 @@ def _trimmed(block: FixedWidthBlock, what: str) -> np.ndarray:
     return data[:need]
 
 
-def encode_flat_miniblock(block: DataBlock, params: CompressionParams | None = None) -> MiniBlockCompressed:
+def encode_flat_miniblock(
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
+) -> MiniBlockCompressed:
     """Values as they are, cut into equal power-of-two chunks (see module doc)."""
     block = _fixed(block, "flat mini-block")
     bits = block.bits_per_value
@@ -222,22 +232,27 @@ def encode_flat_miniblock(block: DataBlock, params: CompressionParams | None = N
 
 
 def encode_flat_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """One buffer: the values back to back (booleans as an LSB-first bitmap)."""
     block = _fixed(block, "flat block")
     return _trimmed(block, "flat block"), flat_encoding(block.bits_per_value)
 
 
-def encode_flat_blocks(values: np.ndarray, counts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def encode_flat_blocks(
+    values: np.ndarray, counts: np.ndarray, codec: Codec | None = None
+) -> tuple[np.ndarray, np.ndarray, pb.CompressiveEncoding]:
     """Many block buffers at once (raw levels of every mini-block chunk): the buffers back
-    to back (simply ``values``' bytes) and their sizes."""
+    to back (simply ``values``' bytes), their sizes and their encoding."""
     counts = np.asarray(counts, dtype=np.int64)
-    return np.ascontiguousarray(values).view(np.uint8).reshape(-1), counts * values.dtype.itemsize
+    data = np.ascontiguousarray(values).view(np.uint8).reshape(-1)
+    return data, counts * values.dtype.itemsize, flat_encoding(values.dtype.itemsize * 8)
 
 
 def encode_flat_per_value(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[DataBlock, pb.CompressiveEncoding]:
     """Full-zip values: Flat is the identity."""
     block = _fixed(block, "flat per-value")

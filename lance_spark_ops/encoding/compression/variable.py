@@ -50,7 +50,9 @@ from lance_spark_ops.encoding.compression._arrays import (
     ragged_arange,
     scatter_ragged,
 )
-from lance_spark_ops.encoding.compression.encoded import CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 
@@ -93,7 +95,8 @@ def gather_segments(buf: np.ndarray, starts: np.ndarray, lengths: np.ndarray) ->
 
 
 def decode_variable_miniblock(
-    msg: pb.Variable, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray
+    msg: pb.Variable, chunks: Sequence[Sequence[memoryview]], counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> DataBlock:
     bits = offset_bits(msg)
     counts = check_chunk_counts(chunks, counts, 1, "variable")
@@ -117,7 +120,8 @@ def _range_chunks(msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes:
 
 
 def decode_variable_miniblock_ranges(
-    msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray
+    msg: pb.Variable, data: np.ndarray, starts: np.ndarray, sizes: np.ndarray, counts: np.ndarray,
+    codecs: CodecLookup | None = None
 ) -> DataBlock:
     """Mini-block chunks given as ``(k, 1)`` byte ranges of ``data`` (no per-chunk views or
     copies: the value bytes are cut straight from the page)."""
@@ -185,7 +189,9 @@ def _decode_chunks(bits: int, data: np.ndarray, bases: np.ndarray, sizes: np.nda
     return VariableWidthBlock(offsets, values, total)
 
 
-def decode_variable_block(msg: pb.Variable, buffer: memoryview, num_values: int) -> DataBlock:
+def decode_variable_block(
+    msg: pb.Variable, buffer: memoryview, num_values: int, codecs: CodecLookup | None = None
+) -> DataBlock:
     offset_bits(msg)
     data = as_u8(buffer)
     if data.size < 8:
@@ -223,7 +229,9 @@ def decode_variable_block(msg: pb.Variable, buffer: memoryview, num_values: int)
     return VariableWidthBlock(offsets, values, num_values)
 
 
-def decode_variable_per_value(msg: pb.Variable, block: DataBlock) -> DataBlock:
+def decode_variable_per_value(
+    msg: pb.Variable, block: DataBlock, codecs: CodecLookup | None = None
+) -> DataBlock:
     offset_bits(msg)
     if not isinstance(block, VariableWidthBlock):
         raise CorruptFileError(f"variable: expected variable-width values, got {type(block).__name__}")
@@ -320,7 +328,8 @@ def _chunk_end(g: np.ndarray, n: int, starts: np.ndarray, limit: int, width: int
 
 
 def encode_variable_miniblock(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> MiniBlockCompressed:
     """Chunks of ``offsets | bytes | pad`` (see the module docstring), byte for byte as
     Lance's ``BinaryMiniBlockEncoder``: offsets relative to the chunk start, padding to 4
@@ -363,7 +372,8 @@ def encode_variable_miniblock(
 
 
 def encode_variable_block(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[np.ndarray, pb.CompressiveEncoding]:
     """``u32 32, u32 bytes_start`` (``u64 64, u64 bytes_start``), offsets from 0, bytes."""
     offs, data, bits = _variable_input(block, "variable block")
@@ -375,7 +385,8 @@ def encode_variable_block(
 
 
 def encode_variable_per_value(
-    block: DataBlock, params: CompressionParams | None = None
+    block: DataBlock, params: CompressionParams | None = None,
+    codec: Codec | None = None, codecs: CodecEncoders | None = None
 ) -> tuple[DataBlock, pb.CompressiveEncoding]:
     """Full-zip values: Variable is the identity (the layout writes length prefixes)."""
     offs, data, bits = _variable_input(block, "variable per-value")

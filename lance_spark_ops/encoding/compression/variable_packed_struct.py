@@ -34,7 +34,9 @@ import numpy as np
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb
 from lance_spark_ops.encoding.blocks import DataBlock, FixedWidthBlock, StructBlock, VariableWidthBlock
-from lance_spark_ops.encoding.compression.encoded import CodecLookup
+from lance_spark_ops.encoding.compression.contexts import CodecEncoders
+from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams
+from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.variable import gather_segments
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
@@ -204,3 +206,15 @@ def encode_variable_packed_struct_per_value(
     offsets = np.append(row_start, total).astype(dtype)
     enc = pb.CompressiveEncoding(variable_packed_struct=pb.VariablePackedStruct(fields=fields))
     return VariableWidthBlock(offsets, out, n), enc
+
+
+def encode_variable_packed_struct_codec_per_value(
+    block: DataBlock, params: CompressionParams, codec: Codec, codecs: CodecEncoders
+) -> tuple[VariableWidthBlock, pb.CompressiveEncoding]:
+    """The registry form: each field compressed per value by its node of ``codec.children``
+    (through the registry), then the rows packed."""
+    if not isinstance(block, StructBlock) or len(block.children) != len(codec.children):
+        raise UnsupportedError("variable packed struct codec needs a struct block matching its fields")
+    kids = [codecs.compress_per_value(c, b, p)
+            for c, b, p in zip(codec.children, block.children, codec.child_params, strict=True)]
+    return encode_variable_packed_struct_per_value(block, params, children=kids)

@@ -411,6 +411,7 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
         with job.phase("plan"):
             ds = Dataset.open(uri, storage_options=storage_options)
             ds.check_writable()
+            ds.check_consistent("add_columns")
             plan = _plan(spark, ds, columns, on, sql_engine)
             schema = _new_schema(ds, plan)
             metrics.read_version, metrics.mode, metrics.columns = ds.version, plan.mode, plan.schema.names

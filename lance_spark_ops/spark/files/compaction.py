@@ -249,6 +249,7 @@ def _open_for_rewrite(uri: str, storage_options: dict[str, Any] | None, opts: Co
     """The latest version, the file version to write, planning inputs, indexed fragments withheld."""
     ds = Dataset.open(uri, storage_options=storage_options)
     ds.check_writable()
+    ds.check_consistent("compaction")
     file_version = _target_version(ds, opts)
     check_defer_allowed(ds, opts.defer_index_remap)
     stats, skipped = fragment_stats(ds, frozenset(opts.excluded_fragment_ids))

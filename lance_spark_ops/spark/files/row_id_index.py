@@ -186,6 +186,7 @@ def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any
     metrics = RowIdIndexMetrics(uri=uri, read_version=0)
     with Job(spark, "rebuild_row_id_index", uri, metrics) as job:
         ds = Dataset.open(uri, storage_options=storage_options)
+        ds.check_consistent("rebuild_row_id_index")
         metrics.read_version, metrics.fragments = ds.version, len(ds.fragments)
         if not ds.uses_stable_row_ids:
             metrics.stable_row_ids = False

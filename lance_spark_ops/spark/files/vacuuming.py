@@ -81,6 +81,25 @@ def parse_duration(text: str) -> timedelta:
     return timedelta(seconds=float(m.group(1)) * _UNITS[m.group(2)])
 
 
+def as_duration(value: Any, name: str) -> timedelta | None:
+    """A ``timedelta`` or one of the CLI's duration strings (``"0s"``, ``"7d"``) as a
+    ``timedelta`` (None stays None); InvalidInputError naming ``name`` for anything else or a
+    negative duration."""
+    if value is None:
+        return None
+    if isinstance(value, str):
+        try:
+            value = parse_duration(value)
+        except InvalidInputError as e:
+            raise InvalidInputError(f"{name}: {e.message}") from None
+    if not isinstance(value, timedelta):
+        raise InvalidInputError(f"{name} must be a datetime.timedelta or a duration string such as '14d' or "
+                                f"'0s', got {type(value).__name__} {value!r}")
+    if value < timedelta(0):
+        raise InvalidInputError(f"{name} must not be negative, got {value}")
+    return value
+
+
 REPR_PATHS = 20  # paths a VacuumMetrics repr shows before it counts the rest
 
 
@@ -238,17 +257,21 @@ def _count(m: VacuumMetrics, plan: CleanupPlan, sizes: dict[str, int], results: 
 
 
 @with_table_target
-def vacuum(spark: Any, uri: str, *, older_than: timedelta | None = None, retain_versions: int | None = None,
-           delete_unverified: bool = False, unverified_older_than: timedelta = timedelta(days=7),
+def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
+           retain_versions: int | None = None,
+           delete_unverified: bool = False, unverified_older_than: timedelta | str = timedelta(days=7),
            error_if_tagged_old_versions: bool = True, dry_run: bool = False,
            storage_options: dict[str, Any] | None = None, max_deletes_per_second: float | None = None,
            parallelism: int = 8) -> VacuumMetrics:
     """Remove old versions and unreferenced files (pylance's ``cleanup_old_versions``).
 
     ``older_than`` None and ``retain_versions`` None mean 14 days, as in pylance; with
-    ``retain_versions`` alone only the version count decides. ``spark=None`` runs every task
+    ``retain_versions`` alone only the version count decides; durations are ``timedelta`` or
+    the CLI's strings (``"0s"``, ``"14d"``). ``spark=None`` runs every task
     in this process. ``dry_run`` lists and decides but deletes nothing.
     """
+    older_than = as_duration(older_than, "older_than")
+    unverified_older_than = as_duration(unverified_older_than, "unverified_older_than")
     store = ObjectStore(uri, storage_options or {})
     metrics = VacuumMetrics(dry_run=dry_run)
     with Job(spark, "vacuum", uri, metrics) as job:

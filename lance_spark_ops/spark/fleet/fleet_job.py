@@ -103,7 +103,7 @@ def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str
         # what namespaces vend (and refresh) during the run is hidden as soon as it arrives
         secrets = LiveSecrets(secret_values({**storage, **ns_secrets}))
         setup_logging("INFO", secrets)
-        from lance_spark_ops.fleet.policy import load_policy
+        from lance_spark_ops.fleet.policy_file import load_policy
         from lance_spark_ops.spark.fleet.maintenance import exit_status, maintain, report, summary_lines
 
         policy = load_policy(opts.policy)  # a bad policy is a usage error before Spark starts

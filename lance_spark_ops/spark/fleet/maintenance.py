@@ -1,6 +1,6 @@
 """``maintain``: measure every table of a fleet, decide by a policy what each needs, run it.
 
-Per table (``fleet.health.measure`` -> ``fleet.policy.decide``) the actions run in their fixed
+Per table (``fleet.health.measure`` -> ``fleet.decisions.decide``) the actions run in their fixed
 order (``fleet.policy``), each through this library's own driver (``compact``,
 ``materialize_deletions``, ``remap_indices``, ``optimize_indices``, ``vacuum``), then the table
 is measured again (before/after in the result). Tables go highest priority first (the sum of
@@ -32,15 +32,10 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.fleet.decisions import Decision, decide, table_priority
 from lance_spark_ops.fleet.health import TableHealth, measure
-from lance_spark_ops.fleet.policy import (
-    Decision,
-    PolicySet,
-    decide,
-    load_policy,
-    parse_duration,
-    table_priority,
-)
+from lance_spark_ops.fleet.policy import PolicySet, parse_duration
+from lance_spark_ops.fleet.policy_file import load_policy
 from lance_spark_ops.spark.runtime.job import logger
 from lance_spark_ops.spark.runtime.session import is_classic
 
@@ -215,8 +210,18 @@ def _plan(table: _Table, policies: PolicySet) -> tuple[TableResult, TableHealth 
         logger.warning("maintain %s: measuring failed: %s: %s", table.name, type(e).__name__, e)
         result.status, result.error = "failed", _error(e)
         return result, None, []
-    decisions = decide(health, policies.for_table(table.name))
     result.before = health.to_dict()
+    if health.inconsistent:  # checked first: no rewrite (nor vacuum) of a table that contradicts itself
+        bad = [f for f in health.findings if f["refuse"]]
+        text = "; ".join(f"{f['check']} (fragment {f['fragment']}): {f['detail']}" for f in bad[:3])
+        result.status = "failed"
+        result.error = {"type": "InconsistentDatasetError",
+                        "message": f"not maintained: the manifest contradicts itself or its files: {text}"
+                                   + (f" (and {len(bad) - 3} more)" if len(bad) > 3 else "")
+                                   + "; run jobs/validate.py on it"}
+        logger.warning("maintain %s: %s", table.name, result.error["message"])
+        return result, health, []
+    decisions = decide(health, policies.for_table(table.name))
     result.decisions = [dataclasses.asdict(d) for d in decisions]
     return result, health, decisions
 

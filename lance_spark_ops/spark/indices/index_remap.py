@@ -310,7 +310,7 @@ def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int
         if ids != sorted(ids):
             raise InvalidInputError(f"rewrite group {ids}: a fragment reuse index needs old fragments in "
                                     "ascending id order (pylance maps sorted addresses)")
-        masks = [live_mask(ds, f) for f in g.old_fragments]
+        masks = [ds.dense_live_mask(f) for f in g.old_fragments]
         survivors = surviving_addresses(ids, masks)
         olds = [_digest(f, len(m), int((~m).sum())) for f, m in zip(g.old_fragments, masks, strict=True)]
         version.groups.append(make_group(olds, survivors, [_digest(f) for f in g.new_fragments]))
@@ -323,13 +323,6 @@ def _digest(f: DataFragment, rows: int | None = None, deleted: int | None = None
     if deleted is None:
         deleted = f.deletion_file.num_deleted_rows or 0 if f.deletion_file is not None else 0
     return FragDigest(f.id, int(f.physical_rows or 0) if rows is None else rows, int(deleted))
-
-
-def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
-    """Which of the fragment's rows are live (its row count read from its files when the
-    manifest does not record it: pylance <= 0.7)."""
-    keep = ds.live_mask(frag)
-    return keep if keep is not None else np.ones(ds.physical_rows(frag), dtype=bool)
 
 
 def covering_sets(ds: Dataset) -> tuple[dict[int, frozenset[int]], set[int]]:
@@ -559,6 +552,7 @@ def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | Non
             with job.phase("plan"):
                 ds = Dataset.open(uri, storage_options=storage_options)
                 ds.check_writable()
+                ds.check_consistent("remap_indices")
             metrics.read_version = ds.version
             metrics.indices_remapped.clear()
             metrics.indices_still_behind.clear()

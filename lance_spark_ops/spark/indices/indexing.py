@@ -463,6 +463,7 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
 def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
     ds = Dataset.open(uri, storage_options=dict(storage_options or {}))
     ds.check_writable()
+    ds.check_consistent("index build")
     return ds
 
 
@@ -661,12 +662,4 @@ def unindexed_rows(ds: Dataset, name: str) -> int:
     if not segs:
         raise NotFoundError(f"no index named {name!r}", path=ds.uri)
     covered = covered_fragments(ds, segs)
-    total = 0
-    for f in ds.fragments:
-        if f.id not in covered:
-            n = f.num_rows
-            if n is None:
-                live = ds.live_mask(f)
-                n = int(live.sum()) if live is not None else int(f.physical_rows or 0)
-            total += int(n)
-    return total
+    return sum(ds.live_rows(f) for f in ds.fragments if f.id not in covered)

@@ -24,6 +24,7 @@ from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
     IncompatibleTransaction,
+    InconsistentDatasetError,
     InvalidInputError,
     NotFoundError,
 )
@@ -53,6 +54,7 @@ EXIT_RETRY = 3  # CommitConflict: a concurrent commit won; the dataset is unchan
 EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the operation impossible
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
 EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
+EXIT_INCONSISTENT = 7  # InconsistentDatasetError / validate findings: the table contradicts itself
 
 
 class DatasetNotFound(NotFoundError):
@@ -61,13 +63,16 @@ class DatasetNotFound(NotFoundError):
 
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CommitStateUnknown, EXIT_UNKNOWN), (IncompatibleTransaction, EXIT_INCOMPATIBLE),
-    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE), (DatasetNotFound, EXIT_NOT_FOUND))
+    (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE), (DatasetNotFound, EXIT_NOT_FOUND),
+    (InconsistentDatasetError, EXIT_INCONSISTENT))
 ADVICE = {
     EXIT_RETRY: "a concurrent writer committed first; nothing was changed - running the job again is safe",
     EXIT_INCOMPATIBLE: "a concurrent change (e.g. an overwrite) makes this operation impossible; nothing "
                        "was changed - look at the dataset before running again",
     EXIT_UNKNOWN: "the commit may or may not have landed; its files were kept. Check the dataset's latest "
                   "version before running again, and do not delete files by hand",
+    EXIT_INCONSISTENT: "the table's manifest contradicts itself or its files; nothing was changed - run "
+                       "jobs/validate.py on it for every finding, do not retry",
 }
 EPILOG = f"""\
 options come from, lowest precedence first: the defaults, --config FILE, the environment
@@ -92,6 +97,7 @@ exit codes:
   5  commit state unknown (CommitStateUnknown): the commit may have landed and its files were
      kept - check the dataset's latest version; do not clean up or retry blindly
   6  no dataset at the URI (DatasetNotFound, checked before Spark starts): fix the URI; do not retry
+  7  inconsistent table (InconsistentDatasetError; validate: findings): nothing changed; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
 POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments

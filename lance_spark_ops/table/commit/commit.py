@@ -39,6 +39,7 @@ from lance_spark_ops.errors import (
     CommitStateUnknown,
     CorruptFileError,
     IncompatibleTransaction,
+    InconsistentDatasetError,
     InvalidInputError,
     NotFoundError,
 )
@@ -58,11 +59,15 @@ from lance_spark_ops.table.commit.retry import backoff_seconds
 from lance_spark_ops.table.format.feature_flags import FLAG_DISABLE_TRANSACTION_FILE, check_writable
 from lance_spark_ops.table.format.manifest import ManifestFile, parse_manifest_file, serialize_manifest_file
 from lance_spark_ops.table.format.transaction import (
+    CreateIndex,
+    DataReplacement,
+    Merge,
     Operation,
     ReserveFragments,
     Restore,
     Rewrite,
     Transaction,
+    Update,
 )
 from lance_spark_ops.table.paths import (
     LATEST_VERSION_HINT,
@@ -74,6 +79,10 @@ from lance_spark_ops.table.paths import (
     transaction_file_path,
     version_hint_bytes,
 )
+from lance_spark_ops.table.validate import Finding, check_before_rewrite, manifest_findings
+
+# operations that rewrite or re-index the rows of the version they build on
+REWRITES = (Rewrite, ReserveFragments, Merge, DataReplacement, CreateIndex, Update)
 
 __all__ = ["DEFAULT_MAX_RETRIES", "CommitResult", "commit_transaction", "load_transaction"]
 
@@ -314,6 +323,10 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
             raise NotFoundError(f"cannot restore version {att.txn.operation.version}: it does not exist",
                                 path=att.store.uri(""))
     indices = list(previous.index_section.indices) if previous is not None and previous.index_section else []
+    if previous is not None and isinstance(att.txn.operation, REWRITES):
+        # the one check every rewrite passes: never commit over a manifest that contradicts itself
+        check_before_rewrite(previous.manifest, f"{type(att.txn.operation).__name__} commit",
+                             att.store.uri(""), indices, deep=False)
     indices = trusted_indices(att.store, previous.manifest if previous is not None else None, indices,
                               att.store.uri(""))
     flags = previous.manifest.writer_feature_flags if previous is not None else 0
@@ -326,6 +339,9 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
     repair_manifest(att.store, manifest, att.store.uri(""),
                     reserving=isinstance(att.txn.operation, ReserveFragments),
                     recount=previous is not None and previous.manifest.writer_version is None)
+    mixed = [f for f in _storage_findings(manifest) if f.check == "mixed_file_versions"]
+    if mixed:  # Lance's check_storage_version, on every commit
+        raise InconsistentDatasetError(f"{mixed[0].detail}", path=att.store.uri(""))
     txn_bytes = att.txn.to_bytes()
     if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
         att.txn_files[txn_name] = txn_bytes
@@ -334,6 +350,14 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
     data = serialize_manifest_file(manifest, txn_bytes, section)
     built = ManifestFile(manifest, txn_bytes, section.SerializeToString() if section is not None else None)
     return data, txn_name, built
+
+
+def _storage_findings(manifest: Any) -> list[Finding]:
+    """Findings of a manifest about to be written, legacy (0.1) datasets only: the files of
+    a 2.x dataset are checked against its version where they are read."""
+    if manifest.data_storage_version != "0.1":
+        return []
+    return manifest_findings(manifest, deep=False)
 
 
 def _landed(att: _Attempt, built: ManifestFile, rel: str, scheme: ManifestNamingScheme,

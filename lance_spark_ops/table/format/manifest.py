@@ -216,10 +216,18 @@ class Manifest:
         return max((f.id for f in self.schema.walk()), default=-1)
 
     def fragment_max_id(self) -> int | None:
-        """``max_fragment_id`` or, for old manifests without it, the largest fragment id."""
-        if self.max_fragment_id is not None:
-            return self.max_fragment_id
-        return max((f.id for f in self.fragments), default=None)
+        """The largest fragment id ever given: ``max_fragment_id``, or the largest fragment id
+        when that is larger or not recorded (a ``max_fragment_id`` below an id would hand out
+        an id in use: ids are allocated above both)."""
+        d = self.__dict__
+        if d.get("_fragment_source") is not None and "fragments" not in d:
+            ids = self.fragment_columns().id  # from the bytes, no object built
+            top = int(ids.max()) if len(ids) else None
+        else:
+            top = max((f.id for f in self.fragments), default=None)
+        if self.max_fragment_id is None or top is None:
+            return self.max_fragment_id if top is None else top
+        return max(self.max_fragment_id, top)
 
     def fragment(self, fragment_id: int) -> DataFragment:
         for f in self.fragments:
