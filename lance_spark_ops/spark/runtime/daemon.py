@@ -22,9 +22,10 @@ The numba kernels (k-means, HNSW, FSST: ~0.5-1 s to import numba and load them f
 are preloaded only with ``LSO_PRELOAD_KERNELS=1`` in the executors' environment
 (``spark.executorEnv.LSO_PRELOAD_KERNELS``): the daemon announces its port after preloading, so
 they would delay every session's first Python job, and with a core per worker the workers of a
-vector job load them side by side in about the time of one load (``bench/first_job_bench.py``).
-Preloaded, an executor loads them once, not once per worker: less CPU where cores are
-oversubscribed, and their memory shared by the forked workers.
+vector job load them side by side in about the time of one load: a fresh session's first vector
+optimize measured no faster with them preloaded (``bench/first_job_bench.py``). Preloaded, an
+executor loads them once, not once per worker (CPU where cores are oversubscribed; memory
+shared by the forked workers).
 
 After preloading it freezes what it imported (``worker_gc``): a reused worker runs a full
 ``gc.collect()`` after every task, which would otherwise walk all of it each time.
