@@ -1,12 +1,16 @@
 """Index builds and index maintenance: our Spark jobs (local[2]) against pylance, in one run.
 
     python bench/index_build_bench.py [--rows 20000000] [--docs 1000000] [--rounds 3]
-        [--cases btree,bitmap,inverted,optimize,tiered] [--deltas 1000] [--out FILE]
+        [--cases btree,bitmap,inverted,optimize,tiered,rtree,minhash] [--geo-rows 5000000]
+        [--deltas 1000] [--out FILE]
 
 * ``btree`` / ``bitmap``: ``create_scalar_index`` on ``--rows`` rows (BTREE on a shuffled
   int64 column, BITMAP on a 1 000-value string column) vs our ``create_index``.
 * ``inverted``: INVERTED (default tokenizer) on ``--docs`` short documents (8-16 words of a
   5 000-word vocabulary).
+* ``rtree``: RTREE on ``--geo-rows`` random GeoArrow points (1 % null) vs pylance's.
+* ``minhash``: MINHASHLSH (defaults: 128 hashes, 16 bands, 3-shingles) on ``--docs`` short
+  documents; a MinHashQuery must answer alike.
 * ``optimize``: BTREE + BITMAP built by pylance, then 10 appends of 1 % each; pylance's
   ``optimize_indices()`` vs ours, on twin copies.
 * ``tiered``: ``--deltas`` delta segments of a BTREE (pylance appends and
@@ -54,6 +58,17 @@ def make_docs(n: int, seed: int) -> pa.Table:
     return pa.table({"id": np.arange(n, dtype=np.int64), "doc": docs})
 
 
+def make_points(n: int, seed: int) -> pa.Table:
+    rng = np.random.default_rng(seed)
+    xy = rng.uniform(-180, 180, (n, 2))
+    point = pa.struct([pa.field(c, pa.float64(), nullable=False) for c in "xy"])
+    geom = pa.StructArray.from_arrays([pa.array(xy[:, 0]), pa.array(xy[:, 1])], fields=list(point),
+                                      mask=pa.array(rng.random(n) < 0.01))
+    schema = pa.schema([pa.field("id", pa.int64()),
+                        pa.field("geom", point, metadata={"ARROW:extension:name": "geoarrow.point"})])
+    return pa.table([pa.array(np.arange(n, dtype=np.int64)), geom], schema=schema)
+
+
 def write(uri: str, table: pa.Table, rows_per_file: int) -> None:
     import lance
 
@@ -74,7 +89,8 @@ def _timed(fn: Any) -> float:
     return time.perf_counter() - t0
 
 
-def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = None) -> None:
+def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = None,
+           minhash: str | None = None) -> None:
     import lance
 
     da, db = lance.dataset(a), lance.dataset(b)
@@ -87,10 +103,16 @@ def _check(a: str, b: str, name: str, flt: str | None = None, fts: str | None = 
     if fts is not None:
         ta, tb = (d.to_table(columns=["id"], full_text_query=fts).sort_by("id") for d in (da, db))
         assert ta.equals(tb), f"full text {fts!r}: answers differ"
+    if minhash is not None:
+        from lance.query import MinHashQuery
+
+        query = MinHashQuery(minhash, "doc")
+        ta, tb = (d.to_table(columns=["id"], nearest=query, limit=20) for d in (da, db))
+        assert ta.equals(tb), f"MinHash {minhash!r}: answers differ"
 
 
 def _build_case(spark: Any, base: str, tmp: str, rounds: int, column: str, kind: str,
-                flt: str | None, fts: str | None) -> dict[str, Any]:
+                flt: str | None, fts: str | None, minhash: str | None = None) -> dict[str, Any]:
     import lance
 
     from lance_spark_ops.spark.indices.indexing import create_index
@@ -110,7 +132,7 @@ def _build_case(spark: Any, base: str, tmp: str, rounds: int, column: str, kind:
             else:
                 got[side] = _timed(lambda uri=uri: lance.dataset(uri).create_scalar_index(
                     column, kind, name="bench_idx"))
-        _check(a, b, "bench_idx", flt, fts)
+        _check(a, b, "bench_idx", flt, fts, minhash)
         ours_t.append(got["ours"])
         theirs_t.append(got["theirs"])
         ratios.append(got["ours"] / got["theirs"])
@@ -203,7 +225,8 @@ def main() -> None:
     ap.add_argument("--docs", type=int, default=1_000_000)
     ap.add_argument("--rounds", type=int, default=3)
     ap.add_argument("--deltas", type=int, default=1000)
-    ap.add_argument("--cases", default="btree,bitmap,inverted,optimize,tiered")
+    ap.add_argument("--geo-rows", type=int, default=5_000_000)
+    ap.add_argument("--cases", default="btree,bitmap,inverted,optimize,tiered,rtree,minhash")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
 
@@ -213,7 +236,8 @@ def main() -> None:
     spark.range(4).count()
     warm_workers(spark)
     cases = args.cases.split(",")
-    out: dict[str, Any] = {"rows": args.rows, "docs": args.docs, "rounds": args.rounds}
+    out: dict[str, Any] = {"rows": args.rows, "docs": args.docs, "geo_rows": args.geo_rows,
+                           "rounds": args.rounds}
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         if {"btree", "bitmap"} & set(cases):
             base = f"{tmp}/rows"
@@ -226,11 +250,24 @@ def main() -> None:
                                             None)
                 print("bitmap", json.dumps(out["bitmap"]), flush=True)
             shutil.rmtree(base)
-        if "inverted" in cases:
+        if {"inverted", "minhash"} & set(cases):
             base = f"{tmp}/docs"
             write(base, make_docs(args.docs, 2), 1 << 18)
-            out["inverted"] = _build_case(spark, base, tmp, args.rounds, "doc", "INVERTED", None, "w17")
-            print("inverted", json.dumps(out["inverted"]), flush=True)
+            if "inverted" in cases:
+                out["inverted"] = _build_case(spark, base, tmp, args.rounds, "doc", "INVERTED", None, "w17")
+                print("inverted", json.dumps(out["inverted"]), flush=True)
+            if "minhash" in cases:
+                out["minhash"] = _build_case(spark, base, tmp, args.rounds, "doc", "MINHASHLSH", None, None,
+                                             minhash="w1 w2 w3 w17 w5 w8 w13")
+                print("minhash", json.dumps(out["minhash"]), flush=True)
+            shutil.rmtree(base)
+        if "rtree" in cases:
+            base = f"{tmp}/points"
+            write(base, make_points(args.geo_rows, 3), 1 << 20)
+            box = "st_geomfromtext('POLYGON((0 0, 9 0, 9 9, 0 9, 0 0))')"
+            out["rtree"] = _build_case(spark, base, tmp, args.rounds, "geom", "RTREE",
+                                       f"st_intersects(geom, {box})", None)
+            print("rtree", json.dumps(out["rtree"]), flush=True)
             shutil.rmtree(base)
         if "optimize" in cases:
             out["optimize"] = _optimize_case(spark, tmp, args.rows, args.rounds)

@@ -89,7 +89,7 @@ EXIT_MEANINGS = {
     4: "incompatible concurrent change: nothing changed, look at the dataset first",
     5: "commit state unknown: the commit may have landed and its files were kept; check the dataset's "
        "latest version before anything else",
-    6: "no dataset at the URI: fix the uri param",
+    6: "no dataset at the URI, no such table or namespace root: fix the uri / table param",
     7: "the table is inconsistent (its manifest contradicts itself or its files): nothing was changed; "
        "see the validate task's findings",
 }

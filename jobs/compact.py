@@ -14,13 +14,22 @@ from collections.abc import Iterator
 from typing import Any
 
 from lance_spark_ops.spark.files.compaction_options import COMPACTION_MODES, CompactionOptions
-from lance_spark_ops.spark.runtime.cli import Job, run_job
+from lance_spark_ops.spark.runtime.cli import Job, quietly, run_job
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CompactionOptions) -> Any:
     from lance_spark_ops.spark import compact
 
     return compact(spark, uri, storage_options=storage_options, **vars(opts))
+
+
+def _check(uri: str, storage_options: dict[str, Any], opts: CompactionOptions) -> bool:
+    """Plan first (quietly, no Spark): nothing to rewrite - the run needs no Spark session."""
+    from lance_spark_ops.spark import compact
+
+    with quietly():
+        plan = compact(None, uri, storage_options=storage_options, **{**vars(opts), "dry_run": True}).plan
+    return bool(plan)
 
 
 def _report(metrics: Any) -> Iterator[str]:
@@ -30,7 +39,7 @@ def _report(metrics: Any) -> Iterator[str]:
 
 
 JOB = Job("compact", _run, CompactionOptions, __doc__.split("\n\n")[0],
-          choices={"compaction_mode": COMPACTION_MODES}, report=_report,
+          choices={"compaction_mode": COMPACTION_MODES}, report=_report, precheck=_check,
           spark=lambda opts: not opts.dry_run)  # a dry run only plans: no Spark session
 
 

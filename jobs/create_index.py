@@ -4,8 +4,9 @@ create_index).
     spark-submit jobs/create_index.py URI --column C --type BTREE [--name N] [--replace]
         [--param key=value ...] [--config FILE] ...
 
-Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, INVERTED (FTS), IVF_FLAT,
-IVF_PQ, IVF_SQ, IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ. Parameters take pylance's names
+Types: BTREE, BITMAP, LABEL_LIST, ZONEMAP, BLOOMFILTER, NGRAM, RTREE (GeoArrow geometry
+columns), MINHASHLSH (near-duplicate text), INVERTED (FTS), IVF_FLAT, IVF_PQ, IVF_SQ,
+IVF_HNSW_FLAT, IVF_HNSW_SQ, IVF_HNSW_PQ (IVF_RQ is refused). Parameters take pylance's names
 (``--param num_partitions=256 --param metric=cosine``); a value that reads as JSON is taken
 as such (numbers, true/false, lists), any other as text.
 """
@@ -18,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.spark.indices.index_registry import type_names
 from lance_spark_ops.spark.runtime.cli import Job, run_job
 from lance_spark_ops.spark.runtime.config import parse_param_values
 
@@ -28,7 +30,7 @@ class CreateIndexOptions:
 
     Attributes:
         column: the column to index (a dotted path for a nested field).
-        type: the index type, as pylance names it (BTREE, BITMAP, INVERTED, IVF_PQ, ...).
+        type: the index type, as pylance names it, in any case: {TYPES}.
         name: the index name (default: COLUMN_idx, as pylance).
         replace: replace an index of that name (default: yes for scalar types, no for vector
             types, as pylance).
@@ -48,6 +50,10 @@ class CreateIndexOptions:
         if self.max_retries < 0:
             raise InvalidInputError(f"max_retries must not be negative, got {self.max_retries}")
         parse_param_values(self.param)
+
+
+# the type list in --help follows the index registry
+CreateIndexOptions.__doc__ = CreateIndexOptions.__doc__.replace("{TYPES}", type_names())
 
 
 def _check(uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) -> None:

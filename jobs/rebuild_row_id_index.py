@@ -54,12 +54,19 @@ def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: RowIdIndex
                                 index_file_version=opts.index_file_version)
 
 
+def _check(uri: str, storage_options: dict[str, Any], opts: RowIdIndexOptions) -> bool:
+    """Without stable row ids there is nothing to rebuild: no Spark session (False)."""
+    from lance_spark_ops.table.dataset import Dataset
+
+    return Dataset.open(uri, storage_options=storage_options).uses_stable_row_ids
+
+
 def _report(metrics: Any) -> Iterator[str]:
     yield metrics.message
 
 
 JOB = Job("rebuild_row_id_index", _run, RowIdIndexOptions, __doc__.split("\n\n")[0],
-          choices={"index_file_version": ("2.0", "2.1", "2.2")}, report=_report)
+          choices={"index_file_version": ("2.0", "2.1", "2.2")}, report=_report, precheck=_check)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -80,11 +80,16 @@ def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = 
                 cli._require_dataset(uri, storage)  # noqa: SLF001 - the jobs' shared check
             except cli.DatasetNotFound as e:
                 return cli._fail(JOB, uri, e, secrets)  # noqa: SLF001
+        # tables resolved on the driver before Spark starts: when none of them exists, exit 6 now
+        resolved = targets_of(targets, storage)
+        missing = [t.error for t in resolved if isinstance(t.error, cli.DatasetNotFound)]
+        if missing and len(missing) == len(resolved):
+            raise missing[0]
         spark = cli._session(JOB)  # noqa: SLF001
         t0 = time.perf_counter()
         tables: list[dict[str, Any]] = []
         codes: set[int] = set()
-        for table in targets_of(targets, storage):
+        for table in resolved:
             entry: dict[str, Any] = {"table": table.name}
             try:
                 if table.error is not None:

@@ -1,5 +1,5 @@
 """``python -m lance_spark_ops.compile_kernels``: compile every numba kernel (FSST, k-means,
-HNSW) into numba's cache now - a cluster's bootstrap step - so no job's first task pays the
+HNSW, MinHash) into numba's cache now - a cluster's bootstrap step - so no job's first task pays the
 compile (seconds per kernel module) on each worker of a fresh machine. Exit 1 when any is
 unavailable (each then falls back to its numpy code, with a warning)."""
 
@@ -9,10 +9,11 @@ import sys
 import time
 
 from lance_spark_ops.encoding.compression import compiled
+from lance_spark_ops.index.scalar import minhash
 from lance_spark_ops.index.vector import hnsw, kmeans
 
 LOADERS = (("k-means", kmeans.compiled_kernels), ("FSST", compiled.load_kernels),
-           ("HNSW", hnsw.compiled_kernels))
+           ("HNSW", hnsw.compiled_kernels), ("MinHash", minhash.compiled_kernels))
 
 
 def load_all() -> dict[str, tuple[bool, float]]:

@@ -29,6 +29,11 @@ class NotFoundError(LanceError):
     """A dataset, version, file or column does not exist."""
 
 
+class DatasetNotFound(NotFoundError):
+    """Nothing where the caller pointed: no dataset at the URI, no such table or namespace in a
+    namespace - a caller's mistake, found before any work starts (jobs exit 6)."""
+
+
 class FormatError(LanceError):
     """A file or manifest does not follow the Lance format."""
 

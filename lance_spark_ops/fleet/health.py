@@ -7,7 +7,7 @@
   them; fragment reuse index versions that some index has not caught up with;
 * versions: how many, how many older than the retention and the bytes only those use, bytes of
   files no version references - from one read of the manifests and one listing in this
-  process (``spark.files.vacuuming.cleanup_figures``: the vacuum's own decisions), so the figures are
+  process (``table.cleanup_scan.cleanup_figures``: the vacuum's own decisions), so the figures are
   what a vacuum would remove.
 """
 
@@ -82,7 +82,7 @@ def _histogram(rows: np.ndarray) -> list[tuple[int, int]]:
 def _indices(ds: Any, live: np.ndarray, ids: np.ndarray) -> tuple[list[IndexHealth], int, int]:
     from lance_spark_ops.index.frag_reuse import caught_up
     from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind
-    from lance_spark_ops.spark.indices.index_remap import effective_bitmaps, index_entries, reuse_versions
+    from lance_spark_ops.table.index_entries import effective_bitmaps, index_entries, reuse_versions
 
     try:
         entries, bitmaps = index_entries(ds), effective_bitmaps(ds)
@@ -140,7 +140,7 @@ def measure(uri: str, policy: Policy, storage_options: dict[str, Any] | None = N
         fragments_over_deleted_threshold=int((frac > policy.materialize_deleted_fraction).sum()),
         indices=indices, reuse_versions=reuse, reuse_versions_behind=behind,
         fragment_rows_histogram=_histogram(physical), findings=findings)
-    from lance_spark_ops.spark.files.vacuuming import cleanup_figures
+    from lance_spark_ops.table.cleanup_scan import cleanup_figures
 
     figures = cleanup_figures(ds.uri, older_than=policy.retention, storage_options=so)
     health.versions, health.versions_old = figures.versions, figures.old_versions

@@ -21,7 +21,7 @@ def load_policy(source: str | Mapping[str, Any] | Policy | PolicySet | None) -> 
         return PolicySet(source)
     where = "policy"
     if isinstance(source, str):
-        from lance_spark_ops.spark.runtime.config import load_config
+        from lance_spark_ops.config_file import load_config
 
         where, source = source, load_config(source)
     data = dict(source)

@@ -68,7 +68,8 @@ lose the rewritten fragments (bitmap emptied of them). ``defer_index_remap`` is 
 Modules: ``kinds`` (what an index entry is), ``frag_reuse`` (the FRI: details, versions,
 bitmaps, address maps), ``address_map`` (old -> new row addresses of a rewrite), ``actions``
 (what a compaction does to each index), ``btree`` / ``bitmap`` / ``ivf`` (file remaps;
-``btree`` / ``bitmap`` also build), ``ngram`` / ``zoned`` / ``zonemap`` / ``bloomfilter``
+``btree`` / ``bitmap`` also build), ``ngram`` / ``zoned`` / ``zonemap`` / ``bloomfilter`` /
+``rtree`` / ``minhash``
 (formats of the other scalar kinds, issue #27),
 ``hnsw`` (graph build), ``hnsw_file`` (its ``index.idx``), ``vector_space`` (the vectors a
 graph is built on, from the storage), ``serde_float`` (JSON floats as Lance's Rust reads and

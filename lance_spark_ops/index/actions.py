@@ -2,7 +2,7 @@
 
 Without stable row ids an index meeting the rewritten fragments is
   * rewritten through the old -> new address map (``remap``) when its type can be remapped
-    here (BTREE, BITMAP, LABEL_LIST, NGRAM, INVERTED, IVF_*), its files are ones this
+    here (BTREE, BITMAP, LABEL_LIST, NGRAM, MINHASHLSH, INVERTED, IVF_*), its files are ones this
     library knows, ``readable`` accepts it and ``defer_index_remap`` is off; data behind
     the fragment reuse index are first mapped through its versions (pylance writes
     FRI-remapped bitmaps back on later commits, so the bitmap cannot tell whether data are
@@ -14,7 +14,8 @@ Without stable row ids an index meeting the rewritten fragments is
     index's ``metadata.lance``) keeps here the INVERTED indices this library can neither
     remap (its own FTS layout) nor re-tokenize (pylance's: a tokenizer or layout it does not
     know, ``deleted_fragments`` set, or a covered fragment gone from the dataset);
-  * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance.
+  * ZONEMAP / BLOOMFILTER: the rewritten fragments leave its bitmap (``uncover``), as pylance;
+    RTREE (which pylance cannot remap) is left as it was unless deferred (then the FRI).
 With stable row ids, indices of row ids get their bitmaps recalculated (``recalc``); those
 holding row addresses are remapped (BTREE index_version 1) or uncovered (ZONEMAP,
 BLOOMFILTER, and a BTREE when its remap is not possible).
@@ -39,6 +40,7 @@ KNOWN_FILES = {
     "BITMAP": frozenset({"bitmap_page_lookup.lance"}),
     "LABEL_LIST": frozenset({"bitmap_page_lookup.lance"}),
     "NGRAM": frozenset({"ngram_postings.lance"}),
+    "MINHASHLSH": frozenset({"signatures.lance", "bands.lance"}),
     "INVERTED": frozenset({"metadata.lance"}),  # and FTS_PART_FILE's
     **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
         "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
@@ -121,6 +123,10 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
                 acts.remap.append(idx)
             else:
                 acts.uncover.append(idx)
+        elif kind == "RTREE" and not defer:
+            # pylance 14 cannot remap an RTREE: its compaction leaves the entry as it was,
+            # naming the old fragments (the new ones unindexed); deferred, it goes behind the FRI
+            continue
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
         elif can_remap(idx, remappable, kind, readable) and (

@@ -15,6 +15,8 @@ _BY_DETAILS = {
     "NGramIndexDetails": "NGRAM",
     "ZoneMapIndexDetails": "ZONEMAP",
     "BloomFilterIndexDetails": "BLOOMFILTER",
+    "RTreeIndexDetails": "RTREE",
+    "MinHashLshIndexDetails": "MINHASHLSH",
     "VectorIndexDetails": "VECTOR",
     "FragmentReuseIndexDetails": "FRAG_REUSE",
     "MemWalIndexDetails": "MEM_WAL",
@@ -23,6 +25,8 @@ _BY_DETAILS = {
 # Indices whose data are per-fragment summaries of row addresses that pylance does not remap:
 # a compaction takes the rewritten fragments out of their bitmaps.
 SUMMARY_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
+# The vector index types this library builds (one IVF partitioning, a quantizer, HNSW graphs or not)
+VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
 
 
 def index_kind(index: Any) -> str:

@@ -249,7 +249,7 @@ class ObjectStore:
             yield
         except (LanceError, FileExistsError):
             raise
-        except FileNotFoundError as e:
+        except (FileNotFoundError, NotADirectoryError) as e:  # the latter: a parent is a plain file
             raise NotFoundError("file not found", path=self.uri(rel)) from e
         except Exception as e:
             if self.protocol in ("file", "local", "memory"):

@@ -29,10 +29,15 @@ Properties: ``root`` (required), ``manifest_enabled``, ``dir_listing_enabled``,
 ``vend_input_storage_options`` is true, then with ``expires_at_millis`` now +
 ``vend_input_storage_options_refresh_interval_millis`` when that is set - pylance's test
 properties for credential refresh). Creating or dropping tables and namespaces is not supported.
+
+Unlike pylance's (which lists nothing), a ``root`` that does not exist is a
+``NamespaceNotFoundError`` when listed or looked in, so a typo does not read as an empty fleet;
+a root-level ``*.lance`` entry that is not a table (a plain file) is named in a warning.
 """
 
 from __future__ import annotations
 
+import logging
 import time
 from typing import Any
 
@@ -73,6 +78,7 @@ MANIFEST_TABLE = "__manifest"
 OBJECT_ID_DELIMITER = "$"
 RESERVED_MARKER = ".lance-reserved"
 TABLE_SUFFIX = ".lance"
+log = logging.getLogger("lance_spark_ops.namespace")
 
 
 def _flag(properties: dict[str, str], key: str, default: bool) -> bool:
@@ -112,6 +118,7 @@ class DirectoryNamespace(LanceNamespace):
         self.vend_interval_ms = int(interval) if interval else None
         self.store = ObjectStore(self.root, dict(self.storage_options))
         self._cache: tuple[tuple[str, ...], list[dict[str, Any]]] | None = None
+        self._warned: set[str] = set()
 
     def namespace_id(self) -> str:
         return f"DirectoryNamespace {{ root: {self.root!r} }}"
@@ -142,13 +149,26 @@ class DirectoryNamespace(LanceNamespace):
         return parts[:-1], parts[-1]
 
     def _table_dirs(self) -> list[str]:
-        """Names of root-level ``<name>.lance`` directories holding a table."""
+        """Names of root-level ``<name>.lance`` directories holding a table; any other
+        ``*.lance`` entry (a plain file, a directory without ``_versions/``) is named in a
+        warning, once per namespace object, and skipped."""
         out = []
         for entry in self.store.list(""):
-            if entry.endswith(TABLE_SUFFIX) and (self.store.list(f"{entry}/{VERSIONS_DIR}")
-                                                 or self.store.exists(f"{entry}/{RESERVED_MARKER}")):
+            if not entry.endswith(TABLE_SUFFIX):
+                continue
+            if self.store.list(f"{entry}/{VERSIONS_DIR}") or self.store.exists(f"{entry}/{RESERVED_MARKER}"):
                 out.append(entry[: -len(TABLE_SUFFIX)])
+            elif entry not in self._warned:
+                self._warned.add(entry)
+                log.warning("namespace %s: %s is not a table (no %s/ directory inside): skipped",
+                            self.root, self.store.uri(entry), VERSIONS_DIR)
         return out
+
+    def _check_root(self) -> None:
+        """NamespaceNotFoundError when ``root`` does not exist (a typo must not read as an empty
+        fleet). Asked only when a listing came back empty."""
+        if not self.store.present(""):
+            raise NamespaceNotFoundError(f"the namespace root {self.root} does not exist")
 
     def _namespace_known(self, ns: list[str], objects: list[dict[str, Any]] | None) -> bool:
         if not ns:
@@ -192,6 +212,8 @@ class DirectoryNamespace(LanceNamespace):
                  if o["object_type"] == "table" and self._split(o["object_id"])[0] == ns]
         if not ns and (objects is None or self.dir_listing_enabled):
             names += self._table_dirs()
+        if not names and not ns:
+            self._check_root()
         page, token = _page(names, request.page_token, request.limit)
         return ListTablesResponse(tables=page, page_token=token)
 
@@ -208,6 +230,8 @@ class DirectoryNamespace(LanceNamespace):
             if table_id[0] in self._table_dirs():
                 return self._location(table_id[0] + TABLE_SUFFIX)
         self._check_namespace(table_id[:-1], objects)
+        if objects is None:
+            self._check_root()
         raise TableNotFoundError(f"table {'.'.join(table_id)} does not exist in {self.root}")
 
     def describe_table(self, request: DescribeTableRequest) -> DescribeTableResponse:

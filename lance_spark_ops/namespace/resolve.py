@@ -27,7 +27,13 @@ from collections.abc import Iterator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
-from lance_spark_ops.errors import InvalidInputError, LanceError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import (
+    DatasetNotFound,
+    InvalidInputError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+)
 from lance_spark_ops.io.options import EXPIRY_KEY as EXPIRY_OPTION
 from lance_spark_ops.io.options import PROVIDER_KEY, plain_options, refresh_at
 
@@ -118,6 +124,8 @@ def namespace_of(namespace: Any) -> Any:
 def _lance_namespace_error(e: Exception, what: str) -> LanceError:
     """The namespace interface's errors as this library's typed ones."""
     name = type(e).__name__
+    if name in ("TableNotFoundError", "NamespaceNotFoundError"):  # the caller named what is not there
+        return DatasetNotFound(f"{what}: {e}")
     if "NotFound" in name or getattr(e, "status", None) == 404:
         return NotFoundError(f"{what}: {e}")
     if "InvalidInput" in name or getattr(e, "status", None) == 400:

@@ -155,8 +155,12 @@ def test_create_index_checks(tmp_path: Any, recorder: RecordingBuilder) -> None:
         check_create_index(ds, "nope", "BTREE")
     with pytest.raises(InvalidInputError, match="unknown index type 'BTREEE'"):
         check_create_index(ds, "x", "BTREEE")
-    with pytest.raises(UnsupportedError, match="RTREE"):
+    with pytest.raises(InvalidInputError, match="RTREE index column 'x' must be a GeoArrow"):
         check_create_index(ds, "x", "rtree")
+    with pytest.raises(InvalidInputError, match="MINHASHLSH index column 'x' must be a string"):
+        check_create_index(ds, "x", "minhashlsh")
+    with pytest.raises(UnsupportedError, match="IVF_RQ"):
+        check_create_index(ds, "x", "ivf_rq")
     with pytest.raises(InvalidInputError, match="unknown parameter 'zone'"):
         check_create_index(ds, "x", "BTREE", params={"zone": 3})
     with pytest.raises(InvalidInputError, match="already exists"):

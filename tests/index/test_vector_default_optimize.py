@@ -3,7 +3,8 @@ default): a delta segment, unless the rows per partition call for a join (all se
 partitions under 25 % of the target size joined into their neighbours) or a split. Our
 optimize on one copy, pylance's on a twin built with the same centroids (so the partition sizes,
 and with them the decisions, are the same): after each of three rounds of appends the segment
-counts and partitions per segment equal pylance's, 0 rows unindexed, recall within 0.02."""
+counts and partitions per segment equal pylance's, 0 rows unindexed, recall within 0.02; the
+metrics' partitions before / after are pylance's."""
 
 from __future__ import annotations
 
@@ -14,8 +15,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_spark_ops.index.vector.ivf_split import partition_adjustment
 from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
-from lance_spark_ops.spark.indices.vector_models import partition_adjustment
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
@@ -87,13 +88,17 @@ def test_default_optimize_equals_pylance(
         lance.write_dataset(first, uri, enable_stable_row_ids=stable)
     create_index(None, ours, "vec", kind, **kw)
     lance.dataset(theirs).create_index("vec", kind, **kw)
+    before = _shape(theirs)[1][-1]
     for t in appends:
         for uri in (ours, theirs):
             lance.write_dataset(t, uri, mode="append")
-        optimize_indices(None, ours)
+        m = optimize_indices(None, ours).indices["vec_idx"]
         lance.dataset(theirs).optimize.optimize_indices()
         got, want = _shape(ours), _shape(theirs)
         assert got == want and got[2] == 0, (got, want)
+        # the metrics say what pylance's stats say: partitions before -> after (a join, a split)
+        assert (m["partitions_before"], m["partitions_after"]) == (before, want[1][-1]), m
+        before = want[1][-1]
         if rows < 10000:  # same centroids, a join's rows placed as pylance places them (no k-means)
             assert _sizes(ours) == _sizes(theirs)
     k = _shape(ours)[1][-1]

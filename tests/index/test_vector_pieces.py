@@ -141,10 +141,3 @@ def test_merge_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: li
     assert _stats(pieces)["num_unindexed_rows"] == 0
     assert _answers(pieces) == _answers(whole)
 
-
-def test_pieces_plan() -> None:
-    counts = np.array([5, 30, 2, 2, 12, 0, 3])
-    got = vector_index._pieces([(0, 4), (4, 7)], counts, 10)
-    assert got == [(0, 1, None), (1, 2, (0, 10)), (1, 2, (10, 20)), (1, 2, (20, 30)), (2, 4, None),
-                   (4, 5, (0, 10)), (4, 5, (10, 12)), (5, 7, None)]
-    assert vector_index._pieces([(0, 7)], counts, 100) == [(0, 7, None)]

@@ -36,7 +36,9 @@ def dataset(tmp_path: Path) -> str:
 @pytest.mark.parametrize(("args", "error", "words"), [
     (["--column", "nope", "--type", "BTREE"], "InvalidInputError", "'nope' does not exist"),
     (["--column", "x", "--type", "BTREEE"], "InvalidInputError", "unknown index type"),
-    (["--column", "x", "--type", "RTREE"], "UnsupportedError", "RTREE"),
+    (["--column", "x", "--type", "RTREE"], "InvalidInputError", "GeoArrow"),
+    (["--column", "x", "--type", "MINHASHLSH"], "InvalidInputError", "must be a string column"),
+    (["--column", "x", "--type", "IVF_RQ"], "UnsupportedError", "IVF_RQ"),
     (["--column", "x", "--type", "BTREE", "--no-replace"], "InvalidInputError", "already exists"),
     (["--column", "x", "--type", "BTREE", "--param", "a=1", "--param", "a=2"], "InvalidInputError",
      "given twice"),

@@ -39,9 +39,56 @@ def test_phases_are_timed_counted_and_reported(caplog: pytest.LogCaptureFixture)
     assert set(m.seconds) == {"work", "total"} and m.seconds["total"] >= m.seconds["work"] > 0
     assert m.job_tag == job.tag == job.job_id and job.job_id.startswith("lso-")
     lines = [r.getMessage() for r in caplog.records if r.name == "lance_spark_ops"]
-    assert any("work started, tasks 0/3, rows 0, bytes 0" in x for x in lines)
-    assert any("work ended in" in x and "tasks 3/3, rows 30, bytes 300" in x for x in lines)
+    assert any(x.endswith("work started, 3 tasks") for x in lines)
+    assert any("work ended in" in x and x.endswith(" s, tasks 3/3, rows 30, bytes 300") for x in lines)
     assert lines[-1].startswith(f"demo mem://x {job.job_id}: done in")
+
+
+def test_progress_says_what_is_known(caplog: pytest.LogCaptureFixture) -> None:
+    """No made-up zeros: tasks run without a planned total are counted as such (not ``2/0``), a
+    phase whose tasks ran in an inner phase says nothing of tasks (not ``0/1``), rows and bytes
+    appear once counted (a counted 0 too), a phase with nothing known ends at its time."""
+    caplog.set_level(logging.INFO, logger="lance_spark_ops")
+    with Job(None, "demo", "mem://x") as job:
+        with job.phase("sample"):
+            job.run_tasks([1, 2], _double)
+        with job.phase("build", tasks=1) as ph:
+            with job.phase("train", tasks=2):
+                job.run_tasks([1, 2], _double)
+            ph.add(rows=0, bytes=77)
+        with job.phase("plan"):
+            pass
+    lines = [r.getMessage() for r in caplog.records if r.name == "lance_spark_ops"]
+    ended = {x.split(": ", 1)[1].split(" ended")[0]: x for x in lines if " ended in " in x}
+    assert ended["sample"].endswith(" s, 2 tasks")
+    assert ended["train"].endswith(" s, tasks 2/2")
+    assert ended["build"].endswith(" s, rows 0, bytes 77") and "tasks" not in ended["build"]
+    assert ended["plan"].endswith(" s")
+    started = [x for x in lines if " started" in x and "Spark tag" not in x]
+    assert [x.split(": ", 1)[1] for x in started] == ["sample started", "build started, 1 task",
+                                                      "train started, 2 tasks", "plan started"]
+    assert not any("0/" in x or "rows 0, bytes 0" in x for x in lines)
+
+
+def test_session_start_lines(monkeypatch: pytest.MonkeyPatch, caplog: pytest.LogCaptureFixture) -> None:
+    """One line before the session starts (it takes seconds) and one when it is up."""
+    from lance_spark_ops.spark.runtime import cli, session
+
+    class FakeSession:
+        version = "9.9.9"
+
+        class conf:  # noqa: N801 - as SparkSession.conf
+            @staticmethod
+            def get(key: str) -> str:
+                return {"spark.master": "local[2]"}[key]
+
+    monkeypatch.setattr(session, "get_spark", lambda name: FakeSession())
+    caplog.set_level(logging.INFO, logger="lance_spark_ops")
+    assert isinstance(cli.start_session("demo"), FakeSession)
+    lines = [r.getMessage() for r in caplog.records if r.name == "lance_spark_ops"]
+    assert lines[0] == "demo: starting the Spark session"
+    assert lines[1].startswith("demo: Spark session up in ")
+    assert lines[1].endswith("(master local[2], Spark 9.9.9)")
 
 
 def _where(task: int, ctx: TaskContext) -> tuple[int, int]:

@@ -108,21 +108,23 @@ def _read(data: np.ndarray, pos: np.ndarray, width: int) -> np.ndarray:
     return out
 
 
-def xxh64(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
-    """XXH64 (seed 0) of the byte strings ``data[starts[i]:starts[i] + lengths[i]]``, all at
-    once: each step of the algorithm is one vector operation over the strings it concerns."""
+def xxh64(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray, seed: int = 0) -> np.ndarray:
+    """XXH64 (``seed``; bloom filters use 0) of the byte strings
+    ``data[starts[i]:starts[i] + lengths[i]]``, all at once: each step of the algorithm is one
+    vector operation over the strings it concerns."""
     data = np.concatenate([np.asarray(data, np.uint8), np.zeros(8, np.uint8)])
     starts = np.asarray(starts, np.int64)
     lengths = np.asarray(lengths, np.int64)
     n = starts.size
     with np.errstate(over="ignore"):
-        h = np.full(n, _P5, np.uint64)
+        s = np.uint64(seed & 0xFFFFFFFFFFFFFFFF)
+        h = np.full(n, s + _P5, np.uint64)
         pos = starts.copy()
         stripes = lengths // 32
         long = np.flatnonzero(stripes > 0)
         if long.size:
-            v = [np.full(long.size, _P1 + _P2, np.uint64), np.full(long.size, _P2, np.uint64),
-                 np.zeros(long.size, np.uint64), np.full(long.size, np.uint64(0) - _P1, np.uint64)]
+            v = [np.full(long.size, s + _P1 + _P2, np.uint64), np.full(long.size, s + _P2, np.uint64),
+                 np.full(long.size, s, np.uint64), np.full(long.size, s - _P1, np.uint64)]
             for s in range(int(stripes[long].max())):
                 live = np.flatnonzero(stripes[long] > s)
                 p = pos[long[live]] + 32 * s

@@ -46,6 +46,11 @@ def quantizer_of(kind: str) -> str:
     return kind.rsplit("_", 1)[-1]
 
 
+def is_hnsw(kind: str) -> bool:
+    """An IVF_HNSW_* kind: each partition holds an HNSW graph."""
+    return kind.startswith("IVF_HNSW_")
+
+
 def ivf_message(
     lengths: Sequence[int], centroids: np.ndarray | None = None, loss: float | None = None
 ) -> index_pb2.IVF:
@@ -145,7 +150,7 @@ def index_schema(
         IVF_KEY: b"1",
         b"lance:index": json.dumps({"type": kind, "distance_type": metric}, separators=(",", ":")).encode(),
     }
-    if kind.startswith("IVF_HNSW_"):
+    if is_hnsw(kind):
         meta[HNSW_KEY] = json.dumps(list(hnsw_entries or []), separators=(",", ":")).encode()
         return pa.schema(list(GRAPH_FIELDS), metadata=meta)
     meta[b"lance:flat"] = json.dumps([""] * partitions, separators=(",", ":")).encode()
@@ -179,7 +184,7 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
         hints["lance.sq.sample_rate"] = str(params["sample_rate"])
     else:
         msg.flat.SetInParent()
-    if kind.startswith("IVF_HNSW_"):
+    if is_hnsw(kind):
         cfg = msg.hnsw_index_config
         cfg.max_connections, cfg.construction_ef = int(params["m"]), int(params["ef_construction"])
         cfg.max_level = int(params["max_level"])

@@ -128,3 +128,50 @@ def destinations(
         if not set(got) >= {int(i) for i in need}:
             raise RuntimeError("join placement: rows left unranked")  # pragma: no cover
         wide.update(got)
+
+
+def join_room(sizes: np.ndarray, joins: Sequence[int], split_at: int) -> np.ndarray:
+    """Per partition, the rows it may still take below the split threshold (joined ones: 0)."""
+    room = np.maximum(split_at - np.asarray(sizes).astype(np.int64), 0)
+    room[list(joins)] = 0
+    return room
+
+
+def join_order(
+    ranked: Sequence[tuple[Sequence[int], Sequence[int], np.ndarray]],
+    windows: dict[int, np.ndarray],
+    joins: Sequence[int],
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The joined rows in pylance's order (joined partitions ascending, each one's rows by
+    address) from the rank tasks' answers (per task: its joined partitions, their row counts,
+    each row's ranks within its partition's window): per row its window nearest first
+    (``place``'s ``pref``), the task that holds it, and its row number in that task."""
+    where: dict[int, tuple[int, int, int]] = {}  # partition -> (task, first row, rows)
+    for t, (parts, counts, _) in enumerate(ranked):
+        first = 0
+        for p, n in zip(parts, counts, strict=True):
+            where[p] = (t, first, n)
+            first += n
+    order = sorted(joins)
+    pref = (
+        np.concatenate(
+            [windows[p][ranked[where[p][0]][2][where[p][1] : where[p][1] + where[p][2]]] for p in order]
+        )
+        if any(where[p][2] for p in order)
+        else np.zeros((0, 1), np.int64)
+    )
+    task_of = np.concatenate([np.full(where[p][2], where[p][0]) for p in order]).astype(np.int64)
+    local = np.concatenate([where[p][1] + np.arange(where[p][2]) for p in order]).astype(np.int64)
+    return pref, task_of, local
+
+
+def task_destinations(
+    rows: int, mine: np.ndarray, local: np.ndarray, dest: np.ndarray, pref: np.ndarray
+) -> tuple[np.ndarray, bool]:
+    """One rank task's ``rows`` rows: each one's destination (``dest`` of the rows ``mine``
+    selects, at their ``local`` row numbers), and whether every row goes to its window's
+    nearest (then the task's run, encoded there, stands as it is)."""
+    d, nearest_of = np.zeros(rows, np.int64), np.zeros(rows, np.int64)
+    d[local[mine]] = dest[mine]
+    nearest_of[local[mine]] = pref[mine, 0]
+    return d, bool(np.array_equal(d, nearest_of))

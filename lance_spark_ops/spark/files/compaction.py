@@ -224,11 +224,12 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
 def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
                           storage_options: dict[str, Any] | None = None,
                           data_storage_version: str | None = None,
-                          defer_index_remap: bool = False) -> CompactionMetrics:
+                          defer_index_remap: bool = False, dry_run: bool = False) -> CompactionMetrics:
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
     and one out (no merging), so no deletion file remains on them. Row ids are preserved
-    under stable row ids; commit and conflict rules as ``compact``."""
-    metrics = CompactionMetrics(uri=uri, read_version=0)
+    under stable row ids; commit and conflict rules as ``compact``. ``dry_run``: plan only
+    (``metrics.plan`` lists the fragments; ``spark`` may be None)."""
+    metrics = CompactionMetrics(uri=uri, read_version=0, dry_run=dry_run)
     opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62,
                              defer_index_remap=defer_index_remap)
     with Job(spark, "materialize_deletions", uri, metrics) as job:
@@ -239,7 +240,7 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
             tasks = [CompactionTask(i, (f,), r, b)
                      for i, (f, r, b) in enumerate(zip(ids, live, size, strict=True))]
             _planned(metrics, ds, tasks, skipped)
-        if tasks:
+        if tasks and not dry_run:
             _rewrite_batches(job, ds, [tasks], opts, file_version, metrics)
     return metrics
 

@@ -16,13 +16,12 @@ Runs on the job scaffold (``spark.runtime.job``): phases ``read`` (manifests and
 from __future__ import annotations
 
 import re
-import time
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
-from lance_spark_ops.errors import InvalidInputError, NotFoundError
+from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.files.vacuuming_tasks import (
@@ -33,37 +32,24 @@ from lance_spark_ops.spark.files.vacuuming_tasks import (
     delete_files,
     list_prefix,
     read_manifests,
-    top_entries,
 )
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.table.cleanup import (
-    BRANCH_TREE,
-    BRANCHES_DIR,
-    TAGS_DIR,
     CleanupPlan,
     FileRefs,
     ListedFile,
-    Policy,
     Removal,
     VersionInfo,
-    branch_parent_version,
     classify_versions,
-    manifest_refs,
     plan_cleanup,
-    retain_before_version,
-    tag_version,
 )
-from lance_spark_ops.table.format.manifest import parse_manifest_file
+from lance_spark_ops.table.cleanup_scan import cleanup_policy, listing_prefixes, manifest_paths, read_all_refs
 from lance_spark_ops.table.paths import (
-    DATA_DIR,
-    DELETIONS_DIR,
     INDICES_DIR,
-    TRANSACTIONS_DIR,
     VERSIONS_DIR,
     scan_versions,
 )
 
-DEFAULT_OLDER_THAN = timedelta(days=14)
 MANIFESTS_PER_TASK = 64
 DELETES_PER_TASK = 1000
 _KIND_FIELD = {"data": "data_files_removed", "transaction": "transaction_files_removed",
@@ -137,38 +123,8 @@ class VacuumMetrics:
             f"{k}={v if k in ('removed_paths', 'failures') else repr(v)}" for k, v in shown.items()) + ")"
 
 
-def _read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
-    """``{name: version}`` of the ``*.json`` ref files under ``prefix`` (names may hold '/')."""
-    listed = list_prefix(ListTask(store.root, store.storage_options, prefix)) if store.exists(prefix) else []
-    out = {}
-    for f in listed:
-        if f.path.endswith(".json"):
-            v = parse(store.read(f.path), store.uri(f.path))
-            if v is not None:
-                out[f.path[len(prefix) + 1 : -len(".json")]] = v
-    return out
-
-
-def _branch_refs(store: ObjectStore, branches: list[str]) -> dict[str, FileRefs]:
-    """Per branch, the files under our root that any of its manifests references."""
-    out = {}
-    for name in branches:
-        refs = out[name] = FileRefs()
-        vdir = f"{BRANCH_TREE}/{name}/{VERSIONS_DIR}"
-        for entry in store.list(vdir):
-            if entry.endswith(".manifest"):
-                rel = f"{vdir}/{entry}"
-                mf = parse_manifest_file(store.read(rel), store.uri(rel))
-                refs.update(manifest_refs(mf.manifest, mf.index_section, store.root_path, store.uri(rel),
-                                          own_base=False))
-    return out
-
-
 def _versions(store: ObjectStore, job: Job) -> list[VersionInfo]:
-    scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
-    if not names:
-        raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
-    items = tuple((v, f"{VERSIONS_DIR}/{n}") for v, n in sorted(names.items()))
+    items = manifest_paths(store)
     chunks = [items[i : i + MANIFESTS_PER_TASK] for i in range(0, len(items), MANIFESTS_PER_TASK)]
     tasks = [ReadManifestsTask(store.root, store.storage_options, c) for c in chunks]
     if len(tasks) == 1:
@@ -177,23 +133,8 @@ def _versions(store: ObjectStore, job: Job) -> list[VersionInfo]:
     return [v for part in job.run_tasks(tasks, read_manifests) for v in part]
 
 
-def _policy(versions: list[VersionInfo], older_than: timedelta | None, retain_versions: int | None,
-            delete_unverified: bool, unverified_older_than: timedelta, error_if_tagged: bool) -> Policy:
-    if older_than is None and retain_versions is None:
-        older_than = DEFAULT_OLDER_THAN
-    now = time.time()
-    if older_than is not None and older_than < timedelta(0):
-        raise InvalidInputError(f"older_than must not be negative, got {older_than}")
-    before_ts = None if older_than is None else int((now - older_than.total_seconds()) * 1e9)
-    before_v = None if retain_versions is None else retain_before_version([v.version for v in versions],
-                                                                            retain_versions)
-    return Policy(before_ts, before_v, delete_unverified, now - unverified_older_than.total_seconds(),
-                  error_if_tagged)
-
-
 def _listing(store: ObjectStore, job: Job) -> list[ListedFile]:
-    prefixes = [DATA_DIR, DELETIONS_DIR, TRANSACTIONS_DIR, VERSIONS_DIR, *top_entries(store, INDICES_DIR)]
-    tasks = [ListTask(store.root, store.storage_options, p) for p in prefixes]
+    tasks = [ListTask(store.root, store.storage_options, p) for p in listing_prefixes(store)]
     job.plan_more(len(tasks))  # the progress line's planned total ("tasks 4/4", not 4/0)
     return [f for part in job.run_tasks(tasks, list_prefix) for f in part]
 
@@ -278,9 +219,9 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
         with job.phase("read"):
             versions = _versions(store, job)
             latest = max(v.version for v in versions)
-            tags, protected, branch_refs = _refs(store)
-            policy = _policy(versions, older_than, retain_versions, delete_unverified, unverified_older_than,
-                             error_if_tagged_old_versions)
+            tags, protected, branch_refs = read_all_refs(store)
+            policy = cleanup_policy(versions, older_than, retain_versions, delete_unverified,
+                                    unverified_older_than, error_if_tagged_old_versions)
             classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
         with job.phase("list"):
             listing = _listing(store, job)
@@ -292,19 +233,6 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
         results = None if dry_run else _delete_all(job, store, plan, max_deletes_per_second, parallelism)
         _count(metrics, plan, sizes, results)
     return metrics
-
-
-def _refs(store: ObjectStore) -> tuple[dict[str, int], set[int], FileRefs]:
-    """(tag -> version, versions branches protect, files branches reference under our root)."""
-    tags = _read_refs(store, TAGS_DIR, tag_version)
-    parents = _read_refs(store, BRANCHES_DIR, branch_parent_version)
-    per_branch = _branch_refs(store, sorted(_read_refs(store, BRANCHES_DIR, lambda _d, _w: 0)))
-    branch_refs = FileRefs()
-    for refs in per_branch.values():
-        branch_refs.update(refs)
-    # as pylance 14: a branch protects its parent version only when it uses files of this root
-    protected = {v for name, v in parents.items() if not per_branch[name].empty()}
-    return tags, protected, branch_refs
 
 
 def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second: float | None,
@@ -319,49 +247,3 @@ def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second:
         more = _delete(store, manifests, job.run_tasks, max_per_second, parallel)
         ph.add(bytes=sum(r.bytes_removed for r in more))
     return results + more
-
-
-@dataclass
-class CleanupFigures:
-    """What a vacuum keeping ``older_than`` would find, from one read of the manifests and one
-    listing (in this process; no Spark job): versions, the old ones and the bytes only they
-    use (``old_bytes``: data, deletion, index and transaction files plus their manifests), the
-    bytes of files no version references whatever their age (``unreferenced_bytes``), and the
-    commit time of every version (epoch seconds)."""
-
-    versions: int
-    old_versions: int
-    old_bytes: int
-    unreferenced_bytes: int
-    version_times: list[float]
-
-
-class _InProcess:
-    """What ``_versions`` / ``_listing`` ask of a job, run in this process (health figures)."""
-
-    def plan_more(self, tasks: int) -> None:
-        pass
-
-    def run_tasks(self, tasks: list[Any], fn: Callable[..., Any]) -> list[Any]:
-        return [fn(t) for t in tasks]
-
-
-def cleanup_figures(uri: str, *, older_than: timedelta,
-                    storage_options: dict[str, Any] | None = None) -> CleanupFigures:
-    """``CleanupFigures`` of ``uri`` (the health figures of ``fleet.health``)."""
-    store = ObjectStore(uri, storage_options or {})
-    here = _InProcess()
-    versions = _versions(store, here)
-    latest = max(v.version for v in versions)
-    tags, protected, branch_refs = _refs(store)
-    listing = _listing(store, here)
-    sizes = {f.path: f.size for f in listing}
-    out = []
-    for unverified in (False, True):
-        policy = _policy(versions, older_than, None, unverified, timedelta(days=7), False)
-        plan = plan_cleanup(versions, latest, tags, protected, branch_refs, listing, policy)
-        out.append((len(plan.old_versions),
-                    sum(sizes.get(r.path, r.size) for r in [*plan.files, *plan.manifests])))
-    (old, old_bytes), (_, every) = out
-    return CleanupFigures(len(versions), old, old_bytes, max(0, every - old_bytes),
-                          sorted(v.timestamp_nanos / 1e9 for v in versions))

@@ -17,6 +17,7 @@ import time
 from collections.abc import Mapping, Sequence
 from typing import Any
 
+from lance_spark_ops.config_file import load_config
 from lance_spark_ops.spark.runtime.cli import (
     EXIT_FAILED,
     Job,
@@ -27,7 +28,6 @@ from lance_spark_ops.spark.runtime.cli import (
     setup_logging,
 )
 from lance_spark_ops.spark.runtime.config import (
-    load_config,
     option_specs,
     parse_key_values,
     redact,
@@ -110,12 +110,9 @@ def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str
         dry_run = measure_only or getattr(opts, "dry_run", False)
         spark = None
         if not dry_run:
-            from lance_spark_ops.spark.runtime.daemon import unship_pyspark
+            from lance_spark_ops.spark.runtime.cli import start_session
 
-            unship_pyspark()
-            from lance_spark_ops.spark.runtime.session import get_spark
-
-            spark = get_spark(f"lance-spark-ops {job.name}")
+            spark = start_session(job.name)
         t0 = time.perf_counter()
         if measure_only:
             result = report(spark, targets, opts.report, policy, storage_options=storage, secrets=secrets,

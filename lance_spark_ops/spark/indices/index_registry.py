@@ -10,14 +10,12 @@ import importlib
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.index.kinds import VECTOR_KINDS
 
-SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM")
+SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM", "RTREE", "MINHASHLSH")
 FTS_KINDS = ("INVERTED",)
-VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
 # types pylance 14 can build that this library refuses (typed) rather than build wrongly
 REFUSED_KINDS = {
-    "RTREE": "RTREE (geospatial) indices are not built by this library",
-    "MINHASHLSH": "MINHASHLSH indices are not built by this library",
     "IVF_RQ": "IVF_RQ (RaBitQ) vector indices are not built by this library",
 }
 ALIASES = {"FTS": "INVERTED", "IVF_HNSW": "IVF_HNSW_FLAT"}
@@ -30,6 +28,15 @@ _MODULES = {
 }
 # tests register builders of their own here (kind -> builder object)
 _OVERRIDES: dict[str, Any] = {}
+
+
+def type_names() -> str:
+    """The types this library builds and their aliases, for help texts (``BTREE, ..., INVERTED
+    (alias FTS), ...``): what ``index_type_name`` accepts, in any case."""
+    aliases: dict[str, list[str]] = {}
+    for alias, kind in ALIASES.items():
+        aliases.setdefault(kind, []).append(alias)
+    return ", ".join(k + (f" (alias {', '.join(aliases[k])})" if k in aliases else "") for k in _MODULES)
 
 
 def index_type_name(index_type: Any) -> str:

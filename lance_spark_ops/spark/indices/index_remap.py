@@ -40,7 +40,7 @@ from lance_spark_ops.index.actions import (
     stored_bitmap,
 )
 from lance_spark_ops.index.address_map import surviving_addresses
-from lance_spark_ops.index.frag_reuse import FragDigest, build_index, load_versions, make_group
+from lance_spark_ops.index.frag_reuse import FragDigest, build_index, make_group
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUMN
 from lance_spark_ops.namespace.target import with_table_target
@@ -48,33 +48,19 @@ from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
-from lance_spark_ops.table.commit.migrate import trusted_indices
 from lance_spark_ops.table.commit.retry import retry_on_conflict
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_run import fragment_ids
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
+from lance_spark_ops.table.index_entries import (
+    effective_bitmaps,
+    frag_reuse_entry,
+    index_entries,
+    reuse_versions,
+)
 
 RewrittenIndex = transaction_pb2.Transaction.Rewrite.RewrittenIndex
-
-
-def index_entries(ds: Dataset, recompute: bool = True) -> list[Any]:
-    """The version's index entries, bitmaps an old writer left missing or overlapping
-    recomputed from the index files as the commit will (``trusted_indices``; UnsupportedError
-    when it cannot) unless ``recompute`` is off (as stored)."""
-    section = ds.manifest_file.index_section
-    entries = list(section.indices) if section is not None else []
-    return trusted_indices(ds.store, ds.manifest, entries, ds.uri) if recompute else entries
-
-
-def frag_reuse_entry(ds: Dataset) -> Any | None:
-    return next((i for i in index_entries(ds) if i.name == FRAG_REUSE_INDEX_NAME), None)
-
-
-def reuse_versions(ds: Dataset) -> list[Any]:
-    """Versions of the dataset's fragment reuse index, oldest first (none: [])."""
-    fri = frag_reuse_entry(ds)
-    return load_versions(fri, ds.store.read) if fri is not None else []
 
 
 def check_defer_allowed(ds: Dataset, defer: bool) -> None:
@@ -82,12 +68,6 @@ def check_defer_allowed(ds: Dataset, defer: bool) -> None:
         # pylance 14: "Cannot compact with defer_index_remap: the dataset uses stable row IDs"
         raise UnsupportedError("defer_index_remap is not supported on a dataset with stable row ids "
                                "(pylance 14 refuses it too)", path=ds.uri)
-
-
-def effective_bitmaps(ds: Dataset, recompute: bool = True) -> list[BitMap | None]:
-    """Each index's fragments as pylance sees them (through the fragment reuse index)."""
-    versions = reuse_versions(ds)
-    return [effective_bitmap(i, versions) for i in index_entries(ds, recompute)]
 
 
 @dataclass

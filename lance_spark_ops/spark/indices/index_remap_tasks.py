@@ -293,6 +293,24 @@ def _deleted_fragments(reader: LanceFileReader) -> bytes:
     return b"".join(bytes(v or b"") for v in col[:1])
 
 
+def _remap_minhash(ds: Dataset, src_store: ObjectStore, src: str, dst: str, index: Any,
+                   maps: list[RowAddressMap]) -> list[tuple[str, int]]:
+    """MINHASHLSH as pylance 14 remaps it: the signatures of the surviving rows, in their order,
+    under their new addresses; doc ids renumbered and the bands written again."""
+    from lance_spark_ops.index.scalar import minhash as mh
+    from lance_spark_ops.spark.indices.scalar_index_tasks import write_minhash
+
+    params = mh.parse_details(bytes(index.index_details.value))
+    reader = LanceFileReader(f"{src}/{mh.SIGNATURES}", store=src_store)
+    table = reader.read()
+    ids = table.column("_rowid").to_numpy().astype(np.uint64)
+    sigs = mh.signature_matrix(table.column("signature"), int(params["num_hashes"]))
+    for m in maps:
+        keep, ids = m.apply(ids)
+        sigs = sigs[keep]
+    return write_minhash(ds.store, dst, ids, sigs, params, _out_version(reader.version))
+
+
 def _column_of(ds: Dataset, index: Any) -> str:
     fid = index.fields[0] if index.fields else None
     name = next((f.name for f in ds.lance_schema.fields if f.id == fid), None)
@@ -335,6 +353,8 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
             table = remap_postings(table, m)
         size = _write(ds, f"{dst}/{NGRAM_FILE}", table.cast(reader.schema), reader.version)
         files.append((NGRAM_FILE, size))
+    elif kind == "MINHASHLSH":
+        files.extend(_remap_minhash(ds, src_store, src, dst, index, maps))
     elif kind in IVF_KINDS:
         ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
         files.extend(ivf_files)

@@ -41,7 +41,6 @@ from __future__ import annotations
 import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
-from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -50,9 +49,11 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.errors import (
     CommitStateUnknown,
     InvalidInputError,
+    LanceError,
     NotFoundError,
     SchemaError,
     UnsupportedError,
@@ -61,13 +62,13 @@ from lance_spark_ops.index.actions import effective_bitmap
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.indices.index_registry import SCALAR_TYPES, builder_for, index_type_name
-from lance_spark_ops.spark.indices.index_remap import index_entries, reuse_versions
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.indices.vector_drift import measure_drift
 from lance_spark_ops.spark.runtime.job import Job, logger
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
+from lance_spark_ops.table.index_entries import index_entries, reuse_versions
 
 MAX_INDEX_RETRIES = 3
 MERGE_POLICIES = ("pylance", "tiered")
@@ -232,7 +233,14 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
         req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(coverage),
                        model_from=newest, storage_options=storage_options)
         return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
-    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), merged,
+    folded = list(merged)
+    if kind in SCALAR_TYPES:
+        # pylance 14: a merged scalar segment none of whose fragments is left (a compaction left
+        # it naming the old ones: RTREE, ZONEMAP) is replaced without folding its data in, and
+        # the new segment is as fresh as a build (seen for RTREE and ZONEMAP)
+        folded = [s for s in merged if covered_fragments(ds, [s]) & present]
+        version = min((int(s.dataset_version) for s in folded), default=ds.version)
+    req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), folded,
                    model_from=newest, storage_options=storage_options)
     return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
 
@@ -261,11 +269,10 @@ def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[s
 
 def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str) -> bool:
     """The segments' rows per partition call for a split or join (pylance 14's thresholds)."""
-    from lance_spark_ops.spark.indices.vector_index import TARGET_PARTITION_SIZE
+    from lance_spark_ops.index.vector.ivf_params import target_size
     from lance_spark_ops.spark.indices.vector_models import adjustment_due
 
-    target = params.get("target_partition_size") or TARGET_PARTITION_SIZE[kind]
-    splits, joins, _ = adjustment_due(ds, kind, segments, None, int(target))
+    splits, joins, _ = adjustment_due(ds, kind, segments, None, target_size(kind, params))
     return bool(splits or joins)
 
 
@@ -407,11 +414,7 @@ def _build_all(job: Job, plans: Sequence[SegmentPlan], concurrent: bool,
                 out[i] = b
         rest = [i for i in rest if out[i] is None]
     todo = [plans[i] for i in rest]
-    if not concurrent or len(todo) < 2:
-        built = [one(p) for p in todo]
-    else:
-        with ThreadPoolExecutor(max_workers=min(len(todo), 8)) as pool:
-            built = list(pool.map(one, todo))
+    built = map_concurrently(one, todo, 8 if concurrent else 1)
     for i, b in zip(rest, built, strict=True):
         out[i] = b
     return out  # type: ignore[return-value]
@@ -434,7 +437,7 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
     """Build and commit ``plans`` in one CreateIndex; on any failure but an unknown commit
     state, delete the segment directories written."""
     try:
-        with job.phase("build", tasks=len(plans)) as ph:
+        with job.phase("build", detail=f"{len(plans)} segment(s)") as ph:  # segments, not tasks
             built = _build_all(job, plans, concurrent, batched)
             settled = [settle(p, b) for p, b in zip(plans, built, strict=True)]
             # a split the builder could not make (rows too alike) and nothing new: no segment
@@ -486,6 +489,8 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
     clash. Raises ``InvalidInputError`` (the job exits 2) or ``UnsupportedError``."""
     kind = index_type_name(index_type)
     field_id, arrow_field = resolve_column(ds, column)
+    # the type and parameters first: IVF_PQ on an int column is a type problem, whatever the name
+    checked = builder_for(kind).check_params(kind, arrow_field, dict(params or {}))
     name = f"{column}_idx" if name is None else name
     if not isinstance(name, str) or not name or name.startswith("__lance_"):
         raise InvalidInputError(f"index name {name!r} is not allowed", path=ds.uri)
@@ -500,7 +505,6 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
                 index_kind(segs[-1]) == kind:
             raise InvalidInputError(f"column {column!r} already has a {kind} index named {other_name!r}",
                                     path=ds.uri)
-    checked = builder_for(kind).check_params(kind, arrow_field, dict(params or {}))
     return CreateRequest(kind, column, field_id, name, bool(replace), checked)
 
 
@@ -593,7 +597,8 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
             metrics.read_version = ds.version
             for name, s in check_optimize(ds, index_names, num_indices_to_merge, merge_policy,
                                           tier_fanout).items():
-                metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s)}
+                metrics.indices[name] = {"type": index_kind(s[-1]), "segments_before": len(s),
+                                         **_partitions(ds, s, "partitions_before")}
             if index_names is None:  # all indices: those this library cannot build are left alone
                 for name, s in user_segments(ds).items():
                     why = unsupported(s)
@@ -641,7 +646,24 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
         for name, m in metrics.indices.items():
             if "skipped" not in m:
                 m["segments_after"] = len(after.get(name, []))
+                if "partitions_before" in m and after.get(name):
+                    m.update(_partitions(final, after[name], "partitions_after"))
     return metrics
+
+
+def _partitions(ds: Dataset, segments: Sequence[Any], key: str) -> dict[str, int]:
+    """``{key: IVF partitions of the newest segment}`` of a vector index (the model its next
+    segment follows; a split or join changes it); ``{}`` for other kinds or a model this library
+    cannot read."""
+    kind = index_kind(segments[-1])
+    if kind in SCALAR_TYPES:
+        return {}
+    from lance_spark_ops.spark.indices.vector_models import read_model
+
+    try:
+        return {key: int(read_model(ds, kind, segments[-1]).num_partitions)}
+    except LanceError:
+        return {}
 
 
 def _drift(job: Job, ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any],

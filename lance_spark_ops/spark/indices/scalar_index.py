@@ -41,6 +41,8 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import minhash as mh
+from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
@@ -57,6 +59,7 @@ from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
 PART_ROWS = 1 << 22  # physical rows a part task reads at most (memory: one sorted run of them)
+MINHASH_PART_ROWS = 1 << 17  # MINHASHLSH signs rows slowly (tokens, shingles): a part per slot early
 RANGE_MERGE_ROWS = 1 << 20  # BTREE runs of fewer rows in all are merged by one task
 RANGE_ROWS = 1 << 22  # rows a BTREE range task merges at most
 
@@ -67,8 +70,11 @@ DETAILS = {
     "NGRAM": "/lance.table.NGramIndexDetails",
     "ZONEMAP": zm.TYPE_URL,
     "BLOOMFILTER": bf.TYPE_URL,
+    "RTREE": rt.TYPE_URL,
+    "MINHASHLSH": mh.TYPE_URL,
 }
-INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0}
+INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0,
+                 "RTREE": rt.INDEX_VERSION, "MINHASHLSH": mh.INDEX_VERSION}
 PARAMS: dict[str, dict[str, Any]] = {
     "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
     "BITMAP": {},
@@ -76,8 +82,10 @@ PARAMS: dict[str, dict[str, Any]] = {
     "NGRAM": {},
     "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
     "BLOOMFILTER": {"number_of_items": bf.DEFAULT_ITEMS, "probability": bf.DEFAULT_PROBABILITY},
+    "RTREE": {"page_size": rt.DEFAULT_PAGE_SIZE},
+    "MINHASHLSH": {**mh.DEFAULTS, "tokenizer": mh.TOKENIZER_DEFAULTS},
 }
-REFUSED = {"RTREE", "MINHASHLSH"}
+REFUSED: set[str] = set()
 
 
 def _plain(t: pa.DataType) -> pa.DataType:
@@ -102,6 +110,10 @@ def check_column(kind: str, field: pa.Field) -> None:
                                 f"binary, date, time or timestamp column, not {t}")
     if kind == "NGRAM" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
         raise InvalidInputError(f"NGRAM index column {field.name!r} must be a string column, not {t}")
+    if kind == "RTREE":
+        rt.check_field(field)
+    if kind == "MINHASHLSH" and not (pa.types.is_string(t) or pa.types.is_large_string(t)):
+        raise InvalidInputError(f"MINHASHLSH index column {field.name!r} must be a string column, not {t}")
     if kind == "LABEL_LIST" and not (pa.types.is_list(t) or pa.types.is_large_list(t)):
         raise InvalidInputError(f"LABEL_LIST index column {field.name!r} must be a list or large list, "
                                 f"not {t}")
@@ -119,6 +131,10 @@ class ScalarBuilder(SegmentBuilder):
             raise InvalidInputError(f"{kind!r} is not a scalar index type this builder knows "
                                     f"({', '.join(sorted(self.kinds))})")
         check_column(kind, field)
+        if kind == "MINHASHLSH":
+            out = mh.check_params(params)
+            mh.analyzer_params(out)  # the tokenizer must be one this library reproduces
+            return out
         known = PARAMS[kind]
         unknown = sorted(set(params) - set(known))
         if unknown:
@@ -130,6 +146,11 @@ class ScalarBuilder(SegmentBuilder):
             out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
         if kind == "ZONEMAP":
             out["rows_per_zone"] = _positive_int(out["rows_per_zone"], "rows_per_zone")
+        if kind == "RTREE":
+            out["page_size"] = _positive_int(out["page_size"], "page_size")
+            if out["page_size"] < 2:
+                raise InvalidInputError("RTREE index: parameter page_size must be at least 2, got "
+                                        f"{out['page_size']}")
         if kind == "BLOOMFILTER":
             out["number_of_items"] = _positive_int(out["number_of_items"], "number_of_items")
             p = out["probability"]
@@ -142,6 +163,8 @@ class ScalarBuilder(SegmentBuilder):
     def params_of(self, kind: str, index: Any) -> dict[str, Any]:
         """BTREE: ``zone_size`` is not in the details; pylance's update uses its default.
         ZONEMAP: ``rows_per_zone`` from the details."""
+        if kind == "MINHASHLSH" and index.HasField("index_details"):
+            return mh.parse_details(bytes(index.index_details.value))
         out = dict(PARAMS[kind])
         if kind == "ZONEMAP" and index.HasField("index_details"):
             rows = zm.details_rows_per_zone(bytes(index.index_details.value))
@@ -172,8 +195,10 @@ class ScalarBuilder(SegmentBuilder):
         params = tuple(sorted(dict(req.params).items()))
         slots = default_parallelism(job.spark)
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
-                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options)
-                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots)]
+                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options,
+                          ds.timestamp)
+                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots,
+                                  MINHASH_PART_ROWS if req.kind == "MINHASHLSH" else PART_ROWS)]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
         if len(parts) == 1 and req.kind != "BTREE":  # one task indexes and merges (a stage less)
@@ -192,6 +217,8 @@ class ScalarBuilder(SegmentBuilder):
         value = b""
         if req.kind == "ZONEMAP":
             value = zm.details_value(int(dict(req.params)["rows_per_zone"]), value_type)
+        if req.kind == "MINHASHLSH":
+            value = mh.details(dict(req.params))
         details = any_pb2.Any(type_url=DETAILS[req.kind], value=value)
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 
@@ -242,11 +269,11 @@ def _task_count(rows: int, per_task: int, slots: int) -> int:
     return n if n == 1 else slots * -(-n // slots)
 
 
-def _groups(sizes: list[tuple[int, int]], slots: int = 1) -> list[list[int]]:
+def _groups(sizes: list[tuple[int, int]], slots: int = 1, part_rows: int | None = None) -> list[list[int]]:
     """Consecutive fragments in ``_task_count`` groups of about equal rows (a fragment goes
     to the group its middle row falls in)."""
     total = sum(n for _, n in sizes)
-    count = _task_count(total, PART_ROWS, slots)
+    count = _task_count(total, PART_ROWS if part_rows is None else part_rows, slots)
     out: dict[int, list[int]] = {}
     at = 0
     for fid, n in sizes:

@@ -24,11 +24,14 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
+from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.scalar import bitmap as bm
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
+from lance_spark_ops.index.scalar import minhash as mh
 from lance_spark_ops.index.scalar import ngram as ng
+from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zoned
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.io.storage import ObjectStore
@@ -58,6 +61,9 @@ class PartSpec:
     params: tuple[tuple[str, Any], ...] = ()
     merging: bool = False          # the segment folds old ones in (``merge_with``)
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the read version's commit time: a reused worker's cached dataset of an older dataset
+    # written again at the same URI (same version number) is not taken for this one
+    timestamp: Any = None
 
 
 @dataclass(frozen=True)
@@ -111,7 +117,7 @@ def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Ar
 
 def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
     """Executor entry point: index one group of fragments into a part file."""
-    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     rel = f"{segment_dir(spec.new_uuid)}/{ctx.file_prefix}_part.lance"
     if spec.kind == "BTREE":  # BTREE always names rows by address (index_version 1 says so)
         pieces = list(_scan(ds, spec, by_address=True))
@@ -127,6 +133,10 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
     if spec.kind in ZONED:
         return _zoned_part(ds, spec, dict(spec.params), ctx)
     by_address = not spec.row_ids
+    if spec.kind == "RTREE":
+        return _rtree_part(ds, spec, rel, by_address)
+    if spec.kind == "MINHASHLSH":
+        return _minhash_part(ds, spec, rel, by_address)
     if spec.kind == "NGRAM":
         rows, tokens, token_ids = 0, [], []
         for col, row_ids in _scan(ds, spec, by_address):
@@ -200,7 +210,7 @@ def old_dir(ds: Dataset, index: Any) -> tuple[ObjectStore, str]:
     return ds.base_resolver.index_dir(uuid_str(index.uuid.uuid), base)
 
 
-def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
+def run_merge(spec: MergeSpec, ctx: TaskContext, inline: tuple = ()) -> tuple[tuple[str, int], ...]:
     """Executor entry point: write the segment's final files; returns (name, size) of each.
 
     The parts are deleted only once every final file is written, so an attempt that finds a
@@ -222,6 +232,11 @@ def run_merge(spec: MergeSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...]:
         files = _merge_ngram(ds, spec, dst, olds)
     elif spec.kind in ZONED:
         files = _merge_zoned(ds, spec, dst, olds, params)
+    elif spec.kind == "RTREE":
+        page_size = int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE)
+        files = _merge_rtree(ds, spec, dst, olds, page_size, inline)
+    elif spec.kind == "MINHASHLSH":
+        files = _merge_minhash(ds, spec, dst, olds, params, inline)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -233,6 +248,15 @@ def run_part_and_merge(spec: tuple[PartSpec, MergeSpec], ctx: TaskContext
     """Executor entry point: one part and its merge in one task (a segment of one part: a
     Spark stage less)."""
     part_spec, merge = spec
+    if part_spec.kind in ("RTREE", "MINHASHLSH"):  # the part stays in memory: no file round trip
+        ds = open_dataset(part_spec.uri, part_spec.read_version, part_spec.storage_options,
+                          part_spec.timestamp)
+        by_address = not part_spec.row_ids
+        if part_spec.kind == "RTREE":
+            rows, *data = _rtree_data(ds, part_spec, by_address)
+        else:
+            rows, *data = _minhash_data(ds, part_spec, by_address)
+        return Part(None, rows), run_merge(replace(merge, parts=()), ctx, (tuple(data),) if rows else ())
     part = run_part(part_spec, ctx)
     merge = replace(merge, parts=(part.file,) if part.file is not None else (),
                     payloads=(part.payload,) if part.payload is not None else ())
@@ -493,6 +517,148 @@ def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params
 ZONED_FILE = {"ZONEMAP": zm.ZONEMAP_FILE, "BLOOMFILTER": bf.BLOOMFILTER_FILE}
 
 
+def _rtree_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
+    """Each live row's bounding box (a part file of xmin, ymin, xmax, ymax, id; unsorted) and
+    the null rows' ids (global buffer 1); empty geometries are left out, as pylance."""
+    rows, box, ids, nulls = _rtree_data(ds, spec, by_address)
+    if not rows:
+        return Part(None, 0)
+    cols = [pa.array(box[:, i], pa.float64()) for i in range(4)]
+    cols.append(pa.array(ids, pa.uint64()))
+    table = pa.Table.from_arrays(cols, schema=rt.PART_SCHEMA)
+    _write(ds.store, rel, table, spec.file_version, [bm.encode_tree_map(np.sort(nulls))])
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _rtree_data(ds: Dataset, spec: PartSpec, by_address: bool
+                ) -> tuple[int, np.ndarray, np.ndarray, np.ndarray]:
+    """(rows read, item boxes [n, 4], item ids, null ids) of the spec's fragments."""
+    geo = rt.check_field(ds.schema.field(spec.column))
+    rows, boxes, ids, nulls = 0, [], [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        b, valid = rt.bounding_boxes(col, geo)
+        b, i, n = rt.split_items(b, valid, row_ids)
+        boxes.append(b)
+        ids.append(i)
+        nulls.append(n)
+    box = np.concatenate(boxes) if boxes else np.zeros((0, 4))
+    return (rows, box, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+            np.concatenate(nulls) if nulls else np.zeros(0, np.uint64))
+
+
+def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_size: int,
+                 inline: tuple = ()) -> list[tuple[str, int]]:
+    """pylance 14's RTREE build / update: every old item kept (of deleted rows and removed
+    fragments too), the parts' added, all sorted by Hilbert value over the union of the old
+    segments' stored ``bbox`` and the new items' box; nulls united."""
+    boxes, ids, nulls = [], [], []
+    total = rt.total_box(np.zeros((0, 4)))
+    for i, old in enumerate(olds):
+        store, src = old_dir(ds, old)
+        r = LanceFileReader(f"{src}/{rt.PAGE_DATA}", store=store)
+        meta = rt.read_meta(r.schema, r.path)
+        if i == 0:
+            page_size = meta["page_size"]  # pylance's update keeps the old segment's page size
+        b, n = rt.leaf_rows(r.read(), meta["num_items"])
+        boxes.append(b)
+        ids.append(n)
+        total = rt.union_box(total, meta["bbox"])
+        nr = LanceFileReader(f"{src}/{rt.NULLS}", store=store).read()
+        if nr.num_rows:
+            nulls.append(bm.decode_tree_map(nr.column(0)[0].as_py()))
+    new_boxes = []
+    for p in spec.parts:
+        r = LanceFileReader(f"{dst}/{p}", store=ds.store)
+        t = r.read()
+        new_boxes.append(np.column_stack([t.column(n).to_numpy() for n in ("xmin", "ymin", "xmax", "ymax")]))
+        ids.append(t.column("id").to_numpy().astype(np.uint64))
+        nulls.append(bm.decode_tree_map(_extra_buffers(r)[0]))
+    for box, item_ids, null_ids in inline:  # a fused task's part, in memory
+        new_boxes.append(box)
+        ids.append(item_ids)
+        nulls.append(null_ids)
+    if new_boxes:
+        total = rt.union_box(total, rt.total_box(np.concatenate(new_boxes)))
+    all_boxes = np.concatenate(boxes + new_boxes) if boxes or new_boxes else np.zeros((0, 4))
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+    table = rt.build(all_boxes, all_ids, total, page_size)
+    size = _write(ds.store, f"{dst}/{rt.PAGE_DATA}", table, spec.file_version)
+    all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
+    blob = bm.encode_tree_map(all_nulls.astype(np.uint64))
+    nulls_table = pa.Table.from_arrays([pa.array([blob], pa.binary())], schema=rt.NULLS_SCHEMA)
+    nulls_size = _write(ds.store, f"{dst}/{rt.NULLS}", nulls_table, spec.file_version)
+    return [(rt.PAGE_DATA, size), (rt.NULLS, nulls_size)]
+
+
+def _minhash_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Part:
+    """The signatures of the live rows that have tokens, in scan order (a part file of
+    ``_rowid`` and ``signature``; the merge task numbers the docs and writes the bands)."""
+    rows, ids, sigs = _minhash_data(ds, spec, by_address)
+    if not rows:
+        return Part(None, 0)
+    table = mh.signature_table(ids, sigs, "")
+    _write(ds.store, rel, table.replace_schema_metadata(None), spec.file_version)
+    return Part(rel.rsplit("/", 1)[1], rows)
+
+
+def _minhash_data(ds: Dataset, spec: PartSpec, by_address: bool) -> tuple[int, np.ndarray, np.ndarray]:
+    """(rows read, ids of the rows with a signature, their signatures) of the spec's fragments."""
+    params = dict(spec.params)
+    analyzer = Analyzer(mh.analyzer_params(params))
+    gen = mh.Generator.of(int(params["num_hashes"]))
+    rows, ids, sigs = 0, [], []
+    for col, row_ids in _scan(ds, spec, by_address):
+        rows += len(row_ids)
+        col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
+        hashes, owner = mh.shingle_hashes(col, analyzer, int(params["shingle_size"]))
+        docs, sig = mh.signatures(hashes, owner, gen)
+        ids.append(row_ids[docs])
+        sigs.append(sig)
+    k = int(params["num_hashes"])
+    return (rows, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
+            np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16))
+
+
+def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any],
+                   inline: tuple = ()) -> list[tuple[str, int]]:
+    """pylance 14's MINHASHLSH build / update: the old segments' signatures it keeps
+    (``keep_filter``: by address every row of fragments still there, by stable row id their live
+    rows), in their order, then the parts' in fragment order; doc ids are row numbers, the bands
+    computed again from the signatures."""
+    k = int(params["num_hashes"])
+    ids, sigs = [], []
+    for old in olds:
+        store, src = old_dir(ds, old)
+        t = LanceFileReader(f"{src}/{mh.SIGNATURES}", store=store).read()
+        keep = keep_filter(ds, old, ds.uses_stable_row_ids)
+        old_ids = t.column("_rowid").to_numpy().astype(np.uint64)
+        mask = keep(old_ids)
+        ids.append(old_ids[mask])
+        sigs.append(mh.signature_matrix(t.column("signature"), k)[mask])
+    for p in spec.parts:
+        t = LanceFileReader(f"{dst}/{p}", store=ds.store).read()
+        ids.append(t.column("_rowid").to_numpy().astype(np.uint64))
+        sigs.append(mh.signature_matrix(t.column("signature"), k))
+    for part_ids, part_sigs in inline:  # a fused task's part, in memory
+        ids.append(part_ids)
+        sigs.append(part_sigs)
+    all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+    all_sigs = np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16)
+    return write_minhash(ds.store, dst, all_ids, all_sigs, params, spec.file_version)
+
+
+def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: dict[str, Any],
+                  file_version: str) -> list[tuple[str, int]]:
+    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order."""
+    details_hex = mh.details(params).hex()
+    size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex), file_version)
+    bands, page_table = mh.bands_table(sigs, int(params["num_bands"]), details_hex)
+    bands_size = _write(store, f"{dst}/{mh.BANDS}", bands, file_version, [page_table])
+    return [(mh.SIGNATURES, size), (mh.BANDS, bands_size)]
+
+
 FINAL_FILES = {"BTREE": (bt.PAGE_DATA, bt.PAGE_LOOKUP), "BITMAP": (bm.BITMAP_FILE,),
                "LABEL_LIST": (bm.BITMAP_FILE,), "NGRAM": (ng.POSTINGS_FILE,),
-               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,)}
+               "ZONEMAP": (zm.ZONEMAP_FILE,), "BLOOMFILTER": (bf.BLOOMFILTER_FILE,),
+               "RTREE": rt.FILES, "MINHASHLSH": mh.FILES}

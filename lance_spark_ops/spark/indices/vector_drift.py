@@ -11,12 +11,12 @@ outdated partitioning and a retrain pays. The newest segment's model is the one 
 
 from __future__ import annotations
 
-import math
 from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
 
+from lance_spark_ops.index.vector.drift import SAMPLE_ROWS, drift, spread, stride
 from lance_spark_ops.spark.indices.index_segment import SegmentRequest
 from lance_spark_ops.spark.indices.vector_drift_tasks import DriftSpec, DriftSums, run_drift
 from lance_spark_ops.spark.indices.vector_index_tasks import Source, takeable
@@ -24,24 +24,6 @@ from lance_spark_ops.spark.indices.vector_models import read_model
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
-
-SAMPLE_ROWS = 16_384  # rows scored per side: the mean's error is well under 1 % from here
-
-
-def _spread(ds: Dataset, fragment_ids: Sequence[int], n: int) -> np.ndarray:
-    """About ``n`` row addresses spread evenly over the fragments' physical rows (sorted)."""
-    frags = ds.fragments_with_ids(list(fragment_ids))
-    phys = {fid: int(f.physical_rows or 0) for fid, f in frags.items()}
-    total = sum(phys.values())
-    if not total:
-        return np.zeros(0, np.uint64)
-    out = []
-    for fid in sorted(phys):
-        k = min(phys[fid], math.ceil(n * phys[fid] / total))
-        if k:
-            offs = np.unique(np.linspace(0, phys[fid] - 1, k).astype(np.int64)).astype(np.uint64)
-            out.append((np.uint64(fid) << np.uint64(32)) | offs)
-    return np.concatenate(out) if out else np.zeros(0, np.uint64)
 
 
 def measure_drift(job: Job, ds: Dataset, req: SegmentRequest, newest: Any, old_fragments: Sequence[int],
@@ -54,21 +36,21 @@ def measure_drift(job: Job, ds: Dataset, req: SegmentRequest, newest: Any, old_f
     src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
     slots = max(1, default_parallelism(job.spark))
     if takeable(ds, req.column, req.field_id):
-        old, new = _spread(ds, old_fragments, SAMPLE_ROWS), _spread(ds, new_fragments, SAMPLE_ROWS)
+        old, new = _spread(ds, old_fragments), _spread(ds, new_fragments)
         specs = [DriftSpec(src, req.field_id, model, o, n)
                  for o, n in zip(np.array_split(old, slots), np.array_split(new, slots), strict=True)]
     else:  # whole fragments, every stride-th row (nested columns, several data files)
         rows = sum(int(f.physical_rows or 0) for f in ds.fragments)
-        stride = max(1, rows // (2 * SAMPLE_ROWS))
+        every = stride(rows, SAMPLE_ROWS)
         specs = [DriftSpec(src, req.field_id, model, np.zeros(0, np.uint64), np.zeros(0, np.uint64),
-                           tuple(old_fragments[i::slots]), tuple(new_fragments[i::slots]), stride)
+                           tuple(old_fragments[i::slots]), tuple(new_fragments[i::slots]), every)
                  for i in range(slots)]
     got: list[DriftSums] = job.run_tasks(specs, run_drift)
-    old_rows, new_rows = sum(g.old_rows for g in got), sum(g.new_rows for g in got)
-    if not old_rows or not new_rows:
-        return None
-    old_mean = sum(g.old_sum for g in got) / old_rows
-    new_mean = sum(g.new_sum for g in got) / new_rows
-    if old_mean <= 0:
-        return math.inf if new_mean > 0 else 1.0
-    return new_mean / old_mean
+    return drift(sum(g.old_sum for g in got), sum(g.old_rows for g in got),
+                 sum(g.new_sum for g in got), sum(g.new_rows for g in got))
+
+
+def _spread(ds: Dataset, fragment_ids: Sequence[int]) -> np.ndarray:
+    """About ``SAMPLE_ROWS`` row addresses spread evenly over the fragments' physical rows."""
+    frags = ds.fragments_with_ids(list(fragment_ids))
+    return spread({fid: int(f.physical_rows or 0) for fid, f in frags.items()}, SAMPLE_ROWS)

@@ -15,33 +15,11 @@ from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, ivf_buffer
-from lance_spark_ops.index.vector.ivf_build import from_tensor, read_details
+from lance_spark_ops.index.vector.ivf_build import from_tensor, quantizer_of, read_details
 from lance_spark_ops.index.vector.ivf_model import Model
+from lance_spark_ops.index.vector.ivf_split import partition_adjustment
 from lance_spark_ops.index.vector.vector_space import _storage_metadata
 from lance_spark_ops.table.dataset import Dataset
-
-# pylance 14 (lance-index's lib.rs, lance's index/vector/builder.rs): an optimize without
-# num_indices_to_merge splits a partition over MAX_PARTITION_SIZE_FACTOR x the target size and
-# joins those under MIN_PARTITION_SIZE_PERCENT % of it, merging every segment when it does
-MAX_PARTITION_SIZE_FACTOR = 4
-MIN_PARTITION_SIZE_PERCENT = 25
-MAX_SPLIT_WAYS = 1024
-
-
-def partition_adjustment(sizes: Sequence[int], target: int) -> tuple[list[tuple[int, int]], list[int]]:
-    """pylance 14's decision from the rows per partition (new rows plus every segment's):
-    ``(partition, ways)`` to split (over the split threshold: ``ceil(rows / target)`` ways,
-    2..1 024) and the partitions to join away (under the join threshold, smallest first, as
-    long as the survivors' room below the split threshold holds all rows)."""
-    split_at = MAX_PARTITION_SIZE_FACTOR * target
-    join_at = MIN_PARTITION_SIZE_PERCENT * target // 100
-    sizes = [int(n) for n in sizes]
-    splits = [(p, min(max(-(-n // target), 2), MAX_SPLIT_WAYS)) for p, n in enumerate(sizes) if n > split_at]
-    if len(sizes) < 2:
-        return splits, []
-    max_joins = max(len(sizes) - max(-(-sum(sizes) // split_at), 1), 0)
-    small = sorted((n, p) for p, n in enumerate(sizes) if n < join_at)
-    return splits, sorted(p for _, p in small[:max_joins])
 
 
 def adjustment_due(ds: Dataset, kind: str, segments: Sequence[Any], new_counts: np.ndarray | None,
@@ -85,7 +63,7 @@ def _read_model(ds: Dataset, kind: str, index: Any) -> Model:
     centroids = from_tensor(ivf.centroids_tensor, INDEX_FILE)
     areader = LanceFileReader(f"{seg}/{AUX_FILE}", store=store)
     meta = _storage_metadata(areader.schema)
-    q = kind.rsplit("_", 1)[-1]
+    q = quantizer_of(kind)
     loss = ivf.loss if ivf.HasField("loss") else None
     need = {"PQ": ("num_sub_vectors", "codebook_position"), "SQ": ("bounds",)}.get(q, ())
     if any(key not in meta for key in need):

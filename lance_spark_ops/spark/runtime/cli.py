@@ -13,20 +13,24 @@ import argparse
 import dataclasses
 import json
 import logging
+import os
 import sys
 import time
 import traceback
-from collections.abc import Callable, Iterable, Mapping, Sequence
+from collections.abc import Callable, Iterable, Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any
 
+from lance_spark_ops.config_file import load_config
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitStateUnknown,
+    DatasetNotFound,
     IncompatibleTransaction,
     InconsistentDatasetError,
     InvalidInputError,
-    NotFoundError,
+    LanceError,
 )
 from lance_spark_ops.namespace.target import add_arguments as add_namespace_arguments
 from lance_spark_ops.namespace.target import resolve_arguments as resolve_namespace_arguments
@@ -37,7 +41,6 @@ from lance_spark_ops.spark.runtime.config import (
     TRUE_WORDS,
     OptionSpec,
     coerce,
-    load_config,
     option_specs,
     parse_bool,
     parse_key_values,
@@ -55,10 +58,7 @@ EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the 
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
 EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
 EXIT_INCONSISTENT = 7  # InconsistentDatasetError / validate findings: the table contradicts itself
-
-
-class DatasetNotFound(NotFoundError):
-    """No Lance dataset at the job's URI: a caller's mistake, found before any work starts."""
+DEBUG_ENV = "LSO_DEBUG"  # =1: a failed job prints the traceback of a typed error too
 
 
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
@@ -76,8 +76,8 @@ ADVICE = {
 }
 EPILOG = f"""\
 options come from, lowest precedence first: the defaults, --config FILE, the environment
-(storage options only), the flags. Booleans are switches (--dry-run, --no-dry-run);
-"--dry-run true|false" works too.
+(storage options only), the flags. Booleans are switches (--FLAG, --no-FLAG);
+"--FLAG true|false" works too.
 
 storage options (credentials, endpoints) - prefer the environment or the config file: the
 command line is visible to every user of the machine (ps):
@@ -88,6 +88,9 @@ Their values are never printed: they are replaced by *** in logs, errors and met
 
 the last line on stdout is one JSON object: the metrics, or {{"error": {{"type", "message"}}, ...}}
 (`tail -n 1`; under spark-submit the progress log and tracebacks arrive on stdout too, before it).
+A failure is one line on stderr ("JOB: error: TYPE: message"); unexpected errors (not this
+library's typed ones) also print their traceback, and so does any error with --log-level DEBUG
+or {DEBUG_ENV}=1.
 exit codes:
   0  done (including "nothing to do")
   1  failed (any other error; the dataset is left as it was)
@@ -96,7 +99,8 @@ exit codes:
   4  incompatible concurrent change (IncompatibleTransaction): nothing changed, look first
   5  commit state unknown (CommitStateUnknown): the commit may have landed and its files were
      kept - check the dataset's latest version; do not clean up or retry blindly
-  6  no dataset at the URI (DatasetNotFound, checked before Spark starts): fix the URI; do not retry
+  6  no dataset at the URI, no such table or namespace root (DatasetNotFound, checked before
+     Spark starts): fix the URI or name; do not retry
   7  inconsistent table (InconsistentDatasetError; validate: findings): nothing changed; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
@@ -135,7 +139,8 @@ class Job:
     positional: tuple[str, ...] = ()
     status: Callable[[Any], int] | None = None
     # ``precheck(uri, storage_options, options)``: cheap checks run before the Spark session
-    # starts (a bad column or parameter exits 2 without Spark work)
+    # starts (a bad column or parameter exits 2 without Spark work); returning ``False`` says
+    # the run needs no Spark (it gets ``spark=None``: e.g. nothing to do)
     precheck: Callable[[str, dict[str, Any], Any], None] | None = None
     needs_dataset: bool = True
 
@@ -219,10 +224,12 @@ class JobArgumentParser(argparse.ArgumentParser):
         return out
 
 
-def _help(spec: OptionSpec) -> str:
+def _help(spec: OptionSpec, positional: bool = False) -> str:
     text = spec.help or spec.name.replace("_", " ")
     if spec.required:
-        tail = "required"
+        tail = f"required: this flag or the {spec.name.upper()} argument" if positional else "required"
+    elif "default" in text.lower():  # the documentation says it (e.g. "yes for scalar types"): once
+        return text.rstrip(".").replace("%", "%%")
     elif spec.kind is bool:
         tail = f"default: {'on' if spec.default else 'off'}"
     elif spec.multiple:
@@ -232,12 +239,15 @@ def _help(spec: OptionSpec) -> str:
     return f"{text.rstrip('.')} ({tail})".replace("%", "%%")
 
 
-def add_dataclass_options(parser: Any, cls: type, choices: Mapping[str, Sequence[Any]] | None = None) -> None:
+def add_dataclass_options(parser: Any, cls: type, choices: Mapping[str, Sequence[Any]] | None = None,
+                          positional: Sequence[str] = ()) -> None:
     """One ``--flag`` per field of ``cls`` (snake_case -> dashes), typed from the annotation, with
-    the field's documentation, default and choices as help. Every default is ``None`` ("not
-    given") so a config file can sit between the field defaults and the flags."""
+    the field's documentation, default and choices as help (``positional``: fields also taken
+    as arguments). Every default is ``None`` ("not given") so a config file can sit between the
+    field defaults and the flags."""
     for spec in option_specs(cls, choices):
-        kw: dict[str, Any] = {"default": None, "help": _help(spec), "dest": spec.name}
+        help_text = _help(spec, spec.name in positional)
+        kw: dict[str, Any] = {"default": None, "help": help_text, "dest": spec.name}
         if spec.kind is bool and not spec.multiple:
             parser.add_argument(spec.flag, action=_BoolAction, **kw)
             continue
@@ -284,7 +294,8 @@ def build_parser(job: Job) -> JobArgumentParser:
                         help="level of this library's progress log on stderr (default: INFO)")
     add_namespace_arguments(parser)
     if job.options is not None:
-        add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices)
+        add_dataclass_options(parser.add_argument_group(f"{job.name} options"), job.options, job.choices,
+                              job.positional)
     return parser
 
 
@@ -313,6 +324,7 @@ def parse_request(job: Job, argv: Sequence[str] | None = None, environ: Mapping[
     seen["uri"] = uri or ns.table or config.get("table")
     uri, storage, namespace_secrets = resolve_namespace_arguments(ns, config, uri, storage)  # --table
     level = ns.log_level or str(config.pop("log_level", "INFO")).upper()
+    seen["log_level"] = level
     if not isinstance(uri, str) or not uri:
         raise UsageError("the dataset URI is required (argument uri, or `uri` in --config)")
     seen["uri"] = uri
@@ -402,6 +414,19 @@ def setup_logging(level: str = "INFO", secrets: Sequence[str] = ()) -> None:
         logging.getLogger(name).setLevel(logging.WARNING)
 
 
+@contextmanager
+def quietly() -> Iterator[None]:
+    """This library's progress lines held back (warnings still shown): for a precheck that
+    plans, so the run's own plan is the one the log shows."""
+    logger = logging.getLogger(LOGGER)
+    level = logger.level
+    logger.setLevel(max(level, logging.WARNING))
+    try:
+        yield
+    finally:
+        logger.setLevel(level)
+
+
 def exit_code(error: BaseException) -> int:
     for cls, code in EXIT_CODES:
         if isinstance(error, cls):
@@ -440,11 +465,18 @@ def print_metrics(metrics: Any, secrets: Sequence[str] = ()) -> None:
     sys.stdout.flush()
 
 
-def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str]) -> int:
+def debugging(level: str | None = None, environ: Mapping[str, str] | None = None) -> bool:
+    """Whether a failed job prints the traceback of a typed error too: ``--log-level DEBUG`` or
+    ``LSO_DEBUG=1`` in the environment."""
+    env = os.environ if environ is None else environ
+    return str(level or "").upper() == "DEBUG" or env.get(DEBUG_ENV, "").strip().lower() in TRUE_WORDS
+
+
+def _fail(job: Job, uri: str | None, error: Exception, secrets: Sequence[str], debug: bool = False) -> int:
     code = exit_code(error)
     message = redact(str(error), secrets)
     flush_output()  # what the job printed before it failed comes before the error
-    if code == EXIT_FAILED:
+    if debug or not isinstance(error, LanceError):  # a typed error names what is wrong: one line
         tb = "".join(traceback.format_exception(type(error), error, error.__traceback__))
         sys.stderr.write(redact(tb, secrets))
     elif isinstance(error, UsageError):
@@ -476,9 +508,9 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
         log.info("%s %s: starting", job.name, uri)
         if job.needs_dataset:  # before a precheck, which may read the dataset
             _require_dataset(uri, request.storage_options)
-        if job.precheck is not None:
-            job.precheck(uri, request.storage_options, request.options)
+        checked = job.precheck(uri, request.storage_options, request.options) if job.precheck else None
         wants_spark = job.spark(request.options) if callable(job.spark) else job.spark
+        wants_spark = wants_spark and checked is not False  # the precheck found no Spark work
         spark = _session(job) if wants_spark else None
         metrics = job.run(spark, uri, request.storage_options, request.options)
         for line in job.report(metrics) if job.report else ():
@@ -490,17 +522,28 @@ def run_job(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, s
     except SystemExit as e:  # --help
         return e.code if isinstance(e.code, int) else EXIT_OK
     except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
-        return _fail(job, seen.get("uri"), e, secrets)
+        return _fail(job, seen.get("uri"), e, secrets, debugging(seen.get("log_level"), environ))
 
 
 def _require_dataset(uri: str, storage_options: dict[str, Any]) -> None:
+    from lance_spark_ops.io.storage import ObjectStore
     from lance_spark_ops.table.dataset import dataset_present
 
     if not dataset_present(uri, storage_options):
-        raise DatasetNotFound("no Lance dataset here (no _versions/ directory): check the URI", path=uri)
+        store = ObjectStore(uri, storage_options or {})
+        what = "nothing here" if not store.present("") else \
+            "a file, not a dataset directory" if store.is_local and os.path.isfile(store.full_path("")) else \
+            "no _versions/ directory here"
+        raise DatasetNotFound(f"no Lance dataset here ({what}): check the URI", path=uri)
 
 
 def _session(job: Job) -> Any:
+    return start_session(job.name)
+
+
+def start_session(name: str) -> Any:
+    """The job's Spark session, with a progress line before (starting one takes seconds) and
+    one when it is up: how long it took, the master, Spark's version."""
     from lance_spark_ops.spark.runtime.daemon import unship_pyspark
 
     # spark-submit puts pyspark.zip on the path: imported from it, pyspark is compiled from
@@ -508,7 +551,22 @@ def _session(job: Job) -> Any:
     unship_pyspark()
     from lance_spark_ops.spark.runtime.session import get_spark
 
-    return get_spark(f"lance-spark-ops {job.name}")
+    log.info("%s: starting the Spark session", name)
+    t0 = time.perf_counter()
+    spark = get_spark(f"lance-spark-ops {name}")
+    log.info("%s: Spark session up in %.1f s (%s)", name, time.perf_counter() - t0, _describe(spark))
+    return spark
+
+
+def _describe(spark: Any) -> str:
+    """``master local[2], Spark 4.0.1`` (what the session tells; Connect sessions: the version)."""
+    parts = []
+    try:
+        parts.append(f"master {spark.conf.get('spark.master')}")
+    except Exception:  # noqa: BLE001 - a Connect server may not say
+        pass
+    parts.append(f"Spark {getattr(spark, 'version', '?')}")
+    return ", ".join(parts)
 
 
 def parse_storage_options(pairs: list[str]) -> dict[str, str]:

@@ -1,6 +1,6 @@
 """Job options as data: one ``OptionSpec`` per field of an options dataclass (type, default,
 choices and the help text from the class docstring's ``Attributes:`` section), values typed
-from strings or config-file values, config files (TOML or JSON) and storage options from the
+from strings or config-file values (files read by ``config_file``) and storage options from the
 environment. Shared by the command line (``spark.runtime.cli``), notebooks and DAGs so every entry
 point reads options the same way."""
 
@@ -15,7 +15,6 @@ import re
 import typing
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
@@ -165,34 +164,6 @@ def typed_options(cls: type, values: Mapping[str, Any], *, choices: Mapping[str,
             continue
         out[name] = coerce(specs[name], value, source)
     return out
-
-
-def load_config(path: str | os.PathLike[str]) -> dict[str, Any]:
-    """The top-level table of a TOML file (``.json``: a JSON object), keys with ``-`` as ``_``."""
-    source = str(path)
-    try:
-        data = Path(path).read_bytes()
-    except OSError as e:
-        raise InvalidInputError(f"cannot read the config file: {e.strerror}", path=source) from None
-    try:
-        if source.endswith(".json"):
-            parsed = json.loads(data)
-        else:
-            parsed = _toml().loads(data.decode("utf-8"))
-    except (ValueError, UnicodeDecodeError) as e:  # TOMLDecodeError and JSONDecodeError are ValueErrors
-        raise InvalidInputError(f"not valid {'JSON' if source.endswith('.json') else 'TOML'}: {e}",
-                                path=source) from None
-    if not isinstance(parsed, dict):
-        raise InvalidInputError("the config file must hold a table of options", path=source)
-    return {k.replace("-", "_"): v for k, v in parsed.items()}
-
-
-def _toml() -> Any:
-    try:
-        import tomllib
-    except ModuleNotFoundError:  # Python 3.10
-        import tomli as tomllib
-    return tomllib
 
 
 def storage_options_from_env(environ: Mapping[str, str] | None = None) -> dict[str, Any]:

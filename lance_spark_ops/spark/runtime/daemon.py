@@ -18,7 +18,7 @@ asks for the first fork 10-50 ms after it reads the port, so a background import
 overlap with that fork by forking mid-import (a child inheriting another thread's import
 locks), and would still have to finish before the next fork.
 
-The numba kernels (k-means, HNSW, FSST: ~0.5-1 s to import numba and load them from its cache)
+The numba kernels (k-means, HNSW, FSST, MinHash: ~0.5-1 s to import numba and load them from its cache)
 are preloaded only with ``LSO_PRELOAD_KERNELS=1`` in the executors' environment
 (``spark.executorEnv.LSO_PRELOAD_KERNELS``): the daemon announces its port after preloading, so
 they would delay every session's first Python job, and with a core per worker the workers of a

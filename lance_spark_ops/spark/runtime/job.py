@@ -11,7 +11,8 @@ and descriptions, a progress line per phase, cleanup of the job's own files, fin
   thread. On classic sessions the phase is also the Spark job description (the UI's job
   list); Connect sessions have no ``sparkContext``, so no description is set there.
 * **Progress**: a line per phase on the ``lance_spark_ops`` logger (stderr unless logging is
-  configured otherwise) when it starts and ends - phase, tasks done/total, rows and bytes.
+  configured otherwise) when it starts and ends - phase, and what is known: tasks done out of
+  the planned total (or the count run, when none was planned), rows and bytes once counted.
 * **Cleanup** with one contract: on failure, delete the files of this job (names holding the
   job id under a directory) that are not referenced any more - ``referenced`` says which are
   (by default: the data files of the dataset's latest version, which holds the files of every
@@ -102,18 +103,38 @@ class Phase:
     """Progress of one phase: tasks done out of the planned total, rows and bytes so far."""
 
     name: str
-    tasks_total: int = 0
+    tasks_total: int = 0  # 0: not known up front
     tasks_done: int = 0
     rows: int = 0
     bytes: int = 0
+    counted: frozenset[str] = frozenset()  # "rows" / "bytes" once the phase counted them
 
-    def add(self, tasks: int = 0, rows: int = 0, bytes: int = 0) -> None:  # noqa: A002 - as metrics name it
+    def add(self, tasks: int = 0, rows: int | None = None, bytes: int | None = None) -> None:  # noqa: A002
         self.tasks_done += tasks
-        self.rows += rows
-        self.bytes += bytes
+        if rows is not None:
+            self.rows += rows
+            self.counted |= {"rows"}
+        if bytes is not None:
+            self.bytes += bytes
+            self.counted |= {"bytes"}
 
-    def line(self) -> str:
-        return f"tasks {self.tasks_done}/{self.tasks_total}, rows {self.rows}, bytes {self.bytes}"
+    def line(self, ended: bool = True) -> str:
+        """What is known, nothing else: ``tasks 3/4`` (done of planned), ``3 tasks`` (no plan,
+        or more ran than planned), ``4 tasks`` planned at the start; rows and bytes once
+        counted. Empty when nothing is."""
+        parts = []
+        if not ended:
+            parts += [_tasks(self.tasks_total)] if self.tasks_total else []
+        elif self.tasks_done and 0 < self.tasks_total and self.tasks_done <= self.tasks_total:
+            parts.append(f"tasks {self.tasks_done}/{self.tasks_total}")
+        elif self.tasks_done:
+            parts.append(_tasks(self.tasks_done))
+        parts += [f"{what} {getattr(self, what)}" for what in ("rows", "bytes") if what in self.counted]
+        return ", ".join(parts)
+
+
+def _tasks(n: int) -> str:
+    return f"{n} task" if n == 1 else f"{n} tasks"
 
 
 class Job:
@@ -158,7 +179,8 @@ class Job:
         self._phases.append(ph)
         self._add_tag(tag)
         set_description(self.spark, f"{self.kind} {self.uri}: {name}" + (f" {detail}" if detail else ""))
-        logger.info("%s %s: %s started, %s", self.kind, self.job_id, name, ph.line())
+        planned = ph.line(ended=False)
+        logger.info("%s %s: %s started%s", self.kind, self.job_id, name, f", {planned}" if planned else "")
         t0 = time.perf_counter()
         try:
             yield ph
@@ -168,8 +190,9 @@ class Job:
             self._remove_tag(tag)
             outer = self._phases[-1].name if self._phases else None
             set_description(self.spark, f"{self.kind} {self.uri}: {outer}" if outer else None)
-            logger.info("%s %s: %s ended in %.2f s, %s", self.kind, self.job_id, name,
-                        time.perf_counter() - t0, ph.line())
+            progress = ph.line()
+            logger.info("%s %s: %s ended in %.2f s%s", self.kind, self.job_id, name,
+                        time.perf_counter() - t0, f", {progress}" if progress else "")
 
     def plan_more(self, tasks: int) -> None:
         """Count ``tasks`` more in the innermost phase's planned total (work found mid-phase)."""
