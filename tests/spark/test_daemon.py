@@ -143,3 +143,11 @@ def test_daemon_loads_the_kernels_only_when_asked(flag: str) -> None:
                          check=True).stdout.split()
     assert out[:2] == (["True", "True"] if flag else ["False", "False"])
     assert "".join(out[2:]) == "[]"
+
+
+def test_kernel_preload_names_every_kernel_family() -> None:
+    """The daemon's opt-in kernel list (module names, as PRELOAD) matches compile_kernels'."""
+    from lance_spark_ops.compile_kernels import LOADERS
+    from lance_spark_ops.spark.runtime.daemon import KERNELS
+
+    assert {(f.__module__, f.__name__) for _, f in LOADERS} == set(KERNELS)

@@ -53,6 +53,14 @@ PRELOAD = (
     "pyspark.worker",
 )
 
+# with LSO_PRELOAD_KERNELS=1: each kernel family's loader (as ``compile_kernels.LOADERS``)
+KERNELS = (
+    ("lance_spark_ops.index.vector.kmeans", "compiled_kernels"),
+    ("lance_spark_ops.encoding.compression.compiled", "load_kernels"),
+    ("lance_spark_ops.index.vector.hnsw", "compiled_kernels"),
+    ("lance_spark_ops.index.scalar.minhash", "compiled_kernels"),
+)
+
 
 def shipped_pyspark_entries(path: list[str]) -> list[str]:
     """The entries of ``path`` (a ``sys.path``) that Spark added from inside the installed
@@ -101,9 +109,12 @@ def preload() -> list[str]:
         except Exception:  # noqa: BLE001 - a daemon that cannot preload must still serve workers
             failed.append(name)
     if os.environ.get("LSO_PRELOAD_KERNELS") == "1":  # see the module's docstring
-        from lance_spark_ops.compile_kernels import load_all
-
-        failed += [f"kernels:{what}" for what, (ready, _) in load_all().items() if not ready]
+        for name, loader in KERNELS:
+            try:
+                if getattr(importlib.import_module(name), loader)() is None:
+                    failed.append(f"{name}.{loader}")
+            except Exception:  # noqa: BLE001
+                failed.append(f"{name}.{loader}")
     try:
         import pyarrow
 
