@@ -1,14 +1,16 @@
 """Vector index builds and maintenance: our Spark jobs against pylance, in one run.
 
     python bench/vector_index_bench.py [--rows 1000000] [--dim 128] [--rounds 1]
-        [--cases ivf_pq,ivf_hnsw_sq,optimize,deltas,cluster] [--deltas 1000] [--out FILE]
+        [--cases ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas,cluster] [--deltas 1000]
+        [--out FILE]
 
 * ``ivf_pq``: IVF_PQ (256 partitions, 16 sub-vectors) on ``--rows`` x ``--dim`` float32;
-  ``ivf_hnsw_sq``: IVF_HNSW_SQ (256 partitions); pylance's ``create_index`` vs our
+  ``ivf_hnsw_sq``: IVF_HNSW_SQ (256 partitions); ``ivf_rq``: IVF_RQ (256 partitions, pylance's
+  default 5 bits); pylance's ``create_index`` vs our
   ``create_index`` (local[2]) on twin copies. Recall@10 of both over 100 queries (nprobes 20,
   brute force as truth) is reported beside the times.
 * ``optimize``: IVF_PQ built by pylance, 10 appends of 1 %, then pylance's
-  ``optimize_indices()`` vs ours.
+  ``optimize_indices()`` vs ours; ``optimize_rq``: the same with IVF_RQ.
 * ``deltas``: ``--deltas`` tiny delta segments (pylance, ``num_indices_to_merge=0``), merged by
   our tiered policy. Making 1 000 deltas takes pylance ~10 min: ``--deltas-input DIR`` copies a
   dataset made once by the same recipe (``make_deltas``; ``python bench/vector_index_bench.py
@@ -132,13 +134,15 @@ def build_case(spark: Any, base: str, tmp: str, kind: str, params: dict[str, Any
             "recall_pylance": recall(b, queries, truth)}
 
 
-def optimize_case(spark: Any, base: str, tmp: str, rows: int, dim: int) -> dict[str, Any]:
+def optimize_case(spark: Any, base: str, tmp: str, rows: int, dim: int, kind: str = "IVF_PQ",
+                  params: dict[str, Any] | None = None) -> dict[str, Any]:
     import lance
 
     from lance_spark_ops.spark.indices.indexing import optimize_indices
 
     src = _copy(base, f"{tmp}/opt_base")
-    lance.dataset(src).create_index("v", "IVF_PQ", num_partitions=256, num_sub_vectors=16)
+    params = {"num_partitions": 256, "num_sub_vectors": 16} if params is None else params
+    lance.dataset(src).create_index("v", kind, **params)
     for k in range(10):
         lance.write_dataset(table(vectors(rows // 100, dim, 50 + k), rows + k * rows), src, mode="append")
     a, b = _copy(src, f"{tmp}/ours"), _copy(src, f"{tmp}/theirs")
@@ -243,7 +247,7 @@ def main() -> None:
     ap.add_argument("--deltas", type=int, default=1000)
     ap.add_argument("--deltas-input", default=None, help="a prepared input of the deltas case (copied)")
     ap.add_argument("--make-deltas", default=None, help="write the deltas case's input to this path, exit")
-    ap.add_argument("--cases", default="ivf_pq,ivf_hnsw_sq,optimize,deltas")
+    ap.add_argument("--cases", default="ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas")
     ap.add_argument("--out", default=None)
     args = ap.parse_args()
     if args.make_deltas:
@@ -277,9 +281,16 @@ def main() -> None:
             out["ivf_hnsw_sq"] = build_case(spark, base, tmp, "IVF_HNSW_SQ", {"num_partitions": 256},
                                             queries, truth)
             print("ivf_hnsw_sq", json.dumps(out["ivf_hnsw_sq"]), flush=True)
+        if "ivf_rq" in cases:
+            out["ivf_rq"] = build_case(spark, base, tmp, "IVF_RQ", {"num_partitions": 256}, queries, truth)
+            print("ivf_rq", json.dumps(out["ivf_rq"]), flush=True)
         if "optimize" in cases:
             out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim)
             print("optimize", json.dumps(out["optimize"]), flush=True)
+        if "optimize_rq" in cases:
+            out["optimize_rq"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_RQ",
+                                               {"num_partitions": 256})
+            print("optimize_rq", json.dumps(out["optimize_rq"]), flush=True)
         if "deltas" in cases:
             out["deltas"] = deltas_case(spark, tmp, args.deltas, args.dim, args.deltas_input)
             print("deltas", json.dumps(out["deltas"]), flush=True)

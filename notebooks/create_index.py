@@ -17,7 +17,8 @@ from lance_spark_ops.spark.runtime.config import parse_bool, parse_param_values,
 
 dbutils.widgets.text("uri", "", "Dataset URI")
 dbutils.widgets.text("column", "", "Column")
-dbutils.widgets.text("type", "BTREE", "Index type (BTREE, BITMAP, RTREE, MINHASHLSH, INVERTED, IVF_PQ, ...)")
+dbutils.widgets.text("type", "BTREE",
+                     "Index type (BTREE, BITMAP, RTREE, MINHASHLSH, INVERTED, IVF_PQ, IVF_RQ, ...)")
 dbutils.widgets.text("name", "", "Index name (empty: COLUMN_idx)")
 dbutils.widgets.text("replace", "", "replace (empty: pylance's default for the type)")
 dbutils.widgets.text("params", "", "Parameters, key=value per line")

@@ -24,7 +24,8 @@ new_index_details, new_index_version, and field 5 ``new_index_files`` = path + s
 from the late-2025 protos); the manifest entry gets the new uuid / details / version / files,
 keeps ``dataset_version`` and ``name``, and its fragment bitmap has each group's old ids
 replaced by the new ones. IVF_* storage drops deleted rows and rewrites addresses, keeping the
-order per partition (IVF_SQ / IVF_PQ / IVF_FLAT copy ``index.idx``); IVF_HNSW_* rebuild each
+order per partition (IVF_SQ / IVF_PQ / IVF_FLAT / IVF_RQ copy ``index.idx``; IVF_RQ packs each
+partition's codes again); IVF_HNSW_* rebuild each
 partition's graph on the remapped storage with the old build parameters (Lance's
 ``HNSW::remap``; the graph is randomised, so only its layout, not its edges, matches
 pylance's), and re-serialise the SQ ``bounds`` as serde_json does (``serde_float``). ZONEMAP /
@@ -53,7 +54,7 @@ library rebuilds such an index in the deferred compaction's own commit (new uuid
 ``rewritten_indices``) while the other indices go behind the FRI (its entry keeps its
 ``dataset_version``, as a Rewrite does, so ``remap_indices`` later rewrites it once more,
 dropping no row, so every partition keeps its graph, before trimming the version); IVF_SQ,
-IVF_PQ, IVF_FLAT,
+IVF_PQ, IVF_FLAT, IVF_RQ,
 INVERTED, NGRAM, BTREE, BITMAP and LABEL_LIST can be read through it. pylance 14's own
 default compaction of a dataset whose indices are behind an FRI (its own or ours) answers
 equality / range / full-text / vector queries wrongly afterwards (for every index still behind

@@ -43,7 +43,7 @@ KNOWN_FILES = {
     "MINHASHLSH": frozenset({"signatures.lance", "bands.lance"}),
     "INVERTED": frozenset({"metadata.lance"}),  # and FTS_PART_FILE's
     **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
-        "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
+        "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_RQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
 }
 FTS_PART_FILE = re.compile(r"part_\d+_(docs|tokens|invert)\.lance")
 IVF_KINDS = frozenset(k for k in KNOWN_FILES if k.startswith("IVF_"))

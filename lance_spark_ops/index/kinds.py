@@ -26,11 +26,11 @@ _BY_DETAILS = {
 # a compaction takes the rewritten fragments out of their bitmaps.
 SUMMARY_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
 # The vector index types this library builds (one IVF partitioning, a quantizer, HNSW graphs or not)
-VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
+VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
 
 
 def index_kind(index: Any) -> str:
-    """BTREE, BITMAP, ..., IVF_PQ / IVF_FLAT / IVF_SQ / IVF_HNSW_{PQ,SQ,FLAT} (VECTOR when the
+    """BTREE, BITMAP, ..., IVF_PQ / IVF_FLAT / IVF_SQ / IVF_RQ / IVF_HNSW_{PQ,SQ,FLAT} (VECTOR when the
     details do not say), FRAG_REUSE, or UNKNOWN (details missing or new)."""
     if index.name == FRAG_REUSE_INDEX_NAME:
         return "FRAG_REUSE"
@@ -45,7 +45,7 @@ def index_kind(index: Any) -> str:
 
 def _vector_kind(details: bytes) -> str:
     """pylance 14's VectorIndexDetails (newer than our protos) name the sub-index and
-    quantizer by which field is set: 3 HNSW, 4 PQ, 5 SQ, 8 FLAT."""
+    quantizer by which field is set: 3 HNSW, 4 PQ, 5 SQ, 6 RQ (RaBitQ), 8 FLAT."""
     from google.protobuf import empty_pb2
     from google.protobuf.message import DecodeError
     from google.protobuf.unknown_fields import UnknownFieldSet
@@ -56,7 +56,8 @@ def _vector_kind(details: bytes) -> str:
     except DecodeError:
         return "VECTOR"
     present = {u.field_number for u in UnknownFieldSet(msg)}
-    quantizer = "PQ" if 4 in present else "SQ" if 5 in present else "FLAT" if 8 in present else None
+    quantizer = ("PQ" if 4 in present else "SQ" if 5 in present else "RQ" if 6 in present
+                 else "FLAT" if 8 in present else None)
     if quantizer is None:
         return "VECTOR"
     return f"IVF_HNSW_{quantizer}" if 3 in present else f"IVF_{quantizer}"

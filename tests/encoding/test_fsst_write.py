@@ -348,20 +348,20 @@ def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> No
 
 def test_kernels_compile_ahead_from_the_command_line() -> None:
     """``python -m lance_spark_ops.compile_kernels`` (a cluster's bootstrap step) loads every
-    kernel module (FSST, k-means, HNSW, MinHash), compiling them into numba's cache when needed, and says
-    so; with numba missing each is unavailable and it fails."""
+    kernel module (FSST, k-means, HNSW, MinHash, RaBitQ), compiling them into numba's cache when
+    needed, and says so; with numba missing each is unavailable and it fails."""
     import subprocess
     import sys
 
     cmd = [sys.executable, "-m", "lance_spark_ops.compile_kernels"]
     ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
     assert ok.returncode == 0, ok.stderr
-    for what in ("FSST", "k-means", "HNSW", "MinHash"):
+    for what in ("FSST", "k-means", "HNSW", "MinHash", "RaBitQ"):
         assert f"compiled {what} kernels ready" in ok.stdout, ok.stdout
     script = ("import runpy, sys\nsys.modules['numba'] = None\n"
               "runpy.run_module('lance_spark_ops.compile_kernels', run_name='__main__')\n")
     bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.count("unavailable") == 4, bad.stdout
+    assert bad.returncode == 1 and bad.stdout.count("unavailable") == 5, bad.stdout
 
 
 def _reference_pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[list[int], list[int]]:

@@ -1,5 +1,6 @@
 """Fault runners for the vector index jobs (issue #28): ``create_index`` / ``optimize_indices``
-on IVF_PQ and IVF_HNSW_SQ, small (16-d vectors, 2-4 partitions) so a run stays fast.
+on IVF_PQ and IVF_HNSW_SQ (``KINDS``; IVF_RQ in its own test), small (16-d vectors, 2-4
+partitions) so a run stays fast.
 
 * ``prepare`` adds ``vec`` (``model.vectors`` of id; the concurrent writers' rows carry it too);
   ``create_vector_index`` may find a pylance index of that name (replaced); for
@@ -27,12 +28,15 @@ NAME = "vec_idx"
 _BEFORE: dict[str, int] = {}  # dataset -> latest version after prepare
 
 
+KINDS = ("IVF_PQ", "IVF_HNSW_SQ")
+
+
 def _kind(rng: random.Random) -> tuple[str, dict[str, Any]]:
-    kind = rng.choice(["IVF_PQ", "IVF_HNSW_SQ"])
+    kind = rng.choice(list(KINDS))
     params: dict[str, Any] = {"num_partitions": rng.choice([2, 4])}
     if kind == "IVF_PQ":
         params["num_sub_vectors"] = 4
-    else:
+    elif kind.startswith("IVF_HNSW_"):
         params.update(m=8, ef_construction=40)
     return kind, params
 

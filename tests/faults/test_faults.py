@@ -48,6 +48,18 @@ def test_in_process_fault_more_seeds(job: str, fault: str, seed: int, tmp_path: 
     _run(job, fault, seed, tmp_path)
 
 
+@pytest.mark.parametrize("fault", IN_PROCESS)
+@pytest.mark.parametrize("job", [j for j in ("create_vector_index", "optimize_vector_indices")
+                                 if j in RUNNERS])
+def test_in_process_fault_ivf_rq(job: str, fault: str, tmp_path: Path,
+                                 monkeypatch: pytest.MonkeyPatch) -> None:
+    """The vector jobs under the faults with IVF_RQ (issue #37)."""
+    from tests.faults import runners_vector
+
+    monkeypatch.setattr(runners_vector, "KINDS", ("IVF_RQ",))
+    _run(job, fault, 0, tmp_path)
+
+
 @pytest.mark.spark
 @pytest.mark.parametrize(("job", "fault"), [("compact", "driver_kill"), ("add_columns", "worker_kill"),
                                             *(("optimize_indices", "worker_kill") for _ in

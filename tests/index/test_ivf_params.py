@@ -30,7 +30,9 @@ def test_defaults_and_aliases() -> None:
 
 
 @pytest.mark.parametrize("kind,field,params,error,match", [
-    ("IVF_RQ", VEC, {}, UnsupportedError, "IVF_RQ"),
+    ("IVF_RQ", VEC, {"num_bits": 10}, InvalidInputError, "num_bits must be in 1..=9"),
+    ("IVF_RQ", pa.field("v", pa.list_(pa.float32(), 12)), {}, InvalidInputError, "divisible by 8"),
+    ("IVF_FLAT", VEC, {"rabitq_model": "{}"}, InvalidInputError, "is not IVF_RQ"),
     ("IVF_FLAT", pa.field("v", pa.list_(pa.int8(), 8)), {}, InvalidInputError, "fixed_size_list of floats"),
     ("IVF_FLAT", pa.field("v", pa.list_(pa.float16(), 8)), {}, UnsupportedError, "float32 only"),
     ("IVF_FLAT", VEC, {"nprobes": 3}, InvalidInputError, r"unknown IVF_FLAT index parameter\(s\) \['nprob"),

@@ -29,6 +29,8 @@ CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 
     ("IVF_SQ", 4000, 4, False),
     ("IVF_HNSW_SQ", 4000, 4, False),
     ("IVF_PQ", 4000, 2, False),
+    ("IVF_RQ", 4000, 4, False),
+    ("IVF_RQ", 40000, 2, True),
 ]
 
 
@@ -83,6 +85,10 @@ def test_default_optimize_equals_pylance(
     if kind.endswith("PQ"):  # one codebook too: pylance's PQ training is not seeded
         kw["num_sub_vectors"] = 4
         kw["pq_codebook"] = rng.standard_normal((4, 256, DIM // 4)).astype(np.float32)
+    if kind == "IVF_RQ":  # one rotation too (pylance draws a random one)
+        from lance.lance import indices
+
+        kw["rabitq_model"] = indices.build_rq_model(DIM, 5)
     ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
     for uri in (ours, theirs):
         lance.write_dataset(first, uri, enable_stable_row_ids=stable)
@@ -253,6 +259,10 @@ def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch:
     if kind == "IVF_PQ":
         kw["num_sub_vectors"] = 4
         kw["pq_codebook"] = rng.standard_normal((4, 256, DIM // 4)).astype(np.float32)
+    if kind == "IVF_RQ":  # one rotation too (pylance draws a random one)
+        from lance.lance import indices
+
+        kw["rabitq_model"] = indices.build_rq_model(DIM, 5)
     ours, theirs = str(tmp_path / "ours.lance"), str(tmp_path / "theirs.lance")
     for uri in (ours, theirs):
         lance.write_dataset(t, uri)

@@ -48,6 +48,10 @@ def _model(kind: str, seed: int, parts: int = PARTS) -> dict:
     kw = {"ivf_centroids": rng.normal(size=(parts, DIM)).astype(np.float32) * 3, **pq_kw(kind)}
     if kind.endswith("PQ"):
         kw["pq_codebook"] = rng.normal(size=(4, 256, DIM // 4)).astype(np.float32)
+    if kind == "IVF_RQ":
+        from lance.lance import indices
+
+        kw["rabitq_model"] = indices.build_rq_model(DIM, 5)
     return kw
 
 
@@ -97,7 +101,7 @@ def _pieced(parts: list) -> int:
     return len({p.lo for p in parts if p.piece and sum(1 for q in parts if q.piece and q.lo == p.lo) > 1})
 
 
-@pytest.mark.parametrize("kind", ["IVF_PQ", "IVF_SQ", "IVF_FLAT"])
+@pytest.mark.parametrize("kind", ["IVF_PQ", "IVF_SQ", "IVF_FLAT", "IVF_RQ"])
 def test_build_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: list,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     import lance
@@ -120,7 +124,7 @@ def test_build_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: li
     assert_same_storage(storage(pieces), storage(theirs), kind)  # pylance's rows and codes
 
 
-@pytest.mark.parametrize("kind", ["IVF_PQ", "IVF_SQ"])
+@pytest.mark.parametrize("kind", ["IVF_PQ", "IVF_SQ", "IVF_RQ"])
 def test_merge_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: list,
                                       monkeypatch: pytest.MonkeyPatch) -> None:
     """An old segment folded in by pieces: its rows read in slices (PQ: transposed columns)."""

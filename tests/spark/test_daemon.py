@@ -105,3 +105,49 @@ def test_job_driver_imports_the_installed_pyspark(tmp_path: Path) -> None:
     out = subprocess.run([sys.executable, "-c", script], env=env, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == pyspark.__file__
+
+
+def test_preload_covers_every_vector_task_module() -> None:
+    """A vector job's tasks import nothing of this package that the daemon did not preload."""
+    from lance_spark_ops.spark.indices import vector_index_tasks
+    from lance_spark_ops.spark.runtime.daemon import PRELOAD
+
+    here = Path(vector_index_tasks.__file__).parent
+    tasks = {f"lance_spark_ops.spark.indices.{p.stem}" for p in here.glob("vector_*_tasks.py")}
+    assert "lance_spark_ops.spark.indices.vector_join_tasks" in tasks
+    assert tasks <= set(PRELOAD)
+
+
+_PRELOAD_PROBE = """
+import sys
+from lance_spark_ops.spark.runtime.daemon import preload
+failed = preload()
+from lance_spark_ops.index.vector import kmeans
+print("numba" in sys.modules, bool(kmeans._loaded), failed)
+"""
+
+
+@pytest.mark.parametrize("flag", ["", "1"])
+def test_daemon_loads_the_kernels_only_when_asked(flag: str) -> None:
+    """Without LSO_PRELOAD_KERNELS the daemon's preload (every task module included) leaves numba
+    unimported: a session's first job does not wait for it; with it, the k-means kernels are
+    loaded before any worker is forked."""
+    import os
+    import subprocess
+    import sys
+
+    env = {k: v for k, v in os.environ.items() if k not in ("LSO_PRELOAD_KERNELS", "LSO_NO_COMPILED")}
+    if flag:
+        env["LSO_PRELOAD_KERNELS"] = flag
+    out = subprocess.run([sys.executable, "-c", _PRELOAD_PROBE], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[:2] == (["True", "True"] if flag else ["False", "False"])
+    assert "".join(out[2:]) == "[]"
+
+
+def test_kernel_preload_names_every_kernel_family() -> None:
+    """The daemon's opt-in kernel list (module names, as PRELOAD) matches compile_kernels'."""
+    from lance_spark_ops.compile_kernels import LOADERS
+    from lance_spark_ops.spark.runtime.daemon import KERNELS
+
+    assert {(f.__module__, f.__name__) for _, f in LOADERS} == set(KERNELS)

@@ -3,7 +3,8 @@ its remap (no I/O).
 
 ``auxiliary.idx`` holds ``_rowid`` (uint64 row addresses) and one storage column (IVF_FLAT:
 the vectors; IVF_PQ: ``__pq_code`` fixed-size lists of uint8; IVF_SQ: ``__sq_code``, the same
-for the HNSW variants), rows grouped by partition; the
+for the HNSW variants; IVF_RQ: ``_rabit_codes`` and its factor columns, ``rabitq``), rows grouped
+by partition; the
 partition table is an ``IVF`` protobuf (offsets, lengths) in the global buffer named by the
 schema metadata ``lance:ivf`` (1 as pylance 14 writes it; the PQ codebook follows in buffer
 2). With ``"transposed": true`` in ``storage_metadata`` the PQ codes of a partition of n rows
@@ -24,6 +25,7 @@ from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.address_map import RowAddressMap
 
 AUX_FILE = "auxiliary.idx"
+RQ_CODE_COLUMN = "_rabit_codes"  # rabitq_storage.CODE_COLUMN (IVF_RQ's storage: several columns)
 INDEX_FILE = "index.idx"
 IVF_KEY = b"lance:ivf"
 
@@ -88,6 +90,8 @@ def without_partition_ids(table: pa.Table, ivf: index_pb2.IVF) -> pa.Table:
 def remap_storage(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap,
                   transposed: bool) -> tuple[pa.Table, index_pb2.IVF]:
     """The storage table and partition table after the remap."""
+    if RQ_CODE_COLUMN in table.schema.names:
+        return _remap_rq(table, ivf, amap)
     if table.num_columns != 2 or table.schema.names[0] != "_rowid":
         # (pylance 0.20's __ivf_part_id column is dropped first: ``without_partition_ids``)
         raise UnsupportedError(f"{AUX_FILE}: columns {table.schema.names}, expected _rowid and one storage "
@@ -109,6 +113,10 @@ def remap_storage(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap,
         new_col = col.filter(pa.array(keep))
     ids = pa.array(new_ids, table.schema.field(0).type)
     out = pa.Table.from_arrays([ids, new_col.cast(table.schema.field(1).type)], schema=table.schema)
+    return out, _with_lengths(ivf, new_lengths)
+
+
+def _with_lengths(ivf: index_pb2.IVF, new_lengths: np.ndarray) -> index_pb2.IVF:
     new_ivf = index_pb2.IVF()
     new_ivf.CopyFrom(ivf)
     del new_ivf.offsets[:]
@@ -116,4 +124,22 @@ def remap_storage(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap,
     new_ivf.offsets.extend(np.concatenate([[0], np.cumsum(new_lengths)[:-1]]).astype(np.uint64).tolist()
                            if new_lengths.size else [])
     new_ivf.lengths.extend(new_lengths.tolist())
-    return out, new_ivf
+    return new_ivf
+
+
+def _remap_rq(table: pa.Table, ivf: index_pb2.IVF, amap: RowAddressMap) -> tuple[pa.Table, index_pb2.IVF]:
+    """IVF_RQ: every RaBitQ column filtered, each partition's codes packed again."""
+    from lance_spark_ops.index.vector import rabitq_storage
+
+    raw = (table.schema.metadata or {}).get(b"storage_metadata")
+    try:
+        meta = json.loads(json.loads(raw)[0])
+    except (TypeError, ValueError, IndexError) as e:
+        raise CorruptFileError(f"{AUX_FILE}: storage_metadata does not parse ({e})") from e
+    lengths = np.asarray(ivf.lengths, dtype=np.int64)
+    if lengths.sum() != table.num_rows:
+        raise CorruptFileError(f"{AUX_FILE}: partitions hold {lengths.sum()} rows, the file {table.num_rows}")
+    table = table.combine_chunks()
+    keep, new_ids = amap.apply(table.column(0).to_numpy())
+    out, new_lengths = rabitq_storage.remap_table(table, lengths, keep, new_ids, meta)
+    return out, _with_lengths(ivf, new_lengths)

@@ -8,7 +8,9 @@ only, in global buffer 1), ``storage_metadata`` (a JSON list of one JSON string:
 ``{"dim"}``, SQ ``{"dim","num_bits","bounds":{"start","end"}}``, PQ
 ``{"codebook_position":2,"nbits","num_sub_vectors","dimension","codebook_tensor":[],
 "transposed":true}`` with the codebook ``Tensor`` in global buffer 2 and each partition's
-codes sub-vector major) and ``distance_type``.
+codes sub-vector major) and ``distance_type``. IVF_RQ: ``_rabit_codes`` (each partition's
+packed, ``rabitq_storage.pack_codes``), the factor columns and with ex codes ``__blocked_ex_codes``;
+``storage_metadata`` the RaBitQ model with ``"packed":true``.
 
 ``index.idx``: IVF_FLAT / IVF_PQ / IVF_SQ: no rows, one column ``__flat_marker`` (uint64 not
 null), metadata ``lance:flat`` (one "" per partition); IVF_HNSW_*: the graphs
@@ -29,6 +31,7 @@ import pyarrow as pa
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.index.serde_float import format_float
+from lance_spark_ops.index.vector import rabitq_storage
 from lance_spark_ops.index.vector.hnsw_file import HNSW_KEY
 from lance_spark_ops.index.vector.ivf import IVF_KEY
 
@@ -42,7 +45,7 @@ GRAPH_FIELDS = (
 
 
 def quantizer_of(kind: str) -> str:
-    """FLAT, PQ or SQ."""
+    """FLAT, PQ, SQ or RQ."""
     return kind.rsplit("_", 1)[-1]
 
 
@@ -100,6 +103,16 @@ def storage_column(kind: str, dim: int, m: int = 0, nbits: int = 8) -> pa.Field:
 def storage_schema(kind: str, metric: str, dim: int, model: Mapping[str, Any]) -> pa.Schema:
     """``auxiliary.idx``'s schema with its metadata (``model``: ``m``, ``nbits``, ``bounds``)."""
     q = quantizer_of(kind)
+    if q == "RQ":
+        rb = model["rabit"]
+        return pa.schema(
+            [pa.field("_rowid", pa.uint64()), *rabitq_storage.storage_fields(rb)],
+            metadata={
+                IVF_KEY: b"1",
+                b"storage_metadata": json.dumps([rb.to_json(packed=True)]).encode(),
+                b"distance_type": metric.encode(),
+            },
+        )
     if q == "FLAT":
         meta: str = json.dumps({"dim": dim}, separators=(",", ":"))
     elif q == "SQ":
@@ -136,6 +149,9 @@ def storage_schema(kind: str, metric: str, dim: int, model: Mapping[str, Any]) -
 def storage_buffers(lengths: Sequence[int], model: Mapping[str, Any]) -> list[bytes]:
     """Global buffers 1.. of ``auxiliary.idx``."""
     out = [ivf_message(lengths).SerializeToString()]
+    rb = model.get("rabit")
+    if rb is not None and rb.rotation == "matrix":  # rotate_mat_position 2
+        out.append(tensor(rb.matrix).SerializeToString())
     if model.get("codebook") is not None:
         book = np.asarray(model["codebook"], dtype=np.float32)
         k = 1 << int(model["nbits"])
@@ -182,6 +198,15 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
     elif q == "SQ":
         msg.sq.num_bits = 8
         hints["lance.sq.sample_rate"] = str(params["sample_rate"])
+    elif q == "RQ":
+        # field 6 (RabitQuantization {num_bits = 1}; fast rotation, column layout: defaults),
+        # newer than our protos: written between the scalar fields and the hints, as pylance
+        head = msg.SerializeToString()
+        inner = b"\x08" + _varint(int(params["num_bits"]))
+        tail = index_pb2.VectorIndexDetails()
+        tail.runtime_hints.update(hints)
+        value = head + b"\x32" + _varint(len(inner)) + inner + tail.SerializeToString()
+        return any_pb2.Any(type_url=DETAILS_TYPE_URL, value=value).SerializeToString()
     else:
         msg.flat.SetInParent()
     if is_hnsw(kind):
@@ -191,6 +216,28 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
         hints["lance.hnsw.prefetch_distance"] = "2"
     msg.runtime_hints.update(hints)
     return any_pb2.Any(type_url=DETAILS_TYPE_URL, value=msg.SerializeToString()).SerializeToString()
+
+
+def _varint(v: int) -> bytes:
+    out = bytearray()
+    while True:
+        b = v & 0x7F
+        v >>= 7
+        out.append(b | (0x80 if v else 0))
+        if not v:
+            return bytes(out)
+
+
+def rq_num_bits(raw: bytes) -> int | None:
+    """The RaBitQ width in a ``VectorIndexDetails`` (field 6, unknown to our protos), or None."""
+    from google.protobuf.unknown_fields import UnknownFieldSet
+
+    msg = index_pb2.VectorIndexDetails.FromString(bytes(raw))
+    for u in UnknownFieldSet(msg):
+        if u.field_number == 6 and u.wire_type == 2:
+            inner = index_pb2.VectorIndexDetails.ScalarQuantization.FromString(bytes(u.data))
+            return int(inner.num_bits)  # same field 1 (num_bits) as SQ's message
+    return None
 
 
 def read_details(raw: bytes) -> index_pb2.VectorIndexDetails:

@@ -13,14 +13,16 @@ import pyarrow as pa
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import VECTOR_KINDS
+from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.hnsw import Params
-from lance_spark_ops.index.vector.ivf_build import is_hnsw, quantizer_of, read_details
+from lance_spark_ops.index.vector.ivf_build import is_hnsw, quantizer_of, read_details, rq_num_bits
 
 # pylance 14's target rows per partition when num_partitions is not given (IndexType)
 TARGET_PARTITION_SIZE = {
     "IVF_FLAT": 4096,
     "IVF_PQ": 8192,
     "IVF_SQ": 8192,
+    "IVF_RQ": 4096,
     "IVF_HNSW_FLAT": 1 << 20,
     "IVF_HNSW_PQ": 1 << 20,
     "IVF_HNSW_SQ": 1 << 20,
@@ -33,6 +35,7 @@ DEFAULTS = {
     "num_bits": 8,
     "ivf_centroids": None,
     "pq_codebook": None,
+    "rabitq_model": None,
     "target_partition_size": None,
     "max_iterations": 50,
     "sample_rate": 256,
@@ -114,6 +117,10 @@ def check_params(kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[
             )
         out["ivf_centroids"], out["num_partitions"] = c, c.shape[0]
     q = quantizer_of(kind)
+    if q == "RQ":
+        _check_rq(out, p, dim)
+    elif out["rabitq_model"] is not None:
+        raise InvalidInputError(f"rabitq_model is given but {kind} is not IVF_RQ")
     if q == "PQ":
         _check_pq(out, dim)
     elif out["pq_codebook"] is not None:
@@ -121,6 +128,26 @@ def check_params(kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[
     elif q == "SQ" and out["num_bits"] != 8:
         raise UnsupportedError(f"SQ with num_bits={out['num_bits']}: only 8 is supported (as pylance)")
     return out
+
+
+def _check_rq(out: dict[str, Any], given: Mapping[str, Any], dim: int) -> None:
+    """num_bits 1..9 (pylance's default 5); a given ``rabitq_model`` (its JSON) must match the
+    dimension and width, as pylance checks it."""
+    nbits = _int(out, "num_bits") if "num_bits" in given else 5
+    rabitq.validate(dim, nbits)
+    out["num_bits"] = nbits
+    raw = out["rabitq_model"]
+    if raw is not None:
+        model = raw if isinstance(raw, rabitq.RabitModel) else rabitq.from_metadata(raw)
+        if model.num_bits != nbits:
+            raise InvalidInputError(
+                f"rabitq_model num_bits={model.num_bits} does not match requested num_bits={nbits}"
+            )
+        if model.dim != dim:
+            raise InvalidInputError(
+                f"rabitq_model dimension={model.dim} does not match vector dimension={dim}"
+            )
+        out["rabitq_model"] = model
 
 
 def _check_pq(out: dict[str, Any], dim: int) -> None:
@@ -161,6 +188,9 @@ def params_of(index: Any) -> dict[str, Any]:
         out["target_partition_size"] = int(d.target_partition_size)
     if d.HasField("pq"):
         out["num_bits"], out["num_sub_vectors"] = int(d.pq.num_bits), int(d.pq.num_sub_vectors)
+    rq_bits = rq_num_bits(index.index_details.value)
+    if rq_bits is not None:  # IVF_RQ (field 6)
+        out["num_bits"] = rq_bits
     if d.HasField("hnsw_index_config"):
         h = d.hnsw_index_config
         out["m"], out["ef_construction"], out["max_level"] = (

@@ -15,9 +15,7 @@ from lance_spark_ops.index.kinds import VECTOR_KINDS
 SCALAR_KINDS = ("BTREE", "BITMAP", "LABEL_LIST", "ZONEMAP", "BLOOMFILTER", "NGRAM", "RTREE", "MINHASHLSH")
 FTS_KINDS = ("INVERTED",)
 # types pylance 14 can build that this library refuses (typed) rather than build wrongly
-REFUSED_KINDS = {
-    "IVF_RQ": "IVF_RQ (RaBitQ) vector indices are not built by this library",
-}
+REFUSED_KINDS: dict[str, str] = {}
 ALIASES = {"FTS": "INVERTED", "IVF_HNSW": "IVF_HNSW_FLAT"}
 SCALAR_TYPES = frozenset((*SCALAR_KINDS, *FTS_KINDS))
 

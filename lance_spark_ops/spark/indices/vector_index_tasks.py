@@ -21,7 +21,7 @@ import pyarrow as pa
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
-from lance_spark_ops.index.vector import hnsw_file
+from lance_spark_ops.index.vector import hnsw_file, rabitq_storage
 from lance_spark_ops.index.vector.hnsw import Params
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE
 from lance_spark_ops.index.vector.ivf_build import (
@@ -32,7 +32,7 @@ from lance_spark_ops.index.vector.ivf_build import (
     storage_schema,
     transpose_codes,
 )
-from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, encode, prepare
+from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, encode, prepare, prepare_for
 from lance_spark_ops.index.vector.kmeans import Partial, assign, fit, partial_sums
 from lance_spark_ops.index.vector.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
@@ -245,7 +245,7 @@ def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
             raise InvalidInputError(
                 f"column {spec.source.column!r} has {x.shape[1]} dimensions, the index model {model.dim}"
             )
-        kept, v = prepare(x, valid, model.metric)
+        kept, v = prepare_for(model, x, valid)
         parts, rows = encode(model, v)
         all_ids.append(ids[kept])
         all_parts.append(parts)
@@ -593,6 +593,9 @@ def run_assemble(spec: AssembleSpec, ctx: TaskContext) -> tuple[tuple[str, int],
     w.extra_global_buffers = storage_buffers(lengths, model.storage_meta())
     try:
         for g in groups:
+            if model.quantizer == "RQ":
+                _write_rq(store, w, g, model, schema)
+                continue
             if g[0].piece and model.quantizer == "PQ" and len(g) > 1:
                 _write_transposed(store, w, g, model, schema)
                 continue
@@ -639,6 +642,26 @@ def _write_rows(w: LanceFileWriter, schema: pa.Schema, ids: np.ndarray, vals: np
             schema=schema,
         )
     )
+
+
+def _write_rq(store: ObjectStore, w: LanceFileWriter, group: list[RangePart], model: Model,
+              schema: pa.Schema) -> None:
+    """A part's partitions, or one partition's pieces together, as RaBitQ columns (each
+    partition's codes packed over the whole partition)."""
+    ids, rows, lengths = [], [], []
+    for part in group:
+        n = sum(part.lengths)
+        if part.file is not None and n:
+            raw = store.read(part.file)
+            ids.append(np.frombuffer(raw, dtype=np.uint64, count=n))
+            rows.append(np.frombuffer(raw, dtype=np.uint8, offset=n * 8).reshape(n, model.width))
+        lengths.extend(part.lengths)
+    if not ids:
+        return
+    if group[0].piece:
+        lengths = [sum(lengths)]
+    w.write(rabitq_storage.storage_table(model.rabit, schema, np.concatenate(ids), np.concatenate(rows),
+                                 np.asarray(lengths, np.int64)))
 
 
 def _write_transposed(store: ObjectStore, w: LanceFileWriter, pieces: list[RangePart], model: Model,

@@ -18,7 +18,7 @@ import numpy as np
 
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.index.vector.ivf_join import ranking
-from lance_spark_ops.index.vector.ivf_model import Model, encode_in, prepare
+from lance_spark_ops.index.vector.ivf_model import Model, encode_in, prepare_for
 from lance_spark_ops.spark.indices.vector_index_tasks import Run, Source, _save, read_run_rows, take_vectors
 from lance_spark_ops.spark.indices.vector_merge_tasks import member, old_partition_ids, present_rows
 from lance_spark_ops.spark.runtime.runner import TaskContext
@@ -82,7 +82,7 @@ def run_join_rank(spec: JoinRankSpec, ctx: TaskContext) -> JoinRanked:
     every = np.unique(np.concatenate(per_part)) if per_part else np.zeros(0, np.uint64)
     taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, every)
     if taken.size:
-        kept, v_taken = prepare(x, valid, model.metric)
+        kept, v_taken = prepare_for(model, x, valid)
         taken = taken[kept]
     else:
         v_taken = np.zeros((0, model.dim), np.float32)

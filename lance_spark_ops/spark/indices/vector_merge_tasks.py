@@ -1,9 +1,10 @@
 """Rows of old IVF segments folded into a new one (``SegmentRequest.merge_with``): a range
 task reads partitions ``lo..hi`` of each old segment's ``auxiliary.idx``, PQ codes back in row
-order. As pylance 14's merge (``optimize_indices(num_indices_to_merge=n)``), rows deleted since
-stay (an index keeps deleted rows until it is remapped; tested); rows addressed in fragments no
-longer in the dataset are dropped (the contract of ``merge_with``). With stable row ids every
-row stays: ids do not name fragments.
+order, RaBitQ columns back to storage rows (``rabitq_storage.table_rows``). As pylance 14's merge
+(``optimize_indices(num_indices_to_merge=n)``), rows deleted since stay (an index keeps deleted
+rows until it is remapped; tested); rows addressed in fragments no longer in the dataset are
+dropped (the contract of ``merge_with``). With stable row ids every row stays: ids do not name
+fragments.
 """
 
 from __future__ import annotations
@@ -58,8 +59,13 @@ def old_partitions(
     out: list[tuple[np.ndarray, np.ndarray]] = []
     if ids is None:
         return [(np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype))] * (hi - lo)
-    col = _values(batches, model)
-    transposed = pq_transposed(reader.schema)
+    if model.quantizer == "RQ":
+        _, col = _rq_rows(reader, batches, np.diff(starts[lo : hi + 1]))
+        transposed = False
+    else:
+        col = _values(batches, model)
+        transposed = pq_transposed(reader.schema)
+    col = col.reshape(-1)
     keep = None if present is None else member(ids >> np.uint64(32), present)  # once for the range
     for p in range(lo, hi):
         s, e = int(starts[p]) - a, int(starts[p + 1]) - a
@@ -108,6 +114,10 @@ def old_slice(
     base, n, w = int(starts[p]), int(starts[p + 1] - starts[p]), model.width
     if e <= s:
         return np.zeros(0, np.uint64), np.zeros((0, w), model.storage_dtype)
+    if model.quantizer == "RQ":  # packed codes: the whole partition decoded, the slice kept
+        whole = list(reader.iter_batches(start=base, stop=base + n, batch_rows=n))
+        ids, rows = _rq_rows(reader, whole, np.array([n]))
+        return _kept(ids[s:e], rows[s:e], present)
     batches = list(reader.iter_batches(start=base + s, stop=base + e, batch_rows=e - s))
     ids = np.concatenate([bt.column(0).to_numpy() for bt in batches]).astype(np.uint64)
     if not pq_transposed(reader.schema):
@@ -119,6 +129,23 @@ def old_slice(
         flat = _values(list(reader.iter_batches(start=base + r0, stop=base + r1, batch_rows=r1 - r0)), model)
         cols.append(flat[a - r0 * w : b - r0 * w])
     return _kept(ids, np.stack(cols, axis=1), present)
+
+
+def _rq_rows(reader: LanceFileReader, batches: list[Any],
+             lengths: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """(ids, storage rows) of whole partitions (``lengths``) of an IVF_RQ ``auxiliary.idx``."""
+    import pyarrow as pa
+
+    from lance_spark_ops.index.vector import rabitq, rabitq_storage
+    from lance_spark_ops.index.vector.vector_space import _storage_metadata
+
+    meta = _storage_metadata(reader.schema)
+    try:
+        rb = rabitq.from_metadata(meta)
+    except Exception as e:  # noqa: BLE001 - any unreadable model is a corrupt file here
+        raise CorruptFileError(f"{AUX_FILE}: storage_metadata: {e}", path=reader.path) from e
+    table = pa.Table.from_batches(batches)
+    return rabitq_storage.table_rows(rb, table, lengths, bool(meta.get("packed", False)))
 
 
 def _kept(ids: np.ndarray, rows: np.ndarray, present: np.ndarray | None) -> tuple[np.ndarray, np.ndarray]:

@@ -14,6 +14,7 @@ from lance_spark_ops._pb import index_pb2, table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, ivf_buffer
 from lance_spark_ops.index.vector.ivf_build import from_tensor, quantizer_of, read_details
 from lance_spark_ops.index.vector.ivf_model import Model
@@ -81,6 +82,19 @@ def _read_model(ds: Dataset, kind: str, index: Any) -> Model:
     if q == "SQ":
         b = meta.get("bounds") or {}
         return Model(kind, metric, centroids, loss, bounds=(float(b["start"]), float(b["end"])))
+    if q == "RQ":
+        matrix = None
+        if meta.get("rotation_type") == "matrix":
+            pos = meta.get("rotate_mat_position")
+            if not isinstance(pos, int):
+                raise CorruptFileError(f"{AUX_FILE}: a matrix RaBitQ rotation without rotate_mat_position",
+                                       path=areader.path)
+            matrix = from_tensor(index_pb2.Tensor.FromString(_buffer(areader, pos)), AUX_FILE)
+        try:
+            rb = rabitq.from_metadata(meta, matrix)
+        except InvalidInputError as e:
+            raise CorruptFileError(f"{AUX_FILE}: storage_metadata: {e}", path=areader.path) from e
+        return Model(kind, metric, centroids, loss, nbits=rb.num_bits, rabit=rb)
     return Model(kind, metric, centroids, loss)
 
 
@@ -113,6 +127,8 @@ def same_model(a: Model, b: Model) -> bool:
         (a.kind, a.metric, a.m, a.nbits, a.bounds) == (b.kind, b.metric, b.m, b.nbits, b.bounds)
         and eq(a.centroids, b.centroids)
         and eq(a.codebook, b.codebook)
+        and (a.rabit is None) == (b.rabit is None)
+        and (a.rabit is None or a.rabit.same(b.rabit))
     )
 
 

@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, prepare
+from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, prepare_for
 from lance_spark_ops.index.vector.kmeans import assign
 from lance_spark_ops.spark.indices.vector_index_tasks import Run, Source, take_vectors
 from lance_spark_ops.spark.indices.vector_join_tasks import encode_run, partition_addresses
@@ -41,7 +41,7 @@ def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
     if not taken.size:
         return Run(None, 0, np.zeros(k, np.int64))
-    kept, v = prepare(x, valid, spec.new.metric)
+    kept, v = prepare_for(spec.new, x, valid)
     taken = taken[kept]
     if not taken.size:
         return Run(None, 0, np.zeros(k, np.int64))

@@ -1,7 +1,8 @@
 """The model of a fresh vector build, trained on executors (``spark.indices.vector_index``'s
 first phase): sample tasks spread over the fragments by live rows, IVF k-means in one task or
 in rounds of tasks (the driver averages each round's sums), PQ codebooks with the sub-vectors
-split over the task slots, SQ bounds from the sample tasks' min / max. What is trained on how
+split over the task slots, SQ bounds from the sample tasks' min / max, RQ's rotation given or
+drawn (nothing to train). What is trained on how
 many rows: ``index.vector.ivf_train``."""
 
 from __future__ import annotations
@@ -11,6 +12,7 @@ from typing import Any
 
 import numpy as np
 
+from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.ivf_model import Model, assign_metric
 from lance_spark_ops.index.vector.ivf_plan import fragment_groups
 from lance_spark_ops.index.vector.ivf_train import (
@@ -75,6 +77,9 @@ def train_model(
         )
     elif plan.quantizer == "SQ":
         model = Model(kind, metric, model.centroids, loss, bounds=merge_bounds([s.bounds for s in samples]))
+    elif plan.quantizer == "RQ":  # a random rotation as pylance's, unless given (seeded: builds repeat)
+        rb = p["rabitq_model"] or rabitq.new_model(model.dim, nbits, seed=SEED + plan.k)
+        model = Model(kind, metric, model.centroids, loss, nbits=nbits, rabit=rb)
     return model
 
 

@@ -18,6 +18,15 @@ asks for the first fork 10-50 ms after it reads the port, so a background import
 overlap with that fork by forking mid-import (a child inheriting another thread's import
 locks), and would still have to finish before the next fork.
 
+The numba kernels (k-means, HNSW, FSST, MinHash: ~0.5-1 s to import numba and load them from its cache)
+are preloaded only with ``LSO_PRELOAD_KERNELS=1`` in the executors' environment
+(``spark.executorEnv.LSO_PRELOAD_KERNELS``): the daemon announces its port after preloading, so
+they would delay every session's first Python job, and with a core per worker the workers of a
+vector job load them side by side in about the time of one load: a fresh session's first vector
+optimize measured no faster with them preloaded (``bench/first_job_bench.py``). Preloaded, an
+executor loads them once, not once per worker (CPU where cores are oversubscribed; memory
+shared by the forked workers).
+
 After preloading it freezes what it imported (``worker_gc``): a reused worker runs a full
 ``gc.collect()`` after every task, which would otherwise walk all of it each time.
 """
@@ -36,9 +45,21 @@ PRELOAD = (
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.runtime.scan_tasks",
     "lance_spark_ops.spark.files.rewrite_tasks", "lance_spark_ops.spark.files.columns_tasks",
     "lance_spark_ops.spark.files.row_id_index_tasks", "lance_spark_ops.spark.indices.vector_index_tasks",
+    # the rest of a vector optimize's task path (a few ms: they import what is above)
+    "lance_spark_ops.spark.indices.vector_join_tasks", "lance_spark_ops.spark.indices.vector_merge_tasks",
+    "lance_spark_ops.spark.indices.vector_split_tasks", "lance_spark_ops.spark.indices.vector_drift_tasks",
     # what pyspark.daemon imports in each worker after forking (it starts no thread: numpy's and
     # pyarrow's allocator threads, which fork handles, are already running by now)
     "pyspark.worker",
+)
+
+# with LSO_PRELOAD_KERNELS=1: each kernel family's loader (as ``compile_kernels.LOADERS``)
+KERNELS = (
+    ("lance_spark_ops.index.vector.kmeans", "compiled_kernels"),
+    ("lance_spark_ops.encoding.compression.compiled", "load_kernels"),
+    ("lance_spark_ops.index.vector.hnsw", "compiled_kernels"),
+    ("lance_spark_ops.index.scalar.minhash", "compiled_kernels"),
+    ("lance_spark_ops.index.vector.rabitq", "compiled_kernels"),
 )
 
 
@@ -88,8 +109,13 @@ def preload() -> list[str]:
             importlib.import_module(name)
         except Exception:  # noqa: BLE001 - a daemon that cannot preload must still serve workers
             failed.append(name)
-    # The k-means kernels (numba, ~1-1.7 s to load from its cache) are not loaded here: every
-    # job's first task would wait for them, and only vector index builds use them.
+    if os.environ.get("LSO_PRELOAD_KERNELS") == "1":  # see the module's docstring
+        for name, loader in KERNELS:
+            try:
+                if getattr(importlib.import_module(name), loader)() is None:
+                    failed.append(f"{name}.{loader}")
+            except Exception:  # noqa: BLE001
+                failed.append(f"{name}.{loader}")
     try:
         import pyarrow
 
