@@ -27,6 +27,8 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import free_port
+
 READY_SECONDS = 90
 CONNECT_MARK = "SPARK_CONNECT_MODE_ENABLED"
 STOP_SECONDS = 30
@@ -36,12 +38,6 @@ def spark_home() -> Path:
     import pyspark
 
     return Path(pyspark.__file__).parent
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
 
 
 def server_env(tmp: Path) -> dict[str, str]:

@@ -17,12 +17,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
-import urllib.error
-import urllib.request
 import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -31,41 +27,13 @@ from typing import Any
 
 import pytest
 
+from tests.support.processes import free_port, stop_process, wait_http
+
 READY_SECONDS = 60.0
 ROOT = Path(__file__).resolve().parents[2]
 # Azurite's well-known development account (public, documented by Microsoft)
 AZURITE_ACCOUNT = "devstoreaccount1"
 AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def _wait_http(url: str, proc: subprocess.Popen, what: str) -> None:
-    """Poll ``url`` until the server answers at all (any HTTP status), bounded."""
-    deadline = time.monotonic() + READY_SECONDS
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except urllib.error.HTTPError:
-            return  # it answered
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start ({url})") from None
-            time.sleep(0.05)
-
-
-def _stop(proc: subprocess.Popen) -> None:
-    proc.terminate()
-    try:
-        proc.wait(timeout=10)
-    except subprocess.TimeoutExpired:
-        proc.kill()
-        proc.wait(timeout=10)
 
 
 # -- GCS -----------------------------------------------------------------------------------
@@ -96,7 +64,7 @@ def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
     """The emulator's URL and a service-account file for it (pylance's way to name an endpoint)."""
     pytest.importorskip("gcp_storage_emulator")
     pytest.importorskip("gcsfs")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([sys.executable, str(Path(__file__).with_name("gcs_server.py")), str(port)],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}"
@@ -106,10 +74,10 @@ def gcs_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str
                                "client_email": "test@emulator", "private_key": "unused",
                                "private_key_id": "unused"}))
     try:
-        _wait_http(f"{endpoint}/", proc, "gcp-storage-emulator")
+        wait_http(f"{endpoint}/", proc, "gcp-storage-emulator")
         yield endpoint, str(key)
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture
@@ -172,16 +140,16 @@ def azurite_endpoint() -> Iterator[str]:
         exe = _azurite_exe()
         if exe is None:
             pytest.skip(f"Azurite cannot be installed here: {(setup.stderr or setup.stdout)[-300:]}")
-    port = _free_port()
+    port = free_port()
     proc = subprocess.Popen([exe, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
                              "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"],
                             stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
     try:
-        _wait_http(f"{endpoint}?comp=list", proc, "Azurite")
+        wait_http(f"{endpoint}?comp=list", proc, "Azurite")
         yield endpoint
     finally:
-        _stop(proc)
+        stop_process(proc)
 
 
 @pytest.fixture

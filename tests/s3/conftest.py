@@ -8,10 +8,8 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import socket
 import subprocess
 import sys
-import time
 import urllib.request
 import uuid
 from collections.abc import Iterator
@@ -21,6 +19,7 @@ from pathlib import Path
 import pytest
 
 from tests.support.latency_store import LatencyProxy
+from tests.support.processes import free_port, stop_process, wait_http
 
 READY_SECONDS = 30.0
 RECORDING_PATH: Path | None = None  # where the session's moto server records requests
@@ -48,12 +47,6 @@ class Recording:
         assert RECORDING_PATH is not None
         text = RECORDING_PATH.read_text() if RECORDING_PATH.exists() else ""
         self.entries = [json.loads(line) for line in text.splitlines() if line.strip()]
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 @dataclass
@@ -88,31 +81,18 @@ def moto_endpoint(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     pytest.importorskip("moto")
     exe = shutil.which("moto_server", path=str(Path(sys.executable).parent)) or shutil.which("moto_server")
     assert exe, "moto[server] is in the test extra"
-    port = _free_port()
+    port = free_port()
     global RECORDING_PATH
     RECORDING_PATH = tmp_path_factory.mktemp("moto") / "recording.jsonl"
     env = {**os.environ, "MOTO_RECORDER_FILEPATH": str(RECORDING_PATH)}
     proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL, env=env)
     endpoint = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + READY_SECONDS
     try:
-        while True:
-            try:
-                urllib.request.urlopen(f"{endpoint}/moto-api/", timeout=2).close()
-                break
-            except OSError:
-                if proc.poll() is not None or time.monotonic() > deadline:
-                    raise RuntimeError(f"moto_server did not start on port {port}") from None
-                time.sleep(0.05)
+        wait_http(f"{endpoint}/moto-api/", proc, "moto_server", READY_SECONDS)
         yield endpoint
     finally:
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
 
 @pytest.fixture

@@ -26,7 +26,6 @@ import struct
 import subprocess
 import sys
 import threading
-import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -34,17 +33,13 @@ from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
+from tests.support.processes import free_port, stop_process, wait_http
+
 CONTROL = "/__latency__/"
 READY_SECONDS = 30.0
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
 FAULT_KINDS = ("slowdown", "timeout", "reset")
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def classify(method: str, target: str, headers: dict[str, str]) -> str:
@@ -415,20 +410,6 @@ class ProxyClient:
         self._call("fault", {"kind": kind, **kwargs})
 
 
-def _wait_http(url: str, proc: subprocess.Popen, what: str) -> None:
-    deadline = time.monotonic() + READY_SECONDS
-    while True:
-        try:
-            urllib.request.urlopen(url, timeout=2).close()
-            return
-        except urllib.error.HTTPError:
-            return  # it answers
-        except OSError:
-            if proc.poll() is not None or time.monotonic() > deadline:
-                raise RuntimeError(f"{what} did not start") from None
-            time.sleep(0.05)  # polling a child process's readiness, not synchronising threads
-
-
 class _Child:
     proc: subprocess.Popen | None = None
 
@@ -436,12 +417,7 @@ class _Child:
         proc, self.proc = self.proc, None
         if proc is None:
             return
-        proc.terminate()
-        try:
-            proc.wait(timeout=10)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait(timeout=10)
+        stop_process(proc)
 
     def __exit__(self, *exc: object) -> None:
         self.stop()
@@ -468,7 +444,7 @@ class MotoServer(_Child):
                                      stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
                                      env={**os.environ, **(self.env or {})})
         try:
-            _wait_http(f"{self.endpoint}/moto-api/", self.proc, "moto_server")
+            wait_http(f"{self.endpoint}/moto-api/", self.proc, "moto_server", READY_SECONDS)
         except BaseException:
             self.stop()
             raise
@@ -497,7 +473,7 @@ class ProxyProcess(_Child, ProxyClient):
         self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL)
         self.endpoint = f"http://127.0.0.1:{port}"
         try:
-            _wait_http(f"{self.endpoint}{CONTROL}stats", self.proc, "latency proxy")
+            wait_http(f"{self.endpoint}{CONTROL}stats", self.proc, "latency proxy", READY_SECONDS)
         except BaseException:
             self.stop()
             raise
