@@ -141,10 +141,7 @@ class _FragmentSink:
             counts = (self.writer.append_file_pages(reader), 0)
         else:
             counts = self.writer.append_live_pages(reader, keep)
-        too_big = (self.spec.max_bytes_per_file is not None
-                   and self.writer.bytes_pending >= self.spec.max_bytes_per_file)
-        if self.writer.rows_written >= self.spec.max_rows_per_file or too_big:
-            self.roll()
+        self._roll_if_full()
         return counts
 
     def write(self, batch: pa.RecordBatch) -> None:
@@ -156,11 +153,7 @@ class _FragmentSink:
             part = batch.slice(start, room)
             self.writer.write(self._carry(part))
             start += part.num_rows
-            full = self.writer.rows_written >= self.spec.max_rows_per_file
-            too_big = (self.spec.max_bytes_per_file is not None
-                       and self.writer.bytes_pending >= self.spec.max_bytes_per_file)
-            if full or too_big:
-                self.roll()
+            self._roll_if_full()
 
     def write_run(self, batches: list[pa.RecordBatch]) -> None:
         """``write`` of each batch in turn, in one writer call when no file boundary falls
@@ -177,7 +170,15 @@ class _FragmentSink:
                 self.write(batch)
             return
         self.writer.write_batches(batches)
-        if self.writer.rows_written >= self.spec.max_rows_per_file:
+        self._roll_if_full()
+
+    def _roll_if_full(self) -> None:
+        """The file-roll rule: close the current file once it holds ``max_rows_per_file`` rows or
+        ``max_bytes_per_file`` bytes."""
+        w = self.writer
+        if w is not None and (w.rows_written >= self.spec.max_rows_per_file
+                              or (self.spec.max_bytes_per_file is not None
+                                  and w.bytes_pending >= self.spec.max_bytes_per_file)):
             self.roll()
 
     def roll(self) -> None:
@@ -471,14 +472,6 @@ def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _Fragmen
         return None
     store, rel = ds.base_resolver.data_file(df)
     return LanceFileReader(rel, store=store, legacy=False)
-
-
-def live_mask(ds: Dataset, frag: DataFragment) -> np.ndarray:
-    """Boolean mask of the fragment's live physical rows (all True without deletions)."""
-    keep = ds.live_mask(frag)
-    if keep is None:
-        keep = np.ones(ds._physical_rows(frag), dtype=bool)  # noqa: SLF001 - pylance always records it
-    return keep
 
 
 def _fragments(done: list[tuple[DataFile, int]], row_ids: _RowIds) -> list[DataFragment]:
