@@ -31,7 +31,7 @@ from typing import Any
 from pyroaring import BitMap
 
 from lance_spark_ops.index.frag_reuse import remap_fragment_bitmap
-from lance_spark_ops.index.kinds import SUMMARY_KINDS, index_kind, stores_row_addresses
+from lance_spark_ops.index.kinds import SUMMARY_KINDS, VECTOR_KINDS, index_kind, is_hnsw, stores_row_addresses
 
 # types whose files this library rewrites, and the files it knows for each: an index listing
 # other files (a newer layout) is covered by the fragment reuse index instead
@@ -42,11 +42,10 @@ KNOWN_FILES = {
     "NGRAM": frozenset({"ngram_postings.lance"}),
     "MINHASHLSH": frozenset({"signatures.lance", "bands.lance"}),
     "INVERTED": frozenset({"metadata.lance"}),  # and FTS_PART_FILE's
-    **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in (
-        "IVF_PQ", "IVF_FLAT", "IVF_SQ", "IVF_RQ", "IVF_HNSW_PQ", "IVF_HNSW_SQ", "IVF_HNSW_FLAT")},
+    **{k: frozenset({"index.idx", "auxiliary.idx"}) for k in VECTOR_KINDS},
 }
 FTS_PART_FILE = re.compile(r"part_\d+_(docs|tokens|invert)\.lance")
-IVF_KINDS = frozenset(k for k in KNOWN_FILES if k.startswith("IVF_"))
+IVF_KINDS = frozenset(VECTOR_KINDS)
 REMAPPABLE_KINDS = frozenset(KNOWN_FILES)
 
 
@@ -130,7 +129,7 @@ def plan_index_actions(indices: Iterable[Any], rewritten: Iterable[int], reuse_v
         elif kind in SUMMARY_KINDS:
             acts.uncover.append(idx)
         elif can_remap(idx, remappable, kind, readable) and (
-                not defer or (kind.startswith("IVF_HNSW_") and bm & deleted)):
+                not defer or (is_hnsw(kind) and bm & deleted)):
             # through every FRI version first (a no-op on current data); deferred, an HNSW
             # index meeting deleted rows is rebuilt all the same: pylance cannot read it
             # through the fragment reuse index

@@ -2,7 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Any
+
+from lance_spark_ops.errors import InvalidInputError
 
 FRAG_REUSE_INDEX_NAME = "__lance_frag_reuse"
 MEM_WAL_INDEX_NAME = "__lance_mem_wal"
@@ -27,6 +30,31 @@ _BY_DETAILS = {
 SUMMARY_KINDS = frozenset({"ZONEMAP", "BLOOMFILTER"})
 # The vector index types this library builds (one IVF partitioning, a quantizer, HNSW graphs or not)
 VECTOR_KINDS = ("IVF_FLAT", "IVF_PQ", "IVF_SQ", "IVF_RQ", "IVF_HNSW_FLAT", "IVF_HNSW_SQ", "IVF_HNSW_PQ")
+QUANTIZERS = ("FLAT", "PQ", "SQ", "RQ")
+
+
+@dataclass(frozen=True)
+class VectorKind:
+    """A vector index type, parsed once from its name: ``IVF_[HNSW_]<quantizer>``. The one place
+    a kind's name is taken apart; everything else asks this."""
+
+    name: str
+    quantizer: str  # FLAT, PQ, SQ or RQ
+    hnsw: bool      # each IVF partition holds an HNSW graph
+
+    @classmethod
+    def parse(cls, name: str) -> VectorKind:
+        """``IVF_HNSW_SQ`` -> (quantizer SQ, hnsw); ``InvalidInputError`` for a name that is not a
+        vector index type."""
+        if name not in VECTOR_KINDS:
+            raise InvalidInputError(f"{name!r} is not a vector index type (one of {', '.join(VECTOR_KINDS)})")
+        hnsw = name.startswith("IVF_HNSW_")
+        return cls(name, name[len("IVF_HNSW_" if hnsw else "IVF_"):], hnsw)
+
+
+def is_hnsw(kind: str) -> bool:
+    """Whether an index type (any, vector or not) is an IVF_HNSW_* one."""
+    return kind in VECTOR_KINDS and VectorKind.parse(kind).hnsw
 
 
 def index_kind(index: Any) -> str:

@@ -30,6 +30,7 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.index.kinds import VectorKind, is_hnsw
 from lance_spark_ops.index.serde_float import format_float
 from lance_spark_ops.index.vector import rabitq_storage
 from lance_spark_ops.index.vector.hnsw_file import HNSW_KEY
@@ -46,12 +47,7 @@ GRAPH_FIELDS = (
 
 def quantizer_of(kind: str) -> str:
     """FLAT, PQ, SQ or RQ."""
-    return kind.rsplit("_", 1)[-1]
-
-
-def is_hnsw(kind: str) -> bool:
-    """An IVF_HNSW_* kind: each partition holds an HNSW graph."""
-    return kind.startswith("IVF_HNSW_")
+    return VectorKind.parse(kind).quantizer
 
 
 def ivf_message(

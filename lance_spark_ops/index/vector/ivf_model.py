@@ -14,6 +14,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from lance_spark_ops.index.kinds import VectorKind
 from lance_spark_ops.index.vector import rabitq, rabitq_storage
 from lance_spark_ops.index.vector.kmeans import assign, finite_rows, normalize
 from lance_spark_ops.index.vector.quantizers import pq_encode, pq_uses_residual, residuals, sq_encode
@@ -36,7 +37,7 @@ class Model:
 
     @property
     def quantizer(self) -> str:
-        return self.kind.rsplit("_", 1)[-1]
+        return VectorKind.parse(self.kind).quantizer
 
     @property
     def num_partitions(self) -> int:

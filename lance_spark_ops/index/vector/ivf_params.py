@@ -12,10 +12,10 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import index_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.index.kinds import VECTOR_KINDS
+from lance_spark_ops.index.kinds import VECTOR_KINDS, is_hnsw
 from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.hnsw import Params
-from lance_spark_ops.index.vector.ivf_build import is_hnsw, quantizer_of, read_details, rq_num_bits
+from lance_spark_ops.index.vector.ivf_build import quantizer_of, read_details, rq_num_bits
 
 # pylance 14's target rows per partition when num_partitions is not given (IndexType)
 TARGET_PARTITION_SIZE = {

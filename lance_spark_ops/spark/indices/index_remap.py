@@ -41,7 +41,7 @@ from lance_spark_ops.index.actions import (
 )
 from lance_spark_ops.index.address_map import surviving_addresses
 from lance_spark_ops.index.frag_reuse import FragDigest, build_index, make_group
-from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, uuid_str
+from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, is_hnsw, uuid_str
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUMN
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.runtime.job import Job
@@ -331,7 +331,7 @@ def covering_columns(ds: Dataset) -> tuple[np.ndarray, tuple[frozenset[int], ...
     hnsw = BitMap()
     if not ds.uses_stable_row_ids:
         for i, bm in pairs:
-            if bm is not None and index_kind(i).startswith("IVF_HNSW") and not can_remap(i, REMAPPABLE_KINDS):
+            if bm is not None and is_hnsw(index_kind(i)) and not can_remap(i, REMAPPABLE_KINDS):
                 hnsw |= bm
     if unknown:
         blocked = np.ones(n, bool)

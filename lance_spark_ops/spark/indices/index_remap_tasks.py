@@ -42,7 +42,7 @@ from lance_spark_ops.index.fts.layout import (
 )
 from lance_spark_ops.index.fts.remap import remap_partition
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
-from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.index.kinds import index_kind, is_hnsw, uuid_str
 from lance_spark_ops.index.scalar.bitmap import BITMAP_FILE, null_list_buffer, remap_bitmaps, remap_tree_map
 from lance_spark_ops.index.scalar.btree import (
     PAGE_DATA,
@@ -356,7 +356,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
     elif kind == "MINHASHLSH":
         files.extend(_remap_minhash(ds, src_store, src, dst, index, maps))
     elif kind in IVF_KINDS:
-        ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, kind.startswith("IVF_HNSW_"))
+        ivf_files, work = _remap_ivf(ds, src_store, src, dst, maps, is_hnsw(kind))
         files.extend(ivf_files)
     else:
         raise UnsupportedError(f"index {index.name!r}: remapping {kind} index files is not supported")

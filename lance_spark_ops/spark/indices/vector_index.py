@@ -38,10 +38,10 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.concurrency import map_concurrently
-from lance_spark_ops.index.kinds import VECTOR_KINDS, uuid_str
+from lance_spark_ops.index.kinds import VECTOR_KINDS, is_hnsw, uuid_str
 from lance_spark_ops.index.vector import ivf_params
 from lance_spark_ops.index.vector.hnsw import Params
-from lance_spark_ops.index.vector.ivf_build import details, is_hnsw
+from lance_spark_ops.index.vector.ivf_build import details
 from lance_spark_ops.index.vector.ivf_join import (
     destinations,
     join_order,
