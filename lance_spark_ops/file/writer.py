@@ -29,6 +29,7 @@ from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, U
 from lance_spark_ops.file.columns import column_ranges
 from lance_spark_ops.file.container_writer import ContainerWriter
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
+from lance_spark_ops.io.remote import S3Upload
 from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
 DEFAULT_PAGE_BYTES = 8 * 1024 * 1024
@@ -564,7 +565,10 @@ class LanceFileWriter:
         """Stop writing and remove the partial file."""
         self._closed = True
         try:
-            getattr(self._out, "discard", self._out.close)()  # an upload is aborted, not completed
+            if isinstance(self._out, S3Upload):
+                self._out.discard()  # an upload is aborted, not completed
+            else:
+                self._out.close()  # (fsspec's own local files refuse discard(): autocommit)
         finally:
             self._store.delete(self._rel)
 
