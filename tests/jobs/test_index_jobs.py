@@ -38,7 +38,7 @@ def dataset(tmp_path: Path) -> str:
     (["--column", "x", "--type", "BTREEE"], "InvalidInputError", "unknown index type"),
     (["--column", "x", "--type", "RTREE"], "InvalidInputError", "GeoArrow"),
     (["--column", "x", "--type", "MINHASHLSH"], "InvalidInputError", "must be a string column"),
-    (["--column", "x", "--type", "IVF_RQ"], "UnsupportedError", "IVF_RQ"),
+    (["--column", "x", "--type", "IVF_RQ"], "InvalidInputError", "needs a fixed_size_list of floats"),
     (["--column", "x", "--type", "BTREE", "--no-replace"], "InvalidInputError", "already exists"),
     (["--column", "x", "--type", "BTREE", "--param", "a=1", "--param", "a=2"], "InvalidInputError",
      "given twice"),
