@@ -25,27 +25,18 @@ from lance_spark_ops.errors import InvalidInputError, SchemaError, UnsupportedEr
 from lance_spark_ops.file.legacy.container import FOOTER, MAGIC
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.pb_wire import encode_varint
 
 DEFAULT_ROWS_PER_GROUP = 1024
 LEGACY_MINOR = 2  # what pylance 14 writes in the footer and records in DataFile
 _U32 = struct.Struct("<I")
 
 
-def _varint(value: int) -> bytes:
-    out = bytearray()
-    value &= (1 << 64) - 1
-    while value >= 0x80:
-        out.append(value & 0x7F | 0x80)
-        value >>= 7
-    out.append(value)
-    return bytes(out)
-
-
 def metadata_bytes(manifest_pos: int, batch_offsets: list[int], page_table_pos: int) -> bytes:
     """A ``lance.file.Metadata`` protobuf (fields 1, 2 packed, 3)."""
-    packed = b"".join(_varint(v) for v in batch_offsets)
-    return (b"\x08" + _varint(manifest_pos) + b"\x12" + _varint(len(packed)) + packed
-            + b"\x18" + _varint(page_table_pos))
+    packed = b"".join(encode_varint(v) for v in batch_offsets)
+    return (b"\x08" + encode_varint(manifest_pos) + b"\x12" + encode_varint(len(packed)) + packed
+            + b"\x18" + encode_varint(page_table_pos))
 
 
 class LegacyFileWriter:

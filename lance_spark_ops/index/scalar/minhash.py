@@ -36,6 +36,7 @@ from lance_spark_ops.errors import CorruptFileError, InvalidInputError, Unsuppor
 from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.scalar.bloomfilter import xxh64
 from lance_spark_ops.kernels import load
+from lance_spark_ops.pb_wire import encode_varint
 
 SIGNATURES = "signatures.lance"
 BANDS = "bands.lance"
@@ -106,17 +107,9 @@ def details(params: Mapping[str, Any]) -> bytes:
         tok.ClearField("max_token_length")
     body = tok.SerializeToString()
 
-    def varint(v: int) -> bytes:
-        out = bytearray()
-        while True:
-            b = v & 0x7F
-            v >>= 7
-            out.append(b | (0x80 if v else 0))
-            if not v:
-                return bytes(out)
-
-    return (b"\x08" + varint(params["num_hashes"]) + b"\x10" + varint(params["num_bands"])
-            + b"\x18" + varint(params["shingle_size"]) + b"\x22" + varint(len(body)) + body)
+    v = encode_varint
+    return (b"\x08" + v(params["num_hashes"]) + b"\x10" + v(params["num_bands"])
+            + b"\x18" + v(params["shingle_size"]) + b"\x22" + v(len(body)) + body)
 
 
 def _splitmix(state: int) -> tuple[int, int]:

@@ -16,6 +16,7 @@ import pyarrow as pa
 import pyarrow.compute as pc
 
 from lance_spark_ops.index.scalar.zoned import NULL_BITMAP_KEY
+from lance_spark_ops.pb_wire import encode_varint
 
 ZONEMAP_FILE = "zonemap.lance"
 DEFAULT_ROWS_PER_ZONE = 8192
@@ -65,7 +66,7 @@ def use_seeds(value_type: pa.DataType) -> bool:
 def details_value(rows_per_zone: int, value_type: pa.DataType) -> bytes:
     """``ZoneMapIndexDetails`` serialized: three varint fields, as pylance writes them
     (every field present, false included)."""
-    return (b"\x08" + _varint(rows_per_zone) + b"\x10" + _varint(int(use_seeds(value_type)))
+    return (b"\x08" + encode_varint(rows_per_zone) + b"\x10" + encode_varint(int(use_seeds(value_type)))
             + b"\x18\x01")
 
 
@@ -80,18 +81,6 @@ def details_rows_per_zone(value: bytes) -> int | None:
         if key >> 3 == 1:
             return v
     return None
-
-
-def _varint(n: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = n & 0x7F
-        n >>= 7
-        if n:
-            out.append(b | 0x80)
-        else:
-            out.append(b)
-            return bytes(out)
 
 
 def _read_varint(data: bytes, pos: int) -> tuple[int, int]:

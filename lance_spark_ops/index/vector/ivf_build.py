@@ -35,6 +35,7 @@ from lance_spark_ops.index.serde_float import format_float
 from lance_spark_ops.index.vector import rabitq_storage
 from lance_spark_ops.index.vector.hnsw_file import HNSW_KEY
 from lance_spark_ops.index.vector.ivf import IVF_KEY
+from lance_spark_ops.pb_wire import encode_varint
 
 DETAILS_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
 METRIC_CODES = {"l2": index_pb2.L2, "cosine": index_pb2.Cosine, "dot": index_pb2.Dot}
@@ -198,10 +199,10 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
         # field 6 (RabitQuantization {num_bits = 1}; fast rotation, column layout: defaults),
         # newer than our protos: written between the scalar fields and the hints, as pylance
         head = msg.SerializeToString()
-        inner = b"\x08" + _varint(int(params["num_bits"]))
+        inner = b"\x08" + encode_varint(int(params["num_bits"]))
         tail = index_pb2.VectorIndexDetails()
         tail.runtime_hints.update(hints)
-        value = head + b"\x32" + _varint(len(inner)) + inner + tail.SerializeToString()
+        value = head + b"\x32" + encode_varint(len(inner)) + inner + tail.SerializeToString()
         return any_pb2.Any(type_url=DETAILS_TYPE_URL, value=value).SerializeToString()
     else:
         msg.flat.SetInParent()
@@ -212,16 +213,6 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
         hints["lance.hnsw.prefetch_distance"] = "2"
     msg.runtime_hints.update(hints)
     return any_pb2.Any(type_url=DETAILS_TYPE_URL, value=msg.SerializeToString()).SerializeToString()
-
-
-def _varint(v: int) -> bytes:
-    out = bytearray()
-    while True:
-        b = v & 0x7F
-        v >>= 7
-        out.append(b | (0x80 if v else 0))
-        if not v:
-            return bytes(out)
 
 
 def rq_num_bits(raw: bytes) -> int | None:

@@ -22,6 +22,8 @@ import numpy as np
 from google.protobuf import descriptor_pb2, descriptor_pool, message_factory
 from google.protobuf.message import DecodeError
 
+from lance_spark_ops.pb_wire import encode_varint  # noqa: F401 - the inverse of _varint_at
+
 # wire types
 _VARINT, _I64, _LEN, _I32 = 0, 1, 2, 5
 _PAD = 16  # zero bytes after the buffer: a varint read near the end never indexes past it
@@ -303,16 +305,6 @@ def _varint_at(raw: bytes, pos: int) -> tuple[int, int]:
         if b < 0x80:
             return value, pos
         shift += 7
-
-
-def encode_varint(n: int) -> bytes:
-    """A protobuf varint (the inverse of ``_varint_at``)."""
-    out = bytearray()
-    while n >= 0x80:
-        out.append((n & 0x7F) | 0x80)
-        n >>= 7
-    out.append(n)
-    return bytes(out)
 
 
 def split_fragments_at(raw: bytes | memoryview) -> tuple[int, list[bytes], np.ndarray] | None:
