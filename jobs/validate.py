@@ -60,69 +60,58 @@ def _table_lines(name: str, m: Any) -> list[str]:
 
 
 def main(argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None) -> int:
-    from lance_spark_ops.spark.fleet.fleet_job import parse
+    from lance_spark_ops.spark.fleet.fleet_job import fleet_command
+
+    return fleet_command(JOB, argv, environ, _validate_tables)
+
+
+def _validate_tables(targets: Any, opts: ValidateOptions, storage: dict[str, Any], secrets: Any) -> int:
+    """Every table of the command line checked in turn; one table's failure never stops the others."""
+    from lance_spark_ops.spark import validate
+    from lance_spark_ops.spark.fleet.maintenance import targets_of
     from lance_spark_ops.spark.runtime import cli
-    from lance_spark_ops.spark.runtime.cli import exit_code, print_metrics, setup_logging
-    from lance_spark_ops.spark.runtime.config import redact, secret_values
+    from lance_spark_ops.spark.runtime.cli import exit_code, print_metrics
+    from lance_spark_ops.spark.runtime.config import redact
 
-    setup_logging()
-    secrets: Any = ()
-    try:
-        targets, opts, storage, ns_secrets = parse(JOB, argv, environ)
-        from lance_spark_ops.namespace.resolve import LiveSecrets
-        from lance_spark_ops.spark import validate
-        from lance_spark_ops.spark.fleet.maintenance import targets_of
-
-        secrets = LiveSecrets(secret_values({**storage, **ns_secrets}))
-        setup_logging("INFO", secrets)
-        for uri in (t for t in targets if isinstance(t, str)):  # before Spark starts: exit 6
-            try:
-                cli._require_dataset(uri, storage)  # noqa: SLF001 - the jobs' shared check
-            except cli.DatasetNotFound as e:
-                return cli._fail(JOB, uri, e, secrets)  # noqa: SLF001
-        # tables resolved on the driver before Spark starts: when none of them exists, exit 6 now
-        resolved = targets_of(targets, storage)
-        missing = [t.error for t in resolved if isinstance(t.error, cli.DatasetNotFound)]
-        if missing and len(missing) == len(resolved):
-            raise missing[0]
-        spark = cli._session(JOB)  # noqa: SLF001
-        t0 = time.perf_counter()
-        tables: list[dict[str, Any]] = []
-        codes: set[int] = set()
-        for table in resolved:
-            entry: dict[str, Any] = {"table": table.name}
-            try:
-                if table.error is not None:
-                    raise table.error
-                uri, so = table.location()
-                m = validate(spark, uri, version=opts.version, table=table.name, storage_options=so)
-                for line in _table_lines(table.name, m):
-                    sys.stdout.write(redact(line, secrets) + "\n")
-                entry.update(uri=uri, version=m.version, consistent=m.consistent, findings=len(m.findings),
-                             refusing=m.refusing, fragments=m.fragments, files_checked=m.files_checked)
-                codes.add(EXIT_OK if m.consistent else EXIT_INCONSISTENT)
-            except Exception as e:  # noqa: BLE001 - one table's failure never stops the others
-                code = exit_code(e)
-                codes.add(code)
-                entry["error"] = {"type": type(e).__name__, "message": str(e)[:2000]}
-                sys.stdout.write(redact(f"{table.name}: failed: {type(e).__name__}: {e}", secrets) + "\n")
-            tables.append(entry)
-        failures = codes - {EXIT_OK, EXIT_INCONSISTENT}
-        code = (failures.pop() if len(failures) == 1 else EXIT_FAILED) if failures else \
-            EXIT_INCONSISTENT if EXIT_INCONSISTENT in codes else EXIT_OK
-        print_metrics({"job": "validate", "tables": tables, "tables_consistent": sum(
-            bool(t.get("consistent")) for t in tables), "tables_inconsistent": sum(
-            t.get("consistent") is False for t in tables), "exit_code": code,
-            "wall_seconds": round(time.perf_counter() - t0, 3)}, secrets)
-        return code
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
-    except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
-        code = exit_code(e)
-        sys.stderr.write(redact(f"validate: error: {type(e).__name__}: {e}\n", secrets))
-        print_metrics({"error": {"type": type(e).__name__, "message": str(e)[:2000]}, "exit_code": code,
-                       "job": "validate"}, secrets)
-        return code
+    for uri in (t for t in targets if isinstance(t, str)):  # before Spark starts: exit 6
+        try:
+            cli._require_dataset(uri, storage)  # noqa: SLF001 - the jobs' shared check
+        except cli.DatasetNotFound as e:
+            return cli._fail(JOB, uri, e, secrets)  # noqa: SLF001
+    # tables resolved on the driver before Spark starts: when none of them exists, exit 6 now
+    resolved = targets_of(targets, storage)
+    missing = [t.error for t in resolved if isinstance(t.error, cli.DatasetNotFound)]
+    if missing and len(missing) == len(resolved):
+        raise missing[0]
+    spark = cli._session(JOB)  # noqa: SLF001
+    t0 = time.perf_counter()
+    tables: list[dict[str, Any]] = []
+    codes: set[int] = set()
+    for table in resolved:
+        entry: dict[str, Any] = {"table": table.name}
+        try:
+            if table.error is not None:
+                raise table.error
+            uri, so = table.location()
+            m = validate(spark, uri, version=opts.version, table=table.name, storage_options=so)
+            for line in _table_lines(table.name, m):
+                sys.stdout.write(redact(line, secrets) + "\n")
+            entry.update(uri=uri, version=m.version, consistent=m.consistent, findings=len(m.findings),
+                         refusing=m.refusing, fragments=m.fragments, files_checked=m.files_checked)
+            codes.add(EXIT_OK if m.consistent else EXIT_INCONSISTENT)
+        except Exception as e:  # noqa: BLE001 - one table's failure never stops the others
+            codes.add(exit_code(e))
+            entry["error"] = {"type": type(e).__name__, "message": str(e)[:2000]}
+            sys.stdout.write(redact(f"{table.name}: failed: {type(e).__name__}: {e}", secrets) + "\n")
+        tables.append(entry)
+    failures = codes - {EXIT_OK, EXIT_INCONSISTENT}
+    code = (failures.pop() if len(failures) == 1 else EXIT_FAILED) if failures else \
+        EXIT_INCONSISTENT if EXIT_INCONSISTENT in codes else EXIT_OK
+    print_metrics({"job": "validate", "tables": tables, "tables_consistent": sum(
+        bool(t.get("consistent")) for t in tables), "tables_inconsistent": sum(
+        t.get("consistent") is False for t in tables), "exit_code": code,
+        "wall_seconds": round(time.perf_counter() - t0, 3)}, secrets)
+    return code
 
 
 if __name__ == "__main__":

@@ -14,7 +14,7 @@ from __future__ import annotations
 import json
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Any
 
 from lance_spark_ops.config_file import load_config
@@ -36,7 +36,7 @@ from lance_spark_ops.spark.runtime.config import (
     typed_options,
 )
 
-__all__ = ["CHART_SERIES", "fleet_main", "parse", "printable"]
+__all__ = ["CHART_SERIES", "fleet_command", "fleet_main", "parse", "printable"]
 
 CHART_SERIES = ("fragment_rows_histogram", "version_times")
 
@@ -90,10 +90,11 @@ def printable(result: Mapping[str, Any]) -> dict[str, Any]:
                                  for t in result["tables"]]}
 
 
-def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
-               measure_only: bool = False) -> int:
-    """Run ``job``'s command line: ``maintain`` (honouring ``dry_run``, ``budget_seconds``,
-    ``scheduler_pool`` when its options have them), or with ``measure_only`` the ``report``."""
+def fleet_command(job: Job, argv: Sequence[str] | None, environ: Mapping[str, str] | None,
+                  body: Callable[[Any, Any, dict[str, Any], Any], int]) -> int:
+    """The fleet jobs' command-line frame: parse the targets and options, hide every secret (what
+    namespaces vend during the run too), then ``body(targets, options, storage, secrets)``; ``--help``
+    returns its code and any error ends in one error line and the JSON line."""
     from lance_spark_ops.namespace.resolve import LiveSecrets
 
     setup_logging()
@@ -103,6 +104,23 @@ def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str
         # what namespaces vend (and refresh) during the run is hidden as soon as it arrives
         secrets = LiveSecrets(secret_values({**storage, **ns_secrets}))
         setup_logging("INFO", secrets)
+        return body(targets, opts, storage, secrets)
+    except SystemExit as e:  # --help
+        return e.code if isinstance(e.code, int) else 0
+    except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
+        code = exit_code(e)
+        sys.stderr.write(redact(f"{job.name}: error: {type(e).__name__}: {e}\n", secrets))
+        print_metrics({"error": {"type": type(e).__name__, "message": str(e)[:2000]}, "exit_code": code,
+                       "job": job.name}, secrets)
+        return code
+
+
+def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str, str] | None = None,
+               measure_only: bool = False) -> int:
+    """Run ``job``'s command line: ``maintain`` (honouring ``dry_run``, ``budget_seconds``,
+    ``scheduler_pool`` when its options have them), or with ``measure_only`` the ``report``."""
+
+    def body(targets: Any, opts: Any, storage: dict[str, Any], secrets: Any) -> int:
         from lance_spark_ops.fleet.policy_file import load_policy
         from lance_spark_ops.spark.fleet.maintenance import exit_status, maintain, report, summary_lines
 
@@ -133,11 +151,5 @@ def fleet_main(job: Job, argv: Sequence[str] | None = None, environ: Mapping[str
         print_metrics({**printable(data), "exit_code": code, "job": job.name,
                        "wall_seconds": round(time.perf_counter() - t0, 3)}, secrets)
         return code
-    except SystemExit as e:  # --help
-        return e.code if isinstance(e.code, int) else 0
-    except Exception as e:  # noqa: BLE001 - every failure ends in an exit code and a JSON line
-        code = exit_code(e)
-        sys.stderr.write(redact(f"{job.name}: error: {type(e).__name__}: {e}\n", secrets))
-        print_metrics({"error": {"type": type(e).__name__, "message": str(e)[:2000]}, "exit_code": code,
-                       "job": job.name}, secrets)
-        return code
+
+    return fleet_command(job, argv, environ, body)
