@@ -230,30 +230,12 @@ def ex_codes(rot: np.ndarray, ex_bits: int, tight: np.float32, values: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarray, ex_bits: int,
-                 dot: bool, ex_res: np.float32, out: np.ndarray) -> None:
-    """add, scale, error, ex add, ex scale of one row (``out``, 5) from its rotated residual,
-    rotated centroid, |r|^2, ex codes and ex dot, each sum over the dimensions in Lance's order."""
-    d = x.shape[0]
-    bias = -np.float32((1 << ex_bits) - 0.5)
+def _finish_factors(d: int, ns: np.float32, bin_res: np.float32, bin_cent: np.float32, ex_cent: np.float32,
+                    res_cent: np.float32, ex_res: np.float32, dot: bool, out: np.ndarray) -> None:
+    """A row's five factors (``out``) from its sums over the dimensions."""
     code_norm = np.float32(d) * _QUARTER
     eps = np.float32(1.9)
     one = np.float32(1.0)
-    bin_res = _F0
-    bin_cent = _F0
-    ex_cent = _F0
-    res_cent = _F0
-    for j in range(d):
-        xj = x[j]
-        cj = c[j]
-        pos = not np.signbit(xj)
-        h = _HALF if pos else -_HALF
-        bin_res = bin_res + xj * h
-        bin_cent = bin_cent + cj * h
-        if ex_bits > 0:
-            full = (np.int64(1) << ex_bits) + np.int64(values[j]) if pos else np.int64(values[j])
-            ex_cent = ex_cent + cj * (np.float32(full) + bias)
-        res_cent = res_cent + xj * cj
     bin_corr = _F0 if bin_res == _F0 else (ns * bin_cent) / bin_res
     ex_corr = _F0 if ex_res == _F0 else (ns * ex_cent) / ex_res
     err = _F0
@@ -274,6 +256,31 @@ def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarra
         out[2] = _TWO * err
         out[3] = ns + _TWO * ex_corr
         out[4] = _F0 if ex_res == _F0 else (-_TWO * ns) / ex_res
+
+
+@numba.njit(cache=True, nogil=True)
+def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarray, ex_bits: int,
+                 dot: bool, ex_res: np.float32, out: np.ndarray) -> None:
+    """add, scale, error, ex add, ex scale of one row (``out``, 5) from its rotated residual,
+    rotated centroid, |r|^2, ex codes and ex dot, each sum over the dimensions in Lance's order."""
+    d = x.shape[0]
+    bias = -np.float32((1 << ex_bits) - 0.5)
+    bin_res = _F0
+    bin_cent = _F0
+    ex_cent = _F0
+    res_cent = _F0
+    for j in range(d):
+        xj = x[j]
+        cj = c[j]
+        pos = not np.signbit(xj)
+        h = _HALF if pos else -_HALF
+        bin_res = bin_res + xj * h
+        bin_cent = bin_cent + cj * h
+        if ex_bits > 0:
+            full = (np.int64(1) << ex_bits) + np.int64(values[j]) if pos else np.int64(values[j])
+            ex_cent = ex_cent + cj * (np.float32(full) + bias)
+        res_cent = res_cent + xj * cj
+    _finish_factors(d, ns, bin_res, bin_cent, ex_cent, res_cent, ex_res, dot, out)
 
 
 @numba.njit(cache=True, nogil=True)
@@ -301,6 +308,9 @@ def encode_rows(x: np.ndarray, parts: np.ndarray, cents: np.ndarray, cents_rot: 
     rest = np.empty(BLOCK, np.float32)
     lanes = np.empty((16, BLOCK), np.float32)
     res = np.empty(d, np.float32)
+    ct = np.empty((d, BLOCK), np.float32)
+    sums = np.empty((5, BLOCK), np.float32)
+    bias = -np.float32((1 << ex_bits) - 0.5)
     a = np.empty(d, np.float32)
     keys = np.empty(d * max_code, np.uint64)
     tmp = np.empty(d * max_code, np.uint64)
@@ -350,8 +360,34 @@ def encode_rows(x: np.ndarray, parts: np.ndarray, cents: np.ndarray, cents_rot: 
             for j in range(d):
                 if not np.signbit(res[j]):
                     row[j >> 3] |= np.uint8(1 << (j & 7))
-            ex_res = _F0
+            sums[4, r] = _F0
             if ex_bits > 0:
-                ex_res = _ex_row(res, ex_bits, tight, a, keys, tmp, count, values[r0 + r])
-            _factors_row(res, cents_rot[parts[r0 + r]], ns[r], values[r0 + r], ex_bits, dot, ex_res,
-                         out[r0 + r])
+                sums[4, r] = _ex_row(res, ex_bits, tight, a, keys, tmp, count, values[r0 + r])
+        # the factors' sums over the dimensions, across the block's rows (each in Lance's order)
+        for r in range(nb):
+            p = parts[r0 + r]
+            for j in range(d):
+                ct[j, r] = cents_rot[p, j]
+        for i in range(4):
+            for r in range(nb):
+                sums[i, r] = _F0
+        bin_res, bin_cent, ex_cent, res_cent = sums[0], sums[1], sums[2], sums[3]
+        for j in range(d):
+            xs = t[j]
+            cs = ct[j]
+            for r in range(nb):
+                xj = xs[r]
+                cj = cs[r]
+                pos = not np.signbit(xj)
+                h = _HALF if pos else -_HALF
+                bin_res[r] = bin_res[r] + xj * h
+                bin_cent[r] = bin_cent[r] + cj * h
+                res_cent[r] = res_cent[r] + xj * cj
+            if ex_bits > 0:
+                for r in range(nb):
+                    c = values[r0 + r, j]
+                    full = (np.int64(1) << ex_bits) + np.int64(c) if not np.signbit(xs[r]) else np.int64(c)
+                    ex_cent[r] = ex_cent[r] + cs[r] * (np.float32(full) + bias)
+        for r in range(nb):
+            _finish_factors(d, ns[r], bin_res[r], bin_cent[r], ex_cent[r], res_cent[r], sums[4, r], dot,
+                            out[r0 + r])
