@@ -18,7 +18,7 @@ import numpy as np
 from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, encode_in, prepare_for
 from lance_spark_ops.index.vector.kmeans import assign
 from lance_spark_ops.spark.indices.vector_index_tasks import Run, Source, _save, read_run_rows, take_vectors
-from lance_spark_ops.spark.indices.vector_merge_tasks import old_partitions, present_rows
+from lance_spark_ops.spark.indices.vector_merge_tasks import old_partition_ids, old_partitions, present_rows
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
 
@@ -39,22 +39,28 @@ class SplitMoveSpec:
 
 
 def partition_rows(ds: Dataset, source: Source, olds: tuple[bytes, ...], runs: tuple[Run, ...],
-                   parts: tuple[int, ...], model: Model) -> list[tuple[np.ndarray, np.ndarray]]:
+                   parts: tuple[int, ...], model: Model, keep: np.ndarray
+                   ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per partition of ``parts`` (of ``model``, the stored rows' model): the (ids, storage
-    rows) of its rows in the old segments (rows of deleted fragments dropped) and the runs."""
+    rows) of its rows in the old segments (rows of deleted fragments dropped) and the runs;
+    where ``keep`` is False the ids only (no rows: every row there is encoded again)."""
     store = source.store()
     present = present_rows(ds, source.row_ids) if olds else None
     found: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in parts]
+    none = np.zeros((0, model.width), model.storage_dtype)
     for old in olds:
-        for f, p in zip(found, parts, strict=True):
-            f.extend(old_partitions(ds, old, p, p + 1, model, present))
+        ids_only = [p for p, k in zip(parts, keep, strict=True) if not k]
+        bare = dict(zip(ids_only, old_partition_ids(ds, old, ids_only, model, present), strict=True))
+        for f, p, k in zip(found, parts, keep, strict=True):
+            f.extend(old_partitions(ds, old, p, p + 1, model, present) if k else [(bare[p], none)])
     for run in runs:
         if run.file is None:
             continue
         starts = np.concatenate([[0], np.cumsum(run.counts)])
-        for f, p in zip(found, parts, strict=True):
+        for f, p, k in zip(found, parts, keep, strict=True):
             if run.counts[p]:
-                f.append(read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), model))
+                got = read_run_rows(store, run, int(starts[p]), int(starts[p + 1]), model)
+                f.append(got if k else (got[0], none))
     out = []
     for f in found:
         if not f:
@@ -63,7 +69,7 @@ def partition_rows(ds: Dataset, source: Source, olds: tuple[bytes, ...], runs: t
         ids = np.concatenate([i for i, _ in f]).astype(np.uint64)
         rows = np.concatenate([r for _, r in f])
         ids, first = np.unique(ids, return_index=True)  # sorted, each row once
-        out.append((ids, rows[first]))
+        out.append((ids, rows[first] if rows.shape[0] else none))  # kept: a row per id
     return out
 
 
@@ -71,7 +77,9 @@ def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     ds = spec.source.dataset()
     old, new = spec.old, spec.new
     k = new.num_partitions
-    stored = partition_rows(ds, spec.source, spec.olds, spec.runs, spec.parts, old)
+    # partitions whose centroid the split left as it was: their staying rows keep their codes
+    same = np.array([old.centroids[p].tobytes() == new.centroids[p].tobytes() for p in spec.parts], bool)
+    stored = partition_rows(ds, spec.source, spec.olds, spec.runs, spec.parts, old, same)
     addrs = np.unique(np.concatenate([i for i, _ in stored])) if stored else np.zeros(0, np.uint64)
     taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, addrs)
     if not taken.size:
@@ -85,8 +93,8 @@ def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     dest = dest.astype(np.int64)
     rows = np.empty((taken.size, new.width), new.storage_dtype)
     fresh = np.ones(taken.size, bool)
-    for p, (ids, prow) in zip(spec.parts, stored, strict=True):
-        if not ids.size or old.centroids[p].tobytes() != new.centroids[p].tobytes():  # p was split
+    for p, unchanged, (ids, prow) in zip(spec.parts, same, stored, strict=True):
+        if not ids.size or not unchanged:  # p was split: all its rows encoded again
             continue
         pos = np.minimum(np.searchsorted(taken, ids), taken.size - 1)
         hit = (taken[pos] == ids) & (dest[pos] == p)  # taken (live, valid) and staying in p
