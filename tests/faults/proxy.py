@@ -21,6 +21,7 @@ from pathlib import Path
 from typing import Any
 
 from lance_spark_ops.errors import CommitStateUnknown, InvalidInputError, UnsupportedError
+from tests.faults import runners
 from tests.faults import runners_index as ri
 from tests.faults.model import STATS, check, make_dataset, stable_row_ids
 from tests.faults.runners import RUNNERS, JobRunner
@@ -108,25 +109,53 @@ def upload(client: Any, bucket: str, root: Path, prefix: str) -> None:
                               Body=path.read_bytes())
 
 
-def download(client: Any, bucket: str, prefix: str, root: Path) -> None:
-    """Replace ``root`` by the objects under ``prefix/``."""
+def download(client: Any, bucket: str, prefix: str, root: Path) -> dict[str, float]:
+    """Replace ``root`` by the objects under ``prefix/``; returns their times on the store
+    (relative path -> epoch seconds)."""
     shutil.rmtree(root)
+    times = {}
     for page in client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/"):
         for obj in page.get("Contents", []):
-            dest = root / obj["Key"][len(prefix) + 1:]
+            rel = obj["Key"][len(prefix) + 1:]
+            dest = root / rel
             dest.parent.mkdir(parents=True, exist_ok=True)
             dest.write_bytes(client.get_object(Bucket=bucket, Key=obj["Key"])["Body"].read())
+            times[rel] = obj["LastModified"].timestamp()
+    return times
+
+
+def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, float]) -> list[str]:
+    """``runners._vacuum_post_check`` for an uploaded dataset: a data file only old versions
+    referenced must be gone unless it is newer than the earliest retained manifest (pylance's
+    listing cutoff, ``table.cleanup.listing_cutoff``: an upload makes every file newer than the
+    manifests pylance wrote before it, in the same second or later)."""
+    import lance
+
+    before, latest = runners._VACUUM_BEFORE.pop(root)
+    if not ok:
+        return []
+    keep = runners._retain(random.Random(job_seed))
+    versions = lance.dataset(root).versions()
+    old = [v["version"] for v in versions if v["version"] <= latest - keep]
+    bad = [f"versions {old} outlived retain_versions={keep} (latest was {latest})"] if old else []
+    cutoff = min(v["timestamp"].timestamp() for v in versions)
+    left = {f for f in (set(os.listdir(os.path.join(root, "data"))) & before) - runners._referenced(root)
+            if times[f"data/{f}"] <= cutoff}
+    return bad + ([f"vacuum left data files no version references: {sorted(left)[:5]} ({len(left)})"]
+                  if left else [])
 
 
 # -- one run ------------------------------------------------------------------------------------------------
-def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any,
-                       kinds: tuple[str, ...] = KINDS) -> list[str]:
-    """One run on ``slow`` (``tests.s3.conftest.SlowS3``); returns the violations (empty: all held)."""
+def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[str, ...] = KINDS,
+                       faults: list[dict[str, Any]] | None = None, fired_at_least: int = 0) -> list[str]:
+    """One run on ``slow`` (``tests.s3.conftest.SlowS3``) under ``faults`` (default: drawn from
+    the seed); returns the violations (empty: all held)."""
     import lance
 
     runner = PROXY_RUNNERS[job]
     rng = random.Random(f"proxy/{job}/{seed}")
-    faults = draw_faults(rng, kinds)
+    drawn = draw_faults(rng, kinds)
+    faults = drawn if faults is None else faults
     label = f"proxy job={job} seed={seed} faults={faults}"
     root = tmp / "ds.lance"
     exp = make_dataset(str(root), rng.randrange(1 << 30), stable=runner.stable)
@@ -149,12 +178,14 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any,
         exc = e
     fired = proxy.stats()["faults"]
     proxy.reset()
+    if fired_at_least and sum(fired.values()) < fired_at_least:
+        raise AssertionError(f"{label}: {fired} faults fired, expected at least {fired_at_least}")
     for kind, n in fired.items():
         STATS.faults[f"proxy_{kind}"] += n
     STATS.outcomes[_outcome(exc)] += 1
     if isinstance(exc, InvalidInputError | UnsupportedError):  # not a fault: the harness is broken
         raise AssertionError(f"{label}: the job refused its input") from exc
-    download(client, bucket, prefix, root)
+    times = download(client, bucket, prefix, root)
     ok = exc is None and not _partial(metrics)
     bad = check(label, str(root), exp, _reported(metrics), column=runner.column,
                 column_must_exist=ok and bool(runner.column), row_ids=ids_before,
@@ -164,7 +195,9 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any,
             latest != latest_before:  # maintain: an earlier action may have committed
         bad.append(f"{label}: the job failed ({exc!r:.300}) but the latest version moved "
                    f"{latest_before} -> {latest}")
-    if runner.post_check:
+    if job == "vacuum":
+        bad += [f"{label}: {b}" for b in _vacuum_post_check(str(root), ok, job_seed, times)]
+    elif runner.post_check:
         bad += [f"{label}: {b}" for b in runner.post_check(str(root), ok, job_seed)]
     if bad:
         STATS.violations.extend(b for b in bad if b not in STATS.violations)

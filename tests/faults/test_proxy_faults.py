@@ -36,3 +36,22 @@ def test_proxy_fault(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa
                                            if s or j not in DEFAULT])
 def test_proxy_fault_slow(job: str, seed: int, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
     _run(job, seed, tmp_path, slow_s3)
+
+
+# the commit's manifest PUT reset after it landed: the client cannot know; the job must find its
+# own manifest (success) or say CommitStateUnknown, and delete none of its files either way
+COMMIT_LANDED = [{"kind": "reset", "count": 1, "ops": ["PUT"], "path_contains": "/_versions/",
+                  "forward": True}]
+
+
+@pytest.mark.parametrize("job", ["add_columns", "create_vector_index"])
+def test_commit_reset_after_it_landed(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
+    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_LANDED, fired_at_least=1)
+    assert not bad, "\n".join(bad)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("job", [j for j in JOBS if j != "vacuum"])  # vacuum commits nothing
+def test_commit_reset_after_it_landed_every_job(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
+    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_LANDED, fired_at_least=1)
+    assert not bad, "\n".join(bad)
