@@ -3,6 +3,8 @@ INVERTED build) on S3 - moto behind ``tests/support/latency_store``'s proxy - un
 faults: 503 SlowDown, held requests (then reset) and connection resets before or after the
 server acted (an ambiguous failure: the write landed, the client saw an error).
 
+A run in four adds a storm of faults the client's retries cannot all absorb, so jobs also fail.
+
 One run: pylance makes the dataset locally (``model.make_dataset`` + the runner's ``prepare``),
 it is uploaded to the bucket, the job runs through the proxy with 1-3 faults armed, the bucket
 is downloaded back over the local copy and ``model.check`` + the runner's ``post_check`` judge
@@ -100,6 +102,21 @@ def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> list[dict
     return out
 
 
+STORM_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # botocore: no retries of its own
+
+
+def draw_storm(rng: random.Random) -> dict[str, Any] | None:
+    """A run in four also gets a storm: 6-12 faults in a row on one kind of request, with the
+    client's retries cut to s3fs's own five, so that some requests exhaust them and the job
+    fails (it must then leave the dataset as it was)."""
+    if rng.random() >= 0.25:
+        return None
+    kind = rng.choice(("slowdown", "reset", "reset_after"))
+    ops, path = rng.choice(TARGETS)
+    return {"kind": "reset" if kind == "reset_after" else kind, "count": rng.randint(6, 12), "ops": ops,
+            "path_contains": path, **({"forward": True} if kind == "reset_after" else {})}
+
+
 # -- moving the dataset -----------------------------------------------------------------------------------
 def upload(client: Any, bucket: str, root: Path, prefix: str) -> None:
     for dirpath, _dirs, files in os.walk(root):
@@ -156,7 +173,9 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
     runner = PROXY_RUNNERS[job]
     rng = random.Random(f"proxy/{job}/{seed}")
     drawn = draw_faults(rng, kinds)
-    faults = drawn if faults is None else faults
+    storm = draw_storm(rng)
+    extra = STORM_OPTIONS if storm and faults is None else {}
+    faults = drawn + ([storm] if storm else []) if faults is None else faults
     label = f"proxy job={job} seed={seed} faults={faults}"
     root = tmp / "ds.lance"
     exp = make_dataset(str(root), rng.randrange(1 << 30), stable=runner.stable)
@@ -174,7 +193,7 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
         proxy.inject(**f)
     metrics, exc = None, None
     try:
-        metrics = runner.local(slow.uri(prefix), dict(slow.options), random.Random(job_seed), None)
+        metrics = runner.local(slow.uri(prefix), {**slow.options, **extra}, random.Random(job_seed), None)
     except Exception as e:  # noqa: BLE001 - any outcome is allowed; the invariants are checked after
         exc = e
     fired = proxy.stats()["faults"]
