@@ -2,7 +2,7 @@
 503 SlowDown, held requests and resets before / after the server acted, judged by
 ``model.check`` and the runners' post-checks through pylance. Seed 0 of four jobs by default (each
 job's seed draws its own mix of faults); ``-m slow`` runs ``PROXY_FAULT_SEEDS`` (default 6) more
-per job and seed 0 of the rest."""
+per job and seed 0 of the rest; a run in four also meets a storm its retries cannot all absorb."""
 
 from __future__ import annotations
 
