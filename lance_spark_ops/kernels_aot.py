@@ -11,23 +11,29 @@ seconds per module; it needs setuptools and a C compiler); ``load_built`` finds 
 again only while the kernel source, numba's version and the CPU are the ones it was built for
 (else the numba-jitted kernels run, as without it).
 
-A kernel module opts in with ``AOT_EXPORTS``: ``{function name: numba signature}``, the
-signature every caller passes (an extension function refuses other argument types).
+A kernel module opts in with ``AOT_EXPORTS``: ``{function name: numba signature}`` (arrays
+only, ``void(f4[:, ::1], i8[::1])``), the signature its callers pass. An extension function does
+not check its arguments, so each is called through a check (``_guarded``: dtype, dimensions,
+layout, alignment); a call of other types goes to the jitted function, as before.
 """
 
 from __future__ import annotations
 
+import ast
 import hashlib
 import importlib
 import importlib.machinery
 import importlib.util
 import os
+import re
 import sys
 import tempfile
 import warnings
 from pathlib import Path
 from types import ModuleType
 from typing import Any
+
+import numpy as np
 
 SUFFIX = importlib.machinery.EXTENSION_SUFFIXES[0]
 
@@ -61,29 +67,90 @@ def extension_name(module: str) -> str:
     return module.rsplit(".", 1)[-1] + "_aot"
 
 
+def _source(module: str) -> tuple[Path, bytes] | None:
+    spec = importlib.util.find_spec(module)
+    if spec is None or not spec.origin:
+        return None
+    try:
+        return Path(spec.origin), Path(spec.origin).read_bytes()
+    except OSError:
+        return None
+
+
 def built_path(module: str) -> Path | None:
     """Where the ahead-of-time extension of kernel module ``module`` is (or would be) for this
     source, numba, Python and CPU; None when that cannot be told (source or CPU unknown)."""
-    spec = importlib.util.find_spec(module)
-    cpu = _cpu()
-    if spec is None or not spec.origin or not cpu:
+    found, cpu = _source(module), _cpu()
+    if found is None or not cpu:
         return None
-    src = Path(spec.origin)
-    try:
-        code = src.read_bytes()
-    except OSError:
-        return None
+    src, code = found
     key = hashlib.sha256(b"\0".join((code, _numba_version().encode(), cpu.encode(), sys.version.encode())))
     cache = os.environ.get("NUMBA_CACHE_DIR")
     where = Path(cache) if cache else src.parent / "__pycache__"
     return where / f"{extension_name(module)}-{key.hexdigest()[:20]}{SUFFIX}"
 
 
+def declared_exports(code: bytes) -> dict[str, str]:
+    """A kernel module's ``AOT_EXPORTS``, read from its source (importing it imports numba)."""
+    for node in ast.parse(code).body:
+        if isinstance(node, ast.Assign) and any(isinstance(t, ast.Name) and t.id == "AOT_EXPORTS"
+                                                for t in node.targets):
+            got = ast.literal_eval(node.value)
+            return got if isinstance(got, dict) else {}
+    return {}
+
+
+_DTYPES = {"f4": "float32", "f8": "float64", "i1": "int8", "i2": "int16", "i4": "int32", "i8": "int64",
+           "u1": "uint8", "u2": "uint16", "u4": "uint32", "u8": "uint64", "b1": "bool"}
+_ARG = re.compile(r"^(\w+)\[([:, 1]*)\]$")
+
+
+def array_args(signature: str) -> list[tuple[np.dtype, int, bool]] | None:
+    """``void(f4[:, ::1], i8[::1])`` -> [(dtype, ndim, C-contiguous)] per argument; None for a
+    signature of another form (scalars, other layouts, a result): not built ahead of time."""
+    if not signature.startswith("void(") or not signature.endswith(")"):
+        return None
+    out = []
+    for arg in re.split(r",\s*(?![^\[]*\])", signature[len("void("):-1].strip()):
+        m = _ARG.match(arg.strip())
+        if m is None or m.group(1) not in _DTYPES:
+            return None
+        dims = [d.strip() for d in m.group(2).split(",")]
+        if any(d not in (":", "::1") for d in dims) or "::1" in dims[:-1]:
+            return None
+        out.append((np.dtype(_DTYPES[m.group(1)]), len(dims), dims[-1] == "::1"))
+    return out
+
+
+def _fits(args: tuple[Any, ...], want: list[tuple[np.dtype, int, bool]]) -> bool:
+    return len(args) == len(want) and all(
+        isinstance(a, np.ndarray) and a.dtype == dt and a.dtype.isnative and a.ndim == nd and a.flags.aligned
+        and (a.flags.c_contiguous or not c) for a, (dt, nd, c) in zip(args, want, strict=True))
+
+
+def _guarded(module: str, fn: str, compiled: Any, want: list[tuple[np.dtype, int, bool]]) -> Any:
+    """``compiled`` called only with the argument types it was built for (an extension function
+    does not check them: another dtype or layout reads memory wrongly, or crashes); any other
+    call goes to the jitted function (numba compiles it for those types, as before)."""
+    def call(*args: Any) -> Any:
+        if _fits(args, want):
+            return compiled(*args)
+        return getattr(importlib.import_module(module), fn)(*args)
+
+    call.__name__ = fn
+    return call
+
+
 def load_built(module: str) -> ModuleType | None:
-    """The extension ``build`` made for ``module`` here, imported (no numba import), or None
-    when there is none for this source / numba / CPU or it does not load."""
+    """The functions ``build`` compiled for ``module`` here, from its extension (no numba
+    import), each behind a check of its argument types (``_guarded``); None when there is no
+    extension for this source / numba / CPU, it does not load, or it lacks an export."""
     path = built_path(module)
-    if path is None or not path.is_file():
+    found = _source(module)
+    if path is None or found is None or not path.is_file():
+        return None
+    exports = {fn: array_args(sig) for fn, sig in declared_exports(found[1]).items()}
+    if not exports or any(want is None for want in exports.values()):
         return None
     name = extension_name(module)
     try:
@@ -95,17 +162,25 @@ def load_built(module: str) -> ModuleType | None:
         loader.exec_module(ext)
     except (ImportError, OSError):
         return None
-    return ext
+    out = ModuleType(name, f"{module} built ahead of time ({path.name})")
+    out.__file__ = str(path)
+    for fn, want in exports.items():
+        compiled = getattr(ext, fn, None)
+        if compiled is None or want is None:
+            return None
+        setattr(out, fn, _guarded(module, fn, compiled, want))
+    return out
 
 
 def build(module: str) -> Path | None:
     """Compile ``module``'s ``AOT_EXPORTS`` into the extension ``load_built`` finds; returns its
-    path, or None when the module has no exports or its functions' options differ (one set of
-    flags per extension). Raises what numba, setuptools or the C compiler raise."""
+    path, or None when the module has no exports, a signature is not of ``array_args``' form or
+    the functions' options differ (one set of flags per extension). Raises what numba,
+    setuptools or the C compiler raise."""
     kernels = importlib.import_module(module)
     exports: dict[str, str] = getattr(kernels, "AOT_EXPORTS", {})
     path = built_path(module)
-    if not exports or path is None:
+    if not exports or path is None or any(array_args(sig) is None for sig in exports.values()):
         return None
     options = [dict(getattr(kernels, fn).targetoptions) for fn in exports]
     if any(o != options[0] for o in options):

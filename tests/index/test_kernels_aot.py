@@ -36,7 +36,7 @@ def _run(f: object, x: np.ndarray, c: np.ndarray) -> tuple[np.ndarray, ...]:
     n = x.shape[0]
     ids, best, second = np.empty(n, np.int64), np.empty(n, np.float32), np.empty(n, np.float32)
     c_sq = np.einsum("ij,ij->i", c, c).astype(np.float32)
-    f(np.ascontiguousarray(x), np.ascontiguousarray(c.T), c_sq, ids, best, second)  # type: ignore[operator]
+    f(x, np.ascontiguousarray(c.T), c_sq, ids, best, second)  # type: ignore[operator]
     return ids, best, second
 
 
@@ -57,6 +57,27 @@ def test_ahead_of_time_equals_jitted(built: object, dim: int, n: int) -> None:
     for w, g in zip(want, got, strict=True):
         np.testing.assert_array_equal(g, w)
     assert (got[0][:20] == np.argmin(((x[:20, None] - c[None]) ** 2).sum(axis=2), axis=1)).all()
+
+
+def test_other_argument_types_go_to_the_jitted_kernel(built: object) -> None:
+    """The extension is called only with the types it was built for: float64 rows, Fortran
+    order or a strided view (which it would misread) get the jitted kernel's answer; read-only
+    inputs are fine. Signatures of other forms are not built ahead of time."""
+    rng = np.random.default_rng(3)
+    c = rng.normal(size=(32, 8)).astype(np.float32)
+    x = rng.normal(size=(300, 8)).astype(np.float32)
+    want = _run(importlib.import_module(KMEANS).nearest2, x, c)
+    readonly = np.frombuffer(x.tobytes(), np.float32).reshape(x.shape)
+    for other in (x.astype(np.float64), np.asfortranarray(x), readonly):
+        got = _run(built.nearest2, other, c)  # type: ignore[attr-defined]
+        np.testing.assert_array_equal(got[0], want[0])
+    wide = np.zeros((600, 8), np.float32)
+    wide[::2] = x
+    np.testing.assert_array_equal(_run(built.nearest2, wide[::2], c)[0], want[0])  # type: ignore[attr-defined]
+    assert kernels_aot.array_args("void(f4[:, ::1], i8[::1])") == [(np.dtype(np.float32), 2, True),
+                                                                  (np.dtype(np.int64), 1, True)]
+    for other_form in ("void(f4[:, :], i8)", "f4(f4[::1])", "void(f4[::1, :])", "void(c8[::1])"):
+        assert kernels_aot.array_args(other_form) is None
 
 
 def test_ahead_of_time_loads_without_numba(built: object) -> None:
