@@ -42,10 +42,13 @@ def _cpu() -> str:
     """This machine's CPU as the compiler sees it (model and instruction-set flags), or ''
     when unknown (no ahead-of-time module then: it is built for this CPU)."""
     try:
-        with open("/proc/cpuinfo") as f:
-            lines = f.read().split("\n\n", 1)[0].splitlines()
+        with open("/proc/cpuinfo") as f:  # the first processor's block only (a big machine's
+            text = ""                     # whole file costs milliseconds to generate)
+            while "\n\n" not in text and (chunk := f.read(4096)):
+                text += chunk
     except OSError:
         return ""
+    lines = text.split("\n\n", 1)[0].splitlines()
     keep = [ln.split(":", 1)[1].strip() for ln in lines
             if ln.split(":", 1)[0].strip() in ("vendor_id", "model name", "flags")]
     return "|".join(keep)
