@@ -109,11 +109,11 @@ def _child(tree: str | None, *args: str) -> dict[str, Any]:
 
 
 def _compile_kernels(tree: str | None) -> None:
-    env = dict(os.environ)
+    env, where = dict(os.environ), None
     if tree:
-        env["PYTHONPATH"] = tree.removesuffix("+kernels")
+        env["PYTHONPATH"] = where = tree.removesuffix("+kernels")  # -m: the tree's own, not the cwd's
     done = subprocess.run([sys.executable, "-m", "lance_spark_ops.compile_kernels"], capture_output=True,
-                          text=True, env=env)
+                          text=True, env=env, cwd=where)
     print("kernels", tree or "default", done.stdout.strip().replace("\n", "; "), flush=True)
 
 
@@ -150,6 +150,12 @@ def main() -> None:
     here = str(Path(__file__).parent)
     sys.path.insert(0, here)
     if args.one:
+        # Spark starts the worker daemon (``python -m``) in this process's directory, and ``-m``
+        # puts that directory first on sys.path: run from the tree under test, or its workers
+        # would import whatever lance_spark_ops the bench was started beside
+        import lance_spark_ops
+
+        os.chdir(Path(lance_spark_ops.__file__).resolve().parent.parent)
         kind, *rest = args.one
         print(json.dumps(one_noop(*rest) if kind == "noop" else one_optimize(*rest)))
         return
