@@ -15,6 +15,7 @@ data files are re-encoded (``force`` refuses them).
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import uuid
 from collections.abc import Iterator
@@ -288,10 +289,12 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         rows_read += small.flush()
         sink.roll()
     except BaseException:
+        small.close()  # before the prefetched files go: the decode thread may be reading them
         for path in sink.abort():
             ds.store.delete(f"{DATA_DIR}/{path}")
         raise
     finally:
+        small.close()
         ds.stop_prefetch()
     new_fragments = _fragments(sink.done, ids)
     return RewriteResult(
@@ -363,6 +366,8 @@ class _SmallFragments:
         self.run: list[tuple[DataFragment, np.ndarray]] = []
         self.rows = 0  # physical rows in the run
         self.read = 0  # live rows written since the last flush()
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None  # the decode thread
+        self.pending: concurrent.futures.Future[list[pa.RecordBatch]] | None = None  # run decoding
 
     def add(self, frag: DataFragment, keep: np.ndarray) -> bool:
         """Take ``frag`` into the run (True), or leave it to the caller (False)."""
@@ -380,15 +385,46 @@ class _SmallFragments:
         return True
 
     def flush(self) -> int:
-        """Write the run to the sink; returns the live rows read since the last call."""
+        """Write the run (and the one decoding) to the sink; returns the live rows read since
+        the last call."""
         self.flush_to_sink()
+        self.drain()
         read, self.read = self.read, 0
         return read
 
     def flush_to_sink(self) -> None:
+        """Hand the run to the decode thread and write the run decoded before it: the next run
+        decodes while this one encodes (numpy, pyarrow and the compressors release the GIL on
+        whole buffers, so a task keeps two cores busy). At most two runs are held decoded."""
         run, self.run, self.rows = self.run, [], 0
         if not run:
             return
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lso-decode")
+        ahead = self.pool.submit(self._decode, run)
+        self.drain()
+        self.pending = ahead
+
+    def drain(self) -> None:
+        """Write the run being decoded, once it is."""
+        fut, self.pending = self.pending, None
+        if fut is None:
+            return
+        batches = fut.result()
+        self.sink.write_run(batches)
+        self.read += sum(b.num_rows for b in batches)
+
+    def close(self) -> None:
+        """Stop the decode thread (a failed task: its run is dropped)."""
+        fut, self.pending = self.pending, None
+        if fut is not None:
+            fut.cancel()
+            concurrent.futures.wait([fut])
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+    def _decode(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch]:
         # a run of up to _MAX_RUN files opens readers, metadata and decoders by the thousand, none
         # in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
         with gc_paused():
@@ -398,8 +434,7 @@ class _SmallFragments:
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
-        self.sink.write_run(batches)
-        self.read += sum(b.num_rows for b in batches)
+        return batches
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
         from lance_spark_ops.file.read_together import read_files_together
