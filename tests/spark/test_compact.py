@@ -150,7 +150,8 @@ def test_btree_index_stays_correct(tmp_path: Path, stable: bool) -> None:
 @pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
 @pytest.mark.parametrize("stable", [False, True])
 @pytest.mark.parametrize("mode", ["try_binary_copy", "force_binary_copy"])
-def test_binary_copy_falls_back_on_deleted_rows(tmp_path: Path, version: str, stable: bool, mode: str) -> None:
+def test_binary_copy_falls_back_on_deleted_rows(tmp_path: Path, version: str, stable: bool,
+                                                mode: str) -> None:
     """Binary copy with ~10% of rows deleted everywhere (every page holds some): force
     re-encodes each fragment's pages in place, try re-encodes the fragments in runs (nothing
     of them would move; pylance's try_binary_copy re-encodes a group with deletions too);
