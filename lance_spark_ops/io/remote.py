@@ -172,7 +172,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (at most ``max_bytes // part_bytes`` parts, and ``max_requests``, in
-    flight); an object smaller than one part is a single PUT at ``close``. ``discard`` aborts
+    flight); an object of at most one part is a single PUT at ``close``. ``discard`` aborts
     the multipart upload (nothing is left behind)."""
 
     def __init__(self, fs: Any, path: str, budget: IOBudget) -> None:
@@ -197,7 +197,10 @@ class S3Upload:
         self._buf += mv
         self._pos += len(mv)
         part = self.budget.part_bytes
-        while len(self._buf) >= 2 * part:  # below two parts the object is one PUT at close
+        # a part goes out as soon as more than one is buffered (the rest may be the last part,
+        # of any size): the upload runs beside the encoding instead of after it; an object of
+        # at most one part is one PUT at close
+        while len(self._buf) > part:
             self._start_part(bytes(self._buf[:part]))
             del self._buf[:part]
         return len(mv)

@@ -154,7 +154,7 @@ def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:
 
 
 def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An output above two parts uploads as a multipart upload whose parts go out while the
+    """An output above one part uploads as a multipart upload whose parts go out while the
     writer goes on; ``discard`` aborts it and leaves no object."""
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
     store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
