@@ -210,7 +210,8 @@ def _range_merge(job: Job, req: SegmentRequest, ds: Dataset, done: list[Part], v
     plans = bm.plan_ranges(runs, _task_count(total, job.tuning.range_rows, slots))
     sources = tuple((r.part, r.old) for r in runs)
     specs = [bm.RangeSpec(req.uri, req.read_version, req.new_uuid, sources, windows, lo, hi, value_type,
-                          batch_size, req.file_version, req.storage_options) for lo, hi, windows in plans]
+                          batch_size, req.file_version, req.storage_options, ds.timestamp)
+             for lo, hi, windows in plans]
     outs = job.run_tasks(specs, bm.run_range, costs=[sum(c - a for a, c in s.windows) for s in specs])
     if sum(o.rows for o in outs) != total:
         raise CorruptFileError(f"BTREE range merge: {sum(o.rows for o in outs)} rows out of {total} in runs",

@@ -69,6 +69,7 @@ logger = logging.getLogger("lance_spark_ops")
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
 
+
 def _ensure_progress_output() -> None:
     """Progress lines go to stderr unless the application configured logging itself."""
     if logger.level == logging.NOTSET:
@@ -209,10 +210,11 @@ class Job:
         if costs is not None:
             order.sort(key=lambda i: -costs[i])
         submitted = [tasks[i] for i in order]
+        budget = self.tuning.cache_bytes
         if self.spark is None:
-            out = run_tasks_locally(self.job_id, submitted, fn)
+            out = run_tasks_locally(self.job_id, submitted, fn, budget)
         else:
-            out = run_tasks(self.spark, self.job_id, submitted, fn)
+            out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
         results: list[ResultT | None] = [None] * len(tasks)

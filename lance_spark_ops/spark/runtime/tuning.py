@@ -1,8 +1,8 @@
-"""The tuning values a job runs with (issue #38): the task shapes its planners choose and a hook
-before each commit. A frozen value carried by the ``Job`` (``job.tuning``) and passed to a job
-function as ``tuning=``; the defaults are what every production run uses. Tests pass small
-values (several tasks out of a few thousand rows) and the hook (a concurrent writer) here
-instead of patching module globals."""
+"""The tuning values a job runs with (issue #38): the task shapes its planners choose, the cache
+budget its tasks get and a hook before each commit. A frozen value carried by the ``Job``
+(``job.tuning``) and passed to a job function as ``tuning=``; the defaults are what every
+production run uses. Tests pass small values (several tasks out of a few thousand rows) and the
+hook (a concurrent writer) here instead of patching module globals."""
 
 from __future__ import annotations
 
@@ -37,6 +37,9 @@ class Tuning:
     # vacuum (``spark.files.vacuuming``): manifests a read task parses, files a delete task removes
     manifests_per_task: int = 64
     deletes_per_task: int = 1000
+    # the byte budget of the one cache (``lance_spark_ops.cache``) in every process the job's tasks
+    # run in (None: the process's own, ``LSO_CACHE_BYTES`` or ``cache.DEFAULT_BUDGET``)
+    cache_bytes: int | None = None
     # run right before each commit attempt of the job: ``before_commit(job_kind, attempt)``
     before_commit: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
 
