@@ -83,3 +83,19 @@ def test_a_job_hands_its_budget_to_its_tasks() -> None:
             assert job.run_tasks([1], task) == [(None, 123_456)]
     finally:
         process_cache().configure(before)
+
+
+def test_no_module_level_lru_of_its_own() -> None:
+    """Module-level memos are regions of the one owner: no module keeps its own ``OrderedDict``
+    (the shape every old per-module LRU had)."""
+    import ast
+    from pathlib import Path
+
+    root = Path(__file__).resolve().parents[1] / "lance_spark_ops"
+    found = []
+    for path in root.rglob("*.py"):
+        for node in ast.parse(path.read_text()).body:
+            value = node.value if isinstance(node, (ast.Assign, ast.AnnAssign)) else None
+            if isinstance(value, ast.Call) and getattr(value.func, "id", None) == "OrderedDict":
+                found.append(f"{path.relative_to(root)}:{node.lineno}")
+    assert not found, found
