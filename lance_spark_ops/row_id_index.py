@@ -31,7 +31,6 @@ read.
 from __future__ import annotations
 
 import json
-from collections import OrderedDict
 from collections.abc import Sequence
 from dataclasses import asdict, dataclass, field
 from typing import Any
@@ -39,6 +38,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.dataset import Dataset
@@ -128,7 +128,7 @@ def read_index_manifest(store: ObjectStore, version: int) -> IndexManifest:
 
 
 # -- reading parts --------------------------------------------------------------------------
-_parts: OrderedDict[tuple[str, str], tuple[np.ndarray, np.ndarray]] = OrderedDict()
+_parts = region("row_id_index.parts", max_bytes=_CACHE_BYTES)
 
 
 def _read_part(store: ObjectStore, version: int, part: IndexPartition) -> tuple[np.ndarray, np.ndarray]:
@@ -138,7 +138,6 @@ def _read_part(store: ObjectStore, version: int, part: IndexPartition) -> tuple[
     key = (store.root, rel)
     hit = _parts.get(key)
     if hit is not None:
-        _parts.move_to_end(key)
         return hit
     tbl = LanceFileReader(rel, store=store).read(["row_id", "row_addr"])
     ids = tbl.column("row_id").to_numpy().astype(np.uint64, copy=False)
@@ -147,9 +146,7 @@ def _read_part(store: ObjectStore, version: int, part: IndexPartition) -> tuple[
     if ids.size != part.rows or (bounds is not None and bounds != (part.min_row_id, part.max_row_id)):
         raise CorruptFileError(f"index part holds {ids.size} rows over {bounds}, the manifest says "
                                f"{part.rows} over {part.min_row_id}..{part.max_row_id}", path=store.uri(rel))
-    _parts[key] = (ids, addrs)
-    while sum(a.nbytes + b.nbytes for a, b in _parts.values()) > _CACHE_BYTES and len(_parts) > 1:
-        _parts.popitem(last=False)
+    _parts.put(key, (ids, addrs), ids.nbytes + addrs.nbytes)
     return ids, addrs
 
 

@@ -7,13 +7,13 @@ rep/def levels), a packed struct is one column. Version 2.0 is mapped by ``v2_0`
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Sequence
 
 import pyarrow as pa
 
 from lance_spark_ops._pb import encodings_v2_1_pb2 as pb21
 from lance_spark_ops._pb import file2_pb2
+from lance_spark_ops.cache import parsed_size, region
 from lance_spark_ops.encoding.layout import PageDecoder, decoder_for
 from lance_spark_ops.encoding.page import Fetch
 from lance_spark_ops.encoding.structural import field_leaf_count, is_packed_struct
@@ -50,9 +50,7 @@ def column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
 
 # Parsed page layouts by their encoding's bytes: the pages of many small files of one writer
 # share a few layouts, parsed once each. Read-only.
-_LAYOUTS: OrderedDict[bytes, pb21.PageLayout] = OrderedDict()
-_LAYOUT_CACHE_SIZE = 1024
-_LAYOUT_CACHED_BYTES = 1024
+_LAYOUTS = region("file.page_layouts", max_entries=1024, max_entry_bytes=parsed_size(1024))
 
 
 def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> pb21.PageLayout:
@@ -61,10 +59,7 @@ def page_layout(page: file2_pb2.ColumnMetadata.Page, path: str, where: str) -> p
     if hit is not None:
         return hit
     layout = _parse_page_layout(page, path, where)
-    if len(key) <= _LAYOUT_CACHED_BYTES:
-        _LAYOUTS[key] = layout
-        while len(_LAYOUTS) > _LAYOUT_CACHE_SIZE:
-            _LAYOUTS.popitem(last=False)
+    _LAYOUTS.put(key, layout, parsed_size(len(key)))  # larger layouts (over 1 KiB) are not kept
     return layout
 
 

@@ -9,13 +9,13 @@ file opened before, it is that file's twin and shares its parsed metadata (``twi
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from dataclasses import dataclass, field
 
 import numpy as np
 import pyarrow as pa
 from google.protobuf.message import DecodeError
 
+from lance_spark_ops import cache
 from lance_spark_ops._pb import file2_pb2, file_pb2
 from lance_spark_ops.errors import CorruptFileError
 from lance_spark_ops.file.container import (
@@ -101,9 +101,8 @@ class FileMetadata:
 # column metadata (same page layout, lengths, buffer positions), and parsing and checking it is
 # a good part of opening such a file. Shared, read-only; kept with the end of its last buffer,
 # checked against each file's size as ``parse_column_metadata`` would.
-_COLUMN_METAS: OrderedDict[bytes, tuple[file2_pb2.ColumnMetadata, int]] = OrderedDict()
-_COLUMN_META_CACHE_SIZE = 256
-_COLUMN_META_CACHED_BYTES = 4096  # larger metadata (many pages) is parsed every time
+# Larger metadata (many pages, over 4 KiB) is parsed every time.
+_COLUMN_METAS = cache.region("file.column_metadata", max_entries=256, max_entry_bytes=cache.parsed_size(4096))
 
 
 def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> file2_pb2.ColumnMetadata:
@@ -112,12 +111,10 @@ def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> 
     if hit is not None and hit[1] <= file_size:
         return hit[0]
     meta = parse_column_metadata(key, index, file_size, path)
-    if len(key) <= _COLUMN_META_CACHED_BYTES:
+    if cache.parsed_size(len(key)) <= _COLUMN_METAS.max_entry_bytes:
         end = max((off + size for page in meta.pages
                    for off, size in zip(page.buffer_offsets, page.buffer_sizes, strict=True)), default=0)
-        _COLUMN_METAS[key] = (meta, end)
-        while len(_COLUMN_METAS) > _COLUMN_META_CACHE_SIZE:
-            _COLUMN_METAS.popitem(last=False)
+        _COLUMN_METAS.put(key, (meta, end), cache.parsed_size(len(key)))
     return meta
 
 
@@ -125,8 +122,7 @@ def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> 
 # from there to the end, their parsed metadata). A file of that size whose bytes from there on
 # are equal is parsed to the same metadata: the small files of one writer (a streaming ingest's
 # fragments) nearly all are, and then opening one is a read and a comparison.
-_TWINS: OrderedDict[tuple[int, int], tuple[int, bytes, FileMetadata]] = OrderedDict()
-_TWIN_CACHE_SIZE = 64
+_TWINS = cache.region("file.twins", max_entries=64)
 
 
 def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
@@ -147,9 +143,7 @@ def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
         # the column metadata and the schema (global buffer 0)
         first = min([meta.footer.column_meta_start, int(meta.global_buffers[0, 0]),
                      *meta.column_table[:, 0].tolist()])
-        _TWINS[key] = (first, bytes(tail[first:]), meta)
-        while len(_TWINS) > _TWIN_CACHE_SIZE:
-            _TWINS.popitem(last=False)
+        _TWINS.put(key, (first, bytes(tail[first:]), meta), len(tail) + cache.parsed_size(size - first))
     return meta
 
 
@@ -208,13 +202,12 @@ def _parse_metadata(store: ObjectStore, rel: str, path: str, size: int, tail: by
 # Parsed schemas by their serialized protobuf: the files of one dataset nearly always share one
 # schema, and rebuilding the tree and its Arrow schema per file costs more than reading a small
 # file's tail. Only successes are kept; the objects are shared, and nothing mutates them.
-_SCHEMAS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema]] = OrderedDict()
-_SCHEMA_CACHE_SIZE = 64
+_SCHEMAS = cache.region("file.schemas", max_entries=64)
 
 
 # Whole file descriptors (schema and row count) by their bytes: small files of one schema and
 # row count share these bytes, and skip the descriptor's parse and the schema key's encoding.
-_DESCRIPTORS: OrderedDict[bytes, tuple[LanceSchema, pa.Schema, int]] = OrderedDict()
+_DESCRIPTORS = cache.region("file.descriptors", max_entries=64)
 
 
 def _described(raw: bytes, path: str) -> tuple[LanceSchema, pa.Schema, int]:
@@ -228,9 +221,7 @@ def _described(raw: bytes, path: str) -> tuple[LanceSchema, pa.Schema, int]:
     except DecodeError as e:
         raise CorruptFileError(f"schema (global buffer 0) does not parse: {e}", path=path) from e
     hit = (*_parsed_schema(descriptor, path), int(descriptor.length))
-    _DESCRIPTORS[raw] = hit
-    while len(_DESCRIPTORS) > _SCHEMA_CACHE_SIZE:
-        _DESCRIPTORS.popitem(last=False)
+    _DESCRIPTORS.put(raw, hit, len(raw) + cache.parsed_size(len(raw)))
     return hit
 
 
@@ -244,7 +235,5 @@ def _parsed_schema(descriptor: file_pb2.FileDescriptor, path: str) -> tuple[Lanc
     except Exception as e:  # SchemaError carries no path yet
         raise CorruptFileError(f"schema: {e}", path=path) from e
     hit = (schema, schema.to_arrow())
-    _SCHEMAS[key] = hit
-    while len(_SCHEMAS) > _SCHEMA_CACHE_SIZE:
-        _SCHEMAS.popitem(last=False)
+    _SCHEMAS.put(key, hit, len(key) + cache.parsed_size(len(key)))
     return hit

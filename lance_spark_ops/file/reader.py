@@ -23,6 +23,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.encoding.layout import PageDecoder
 from lance_spark_ops.encoding.layout.miniblock import MiniBlockDecoder, decode_whole_pages
 from lance_spark_ops.encoding.page import Fetch, PageData
@@ -42,8 +43,8 @@ SEARCH_CACHE_PAGES = 256
 # Fresh mini-block decoders by what they are made of (layout bytes, rows, buffer sizes, file
 # version): the pages of many small files of one writer share a few; a page read whole starts
 # from a copy of the prototype, its layout checks and batch key done once. Prototypes never decode.
-_PROTOTYPES: OrderedDict[tuple, MiniBlockDecoder] = OrderedDict()
-_PROTOTYPE_CACHE_SIZE = 1024
+_PROTOTYPES = region("file.decoder_prototypes", max_entries=1024)
+_PROTOTYPE_BYTES = 2048  # charged per prototype: a decoder's fields, its layout shared
 
 
 def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
@@ -53,7 +54,7 @@ def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
     return size >= 16 and is_legacy_footer(tail)
 
 
-_RANGES: dict[tuple[int, str], tuple[pa.Schema, list[tuple[int, int]]]] = {}
+_RANGES = region("file.column_ranges", max_entries=256)
 
 
 def _column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
@@ -63,9 +64,7 @@ def _column_ranges(schema: pa.Schema, version: str) -> list[tuple[int, int]]:
     if hit is not None and hit[0] is schema:
         return hit[1]
     ranges = column_ranges(schema, version)
-    if len(_RANGES) > 256:
-        _RANGES.clear()
-    _RANGES[key] = (schema, ranges)  # the entry holds the schema: its id stays unique
+    _RANGES.put(key, (schema, ranges), 64 + 32 * len(ranges))  # holds the schema: its id stays unique
     return ranges
 
 
@@ -397,9 +396,7 @@ class LanceFileReader(ColumnSelection):
             dec.batch_key()
             proto = object.__new__(MiniBlockDecoder)
             proto.__dict__.update(dec.__dict__)
-            _PROTOTYPES[key] = proto
-            while len(_PROTOTYPES) > _PROTOTYPE_CACHE_SIZE:
-                _PROTOTYPES.popitem(last=False)
+            _PROTOTYPES.put(key, proto, _PROTOTYPE_BYTES + len(key[0]))
         if cache:
             dec.load_search_cache(page_fetch(self._store, self._rel, pmeta, self._cached))
             self._search_cache[key] = dec

@@ -17,6 +17,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops._pb import file_pb2
+from lance_spark_ops.cache import region
 from lance_spark_ops.encoding.carried_dictionary import (
     TWIN_BITMAP,
     carries_dictionary,
@@ -85,22 +86,21 @@ def _is_struct_header(encoding: Any) -> bool:
 
 # page encodings (packed bytes) already judged by _is_blob_layout: a binary copy asks per page
 # of every source file, and the files of one dataset repeat a handful of page encodings
-_BLOB_LAYOUT: dict[bytes, bool] = {}
+_BLOB_LAYOUT = region("file.blob_layouts", max_entries=4096)
 
 
 def _is_blob_layout(encoding: Any) -> bool:
     from lance_spark_ops._pb import encodings_v2_1_pb2
 
     key = encoding.direct.encoding if encoding.WhichOneof("location") == "direct" else None
-    if key is not None and key in _BLOB_LAYOUT:
-        return _BLOB_LAYOUT[key]
+    hit = None if key is None else _BLOB_LAYOUT.get(key)
+    if hit is not None:
+        return hit
     name, payload = _page_message(encoding)
     blob = (name == "lance.encodings21.PageLayout"
             and encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout")
     if key is not None:
-        if len(_BLOB_LAYOUT) > 4096:
-            _BLOB_LAYOUT.clear()
-        _BLOB_LAYOUT[key] = blob
+        _BLOB_LAYOUT.put(key, blob, 64 + len(key))
     return blob
 
 

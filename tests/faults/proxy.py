@@ -23,6 +23,7 @@ from pathlib import Path
 from typing import Any
 
 from lance_spark_ops.errors import CommitStateUnknown, InvalidInputError, UnsupportedError
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults import runners
 from tests.faults import runners_index as ri
 from tests.faults.model import STATS, check, make_dataset, stable_row_ids
@@ -33,10 +34,12 @@ from tests.faults.scenarios import _outcome, _partial, _recover, _reported
 _FTS_BEFORE: dict[str, int] = {}
 
 
-def _fts_local(uri: str, so: dict[str, Any], rng: random.Random, rows: Any = None) -> Any:
+def _fts_local(uri: str, so: dict[str, Any], rng: random.Random, rows: Any = None,
+               tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.indexing import create_index
 
-    return create_index(None, uri, "s", "INVERTED", name="s_fts", replace=True, storage_options=so)
+    return create_index(None, uri, "s", "INVERTED", name="s_fts", replace=True, storage_options=so,
+                        tuning=tuning)
 
 
 def _fts_prepare(root: str, rng: random.Random) -> None:

@@ -21,6 +21,7 @@ from typing import Any
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults import runners_index as ri
 from tests.faults import runners_maintain as rm
 from tests.faults import runners_vector as rv
@@ -31,15 +32,16 @@ ADDED = "v2"  # the column add_columns adds: id * 2
 
 @dataclass(frozen=True)
 class JobRunner:
-    """One job: ``local(uri, storage_options, rng, rows)`` runs it in-process and returns its
-    metrics; ``script`` + ``args(uri, rng, rows)`` run it with spark-submit; ``phases`` are the
-    progress phases a driver kill may wait for; ``kind`` is the job name in its progress lines."""
+    """One job: ``local(uri, storage_options, rng, rows, tuning)`` runs it in-process and returns
+    its metrics (``tuning``: the job's, e.g. a hook before its commit); ``script`` + ``args(uri,
+    rng, rows)`` run it with spark-submit; ``phases`` are the progress phases a driver kill may
+    wait for; ``kind`` is the job name in its progress lines."""
 
     name: str
     kind: str
     script: str
     args: Callable[[str, random.Random, pa.Table | None], list[str]]
-    local: Callable[[str, dict[str, Any], random.Random, pa.Table | None], Any]
+    local: Callable[[str, dict[str, Any], random.Random, pa.Table | None, Tuning | None], Any]
     phases: tuple[str, ...]
     work_phases: tuple[str, ...] = ()  # phases whose Spark tasks run Python workers (worker kills)
     stable: bool = False  # the dataset needs stable row ids
@@ -68,33 +70,39 @@ def _compact_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
     return out + (["--commit-every", str(o["commit_every"])] if o["commit_every"] else [])
 
 
-def _compact_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def _compact_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                   tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark import compact
 
-    return compact(None, uri, _compact_opts(rng), storage_options=so)
+    return compact(None, uri, _compact_opts(rng), storage_options=so, tuning=tuning)
 
 
-def _materialize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def _materialize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                       tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.files.compaction import materialize_deletions
 
-    return materialize_deletions(None, uri, 0.0, storage_options=so)
+    return materialize_deletions(None, uri, 0.0, storage_options=so, tuning=tuning)
 
 
 def _double_id(batch: pa.RecordBatch) -> dict[str, pa.Array]:
     return {ADDED: pc.multiply(batch.column("id"), 2)}
 
 
-def _add_columns_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def _add_columns_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                       tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
 
     fn = ColumnFunction(_double_id, pa.schema([(ADDED, pa.int64())]), ("id",))
-    return add_columns(None, uri, fn, storage_options=so, rows_per_task=rng.choice([None, 300]))
+    return add_columns(None, uri, fn, storage_options=so, rows_per_task=rng.choice([None, 300]),
+                       tuning=tuning)
 
 
-def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def _rebuild_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                   tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
 
-    return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]))
+    return rebuild_row_id_index(None, uri, storage_options=so, fragments_per_task=rng.choice([None, 1, 2]),
+                                tuning=tuning)
 
 
 # dataset -> (data files some version referenced, latest version) before vacuum
@@ -136,10 +144,11 @@ def _vacuum_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
                   if left else [])
 
 
-def _vacuum_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def _vacuum_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                  tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.files.vacuuming import vacuum
 
-    return vacuum(None, uri, retain_versions=_retain(rng), storage_options=so)
+    return vacuum(None, uri, retain_versions=_retain(rng), storage_options=so, tuning=tuning)
 
 
 RUNNERS: dict[str, JobRunner] = {r.name: r for r in [

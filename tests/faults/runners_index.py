@@ -16,6 +16,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import WRITER_KINDS
 
 INDEX_WRITER_KINDS = (*WRITER_KINDS, "optimize_indices")
@@ -31,11 +32,12 @@ def create_args(uri: str, rng: random.Random, rows: pa.Table | None = None) -> l
     return [uri, "--column", column, "--type", kind, "--name", name]
 
 
-def create_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def create_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                 tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.indexing import create_index
 
     column, kind, name = _target(rng)
-    return create_index(None, uri, column, kind, name=name, storage_options=so)
+    return create_index(None, uri, column, kind, name=name, storage_options=so, tuning=tuning)
 
 
 def create_prepare(root: str, rng: random.Random) -> None:
@@ -75,10 +77,12 @@ def optimize_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
     return [uri] + ([] if merge is None else ["--num-indices-to-merge", str(merge)])
 
 
-def optimize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def optimize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                   tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.indexing import optimize_indices
 
-    return optimize_indices(None, uri, num_indices_to_merge=rng.choice([None, 0, 2]), storage_options=so)
+    return optimize_indices(None, uri, num_indices_to_merge=rng.choice([None, 0, 2]), storage_options=so,
+                            tuning=tuning)
 
 
 def post_check(root: str, ok: bool, job_seed: float) -> list[str]:

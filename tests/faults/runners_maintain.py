@@ -14,6 +14,8 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
+
 
 def policy(rng: random.Random) -> dict[str, Any]:
     return {"actions": ["remap_indices", "materialize_deletions", "compact"],
@@ -28,12 +30,12 @@ def maintain_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
     return [uri, "--policy", path]
 
 
-def maintain_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None
-                   ) -> dict[str, Any]:
+def maintain_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                   tuning: Tuning | None = None) -> dict[str, Any]:
     from lance_spark_ops import errors
     from lance_spark_ops.spark.fleet.maintenance import maintain
 
-    result = maintain(None, uri, policy(rng), storage_options=so)
+    result = maintain(None, uri, policy(rng), storage_options=so, tuning=tuning)
     table = result.tables[0]
     if table.status == "failed":
         cls = getattr(errors, table.error["type"], errors.LanceError)

@@ -22,6 +22,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import VEC, vectors
 
 NAME = "vec_idx"
@@ -56,11 +57,13 @@ def create_args(uri: str, rng: random.Random, rows: pa.Table | None = None) -> l
             *(a for k, v in params.items() for a in ("--param", f"{k}={v}"))]
 
 
-def create_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def create_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                 tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.indexing import create_index
 
     kind, params = _kind(rng)
-    return create_index(None, uri, VEC, kind, name=NAME, replace=True, storage_options=so, **params)
+    return create_index(None, uri, VEC, kind, name=NAME, replace=True, storage_options=so, tuning=tuning,
+                        **params)
 
 
 def create_prepare(root: str, rng: random.Random) -> None:
@@ -94,10 +97,12 @@ def optimize_args(uri: str, rng: random.Random, rows: pa.Table | None = None) ->
     return [uri] + ([] if merge is None else ["--num-indices-to-merge", str(merge)])
 
 
-def optimize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def optimize_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                   tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.indexing import optimize_indices
 
-    return optimize_indices(None, uri, num_indices_to_merge=rng.choice([None, 0, 2]), storage_options=so)
+    return optimize_indices(None, uri, num_indices_to_merge=rng.choice([None, 0, 2]), storage_options=so,
+                            tuning=tuning)
 
 
 def _query(ds: Any, q: np.ndarray, k: int, **kw: Any) -> pa.Table:

@@ -24,6 +24,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import FRESH_IDS, WRITER_KINDS
 
 REMAP_WRITER_KINDS = tuple(k for k in WRITER_KINDS if k != "compaction")
@@ -56,10 +57,11 @@ def remap_prepare(root: str, rng: random.Random) -> None:
     _REMAP_BEFORE[root] = lance.dataset(root).version
 
 
-def remap_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def remap_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.indices.index_remap import remap_indices
 
-    return remap_indices(None, uri, storage_options=so)
+    return remap_indices(None, uri, storage_options=so, tuning=tuning)
 
 
 def remap_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
@@ -129,7 +131,9 @@ def _drive_writer(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Tab
         raise
 
 
-def datasource_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def datasource_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                     tuning: Tuning | None = None) -> Any:
+    """The ``lance`` data source's writer (no job scaffold: ``tuning`` has nothing to steer)."""
     assert rows is not None
     if so:
         return _drive_writer(uri, so, rng, rows)
@@ -164,9 +168,10 @@ def _delta_args(uri: str, rng: random.Random, rows: pa.Table | None = None) -> l
             "--rows-per-task", str(rng.choice([100, 10**6]))]
 
 
-def delta_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None) -> Any:
+def delta_local(uri: str, so: dict[str, Any], rng: random.Random, rows: pa.Table | None = None,
+                tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark import import_delta
 
     assert rows is not None
     return import_delta(None, _delta_table(uri, rows), uri, "append", storage_options=so,
-                        delta_storage_options={}, rows_per_task=rng.choice([100, 10**6]))
+                        delta_storage_options={}, rows_per_task=rng.choice([100, 10**6]), tuning=tuning)

@@ -9,12 +9,12 @@ Every run is seeded from ``(job, fault, seed)`` so a failure replays from its la
 from __future__ import annotations
 
 import random
-from collections.abc import Iterator
-from contextlib import contextmanager
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults import faulty_fs
 from tests.faults.driver import run_job
 from tests.faults.model import (
@@ -33,23 +33,16 @@ IN_PROCESS = ("transient", "ambiguous", "concurrent")
 SPARK_SUBMIT = ("driver_kill", "worker_kill")
 
 
-@contextmanager
-def _before_first_commit(fn: Any) -> Iterator[None]:
-    """Run ``fn()`` right before a job's first commit attempt (the scaffold's test hook)."""
-    from lance_spark_ops.spark.runtime import job
-
-    previous = job._before_commit_hook
+def _before_first_commit(fn: Any, base: Tuning | None = None) -> Tuning:
+    """``base`` (default: the defaults) with a hook that runs ``fn()`` right before a job's first
+    commit attempt."""
     pending = [fn]
 
     def hook(kind: str, attempt: int) -> None:
         if pending:
             pending.pop()()
 
-    job._before_commit_hook = hook
-    try:
-        yield
-    finally:
-        job._before_commit_hook = previous
+    return replace(base or Tuning(), before_commit=hook)
 
 
 def _outcome(exc: BaseException | None) -> str:
@@ -67,8 +60,9 @@ def _reported(metrics: Any) -> list[int]:
     return [v] if v else []
 
 
-def run_scenario(job: str, fault: str, seed: int, tmp: Path) -> list[str]:
-    """One run; returns the invariant violations (empty: all held)."""
+def run_scenario(job: str, fault: str, seed: int, tmp: Path, tuning: Tuning | None = None) -> list[str]:
+    """One run; returns the invariant violations (empty: all held). ``tuning``: the in-process
+    jobs' (the faulted run and its rerun)."""
     runner = RUNNERS[job]
     label = f"job={job} fault={fault} seed={seed}"
     rng = random.Random(f"{job}/{fault}/{seed}")
@@ -84,7 +78,7 @@ def run_scenario(job: str, fault: str, seed: int, tmp: Path) -> list[str]:
     if fault in SPARK_SUBMIT:
         reported, ok = _spark_submit(runner, fault, root, exp, rng, label, rows, job_seed)
     else:
-        reported, ok = _in_process(runner, fault, root, exp, rng, label, rows, job_seed)
+        reported, ok = _in_process(runner, fault, root, exp, rng, label, rows, job_seed, tuning)
     if rows is not None:
         _expect_written(root, exp, rows, ok)
     bad = check(label, root, exp, reported, column=runner.column,
@@ -95,7 +89,7 @@ def run_scenario(job: str, fault: str, seed: int, tmp: Path) -> list[str]:
         STATS.violations.extend(extra)
         bad += extra
     if not bad and fault != "concurrent":
-        bad = _recover(runner, label, root, exp, random.Random(job_seed), ids_before)
+        bad = _recover(runner, label, root, exp, random.Random(job_seed), ids_before, tuning)
     return bad
 
 
@@ -117,7 +111,8 @@ def _expect_written(root: str, exp: Expected, rows: Any, ok: bool) -> None:
 
 
 def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: random.Random,
-                label: str, rows: Any, job_seed: float) -> tuple[list[int], bool]:
+                label: str, rows: Any, job_seed: float, tuning: Tuning | None = None
+                ) -> tuple[list[int], bool]:
     uri, so, plan_name = root, {}, None
     if fault in ("transient", "ambiguous"):
         plan_name = label
@@ -138,10 +133,8 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
         if writers:
             writers.start.set()  # the writers and the job start together
         if hook:
-            with _before_first_commit(hook):
-                metrics = runner.local(uri, so, random.Random(job_seed), rows)
-        else:
-            metrics = runner.local(uri, so, random.Random(job_seed), rows)
+            tuning = _before_first_commit(hook, tuning)
+        metrics = runner.local(uri, so, random.Random(job_seed), rows, tuning)
     except Exception as e:  # noqa: BLE001 - any outcome is allowed; the invariants are checked after
         exc = e
     finally:
@@ -196,14 +189,14 @@ def _spark_submit(runner: JobRunner, fault: str, root: str, exp: Expected, rng: 
 
 
 def _recover(runner: JobRunner, label: str, root: str, exp: Expected, rng: random.Random,
-             ids_before: dict[int, int] | None) -> list[str]:
+             ids_before: dict[int, int] | None, tuning: Tuning | None = None) -> list[str]:
     """After a fault the job runs again cleanly (in-process) and must succeed."""
     import lance
 
     if runner.rows or (runner.column and runner.column in lance.dataset(root).schema.names):
         return []  # a writer would write again; a column is there already
     try:
-        metrics = runner.local(root, {}, rng, None)
+        metrics = runner.local(root, {}, rng, None, tuning)
     except Exception as e:  # noqa: BLE001 - the finding
         bad = [f"{label}: the clean rerun after the fault failed: {e!r}"[:600]]
         STATS.violations.extend(bad)

@@ -10,6 +10,7 @@ from pathlib import Path
 
 import pytest
 
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.runners import RUNNERS
 from tests.faults.runners_write import SESSION
 from tests.faults.scenarios import IN_PROCESS, run_scenario
@@ -30,8 +31,8 @@ def _session_for_datasource(request: pytest.FixtureRequest) -> None:
         SESSION["spark"] = request.getfixturevalue("spark")
 
 
-def _run(job: str, fault: str, seed: int, tmp_path: Path) -> None:
-    bad = run_scenario(job, fault, seed, tmp_path)
+def _run(job: str, fault: str, seed: int, tmp_path: Path, tuning: Tuning | None = None) -> None:
+    bad = run_scenario(job, fault, seed, tmp_path, tuning)
     assert not bad, "\n".join(bad)
 
 
@@ -96,10 +97,8 @@ def test_in_process_fault_btree_range_merge(job: str, fault: str, seed: int, tmp
     thresholds lowered so the small fault datasets take that path whenever a BTREE is built."""
     from lance_spark_ops.spark.indices import scalar_index
 
-    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
-    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 256)
     monkeypatch.setattr(scalar_index, "_range_merge", _counting(scalar_index._range_merge))
-    _run(job, fault, seed, tmp_path)
+    _run(job, fault, seed, tmp_path, Tuning(range_merge_rows=1, range_rows=256))
 
 
 def _counting(fn):  # noqa: ANN001, ANN202 - a test spy

@@ -34,11 +34,11 @@ def test_rewrite_rebased_in_two_rounds(job: str, kind: str, tmp_path: Path) -> N
     so = faulty_fs.install(f"rounds-{job}-{kind}", faulty_fs.FaultPlan(0, before_manifest_put=[None, write]))
     uri = f"{faulty_fs.PROTOCOL}://{root}"
     try:
-        with _before_first_commit(write):
-            if job == "compact":
-                m = compact(None, uri, {"target_rows_per_fragment": 4000}, storage_options=so)
-            else:
-                m = materialize_deletions(None, uri, 0.0, storage_options=so)
+        hook = _before_first_commit(write)
+        if job == "compact":
+            m = compact(None, uri, {"target_rows_per_fragment": 4000}, storage_options=so, tuning=hook)
+        else:
+            m = materialize_deletions(None, uri, 0.0, storage_options=so, tuning=hook)
     finally:
         faulty_fs.uninstall(f"rounds-{job}-{kind}")
     assert done == [kind, kind]

@@ -13,13 +13,15 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.spark.indices.fts_index import FTS_BUILDER
 from lance_spark_ops.spark.indices.index_segment import SegmentRequest
 from lance_spark_ops.spark.runtime.job import Job
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
 
 
 def build_fts(spark: Any, uri: str, column: str = "text", name: str | None = None,
-              fragment_ids: list[int] | None = None, merge_with: list[Any] = (), **params: Any) -> Any:
+              fragment_ids: list[int] | None = None, merge_with: list[Any] = (), tuning: Tuning | None = None,
+              **params: Any) -> Any:
     ds = Dataset.open(uri)
     field = ds.schema.field(column)
     full = FTS_BUILDER.check_params("INVERTED", field, params)
@@ -31,7 +33,7 @@ def build_fts(spark: Any, uri: str, column: str = "text", name: str | None = Non
                          fragment_ids=tuple(frags),
                          merge_with=tuple(m.SerializeToString() for m in merge_with),
                          row_ids=ds.uses_stable_row_ids, file_version=_file_version(ds))
-    with Job(spark, "create_index", uri) as job:
+    with Job(spark, "create_index", uri, tuning=tuning) as job:
         built = FTS_BUILDER.build(job, req)
     covered = set(frags)
     versions = [ds.version]

@@ -15,6 +15,7 @@ from pyroaring import BitMap
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.spark.indices.index_segment import SegmentRequest
 from lance_spark_ops.spark.runtime.job import Job
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
@@ -27,10 +28,12 @@ def entries(ds: Dataset, name: str) -> list[Any]:
 
 def build_and_commit(builder: Any, spark: Any, uri: str, column: str, kind: str, name: str, *,
                      fragment_ids: Sequence[int] | None = None, merge: bool = False,
-                     params: dict[str, Any] | None = None) -> tuple[Dataset, Any]:
+                     params: dict[str, Any] | None = None, tuning: Tuning | None = None
+                     ) -> tuple[Dataset, Any]:
     """A fresh segment over ``fragment_ids`` (default: every fragment), or with ``merge`` the
     index's newest segment folded in with the fragments it does not cover (pylance's default
-    ``optimize_indices``). Returns the new version and the BuiltSegment."""
+    ``optimize_indices``); ``tuning``: the job's task shapes. Returns the new version and the
+    BuiltSegment."""
     ds = Dataset.open(uri)
     field = next(f for f in ds.lance_schema.fields if f.name == column)
     olds = entries(ds, name) if merge else []
@@ -47,7 +50,7 @@ def build_and_commit(builder: Any, spark: Any, uri: str, column: str, kind: str,
                          fragment_ids=tuple(fragment_ids),
                          merge_with=tuple(o.SerializeToString() for o in old),
                          row_ids=ds.uses_stable_row_ids, file_version=ds.data_storage_version)
-    with Job(spark, "test_build_index", uri) as job:
+    with Job(spark, "test_build_index", uri, tuning=tuning) as job:
         built = builder.build(job, req)
     meta = table_pb2.IndexMetadata(name=name, fields=[field.id], created_at=int(time.time() * 1000),
                                    index_version=built.index_version)

@@ -10,8 +10,8 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.spark.indices import fts_index
 from lance_spark_ops.spark.indices.fts_index import FTS_BUILDER, params_of_segment
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.index.fts_helpers import build_fts
 
 lance = pytest.importorskip("lance")
@@ -92,9 +92,8 @@ def twins(tmp_path, n, version, stable, params, fragments=4):
 @pytest.mark.parametrize("version,stable", [("2.1", False), ("2.2", True)])
 def test_default_tokenizer_same_answers(spark, tmp_path, version, stable, monkeypatch):
     # several partitions (one per task): pylance sums BM25 statistics over them
-    monkeypatch.setattr(fts_index, "ROWS_PER_PART", 700)
     ours, theirs = twins(tmp_path, 2000, version, stable, {})
-    built = build_fts(spark, ours)
+    built = build_fts(spark, ours, tuning=Tuning(fts_rows_per_part=700))
     assert sum(1 for f, _ in built.files if f.endswith("_docs.lance")) >= 3
     check_same(ours, theirs, QUERIES, one_part=False)
 
@@ -270,10 +269,9 @@ def test_file_version_2_0_with_positions(tmp_path):
 @pytest.mark.parametrize("stable", [False, True])
 def test_bigger_multi_partition_spark(spark, tmp_path, monkeypatch, stable):
     """30 000 rows, 8 fragments, ~5 000-row partitions (one fragment split into row ranges)."""
-    monkeypatch.setattr(fts_index, "ROWS_PER_PART", 5000)
     params = {"with_position": True}
     ours, theirs = twins(tmp_path, 30000, "2.2", stable, params, fragments=3)
-    built = build_fts(spark, ours, **params)
+    built = build_fts(spark, ours, tuning=Tuning(fts_rows_per_part=5000), **params)
     assert sum(1 for f, _ in built.files if f.endswith("_docs.lance")) >= 6
     check_same(ours, theirs, QUERIES + PHRASES, one_part=False)
 

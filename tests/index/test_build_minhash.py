@@ -179,17 +179,17 @@ def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, de
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
     """Part tasks on executors (a part per fragment), one merge task numbering the docs in
     fragment order; then a merge over Spark after an append."""
-    from lance_spark_ops.spark.indices import scalar_index
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
+    tuning = Tuning(minhash_part_rows=1000)  # MINHASHLSH's own part size (PART_ROWS never applied)
     theirs, ours = twins(tmp_path, "2.1", False)
     lance.dataset(theirs).create_scalar_index("text", "MINHASHLSH", name="m")
-    build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m")
+    build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m", tuning=tuning)
     assert_same(theirs, ours)
     for uri in (theirs, ours):
         lance.write_dataset(docs(1500, 3000, 2), uri, mode="append", max_rows_per_file=1000)
     lance.dataset(theirs).optimize.optimize_indices()
-    build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m", merge=True)
+    build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m", merge=True, tuning=tuning)
     assert_same(theirs, ours)
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone

@@ -16,8 +16,8 @@ from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.scalar import rtree as rt
-from lance_spark_ops.spark.indices import scalar_index
 from lance_spark_ops.spark.indices.scalar_index import SCALAR_BUILDER
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.segment_commit import build_and_commit, entries
 
@@ -94,9 +94,10 @@ def assert_answers(theirs: str, ours: str, name: str = "g", indexed: bool = True
     assert so["indices"] == st["indices"]
 
 
-def build_both(theirs: str, ours: str, spark: Any = None) -> None:
+def build_both(theirs: str, ours: str, spark: Any = None, tuning: Tuning | None = None) -> None:
     lance.dataset(theirs).create_scalar_index("geom", IndexConfig("rtree", {"page_size": PAGE}), name="g")
-    build_and_commit(SCALAR_BUILDER, spark, ours, "geom", "RTREE", "g", params={"page_size": PAGE})
+    build_and_commit(SCALAR_BUILDER, spark, ours, "geom", "RTREE", "g", params={"page_size": PAGE},
+                     tuning=tuning)
 
 
 def matrix(*default: tuple[str, bool]) -> list[Any]:
@@ -173,9 +174,9 @@ def test_geometry_types_match_pylance(tmp_path: Any, shape: str) -> None:
 
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
     """Part tasks on executors (a part per fragment), one merge task sorting all items."""
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
+    tuning = Tuning(part_rows=1000)
     theirs, ours = twins(tmp_path, "2.1", False)
-    build_both(theirs, ours, spark)
+    build_both(theirs, ours, spark, tuning)
     assert_same(theirs, ours)
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone
@@ -186,7 +187,7 @@ def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) ->
         shutil.rmtree(uri)
         t = points(2000, 7).append_column("extra", pa.array(np.arange(2000)))
         lance.write_dataset(t, uri, max_rows_per_file=1000, data_storage_version="2.1").delete("id % 10 = 3")
-    build_both(theirs, ours, spark)
+    build_both(theirs, ours, spark, tuning)
     assert_same(theirs, ours)
 
 

@@ -18,6 +18,7 @@ from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.scalar.btree import index_order, merge_runs, sort_run
 from lance_spark_ops.spark.indices import scalar_index
 from lance_spark_ops.spark.indices.scalar_index import SCALAR_BUILDER
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.segment_commit import build_and_commit, entries
 
@@ -114,12 +115,13 @@ def assert_same(theirs: str, ours: str, kinds: tuple = KINDS) -> None:
         assert (so["num_indexed_rows"], so["num_segments"]) == (st["num_indexed_rows"], st["num_segments"])
 
 
-def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS, on_spark: tuple = ()) -> None:
+def build_both(theirs: str, ours: str, spark: Any = None, kinds: tuple = KINDS, on_spark: tuple = (),
+               tuning: Tuning | None = None) -> None:
     """pylance's indices on ``theirs``, ours on ``ours`` (those of ``on_spark`` with ``spark``)."""
     for col, kind in kinds:
         lance.dataset(theirs).create_scalar_index(col, kind, name=name_of(col, kind))
         session = spark if (col, kind) in on_spark else None
-        build_and_commit(SCALAR_BUILDER, session, ours, col, kind, name_of(col, kind))
+        build_and_commit(SCALAR_BUILDER, session, ours, col, kind, name_of(col, kind), tuning=tuning)
 
 
 @pytest.mark.parametrize("version,stable", matrix(("2.0", False), ("2.2", True)))
@@ -132,9 +134,9 @@ def test_build_matches_pylance(tmp_path: Any, version: str, stable: bool) -> Non
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
     """Several part tasks on executors (a part per fragment), one merge task (BTREE's k-way
     merge, LABEL_LIST's bitmap union; the other kinds in this process)."""
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
     theirs, ours = twins(tmp_path, "2.1", False)
-    build_both(theirs, ours, spark, on_spark=(("s", "BTREE"), ("labels", "LABEL_LIST")))
+    build_both(theirs, ours, spark, on_spark=(("s", "BTREE"), ("labels", "LABEL_LIST")),
+               tuning=Tuning(part_rows=1000))
     assert_same(theirs, ours)
     d = Dataset.open(ours)
     for i in d.manifest_file.index_section.indices:  # the parts are gone
@@ -147,12 +149,8 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
     ``id``, nulls and NaN of ``f``), then an append merged with the old segment by range too:
     the files equal pylance's."""
     from lance_spark_ops.spark.indices import btree_merge_tasks as btree_merge
-    from lance_spark_ops.spark.indices import scalar_index_tasks as tasks
 
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 4000)
-    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 4000)
-    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
-    monkeypatch.setattr(tasks, "SAMPLE_ROWS", 64)
+    tuning = Tuning(part_rows=4000, range_rows=4000, range_merge_rows=1, btree_sample_rows=64)
     ranges: list[Any] = []
     run_range = btree_merge.run_range
 
@@ -162,7 +160,7 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
 
     monkeypatch.setattr(btree_merge, "run_range", counted)
     theirs, ours = twins(tmp_path, "2.1", stable, rows=20000)
-    build_both(theirs, ours)
+    build_both(theirs, ours, tuning=tuning)
     assert len({s.new_uuid for s in ranges}) == 2  # id and f by range; s (strings) by one task
     assert len(ranges) >= 8
     assert_same(theirs, ours)
@@ -171,7 +169,7 @@ def test_btree_range_merge_matches_pylance(tmp_path: Any, monkeypatch: Any, stab
     lance.dataset(theirs).optimize.optimize_indices()
     before = len(ranges)
     for col, kind in KINDS:
-        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True)
+        build_and_commit(SCALAR_BUILDER, None, ours, col, kind, name_of(col, kind), merge=True, tuning=tuning)
     assert len(ranges) > before
     assert_same(theirs, ours)
 
@@ -181,9 +179,6 @@ def test_btree_range_merge_spans_of_an_old_segment(tmp_path: Any, monkeypatch: A
     are copied from the old page_data as spans; the merged files equal pylance's."""
     from lance_spark_ops.spark.indices import btree_merge_tasks as btree_merge
 
-    monkeypatch.setattr(scalar_index, "RANGE_MERGE_ROWS", 1)
-    monkeypatch.setattr(scalar_index, "RANGE_ROWS", 3000)
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 3000)
     outs: list[Any] = []
     run_range = btree_merge.run_range
 
@@ -201,7 +196,8 @@ def test_btree_range_merge_spans_of_an_old_segment(tmp_path: Any, monkeypatch: A
         lance.dataset(uri).create_scalar_index("v", "BTREE", name="v_idx")
         lance.write_dataset(more, uri, mode="append")
     lance.dataset(uris[0]).optimize.optimize_indices()
-    build_and_commit(SCALAR_BUILDER, None, uris[1], "v", "BTREE", "v_idx", merge=True)
+    build_and_commit(SCALAR_BUILDER, None, uris[1], "v", "BTREE", "v_idx", merge=True,
+                     tuning=Tuning(range_merge_rows=1, range_rows=3000, part_rows=3000))
     assert any(o.span is not None for o in outs) and any(o.file is not None for o in outs)
     ft, fo = index_files(uris[0]), index_files(uris[1])
     assert sorted(ft) == sorted(fo)
@@ -458,7 +454,7 @@ def test_xxh64_and_filter_size() -> None:
 def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
     """NGRAM, ZONEMAP and BLOOMFILTER from several part tasks on executors (a part per
     fragment) equal pylance's single-process build."""
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 5000)
+    tuning = Tuning(part_rows=5000)
     theirs, ours = str(tmp_path / "theirs"), str(tmp_path / "ours")
     data = zoned_table(20000).append_column("t", text_table(20000).column("t"))
     for uri in (theirs, ours):
@@ -466,7 +462,7 @@ def test_text_and_zoned_kinds_on_spark_in_parts(tmp_path: Any, spark: Any, monke
         ds.delete("k % 10 = 3")
     for col, kind, name in (("t", "NGRAM", "ng"), ("v", "ZONEMAP", "v"), ("n", "BLOOMFILTER", "n")):
         lance.dataset(theirs).create_scalar_index(col, kind, name=name)
-        build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name)
+        build_and_commit(SCALAR_BUILDER, spark, ours, col, kind, name, tuning=tuning)
     ft, fo = index_files(theirs), index_files(ours)
     assert sorted(ft) == sorted(fo)
     for key in ft:

@@ -20,6 +20,7 @@ from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.index.kinds import index_kind, uuid_str
 from lance_spark_ops.spark.indices.index_remap import index_entries
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.vector_build import build_index
 
@@ -118,13 +119,15 @@ def recall(uri: str, x: np.ndarray, metric: str, hnsw: bool) -> float:
 
 
 def check_build(
-    tmp_path: Path, kind: str, metric: str, version: str, stable: bool, spark: object = None, **extra: object
+    tmp_path: Path, kind: str, metric: str, version: str, stable: bool, spark: object = None,
+    tuning: Tuning | None = None, **extra: object
 ) -> None:
     import lance
 
     ours, theirs = twins(tmp_path, version, stable)
     kw = {**pq_kw(kind), **extra}
-    build_index(ours, "vec", kind, "vec_idx", spark, num_partitions=PARTS, metric=metric, **kw)
+    build_index(ours, "vec", kind, "vec_idx", spark, num_partitions=PARTS, metric=metric, tuning=tuning,
+                **kw)
     x = vectors()
     theirs_r = []
     for _ in range(PYLANCE_RUNS):
@@ -185,11 +188,8 @@ def test_build_pq_4_bits(tmp_path: Path) -> None:
 
 def test_kmeans_in_rounds(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """Samples too big for one task: k-means runs as rounds of tasks (sums and counts)."""
-    from lance_spark_ops.spark.indices import vector_index
-
-    monkeypatch.setattr(vector_index, "LOCAL_KMEANS_VALUES", 0)
-    monkeypatch.setattr(vector_index, "ROWS_PER_TASK", 700)  # several sample files and runs
-    check_build(tmp_path, "IVF_SQ", "l2", "2.2", False)
+    tuning = Tuning(local_kmeans_values=0, vector_rows_per_task=700)  # several sample files and runs
+    check_build(tmp_path, "IVF_SQ", "l2", "2.2", False, tuning=tuning)
 
 
 # -- exact equality with given models ------------------------------------------------------------

@@ -13,6 +13,7 @@ import pytest
 
 from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
 from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versions
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR_COLUMN, build, queries, unindexed
 
@@ -274,9 +275,8 @@ def test_hnsw_graphs_rebuilt_by_several_tasks(tmp_path: Path, monkeypatch: pytes
         return build_graphs(job, ds, specs, out)
 
     monkeypatch.setattr(index_remap, "default_parallelism", lambda spark: 4)
-    monkeypatch.setattr(index_remap, "GRAPH_TASK_MIN_ROWS", 1)
     monkeypatch.setattr(index_remap, "_with_graphs", counting)
-    m = compact(None, uri, target_rows_per_fragment=1000)
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=Tuning(graph_task_min_rows=1))
     assert len(calls) == 1 and 2 < calls[0] <= 8  # runs balanced by vectors: up to 4 per index
     assert m.indices_remapped == {"BTREE": 1, "IVF_HNSW_SQ": 1, "IVF_HNSW_FLAT": 1}
     _ok(uri, before, oracle, 8)

@@ -11,16 +11,15 @@ import pytest
 
 from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.spark.indices.index_remap import index_entries
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
 SCALARS = (("id", "BTREE", None), ("cat", "BITMAP", None), ("text", "INVERTED", None))
 
 
-def _between_plan_and_commit(monkeypatch: pytest.MonkeyPatch, action) -> None:
+def _between_plan_and_commit(action) -> Tuning:
     """Run ``action`` once, after the rewrite tasks and right before the job's first commit."""
-    from lance_spark_ops.spark.runtime import job
-
     done: list[int] = []
 
     def hook(kind: str, attempt: int) -> None:
@@ -28,7 +27,7 @@ def _between_plan_and_commit(monkeypatch: pytest.MonkeyPatch, action) -> None:
             done.append(attempt)
             action()
 
-    monkeypatch.setattr(job, "_before_commit_hook", hook)
+    return Tuning(before_commit=hook)
 
 
 def _index_dirs_referenced(uri: str) -> bool:
@@ -52,9 +51,9 @@ def test_index_created_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     uri = str(tmp_path / "ds")
     build(uri, "2.2", False, scalar=SCALARS, vector=())
-    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).create_scalar_index(
+    hook = _between_plan_and_commit(lambda: lance.dataset(uri).create_scalar_index(
         "labels", "LABEL_LIST"))
-    m = compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=defer)
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook, defer_index_remap=defer)
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) < 8 and m.commits == 1
     assert "labels_idx" in {i["name"] for i in ds.list_indices()}
@@ -78,8 +77,8 @@ def test_index_replaced_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyP
         lance.dataset(uri).create_scalar_index("id", "BTREE", replace=True)
         replaced.update({i.name: bytes(i.uuid.uuid) for i in index_entries(Dataset.open(uri))})
 
-    _between_plan_and_commit(monkeypatch, replace)
-    m = compact(None, uri, target_rows_per_fragment=1000)
+    hook = _between_plan_and_commit(replace)
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
     now = {i.name: bytes(i.uuid.uuid) for i in index_entries(Dataset.open(uri))}
     assert replaced["id_idx"] != old["id_idx"] and now["id_idx"] not in (old["id_idx"], replaced["id_idx"])
@@ -93,8 +92,8 @@ def test_index_dropped_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, scalar=SCALARS, vector=()))
-    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).drop_index("cat_idx"))
-    m = compact(None, uri, target_rows_per_fragment=1000)
+    hook = _between_plan_and_commit(lambda: lance.dataset(uri).drop_index("cat_idx"))
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
     assert "cat_idx" not in {i["name"] for i in ds.list_indices()}
     assert m.indices_remapped == {"BTREE": 1, "INVERTED": 1}
@@ -117,8 +116,8 @@ def test_concurrent_delete_on_indexed_fragments(tmp_path: Path, monkeypatch: pyt
         lance.dataset(uri).delete("id % 10 = 7")
         expected.update(queries(lance.dataset(uri)))
 
-    _between_plan_and_commit(monkeypatch, delete)
-    m = compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=defer)
+    hook = _between_plan_and_commit(delete)
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook, defer_index_remap=defer)
     ds = lance.dataset(uri)
     assert m.commits == 1 and len(ds.get_fragments()) < 8
     assert queries(ds) == expected and set(unindexed(ds).values()) == {0}

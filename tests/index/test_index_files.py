@@ -142,9 +142,7 @@ def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path, monkeypatch: pytes
     import lance
     import pyarrow as pa
 
-    from lance_spark_ops.spark.indices import index_remap_tasks as task
-
-    monkeypatch.setattr(task, "BTREE_STREAM_ROWS", stream_rows)
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     n = 10_000
     f = np.random.default_rng(0).random(n)
@@ -159,7 +157,7 @@ def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path, monkeypatch: pytes
     lance.dataset(ours).delete("id % 10 = 3")
     shutil.copytree(ours, theirs)
     lance.dataset(theirs).optimize.compact_files(target_rows_per_fragment=n)
-    compact(None, ours, target_rows_per_fragment=n)
+    compact(None, ours, target_rows_per_fragment=n, tuning=Tuning(btree_stream_rows=stream_rows))
     mine, pylance = _files(ours), _files(theirs)
     assert mine.keys() == {"s_bt", "f_bt", "b_bt"}
     for name in mine:

@@ -17,6 +17,7 @@ from pyroaring import BitMap
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.params import NoParams
 from lance_spark_ops.spark.indices import index_registry
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.indexing import (
@@ -40,13 +41,13 @@ class RecordingBuilder(SegmentBuilder):
     def __init__(self) -> None:
         self.requests: list[SegmentRequest] = []
 
-    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> NoParams:
         if params:
             raise InvalidInputError(f"unknown parameter {sorted(params)[0]!r}")
-        return {}
+        return NoParams()
 
-    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
-        return {}
+    def params_of(self, kind: str, index: Any) -> NoParams:
+        return NoParams()
 
     def build(self, job: Any, req: SegmentRequest) -> BuiltSegment:
         from google.protobuf import any_pb2
@@ -257,8 +258,8 @@ def test_concurrent_append_stays_unindexed(tmp_path: Any, recorder: RecordingBui
 
     uri = str(tmp_path / "ds")
     _make(uri)
-    with before_commit(lambda attempt: _append(uri, 7000) if attempt == 0 else None):
-        optimize_indices(None, uri)
+    optimize_indices(None, uri,
+                     tuning=before_commit(lambda attempt: _append(uri, 7000) if attempt == 0 else None))
     ds = Dataset.open(uri)
     (seg,) = user_segments(ds)["x_idx"]
     assert sorted(BitMap.deserialize(seg.fragment_bitmap)) == [1, 2, 3]
@@ -279,8 +280,7 @@ def test_concurrent_optimize_of_the_same_index(tmp_path: Any, recorder: Recordin
         if attempt == 0 and len(calls) == 1:
             lance.dataset(uri).optimize.optimize_indices()
 
-    with before_commit(theirs):
-        m = optimize_indices(None, uri)
+    m = optimize_indices(None, uri, tuning=before_commit(theirs))
     ds = Dataset.open(uri)
     (seg,) = user_segments(ds)["x_idx"]
     assert m.commits == 0 and len(recorder.requests) == 1

@@ -13,6 +13,7 @@ from lance_spark_ops.index.kinds import VECTOR_KINDS
 from lance_spark_ops.index.vector import ivf_params
 from lance_spark_ops.index.vector.hnsw import Params
 from lance_spark_ops.index.vector.ivf_build import details
+from lance_spark_ops.index.vector.vector_params import VectorParams
 
 VEC = pa.field("vec", pa.list_(pa.float32(), 8))
 
@@ -84,9 +85,10 @@ def test_params_round_trip_through_details(kind: str) -> None:
 
 
 def test_targets_and_graphs() -> None:
-    assert ivf_params.target_size("IVF_PQ", {}) == 8192 and ivf_params.target_size("IVF_FLAT", {}) == 4096
-    assert ivf_params.target_size("IVF_HNSW_SQ", {"target_partition_size": None}) == 1 << 20
-    assert ivf_params.target_size("IVF_PQ", {"target_partition_size": 100}) == 100
+    p0 = VectorParams()
+    assert ivf_params.target_size("IVF_PQ", p0) == 8192 and ivf_params.target_size("IVF_FLAT", p0) == 4096
+    assert ivf_params.target_size("IVF_HNSW_SQ", VectorParams(target_partition_size=None)) == 1 << 20
+    assert ivf_params.target_size("IVF_PQ", VectorParams(target_partition_size=100)) == 100
     assert ivf_params.recommended_partitions(100_000, 8192) == 12
     assert ivf_params.recommended_partitions(10, 8192) == 1
     assert ivf_params.recommended_partitions(1 << 40, 4096) == 4096

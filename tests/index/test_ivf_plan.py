@@ -11,7 +11,7 @@ import pytest
 from lance_spark_ops.bin_packing import largest_first
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.index.vector import ivf_plan, ivf_train
-from lance_spark_ops.index.vector.ivf_params import DEFAULTS
+from lance_spark_ops.index.vector.vector_params import VectorParams
 
 
 def test_largest_first() -> None:
@@ -89,8 +89,8 @@ def test_segment_and_partition_shares() -> None:
     assert ivf_plan.move_tasks([1, 2, 3, 4], sizes, 2, 1000) == 2
 
 
-def _params(**kw: object) -> dict:
-    return {**DEFAULTS, **kw}
+def _params(**kw: object) -> VectorParams:
+    return VectorParams(**kw)
 
 
 def test_training_plan() -> None:

@@ -7,6 +7,7 @@ from pathlib import Path
 
 from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versions
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 
@@ -40,15 +41,13 @@ def test_hnsw_graph_tasks_on_spark(spark, tmp_path: Path, monkeypatch) -> None: 
     and one assembly task; pylance answers as before, with 0 unindexed rows."""
     import lance
 
-    from lance_spark_ops.spark.indices import index_remap
 
     uri = str(tmp_path / "ds")
     ds = build(uri, "2.2", False, scalar=(), vector=(), delete="")
     ds.create_index("vec_h", "IVF_HNSW_SQ", name="vec_hnsw", num_partitions=4)
     lance.dataset(uri).delete("id % 9 = 4")
     before = queries(lance.dataset(uri))
-    monkeypatch.setattr(index_remap, "GRAPH_TASK_MIN_ROWS", 1)
-    m = compact(spark, uri, target_rows_per_fragment=2400)
+    m = compact(spark, uri, target_rows_per_fragment=2400, tuning=Tuning(graph_task_min_rows=1))
     assert m.indices_remapped == {"IVF_HNSW_SQ": 1} and m.fragments_removed == 8
     assert m.seconds["remap_indices"] > 0
     ds = lance.dataset(uri)

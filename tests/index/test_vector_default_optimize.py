@@ -17,6 +17,7 @@ import pytest
 
 from lance_spark_ops.index.vector.ivf_split import partition_adjustment
 from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
+from lance_spark_ops.spark.runtime.tuning import Tuning
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
@@ -292,8 +293,7 @@ def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch:
         return out
 
     monkeypatch.setattr(vi.VectorSegmentBuilder, "_move", staticmethod(spy))
-    monkeypatch.setattr(vi, "PIECE_ROWS", pieces)
-    optimize_indices(spark if through_spark else None, ours)
+    optimize_indices(spark if through_spark else None, ours, tuning=Tuning(vector_piece_rows=pieces))
     lance.dataset(theirs).optimize.optimize_indices()
     got, want = _shape(ours), _shape(theirs)
     assert got == want and got[0] == 1 and got[1][0] > k and got[2] == 0, (got, want)

@@ -1,4 +1,4 @@
-"""Partitions too large for one task are gathered in pieces (``spark.indices.vector_index.PIECE_ROWS``
+"""Partitions too large for one task are gathered in pieces (``Tuning.vector_piece_rows``
 forced tiny here): the segment pylance reads is the one an unsplit build writes - the same
 storage rows in the same order (PQ codes transposed over whole partitions), ``index_stats`` and
 query answers equal - and, with given models, pylance's own index's rows and codes; the same for
@@ -14,6 +14,7 @@ import pytest
 
 from lance_spark_ops.spark.indices import vector_index
 from lance_spark_ops.spark.indices import vector_index_tasks as tasks
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.index.test_build_vector import (
     DIM,
     PARTS,
@@ -31,7 +32,7 @@ PIECE = 97  # rows a range task holds: partitions of ~700 rows go in 7-8 pieces
 
 @pytest.fixture
 def split_parts(monkeypatch: pytest.MonkeyPatch) -> list:
-    """The parts the assembly got (to show that pieces were made), once ``PIECE_ROWS`` is set."""
+    """The parts the assembly got (to show that pieces were made), once ``vector_piece_rows`` is set."""
     seen: list = []
     real = tasks.run_assemble
 
@@ -110,8 +111,8 @@ def test_build_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: li
     pieces = _copy(whole, "pieces.lance")
     kw = _model(kind, 21)
     build_index(whole, "vec", kind, "vec_idx", num_partitions=PARTS, **kw)
-    monkeypatch.setattr(vector_index, "PIECE_ROWS", PIECE)
-    build_index(pieces, "vec", kind, "vec_idx", num_partitions=PARTS, **kw)
+    build_index(pieces, "vec", kind, "vec_idx", num_partitions=PARTS, tuning=Tuning(vector_piece_rows=PIECE),
+                **kw)
     lance.dataset(theirs).create_index("vec", kind, name="vec_idx", num_partitions=PARTS, **kw)
     big = sum(p["size"] > PIECE for p in _stats(whole)["indices"][0]["partitions"])
     assert big >= 2 and _pieced(split_parts[-1]) == big and all(
@@ -137,8 +138,8 @@ def test_merge_in_pieces_equals_whole(tmp_path: Path, kind: str, split_parts: li
     lance.dataset(whole).delete("id = 5 OR id = 3001")
     pieces = _copy(whole, "pieces.lance")
     build_index(whole, "vec", kind, "vec_idx", fragment_ids=new, model_from=first, merge_with=[first])
-    monkeypatch.setattr(vector_index, "PIECE_ROWS", PIECE)
-    build_index(pieces, "vec", kind, "vec_idx", fragment_ids=new, model_from=first, merge_with=[first])
+    build_index(pieces, "vec", kind, "vec_idx", fragment_ids=new, model_from=first, merge_with=[first],
+                tuning=Tuning(vector_piece_rows=PIECE))
     assert _pieced(split_parts[-1]) == 2
     assert _aux_rows(pieces) == _aux_rows(whole)
     assert _stats(pieces) == _stats(whole)

@@ -15,6 +15,7 @@ from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.spark.indices.index_segment import SegmentRequest
 from lance_spark_ops.spark.indices.vector_index import VECTOR_BUILDER
 from lance_spark_ops.spark.runtime.job import Job
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
@@ -31,6 +32,7 @@ def build_index(
     model_from: Any = None,
     merge_with: list[Any] = (),
     replace: bool = True,
+    tuning: Tuning | None = None,
     **params: Any,
 ) -> Any:
     """Build and commit; returns the new IndexMetadata."""
@@ -57,7 +59,7 @@ def build_index(
         row_ids=ds.uses_stable_row_ids,
         file_version=_file_version(ds),
     )
-    with Job(spark, "create_index", uri) as job:
+    with Job(spark, "create_index", uri, tuning=tuning) as job:
         built = VECTOR_BUILDER.build(job, req)
     entry = table_pb2.IndexMetadata(
         name=name,

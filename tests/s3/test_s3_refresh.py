@@ -102,7 +102,7 @@ def test_one_compaction_outlives_its_credentials(spark, s3: S3, tmp_path, capfd,
     import pyarrow as pa
 
     from lance_spark_ops.spark import compact
-    from lance_spark_ops.spark.runtime import job
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     uri = s3.uri("t.lance")
     data = pa.table({"id": pa.array(range(1200), pa.int64()), "s": pa.array([f"v{i}" for i in range(1200)])})
@@ -120,11 +120,10 @@ def test_one_compaction_outlives_its_credentials(spark, s3: S3, tmp_path, capfd,
             _wait_past(math.ceil(first) + 1)
             held.append(first)
 
-    monkeypatch.setattr(job, "_before_commit_hook", barrier)
     with Recording(s3.endpoint) as rec:
         offset = {"credentials_refresh_offset_seconds": str(OFFSET_S)}
         metrics = compact(spark, namespace=namespace, table_id="t", target_rows_per_fragment=400,
-                          commit_every=1, storage_options=offset)
+                          commit_every=1, storage_options=offset, tuning=Tuning(before_commit=barrier))
     out, err = capfd.readouterr()
     assert metrics.commits == 3 and metrics.fragments_removed == 12 and metrics.fragments_added == 3
     ds = lance.dataset(uri, storage_options=s3.options)

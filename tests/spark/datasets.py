@@ -2,11 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
 
 import numpy as np
 import pyarrow as pa
+
+from lance_spark_ops.spark.runtime.tuning import Tuning
 
 
 def small_fragments(uri: str, version: str, *, stable: bool = False, fragments: int = 8, rows: int = 300,
@@ -42,18 +43,10 @@ def rows_multiset(table: pa.Table, columns: list[str]) -> list[tuple]:
     return sorted(zip(*(table.column(c).to_pylist() for c in columns), strict=True))
 
 
-@contextmanager
-def before_commit(fn: Callable[[int], None]) -> Iterator[None]:
-    """Run ``fn(attempt)`` right before each commit attempt of the jobs run inside (the jobs'
-    private test hook; a concurrent writer goes here)."""
-    from lance_spark_ops.spark.runtime import job
-
-    previous = job._before_commit_hook
-    job._before_commit_hook = lambda kind, attempt: fn(attempt)
-    try:
-        yield
-    finally:
-        job._before_commit_hook = previous
+def before_commit(fn: Callable[[int], None]) -> Tuning:
+    """The tuning that runs ``fn(attempt)`` right before each commit attempt of the job given it
+    (``tuning=``; a concurrent writer goes here)."""
+    return Tuning(before_commit=lambda kind, attempt: fn(attempt))
 
 
 def data_file_names(uri: str) -> set[str]:

@@ -136,15 +136,14 @@ def test_concurrent_append_is_computed_too(tmp_path: Path) -> None:
             lance.dataset(uri).delete("a = 5001")
 
     fn = ColumnFunction(lambda b: {"d": pc.add(b.column("a"), 1)}, pa.schema([("d", pa.int64())]), ("a",))
-    with before_commit(concurrent):
-        m = add_columns(None, uri, fn)
+    m = add_columns(None, uri, fn, tuning=before_commit(concurrent))
     assert m.rounds == 2 and m.fragments_recomputed == 1
     tbl = _table(uri)
     assert tbl.num_rows == LIVE + 399
     assert tbl.column("d").equals(pc.add(tbl.column("a"), 1))
     # all-null columns over a concurrent append: metadata only, still committed
-    with before_commit(lambda rnd: concurrent(rnd) if rnd == 1 else None):
-        m = add_columns(None, uri, pa.schema([("n", pa.string())]))
+    m = add_columns(None, uri, pa.schema([("n", pa.string())]),
+                    tuning=before_commit(lambda rnd: concurrent(rnd) if rnd == 1 else None))
     assert m.rounds == 2 and m.files_written == 0
     assert _table(uri).column("n").null_count == LIVE + 2 * 399  # a = 5001 deleted in both copies
 
@@ -226,8 +225,7 @@ def test_sql_with_concurrent_append(spark, tmp_path: Path) -> None:
         if rnd == 1:
             lance.write_dataset(extra, uri, mode="append")
 
-    with before_commit(concurrent):
-        m = add_columns(spark, uri, {"b": "a - u"})
+    m = add_columns(spark, uri, {"b": "a - u"}, tuning=before_commit(concurrent))
     assert m.rounds == 2 and m.fragments_recomputed == 1
     tbl = _table(uri)
     assert tbl.num_rows == LIVE + 300

@@ -11,13 +11,13 @@ import pytest
 from lance_spark_ops.errors import IncompatibleTransaction
 from lance_spark_ops.spark.files import compaction as compact_mod
 from lance_spark_ops.spark.files.compaction import compact
-from lance_spark_ops.spark.runtime import job as job_mod
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.spark.datasets import small_fragments
 
 
-def _between_plan_and_commit(monkeypatch, action) -> None:
-    """Run ``action`` after the rewrite tasks, before the commit (the jobs' test hook)."""
-    monkeypatch.setattr(job_mod, "_before_commit_hook", lambda kind, attempt: action())
+def _between_plan_and_commit(action) -> Tuning:
+    """Run ``action`` after the rewrite tasks, before the commit (the jobs' tuning hook)."""
+    return Tuning(before_commit=lambda kind, attempt: action())
 
 
 def _data_files(uri: str) -> set[str]:
@@ -33,8 +33,8 @@ def test_concurrent_append_commits(tmp_path: Path, monkeypatch, stable: bool, ve
     small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table()
     extra = before.slice(0, 5)
-    _between_plan_and_commit(monkeypatch, lambda: lance.write_dataset(extra, uri, mode="append"))
-    m = compact(None, uri, target_rows_per_fragment=1000)
+    hook = _between_plan_and_commit(lambda: lance.write_dataset(extra, uri, mode="append"))
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     after = lance.dataset(uri).to_table()
     assert after.num_rows == before.num_rows + 5
     assert m.commits == 1
@@ -49,8 +49,8 @@ def test_concurrent_delete_is_carried(tmp_path: Path, monkeypatch, stable: bool,
     uri = str(tmp_path / "ds")
     small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table(with_row_id=True)
-    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri).delete("id % 10 = 7 OR id = 300001"))
-    m = compact(None, uri, target_rows_per_fragment=1000)
+    hook = _between_plan_and_commit(lambda: lance.dataset(uri).delete("id % 10 = 7 OR id = 300001"))
+    m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
     after = ds.to_table(with_row_id=True)
     ids = [i for i in before["id"].to_pylist() if i % 10 != 7 and i != 300001]
@@ -70,9 +70,9 @@ def test_concurrent_overwrite_aborts_cleanly(tmp_path: Path, monkeypatch) -> Non
     small_fragments(uri, "2.0", fragments=4)
     files_before = _data_files(uri)
     replacement = lance.dataset(uri).to_table().slice(0, 10)
-    _between_plan_and_commit(monkeypatch, lambda: lance.write_dataset(replacement, uri, mode="overwrite"))
+    hook = _between_plan_and_commit(lambda: lance.write_dataset(replacement, uri, mode="overwrite"))
     with pytest.raises(IncompatibleTransaction):
-        compact(None, uri, target_rows_per_fragment=1000)
+        compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     assert lance.dataset(uri).to_table().equals(replacement)
     leftover = {n for n in _data_files(uri) - files_before if n.startswith("lso-")}
     assert not leftover, f"files of the failed compaction were left behind: {leftover}"
@@ -86,9 +86,9 @@ def test_concurrent_restore_aborts_cleanly(tmp_path: Path, monkeypatch, version:
     small_fragments(uri, version, fragments=4)
     first = lance.dataset(uri, version=1).to_table()
     files_before = _data_files(uri)
-    _between_plan_and_commit(monkeypatch, lambda: lance.dataset(uri, version=1).restore())
+    hook = _between_plan_and_commit(lambda: lance.dataset(uri, version=1).restore())
     with pytest.raises(IncompatibleTransaction):
-        compact(None, uri, target_rows_per_fragment=1000)
+        compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     assert lance.dataset(uri).to_table().equals(first)
     leftover = {n for n in _data_files(uri) - files_before if n.startswith("lso-")}
     assert not leftover, f"files of the failed compaction were left behind: {leftover}"
@@ -136,9 +136,9 @@ def test_concurrent_update_is_carried(tmp_path: Path, monkeypatch, stable: bool,
     uri = str(tmp_path / "ds")
     small_fragments(uri, version, stable=stable, fragments=4)
     before = lance.dataset(uri).to_table()
-    _between_plan_and_commit(monkeypatch,
-                             lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
-    compact(None, uri, target_rows_per_fragment=1000)
+    hook = _between_plan_and_commit(
+        lambda: lance.dataset(uri).update({"f": "-1.0"}, where="id % 10 = 5"))
+    compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     after = lance.dataset(uri).to_table()
     assert sorted(after["id"].to_pylist()) == sorted(before["id"].to_pylist())
     moved = {i for i, f in zip(after["id"].to_pylist(), after["f"].to_pylist(), strict=True) if f == -1.0}

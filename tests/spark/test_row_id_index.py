@@ -183,8 +183,7 @@ def test_rebuild_retries_over_a_concurrent_append(stable_copy: str) -> None:
             lance.write_dataset(extra, stable_copy, mode="append")
 
     before = _mapping(stable_copy)
-    with before_commit(concurrent):
-        m = rebuild_row_id_index(None, stable_copy)
+    m = rebuild_row_id_index(None, stable_copy, tuning=before_commit(concurrent))
     assert m.attempts == 2 and m.new_version == m.read_version + 1
     after = _mapping(stable_copy)
     assert after.num_rows == before.num_rows + 100

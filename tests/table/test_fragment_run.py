@@ -14,8 +14,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import lance_spark_ops.spark.runtime.job as job_module
 from lance_spark_ops.spark.files.compaction import compact
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.operations import BuildOptions, build_manifest
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -101,8 +101,8 @@ def test_compaction_commit_builds_no_old_fragment(tmp_path, monkeypatch) -> None
         return original(cls, ids, *rest)
 
     monkeypatch.setattr(DataFragment, "lazy_bytes", classmethod(counting))
-    monkeypatch.setattr(job_module, "_before_commit_hook", lambda kind, attempt: committing.append(True))
-    m = compact(None, uri, target_rows_per_fragment=4000)
+    hook = Tuning(before_commit=lambda kind, attempt: committing.append(True))
+    m = compact(None, uri, target_rows_per_fragment=4000, tuning=hook)
     assert committing and m.fragments_removed == n and m.fragments_added >= 1
     assert sum(built) <= m.fragments_added  # only the new version's fragments, none of the 3000
     assert (m.read_version, m.reservation_versions, m.new_version) == (1, [2], 3)

@@ -12,6 +12,7 @@ import pytest
 
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
 from lance_spark_ops.spark.files.vacuuming import parse_duration, vacuum
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.cleanup import CleanupError
 from tests.vacuum.helpers import add_unverified, files, history_dataset, table, touch, twin
 
@@ -32,13 +33,13 @@ def _rows(uri: str | Path) -> list:
     return sorted(lance.dataset(str(uri)).to_table().to_pylist(), key=lambda r: r["id"])
 
 
-def compare(src: Path, tmp: Path, spark=None, **kw) -> tuple[set[str], object]:
-    """Run pylance on one copy and us on another: same files removed, same stats."""
+def compare(src: Path, tmp: Path, spark=None, tuning: Tuning | None = None, **kw) -> tuple[set[str], object]:
+    """Run pylance on one copy and us (with ``tuning``) on another: same files removed, same stats."""
     theirs, ours = twin(src, tmp / "theirs"), twin(src, tmp / "ours")
     before = files(src)
     expected_rows = _rows(src)
     stats = lance.dataset(str(theirs)).cleanup_old_versions(**kw)
-    m = vacuum(spark, str(ours), **kw)
+    m = vacuum(spark, str(ours), tuning=tuning, **kw)
     removed_theirs = set(before) - set(files(theirs))
     removed_ours = set(before) - set(files(ours))
     assert removed_ours == removed_theirs
@@ -184,15 +185,12 @@ def test_symlinks_not_followed(tmp_path: Path) -> None:
 def test_rate_limit_and_batches(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import time
 
-    import lance_spark_ops.spark.files.vacuuming as mod
-
     root = tmp_path / "ds.lance"
     lance.write_dataset(table(20), root)
     for i in range(30):
         touch(root / "data" / f"junk{i}.lance", age_days=30)
-    monkeypatch.setattr(mod, "DELETES_PER_TASK", 7)
     t0 = time.monotonic()
-    m = vacuum(None, str(root), max_deletes_per_second=200, parallelism=1)
+    m = vacuum(None, str(root), max_deletes_per_second=200, parallelism=1, tuning=Tuning(deletes_per_task=7))
     assert time.monotonic() - t0 >= 30 / 200  # 30 deletes at 200/s in one lane
     assert m.data_files_removed == 30 and not any("junk" in p for p in files(root))
 

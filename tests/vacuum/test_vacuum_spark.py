@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-import lance_spark_ops.spark.files.vacuuming as mod
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.vacuum.helpers import files, twin
 from tests.vacuum.test_vacuum import _rows, compare, template  # noqa: F401 - fixture
 
@@ -27,10 +27,9 @@ def _job():
 def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F811
                                monkeypatch: pytest.MonkeyPatch) -> None:
     # small batches so manifests and deletes really spread over several tasks
-    monkeypatch.setattr(mod, "MANIFESTS_PER_TASK", 3)
-    monkeypatch.setattr(mod, "DELETES_PER_TASK", 4)
     removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),
-                         error_if_tagged_old_versions=False, delete_unverified=True)
+                         error_if_tagged_old_versions=False, delete_unverified=True,
+                         tuning=Tuning(manifests_per_task=3, deletes_per_task=4))
     assert m.old_versions >= 6 and len(removed) > 8
 
 

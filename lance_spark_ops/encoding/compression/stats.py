@@ -21,11 +21,10 @@ Example: ``bit_widths`` of 2048 uint32 values 0..2047 is ``[10, 11]``.
 
 from __future__ import annotations
 
-import functools
-
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.encoding.blocks import (
     ConstantBlock,
     DataBlock,
@@ -201,11 +200,22 @@ def _as_arrow(block: DataBlock) -> pa.Array | None:
     return None
 
 
-@functools.lru_cache(maxsize=64)
+_SAMPLES = region("encoding.sample_positions", max_entries=64)
+_NONE = np.zeros(0, np.int64)  # a cached "too few values"
+
+
 def _sample_indices(n: int, max_samples: int) -> np.ndarray | None:
     """Lance's deterministic sample positions for a block of ``n`` values (None: too few):
     ``min(32, sample)`` evenly spaced runs of ``sample // runs`` values. Pages of a column
     share their length, so this is computed once per length."""
+    hit = _SAMPLES.get((n, max_samples))
+    if hit is None:
+        hit = _sample_positions(n, max_samples)
+        _SAMPLES.put((n, max_samples), _NONE if hit is None else hit, 64 + (0 if hit is None else hit.nbytes))
+    return None if hit is _NONE else hit
+
+
+def _sample_positions(n: int, max_samples: int) -> np.ndarray | None:
     sample = min(n, max_samples)
     if sample < 1024:
         return None

@@ -27,16 +27,36 @@ import pyarrow.compute as pc
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.alnum import split_pattern
 from lance_spark_ops.index.fts.stop_words import ENGLISH_STOP_WORDS
+from lance_spark_ops.index.params import IndexParams
+
+
+@dataclass(frozen=True, eq=False)
+class TokenizerParams(IndexParams):
+    """An INVERTED build's checked parameters (pylance's names, ``DEFAULT_PARAMS``' order: the
+    ``metadata.lance`` params JSON is ``as_dict()``)."""
+
+    lance_tokenizer: str = "text"
+    base_tokenizer: str = "simple"
+    language: str = "English"
+    with_position: bool = False
+    max_token_length: int | None = 40
+    lower_case: bool = True
+    stem: bool = True
+    remove_stop_words: bool = True
+    custom_stop_words: list[str] | None = None  # a list, as pylance reports it
+    ascii_folding: bool = True
+    min_ngram_length: int = 3
+    max_ngram_length: int = 3
+    prefix_only: bool = False
+    block_size: int = 128
+    split_identifiers: bool = False
+    split_on_numerics: bool = False
+    preserve_original: bool = False
+    index_operators: bool = False
+
 
 # pylance 14's defaults for create_scalar_index(..., "INVERTED") (its index_stats shows them)
-DEFAULT_PARAMS: dict[str, Any] = {
-    "lance_tokenizer": "text", "base_tokenizer": "simple", "language": "English",
-    "with_position": False, "max_token_length": 40, "lower_case": True, "stem": True,
-    "remove_stop_words": True, "custom_stop_words": None, "ascii_folding": True,
-    "min_ngram_length": 3, "max_ngram_length": 3, "prefix_only": False, "block_size": 128,
-    "split_identifiers": False, "split_on_numerics": False, "preserve_original": False,
-    "index_operators": False,
-}
+DEFAULT_PARAMS: dict[str, Any] = TokenizerParams().as_dict()
 BASE_TOKENIZERS = ("simple", "whitespace", "raw")
 _SPLIT = {"simple": split_pattern(), "whitespace": r"[\t\n\x0b\x0c\r ]+"}
 _CODE_FLAGS = ("split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
@@ -44,9 +64,10 @@ _BOOL = ("with_position", "lower_case", "stem", "remove_stop_words", "ascii_fold
          "split_identifiers", "split_on_numerics", "preserve_original", "index_operators")
 
 
-def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """The full parameter set (pylance's defaults filled in); InvalidInputError names a bad one,
-    UnsupportedError a tokenizer this library does not reproduce."""
+def check_params(params: Mapping[str, Any]) -> TokenizerParams:
+    """``params`` (pylance's names) parsed once into the full parameter set (pylance's defaults
+    filled in); InvalidInputError names a bad one, UnsupportedError a tokenizer this library
+    does not reproduce."""
     unknown = sorted(set(params) - set(DEFAULT_PARAMS))
     if unknown:
         raise InvalidInputError(f"INVERTED index: unknown parameter(s) {unknown}; "
@@ -87,7 +108,7 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     for k in ("min_ngram_length", "max_ngram_length"):
         if isinstance(out[k], bool) or not isinstance(out[k], int) or out[k] <= 0:
             raise InvalidInputError(f"INVERTED index: {k} must be a positive int, got {out[k]!r}")
-    return out
+    return TokenizerParams(**out)
 
 
 @dataclass(frozen=True)
@@ -128,21 +149,21 @@ def _fold(t: str) -> str:
     return t if t.isascii() else "".join(_fold_char(c) for c in t)
 
 
-def token_filter(params: Mapping[str, Any]) -> Callable[[list[str]], list[str | None]]:
+def token_filter(params: TokenizerParams) -> Callable[[list[str]], list[str | None]]:
     """The per-token part of the pipeline over a list of distinct raw tokens: each one's
     indexed token, or None if it leaves. Stemming goes through Snowball's batch call (C with
     PyStemmer installed, else pure Python)."""
-    limit = params["max_token_length"]
+    limit = params.max_token_length
     stemmer = None
-    if params["stem"]:
+    if params.stem:
         import snowballstemmer
 
         stemmer = snowballstemmer.stemmer("english")
     stops: frozenset[str] | None = None
-    if params["remove_stop_words"]:
-        csw = params["custom_stop_words"]
+    if params.remove_stop_words:
+        csw = params.custom_stop_words
         stops = frozenset(csw) if csw is not None else ENGLISH_STOP_WORDS
-    lower, fold = params["lower_case"], params["ascii_folding"]
+    lower, fold = params.lower_case, params.ascii_folding
 
     def f(tokens: list[str]) -> list[str | None]:
         arr = pa.array(tokens, pa.large_string())
@@ -179,8 +200,8 @@ def _split(texts: pa.Array, base: str) -> pa.Array:
 class Analyzer:
     """Tokenizes string arrays with one parameter set; remembers filtered distinct tokens."""
 
-    def __init__(self, params: Mapping[str, Any]) -> None:
-        self.params = dict(params)
+    def __init__(self, params: TokenizerParams) -> None:
+        self.params = params
         self._filter = token_filter(params)
         self._memo: dict[str, str | None] = {}
 
@@ -196,7 +217,7 @@ class Analyzer:
     def tokenize(self, texts: pa.Array) -> Tokens:
         texts = texts.cast(pa.large_string()) if pa.types.is_large_string(texts.type) is False else texts
         n = len(texts)
-        base = self.params["base_tokenizer"]
+        base = self.params.base_tokenizer
         if base == "raw":
             pieces = pc.fill_null(texts, "")
             lengths = np.where(texts.is_null().to_numpy(zero_copy_only=False), 0, 1)

@@ -25,7 +25,7 @@ tokenizer 4 = ``InvertedIndexDetails``, signature_version 5 = 0).
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 import numpy as np
@@ -33,7 +33,8 @@ import pyarrow as pa
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
-from lance_spark_ops.index.fts.tokenizer import Analyzer
+from lance_spark_ops.index.fts.tokenizer import Analyzer, TokenizerParams
+from lance_spark_ops.index.params import IndexParams
 from lance_spark_ops.index.scalar.bloomfilter import xxh64
 from lance_spark_ops.kernels import load
 from lance_spark_ops.pb_wire import encode_varint
@@ -48,17 +49,39 @@ SEPARATOR = 0x1F
 PAGE_ROWS = 4096
 SHINGLE_CHUNK = 1 << 15  # shingles permuted at a time (x num_hashes u64 each)
 
-DEFAULTS: dict[str, Any] = {"num_hashes": 128, "num_bands": 16, "shingle_size": 3}
-# the tokenizer keys pylance's MinHash takes (InvertedIndexParams), with its dedup defaults
-TOKENIZER_DEFAULTS: dict[str, Any] = {
-    "base_tokenizer": "simple", "language": "English", "max_token_length": 40, "lower_case": True,
-    "stem": False, "remove_stop_words": False, "ascii_folding": True}
+
+
+@dataclass(frozen=True, eq=False)
+class MinHashTokenizer(IndexParams):
+    """The tokenizer keys pylance's MinHash takes (InvertedIndexParams), with its dedup defaults."""
+
+    base_tokenizer: str = "simple"
+    language: str = "English"
+    max_token_length: int | None = 40
+    lower_case: bool = True
+    stem: bool = False
+    remove_stop_words: bool = False
+    ascii_folding: bool = True
+
+
+@dataclass(frozen=True, eq=False)
+class MinHashParams(IndexParams):
+    """A MINHASHLSH build's checked parameters (pylance's names)."""
+
+    num_hashes: int = 128
+    num_bands: int = 16
+    shingle_size: int = 3
+    tokenizer: MinHashTokenizer = field(default_factory=MinHashTokenizer)
+
+
+DEFAULTS: dict[str, Any] = {k: v for k, v in MinHashParams().items() if k != "tokenizer"}
+TOKENIZER_DEFAULTS: dict[str, Any] = MinHashTokenizer().as_dict()
 _MASK = (1 << 64) - 1
 
 
-def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
-    """pylance's parameters (num_hashes, num_bands, shingle_size, tokenizer) with its defaults;
-    ``InvalidInputError`` names a bad one."""
+def check_params(params: Mapping[str, Any]) -> MinHashParams:
+    """pylance's parameters (num_hashes, num_bands, shingle_size, tokenizer) parsed once, with
+    its defaults; ``InvalidInputError`` names a bad one."""
     unknown = sorted(set(params) - {*DEFAULTS, "tokenizer"})
     if unknown:
         raise InvalidInputError(f"MINHASHLSH index: unknown parameter(s) {unknown} "
@@ -84,32 +107,31 @@ def check_params(params: Mapping[str, Any]) -> dict[str, Any]:
     if bad:
         raise UnsupportedError(f"MINHASHLSH index: tokenizer setting(s) {bad} are not supported by this "
                                f"library (supported: {sorted(TOKENIZER_DEFAULTS)})")
-    out["tokenizer"] = {**TOKENIZER_DEFAULTS, **tok}
-    return out
+    return MinHashParams(**out, tokenizer=MinHashTokenizer(**{**TOKENIZER_DEFAULTS, **tok}))
 
 
-def analyzer_params(params: Mapping[str, Any]) -> dict[str, Any]:
+def analyzer_params(params: MinHashParams) -> TokenizerParams:
     """The FTS analyzer settings of the MinHash tokenizer."""
     from lance_spark_ops.index.fts.tokenizer import check_params as fts_check
 
-    return fts_check({k: v for k, v in params["tokenizer"].items()})
+    return fts_check(params.tokenizer.as_dict())
 
 
-def details(params: Mapping[str, Any]) -> bytes:
+def details(params: MinHashParams) -> bytes:
     """The serialized ``MinHashLshIndexDetails`` (also hex-encoded in the files' metadata)."""
-    t = params["tokenizer"]
+    t = params.tokenizer
     tok = table_pb2.InvertedIndexDetails(
-        base_tokenizer=t["base_tokenizer"], language=f'"{t["language"]}"', with_position=False,
-        max_token_length=t["max_token_length"], lower_case=t["lower_case"], stem=t["stem"],
-        remove_stop_words=t["remove_stop_words"], ascii_folding=t["ascii_folding"], min_ngram_length=3,
+        base_tokenizer=t.base_tokenizer, language=f'"{t.language}"', with_position=False,
+        max_token_length=t.max_token_length, lower_case=t.lower_case, stem=t.stem,
+        remove_stop_words=t.remove_stop_words, ascii_folding=t.ascii_folding, min_ngram_length=3,
         max_ngram_length=3, block_size=128, posting_format_version=2)
-    if t["max_token_length"] is None:
+    if t.max_token_length is None:
         tok.ClearField("max_token_length")
     body = tok.SerializeToString()
 
     v = encode_varint
-    return (b"\x08" + v(params["num_hashes"]) + b"\x10" + v(params["num_bands"])
-            + b"\x18" + v(params["shingle_size"]) + b"\x22" + v(len(body)) + body)
+    return (b"\x08" + v(params.num_hashes) + b"\x10" + v(params.num_bands)
+            + b"\x18" + v(params.shingle_size) + b"\x22" + v(len(body)) + body)
 
 
 def _splitmix(state: int) -> tuple[int, int]:
@@ -285,7 +307,7 @@ def bands_table(sig: np.ndarray, num_bands: int, details_hex: str) -> tuple[pa.T
     return table, page_last.astype("<u8").tobytes()
 
 
-def parse_details(value: bytes) -> dict[str, Any]:
+def parse_details(value: bytes) -> MinHashParams:
     """The parameters of a ``MinHashLshIndexDetails`` (``check_params``' shape); an unknown
     signature version or tokenizer is an ``UnsupportedError``."""
     pos, out = 0, {}

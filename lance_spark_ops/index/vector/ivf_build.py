@@ -35,6 +35,7 @@ from lance_spark_ops.index.serde_float import format_float
 from lance_spark_ops.index.vector import rabitq_storage
 from lance_spark_ops.index.vector.hnsw_file import HNSW_KEY
 from lance_spark_ops.index.vector.ivf import IVF_KEY
+from lance_spark_ops.index.vector.vector_params import VectorParams
 from lance_spark_ops.pb_wire import encode_varint
 
 DETAILS_TYPE_URL = "/lance.index.pb.VectorIndexDetails"
@@ -170,36 +171,36 @@ def index_schema(
     return pa.schema([pa.field("__flat_marker", pa.uint64(), nullable=False)], metadata=meta)
 
 
-def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
+def details(kind: str, metric: str, params: VectorParams) -> bytes:
     """The entry's ``index_details`` (a serialized ``google.protobuf.Any``)."""
     from google.protobuf import any_pb2
 
     msg = index_pb2.VectorIndexDetails(metric_type=METRIC_CODES[metric])
-    if params.get("target_partition_size"):  # as pylance 14: recorded only when given
-        msg.target_partition_size = int(params["target_partition_size"])
+    if params.target_partition_size:  # as pylance 14: recorded only when given
+        msg.target_partition_size = int(params.target_partition_size)
     q = quantizer_of(kind)
     hints = {
-        "lance.ivf.max_iters": str(params["max_iterations"]),
-        "lance.ivf.sample_rate": str(params["sample_rate"]),
+        "lance.ivf.max_iters": str(params.max_iterations),
+        "lance.ivf.sample_rate": str(params.sample_rate),
     }
     if q == "PQ":
-        msg.pq.num_bits = int(params["num_bits"])
-        msg.pq.num_sub_vectors = int(params["num_sub_vectors"])
+        msg.pq.num_bits = int(params.num_bits)
+        msg.pq.num_sub_vectors = int(params.num_sub_vectors)
         hints.update(
             {
-                "lance.pq.max_iters": str(params["max_iterations"]),
-                "lance.pq.sample_rate": str(params["sample_rate"]),
+                "lance.pq.max_iters": str(params.max_iterations),
+                "lance.pq.sample_rate": str(params.sample_rate),
                 "lance.pq.kmeans_redos": "1",
             }
         )
     elif q == "SQ":
         msg.sq.num_bits = 8
-        hints["lance.sq.sample_rate"] = str(params["sample_rate"])
+        hints["lance.sq.sample_rate"] = str(params.sample_rate)
     elif q == "RQ":
         # field 6 (RabitQuantization {num_bits = 1}; fast rotation, column layout: defaults),
         # newer than our protos: written between the scalar fields and the hints, as pylance
         head = msg.SerializeToString()
-        inner = b"\x08" + encode_varint(int(params["num_bits"]))
+        inner = b"\x08" + encode_varint(int(params.num_bits))
         tail = index_pb2.VectorIndexDetails()
         tail.runtime_hints.update(hints)
         value = head + b"\x32" + encode_varint(len(inner)) + inner + tail.SerializeToString()
@@ -208,8 +209,8 @@ def details(kind: str, metric: str, params: Mapping[str, Any]) -> bytes:
         msg.flat.SetInParent()
     if is_hnsw(kind):
         cfg = msg.hnsw_index_config
-        cfg.max_connections, cfg.construction_ef = int(params["m"]), int(params["ef_construction"])
-        cfg.max_level = int(params["max_level"])
+        cfg.max_connections, cfg.construction_ef = int(params.m), int(params.ef_construction)
+        cfg.max_level = int(params.max_level)
         hints["lance.hnsw.prefetch_distance"] = "2"
     msg.runtime_hints.update(hints)
     return any_pb2.Any(type_url=DETAILS_TYPE_URL, value=msg.SerializeToString()).SerializeToString()

@@ -16,6 +16,7 @@ from lance_spark_ops.index.kinds import VECTOR_KINDS, is_hnsw
 from lance_spark_ops.index.vector import rabitq
 from lance_spark_ops.index.vector.hnsw import Params
 from lance_spark_ops.index.vector.ivf_build import quantizer_of, read_details, rq_num_bits
+from lance_spark_ops.index.vector.vector_params import VectorParams
 
 # pylance 14's target rows per partition when num_partitions is not given (IndexType)
 TARGET_PARTITION_SIZE = {
@@ -28,21 +29,7 @@ TARGET_PARTITION_SIZE = {
     "IVF_HNSW_SQ": 1 << 20,
 }
 MAX_PARTITIONS = 4096  # recommended_num_partitions' cap
-DEFAULTS = {
-    "metric": "l2",
-    "num_partitions": None,
-    "num_sub_vectors": None,
-    "num_bits": 8,
-    "ivf_centroids": None,
-    "pq_codebook": None,
-    "rabitq_model": None,
-    "target_partition_size": None,
-    "max_iterations": 50,
-    "sample_rate": 256,
-    "m": 20,
-    "ef_construction": 150,
-    "max_level": 7,
-}
+DEFAULTS = VectorParams().as_dict()
 ALIASES = {"max_iters": "max_iterations", "metric_type": "metric"}
 # pylance parameters about its own machinery (shuffle buffers, caches): accepted, no effect here
 IGNORED = frozenset({"shuffle_partition_batches", "shuffle_partition_concurrency", "index_cache_size"})
@@ -78,9 +65,10 @@ def _matrix(v: Any, key: str) -> np.ndarray:
     return arr
 
 
-def check_params(kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
-    """``params`` of a ``kind`` build on ``field`` checked (typed errors naming the parameter),
-    aliases resolved, defaults filled in, the given centroids / codebook as float32 arrays."""
+def check_params(kind: str, field: pa.Field, params: Mapping[str, Any]) -> VectorParams:
+    """``params`` (pylance's names) of a ``kind`` build on ``field`` parsed once: typed errors
+    naming the parameter, aliases resolved, defaults filled in, the given centroids / codebook
+    as float32 arrays."""
     if kind not in VECTOR_KINDS:
         raise UnsupportedError(f"index type {kind!r} is not a vector index type this library builds")
     t = field.type
@@ -127,7 +115,7 @@ def check_params(kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[
         raise InvalidInputError(f"pq_codebook is given but {kind} has no PQ")
     elif q == "SQ" and out["num_bits"] != 8:
         raise UnsupportedError(f"SQ with num_bits={out['num_bits']}: only 8 is supported (as pylance)")
-    return out
+    return VectorParams(**out)
 
 
 def _check_rq(out: dict[str, Any], given: Mapping[str, Any], dim: int) -> None:
@@ -173,7 +161,7 @@ def _check_pq(out: dict[str, Any], dim: int) -> None:
         out["pq_codebook"] = book.reshape(m, 1 << nbits, dim // m)
 
 
-def params_of(index: Any) -> dict[str, Any]:
+def params_of(index: Any) -> VectorParams:
     """The build parameters an existing segment (``IndexMetadata``) records in its details."""
     d = read_details(index.index_details.value)
     metric = {index_pb2.L2: "l2", index_pb2.Cosine: "cosine", index_pb2.Dot: "dot"}.get(d.metric_type)
@@ -198,12 +186,12 @@ def params_of(index: Any) -> dict[str, Any]:
             int(h.construction_ef),
             int(h.max_level),
         )
-    return out
+    return VectorParams(**out)
 
 
-def target_size(kind: str, params: Mapping[str, Any]) -> int:
+def target_size(kind: str, params: VectorParams) -> int:
     """Target rows per partition: the given ``target_partition_size`` or pylance's default."""
-    return int(params.get("target_partition_size") or TARGET_PARTITION_SIZE[kind])
+    return int(params.target_partition_size or TARGET_PARTITION_SIZE[kind])
 
 
 def recommended_partitions(rows: int, target: int) -> int:
@@ -211,6 +199,6 @@ def recommended_partitions(rows: int, target: int) -> int:
     return max(1, min(rows // max(target, 1), MAX_PARTITIONS))
 
 
-def hnsw_params(kind: str, params: Mapping[str, Any]) -> Params | None:
+def hnsw_params(kind: str, params: VectorParams) -> Params | None:
     """The graph parameters of an IVF_HNSW_* build, None for the other kinds."""
-    return Params(params["max_level"], params["m"], params["ef_construction"]) if is_hnsw(kind) else None
+    return Params(params.max_level, params.m, params.ef_construction) if is_hnsw(kind) else None

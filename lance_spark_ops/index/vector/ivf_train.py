@@ -8,13 +8,13 @@ from __future__ import annotations
 import math
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Any
 
 import numpy as np
 
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.index.vector.ivf_build import quantizer_of
 from lance_spark_ops.index.vector.ivf_params import recommended_partitions, target_size
+from lance_spark_ops.index.vector.vector_params import VectorParams
 
 SEED = 0x49564621  # "IVF!"
 
@@ -43,19 +43,19 @@ class TrainingPlan:
         return self.need_ivf or self.need_q
 
 
-def training_plan(kind: str, p: Mapping[str, Any], total: int) -> TrainingPlan:
+def training_plan(kind: str, p: VectorParams, total: int) -> TrainingPlan:
     """The plan for ``total`` live rows under checked parameters ``p``; typed errors when the
     rows cannot train it (more partitions than rows, fewer rows than PQ codes)."""
-    k = p["num_partitions"] or recommended_partitions(total, target_size(kind, p))
+    k = p.num_partitions or recommended_partitions(total, target_size(kind, p))
     if k > total:
         raise InvalidInputError(f"{k} partitions for {total} rows: num_partitions must not exceed the rows")
     q = quantizer_of(kind)
-    nbits, m = p["num_bits"], p["num_sub_vectors"] or 0
-    if q == "PQ" and p["pq_codebook"] is None and total < (1 << nbits):
+    nbits, m = p.num_bits, p.num_sub_vectors or 0
+    if q == "PQ" and p.pq_codebook is None and total < (1 << nbits):
         raise InvalidInputError(f"not enough rows to train PQ: {1 << nbits} needed, {total} available")
-    need_q = (q == "PQ" and p["pq_codebook"] is None) or q == "SQ"
-    q_rows = (1 << (nbits if q == "PQ" else 8)) * p["sample_rate"] if need_q else 0
-    return TrainingPlan(k, q, m, nbits, p["ivf_centroids"] is None, need_q, k * p["sample_rate"], q_rows)
+    need_q = (q == "PQ" and p.pq_codebook is None) or q == "SQ"
+    q_rows = (1 << (nbits if q == "PQ" else 8)) * p.sample_rate if need_q else 0
+    return TrainingPlan(k, q, m, nbits, p.ivf_centroids is None, need_q, k * p.sample_rate, q_rows)
 
 
 def sample_shares(live: Mapping[int, int], total: int, want: int) -> dict[int, int]:

@@ -71,6 +71,7 @@ from lance_spark_ops.spark.runtime.scan_tasks import ScanSpec, group_fragments
 from lance_spark_ops.spark.runtime.session import default_parallelism, is_classic
 from lance_spark_ops.spark.runtime.spark_types import lance_schema_of_spark, spark_schema
 from lance_spark_ops.spark.runtime.task_common import file_version_numbers
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.transaction import Merge
@@ -396,7 +397,8 @@ def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files:
 
 @with_table_target
 def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
-                storage_options: dict[str, Any] | None = None, rows_per_task: int | None = None,
+                storage_options: dict[str, Any] | None = None,
+                tuning: Tuning | None = None, rows_per_task: int | None = None,
                 batch_rows: int = DEFAULT_BATCH_ROWS, max_rounds: int = 5,
                 sql_engine: str = "auto") -> AddColumnsMetrics:
     """Add ``columns`` to the dataset at ``uri`` (see the module doc for the four kinds).
@@ -407,7 +409,7 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
     expressions with Arrow inside our tasks when ``spark.files.sql_arrow`` can translate them and
     with Spark otherwise; ``spark`` / ``arrow`` force one."""
     metrics = AddColumnsMetrics(uri, 0)
-    with Job(spark, "add_columns", uri, metrics) as job:
+    with Job(spark, "add_columns", uri, metrics, tuning) as job:
         with job.phase("plan"):
             ds = Dataset.open(uri, storage_options=storage_options)
             ds.check_writable()

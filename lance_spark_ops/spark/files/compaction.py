@@ -57,6 +57,7 @@ from lance_spark_ops.spark.indices.index_remap import (
     make_remapper,
 )
 from lance_spark_ops.spark.runtime.job import Job, referenced_data_files
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_columns import FragmentColumns
@@ -195,13 +196,14 @@ def _migration_tasks(ds: Dataset, stats: FragmentTable, indexed: int,
 
 @with_table_target
 def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any] | None = None, *,
-            storage_options: dict[str, Any] | None = None, **overrides: Any) -> CompactionMetrics:
+            storage_options: dict[str, Any] | None = None,
+            tuning: Tuning | None = None, **overrides: Any) -> CompactionMetrics:
     """Compact the dataset at ``uri``. ``options``: a ``CompactionOptions`` or a mapping of its
     fields (pylance's ``CompactionOptions`` plus ``dry_run`` and ``commit_every``); keyword
     ``overrides`` apply on top. ``spark=None`` runs the tasks in this process."""
     opts = CompactionOptions.resolve(options, overrides)
     metrics = CompactionMetrics(uri=uri, read_version=0, dry_run=opts.dry_run)
-    with Job(spark, "compact", uri, metrics) as job:
+    with Job(spark, "compact", uri, metrics, tuning) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
             migrate = file_version != ds.data_storage_version
@@ -222,7 +224,7 @@ def compact(spark: Any, uri: str, options: CompactionOptions | Mapping[str, Any]
 
 @with_table_target
 def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
-                          storage_options: dict[str, Any] | None = None,
+                          storage_options: dict[str, Any] | None = None, tuning: Tuning | None = None,
                           data_storage_version: str | None = None,
                           defer_index_remap: bool = False, dry_run: bool = False) -> CompactionMetrics:
     """Rewrite every fragment whose deleted fraction is above ``threshold``, one fragment in
@@ -232,7 +234,7 @@ def materialize_deletions(spark: Any, uri: str, threshold: float = 0.0, *,
     metrics = CompactionMetrics(uri=uri, read_version=0, dry_run=dry_run)
     opts = CompactionOptions(data_storage_version=data_storage_version, target_rows_per_fragment=2**62,
                              defer_index_remap=defer_index_remap)
-    with Job(spark, "materialize_deletions", uri, metrics) as job:
+    with Job(spark, "materialize_deletions", uri, metrics, tuning) as job:
         with job.phase("plan"):
             ds, file_version, stats, skipped = _open_for_rewrite(uri, storage_options, opts)
             pick = np.flatnonzero((stats.deleted_rows != 0) & (stats.deleted_fraction() > threshold))

@@ -32,6 +32,7 @@ from lance_spark_ops.file.schema import schema_from_arrow
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.files.delta_import_tasks import DeltaFile, ImportResult, ImportSpec, run_import
 from lance_spark_ops.spark.runtime.job import Job, latest_data_files, referenced_data_files
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Append, Overwrite
@@ -213,7 +214,7 @@ def _specs(snap: DeltaSnapshot, lance_uri: str, schema: Any, version: str, max_r
 
 
 def import_delta(spark: Any, delta_uri: str, lance_uri: str, mode: str = "create", *,
-                 storage_options: dict[str, Any] | None = None,
+                 storage_options: dict[str, Any] | None = None, tuning: Tuning | None = None,
                  delta_storage_options: dict[str, Any] | None = None,
                  data_storage_version: str | None = None, delta_version: int | None = None,
                  max_rows_per_file: int = DEFAULT_MAX_ROWS_PER_FILE, rows_per_task: int = 4 * 1024 * 1024,
@@ -231,7 +232,7 @@ def import_delta(spark: Any, delta_uri: str, lance_uri: str, mode: str = "create
     so = dict(storage_options or {})
     dso = dict(delta_storage_options if delta_storage_options is not None else so)
     metrics = ImportMetrics(delta_uri, lance_uri, mode)
-    with Job(spark, "import_delta", lance_uri, metrics) as job:
+    with Job(spark, "import_delta", lance_uri, metrics, tuning) as job:
         with job.phase("plan"):
             snap = read_delta_snapshot(delta_uri, dso, delta_version)
             existing = _existing(lance_uri, so, manifest_store)

@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lance_spark_ops._gc import gc_paused
 from lance_spark_ops._heap import release_freed_memory, retain_freed_memory
+from lance_spark_ops.cache import region
 from lance_spark_ops.errors import LanceError, NotFoundError, UnsupportedError
 from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
@@ -35,6 +36,7 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runtime.runner import TaskContext
+from lance_spark_ops.spark.runtime.scan_tasks import DATASET_BYTES
 from lance_spark_ops.spark.runtime.task_common import DATA_DIR, file_version_numbers
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
@@ -221,7 +223,7 @@ def run_rewrite(spec: RewriteSpec, ctx: TaskContext) -> RewriteResult:
 # it: the job's next task here skips listing and parsing the manifest (0.15 s per task at
 # 100 000 fragments), and whether it is a slice view (``Dataset.open_slice``). Keyed by the job
 # id: a version read by another job is opened anew.
-_OPENED: dict[tuple, tuple[Dataset, bool]] = {}
+_OPENED = region("spark.rewrite_opened", max_entries=1)  # one entry: the latest job's version
 
 
 def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[DataFragment]]]:
@@ -239,8 +241,8 @@ def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[D
         sliced = ds is not None and ds.version == spec.read_version
         if not sliced:
             ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
-        _OPENED.clear()  # one entry: the version the latest job to run here reads
-        hit = _OPENED[key] = (ds, sliced)
+        hit = (ds, sliced)
+        _OPENED.put(key, hit, DATASET_BYTES)
     ds, sliced = hit
     if sliced:
         return ds, ds.fragments_in_slice(slc, spec.fragment_ids)

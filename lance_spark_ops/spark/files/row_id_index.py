@@ -47,6 +47,7 @@ from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.runner import typed_worker_error
 from lance_spark_ops.spark.runtime.scan_tasks import group_fragments
 from lance_spark_ops.spark.runtime.session import default_parallelism
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Merge
 
@@ -176,6 +177,7 @@ def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
 
 @with_table_target
 def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
+                         tuning: Tuning | None = None,
                          rows_per_partition: int = 1 << 20,
                          fragments_per_task: int | None = None, write_index: bool = True,
                          index_file_version: str = "2.1", max_attempts: int = 3) -> RowIdIndexMetrics:
@@ -184,7 +186,7 @@ def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any
     ``spark=None`` runs the sequence phase in this process and skips the index (it needs
     Spark's range partitioning)."""
     metrics = RowIdIndexMetrics(uri=uri, read_version=0)
-    with Job(spark, "rebuild_row_id_index", uri, metrics) as job:
+    with Job(spark, "rebuild_row_id_index", uri, metrics, tuning) as job:
         ds = Dataset.open(uri, storage_options=storage_options)
         ds.check_consistent("rebuild_row_id_index")
         metrics.read_version, metrics.fragments = ds.version, len(ds.fragments)

@@ -34,6 +34,7 @@ from lance_spark_ops.spark.files.vacuuming_tasks import (
     read_manifests,
 )
 from lance_spark_ops.spark.runtime.job import Job
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.cleanup import (
     CleanupPlan,
     FileRefs,
@@ -50,8 +51,6 @@ from lance_spark_ops.table.paths import (
     scan_versions,
 )
 
-MANIFESTS_PER_TASK = 64
-DELETES_PER_TASK = 1000
 _KIND_FIELD = {"data": "data_files_removed", "transaction": "transaction_files_removed",
                "index": "index_files_removed", "deletion": "deletion_files_removed"}
 
@@ -125,7 +124,8 @@ class VacuumMetrics:
 
 def _versions(store: ObjectStore, job: Job) -> list[VersionInfo]:
     items = manifest_paths(store)
-    chunks = [items[i : i + MANIFESTS_PER_TASK] for i in range(0, len(items), MANIFESTS_PER_TASK)]
+    per = job.tuning.manifests_per_task
+    chunks = [items[i : i + per] for i in range(0, len(items), per)]
     tasks = [ReadManifestsTask(store.root, store.storage_options, c) for c in chunks]
     if len(tasks) == 1:
         return read_manifests(tasks[0])
@@ -140,8 +140,8 @@ def _listing(store: ObjectStore, job: Job) -> list[ListedFile]:
 
 
 def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_second: float | None,
-            parallel: int) -> list[DeleteResult]:
-    batches = [removals[i : i + DELETES_PER_TASK] for i in range(0, len(removals), DELETES_PER_TASK)]
+            parallel: int, per_task: int) -> list[DeleteResult]:
+    batches = [removals[i : i + per_task] for i in range(0, len(removals), per_task)]
     # the rate is for the whole job: tasks that may run at once share it
     rate = None if not max_per_second else max_per_second / max(1, min(parallel, len(batches)))
     tasks = [DeleteTask(store.root, store.storage_options, tuple(r.path for r in b), tuple(r.size for r in b),
@@ -202,7 +202,8 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
            retain_versions: int | None = None,
            delete_unverified: bool = False, unverified_older_than: timedelta | str = timedelta(days=7),
            error_if_tagged_old_versions: bool = True, dry_run: bool = False,
-           storage_options: dict[str, Any] | None = None, max_deletes_per_second: float | None = None,
+           storage_options: dict[str, Any] | None = None,
+           tuning: Tuning | None = None, max_deletes_per_second: float | None = None,
            parallelism: int = 8) -> VacuumMetrics:
     """Remove old versions and unreferenced files (pylance's ``cleanup_old_versions``).
 
@@ -215,7 +216,7 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
     unverified_older_than = as_duration(unverified_older_than, "unverified_older_than")
     store = ObjectStore(uri, storage_options or {})
     metrics = VacuumMetrics(dry_run=dry_run)
-    with Job(spark, "vacuum", uri, metrics) as job:
+    with Job(spark, "vacuum", uri, metrics, tuning) as job:
         with job.phase("read"):
             versions = _versions(store, job)
             latest = max(v.version for v in versions)
@@ -238,12 +239,13 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
 def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second: float | None,
                 parallel: int) -> list[DeleteResult]:
     """Unreferenced files first, then the old manifests whose files all went."""
-    with job.phase("delete", tasks=-(-len(plan.files) // DELETES_PER_TASK), detail="files") as ph:
-        results = _delete(store, plan.files, job.run_tasks, max_per_second, parallel)
+    per = job.tuning.deletes_per_task
+    with job.phase("delete", tasks=-(-len(plan.files) // per), detail="files") as ph:
+        results = _delete(store, plan.files, job.run_tasks, max_per_second, parallel, per)
         ph.add(bytes=sum(r.bytes_removed for r in results))
     failed = {p for r in results for p, _ in r.failed}
     manifests = _manifests_to_delete(plan, failed)
-    with job.phase("delete", tasks=-(-len(manifests) // DELETES_PER_TASK), detail="manifests") as ph:
-        more = _delete(store, manifests, job.run_tasks, max_per_second, parallel)
+    with job.phase("delete", tasks=-(-len(manifests) // per), detail="manifests") as ph:
+        more = _delete(store, manifests, job.run_tasks, max_per_second, parallel, per)
         ph.add(bytes=sum(r.bytes_removed for r in more))
     return results + more

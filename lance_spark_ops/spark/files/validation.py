@@ -21,6 +21,7 @@ from lance_spark_ops.spark.files.validation_tasks import (
     check_indices,
 )
 from lance_spark_ops.spark.runtime.job import Job
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 
 FRAGMENTS_PER_TASK = 2000
@@ -45,14 +46,14 @@ class ValidateMetrics:
 
 @with_table_target(read_only=True)
 def validate(spark: Any, uri: str, *, version: int | None = None, table: str | None = None,
-             storage_options: dict[str, Any] | None = None) -> ValidateMetrics:
+             storage_options: dict[str, Any] | None = None, tuning: Tuning | None = None) -> ValidateMetrics:
     """Check one version (default: the latest) of the dataset at ``uri``; ``table`` names it
     in the findings (default: the URI). ``spark=None`` runs the tasks in this process."""
     from lance_spark_ops.table.validate import REFUSING
 
     so = dict(storage_options or {})
     metrics = ValidateMetrics(uri)
-    with Job(spark, "validate", uri, metrics) as job:
+    with Job(spark, "validate", uri, metrics, tuning) as job:
         with job.phase("manifest"):
             ds = Dataset.open(uri, version, storage_options=so)
             metrics.version, metrics.fragments = ds.version, len(ds.fragments)

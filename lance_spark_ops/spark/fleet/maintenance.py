@@ -38,6 +38,7 @@ from lance_spark_ops.fleet.policy import PolicySet, parse_duration
 from lance_spark_ops.fleet.policy_file import load_policy
 from lance_spark_ops.spark.runtime.job import logger
 from lance_spark_ops.spark.runtime.session import is_classic
+from lance_spark_ops.spark.runtime.tuning import Tuning
 
 __all__ = ["FleetTarget", "MaintainResult", "TableResult", "maintain", "report", "targets_of"]
 
@@ -145,21 +146,23 @@ def _optimize_indices() -> Callable[..., Any]:
                                "(lance_spark_ops.spark.indices.indexing)") from e
 
 
-def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _Table) -> Any:
+def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _Table,
+                tuning: Tuning | None = None) -> Any:
     from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
     from lance_spark_ops.spark.files.vacuuming import vacuum
     from lance_spark_ops.spark.indices.index_remap import remap_indices
 
     if d.action == "compact":
-        return compact(spark, uri, storage_options=so, **d.options)
+        return compact(spark, uri, storage_options=so, tuning=tuning, **d.options)
     if d.action == "materialize_deletions":
-        return materialize_deletions(spark, uri, d.options["threshold"], storage_options=so)
+        return materialize_deletions(spark, uri, d.options["threshold"], storage_options=so, tuning=tuning)
     if d.action == "remap_indices":
-        return remap_indices(spark, uri, storage_options=so)
+        return remap_indices(spark, uri, storage_options=so, tuning=tuning)
     if d.action == "optimize_indices":
-        return _optimize_indices()(spark, uri, storage_options=so, **d.options)
+        return _optimize_indices()(spark, uri, storage_options=so, tuning=tuning, **d.options)
     if d.action == "vacuum":
-        return vacuum(spark, uri, older_than=parse_duration(d.options["older_than"]), storage_options=so)
+        return vacuum(spark, uri, older_than=parse_duration(d.options["older_than"]), storage_options=so,
+                      tuning=tuning)
     raise InvalidInputError(f"unknown action {d.action!r}")
 
 
@@ -227,7 +230,7 @@ def _plan(table: _Table, policies: PolicySet) -> tuple[TableResult, TableHealth 
 
 
 def _execute(spark: Any, table: _Table, result: TableResult, decisions: list[Decision], policies: PolicySet,
-             clock: _Clock, tag: str, pool: str | None) -> None:
+             clock: _Clock, tag: str, pool: str | None, tuning: Tuning | None = None) -> None:
     t0 = time.perf_counter()
     if spark is not None:
         spark.addTag(tag)
@@ -248,7 +251,7 @@ def _execute(spark: Any, table: _Table, result: TableResult, decisions: list[Dec
             try:
                 uri, so = table.location()
                 logger.info("maintain %s: %s (%s)", table.name, d.action, d.reason)
-                entry["metrics"] = _summary(_run_action(spark, d, uri, so, table))
+                entry["metrics"] = _summary(_run_action(spark, d, uri, so, table, tuning))
                 entry["status"] = _status(entry["metrics"])
                 ran = True
             except Exception as e:  # noqa: BLE001 - recorded; the table's other actions are skipped
@@ -274,11 +277,12 @@ def _execute(spark: Any, table: _Table, result: TableResult, decisions: list[Dec
 
 def maintain(spark: Any, targets: Any, policy: Any = None, *, dry_run: bool = False,
              max_concurrent_tables: int = DEFAULT_MAX_CONCURRENT_TABLES, budget_seconds: float | None = None,
-             storage_options: Mapping[str, Any] | None = None, scheduler_pool: str | None = None
-             ) -> MaintainResult:
+             storage_options: Mapping[str, Any] | None = None, scheduler_pool: str | None = None,
+             tuning: Tuning | None = None) -> MaintainResult:
     """Maintain ``targets`` (URIs, ``FleetTarget`` s, ``(namespace, table id)`` pairs) by
     ``policy`` (a TOML path, a mapping, a ``Policy`` / ``PolicySet``; None: the defaults).
-    ``dry_run``: measure and decide only. Returns one ``TableResult`` per table."""
+    ``dry_run``: measure and decide only; ``tuning``: every job's. Returns one ``TableResult``
+    per table."""
     if max_concurrent_tables < 1:
         raise InvalidInputError(f"max_concurrent_tables must be at least 1, got {max_concurrent_tables}")
     if budget_seconds is not None and budget_seconds <= 0:
@@ -293,7 +297,7 @@ def maintain(spark: Any, targets: Any, policy: Any = None, *, dry_run: bool = Fa
         order = sorted(range(len(tables)), key=lambda i: -table_priority(planned[i][2]))
         if not dry_run:
             runs = [pool.submit(_execute, spark, tables[i], planned[i][0], planned[i][2], policies, clock,
-                                f"lso-maintain-{_slug(tables[i].name)}", scheduler_pool)
+                                f"lso-maintain-{_slug(tables[i].name)}", scheduler_pool, tuning)
                     for i in order if planned[i][0].status == "ok" and planned[i][2]]
             for r in runs:
                 r.result()

@@ -62,6 +62,9 @@ class RangeSpec:
     batch_size: int
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    # the read version's commit time (a cache key, as the part tasks': a dataset written again
+    # at the same URI reuses version numbers)
+    timestamp: Any = None
 
 
 @dataclass(frozen=True)
@@ -142,7 +145,7 @@ def _rows(reader: LanceFileReader, column: str, start: int, stop: int) -> pa.Arr
 def run_range(spec: RangeSpec, ctx: TaskContext) -> RangeOut:
     """Executor entry point: merge one key range of every run into a piece of page_data (or,
     when one run alone has rows in it, leave them where they are: a span)."""
-    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     start, slices = 0, []
     for k, ((part, old), (a, c)) in enumerate(zip(spec.runs, spec.windows, strict=True)):
         if c <= a:  # no row of this run in the range: the rows before a sort before it

@@ -1,7 +1,7 @@
 """The INVERTED (full-text search) ``SegmentBuilder`` (issue #27): ``FTS_BUILDER``.
 
-A segment is one partition per task (``part_<i>_*.lance``, at most ``ROWS_PER_PART`` live
-rows each and from ``SPLIT_ROWS`` rows on at least one per slot, whole fragments or row ranges
+A segment is one partition per task (``part_<i>_*.lance``, at most ``Tuning.fts_rows_per_part``
+live rows each and from ``SPLIT_ROWS`` rows on at least one per slot, whole fragments or row ranges
 of a big one) plus ``metadata.lance`` listing them.
 pylance reads multi-partition indices as its own: BM25 statistics (document count, average
 length, document frequency) are summed over the partitions, so scores equal a one-partition
@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from google.protobuf import any_pb2
@@ -26,7 +26,7 @@ from pyroaring import BitMap
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.layout import params_from_metadata, remappable_fts_layout
-from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS
+from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS, TokenizerParams
 from lance_spark_ops.index.fts.tokenizer import check_params as check_tokenizer_params
 from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
@@ -35,23 +35,22 @@ from lance_spark_ops.spark.runtime.session import default_parallelism
 
 INDEX_VERSION = 2           # pylance 14's index_version for INVERTED entries
 # per partition task (its memory: ~40 bytes per token occurrence, plus one scan batch)
-ROWS_PER_PART = 1 << 20     # live rows
 BYTES_PER_PART = 128 << 20  # bytes of the fragments' data files
 SPLIT_ROWS = 1 << 17        # fewer rows are one partition whatever the slots
 DETAILS_TYPE_URL = "/lance.table.InvertedIndexDetails"
 
 
-def details_of(params: Mapping[str, Any]) -> bytes:
+def details_of(params: TokenizerParams) -> bytes:
     """The entry's serialized ``Any(InvertedIndexDetails)`` as pylance fills it (language as
     a JSON string)."""
     d = table_pb2.InvertedIndexDetails(
-        base_tokenizer=params["base_tokenizer"], language=f'"{params["language"]}"',
-        with_position=params["with_position"], lower_case=params["lower_case"], stem=params["stem"],
-        remove_stop_words=params["remove_stop_words"], ascii_folding=params["ascii_folding"],
-        min_ngram_length=params["min_ngram_length"], max_ngram_length=params["max_ngram_length"],
-        prefix_only=params["prefix_only"], block_size=params["block_size"])
-    if params["max_token_length"] is not None:
-        d.max_token_length = params["max_token_length"]
+        base_tokenizer=params.base_tokenizer, language=f'"{params.language}"',
+        with_position=params.with_position, lower_case=params.lower_case, stem=params.stem,
+        remove_stop_words=params.remove_stop_words, ascii_folding=params.ascii_folding,
+        min_ngram_length=params.min_ngram_length, max_ngram_length=params.max_ngram_length,
+        prefix_only=params.prefix_only, block_size=params.block_size)
+    if params.max_token_length is not None:
+        d.max_token_length = params.max_token_length
     a = any_pb2.Any(type_url=DETAILS_TYPE_URL, value=d.SerializeToString())
     return a.SerializeToString()
 
@@ -65,7 +64,7 @@ def _is_string(t: pa.DataType) -> bool:
 class FtsBuilder(SegmentBuilder):
     kinds = frozenset({"INVERTED"})
 
-    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> TokenizerParams:
         if kind not in self.kinds:
             raise InvalidInputError(f"FTS builder: index type {kind!r} is not INVERTED")
         t = field.type
@@ -77,7 +76,7 @@ class FtsBuilder(SegmentBuilder):
                                     "this library indexes string / large_string columns")
         return check_tokenizer_params(params)
 
-    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+    def params_of(self, kind: str, index: Any) -> TokenizerParams:
         """From the entry's ``InvertedIndexDetails`` (what pylance's and our entries carry).
         Custom stop words are not in the details: ``build`` reads the exact parameters from
         ``model_from``'s ``metadata.lance`` when the driver passes it."""
@@ -109,7 +108,7 @@ class FtsBuilder(SegmentBuilder):
         if req.model_from is not None:  # a delta / merge tokenizes as the model segment did
             params = params_of_segment(ds, table_pb2.IndexMetadata.FromString(req.model_from))
         else:
-            params = check_tokenizer_params(req.params)
+            params = cast(TokenizerParams, req.params)  # this builder's check_params made them
         dst = f"_indices/{uuid_str(req.new_uuid)}"
         files: list[tuple[str, int]] = []
         part_ids: list[int] = []
@@ -146,7 +145,8 @@ class FtsBuilder(SegmentBuilder):
         slots = default_parallelism(job.spark)
         for frag_ids, only in groups:
             by_id = ds.fragments_with_ids(frag_ids)
-            for ranges in _plan(ds, [by_id[i] for i in frag_ids], slots):
+            for ranges in _plan(ds, [by_id[i] for i in frag_ids], slots,
+                                job.tuning.fts_rows_per_part):
                 specs.append(PartitionSpec(req.uri, req.read_version, req.column, params, req.row_ids, dst,
                                            next_id, tuple(ranges), req.file_version,
                                            dict(req.storage_options), only))
@@ -165,15 +165,16 @@ class FtsBuilder(SegmentBuilder):
         return BuiltSegment(tuple(files), details_of(params), INDEX_VERSION, rows)
 
 
-def _plan(ds: Any, frags: list[Any], slots: int = 1) -> list[list[tuple[int, int | None, int | None]]]:
-    """Partitions of at most ``ROWS_PER_PART`` rows and ``BYTES_PER_PART`` bytes of data files
+def _plan(ds: Any, frags: list[Any], slots: int, rows_per_part: int
+          ) -> list[list[tuple[int, int | None, int | None]]]:
+    """Partitions of at most ``rows_per_part`` rows and ``BYTES_PER_PART`` bytes of data files
     (the whole row's: an upper bound of the column's compressed text): consecutive whole
     fragments, or row ranges of one fragment bigger than that. With ``slots`` and at least
     ``SPLIT_ROWS`` rows, at least one partition per slot (a task each), give or take 10%."""
     live_rows = sum(int(f.physical_rows or 0) - int(f.num_deleted_rows or 0) for f in frags)
-    cap = float(ROWS_PER_PART)
+    cap = float(rows_per_part)
     if slots > 1 and live_rows >= SPLIT_ROWS:
-        waves = -(-live_rows // (ROWS_PER_PART * slots))
+        waves = -(-live_rows // (rows_per_part * slots))
         cap = min(cap, 1.1 * live_rows / (slots * waves))
     out: list[list[tuple[int, int | None, int | None]]] = []
     cur: list[tuple[int, int | None, int | None]] = []
@@ -218,7 +219,7 @@ def _copy_partition(ds: Any, src: str, pid: int, dst: str, new_id: int) -> list[
     return out
 
 
-def params_of_segment(ds: Any, index: Any) -> dict[str, Any]:
+def params_of_segment(ds: Any, index: Any) -> TokenizerParams:
     """The parameters a segment was built with, from its ``metadata.lance`` params (what
     pylance reads back; the entry's details lack custom stop words)."""
     from lance_spark_ops.spark.indices.fts_index_tasks import read_segment_metadata

@@ -19,7 +19,7 @@ import pyarrow.compute as pc
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.fts.layout import doc_file, invert_file, metadata_schema, token_file
 from lance_spark_ops.index.fts.postings import build_partition
-from lance_spark_ops.index.fts.tokenizer import Analyzer
+from lance_spark_ops.index.fts.tokenizer import Analyzer, TokenizerParams
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
 
@@ -31,7 +31,7 @@ class PartitionSpec:
     uri: str
     version: int
     column: str
-    params: dict[str, Any]
+    params: TokenizerParams
     row_ids: bool
     dst: str                                   # segment directory relative to the dataset root
     part_id: int
@@ -59,7 +59,7 @@ def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResu
     if spec.only_rows_of is not None:
         only = _listed_rows(ds, spec.only_rows_of, {f for f, _, _ in spec.ranges})
     tk = tokenize_rows(ds, spec.column, spec.params, spec.row_ids, spec.ranges, only)
-    files = write_partition(ds, spec.dst, spec.part_id, tk, spec.params["with_position"], spec.file_version)
+    files = write_partition(ds, spec.dst, spec.part_id, tk, spec.params.with_position, spec.file_version)
     return PartitionResult(spec.part_id, tuple(files), len(tk.row_ids))
 
 
@@ -89,7 +89,7 @@ class Tokenized:
                          self.position[occ], vocab)
 
 
-def tokenize_rows(ds: Dataset, column: str, params: dict[str, Any], row_ids: bool,
+def tokenize_rows(ds: Dataset, column: str, params: TokenizerParams, row_ids: bool,
                   ranges: tuple[tuple[int, int | None, int | None], ...] | list[Any],
                   only: np.ndarray | None = None) -> Tokenized:
     """Tokenize the rows of ``ranges`` (``only``: exactly the rows of these ids, deleted ones
@@ -155,9 +155,9 @@ def _listed_rows(ds: Dataset, docs_files: tuple[str, ...], fragments: set[int]) 
     return np.concatenate(out) if out else np.empty(0, np.uint64)
 
 
-def write_metadata(ds: Dataset, dst: str, part_ids: list[int], params: dict[str, Any], version: str) -> int:
+def write_metadata(ds: Dataset, dst: str, part_ids: list[int], params: TokenizerParams, version: str) -> int:
     """``metadata.lance``: no columns; partitions, params and token set format as metadata."""
-    schema = metadata_schema(part_ids, json.dumps(params, separators=(",", ":")))
+    schema = metadata_schema(part_ids, json.dumps(params.as_dict(), separators=(",", ":")))
     w = LanceFileWriter(f"{dst}/metadata.lance", schema, version=version, store=ds.store)
     try:
         return w.close()[1]

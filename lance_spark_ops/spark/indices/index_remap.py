@@ -46,6 +46,7 @@ from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUM
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.commit.conflict import touched
 from lance_spark_ops.table.commit.retry import retry_on_conflict
@@ -356,14 +357,11 @@ __all__ = ["IndexChanges", "check_defer_allowed", "compaction_index_changes", "c
            "covering_sets", "effective_bitmaps", "reuse_versions", "stored_bitmap"]
 
 
-GRAPH_TASK_MIN_ROWS = 50_000  # vectors whose HNSW graphs one task rebuilds, at least
-
-
 def make_remapper(job: Job) -> Any:
     """``remap(ds, indices, groups) -> (rewritten, files)`` running one task per index in a
     ``remap_indices`` phase of ``job`` (on Spark, or in this process when it has no session).
     IVF_HNSW_* graphs are rebuilt by further tasks, a run of partitions each (at least
-    ``GRAPH_TASK_MIN_ROWS`` vectors, at most one task per slot), and each index's
+    ``job.tuning.graph_task_min_rows`` vectors, at most one task per slot), and each index's
     ``index.idx`` is then assembled by one task; only descriptors travel through Spark."""
     from lance_spark_ops.spark.indices.index_remap_tasks import IndexRemapSpec, run_index_remap
 
@@ -374,7 +372,8 @@ def make_remapper(job: Job) -> Any:
                             for g in groups)
         kinds = vector_kinds(ds, indices)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
-                                reuse, dict(ds.store.storage_options), kinds.get(bytes(i.uuid.uuid), ""))
+                                reuse, dict(ds.store.storage_options), kinds.get(bytes(i.uuid.uuid), ""),
+                                job.tuning.btree_stream_rows)
                  for i in indices]
         try:
             with job.phase("remap_indices", tasks=len(specs)):
@@ -408,7 +407,7 @@ def _with_graphs(job: Job, ds: Dataset, specs: list[Any], out: list[Any]) -> lis
     graph_specs, owner = [], []
     for k, work in pending:
         s = specs[k]
-        for run in partition_runs(work.kept, work.lengths, slots, GRAPH_TASK_MIN_ROWS):
+        for run in partition_runs(work.kept, work.lengths, slots, job.tuning.graph_task_min_rows):
             graph_specs.append(GraphSpec(s.uri, s.read_version, s.index, s.new_uuid, run, s.storage_options))
             owner.append(k)
     job.plan_more(len(graph_specs) + len(pending))
@@ -521,13 +520,14 @@ class RemapIndicesMetrics:
 
 @with_table_target
 def remap_indices(spark: Any, uri: str, *, storage_options: dict[str, Any] | None = None,
+                  tuning: Tuning | None = None,
                   max_retries: int = MAX_INDEX_RETRIES) -> RemapIndicesMetrics:
     """Rewrite on executors every index still behind the fragment reuse index (through all its
     versions), then drop the versions every index has caught up with (pylance's rule: made at
     or after the version, covering none of its old fragments). One CreateIndex commit; retried
     from a fresh read when a concurrent commit conflicts with it."""
     metrics = RemapIndicesMetrics(uri, 0)
-    with Job(spark, "remap_indices", uri, metrics) as job:
+    with Job(spark, "remap_indices", uri, metrics, tuning) as job:
         def attempt(_n: int) -> None:
             with job.phase("plan"):
                 ds = Dataset.open(uri, storage_options=storage_options)

@@ -82,6 +82,7 @@ class IndexRemapSpec:
     reuse_versions: tuple[bytes, ...] = ()  # FragmentReuseIndexDetails.Version to apply first
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     kind: str = ""  # the type read from the index's files when its details do not say (pylance <= 5)
+    stream_rows: int = 1 << 20  # BTREE page_data rows remapped and written at a time (``Tuning``)
 
 
 @dataclass(frozen=True)
@@ -171,12 +172,9 @@ def _extra_buffers(reader: LanceFileReader) -> list[bytes]:
     return [bytes(b) for b in reader.read_raw_ranges([(int(p), int(n)) for p, n in gb])] if gb else []
 
 
-BTREE_STREAM_ROWS = 1 << 20  # page_data rows remapped and written at a time
-
-
 def _remap_btree(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
-                 maps: list[RowAddressMap]) -> list[tuple[str, int]]:
-    """page_data.lance streamed through the maps in chunks of ``BTREE_STREAM_ROWS`` rows
+                 maps: list[RowAddressMap], stream_rows: int) -> list[tuple[str, int]]:
+    """page_data.lance streamed through the maps in chunks of ``stream_rows`` rows
     (memory bounded by a chunk, whatever the index's size), the lookup cut as it passes."""
     lookup_reader = LanceFileReader(f"{src}/{PAGE_LOOKUP}", store=src_store)
     check_not_range_partitioned(lookup_reader.schema, lookup_reader.path)
@@ -185,7 +183,7 @@ def _remap_btree(ds: Dataset, src_store: ObjectStore, src: str, dst: str,
     w = LanceFileWriter(f"{dst}/{PAGE_DATA}", reader.schema, version=_out_version(reader.version),
                         store=ds.store)
     try:
-        for batch in reader.iter_batches(batch_rows=BTREE_STREAM_ROWS):
+        for batch in reader.iter_batches(batch_rows=stream_rows):
             data = pa.Table.from_batches([batch])
             for m in maps:
                 data = remap_page_data(data, m)
@@ -241,7 +239,7 @@ def _remap_fts(ds: Dataset, src_store: ObjectStore, src: str, dst: str, index: A
     meta_reader = LanceFileReader(f"{src}/{METADATA_FILE}", store=src_store)
     meta = fts_metadata(meta_reader.schema.metadata)
     ours = remappable_fts_layout(meta)
-    params = params_from_metadata(meta, meta_reader.path)
+    stored = params_from_metadata(meta, meta_reader.path)
     try:
         part_ids = [int(p) for p in json.loads(meta.get("partitions", "[]"))]
     except (ValueError, TypeError) as e:
@@ -252,7 +250,7 @@ def _remap_fts(ds: Dataset, src_store: ObjectStore, src: str, dst: str, index: A
                                 meta_reader.schema.names else b"")
         if why:
             raise UnsupportedError(f"{meta_reader.path}: {why}")
-        params = check_tokenizer_params(params)
+        params = check_tokenizer_params(stored)
         column = _column_of(ds, index)
     out = []
     for pid in part_ids:
@@ -276,7 +274,7 @@ def _remap_fts(ds: Dataset, src_store: ObjectStore, src: str, dst: str, index: A
         for m in maps[n_reuse:]:
             keep, new = m.apply(tk.row_ids)
             tk = tk.only_docs(keep, new)
-        out.extend(write_partition(ds, dst, pid, tk, params["with_position"], docs.version))
+        out.extend(write_partition(ds, dst, pid, tk, params.with_position, docs.version))
     w = LanceFileWriter(f"{dst}/{METADATA_FILE}", metadata_schema(part_ids, meta["params"]),
                         version=meta_reader.version, store=ds.store)
     try:
@@ -304,7 +302,7 @@ def _remap_minhash(ds: Dataset, src_store: ObjectStore, src: str, dst: str, inde
     reader = LanceFileReader(f"{src}/{mh.SIGNATURES}", store=src_store)
     table = reader.read()
     ids = table.column("_rowid").to_numpy().astype(np.uint64)
-    sigs = mh.signature_matrix(table.column("signature"), int(params["num_hashes"]))
+    sigs = mh.signature_matrix(table.column("signature"), params.num_hashes)
     for m in maps:
         keep, ids = m.apply(ids)
         sigs = sigs[keep]
@@ -334,7 +332,7 @@ def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[byt
     files: list[tuple[str, int]] = []
     work = None
     if kind == "BTREE":
-        files.extend(_remap_btree(ds, src_store, src, dst, maps))
+        files.extend(_remap_btree(ds, src_store, src, dst, maps, spec.stream_rows))
     elif kind in ("BITMAP", "LABEL_LIST"):
         reader = LanceFileReader(f"{src}/{BITMAP_FILE}", store=src_store)
         table, extra = reader.read(), _extra_buffers(reader)

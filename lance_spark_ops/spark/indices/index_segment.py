@@ -20,6 +20,7 @@ from typing import Any, Protocol, runtime_checkable
 
 import pyarrow as pa
 
+from lance_spark_ops.index.params import IndexParams
 from lance_spark_ops.spark.runtime.job import Job
 
 
@@ -41,7 +42,7 @@ class SegmentRequest:
     column: str                    # the indexed column's name (dotted path for nested fields)
     field_id: int
     name: str
-    params: Mapping[str, Any]      # as the builder's ``check_params`` returned them
+    params: IndexParams            # as the builder's ``check_params`` / ``params_of`` returned them
     new_uuid: bytes                # 16 bytes; files go to ``_indices/<uuid_str(new_uuid)>/``
     fragment_ids: tuple[int, ...]
     merge_with: tuple[bytes, ...] = ()
@@ -81,12 +82,12 @@ class SegmentBuilder(Protocol):
     # hands such a builder a round's requests together, and builds the others' one by one
     batches: bool = False
 
-    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
-        """Driver, before Spark starts: pylance's parameter names and defaults for ``kind`` on a
-        column of ``field``'s type; raise ``InvalidInputError`` naming the bad parameter or type
-        (the job exits 2). Returns the full parameter set (defaults filled in)."""
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> IndexParams:
+        """Driver, before Spark starts: parse pylance's keyword arguments for ``kind`` on a column
+        of ``field``'s type once into the family's typed parameters (defaults filled in); raise
+        ``InvalidInputError`` naming the bad parameter or type (the job exits 2)."""
 
-    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+    def params_of(self, kind: str, index: Any) -> IndexParams:
         """Driver: the parameters an existing segment (``IndexMetadata``) was built with, read
         from its details (and, where pylance keeps them there, its files), so a delta or merge
         builds alike and ``retrain`` rebuilds alike."""

@@ -42,7 +42,7 @@ import time
 import uuid as uuidlib
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -60,11 +60,14 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.index.actions import effective_bitmap
 from lance_spark_ops.index.kinds import index_kind, uuid_str
+from lance_spark_ops.index.params import IndexParams
+from lance_spark_ops.index.vector.vector_params import VectorParams
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.indices.index_registry import SCALAR_TYPES, builder_for, index_type_name
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentRequest
 from lance_spark_ops.spark.indices.vector_drift import measure_drift
 from lance_spark_ops.spark.runtime.job import Job, logger
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.commit.commit import commit_transaction
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import CreateIndex
@@ -186,19 +189,19 @@ def file_version(ds: Dataset) -> str:
     return "2.0" if v in ("0.1", "legacy", "0.3") else v
 
 
-def _request(ds: Dataset, kind: str, column: str, field_id: int, name: str, params: Mapping[str, Any],
+def _request(ds: Dataset, kind: str, column: str, field_id: int, name: str, params: IndexParams,
              fragment_ids: Sequence[int], merge_with: Sequence[Any] = (), model_from: Any = None,
              storage_options: Mapping[str, Any] | None = None) -> SegmentRequest:
     return SegmentRequest(
         uri=ds.uri, read_version=ds.version, kind=kind, column=column, field_id=field_id, name=name,
-        params=dict(params), new_uuid=uuidlib.uuid4().bytes, fragment_ids=tuple(sorted(fragment_ids)),
+        params=params, new_uuid=uuidlib.uuid4().bytes, fragment_ids=tuple(sorted(fragment_ids)),
         merge_with=tuple(bytes(m.SerializeToString()) for m in merge_with),
         model_from=None if model_from is None else model_from.SerializeToString(),
         row_ids=ds.uses_stable_row_ids, file_version=file_version(ds),
         storage_options=dict(storage_options or {}))
 
 
-def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], *,
+def plan_optimize(ds: Dataset, segments: Sequence[Any], params: IndexParams, *,
                   num_indices_to_merge: int | None, retrain: bool,
                   storage_options: Mapping[str, Any] | None = None) -> SegmentPlan | None:
     """pylance's optimize of one index (``segments``: its entries, newest last); None when
@@ -245,7 +248,7 @@ def plan_optimize(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any
     return SegmentPlan(req, tuple(merged), tuple(kept), version, tuple(sorted(coverage)))
 
 
-def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str,
+def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: IndexParams, kind: str,
                          column: str, storage_options: Mapping[str, Any] | None) -> SegmentPlan | None:
     """pylance 14's optimize of a vector index without ``num_indices_to_merge``: a delta over
     the unindexed fragments, unless the rows per partition (new rows and every segment's)
@@ -259,7 +262,7 @@ def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[s
     coverage = tuple(sorted((covered_fragments(ds, segments) & present) | unindexed))
     version = min(int(s.dataset_version) for s in segments)
     if not unindexed:
-        if len(segments) < 2 or not _adjustment_due(ds, segments, params, kind):
+        if len(segments) < 2 or not _adjustment_due(ds, segments, cast(VectorParams, params), kind):
             return None
     req = _request(ds, kind, column, newest.fields[0], newest.name, params, sorted(unindexed), segments,
                    model_from=newest, storage_options=storage_options)
@@ -267,7 +270,7 @@ def _plan_default_vector(ds: Dataset, segments: Sequence[Any], params: Mapping[s
     return SegmentPlan(req, tuple(segments), (), version, coverage, tuple(sorted(unindexed)))
 
 
-def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], kind: str) -> bool:
+def _adjustment_due(ds: Dataset, segments: Sequence[Any], params: VectorParams, kind: str) -> bool:
     """The segments' rows per partition call for a split or join (pylance 14's thresholds)."""
     from lance_spark_ops.index.vector.ivf_params import target_size
     from lance_spark_ops.spark.indices.vector_models import adjustment_due
@@ -317,7 +320,7 @@ def tier_groups(sizes: Sequence[int], fanout: int) -> list[list[int]]:
     return [sorted(g) for g in groups if len(g) >= 2]
 
 
-def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any], fanout: int,
+def plan_tiered_round(ds: Dataset, segments: Sequence[Any], params: IndexParams, fanout: int,
                       storage_options: Mapping[str, Any] | None = None) -> list[SegmentPlan]:
     """One round of the tiered policy for one index: the unindexed fragments join the smallest
     group (or become a segment of their own when there is one segment only)."""
@@ -480,7 +483,7 @@ class CreateRequest:
     field_id: int
     name: str
     replace: bool
-    params: dict[str, Any]
+    params: IndexParams  # the index family's typed parameters, parsed once here
 
 
 def check_create_index(ds: Dataset, column: str, index_type: str, name: str | None = None,
@@ -511,13 +514,14 @@ def check_create_index(ds: Dataset, column: str, index_type: str, name: str | No
 @with_table_target
 def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: str | None = None,
                  replace: bool | None = None, storage_options: dict[str, Any] | None = None,
+                 tuning: Tuning | None = None,
                  max_retries: int = MAX_INDEX_RETRIES, **params: Any) -> IndexMetrics:
     """Build an index of ``index_type`` on ``column`` over every fragment on executors and
     commit it (one CreateIndex), as pylance's ``create_scalar_index`` / ``create_index``;
     ``params`` take pylance's names. An index of that name is replaced only with ``replace``
     (default: True for scalar types, False for vector types, as pylance)."""
     metrics = IndexMetrics(uri)
-    with Job(spark, "create_index", uri, metrics) as job:
+    with Job(spark, "create_index", uri, metrics, tuning) as job:
 
         def attempt() -> None:
             with job.phase("plan"):
@@ -579,6 +583,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                      num_indices_to_merge: int | None = None, retrain: bool = False,
                      merge_policy: str = "pylance", tier_fanout: int = DEFAULT_TIER_FANOUT,
                      max_rounds: int = 16, storage_options: dict[str, Any] | None = None,
+                     tuning: Tuning | None = None,
                      max_retries: int = MAX_INDEX_RETRIES,
                      retrain_if_drift: float | None = None) -> IndexMetrics:
     """Bring indices up to date on executors, as pylance's ``optimize_indices``: unindexed
@@ -591,7 +596,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
     if retrain_if_drift is not None and not retrain_if_drift > 0:
         raise InvalidInputError(f"retrain_if_drift must be positive, got {retrain_if_drift}")
     metrics = IndexMetrics(uri)
-    with Job(spark, "optimize_indices", uri, metrics) as job:
+    with Job(spark, "optimize_indices", uri, metrics, tuning) as job:
         with job.phase("plan"):
             ds = _open(uri, storage_options)
             metrics.read_version = ds.version
@@ -666,7 +671,7 @@ def _partitions(ds: Dataset, segments: Sequence[Any], key: str) -> dict[str, int
         return {}
 
 
-def _drift(job: Job, ds: Dataset, segments: Sequence[Any], params: Mapping[str, Any],
+def _drift(job: Job, ds: Dataset, segments: Sequence[Any], params: IndexParams,
            storage_options: Mapping[str, Any] | None) -> float | None:
     """``vector_drift.measure_drift`` of one vector index (None: no new or no indexed rows)."""
     newest = segments[-1]

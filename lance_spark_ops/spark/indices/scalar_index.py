@@ -2,10 +2,11 @@
 ZONEMAP and BLOOMFILTER, behind the ``index_segment`` contract.
 
 The driver side only plans: fragments (in manifest order) are grouped into part tasks of at
-most ``PART_ROWS`` physical rows, as many as fill the slots in whole waves
-(``spark.indices.scalar_index_tasks.run_part``), then one merge task writes the segment's files and
-deletes the parts (``run_merge``); a segment of one part indexes and merges in one task. BTREE
-runs of ``RANGE_MERGE_ROWS`` or more numeric / temporal rows are merged by value range in
+most ``Tuning.part_rows`` physical rows (MINHASHLSH: ``minhash_part_rows``), as many as fill
+the slots in whole waves (``spark.indices.scalar_index_tasks.run_part``), then one merge task
+writes the segment's files and deletes the parts (``run_merge``); a segment of one part
+indexes and merges in one task. BTREE
+runs of ``Tuning.range_merge_rows`` or more numeric / temporal rows are merged by value range in
 parallel tasks instead (``spark.indices.btree_merge_tasks``). What pylance 14.0.2 writes, per kind
 (the formats: ``index.scalar.btree``, ``index.scalar.bitmap``, ``index.scalar.ngram``,
 ``index.scalar.zonemap``,
@@ -32,16 +33,18 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import replace
-from typing import Any
+from typing import Any, cast
 
 import pyarrow as pa
 from google.protobuf import any_pb2
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
+from lance_spark_ops.index.params import IndexParams
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
 from lance_spark_ops.index.scalar import minhash as mh
+from lance_spark_ops.index.scalar import params as sp
 from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zonemap as zm
 from lance_spark_ops.spark.indices import btree_merge_tasks as bm
@@ -58,11 +61,6 @@ from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
 
-PART_ROWS = 1 << 22  # physical rows a part task reads at most (memory: one sorted run of them)
-MINHASH_PART_ROWS = 1 << 17  # MINHASHLSH signs rows slowly (tokens, shingles): a part per slot early
-RANGE_MERGE_ROWS = 1 << 20  # BTREE runs of fewer rows in all are merged by one task
-RANGE_ROWS = 1 << 22  # rows a BTREE range task merges at most
-
 DETAILS = {
     "BTREE": "/lance.table.BTreeIndexDetails",
     "BITMAP": "/lance.table.BitmapIndexDetails",
@@ -75,16 +73,6 @@ DETAILS = {
 }
 INDEX_VERSION = {"BTREE": 0, "BITMAP": 0, "LABEL_LIST": 1, "NGRAM": 0, "ZONEMAP": 0, "BLOOMFILTER": 0,
                  "RTREE": rt.INDEX_VERSION, "MINHASHLSH": mh.INDEX_VERSION}
-PARAMS: dict[str, dict[str, Any]] = {
-    "BTREE": {"zone_size": bt.DEFAULT_BATCH_SIZE},
-    "BITMAP": {},
-    "LABEL_LIST": {},
-    "NGRAM": {},
-    "ZONEMAP": {"rows_per_zone": zm.DEFAULT_ROWS_PER_ZONE},
-    "BLOOMFILTER": {"number_of_items": bf.DEFAULT_ITEMS, "probability": bf.DEFAULT_PROBABILITY},
-    "RTREE": {"page_size": rt.DEFAULT_PAGE_SIZE},
-    "MINHASHLSH": {**mh.DEFAULTS, "tokenizer": mh.TOKENIZER_DEFAULTS},
-}
 REFUSED: set[str] = set()
 
 
@@ -124,53 +112,25 @@ class ScalarBuilder(SegmentBuilder):
 
     kinds = frozenset(DETAILS)
 
-    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> IndexParams:
         if kind in REFUSED:
             raise UnsupportedError(f"{kind} indices cannot be built by this library yet")
         if kind not in self.kinds:
             raise InvalidInputError(f"{kind!r} is not a scalar index type this builder knows "
                                     f"({', '.join(sorted(self.kinds))})")
         check_column(kind, field)
-        if kind == "MINHASHLSH":
-            out = mh.check_params(params)
-            mh.analyzer_params(out)  # the tokenizer must be one this library reproduces
-            return out
-        known = PARAMS[kind]
-        unknown = sorted(set(params) - set(known))
-        if unknown:
-            allowed = ", ".join(sorted(known)) or "none"
-            raise InvalidInputError(f"{kind} index: unknown parameter(s) {unknown} (accepted: {allowed})")
-        out = dict(known)
-        out.update(params)
-        if kind == "BTREE":
-            out["zone_size"] = _positive_int(out["zone_size"], "zone_size")
-        if kind == "ZONEMAP":
-            out["rows_per_zone"] = _positive_int(out["rows_per_zone"], "rows_per_zone")
-        if kind == "RTREE":
-            out["page_size"] = _positive_int(out["page_size"], "page_size")
-            if out["page_size"] < 2:
-                raise InvalidInputError("RTREE index: parameter page_size must be at least 2, got "
-                                        f"{out['page_size']}")
-        if kind == "BLOOMFILTER":
-            out["number_of_items"] = _positive_int(out["number_of_items"], "number_of_items")
-            p = out["probability"]
-            if isinstance(p, bool) or not isinstance(p, (int, float)) or not 0.0 < float(p) < 1.0:
-                raise InvalidInputError("BLOOMFILTER index: parameter probability must be a number in "
-                                        f"(0, 1), got {p!r}")
-            out["probability"] = float(p)
-        return out
+        return sp.parse(kind, params)
 
-    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+    def params_of(self, kind: str, index: Any) -> IndexParams:
         """BTREE: ``zone_size`` is not in the details; pylance's update uses its default.
         ZONEMAP: ``rows_per_zone`` from the details."""
         if kind == "MINHASHLSH" and index.HasField("index_details"):
             return mh.parse_details(bytes(index.index_details.value))
-        out = dict(PARAMS[kind])
         if kind == "ZONEMAP" and index.HasField("index_details"):
             rows = zm.details_rows_per_zone(bytes(index.index_details.value))
             if rows:
-                out["rows_per_zone"] = rows
-        return out
+                return sp.ZoneMapParams(rows)
+        return sp.PARAM_TYPES[kind]()
 
     def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         if req.kind not in self.kinds:
@@ -192,13 +152,14 @@ class ScalarBuilder(SegmentBuilder):
             raise InvalidInputError(f"no fragment(s) {missing} in version {ds.version}", path=req.uri)
         position = {f.id: i for i, f in enumerate(ds.fragments)}
         ids = sorted(set(req.fragment_ids), key=position.__getitem__)  # zones follow the manifest's order
-        params = tuple(sorted(dict(req.params).items()))
+        params = req.params
         slots = default_parallelism(job.spark)
         parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
                           req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options,
-                          ds.timestamp)
+                          ds.timestamp, job.tuning.btree_sample_rows)
                  for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots,
-                                  MINHASH_PART_ROWS if req.kind == "MINHASHLSH" else PART_ROWS)]
+                                  job.tuning.minhash_part_rows if req.kind == "MINHASHLSH"
+                                  else job.tuning.part_rows)]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
         if len(parts) == 1 and req.kind != "BTREE":  # one task indexes and merges (a stage less)
@@ -216,17 +177,17 @@ class ScalarBuilder(SegmentBuilder):
             version = 1
         value = b""
         if req.kind == "ZONEMAP":
-            value = zm.details_value(int(dict(req.params)["rows_per_zone"]), value_type)
+            value = zm.details_value(cast(sp.ZoneMapParams, req.params).rows_per_zone, value_type)
         if req.kind == "MINHASHLSH":
-            value = mh.details(dict(req.params))
+            value = mh.details(cast(mh.MinHashParams, req.params))
         details = any_pb2.Any(type_url=DETAILS[req.kind], value=value)
         return BuiltSegment(tuple(written), details.SerializeToString(), version, sum(p.rows for p in done))
 
 
 def _range_merge(job: Job, req: SegmentRequest, ds: Dataset, done: list[Part], value_type: pa.DataType,
                  slots: int) -> tuple[tuple[str, int], ...] | None:
-    """BTREE runs of at least ``RANGE_MERGE_ROWS`` rows in all merged by value range (tasks of
-    at most ``RANGE_ROWS`` rows, a multiple of the slots), then a finish task
+    """BTREE runs of at least ``job.tuning.range_merge_rows`` rows in all merged by value range (tasks
+    of at most ``range_rows`` rows, a multiple of the slots), then a finish task
     (``spark.indices.btree_merge_tasks``); None when the single merge task must do it (one run, few
     rows, a type or old segment it cannot take)."""
     if not bt.range_mergeable(value_type):
@@ -243,13 +204,14 @@ def _range_merge(job: Job, req: SegmentRequest, ds: Dataset, done: list[Part], v
             return None
         runs.append(run)
     total = sum(r.rows for r in runs)
-    if len(runs) < 2 or total < RANGE_MERGE_ROWS:
+    if len(runs) < 2 or total < job.tuning.range_merge_rows:
         return None
-    batch_size = int(dict(req.params).get("zone_size") or bt.DEFAULT_BATCH_SIZE)
-    plans = bm.plan_ranges(runs, _task_count(total, RANGE_ROWS, slots))
+    batch_size = cast(sp.BTreeParams, req.params).zone_size
+    plans = bm.plan_ranges(runs, _task_count(total, job.tuning.range_rows, slots))
     sources = tuple((r.part, r.old) for r in runs)
     specs = [bm.RangeSpec(req.uri, req.read_version, req.new_uuid, sources, windows, lo, hi, value_type,
-                          batch_size, req.file_version, req.storage_options) for lo, hi, windows in plans]
+                          batch_size, req.file_version, req.storage_options, ds.timestamp)
+             for lo, hi, windows in plans]
     outs = job.run_tasks(specs, bm.run_range, costs=[sum(c - a for a, c in s.windows) for s in specs])
     if sum(o.rows for o in outs) != total:
         raise CorruptFileError(f"BTREE range merge: {sum(o.rows for o in outs)} rows out of {total} in runs",
@@ -269,29 +231,17 @@ def _task_count(rows: int, per_task: int, slots: int) -> int:
     return n if n == 1 else slots * -(-n // slots)
 
 
-def _groups(sizes: list[tuple[int, int]], slots: int = 1, part_rows: int | None = None) -> list[list[int]]:
+def _groups(sizes: list[tuple[int, int]], slots: int, part_rows: int) -> list[list[int]]:
     """Consecutive fragments in ``_task_count`` groups of about equal rows (a fragment goes
     to the group its middle row falls in)."""
     total = sum(n for _, n in sizes)
-    count = _task_count(total, PART_ROWS if part_rows is None else part_rows, slots)
+    count = _task_count(total, part_rows, slots)
     out: dict[int, list[int]] = {}
     at = 0
     for fid, n in sizes:
         out.setdefault(min(count - 1, (at + n // 2) * count // max(1, total)), []).append(fid)
         at += n
     return list(out.values())
-
-
-def _positive_int(value: Any, name: str) -> int:
-    if isinstance(value, bool) or not isinstance(value, int) or value <= 0:
-        try:
-            v = int(value)
-        except (TypeError, ValueError):
-            v = 0
-        if v <= 0 or isinstance(value, bool) or (isinstance(value, float) and not value.is_integer()):
-            raise InvalidInputError(f"parameter {name} must be a positive integer, got {value!r}")
-        return v
-    return value
 
 
 SCALAR_BUILDER = ScalarBuilder()

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -26,11 +26,13 @@ from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.fts.tokenizer import Analyzer
 from lance_spark_ops.index.kinds import uuid_str
+from lance_spark_ops.index.params import IndexParams, NoParams
 from lance_spark_ops.index.scalar import bitmap as bm
 from lance_spark_ops.index.scalar import bloomfilter as bf
 from lance_spark_ops.index.scalar import btree as bt
 from lance_spark_ops.index.scalar import minhash as mh
 from lance_spark_ops.index.scalar import ngram as ng
+from lance_spark_ops.index.scalar import params as sp
 from lance_spark_ops.index.scalar import rtree as rt
 from lance_spark_ops.index.scalar import zoned
 from lance_spark_ops.index.scalar import zonemap as zm
@@ -44,7 +46,6 @@ ZONED = ("ZONEMAP", "BLOOMFILTER")
 SCAN_ROWS = 1 << 16          # rows decoded at a time by a part task
 MERGE_CHUNK_ROWS = 1 << 16   # fewest rows per run held by the BTREE merge
 MERGE_BUDGET_ROWS = 1 << 23  # rows the BTREE merge holds over all runs (bounds its memory)
-SAMPLE_ROWS = 4096           # a BTREE part samples its run's key every this many rows
 
 
 @dataclass(frozen=True)
@@ -59,12 +60,13 @@ class PartSpec:
     fragment_ids: tuple[int, ...]
     row_ids: bool                 # name rows by stable row id (else by row address)
     file_version: str
-    params: tuple[tuple[str, Any], ...] = ()
+    params: IndexParams = field(default_factory=NoParams)
     merging: bool = False          # the segment folds old ones in (``merge_with``)
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     # the read version's commit time: a reused worker's cached dataset of an older dataset
     # written again at the same URI (same version number) is not taken for this one
     timestamp: Any = None
+    sample_rows: int = 4096  # BTREE: the run's key sampled every this many rows (``Tuning``)
 
 
 @dataclass(frozen=True)
@@ -90,7 +92,7 @@ class MergeSpec:
     parts: tuple[str, ...]
     payloads: tuple[bytes, ...]    # ZONEMAP / BLOOMFILTER parts, in fragment order
     merge_with: tuple[bytes, ...]  # table_pb2.IndexMetadata of old segments
-    params: tuple[tuple[str, Any], ...]
+    params: IndexParams
     value_type: Any                # pa.DataType of the keys / values
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
@@ -139,10 +141,10 @@ def run_part(spec: PartSpec, ctx: TaskContext) -> Part:
         _write(ds.store, rel, run, spec.file_version)
         samples = None
         if bt.range_mergeable(run.schema.field("values").type):  # for the range-parallel merge
-            samples = bt.sample(run.column("values"), SAMPLE_ROWS)
+            samples = bt.sample(run.column("values"), spec.sample_rows)
         return Part(rel.rsplit("/", 1)[1], run.num_rows, samples=samples)
     if spec.kind in ZONED:
-        return _zoned_part(ds, spec, dict(spec.params), ctx)
+        return _zoned_part(ds, spec, spec.params, ctx)
     by_address = not spec.row_ids
     if spec.kind == "RTREE":
         return _rtree_part(ds, spec, rel, by_address)
@@ -234,9 +236,9 @@ def run_merge(spec: MergeSpec, ctx: TaskContext, inline: tuple = ()) -> tuple[tu
         ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
         return tuple((f, ds.store.size(f"{dst}/{f}")) for f in finals)
     olds = [table_pb2.IndexMetadata.FromString(b) for b in spec.merge_with]
-    params = dict(spec.params)
+    params = spec.params
     if spec.kind == "BTREE":
-        files = _merge_btree(ds, spec, dst, olds, int(params.get("zone_size") or bt.DEFAULT_BATCH_SIZE))
+        files = _merge_btree(ds, spec, dst, olds, cast(sp.BTreeParams, params).zone_size)
     elif spec.kind in ("BITMAP", "LABEL_LIST"):
         files = _merge_bitmap(ds, spec, dst, olds)
     elif spec.kind == "NGRAM":
@@ -244,10 +246,10 @@ def run_merge(spec: MergeSpec, ctx: TaskContext, inline: tuple = ()) -> tuple[tu
     elif spec.kind in ZONED:
         files = _merge_zoned(ds, spec, dst, olds, params)
     elif spec.kind == "RTREE":
-        page_size = int(params.get("page_size") or rt.DEFAULT_PAGE_SIZE)
+        page_size = cast(sp.RTreeParams, params).page_size
         files = _merge_rtree(ds, spec, dst, olds, page_size, inline)
     elif spec.kind == "MINHASHLSH":
-        files = _merge_minhash(ds, spec, dst, olds, params, inline)
+        files = _merge_minhash(ds, spec, dst, olds, cast(mh.MinHashParams, params), inline)
     else:
         raise UnsupportedError(f"building {spec.kind} index segments is not supported")
     ds.store.delete_many(f"{dst}/{p}" for p in spec.parts)
@@ -431,24 +433,25 @@ def _from_ipc(data: bytes) -> pa.Table:
 
 
 def _zone_rows(kind: str, values: pa.Array, fid: int, offsets: np.ndarray,
-               params: dict[str, Any]) -> list[tuple]:
+               params: IndexParams) -> list[tuple]:
     rows = []
-    if kind == "ZONEMAP":
-        for part, start, length in zoned.zones(values, offsets, int(params["rows_per_zone"])):
+    if isinstance(params, sp.ZoneMapParams):
+        for part, start, length in zoned.zones(values, offsets, params.rows_per_zone):
             rows.append((*zm.zone_stats(part), fid, start, length))
     else:  # BLOOMFILTER: every zone's filter in one pass over the fragment's hashes
-        items = int(params["number_of_items"])
+        params = cast(sp.BloomFilterParams, params)
+        items = params.number_of_items
         cut = list(zoned.zones(values, offsets, items))
         valid = np.asarray(values.is_valid().to_numpy(zero_copy_only=False), dtype=bool)
         zone_of = (np.arange(len(values)) // items)[valid]
         blobs = bf.filters(bf.value_hashes(values), zone_of, len(cut),
-                           bf.num_bytes(items, float(params["probability"])))
+                           bf.num_bytes(items, params.probability))
         for (part, start, length), blob in zip(cut, blobs, strict=True):
             rows.append((fid, start, length, part.null_count > 0, blob))
     return rows
 
 
-def _zoned_part(ds: Dataset, spec: PartSpec, params: dict[str, Any], ctx: TaskContext) -> Part:
+def _zoned_part(ds: Dataset, spec: PartSpec, params: IndexParams, ctx: TaskContext) -> Part:
     """Zones of each fragment (zones never span fragments, so parts are independent), and
     the addresses of the live null rows; returned inline (a row per ``rows_per_zone`` rows)."""
     field = ds.schema.field(spec.column)
@@ -489,15 +492,15 @@ def _unpack(data: bytes) -> tuple[pa.Table, np.ndarray]:
     return _from_ipc(data[8:8 + n]), bm.decode_tree_map(data[8 + n:])
 
 
-def _zone_table(kind: str, rows: list[tuple], value_type: pa.DataType, params: dict[str, Any]) -> pa.Table:
-    if kind == "ZONEMAP":
-        return zm.table(rows, value_type, int(params["rows_per_zone"]))
-    if kind == "BLOOMFILTER":
-        return bf.table(rows, int(params["number_of_items"]), float(params["probability"]))
+def _zone_table(kind: str, rows: list[tuple], value_type: pa.DataType, params: IndexParams) -> pa.Table:
+    if isinstance(params, sp.ZoneMapParams):
+        return zm.table(rows, value_type, params.rows_per_zone)
+    if isinstance(params, sp.BloomFilterParams):
+        return bf.table(rows, params.number_of_items, params.probability)
     raise UnsupportedError(f"building {kind} index segments is not supported")
 
 
-def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any]
+def _merge_zoned(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: IndexParams
                  ) -> list[tuple[str, int]]:
     tables, nulls = [], []
     for old in olds:
@@ -615,29 +618,29 @@ def _minhash_part(ds: Dataset, spec: PartSpec, rel: str, by_address: bool) -> Pa
 
 def _minhash_data(ds: Dataset, spec: PartSpec, by_address: bool) -> tuple[int, np.ndarray, np.ndarray]:
     """(rows read, ids of the rows with a signature, their signatures) of the spec's fragments."""
-    params = dict(spec.params)
+    params = cast(mh.MinHashParams, spec.params)
     analyzer = Analyzer(mh.analyzer_params(params))
-    gen = mh.Generator.of(int(params["num_hashes"]))
+    gen = mh.Generator.of(params.num_hashes)
     rows, ids, sigs = 0, [], []
     for col, row_ids in _scan(ds, spec, by_address):
         rows += len(row_ids)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        hashes, owner = mh.shingle_hashes(col, analyzer, int(params["shingle_size"]))
+        hashes, owner = mh.shingle_hashes(col, analyzer, params.shingle_size)
         docs, sig = mh.signatures(hashes, owner, gen)
         ids.append(row_ids[docs])
         sigs.append(sig)
-    k = int(params["num_hashes"])
+    k = params.num_hashes
     return (rows, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
             np.concatenate(sigs) if sigs else np.zeros((0, k), np.uint16))
 
 
-def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: dict[str, Any],
+def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], params: mh.MinHashParams,
                    inline: tuple = ()) -> list[tuple[str, int]]:
     """pylance 14's MINHASHLSH build / update: the old segments' signatures it keeps
     (``keep_filter``: by address every row of fragments still there, by stable row id their live
     rows), in their order, then the parts' in fragment order; doc ids are row numbers, the bands
     computed again from the signatures."""
-    k = int(params["num_hashes"])
+    k = params.num_hashes
     ids, sigs = [], []
     for old in olds:
         store, src = old_dir(ds, old)
@@ -659,12 +662,12 @@ def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], para
     return write_minhash(ds.store, dst, all_ids, all_sigs, params, spec.file_version)
 
 
-def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: dict[str, Any],
+def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: mh.MinHashParams,
                   file_version: str) -> list[tuple[str, int]]:
     """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order."""
     details_hex = mh.details(params).hex()
     size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex), file_version)
-    bands, page_table = mh.bands_table(sigs, int(params["num_bands"]), details_hex)
+    bands, page_table = mh.bands_table(sigs, params.num_bands, details_hex)
     bands_size = _write(store, f"{dst}/{mh.BANDS}", bands, file_version, [page_table])
     return [(mh.SIGNATURES, size), (mh.BANDS, bands_size)]
 

@@ -8,8 +8,8 @@ training sizes, task shapes, splits and joins - are ``index.vector``'s ``ivf_par
 1. the model (``spark.indices.vector_training``): the segment's ``model_from`` files (a delta
    or merge), the user's ``ivf_centroids`` / ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x
    partitions vectors (PQ / SQ: also 2^bits x ``sample_rate``) spread over the fragments by
-   live rows; IVF k-means in one task when the sample has at most ``LOCAL_KMEANS_VALUES``
-   values, else in rounds (one task per sample file returns per-centroid sums and counts; the
+   live rows; IVF k-means in one task when the sample has at most ``local_kmeans_values``
+   (``Tuning``) values, else in rounds (one task per sample file returns per-centroid sums and counts; the
    driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
    on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
 2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
@@ -31,7 +31,7 @@ from __future__ import annotations
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field, replace
 from functools import partial
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 import pyarrow as pa
@@ -69,6 +69,7 @@ from lance_spark_ops.index.vector.ivf_split import (
     split_centroids,
     split_steps,
 )
+from lance_spark_ops.index.vector.vector_params import VectorParams
 from lance_spark_ops.spark.indices.index_segment import BuiltSegment, SegmentBuilder, SegmentRequest
 from lance_spark_ops.spark.indices.vector_index_tasks import (
     AssembleSpec,
@@ -104,16 +105,12 @@ from lance_spark_ops.spark.indices.vector_split_tasks import SplitMoveSpec, run_
 from lance_spark_ops.spark.indices.vector_training import train_model
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 
 # vector bytes an encode task reads, and storage bytes a range task gathers, about at most
 # (a single fragment or partition larger than that still goes to one task whole)
 TASK_BYTES = 128 << 20
-ROWS_PER_TASK = None  # tests: a row cap instead of TASK_BYTES
-PIECE_ROWS = None  # tests: the rows a range task holds at most, instead of TASK_BYTES' worth
-# IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
-# ones in rounds of tasks, one per sample file (a Spark job per round)
-LOCAL_KMEANS_VALUES = 1 << 24
 
 
 @dataclass
@@ -139,16 +136,16 @@ class VectorSegmentBuilder(SegmentBuilder):
     kinds = frozenset(VECTOR_KINDS)
     batches = True  # build_many: a tiered round's merges share their encode jobs
 
-    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> dict[str, Any]:
+    def check_params(self, kind: str, field: pa.Field, params: Mapping[str, Any]) -> VectorParams:
         return ivf_params.check_params(kind, field, params)
 
-    def params_of(self, kind: str, index: Any) -> dict[str, Any]:
+    def params_of(self, kind: str, index: Any) -> VectorParams:
         return ivf_params.params_of(index)
 
     # -- build ---------------------------------------------------------------------------------
     def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
-        p = dict(req.params)
+        p = _params(req)
         live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         seg_dir = f"_indices/{uuid_str(req.new_uuid)}"
         work_dir = f"{seg_dir}/_build"
@@ -164,12 +161,13 @@ class VectorSegmentBuilder(SegmentBuilder):
                     olds, refit = foldable(ds, req.kind, model, req.merge_with)
             else:
                 dim = ds.schema.field(req.column).type.list_size
-                fan = (slots, _rows_per_task(4 * dim))
-                model = train_model(job, req.kind, p, src, live, work_dir, fan, LOCAL_KMEANS_VALUES)
+                fan = (slots, _rows_per_task(job, 4 * dim))
+                model = train_model(job, req.kind, p, src, live, work_dir, fan,
+                                    job.tuning.local_kmeans_values)
 
             def encode(rows: dict[int, int], model: Model) -> list[Any]:
                 with job.phase("encode"):
-                    groups = fragment_groups(rows, slots, _rows_per_task(model.dim * 4))
+                    groups = fragment_groups(rows, slots, _rows_per_task(job, model.dim * 4))
                     return job.run_tasks(
                         [EncodeSpec(src, g, model, work_dir) for g in groups],
                         run_encode,
@@ -275,7 +273,8 @@ class VectorSegmentBuilder(SegmentBuilder):
         segments and the runs (and its graphs built); ``moved`` / ``stored``: a split in
         place's (``RangeSpec``)."""
         row_bytes = storage_row_bytes(model.width, model.storage_dtype.itemsize)
-        ranges = range_tasks(counts, row_bytes, slots, hnsw is not None, TASK_BYTES, PIECE_ROWS)
+        ranges = range_tasks(counts, row_bytes, slots, hnsw is not None, TASK_BYTES,
+                             job.tuning.vector_piece_rows)
         return job.run_tasks(
             [
                 RangeSpec(req.uri, tuple(runs), lo, hi, model, hnsw, work_dir, req.file_version,
@@ -312,7 +311,7 @@ class VectorSegmentBuilder(SegmentBuilder):
             with job.phase("encode"):
                 specs, owner, costs = [], [], []
                 for k, st in enumerate(states):
-                    for g in fragment_groups(st.rows, slots, _rows_per_task(st.model.dim * 4)):
+                    for g in fragment_groups(st.rows, slots, _rows_per_task(job, st.model.dim * 4)):
                         specs.append(EncodeSpec(st.src, g, st.model, st.work_dir))
                         owner.append(k)
                         costs.append(sum(st.rows[f] for f in g))
@@ -321,7 +320,7 @@ class VectorSegmentBuilder(SegmentBuilder):
                     states[k].runs.append(run)
             for st in states:
                 st.counts = _counts(st.ds, st.model, st.runs, st.olds)
-            whole = [k for k, st in enumerate(states) if st.whole()]
+            whole = [k for k, st in enumerate(states) if st.whole(job.tuning)]
             with job.phase("segments"):
                 shares = segment_shares([float(states[k].counts.sum()) for k in whole],
                                         [states[k].storage_bytes() for k in whole], slots, TASK_BYTES)
@@ -377,7 +376,7 @@ class VectorSegmentBuilder(SegmentBuilder):
 
     @staticmethod
     def _target(req: SegmentRequest) -> int:
-        return target_size(req.kind, req.params)
+        return target_size(req.kind, _params(req))
 
     @staticmethod
     def _join(
@@ -462,7 +461,7 @@ class VectorSegmentBuilder(SegmentBuilder):
         None when none splits."""
         parts = tuple(p for p, _ in splits)
         with job.phase("split"):
-            groups = fragment_groups(live, slots, _rows_per_task(model.dim * 4))
+            groups = fragment_groups(live, slots, _rows_per_task(job, model.dim * 4))
             got = job.run_tasks(
                 [SplitSampleSpec(src, g, model, parts, split_steps(splits, sizes)) for g in groups],
                 run_split_sample,
@@ -491,7 +490,7 @@ class VectorSegmentBuilder(SegmentBuilder):
         parts = [p for p in affected if p < old.num_partitions and sizes[p]]
         if not parts:
             return []
-        tasks = move_tasks(parts, sizes, slots, _rows_per_task(old.dim * 4))
+        tasks = move_tasks(parts, sizes, slots, _rows_per_task(job, old.dim * 4))
         shares, load = partition_shares(parts, sizes, tasks)
         got = job.run_tasks(
             [SplitMoveSpec(src, field_id, tuple(olds), tuple(runs), tuple(g), old, new, work_dir)
@@ -551,7 +550,7 @@ class _Merge:
 
     @property
     def hnsw(self) -> Params | None:
-        return hnsw_params(self.req.kind, self.req.params)
+        return hnsw_params(self.req.kind, _params(self.req))
 
     @property
     def row_bytes(self) -> int:
@@ -561,11 +560,11 @@ class _Merge:
         assert self.counts is not None
         return int(self.counts.sum()) * self.row_bytes
 
-    def whole(self) -> bool:
+    def whole(self, tuning: Tuning) -> bool:
         """Gathered and written by one task: no graphs to build, at most ``TASK_BYTES`` of rows."""
         assert self.counts is not None
         return whole_segment(int(self.counts.sum()), self.row_bytes, self.hnsw is not None, TASK_BYTES,
-                             PIECE_ROWS)
+                             tuning.vector_piece_rows)
 
     def assemble_spec(self, parts: tuple[Any, ...]) -> AssembleSpec:
         r = self.req
@@ -579,8 +578,13 @@ class _Merge:
         return SegmentSpec(whole, self.assemble_spec(()))
 
     def built(self, files: Any, rows: int) -> BuiltSegment:
-        return BuiltSegment(tuple(files), details(self.req.kind, self.model.metric, dict(self.req.params)),
+        return BuiltSegment(tuple(files), details(self.req.kind, self.model.metric, _params(self.req)),
                             _version(self.req.kind), int(rows), True)
+
+
+def _params(req: SegmentRequest) -> VectorParams:
+    """The request's parameters (this builder's ``check_params`` / ``params_of`` made them)."""
+    return cast(VectorParams, req.params)
 
 
 def _version(kind: str) -> int:
@@ -592,8 +596,8 @@ def _refit_rows(ds: Dataset, refit: set[int], live: dict[int, int]) -> dict[int,
     return {f.id: ds.live_rows(f) for f in ds.fragments if f.id in refit and f.id not in live}
 
 
-def _rows_per_task(row_bytes: int) -> int:
-    return rows_per_task(row_bytes, TASK_BYTES, ROWS_PER_TASK)
+def _rows_per_task(job: Job, row_bytes: int) -> int:
+    return rows_per_task(row_bytes, TASK_BYTES, job.tuning.vector_rows_per_task)
 
 
 def _counts(ds: Dataset, model: Model, runs: list[Any], olds: list[bytes]) -> np.ndarray:

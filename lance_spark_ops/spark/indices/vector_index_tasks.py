@@ -18,6 +18,7 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
@@ -83,16 +84,14 @@ def _save(store: ObjectStore, rel: str, arrays: list[np.ndarray]) -> None:
     store.write(rel, buf.getvalue())
 
 
-_SAMPLES: dict[str, np.ndarray] = {}  # sample files a worker read, kept for the next round
+_SAMPLES = region("spark.vector_samples", max_entries=16)  # sample files read, kept for the next round
 
 
 def load_sample(store: ObjectStore, rel: str, dim: int, take: int) -> np.ndarray:
     x = _SAMPLES.get(rel)
     if x is None:
         x = np.frombuffer(store.read(rel), dtype=np.float32).reshape(-1, dim)
-        if len(_SAMPLES) >= 16:
-            _SAMPLES.clear()
-        _SAMPLES[rel] = x
+        _SAMPLES.put(rel, x, x.nbytes)
     return x[:take]
 
 

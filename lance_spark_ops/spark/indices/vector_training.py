@@ -7,7 +7,6 @@ many rows: ``index.vector.ivf_train``."""
 
 from __future__ import annotations
 
-from collections.abc import Mapping
 from typing import Any
 
 import numpy as np
@@ -27,6 +26,7 @@ from lance_spark_ops.index.vector.ivf_train import (
 )
 from lance_spark_ops.index.vector.kmeans import BALANCE_FACTOR, Partial, Training, init_centroids
 from lance_spark_ops.index.vector.quantizers import merge_bounds
+from lance_spark_ops.index.vector.vector_params import VectorParams
 from lance_spark_ops.spark.indices.vector_index_tasks import (
     KMeansSpec,
     PqTrainSpec,
@@ -44,7 +44,7 @@ from lance_spark_ops.spark.runtime.job import Job
 def train_model(
     job: Job,
     kind: str,
-    p: Mapping[str, Any],
+    p: VectorParams,
     src: Source,
     live: dict[int, int],
     work_dir: str,
@@ -55,30 +55,30 @@ def train_model(
     codebook or SQ bounds) of a ``kind`` build over fragments of ``live`` rows."""
     total = sum(live.values())
     plan = training_plan(kind, p, total)
-    metric = p["metric"]
+    metric = p.metric
     samples = []
     if plan.sampled:
         with job.phase("sample"):
             samples = _sample(job, src, live, total, plan.sample_rows, metric, work_dir, fan, plan.k)
     centroids, loss = (
-        (p["ivf_centroids"], None)
+        (p.ivf_centroids, None)
         if not plan.need_ivf
-        else _kmeans(job, src, samples, plan.k, plan.ivf_rows, metric, p["max_iterations"], local_values)
+        else _kmeans(job, src, samples, plan.k, plan.ivf_rows, metric, p.max_iterations, local_values)
     )
     m, nbits = plan.m, plan.nbits
     model = Model(kind, metric, np.asarray(centroids, np.float32), loss, m=m, nbits=nbits)
     if plan.quantizer == "PQ":
-        book = p["pq_codebook"]
+        book = p.pq_codebook
         if book is None:
             with job.phase("train_pq"):
-                book = _pq_codebook(job, src, samples, model, plan, p["max_iterations"], fan[0])
+                book = _pq_codebook(job, src, samples, model, plan, p.max_iterations, fan[0])
         model = Model(
             kind, metric, model.centroids, loss, codebook=np.asarray(book, np.float32), m=m, nbits=nbits
         )
     elif plan.quantizer == "SQ":
         model = Model(kind, metric, model.centroids, loss, bounds=merge_bounds([s.bounds for s in samples]))
     elif plan.quantizer == "RQ":  # a random rotation as pylance's, unless given (seeded: builds repeat)
-        rb = p["rabitq_model"] or rabitq.new_model(model.dim, nbits, seed=SEED + plan.k)
+        rb = p.rabitq_model or rabitq.new_model(model.dim, nbits, seed=SEED + plan.k)
         model = Model(kind, metric, model.centroids, loss, nbits=nbits, rabit=rb)
     return model
 

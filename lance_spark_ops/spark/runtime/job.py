@@ -25,9 +25,9 @@ Example (a new job that writes files and commits them; see ``spark/files/delta_i
     from lance_spark_ops.spark.runtime.job import Job, referenced_data_files
     from lance_spark_ops.table.dataset import Dataset
 
-    def rewrite_something(spark, uri, *, storage_options=None) -> MyMetrics:
+    def rewrite_something(spark, uri, *, storage_options=None, tuning=None) -> MyMetrics:
         metrics = MyMetrics(uri=uri)
-        with Job(spark, "rewrite_something", uri, metrics) as job:
+        with Job(spark, "rewrite_something", uri, metrics, tuning) as job:
             with job.phase("plan"):
                 ds = Dataset.open(uri, storage_options=storage_options)
                 tasks = plan(ds)                        # small picklable descriptors
@@ -36,7 +36,7 @@ Example (a new job that writes files and commits them; see ``spark/files/delta_i
                     results = job.run_tasks(tasks, write_task)  # TaskContext.file_prefix names files
                     ph.add(rows=sum(r.rows for r in results), bytes=sum(r.size for r in results))
                 with job.phase("commit"):
-                    job.before_commit(1)                      # tests inject concurrent writers here
+                    job.before_commit(1)          # tests inject concurrent writers here (tuning=)
                     new = ds.commit(make_operation(results))
             metrics.orphan_files_deleted = job.delete_unreferenced(new.store, referenced_data_files(new))
         return metrics
@@ -57,20 +57,17 @@ from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
 from lance_spark_ops.spark.runtime.session import is_classic, set_description
+from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING, Tuning
 from lance_spark_ops.table.commit.retry import retry_on_conflict
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import all_data_file_paths
 from lance_spark_ops.table.paths import DATA_DIR
 
-__all__ = ["Job", "Phase", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
+__all__ = ["Job", "Phase", "Tuning", "interrupt_tag", "latest_data_files", "logger", "referenced_data_files"]
 
 logger = logging.getLogger("lance_spark_ops")
 TaskT = TypeVar("TaskT")
 ResultT = TypeVar("ResultT")
-
-# Tests set this to run code right before each commit attempt of a job (a concurrent writer):
-# ``hook(job_kind, attempt)``. Not part of any public signature.
-_before_commit_hook: Callable[[str, int], None] | None = None
 
 
 def _ensure_progress_output() -> None:
@@ -140,11 +137,13 @@ def _tasks(n: int) -> str:
 class Job:
     """One run of a maintenance operation; use as a context manager (see the module doc)."""
 
-    def __init__(self, spark: Any, kind: str, uri: str, metrics: Any = None) -> None:
+    def __init__(self, spark: Any, kind: str, uri: str, metrics: Any = None,
+                 tuning: Tuning | None = None) -> None:
         self.spark = spark
         self.kind = kind
         self.uri = uri
         self.metrics = metrics
+        self.tuning = DEFAULT_TUNING if tuning is None else tuning  # task shapes, the commit hook
         self.job_id = f"lso-{uuid.uuid4().hex[:12]}"
         self._phases: list[Phase] = []
         self._started = time.perf_counter()
@@ -211,10 +210,11 @@ class Job:
         if costs is not None:
             order.sort(key=lambda i: -costs[i])
         submitted = [tasks[i] for i in order]
+        budget = self.tuning.cache_bytes
         if self.spark is None:
-            out = run_tasks_locally(self.job_id, submitted, fn)
+            out = run_tasks_locally(self.job_id, submitted, fn, budget)
         else:
-            out = run_tasks(self.spark, self.job_id, submitted, fn)
+            out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
         results: list[ResultT | None] = [None] * len(tasks)
@@ -230,9 +230,9 @@ class Job:
         return retry_on_conflict(attempt, retries=retries, what=what or self.kind, on_conflict=on_conflict)
 
     def before_commit(self, attempt: int) -> None:
-        """Called right before each commit attempt (runs the tests' hook, if any)."""
-        if _before_commit_hook is not None:
-            _before_commit_hook(self.kind, attempt)
+        """Called right before each commit attempt (runs ``tuning.before_commit``, if any)."""
+        if self.tuning.before_commit is not None:
+            self.tuning.before_commit(self.kind, attempt)
 
     # -- files -----------------------------------------------------------------------------------
     def delete_unreferenced(self, store: ObjectStore, referenced: Iterable[str],

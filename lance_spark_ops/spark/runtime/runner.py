@@ -24,6 +24,7 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_spark_ops.cache import configure as configure_cache
 from lance_spark_ops.errors import LanceError
 from lance_spark_ops.spark.runtime.session import set_description
 from lance_spark_ops.spark.runtime.task_common import attempt_id
@@ -44,11 +45,14 @@ def result_schema() -> Any:
 
 @dataclass(frozen=True)
 class TaskContext:
-    """Where a task attempt runs; ``attempt`` is unique per attempt within the job."""
+    """Where a task attempt runs; ``attempt`` is unique per attempt within the job.
+    ``cache_bytes``: the byte budget of the process's cache (``lance_spark_ops.cache``) the
+    job hands its tasks (None: the process's own)."""
 
     job_id: str
     task_id: int
     attempt: str
+    cache_bytes: int | None = None
 
     @property
     def file_prefix(self) -> str:
@@ -64,13 +68,15 @@ class TaskFailed:
 
 
 def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext) -> Any:
+    configure_cache(ctx.cache_bytes)
     try:
         return fn(task, ctx)
     except LanceError as e:
         return TaskFailed(e)
 
 
-def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes]
+def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes],
+                 cache_bytes: int | None = None
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_imported()  # keep modules out of the worker's per-task gc.collect()
@@ -78,7 +84,8 @@ def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: S
         for batch in batches:
             ids = batch.column(0).to_pylist()
             out_results = [
-                pickle.dumps(_outcome(fn, pickle.loads(payloads[i]), TaskContext(job_id, i, attempt)))
+                pickle.dumps(_outcome(fn, pickle.loads(payloads[i]),
+                                      TaskContext(job_id, i, attempt, cache_bytes)))
                 for i in ids]
             yield pa.RecordBatch.from_arrays(
                 [pa.array(ids, pa.int64()), pa.array([attempt] * len(ids), pa.string()),
@@ -90,8 +97,9 @@ def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: S
 
 
 def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-              description: str = "") -> dict[int, tuple[str, Any]]:
-    """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``."""
+              description: str = "", cache_bytes: int | None = None) -> dict[int, tuple[str, Any]]:
+    """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``.
+    ``cache_bytes``: the process cache's budget in the tasks' processes (None: theirs)."""
     if not tasks:
         return {}
     if description:
@@ -99,7 +107,7 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     payloads = [pickle.dumps(t) for t in tasks]
     ids = spark.range(0, len(payloads), 1, len(payloads))  # row i alone in partition i
     try:
-        collected = ids.mapInArrow(_make_mapper(job_id, fn, payloads), result_schema()).collect()
+        collected = ids.mapInArrow(_make_mapper(job_id, fn, payloads, cache_bytes), result_schema()).collect()
     finally:
         if description:
             set_description(spark, None)
@@ -112,10 +120,12 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     return out
 
 
-def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any]
-                      ) -> dict[int, tuple[str, Any]]:
+def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
+                      cache_bytes: int | None = None) -> dict[int, tuple[str, Any]]:
     """Same contract as ``run_tasks`` without Spark (tests, dry runs, tiny datasets)."""
-    return {i: ("local", fn(t, TaskContext(job_id, i, "local"))) for i, t in enumerate(tasks)}
+    configure_cache(cache_bytes)
+    return {i: ("local", fn(t, TaskContext(job_id, i, "local", cache_bytes)))
+            for i, t in enumerate(tasks)}
 
 
 _WORKER_ERROR = re.compile(r"lance_spark_ops\.errors\.(\w+): (.*)")

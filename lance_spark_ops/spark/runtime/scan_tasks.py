@@ -9,7 +9,6 @@ physical order. Nothing but the small descriptors travels through Spark to the e
 
 from __future__ import annotations
 
-from collections import OrderedDict
 from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -17,13 +16,14 @@ from typing import Any
 
 import pyarrow as pa
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.errors import IncompatibleTransaction
 from lance_spark_ops.spark.runtime.spark_types import spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 
 DESCRIPTOR_SCHEMA = "part long, fragment_ids array<long>"
-_CACHE_SIZE = 4
-_datasets: OrderedDict[tuple[Any, ...], Dataset] = OrderedDict()
+_datasets = region("spark.scan_datasets", max_entries=4)
+DATASET_BYTES = 16 << 20  # charged per opened version (its parsed manifest; a nominal size)
 
 
 @dataclass(frozen=True)
@@ -42,7 +42,7 @@ class ScanSpec:
 
 def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None = None,
                  timestamp: datetime | None = None) -> Dataset:
-    """``Dataset.open`` with a small per-process cache (manifests are immutable per version).
+    """``Dataset.open`` through the process's cache (manifests are immutable per version).
 
     ``timestamp``: the version's commit time as the driver planned on it. It is part of the
     cache key, so a dataset deleted and written again at the same URI (same version number,
@@ -56,11 +56,7 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
         if timestamp is not None and ds.timestamp != timestamp:
             raise IncompatibleTransaction(f"version {version} was committed at {ds.timestamp}, not at "
                                           f"{timestamp} as planned: the dataset was replaced", path=uri)
-        _datasets[key] = ds
-        while len(_datasets) > _CACHE_SIZE:
-            _datasets.popitem(last=False)
-    else:
-        _datasets.move_to_end(key)
+        _datasets.put(key, ds, DATASET_BYTES)
     return ds
 
 

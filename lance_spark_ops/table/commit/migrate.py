@@ -31,6 +31,7 @@ from typing import Any
 import numpy as np
 from pyroaring import BitMap
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.deletion import deleted_offsets
@@ -88,8 +89,7 @@ def untrusted_bitmaps(manifest: Manifest | None, indices: Sequence[Any]) -> list
 
 
 # recomputed bitmaps per (index directory, uuid): index files never change under a uuid
-_RECOMPUTED: dict[tuple[str, bytes], bytes] = {}
-_RECOMPUTED_MAX = 1024
+_RECOMPUTED = region("table.recomputed_bitmaps", max_entries=1024)
 
 
 def trusted_indices(store: ObjectStore, manifest: Manifest | None, indices: Sequence[Any],
@@ -119,13 +119,13 @@ def trusted_indices(store: ObjectStore, manifest: Manifest | None, indices: Sequ
         uuid = uuid_str(idx.uuid.uuid)
         idx_store, rel = resolver.index_dir(uuid, idx.base_id if idx.HasField("base_id") else None)
         key = (idx_store.uri(rel), bytes(idx.uuid.uuid))
-        if key not in _RECOMPUTED:
-            if len(_RECOMPUTED) >= _RECOMPUTED_MAX:
-                _RECOMPUTED.clear()
+        raw = _RECOMPUTED.get(key)
+        if raw is None:
             bitmap = covered_fragments(idx_store, rel, idx.name)
-            _RECOMPUTED[key] = bytes(BitMap(bitmap, optimize=False).serialize())
+            raw = bytes(BitMap(bitmap, optimize=False).serialize())
+            _RECOMPUTED.put(key, raw, 64 + len(raw))
         fixed = copy.deepcopy(idx)
-        fixed.fragment_bitmap = _RECOMPUTED[key]
+        fixed.fragment_bitmap = raw
         out[k] = fixed
     return out
 

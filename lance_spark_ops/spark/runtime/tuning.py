@@ -1,0 +1,47 @@
+"""The tuning values a job runs with (issue #38): the task shapes its planners choose, the cache
+budget its tasks get and a hook before each commit. A frozen value carried by the ``Job``
+(``job.tuning``) and passed to a job function as ``tuning=``; the defaults are what every
+production run uses. Tests pass small values (several tasks out of a few thousand rows) and the
+hook (a concurrent writer) here instead of patching module globals."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+__all__ = ["DEFAULT_TUNING", "Tuning"]
+
+
+@dataclass(frozen=True)
+class Tuning:
+    """Task shapes (rows / bytes a task takes at most or at least) and test hooks of a job."""
+
+    # scalar index builds (``spark.indices.scalar_index``)
+    part_rows: int = 1 << 22          # physical rows a part task reads at most (one sorted run)
+    minhash_part_rows: int = 1 << 17  # MINHASHLSH signs rows slowly: a part per slot early
+    range_merge_rows: int = 1 << 20   # BTREE runs of fewer rows in all are merged by one task
+    range_rows: int = 1 << 22         # rows a BTREE range task merges at most
+    # FTS builds (``spark.indices.fts_index``): live rows of one partition at most
+    fts_rows_per_part: int = 1 << 20
+    # vector builds (``spark.indices.vector_index``)
+    vector_rows_per_task: int | None = None  # a row cap instead of ``vector_index.TASK_BYTES``
+    vector_piece_rows: int | None = None     # rows a range task holds at most (partitions in pieces)
+    # IVF samples up to this many values (rows x dim, 64 MiB of float32) train in one task; larger
+    # ones in rounds of tasks, one per sample file (a Spark job per round)
+    local_kmeans_values: int = 1 << 24
+    btree_sample_rows: int = 4096     # a BTREE part samples its run's key every this many rows
+    # index remap (``spark.indices.index_remap``): vectors whose HNSW graphs one task rebuilds, at
+    # least; BTREE page_data rows a remap task streams at a time
+    graph_task_min_rows: int = 50_000
+    btree_stream_rows: int = 1 << 20
+    # vacuum (``spark.files.vacuuming``): manifests a read task parses, files a delete task removes
+    manifests_per_task: int = 64
+    deletes_per_task: int = 1000
+    # the byte budget of the one cache (``lance_spark_ops.cache``) in every process the job's tasks
+    # run in (None: the process's own, ``LSO_CACHE_BYTES`` or ``cache.DEFAULT_BUDGET``)
+    cache_bytes: int | None = None
+    # run right before each commit attempt of the job: ``before_commit(job_kind, attempt)``
+    before_commit: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
+
+
+DEFAULT_TUNING = Tuning()
