@@ -18,6 +18,10 @@ same rows. Operations:
 - ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
 - ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
   ``optimize.compact_files`` planning through ``Compaction.plan``)
+- ``open_big``: the same on a dataset of ``--big-versions`` versions (default 1 000) of 10
+  one-row fragments each (10 000 fragments), built once by pylance on local disk (kept in
+  ``--big-cache``) and uploaded untimed; read-only, so every round opens the same copy; the
+  two plans must name the same fragments
 
 JSON results go to ``bench/results/object_store_bench.json`` and a plot of time against latency
 (both sides, per operation) to ``bench/results/object_store_bench.png``.
@@ -67,6 +71,31 @@ def build(uri: str, opts: dict[str, str]) -> int:
     return ds.count_rows()
 
 
+def build_big(path: Path, versions: int, per_version: int) -> None:
+    """``versions`` appends of ``per_version`` one-row fragments, by pylance on local disk."""
+    import lance
+
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == versions:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    for v in range(versions):
+        ids = np.arange(v * per_version, (v + 1) * per_version, dtype=np.int64)
+        lance.write_dataset(pa.table({"id": ids, "x": ids.astype(np.float64)}), str(path),
+                            mode="append" if v else "create", max_rows_per_file=1, data_storage_version="2.1")
+
+
+def upload(client, path: Path, bucket: str, prefix: str) -> int:
+    """Every file under ``path`` to ``bucket/prefix/`` (untimed, straight to moto, 16 at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = [(f, f"{prefix}/{f.relative_to(path).as_posix()}") for f in path.rglob("*") if f.is_file()]
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda it: client.upload_file(str(it[0]), bucket, it[1]), items))
+    return len(items)
+
+
 def copy_prefix(client, src_bucket: str, src: str, dst_bucket: str, dst: str) -> None:
     """Server-side copy of every object under ``src/`` (untimed, straight to moto)."""
     pages = client.get_paginator("list_objects_v2").paginate(Bucket=src_bucket, Prefix=f"{src}/")
@@ -89,11 +118,16 @@ def _import_package(task: int, ctx: object) -> int:
     return task
 
 
-def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) -> None:
+def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) -> object:
     import lance
 
     if side == "pylance":
         ds = lance.dataset(uri, storage_options=opts)
+        if op == "open_big":
+            from lance.optimize import Compaction
+
+            plan = Compaction.plan(ds, {"target_rows_per_fragment": TARGET_ROWS})
+            return sorted(sorted(f.id for f in t.fragments) for t in plan.tasks)
         if op in ("compact", "binary"):
             kw = {"compaction_mode": "try_binary_copy"} if op == "binary" else {}
             ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS, num_threads=2, **kw)
@@ -117,6 +151,10 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
     elif op == "open":
         compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
+    elif op == "open_big":
+        m = compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
+        return sorted(sorted(t) for t in m.plan)
+    return None
 
 
 def _zero():
@@ -183,6 +221,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
     ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
+    ap.add_argument("--big-versions", type=int, default=1000, help="versions of open_big's dataset")
+    ap.add_argument("--big-cache", default="/tmp/lso-bench-big", help="open_big's dataset on local disk")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "object_store_bench.json"))
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -202,6 +242,16 @@ def main() -> None:
         expected = ids_of("s3://bench-src/ds.lance", direct)
         print(f"dataset: {FRAGMENTS} fragments x {ROWS} rows, {live} live (built in "
               f"{time.perf_counter() - t0:.1f} s)", flush=True)
+        big_uri = None
+        if "open_big" in args.ops:
+            t0 = time.perf_counter()
+            big = Path(f"{args.big_cache}-{args.big_versions}")
+            build_big(big, args.big_versions, 10)
+            create_bucket(moto.endpoint, "bench-big")
+            n_up = upload(client, big, "bench-big", "ds.lance")
+            big_uri = "s3://bench-big/ds.lance"
+            print(f"open_big: {args.big_versions} versions x 10 fragments, {n_up} objects uploaded in "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
         spark = get_spark("object-store-bench")
         run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
         seconds: dict = {}
@@ -212,18 +262,25 @@ def main() -> None:
             for op in args.ops:
                 for r in range(args.rounds):
                     order = ["ours", "pylance"] if (r + n) % 2 == 0 else ["pylance", "ours"]
+                    plans = {}
                     for side in order:
-                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                        create_bucket(moto.endpoint, bucket)
-                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
-                        uri = f"s3://{bucket}/ds.lance"
-                        prepare(op, uri, direct, args)
+                        if op == "open_big":  # read-only: the one copy
+                            uri = big_uri
+                        else:
+                            bucket = f"bench-{uuid.uuid4().hex[:12]}"
+                            create_bucket(moto.endpoint, bucket)
+                            copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
+                            uri = f"s3://{bucket}/ds.lance"
+                            prepare(op, uri, direct, args)
                         proxy.reset()
                         t0 = time.perf_counter()
-                        run_side(side, op, uri, via, spark, args)
+                        plans[side] = run_side(side, op, uri, via, spark, args)
                         took = time.perf_counter() - t0
                         stats = proxy.stats()
-                        check(op, uri, direct, expected, args)
+                        if op != "open_big":
+                            check(op, uri, direct, expected, args)
+                        elif len(plans) == 2 and plans["ours"] != plans["pylance"]:
+                            raise AssertionError("open_big: the compaction plans differ")
                         key = (op, str(int(latency)))
                         seconds.setdefault(key, {}).setdefault(side, []).append(took)
                         requests.setdefault(key, {})[side] = {"total": stats["total"], "ops": stats["ops"],
@@ -242,6 +299,7 @@ def main() -> None:
                           "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
               "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
               "vacuum_versions": args.versions,
+              "open_big": {"versions": args.big_versions, "fragments": args.big_versions * 10},
               "median": median,
               "seconds": {f"{op}@{lat}ms": v for (op, lat), v in seconds.items()},
               "requests": {f"{op}@{lat}ms": v for (op, lat), v in requests.items()}}

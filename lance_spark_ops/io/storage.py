@@ -508,6 +508,25 @@ class ObjectStore:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    def list_page(self, rel: str, limit: int) -> tuple[list[tuple[str, int]], bool] | None:
+        """The first ``limit`` objects directly under ``rel`` in key order, (name, size), and
+        whether they are all of them: one LIST request of ``limit`` keys on S3 (where a full
+        ``list`` pages through every key); on local disks the whole directory (as cheap as a
+        part of it, so never cut); None on stores whose listing is not read page by page here
+        (use ``list``)."""
+        if self.is_local:
+            return [(n, 0) for n in self.list(rel)], True
+        if not (self._remote_async() and remote.is_s3(self.fs)):
+            return None
+        try:
+            with self._typed("list", rel):
+                items, complete = remote.run(self.fs, remote.s3_list_page, self.fs, self.full_path(rel), limit)
+        except NotFoundError:
+            return [], True
+        for name, size in items:
+            self.note_size(f"{rel}/{name}" if rel else name, size)
+        return items, complete
+
     # -- writes ----------------------------------------------------------
     def _ensure_parent(self, path: str) -> None:
         if self.protocol in ("file", "local"):

@@ -7,6 +7,7 @@ is checked to lie under the dataset root."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import posixpath
 import time
@@ -109,23 +110,39 @@ def read_versions(store: ObjectStore, manifests: Sequence[tuple[int, str]]) -> l
     """Parse each manifest ((version, relative path)) and keep only what a vacuum needs
     (version, time, references)."""
     out = []
-    for at in range(0, len(manifests), MANIFESTS_IN_FLIGHT):  # object stores: in flight together
-        part = manifests[at:at + MANIFESTS_IN_FLIGHT]
-        datas = store.read_all([rel for _, rel in part])
-        for (version, rel), data in zip(part, datas, strict=True):
-            where = store.uri(rel)
-            mf = parse_manifest_file(data, where)
-            m = mf.manifest
-            if m.version != version:
-                raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
-                                       path=where)
-            refs = manifest_refs(m, mf.index_section, store.root_path, where)
-            out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
+    parts = [manifests[at:at + MANIFESTS_IN_FLIGHT] for at in range(0, len(manifests), MANIFESTS_IN_FLIGHT)]
+    if len(parts) > 1 and not store.is_local:
+        # object stores: each part in flight together, the next one fetched while this one parses
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(store.read_all, [rel for _, rel in parts[0]])
+            for i, part in enumerate(parts):
+                datas = ahead.result()
+                if i + 1 < len(parts):
+                    ahead = pool.submit(store.read_all, [rel for _, rel in parts[i + 1]])
+                out += _parse_versions(store, part, datas)
+        return out
+    for part in parts:
+        out += _parse_versions(store, part, store.read_all([rel for _, rel in part]))
     return out
 
 
-# manifests read at once (object stores: in flight together; memory: this many)
-MANIFESTS_IN_FLIGHT = 16
+def _parse_versions(store: ObjectStore, part: Sequence[tuple[int, str]], datas: list[bytes]
+                    ) -> list[VersionInfo]:
+    out = []
+    for (version, rel), data in zip(part, datas, strict=True):
+        where = store.uri(rel)
+        mf = parse_manifest_file(data, where)
+        m = mf.manifest
+        if m.version != version:
+            raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
+                                   path=where)
+        refs = manifest_refs(m, mf.index_section, store.root_path, where)
+        out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
+    return out
+
+
+# manifests read at once (object stores: in flight together, and as many fetched ahead)
+MANIFESTS_IN_FLIGHT = 32
 
 
 def manifest_paths(store: ObjectStore) -> tuple[tuple[int, str], ...]:

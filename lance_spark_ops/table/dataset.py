@@ -107,13 +107,17 @@ class Dataset:
         """
         store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
         handler = handler_for(manifest_store, store)
-        listing = handler.list_versions(store)
+        # the newest versions only (one short LIST page under the V2 naming scheme)
+        listing = handler.recent_versions(store, None if version is None else version - 1)
         if listing.scheme is None or not listing.paths:
             raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
-        versions = listing.paths
         if version is None:
-            version = max(versions)
+            version = max(listing.paths)
         rel = handler.resolve(store, version, listing)
+        if rel is None:  # the error names the versions there are: all of them
+            listing = handler.list_versions(store)
+            rel = handler.resolve(store, version, listing)
+        versions = listing.paths
         if rel is None:
             raise NotFoundError(f"version {version} does not exist (versions {min(versions)}.."
                                 f"{max(versions)})", path=store.uri(""))

@@ -29,6 +29,8 @@ def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F
     # small batches so manifests and deletes really spread over several tasks
     monkeypatch.setattr(mod, "MANIFESTS_PER_TASK", 3)
     monkeypatch.setattr(mod, "DELETES_PER_TASK", 4)
+    for name in ("DRIVER_MANIFESTS", "DRIVER_PREFIXES", "DRIVER_DELETES"):  # no work kept on the driver
+        monkeypatch.setattr(mod, name, 0)
     removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),
                          error_if_tagged_old_versions=False, delete_unverified=True)
     assert m.old_versions >= 6 and len(removed) > 8
