@@ -520,7 +520,8 @@ class ObjectStore:
             return None
         try:
             with self._typed("list", rel):
-                items, complete = remote.run(self.fs, remote.s3_list_page, self.fs, self.full_path(rel), limit)
+                path = self.full_path(rel)
+                items, complete = remote.run(self.fs, remote.s3_list_page, self.fs, path, limit)
         except NotFoundError:
             return [], True
         for name, size in items:

@@ -79,8 +79,8 @@ def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3, small_page: Non
     assert _ops(slow_s3)["LIST"] == 2  # the open and the commit, one page each
     old = Dataset.open(uri, version=3, storage_options=slow_s3.options)
     new = old.commit(ReserveFragments(2), 3)
-    assert new.version == 12 and new.max_fragment_id == Dataset.open(uri, version=11, storage_options=slow_s3.options
-                                                                     ).max_fragment_id + 2
+    eleven = Dataset.open(uri, version=11, storage_options=slow_s3.options)
+    assert new.version == 12 and new.max_fragment_id == eleven.max_fragment_id + 2
     theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
     assert theirs.version == 12 and theirs.count_rows() == 110
 
@@ -108,7 +108,8 @@ def test_small_vacuum_runs_on_the_driver(slow_s3: SlowS3, monkeypatch: pytest.Mo
         before = lance.dataset(uri, storage_options=so).to_table().sort_by("id")
         slow_s3.proxy.reset()
         if side == "ours":
-            m = vacuum(None, uri, older_than=timedelta(0), delete_unverified=True, storage_options=slow_s3.options)
+            m = vacuum(None, uri, older_than=timedelta(0), delete_unverified=True,
+                       storage_options=slow_s3.options)
             ops = slow_s3.proxy.stats()["ops"]
             assert ops.get("DELETE", 0) == 0 and ops["DELETE_OBJECTS"] == 2, ops  # files, then manifests
             stats[side] = (m.old_versions, m.data_files_removed, m.transaction_files_removed)
