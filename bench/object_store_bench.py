@@ -171,14 +171,20 @@ def _zero():
     return timedelta(0)
 
 
-def prepare_vacuum(uri: str, opts: dict[str, str], args) -> None:
-    """The source of ``vacuum``'s copies: ``--versions`` appends then a compaction (untimed, once)."""
+def prepare_vacuum(path: Path, args) -> None:
+    """The source of ``vacuum``'s copies, by pylance on local disk (kept, untimed): the issue's
+    dataset, ``--versions`` appends of 10 rows, then a compaction."""
     import lance
 
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == FRAGMENTS + args.versions + 3:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    build(str(path), {})
     for i in range(args.versions):
-        lance.write_dataset(make_table(10_000_000 + i, 10), uri, mode="append", storage_options=opts)
-    ds = lance.dataset(uri, storage_options=opts)
-    ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
+        lance.write_dataset(make_table(10_000_000 + i, 10), str(path), mode="append")
+    lance.dataset(str(path)).optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
 
 
 def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -> None:
@@ -251,8 +257,9 @@ def main() -> None:
         if "vacuum" in args.ops:
             t0 = time.perf_counter()
             create_bucket(moto.endpoint, "bench-vacsrc")
-            copy_prefix(client, "bench-src", "ds.lance", "bench-vacsrc", "ds.lance")
-            prepare_vacuum("s3://bench-vacsrc/ds.lance", direct, args)
+            vac = Path(f"{args.big_cache}-vacuum-{args.versions}")
+            prepare_vacuum(vac, args)
+            upload(client, vac, "bench-vacsrc", "ds.lance")
             print(f"vacuum: {args.versions} old versions made in {time.perf_counter() - t0:.1f} s",
                   flush=True)
         big_uri = None
