@@ -15,6 +15,8 @@ same rows. Operations:
 - ``compact``: re-encode compaction, ``target_rows_per_fragment=1 000 000``
 - ``binary``: the same with ``compaction_mode="try_binary_copy"``
 - ``btree``: ``create_index`` BTREE on the int64 column (pylance ``create_scalar_index``)
+- ``ivf_pq``: ``create_index`` IVF_PQ on the 16-d vector column, ``IVF_PQ_PARAMS`` on both
+  sides (pylance ``create_index``); pylance then answers a nearest query through it
 - ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
 - ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
   ``optimize.compact_files`` planning through ``Compaction.plan``)
@@ -47,6 +49,7 @@ from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket,
 
 FRAGMENTS, ROWS = 48, 20_000
 TARGET_ROWS = 1_000_000
+IVF_PQ_PARAMS = {"num_partitions": 32, "num_sub_vectors": 4}
 
 
 def make_table(start: int, n: int) -> pa.Table:
@@ -141,6 +144,8 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
             ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS, num_threads=2, **kw)
         elif op == "btree":
             ds.create_scalar_index("id", "BTREE")
+        elif op == "ivf_pq":
+            ds.create_index("v", "IVF_PQ", **IVF_PQ_PARAMS)
         elif op == "vacuum":
             ds.cleanup_old_versions(older_than=_zero(), delete_unverified=True)
         elif op == "open":
@@ -155,6 +160,8 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, compaction_mode=mode, storage_options=opts)
     elif op == "btree":
         create_index(spark, uri, "id", "BTREE", storage_options=opts)
+    elif op == "ivf_pq":
+        create_index(spark, uri, "v", "IVF_PQ", storage_options=opts, **IVF_PQ_PARAMS)
     elif op == "vacuum":
         vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
     elif op == "open":
@@ -176,7 +183,8 @@ def prepare_vacuum(path: Path, args) -> None:
     dataset, ``--versions`` appends of 10 rows, then a compaction."""
     import lance
 
-    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == FRAGMENTS + args.versions + 3:
+    made = FRAGMENTS + 1 + args.versions + 2  # writes and the delete, appends, the compaction's two
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == made:
         return
     import shutil
 
@@ -194,6 +202,14 @@ def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -
     if op == "vacuum":
         if len(ds.versions()) != 1:
             raise AssertionError(f"vacuum left {len(ds.versions())} versions")
+        return
+    if op == "ivf_pq":
+        if not any(i["type"].startswith("IVF_PQ") for i in ds.list_indices()):
+            raise AssertionError(f"no IVF_PQ index: {ds.list_indices()}")
+        q = np.random.default_rng(7).standard_normal(16).astype(np.float32)
+        got = ds.to_table(nearest={"column": "v", "q": q, "k": 10, "nprobes": 4}, columns=["id"])
+        if got.num_rows != 10:
+            raise AssertionError(f"nearest query through the index gave {got.num_rows} rows")
         return
     if op == "btree":
         if not any(i["type"] == "BTree" for i in ds.list_indices()):
