@@ -12,6 +12,7 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
+from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit import handler as handler_mod
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import ReserveFragments
@@ -121,3 +122,31 @@ def test_small_vacuum_runs_on_the_driver(slow_s3: SlowS3, monkeypatch: pytest.Mo
         assert len(after.versions()) == 1 and after.to_table().sort_by("id").equals(before)
     assert ran == []
     assert stats["ours"] == stats["pylance"] and stats["ours"][0] == 13, stats
+
+
+def test_namespace_listing_checks_tables_side_by_side(slow_s3: SlowS3) -> None:
+    """A directory namespace (no manifest table) of 6 tables and one non-table directory on
+    S3: each ``*.lance`` entry checked with one LIST page of one key, the checks in flight
+    together; the tables are pylance's answer but the non-table."""
+    import lance
+    from lance_namespace import ListTablesRequest
+
+    from lance_spark_ops.namespace.directory import DirectoryNamespace
+
+    root = slow_s3.uri("lake")
+    so = slow_s3.direct.options
+    for i in range(6):
+        lance.write_dataset(pa.table({"a": [i]}), f"{root}/t{i}.lance", storage_options=so)
+    ObjectStore(f"{root}/junk.lance", so).write("notes.txt", b"not a table")
+    slow_s3.proxy.reset()
+    ours = DirectoryNamespace(root=root, manifest_enabled="false",
+                              **{f"storage.{k}": v for k, v in slow_s3.options.items()})
+    got = ours.list_tables(ListTablesRequest(id=[])).tables
+    st = slow_s3.proxy.stats()
+    pages = [path for op, path, _ in st["log"] if op == "LIST" and "max-keys=1&" in path + "&"]
+    assert sum("_versions" in p for p in pages) == 7 and st["max_in_flight"] >= 2, pages
+    theirs = lance.namespace.DirectoryNamespace(root=root, manifest_enabled="false",
+                                                **{f"storage.{k}": v for k, v in so.items()})
+    # pylance names every *.lance directory; ours skips (and warns of) the one without _versions/
+    assert sorted(theirs.list_tables(ListTablesRequest(id=[])).tables) == ["junk", *got]
+    assert got == [f"t{i}" for i in range(6)]
