@@ -311,7 +311,16 @@ def main() -> None:
                             copy_prefix(client, "bench-vacsrc" if op == "vacuum" else "bench-src", "ds.lance",
                                         bucket, "ds.lance")
                             uri = f"s3://{bucket}/ds.lance"
-                            before = keys_under(client, bucket, "ds.lance") if op == "vacuum" else None
+                            before = None
+                            if op == "vacuum":
+                                # a commit after the copy: the copies' object times (now) are then
+                                # older than the version kept, as a real table's files are (pylance
+                                # and ours look at files older than it only, on local disks at least)
+                                import lance
+
+                                lance.write_dataset(make_table(20_000_000 + r, 10), uri, mode="append",
+                                                    storage_options=direct)
+                                before = keys_under(client, bucket, "ds.lance")
                         proxy.reset()
                         t0 = time.perf_counter()
                         plans[side] = run_side(side, op, uri, via, spark, args)
