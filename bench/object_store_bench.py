@@ -15,9 +15,15 @@ same rows. Operations:
 - ``compact``: re-encode compaction, ``target_rows_per_fragment=1 000 000``
 - ``binary``: the same with ``compaction_mode="try_binary_copy"``
 - ``btree``: ``create_index`` BTREE on the int64 column (pylance ``create_scalar_index``)
+- ``ivf_pq``: ``create_index`` IVF_PQ on the 16-d vector column, ``IVF_PQ_PARAMS`` on both
+  sides (pylance ``create_index``); pylance then answers a nearest query through it
 - ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
 - ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
   ``optimize.compact_files`` planning through ``Compaction.plan``)
+- ``open_big``: the same on a dataset of ``--big-versions`` versions (default 1 000) of 10
+  one-row fragments each (10 000 fragments), built once by pylance on local disk (kept in
+  ``--big-cache``) and uploaded untimed; read-only, so every round opens the same copy; the
+  two plans must name the same fragments
 
 JSON results go to ``bench/results/object_store_bench.json`` and a plot of time against latency
 (both sides, per operation) to ``bench/results/object_store_bench.png``.
@@ -43,6 +49,7 @@ from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket,
 
 FRAGMENTS, ROWS = 48, 20_000
 TARGET_ROWS = 1_000_000
+IVF_PQ_PARAMS = {"num_partitions": 32, "num_sub_vectors": 4}
 
 
 def make_table(start: int, n: int) -> pa.Table:
@@ -67,14 +74,47 @@ def build(uri: str, opts: dict[str, str]) -> int:
     return ds.count_rows()
 
 
+def build_big(path: Path, versions: int, per_version: int) -> None:
+    """``versions`` appends of ``per_version`` one-row fragments, by pylance on local disk."""
+    import lance
+
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == versions:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    for v in range(versions):
+        ids = np.arange(v * per_version, (v + 1) * per_version, dtype=np.int64)
+        lance.write_dataset(pa.table({"id": ids, "x": ids.astype(np.float64)}), str(path),
+                            mode="append" if v else "create", max_rows_per_file=1, data_storage_version="2.1")
+
+
+def upload(client, path: Path, bucket: str, prefix: str) -> int:
+    """Every file under ``path`` to ``bucket/prefix/`` (untimed, straight to moto, 16 at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    items = [(f, f"{prefix}/{f.relative_to(path).as_posix()}") for f in path.rglob("*") if f.is_file()]
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(lambda it: client.upload_file(str(it[0]), bucket, it[1]), items))
+    return len(items)
+
+
+def keys_under(client, bucket: str, prefix: str) -> set[str]:
+    """Every key under ``prefix/``, relative to it (untimed, straight to moto)."""
+    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")
+    return {obj["Key"][len(prefix) + 1:] for page in pages for obj in page.get("Contents", [])}
+
+
 def copy_prefix(client, src_bucket: str, src: str, dst_bucket: str, dst: str) -> None:
-    """Server-side copy of every object under ``src/`` (untimed, straight to moto)."""
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=src_bucket, Prefix=f"{src}/")
-    for page in pages:
-        for obj in page.get("Contents", []):
-            key = obj["Key"]
-            client.copy_object(Bucket=dst_bucket, Key=f"{dst}/{key[len(src) + 1:]}",
-                               CopySource={"Bucket": src_bucket, "Key": key})
+    """Server-side copy of every object under ``src/`` (untimed, straight to moto, 16 at once)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    def one(rel: str) -> None:
+        client.copy_object(Bucket=dst_bucket, Key=f"{dst}/{rel}", CopySource={"Bucket": src_bucket,
+                                                                               "Key": f"{src}/{rel}"})
+
+    with ThreadPoolExecutor(16) as ex:
+        list(ex.map(one, sorted(keys_under(client, src_bucket, src))))
 
 
 def ids_of(uri: str, opts: dict[str, str]) -> np.ndarray:
@@ -89,16 +129,23 @@ def _import_package(task: int, ctx: object) -> int:
     return task
 
 
-def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) -> None:
+def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) -> object:
     import lance
 
     if side == "pylance":
         ds = lance.dataset(uri, storage_options=opts)
+        if op == "open_big":
+            from lance.optimize import Compaction
+
+            plan = Compaction.plan(ds, {"target_rows_per_fragment": TARGET_ROWS})
+            return sorted(sorted(f.id for f in t.fragments) for t in plan.tasks)
         if op in ("compact", "binary"):
             kw = {"compaction_mode": "try_binary_copy"} if op == "binary" else {}
             ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS, num_threads=2, **kw)
         elif op == "btree":
             ds.create_scalar_index("id", "BTREE")
+        elif op == "ivf_pq":
+            ds.create_index("v", "IVF_PQ", **IVF_PQ_PARAMS)
         elif op == "vacuum":
             ds.cleanup_old_versions(older_than=_zero(), delete_unverified=True)
         elif op == "open":
@@ -113,10 +160,16 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, compaction_mode=mode, storage_options=opts)
     elif op == "btree":
         create_index(spark, uri, "id", "BTREE", storage_options=opts)
+    elif op == "ivf_pq":
+        create_index(spark, uri, "v", "IVF_PQ", storage_options=opts, **IVF_PQ_PARAMS)
     elif op == "vacuum":
         vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
     elif op == "open":
         compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
+    elif op == "open_big":
+        m = compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
+        return sorted(sorted(t) for t in m.plan)
+    return None
 
 
 def _zero():
@@ -125,16 +178,21 @@ def _zero():
     return timedelta(0)
 
 
-def prepare(op: str, uri: str, opts: dict[str, str], args) -> None:
-    """Untimed set-up a run needs beyond the fresh copy: old versions for ``vacuum``."""
-    if op != "vacuum":
-        return
+def prepare_vacuum(path: Path, args) -> None:
+    """The source of ``vacuum``'s copies, by pylance on local disk (kept, untimed): the issue's
+    dataset, ``--versions`` appends of 10 rows, then a compaction."""
     import lance
 
+    made = FRAGMENTS + 1 + args.versions + 2  # writes and the delete, appends, the compaction's two
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).versions()) == made:
+        return
+    import shutil
+
+    shutil.rmtree(path, ignore_errors=True)
+    build(str(path), {})
     for i in range(args.versions):
-        lance.write_dataset(make_table(10_000_000 + i, 10), uri, mode="append", storage_options=opts)
-    ds = lance.dataset(uri, storage_options=opts)
-    ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
+        lance.write_dataset(make_table(10_000_000 + i, 10), str(path), mode="append")
+    lance.dataset(str(path)).optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
 
 
 def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -> None:
@@ -144,6 +202,14 @@ def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -
     if op == "vacuum":
         if len(ds.versions()) != 1:
             raise AssertionError(f"vacuum left {len(ds.versions())} versions")
+        return
+    if op == "ivf_pq":
+        if not any(i["type"].startswith("IVF_PQ") for i in ds.list_indices()):
+            raise AssertionError(f"no IVF_PQ index: {ds.list_indices()}")
+        q = np.random.default_rng(7).standard_normal(16).astype(np.float32)
+        got = ds.to_table(nearest={"column": "v", "q": q, "k": 10, "nprobes": 4}, columns=["id"])
+        if got.num_rows != 10:
+            raise AssertionError(f"nearest query through the index gave {got.num_rows} rows")
         return
     if op == "btree":
         if not any(i["type"] == "BTree" for i in ds.list_indices()):
@@ -183,6 +249,8 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
     ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
+    ap.add_argument("--big-versions", type=int, default=1000, help="versions of open_big's dataset")
+    ap.add_argument("--big-cache", default="/tmp/lso-bench-big", help="open_big's dataset on local disk")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "object_store_bench.json"))
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -202,8 +270,29 @@ def main() -> None:
         expected = ids_of("s3://bench-src/ds.lance", direct)
         print(f"dataset: {FRAGMENTS} fragments x {ROWS} rows, {live} live (built in "
               f"{time.perf_counter() - t0:.1f} s)", flush=True)
+        if "vacuum" in args.ops:
+            t0 = time.perf_counter()
+            create_bucket(moto.endpoint, "bench-vacsrc")
+            vac = Path(f"{args.big_cache}-vacuum-{args.versions}")
+            prepare_vacuum(vac, args)
+            upload(client, vac, "bench-vacsrc", "ds.lance")
+            print(f"vacuum: {args.versions} old versions made in {time.perf_counter() - t0:.1f} s",
+                  flush=True)
+        big_uri = None
+        if "open_big" in args.ops:
+            t0 = time.perf_counter()
+            big = Path(f"{args.big_cache}-{args.big_versions}")
+            build_big(big, args.big_versions, 10)
+            create_bucket(moto.endpoint, "bench-big")
+            n_up = upload(client, big, "bench-big", "ds.lance")
+            big_uri = "s3://bench-big/ds.lance"
+            print(f"open_big: {args.big_versions} versions x 10 fragments, {n_up} objects uploaded in "
+                  f"{time.perf_counter() - t0:.1f} s", flush=True)
         spark = get_spark("object-store-bench")
         run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
+        # both sides' first use in this process (imports, S3 clients) untimed: a dry-run plan each
+        for side in ("ours", "pylance"):
+            run_side(side, "open", "s3://bench-src/ds.lance", via, spark, args)
         seconds: dict = {}
         requests: dict = {}
         n = 0
@@ -212,18 +301,38 @@ def main() -> None:
             for op in args.ops:
                 for r in range(args.rounds):
                     order = ["ours", "pylance"] if (r + n) % 2 == 0 else ["pylance", "ours"]
+                    plans = {}
                     for side in order:
-                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                        create_bucket(moto.endpoint, bucket)
-                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
-                        uri = f"s3://{bucket}/ds.lance"
-                        prepare(op, uri, direct, args)
+                        if op == "open_big":  # read-only: the one copy
+                            uri = big_uri
+                        else:
+                            bucket = f"bench-{uuid.uuid4().hex[:12]}"
+                            create_bucket(moto.endpoint, bucket)
+                            copy_prefix(client, "bench-vacsrc" if op == "vacuum" else "bench-src", "ds.lance",
+                                        bucket, "ds.lance")
+                            uri = f"s3://{bucket}/ds.lance"
+                            before = None
+                            if op == "vacuum":
+                                # a commit after the copy: the copies' object times (now) are then
+                                # older than the version kept, as a real table's files are (pylance
+                                # and ours look at files older than it only, on local disks at least)
+                                import lance
+
+                                lance.write_dataset(make_table(20_000_000 + r, 10), uri, mode="append",
+                                                    storage_options=direct)
+                                before = keys_under(client, bucket, "ds.lance")
                         proxy.reset()
                         t0 = time.perf_counter()
-                        run_side(side, op, uri, via, spark, args)
+                        plans[side] = run_side(side, op, uri, via, spark, args)
                         took = time.perf_counter() - t0
                         stats = proxy.stats()
-                        check(op, uri, direct, expected, args)
+                        if op != "open_big":
+                            check(op, uri, direct, expected, args)
+                        if op == "vacuum":  # both sides vacuum the same copy: the same files must go
+                            plans[side] = before - keys_under(client, bucket, "ds.lance")
+                        if op in ("vacuum", "open_big") and len(plans) == 2 \
+                                and plans["ours"] != plans["pylance"]:
+                            raise AssertionError(f"{op}: the sides differ (removed files / plans)")
                         key = (op, str(int(latency)))
                         seconds.setdefault(key, {}).setdefault(side, []).append(took)
                         requests.setdefault(key, {})[side] = {"total": stats["total"], "ops": stats["ops"],
@@ -242,6 +351,7 @@ def main() -> None:
                           "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
               "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
               "vacuum_versions": args.versions,
+              "open_big": {"versions": args.big_versions, "fragments": args.big_versions * 10},
               "median": median,
               "seconds": {f"{op}@{lat}ms": v for (op, lat), v in seconds.items()},
               "requests": {f"{op}@{lat}ms": v for (op, lat), v in requests.items()}}

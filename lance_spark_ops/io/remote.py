@@ -111,6 +111,23 @@ async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
 
 
+async def s3_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    """The first ``limit`` objects directly under ``path`` in key order, (name, size), and
+    whether they are all: one LIST request of ``limit`` keys (no listing cache)."""
+    from s3fs.core import _error_wrapper
+
+    bucket, key, _ = fs.split_path(path)
+    prefix = key.rstrip("/") + "/" if key else ""
+
+    async def call() -> Any:
+        return await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
+                                 MaxKeys=max(1, limit))
+
+    out = await _error_wrapper(call, retries=fs.retries)
+    items = [(str(o["Key"])[len(prefix):], int(o.get("Size") or 0)) for o in out.get("Contents", [])]
+    return items, not out.get("IsTruncated")
+
+
 async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     """Every object under the prefix ``path/`` on S3 (recursively): ``{bucket/key: info}`` with
     ``size`` and ``LastModified``, by ListObjectsV2 pages alone. s3fs's ``find`` follows an

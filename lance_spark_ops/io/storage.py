@@ -508,6 +508,26 @@ class ObjectStore:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
+    def list_page(self, rel: str, limit: int) -> tuple[list[tuple[str, int]], bool] | None:
+        """The first ``limit`` objects directly under ``rel`` in key order, (name, size), and
+        whether they are all of them: one LIST request of ``limit`` keys on S3 (where a full
+        ``list`` pages through every key); on local disks the whole directory (as cheap as a
+        part of it, so never cut); None on stores whose listing is not read page by page here
+        (use ``list``)."""
+        if self.is_local:
+            return [(n, 0) for n in self.list(rel)], True
+        if not (self._remote_async() and remote.is_s3(self.fs)):
+            return None
+        try:
+            with self._typed("list", rel):
+                path = self.full_path(rel)
+                items, complete = remote.run(self.fs, remote.s3_list_page, self.fs, path, limit)
+        except NotFoundError:
+            return [], True
+        for name, size in items:
+            self.note_size(f"{rel}/{name}" if rel else name, size)
+        return items, complete
+
     def find(self, rel: str) -> dict[str, dict[str, Any]]:
         """Every object under ``rel`` (recursively), ``{full path: fsspec info}``; empty when it
         is absent. On S3 listing pages only (no HEAD after an empty listing, as s3fs's ``find``

@@ -67,6 +67,7 @@ from lance_namespace import (
     UnsupportedOperationError,
 )
 
+from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.errors import CommitConflict, InvalidInputError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.dataset import Dataset
@@ -78,6 +79,7 @@ MANIFEST_TABLE = "__manifest"
 OBJECT_ID_DELIMITER = "$"
 RESERVED_MARKER = ".lance-reserved"
 TABLE_SUFFIX = ".lance"
+TABLE_CHECKS = 16  # root entries checked for a table at once
 log = logging.getLogger("lance_spark_ops.namespace")
 
 
@@ -153,16 +155,24 @@ class DirectoryNamespace(LanceNamespace):
         ``*.lance`` entry (a plain file, a directory without ``_versions/``) is named in a
         warning, once per namespace object, and skipped."""
         out = []
-        for entry in self.store.list(""):
-            if not entry.endswith(TABLE_SUFFIX):
-                continue
-            if self.store.list(f"{entry}/{VERSIONS_DIR}") or self.store.exists(f"{entry}/{RESERVED_MARKER}"):
+        entries = [e for e in self.store.list("") if e.endswith(TABLE_SUFFIX)]
+        # each entry's check is independent: side by side (on an object store a round trip each)
+        for entry, table in zip(entries, map_concurrently(self._holds_table, entries, TABLE_CHECKS),
+                                strict=True):
+            if table:
                 out.append(entry[: -len(TABLE_SUFFIX)])
             elif entry not in self._warned:
                 self._warned.add(entry)
                 log.warning("namespace %s: %s is not a table (no %s/ directory inside): skipped",
                             self.root, self.store.uri(entry), VERSIONS_DIR)
         return out
+
+    def _holds_table(self, entry: str) -> bool:
+        """Whether ``entry`` has a manifest in ``_versions/`` (the first key of one short LIST
+        page on S3) or a reservation marker."""
+        page = self.store.list_page(f"{entry}/{VERSIONS_DIR}", 1)
+        found = bool(page[0]) if page is not None else bool(self.store.list(f"{entry}/{VERSIONS_DIR}"))
+        return found or self.store.exists(f"{entry}/{RESERVED_MARKER}")
 
     def _check_root(self) -> None:
         """NamespaceNotFoundError when ``root`` does not exist (a typo must not read as an empty

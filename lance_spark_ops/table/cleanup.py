@@ -27,9 +27,13 @@ import posixpath
 import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass, field
+from typing import Any
+
+from google.protobuf.message import DecodeError
 
 from lance_spark_ops._pb import table_pb2
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceError
+from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.manifest import Manifest
 from lance_spark_ops.table.paths import (
     DATA_DIR,
@@ -155,20 +159,58 @@ def index_uuid(raw: bytes, where: str | None = None) -> str:
     return str(uuid.UUID(bytes=raw))
 
 
+def _parse_fragment(body: bytes, where: str | None) -> table_pb2.DataFragment:
+    try:
+        return table_pb2.DataFragment.FromString(body)
+    except DecodeError as e:
+        raise CorruptFileError(f"a fragment does not parse: {e}", path=where) from e
+
+
+def _fragment_refs(frag: Any, bases: dict[int, tuple[bool, str]], own_base: bool, root_path: str,
+                   where: str | None) -> tuple[tuple[str, ...], str | None]:
+    """(data files, deletion file or None) of one fragment that live under our root."""
+    data = tuple(data_file_path(f, where) for f in frag.files
+                 if _in_root(f.base_id, bases, own_base, root_path, where))
+    d = frag.deletion_file
+    deletion = None
+    if d is not None and _in_root(d.base_id, bases, own_base, root_path, where):
+        deletion = deletion_file_path(frag.id, d)
+    return data, deletion
+
+
 def manifest_refs(manifest: Manifest, index_section: table_pb2.IndexSection | None, root_path: str,
-                  where: str | None = None, own_base: bool = True) -> FileRefs:
+                  where: str | None = None, own_base: bool = True, memo: dict | None = None,
+                  bodies: list[bytes] | None = None) -> FileRefs:
     """Files under our root that ``manifest`` references (``own_base``: False for a branch's
-    manifest, whose base-less files live in its own ``tree/`` directory)."""
+    manifest, whose base-less files live in its own ``tree/`` directory). ``memo`` (a dict the
+    caller keeps across the manifests of one dataset): each fragment's files by its wire bytes,
+    so that the fragments versions share (most of them) are decoded once, not once per version;
+    ``bodies``: the fragments' wire bytes when ``manifest`` was parsed without them
+    (``parse_manifest_bodies``)."""
     root_path = _norm_root(root_path)
     bases = {b.id: (b.is_dataset_root, b.path) for b in manifest.base_paths}
     refs = FileRefs()
-    for frag in manifest.fragments:
-        for f in frag.files:
-            if _in_root(f.base_id, bases, own_base, root_path, where):
-                refs.data.add(data_file_path(f, where))
-        d = frag.deletion_file
-        if d is not None and _in_root(d.base_id, bases, own_base, root_path, where):
-            refs.deletions.add(deletion_file_path(frag.id, d))
+    if memo is not None and bodies is None:
+        run = manifest.fragment_run()
+        bodies = run.bodies if run is not None else None
+    if memo is not None and bodies is not None:
+        known = memo.setdefault((tuple(sorted(bases.items())), own_base, root_path), {})
+        for b in bodies:
+            if b not in known:
+                frag = DataFragment.from_pb(_parse_fragment(b, where))
+                known[b] = _fragment_refs(frag, bases, own_base, root_path, where)
+        data, deletions = refs.data, refs.deletions
+        for b in bodies:
+            files, deletion = known[b]
+            data.update(files)
+            if deletion is not None:
+                deletions.add(deletion)
+    else:
+        for frag in manifest.fragments:
+            files, deletion = _fragment_refs(frag, bases, own_base, root_path, where)
+            refs.data.update(files)
+            if deletion is not None:
+                refs.deletions.add(deletion)
     if manifest.transaction_file and own_base:
         refs.transactions.add(transaction_file_path(manifest.transaction_file, where))
     for idx in (index_section.indices if index_section is not None else []):

@@ -7,6 +7,7 @@ is checked to lie under the dataset root."""
 
 from __future__ import annotations
 
+import concurrent.futures
 import os
 import posixpath
 import time
@@ -31,7 +32,7 @@ from lance_spark_ops.table.cleanup import (
     retain_before_version,
     tag_version,
 )
-from lance_spark_ops.table.format.manifest import parse_manifest_file
+from lance_spark_ops.table.format.manifest import parse_manifest_bodies, parse_manifest_file
 from lance_spark_ops.table.paths import (
     DATA_DIR,
     DELETIONS_DIR,
@@ -104,24 +105,42 @@ def list_files(store: ObjectStore, prefix: str) -> list[ListedFile]:
 def read_versions(store: ObjectStore, manifests: Sequence[tuple[int, str]]) -> list[VersionInfo]:
     """Parse each manifest ((version, relative path)) and keep only what a vacuum needs
     (version, time, references)."""
-    out = []
-    for at in range(0, len(manifests), MANIFESTS_IN_FLIGHT):  # object stores: in flight together
-        part = manifests[at:at + MANIFESTS_IN_FLIGHT]
-        datas = store.read_all([rel for _, rel in part])
-        for (version, rel), data in zip(part, datas, strict=True):
-            where = store.uri(rel)
-            mf = parse_manifest_file(data, where)
-            m = mf.manifest
-            if m.version != version:
-                raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
-                                       path=where)
-            refs = manifest_refs(m, mf.index_section, store.root_path, where)
-            out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
+    out: list[VersionInfo] = []
+    memo: dict = {}  # fragment refs by wire bytes: versions share most fragments
+    parts = [manifests[at:at + MANIFESTS_IN_FLIGHT] for at in range(0, len(manifests), MANIFESTS_IN_FLIGHT)]
+    if len(parts) > 1 and not store.is_local:
+        # object stores: each part in flight together, the next one fetched while this one parses
+        with concurrent.futures.ThreadPoolExecutor(1) as pool:
+            ahead = pool.submit(store.read_all, [rel for _, rel in parts[0]])
+            for i, part in enumerate(parts):
+                datas = ahead.result()
+                if i + 1 < len(parts):
+                    ahead = pool.submit(store.read_all, [rel for _, rel in parts[i + 1]])
+                out += _parse_versions(store, part, datas, memo)
+        return out
+    for part in parts:
+        out += _parse_versions(store, part, store.read_all([rel for _, rel in part]), memo)
     return out
 
 
-# manifests read at once (object stores: in flight together; memory: this many)
-MANIFESTS_IN_FLIGHT = 16
+def _parse_versions(store: ObjectStore, part: Sequence[tuple[int, str]], datas: list[bytes],
+                    memo: dict) -> list[VersionInfo]:
+    out = []
+    for (version, rel), data in zip(part, datas, strict=True):
+        where = store.uri(rel)
+        fast = parse_manifest_bodies(data, where)  # fragments as bytes: their refs memoised
+        mf, bodies = fast if fast is not None else (parse_manifest_file(data, where), None)
+        m = mf.manifest
+        if m.version != version:
+            raise CorruptFileError(f"manifest file for version {version} holds version {m.version}",
+                                   path=where)
+        refs = manifest_refs(m, mf.index_section, store.root_path, where, memo=memo, bodies=bodies)
+        out.append(VersionInfo(m.version, m.timestamp_nanos, rel, refs))
+    return out
+
+
+# manifests read at once (object stores: in flight together, and as many fetched ahead)
+MANIFESTS_IN_FLIGHT = 32
 
 
 def manifest_paths(store: ObjectStore) -> tuple[tuple[int, str], ...]:

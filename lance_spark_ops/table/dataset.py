@@ -25,7 +25,12 @@ from lance_spark_ops.errors import CorruptFileError, InvalidInputError, LanceErr
 from lance_spark_ops.file.schema import LanceField, LanceSchema
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, CommitResult, commit_transaction
-from lance_spark_ops.table.commit.handler import CommitHandler, ExternalManifestStore, handler_for
+from lance_spark_ops.table.commit.handler import (
+    CommitHandler,
+    ExternalManifestStore,
+    PutIfNotExistsCommitHandler,
+    handler_for,
+)
 from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
@@ -107,26 +112,42 @@ class Dataset:
         """
         store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
         handler = handler_for(manifest_store, store)
-        listing = handler.list_versions(store)
+        if version is not None and isinstance(handler, PutIfNotExistsCommitHandler) and not store.is_local:
+            # a known version's V2 name says where it is: one GET, no listing (404: V1 names)
+            rel = ManifestNamingScheme.V2.manifest_path(version)
+            try:
+                data = store.read(rel)
+            except NotFoundError:
+                pass
+            else:
+                return cls._parsed(store, data, rel, version, ManifestNamingScheme.V2, manifest_store)
+        # the newest versions only (one short LIST page under the V2 naming scheme)
+        listing = handler.recent_versions(store, None if version is None else version - 1)
         if listing.scheme is None or not listing.paths:
             raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
-        versions = listing.paths
         if version is None:
-            version = max(versions)
+            version = max(listing.paths)
         rel = handler.resolve(store, version, listing)
+        if rel is None:  # the error names the versions there are: all of them
+            listing = handler.list_versions(store)
+            rel = handler.resolve(store, version, listing)
+        versions = listing.paths
         if rel is None:
             raise NotFoundError(f"version {version} does not exist (versions {min(versions)}.."
                                 f"{max(versions)})", path=store.uri(""))
-        name = rel.rsplit("/", 1)[-1]
-        scheme = listing.scheme
+        return cls._parsed(store, store.read(rel), rel, version, listing.scheme, manifest_store)
+
+    @classmethod
+    def _parsed(cls, store: ObjectStore, data: bytes, rel: str, version: int, scheme: ManifestNamingScheme,
+                manifest_store: ExternalManifestStore | CommitHandler | None) -> Dataset:
         path = store.uri(rel)
-        mf = parse_manifest_file(store.read(rel), path)
+        mf = parse_manifest_file(data, path)
         if mf.manifest.version != version:
             raise CorruptFileError(f"manifest file for version {version} holds version {mf.manifest.version}",
                                    path=path)
         check_readable(mf.manifest.reader_feature_flags, path)
         check_manifest(mf.manifest, path)
-        return cls(store, mf, scheme, name, manifest_store)
+        return cls(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store)
 
     @classmethod
     def open_slice(cls, uri: str | ObjectStore, slc: ManifestSlice, *,

@@ -325,7 +325,8 @@ class LatencyProxy:
                     st.ops[op] += 1
                     st.bytes_in[method] += len(body)
                     if self.logging:
-                        st.log.append((op, path, headers.get("range", "")))
+                        # a listing's prefix and page are in its query: logged whole (still URL-encoded)
+                        st.log.append((op, target if op == "LIST" else path, headers.get("range", "")))
                     st.in_flight += 1
                     st.max_in_flight = max(st.max_in_flight, st.in_flight)
                 try:

@@ -104,7 +104,7 @@ def test_dry_run_changes_nothing(template: Path, tmp_path: Path, caplog: pytest.
     assert dry.removed_paths and all(repr(p) in repr(dry) for p in dry.removed_paths[:20])
     ended = [r.getMessage() for r in caplog.records if " ended in " in r.getMessage()]
     listed = [line for line in ended if "list ended" in line]
-    assert listed and all(re.search(r"tasks (\d+)/\1\b", line) for line in listed), ended
+    assert listed, ended  # a few prefixes are listed on the driver: no tasks to count
     assert all("tasks" not in line or re.search(r"tasks (\d+)/\1\b", line) for line in ended), ended
     real = vacuum(None, str(ours), older_than=timedelta(0), error_if_tagged_old_versions=False)
     assert set(before) - set(files(ours)) == set(dry.removed_paths) == set(real.removed_paths)

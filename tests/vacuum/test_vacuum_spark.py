@@ -29,7 +29,8 @@ def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F
     # small batches so manifests and deletes really spread over several tasks
     removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),
                          error_if_tagged_old_versions=False, delete_unverified=True,
-                         tuning=Tuning(manifests_per_task=3, deletes_per_task=4))
+                         tuning=Tuning(manifests_per_task=3, deletes_per_task=4, driver_manifests=0,
+                                       driver_prefixes=0, driver_deletes=0))  # no work kept on the driver
     assert m.old_versions >= 6 and len(removed) > 8
 
 

@@ -15,12 +15,14 @@ Runs on the job scaffold (``spark.runtime.job``): phases ``read`` (manifests and
 
 from __future__ import annotations
 
+import concurrent.futures
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, fields
 from datetime import timedelta
 from typing import Any
 
+from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.namespace.target import with_table_target
@@ -45,11 +47,8 @@ from lance_spark_ops.table.cleanup import (
     plan_cleanup,
 )
 from lance_spark_ops.table.cleanup_scan import cleanup_policy, listing_prefixes, manifest_paths, read_all_refs
-from lance_spark_ops.table.paths import (
-    INDICES_DIR,
-    VERSIONS_DIR,
-    scan_versions,
-)
+from lance_spark_ops.table.commit.handler import handler_for
+from lance_spark_ops.table.paths import INDICES_DIR
 
 _KIND_FIELD = {"data": "data_files_removed", "transaction": "transaction_files_removed",
                "index": "index_files_removed", "deletion": "deletion_files_removed"}
@@ -122,38 +121,52 @@ class VacuumMetrics:
             f"{k}={v if k in ('removed_paths', 'failures') else repr(v)}" for k, v in shown.items()) + ")"
 
 
-def _versions(store: ObjectStore, job: Job) -> list[VersionInfo]:
-    items = manifest_paths(store)
+def _versions(store: ObjectStore, job: Job, items: tuple[tuple[int, str], ...]) -> list[VersionInfo]:
+    """Every manifest read: on the driver (in flight together) up to ``tuning.driver_manifests``,
+    a Spark stage of tasks beyond (a stage costs more than a few rounds of requests)."""
+    if len(items) <= job.tuning.driver_manifests:
+        return read_manifests(ReadManifestsTask(store.root, store.storage_options, items))
     per = job.tuning.manifests_per_task
     chunks = [items[i : i + per] for i in range(0, len(items), per)]
     tasks = [ReadManifestsTask(store.root, store.storage_options, c) for c in chunks]
-    if len(tasks) == 1:
-        return read_manifests(tasks[0])
     job.plan_more(len(tasks))
     return [v for part in job.run_tasks(tasks, read_manifests) for v in part]
 
 
 def _listing(store: ObjectStore, job: Job) -> list[ListedFile]:
+    """Every file under the vacuum's prefixes: up to ``tuning.driver_prefixes`` prefixes listed on
+    the driver side by side (a listing is a chain of pages wherever it runs), tasks beyond."""
     tasks = [ListTask(store.root, store.storage_options, p) for p in listing_prefixes(store)]
-    job.plan_more(len(tasks))  # the progress line's planned total ("tasks 4/4", not 4/0)
-    return [f for part in job.run_tasks(tasks, list_prefix) for f in part]
+    if len(tasks) <= job.tuning.driver_prefixes:
+        parts = map_concurrently(list_prefix, tasks, max_workers=max(1, job.tuning.driver_prefixes))
+    else:
+        job.plan_more(len(tasks))  # the progress line's planned total ("tasks 4/4", not 4/0)
+        parts = job.run_tasks(tasks, list_prefix)
+    return [f for part in parts for f in part]
 
 
 def _delete(store: ObjectStore, removals: list[Removal], run: Callable, max_per_second: float | None,
-            parallel: int, per_task: int) -> list[DeleteResult]:
+            parallel: int, per_task: int, on_driver: int) -> list[DeleteResult]:
     batches = [removals[i : i + per_task] for i in range(0, len(removals), per_task)]
     # the rate is for the whole job: tasks that may run at once share it
     rate = None if not max_per_second else max_per_second / max(1, min(parallel, len(batches)))
     tasks = [DeleteTask(store.root, store.storage_options, tuple(r.path for r in b), tuple(r.size for r in b),
                         rate) for b in batches]
-    return run(tasks, delete_files) if tasks else []
+    if not tasks:
+        return []
+    if rate is None and len(removals) <= on_driver and not store.is_local:
+        # an object store's batched deletes (DeleteObjects calls in flight together) on the driver
+        return [delete_files(DeleteTask(store.root, store.storage_options, tuple(r.path for r in removals),
+                                        tuple(r.size for r in removals), None))]
+    return run(tasks, delete_files)
 
 
 def _spare_new_commits(store: ObjectStore, plan: CleanupPlan, latest: int) -> CleanupPlan:
     """Drop from the plan every file a version committed since planning references (a restore
-    may point at old files again); pylance does not look, this narrows the race to the deletes."""
-    _scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
-    new = tuple((v, f"{VERSIONS_DIR}/{n}") for v, n in sorted(names.items()) if v > latest)
+    may point at old files again); pylance does not look, this narrows the race to the deletes.
+    The versions after ``latest`` come from one short listing (the newest first)."""
+    names = handler_for(None, store).recent_versions(store, latest).paths
+    new = tuple((v, rel) for v, rel in sorted(names.items()) if v > latest)
     if not new:
         return plan
     refs = FileRefs()
@@ -218,9 +231,15 @@ def vacuum(spark: Any, uri: str, *, older_than: timedelta | str | None = None,
     metrics = VacuumMetrics(dry_run=dry_run)
     with Job(spark, "vacuum", uri, metrics, tuning) as job:
         with job.phase("read"):
-            versions = _versions(store, job)
+            # the refs and the manifests are independent: read side by side
+            refs = concurrent.futures.ThreadPoolExecutor(1)
+            try:
+                refs_read = refs.submit(read_all_refs, store)
+                versions = _versions(store, job, manifest_paths(store))
+                tags, protected, branch_refs = refs_read.result()
+            finally:
+                refs.shutdown(wait=True)
             latest = max(v.version for v in versions)
-            tags, protected, branch_refs = read_all_refs(store)
             policy = cleanup_policy(versions, older_than, retain_versions, delete_unverified,
                                     unverified_older_than, error_if_tagged_old_versions)
             classify_versions(versions, latest, tags, protected, policy)  # refuse before listing
@@ -241,11 +260,13 @@ def _delete_all(job: Job, store: ObjectStore, plan: CleanupPlan, max_per_second:
     """Unreferenced files first, then the old manifests whose files all went."""
     per = job.tuning.deletes_per_task
     with job.phase("delete", tasks=-(-len(plan.files) // per), detail="files") as ph:
-        results = _delete(store, plan.files, job.run_tasks, max_per_second, parallel, per)
+        results = _delete(store, plan.files, job.run_tasks, max_per_second, parallel, per,
+                          job.tuning.driver_deletes)
         ph.add(bytes=sum(r.bytes_removed for r in results))
     failed = {p for r in results for p, _ in r.failed}
     manifests = _manifests_to_delete(plan, failed)
     with job.phase("delete", tasks=-(-len(manifests) // per), detail="manifests") as ph:
-        more = _delete(store, manifests, job.run_tasks, max_per_second, parallel, per)
+        more = _delete(store, manifests, job.run_tasks, max_per_second, parallel, per,
+                       job.tuning.driver_deletes)
         ph.add(bytes=sum(r.bytes_removed for r in more))
     return results + more

@@ -381,7 +381,8 @@ def commit_plans(ds: Dataset, plans: Sequence[SegmentPlan], built: Sequence[Buil
                 new.append(k)
         new.append(new_entry(plan, b))
         removed.extend(plan.removed)
-    return commit_transaction(ds.store, CreateIndex(new, removed), ds.version)
+    return commit_transaction(ds.store, CreateIndex(new, removed), ds.version,
+                              known_manifests={ds.version: ds.manifest_file})  # parsed already
 
 
 def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
@@ -466,11 +467,11 @@ def _run_plans(job: Job, ds: Dataset, metrics: IndexMetrics, plans: list[Segment
     return new
 
 
-def _open(uri: str, storage_options: Mapping[str, Any] | None) -> Dataset:
+def _open(uri: str, storage_options: Mapping[str, Any] | None, job: Job | None = None) -> Dataset:
     ds = Dataset.open(uri, storage_options=dict(storage_options or {}))
     ds.check_writable()
     ds.check_consistent("index build")
-    return ds
+    return job.opened(ds) if job is not None else ds
 
 
 # -- create_index -------------------------------------------------------------------------------
@@ -525,7 +526,7 @@ def create_index(spark: Any, uri: str, column: str, index_type: str, *, name: st
 
         def attempt() -> None:
             with job.phase("plan"):
-                ds = _open(uri, storage_options)
+                ds = _open(uri, storage_options, job)
                 req = check_create_index(ds, column, index_type, name, replace, params)
                 metrics.read_version = ds.version
                 existing = user_segments(ds).get(req.name, [])

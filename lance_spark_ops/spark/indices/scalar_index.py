@@ -135,7 +135,7 @@ class ScalarBuilder(SegmentBuilder):
     def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
         if req.kind not in self.kinds:
             raise UnsupportedError(f"building {req.kind} index segments is not supported")
-        ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        ds = job.dataset(req.uri, req.read_version, req.storage_options)
         if req.column not in ds.schema.names:
             if "." in req.column:
                 raise UnsupportedError(f"index column {req.column!r}: scalar indices on nested fields "
@@ -162,7 +162,8 @@ class ScalarBuilder(SegmentBuilder):
                                   else job.tuning.part_rows)]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
-        if len(parts) == 1 and req.kind != "BTREE":  # one task indexes and merges (a stage less)
+        if len(parts) == 1 and (req.kind != "BTREE" or not req.merge_with):
+            # one task indexes and merges (a stage less; one BTREE run has nothing to range-merge)
             (fused,) = job.run_tasks([(parts[0], merge)], run_part_and_merge)
             done, written = [fused[0]], fused[1]
         else:

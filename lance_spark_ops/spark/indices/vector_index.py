@@ -144,7 +144,7 @@ class VectorSegmentBuilder(SegmentBuilder):
 
     # -- build ---------------------------------------------------------------------------------
     def build(self, job: Job, req: SegmentRequest) -> BuiltSegment:
-        ds = Dataset.open(req.uri, req.read_version, storage_options=req.storage_options)
+        ds = job.dataset(req.uri, req.read_version, req.storage_options)
         p = _params(req)
         live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         seg_dir = f"_indices/{uuid_str(req.new_uuid)}"

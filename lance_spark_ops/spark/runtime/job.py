@@ -147,7 +147,21 @@ class Job:
         self.job_id = f"lso-{uuid.uuid4().hex[:12]}"
         self._phases: list[Phase] = []
         self._started = time.perf_counter()
+        self._opened: dict[tuple[str, int], Dataset] = {}
         _ensure_progress_output()
+
+    def opened(self, ds: Dataset) -> Dataset:
+        """Note ``ds`` as this job's open of its version (``dataset`` hands it out again)."""
+        self._opened[(ds.uri, ds.version)] = ds
+        return ds
+
+    def dataset(self, uri: str, version: int, storage_options: dict[str, Any] | None = None) -> Dataset:
+        """``version`` of ``uri`` as this job opened it already (a committed version's manifest
+        never changes: on an object store a round trip or two saved per step), else opened."""
+        for (u, v), ds in self._opened.items():
+            if v == version and u.rstrip("/") == uri.rstrip("/"):
+                return ds
+        return self.opened(Dataset.open(uri, version, storage_options=storage_options))
 
     @property
     def tag(self) -> str:

@@ -37,6 +37,10 @@ class Tuning:
     # vacuum (``spark.files.vacuuming``): manifests a read task parses, files a delete task removes
     manifests_per_task: int = 64
     deletes_per_task: int = 1000
+    # small vacuum work stays on the driver (a Spark stage costs more than a few rounds of requests)
+    driver_manifests: int = 2048   # manifests read on the driver, in flight together; more: tasks
+    driver_prefixes: int = 16      # prefixes listed on the driver side by side; more: a task each
+    driver_deletes: int = 20_000   # an object store's deletes on the driver (DeleteObjects calls)
     # the byte budget of the one cache (``lance_spark_ops.cache``) in every process the job's tasks
     # run in (None: the process's own, ``LSO_CACHE_BYTES`` or ``cache.DEFAULT_BUDGET``)
     cache_bytes: int | None = None

@@ -146,6 +146,8 @@ class _Attempt:
     def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
         if version not in self.manifests:
             rel = self.handler.resolve(self.store, version, listing)
+            if rel is None and not listing.complete:  # older than the newest versions listed
+                rel = self.handler.resolve(self.store, version, self.handler.list_versions(self.store))
             if rel is None:
                 return None
             self.manifests[version] = parse_manifest_file(self.store.read(rel), self.store.uri(rel))
@@ -275,7 +277,7 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
              must_create: bool) -> CommitResult | None:
     """One attempt: the landed commit, or None when another writer took the version first."""
     store = att.store
-    listing = att.handler.list_versions(store)
+    listing = att.handler.recent_versions(store, att.checked)  # the versions since the last check
     latest = listing.latest
     previous: ManifestFile | None = None
     if latest is None:

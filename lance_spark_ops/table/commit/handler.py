@@ -60,10 +60,14 @@ class VersionListing:
 
     scheme: ManifestNamingScheme | None
     paths: dict[int, str]
+    complete: bool = True  # False: the newest versions only (``CommitHandler.recent_versions``)
 
     @property
     def latest(self) -> int | None:
         return max(self.paths) if self.paths else None
+
+
+RECENT_PAGE = 64  # keys of the one LIST page that finds the latest versions (V2 naming)
 
 
 class CommitHandler(ABC):
@@ -73,6 +77,24 @@ class CommitHandler(ABC):
         """All versions (one listing of ``_versions/``); CorruptFileError on mixed naming."""
         scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
         return VersionListing(scheme, {v: f"{VERSIONS_DIR}/{n}" for v, n in names.items()})
+
+    def recent_versions(self, store: ObjectStore, since: int | None = None) -> VersionListing:
+        """A listing holding the latest version and every version after ``since`` (not
+        necessarily older ones): under the V2 naming scheme names count down, so S3's key
+        order lists the newest first and one page of ``RECENT_PAGE`` keys holds them (as
+        pylance finds the latest version); else, or when the page does not reach back to
+        ``since``, ``list_versions``."""
+        page = store.list_page(VERSIONS_DIR, RECENT_PAGE)
+        if page is not None:
+            items, complete = page
+            scheme, names = scan_versions([n for n, _ in items], store.uri(VERSIONS_DIR))
+            listing = VersionListing(scheme, {v: f"{VERSIONS_DIR}/{n}" for v, n in names.items()})
+            if complete:
+                return listing
+            if scheme is ManifestNamingScheme.V2 and names and (since is None or min(names) <= since + 1):
+                listing.complete = False
+                return listing
+        return self.list_versions(store)
 
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Relative path of ``version`` (None when it does not exist)."""
@@ -263,6 +285,10 @@ class ExternalManifestCommitHandler(CommitHandler):
                 listing.scheme = scheme
                 listing.paths[version] = final
         return listing
+
+    def recent_versions(self, store: ObjectStore, since: int | None = None) -> VersionListing:
+        """The KV store names the latest version: the whole listing, finalised (``list_versions``)."""
+        return self.list_versions(store)
 
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Path of ``version``: from the listing, else from the KV store (finalised here)."""

@@ -535,6 +535,44 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
     return ManifestFile(manifest, txn, idx, path)
 
 
+def parse_manifest_bodies(data: bytes | memoryview, path: str | None = None
+                          ) -> tuple[ManifestFile, list[bytes]] | None:
+    """For readers of what fragments reference (a vacuum reading every version): the manifest
+    file with no fragments and its fragments' wire bytes, without the fragment columns' walk
+    or checks (the caller decodes each distinct fragment, which checks it). None when the
+    fragments are not one clean run or the manifest holds legacy dictionaries: use
+    ``parse_manifest_file``."""
+    size = len(data)
+    if size < FOOTER_SIZE + 4:
+        return None
+    pos, _major, _minor, magic = FOOTER.unpack_from(data, size - FOOTER_SIZE)
+    end = size - FOOTER_SIZE
+    if magic != MAGIC or not 0 <= pos <= end - 4 or _U32.unpack_from(data, pos)[0] != end - pos - 4:
+        return None  # parse_manifest_file names the problem
+    raw = memoryview(data)[pos + 4 : end]
+    try:
+        split = split_fragments_at(raw)
+        if split is None:
+            return None
+        start, bodies, ends = split
+        head = bytes(raw[:start]) + bytes(raw[start + int(ends[-1]):])
+        pb = table_pb2.Manifest.FromString(head)
+    except DecodeError:
+        return None
+    if len(pb.fragments) or _has_dictionaries(pb):
+        return None
+    pb.DiscardUnknownFields()
+    if pb.ByteSize() != len(head):
+        return None
+    manifest = Manifest.from_pb(pb, path, known_clean=True)
+    txn = idx = None
+    if manifest.inline_transaction_offset is not None:
+        txn = _section(data, manifest.inline_transaction_offset, "inline transaction", path, pos)
+    if manifest.index_section is not None:
+        idx = _section(data, manifest.index_section, "index section", path, pos)
+    return ManifestFile(manifest, txn, idx, path), bodies
+
+
 def _parse_split(raw: bytes | memoryview, path: str | None
                  ) -> tuple[table_pb2.Manifest, FragmentRun, int] | None:
     """The manifest without its fragments, parsed, the fragments as bytes and columns

@@ -1,0 +1,173 @@
+"""A standalone cluster on an S3 store at a real request latency: two 1-core workers against
+one, and the Python workers' peak RSS against the fragments a compaction task reads.
+
+    python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500]
+
+The store is ``moto_server`` behind ``tests/support/latency_store``'s proxy (a child process)
+holding each request ``--latency`` ms. One master and two workers of 1 core each on 127.0.0.1
+(``cluster_bench.start_cluster``).
+
+- scaling: object_store_bench's dataset (48 fragments x 20 000 rows, a sixth deleted, written
+  by pylance), compacted with ``target_rows_per_fragment=100 000`` (8 groups: 8 tasks) in a
+  session given one core (``spark.cores.max=1``: one executor on one worker) and in one given
+  two (two 1-core executors, one per worker); alternating, each on a fresh server-side copy,
+  each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance
+  reads every result: the same rows.
+- RSS: datasets of N fragments x 10 000 rows (int64, float64, a 16-d float32 vector; ~0.8 MB a
+  fragment), compacted as one group (one task reads every fragment, prefetching ahead within
+  ``LSO_IO_MAX_BYTES``) in a fresh 1-core session each (fresh Python workers: ``ru_maxrss`` is
+  a process's peak); reported: ``CompactionMetrics.worker_peak_rss_bytes`` per N.
+
+Results: ``bench/results/cluster_s3_bench.json``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import tempfile
+import time
+import uuid
+from pathlib import Path
+
+import numpy as np
+import pyarrow as pa
+
+ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+sys.path.insert(0, str(ROOT / "bench"))
+from cluster_bench import start_cluster, stop  # noqa: E402
+from object_store_bench import build, copy_prefix, ids_of, upload  # noqa: E402
+
+from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
+
+SCALE_TARGET_ROWS = 100_000
+RSS_ROWS = 10_000
+
+
+def _import_package(task: int, ctx: object) -> int:
+    import lance_spark_ops.spark.files.rewrite_tasks  # noqa: F401 - the import is the point
+
+    return task
+
+
+def session(master: str, cores: int, name: str):
+    from pyspark.sql import SparkSession
+
+    from lance_spark_ops.spark.runtime.runner import run_tasks
+
+    spark = (SparkSession.builder.master(master).appName(name)
+             .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
+             .config("spark.driver.host", "127.0.0.1").config("spark.executor.memory", "1g")
+             .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
+             .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon").getOrCreate())
+    status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver counts as one
+    deadline = time.monotonic() + 60  # every executor registered (one per core), then warmed
+    while status().size() < cores + 1 and time.monotonic() < deadline:
+        time.sleep(0.2)
+    run_tasks(spark, "warm", list(range(2 * cores)), _import_package)
+    return spark
+
+
+def rss_dataset(path: Path, fragments: int) -> None:
+    import lance
+
+    if (path / "_versions").is_dir() and len(lance.dataset(str(path)).get_fragments()) == fragments:
+        return
+    n = fragments * RSS_ROWS
+    rng = np.random.default_rng(fragments)
+    vec = rng.standard_normal((n, 16), dtype=np.float32)
+    t = pa.table({"id": np.arange(n, dtype=np.int64), "x": rng.standard_normal(n),
+                  "v": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), 16)})
+    lance.write_dataset(t, str(path), mode="overwrite", max_rows_per_file=RSS_ROWS,
+                        data_storage_version="2.1")
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser()
+    ap.add_argument("--latency", type=float, default=20)
+    ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--rss-fragments", type=int, nargs="*", default=[50, 500])
+    ap.add_argument("--cache", default="/tmp/lso-bench-rss")
+    ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
+    args = ap.parse_args()
+    os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
+    import boto3
+    import lance
+
+    from lance_spark_ops.spark import compact
+
+    result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS}
+    with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto, \
+            ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
+        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing-secret", region_name="us-east-1")
+        direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
+        create_bucket(moto.endpoint, "bench-src")
+        build("s3://bench-src/ds.lance", direct)
+        expected = ids_of("s3://bench-src/ds.lance", direct)
+        url, procs = start_cluster(tmp, cores=1, workers=2)
+        try:
+            seconds: dict[str, list[float]] = {"one": [], "two": []}
+            tasks = {}
+            for r in range(args.rounds):
+                for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
+                    cores = 1 if name == "one" else 2
+                    spark = session(url, cores, f"cluster-s3 {name}")
+                    try:
+                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
+                        create_bucket(moto.endpoint, bucket)
+                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
+                        uri = f"s3://{bucket}/ds.lance"
+                        t0 = time.perf_counter()
+                        m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
+                                    storage_options=via)
+                        took = time.perf_counter() - t0
+                    finally:
+                        spark.stop()
+                    if not np.array_equal(ids_of(uri, direct), expected):
+                        raise AssertionError("compacted rows differ")
+                    seconds[name].append(took)
+                    tasks[name] = m.tasks
+                    print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks", flush=True)
+            med = {k: statistics.median(v) for k, v in seconds.items()}
+            result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks,
+                                 "two_over_one": med["two"] / med["one"]}
+            print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
+            rss = {}
+            for n in args.rss_fragments:
+                local = Path(f"{args.cache}-{n}")
+                rss_dataset(local, n)
+                bucket = f"rss-{n}-{uuid.uuid4().hex[:8]}"
+                create_bucket(moto.endpoint, bucket)
+                upload(client, local, bucket, "ds.lance")
+                uri = f"s3://{bucket}/ds.lance"
+                spark = session(url, 1, f"cluster-s3 rss {n}")
+                try:
+                    t0 = time.perf_counter()
+                    m = compact(spark, uri, target_rows_per_fragment=10 * n * RSS_ROWS, storage_options=via)
+                    took = time.perf_counter() - t0
+                finally:
+                    spark.stop()
+                got = lance.dataset(uri, storage_options=direct)
+                if got.count_rows() != n * RSS_ROWS or len(got.get_fragments()) != 1:
+                    raise AssertionError(f"rss {n}: {got.count_rows()} rows in {len(got.get_fragments())} "
+                                         "fragments")
+                rss[str(n)] = {"peak_rss_mib": m.worker_peak_rss_bytes / 2**20, "seconds": took,
+                               "input_mib": m.bytes_read / 2**20, "tasks": m.tasks}
+                print(f"rss {n} fragments: peak {m.worker_peak_rss_bytes / 2**20:.0f} MiB, read "
+                      f"{m.bytes_read / 2**20:.0f} MiB, {took:.1f} s", flush=True)
+            result["rss"] = rss
+        finally:
+            stop(procs)
+    out = Path(args.out)
+    out.parent.mkdir(parents=True, exist_ok=True)
+    out.write_text(json.dumps(result, indent=1))
+    print(json.dumps(result))
+
+
+if __name__ == "__main__":
+    main()
