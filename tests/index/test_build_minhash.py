@@ -177,11 +177,11 @@ def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, de
 
 
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
-    """Part tasks on executors (a part per fragment), one merge task numbering the docs in
-    fragment order; then a merge over Spark after an append."""
+    """Part tasks on executors (row ranges of equal size, fragments cut between them), one
+    merge task numbering the docs in fragment order; then a merge over Spark after an append."""
     from lance_spark_ops.spark.indices import scalar_index
 
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 1000)
+    monkeypatch.setattr(scalar_index, "MINHASH_PART_ROWS", 700)
     theirs, ours = twins(tmp_path, "2.1", False)
     lance.dataset(theirs).create_scalar_index("text", "MINHASHLSH", name="m")
     build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m")
