@@ -177,39 +177,78 @@ def band_keys(sig: np.ndarray, num_bands: int, seed: np.uint64, out: np.ndarray)
 def sort_bands(keys: np.ndarray, out_keys: np.ndarray, out_docs: np.ndarray) -> None:
     """The (key, doc) rows of ``keys`` (uint64 [docs, bands], band ``i``'s keys in column ``i``
     with ``i`` in their top 8 bits) sorted by key, ties in doc order: band after band (each band
-    one block of ``docs`` rows), each a stable LSD radix sort of its low 56 bits (4 passes of 14
-    bits; a pass whose digit is the same for every key is skipped)."""
+    one block of ``docs`` rows). A band's keys are bucketed by bits 42..55 (hashes: a handful
+    per bucket), in doc order; a bucket is then sorted by an insertion sort, or, past
+    ``_SMALL`` keys (many equal or clustered keys), by a stable radix sort of its low 42 bits."""
     n, nb = keys.shape
-    k1 = np.empty(n, np.uint64)
-    k2 = np.empty(n, np.uint64)
-    d1 = np.empty(n, np.uint32)
-    d2 = np.empty(n, np.uint32)
-    counts = np.empty((4, 1 << 14), np.int64)
-    mask = np.uint64((1 << 14) - 1)
+    starts = np.empty((1 << _DIGIT) + 1, np.int64)
+    fill = np.empty(1 << _DIGIT, np.int64)
+    scratch_k = np.empty(n, np.uint64)
+    scratch_d = np.empty(n, np.uint32)
+    counts = np.empty(1 << _DIGIT, np.int64)
+    mask = np.uint64((1 << _DIGIT) - 1)
+    top = np.uint64(3 * _DIGIT)
     for band in range(nb):
-        counts[:, :] = 0
-        for i in range(n):  # the four digits' counts in one pass
+        base = band * n
+        starts[:] = 0
+        for i in range(n):
+            starts[((keys[i, band] >> top) & mask) + 1] += 1
+        for g in range(1 << _DIGIT):
+            starts[g + 1] += starts[g]
+        fill[:] = starts[:-1]
+        for i in range(n):
             x = keys[i, band]
-            k1[i] = x
-            d1[i] = i
-            for p in range(4):
-                counts[p, (x >> np.uint64(14 * p)) & mask] += 1
-        for p in range(4):
-            sh = np.uint64(14 * p)
-            if n == 0 or counts[p, (k1[0] >> sh) & mask] == n:
-                continue
-            at = 0
-            for g in range(1 << 14):
-                c = counts[p, g]
-                counts[p, g] = at
-                at += c
-            for i in range(n):
-                g = (k1[i] >> sh) & mask
-                pos = counts[p, g]
-                counts[p, g] = pos + 1
-                k2[pos] = k1[i]
-                d2[pos] = d1[i]
-            k1, k2 = k2, k1
-            d1, d2 = d2, d1
-        out_keys[band * n:(band + 1) * n] = k1
-        out_docs[band * n:(band + 1) * n] = d1
+            g = (x >> top) & mask
+            pos = base + fill[g]
+            fill[g] += 1
+            out_keys[pos] = x
+            out_docs[pos] = i
+        for g in range(1 << _DIGIT):
+            lo = base + starts[g]
+            hi = base + starts[g + 1]
+            if hi - lo <= _SMALL:
+                for i in range(lo + 1, hi):
+                    x = out_keys[i]
+                    d = out_docs[i]
+                    j = i - 1
+                    while j >= lo and out_keys[j] > x:
+                        out_keys[j + 1] = out_keys[j]
+                        out_docs[j + 1] = out_docs[j]
+                        j -= 1
+                    out_keys[j + 1] = x
+                    out_docs[j + 1] = d
+            else:
+                _radix_run(out_keys, out_docs, lo, hi, scratch_k, scratch_d, counts)
+
+
+_DIGIT = 14  # bits per radix digit (4 digits: the 56 bits under a band id)
+_SMALL = 48  # buckets up to this many keys are insertion-sorted
+
+
+@numba.njit(nogil=True)
+def _radix_run(k: np.ndarray, d: np.ndarray, lo: int, hi: int, k2: np.ndarray, d2: np.ndarray,
+               counts: np.ndarray) -> None:
+    """``k[lo:hi]`` (and ``d`` alongside) sorted stably by their low 42 bits: an LSD radix sort
+    of three digits (a digit the same for every key skipped)."""
+    mask = np.uint64((1 << _DIGIT) - 1)
+    m = hi - lo
+    for p in range(3):
+        sh = np.uint64(_DIGIT * p)
+        counts[:] = 0
+        for i in range(lo, hi):
+            counts[(k[i] >> sh) & mask] += 1
+        if counts[(k[lo] >> sh) & mask] == m:
+            continue
+        at = 0
+        for g in range(1 << _DIGIT):
+            c = counts[g]
+            counts[g] = at
+            at += c
+        for i in range(lo, hi):
+            g = (k[i] >> sh) & mask
+            pos = counts[g]
+            counts[g] = pos + 1
+            k2[pos] = k[i]
+            d2[pos] = d[i]
+        k[lo:hi] = k2[:m]
+        d[lo:hi] = d2[:m]

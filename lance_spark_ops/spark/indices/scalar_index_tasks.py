@@ -13,6 +13,7 @@ fixed names, so every attempt of the merge writes the same paths.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -669,10 +670,15 @@ def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], para
 
 def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: dict[str, Any],
                   file_version: str) -> list[tuple[str, int]]:
-    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order."""
+    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order. The
+    bands are keyed and sorted in a second thread while the signatures are written (the
+    kernels release the GIL; the merge is its stage's only task)."""
     details_hex = mh.details(params).hex()
-    size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex), file_version)
-    bands, page_table = mh.bands_table(sigs, int(params["num_bands"]), details_hex)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(mh.bands_table, sigs, int(params["num_bands"]), details_hex)
+        size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex),
+                      file_version)
+        bands, page_table = pending.result()
     bands_size = _write(store, f"{dst}/{mh.BANDS}", bands, file_version, [page_table])
     return [(mh.SIGNATURES, size), (mh.BANDS, bands_size)]
 
