@@ -4,8 +4,8 @@
         [--cases ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas,cluster] [--deltas 1000]
         [--out FILE]
 
-* ``ivf_pq``: IVF_PQ (256 partitions, 16 sub-vectors) on ``--rows`` x ``--dim`` float32;
-  ``ivf_hnsw_sq``: IVF_HNSW_SQ (256 partitions); ``ivf_rq``: IVF_RQ (256 partitions, pylance's
+* ``ivf_pq``: IVF_PQ (``--partitions``, default 256, 16 sub-vectors) on ``--rows`` x ``--dim`` float32;
+  ``ivf_hnsw_sq``: IVF_HNSW_SQ; ``ivf_rq``: IVF_RQ (pylance's
   default 5 bits); pylance's ``create_index`` vs our
   ``create_index`` (local[2]) on twin copies. Recall@10 of both over 100 queries (nprobes 20,
   brute force as truth) is reported beside the times.
@@ -245,6 +245,9 @@ def main() -> None:
     ap.add_argument("--rows", type=int, default=1_000_000)
     ap.add_argument("--dim", type=int, default=128)
     ap.add_argument("--deltas", type=int, default=1000)
+    ap.add_argument("--partitions", type=int, default=256,
+                    help="IVF partitions of the ivf_* and optimize* cases (a smaller --rows splits "
+                    "in optimize_rq as 1 M rows do at 256 when rows / partitions stay ~3 900)")
     ap.add_argument("--deltas-input", default=None, help="a prepared input of the deltas case (copied)")
     ap.add_argument("--make-deltas", default=None, help="write the deltas case's input to this path, exit")
     ap.add_argument("--cases", default="ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas")
@@ -261,6 +264,7 @@ def main() -> None:
     out: dict[str, Any] = {"dim": args.dim}
     if set(cases) - {"deltas"}:
         out["rows"] = args.rows
+        out["partitions"] = args.partitions
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         base = f"{tmp}/base"
         queries = truth = np.zeros(0)
@@ -274,22 +278,24 @@ def main() -> None:
         if spark is not None:
             spark.range(4).count()
         if "ivf_pq" in cases:
-            params = {"num_partitions": 256, "num_sub_vectors": 16}
+            params = {"num_partitions": args.partitions, "num_sub_vectors": 16}
             out["ivf_pq"] = build_case(spark, base, tmp, "IVF_PQ", params, queries, truth)
             print("ivf_pq", json.dumps(out["ivf_pq"]), flush=True)
         if "ivf_hnsw_sq" in cases:
-            out["ivf_hnsw_sq"] = build_case(spark, base, tmp, "IVF_HNSW_SQ", {"num_partitions": 256},
-                                            queries, truth)
+            out["ivf_hnsw_sq"] = build_case(spark, base, tmp, "IVF_HNSW_SQ",
+                                            {"num_partitions": args.partitions}, queries, truth)
             print("ivf_hnsw_sq", json.dumps(out["ivf_hnsw_sq"]), flush=True)
         if "ivf_rq" in cases:
-            out["ivf_rq"] = build_case(spark, base, tmp, "IVF_RQ", {"num_partitions": 256}, queries, truth)
+            out["ivf_rq"] = build_case(spark, base, tmp, "IVF_RQ", {"num_partitions": args.partitions},
+                                       queries, truth)
             print("ivf_rq", json.dumps(out["ivf_rq"]), flush=True)
         if "optimize" in cases:
-            out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim)
+            out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_PQ",
+                                            {"num_partitions": args.partitions, "num_sub_vectors": 16})
             print("optimize", json.dumps(out["optimize"]), flush=True)
         if "optimize_rq" in cases:
             out["optimize_rq"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_RQ",
-                                               {"num_partitions": 256})
+                                               {"num_partitions": args.partitions})
             print("optimize_rq", json.dumps(out["optimize_rq"]), flush=True)
         if "deltas" in cases:
             out["deltas"] = deltas_case(spark, tmp, args.deltas, args.dim, args.deltas_input)

@@ -16,8 +16,8 @@ ROOT = Path(__file__).resolve().parents[1] / PACKAGE
 # and every layer before it, never from a later one.
 LAYERS: tuple[tuple[str, ...], ...] = (
     # foundation: generated protobufs, errors, small helpers with no lance_spark_ops imports but these
-    ("", "_pb", "errors", "_version", "_lazy", "_gc", "_heap", "kernels", "bin_packing", "concurrency",
-     "config_file", "pb_wire"),
+    ("", "_pb", "errors", "_version", "_lazy", "_gc", "_heap", "kernels", "kernels_aot", "bin_packing",
+     "concurrency", "config_file", "pb_wire"),
     ("io",),  # ObjectStore: every byte read or written
     ("file.schema",),  # the Lance logical schema (v0.1 codecs take its fields)
     ("encoding",),  # page codecs

@@ -13,7 +13,8 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
   (object stores: 128 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
-  large object (16 MiB; S3 needs >= 5 MiB)
+  large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
+  writer encodes, so less is left to upload after its last page.
 """
 
 from __future__ import annotations
@@ -32,7 +33,7 @@ class IOBudget:
 
     max_requests: int
     max_bytes: int
-    part_bytes: int = 16 * MIB
+    part_bytes: int = 8 * MIB
 
     def __post_init__(self) -> None:
         if self.max_requests < 1 or self.max_bytes < 1:

@@ -111,6 +111,25 @@ async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
 
 
+async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
+    """Every object under the prefix ``path/`` on S3 (recursively): ``{bucket/key: info}`` with
+    ``size`` and ``LastModified``, by ListObjectsV2 pages alone. s3fs's ``find`` follows an
+    empty listing with a HEAD of ``path`` (is it a file?): one request more per absent prefix."""
+    bucket, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    out: dict[str, dict[str, Any]] = {}
+    token = None
+    while True:
+        kw = {"ContinuationToken": token} if token else {}
+        page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **kw)
+        for obj in page.get("Contents", []):
+            out[f"{bucket}/{obj['Key']}"] = {"name": f"{bucket}/{obj['Key']}", "size": obj.get("Size", 0),
+                                            "LastModified": obj.get("LastModified"), "type": "file"}
+        token = page.get("NextContinuationToken")
+        if not page.get("IsTruncated") or not token:
+            return out
+
+
 async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[tuple[str, str]]:
     """Delete objects (missing ones are no error); returns (path, error) of those that failed.
     S3: DeleteObjects calls of up to 1 000 keys per bucket, several in flight (its per-key
@@ -153,7 +172,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (at most ``max_bytes // part_bytes`` parts, and ``max_requests``, in
-    flight); an object smaller than one part is a single PUT at ``close``. ``discard`` aborts
+    flight); an object of at most one part is a single PUT at ``close``. ``discard`` aborts
     the multipart upload (nothing is left behind)."""
 
     def __init__(self, fs: Any, path: str, budget: IOBudget) -> None:
@@ -178,7 +197,10 @@ class S3Upload:
         self._buf += mv
         self._pos += len(mv)
         part = self.budget.part_bytes
-        while len(self._buf) >= 2 * part:  # below two parts the object is one PUT at close
+        # a part goes out as soon as more than one is buffered (the rest may be the last part,
+        # of any size): the upload runs beside the encoding instead of after it; an object of
+        # at most one part is one PUT at close
+        while len(self._buf) > part:
             self._start_part(bytes(self._buf[:part]))
             del self._buf[:part]
         return len(mv)

@@ -83,11 +83,7 @@ def list_files(store: ObjectStore, prefix: str) -> list[ListedFile]:
     if store.protocol in LOCAL_PROTOCOLS:
         files = _walk_local(store.root_path, prefix)
     else:
-        base = store.full_path(prefix)
-        try:
-            found = store.fs.find(base, detail=True, withdirs=False)
-        except FileNotFoundError:
-            found = {}
+        found = store.find(prefix)
         root = store.root_path.rstrip("/") + "/"
         files = []
         for path, info in found.items():
@@ -146,15 +142,20 @@ def top_entries(store: ObjectStore, prefix: str) -> list[str]:
     return [posixpath.join(prefix, name) for name in store.list(prefix)]
 
 
+def ref_files(store: ObjectStore, prefix: str) -> dict[str, tuple[bytes, str]]:
+    """``{name: (content, uri)}`` of the ``*.json`` ref files under ``prefix`` (names may hold
+    '/'): one listing (absent: none, no existence request first), then their reads."""
+    listed = [f for f in list_files(store, prefix) if f.path.endswith(".json")]
+    return {f.path[len(prefix) + 1 : -len(".json")]: (store.read(f.path), store.uri(f.path)) for f in listed}
+
+
 def read_refs(store: ObjectStore, prefix: str, parse: Callable[[bytes, str], int | None]) -> dict[str, int]:
-    """``{name: version}`` of the ``*.json`` ref files under ``prefix`` (names may hold '/')."""
-    listed = list_files(store, prefix)  # absent: [] (no existence request first)
+    """``{name: version}`` of the ``*.json`` ref files under ``prefix`` that ``parse`` names one."""
     out = {}
-    for f in listed:
-        if f.path.endswith(".json"):
-            v = parse(store.read(f.path), store.uri(f.path))
-            if v is not None:
-                out[f.path[len(prefix) + 1 : -len(".json")]] = v
+    for name, (data, where) in ref_files(store, prefix).items():
+        v = parse(data, where)
+        if v is not None:
+            out[name] = v
     return out
 
 
@@ -176,8 +177,10 @@ def branch_files(store: ObjectStore, branches: list[str]) -> dict[str, FileRefs]
 def read_all_refs(store: ObjectStore) -> tuple[dict[str, int], set[int], FileRefs]:
     """(tag -> version, versions branches protect, files branches reference under our root)."""
     tags = read_refs(store, TAGS_DIR, tag_version)
-    parents = read_refs(store, BRANCHES_DIR, branch_parent_version)
-    per_branch = branch_files(store, sorted(read_refs(store, BRANCHES_DIR, lambda _d, _w: 0)))
+    branches = ref_files(store, BRANCHES_DIR)  # one listing for both uses
+    parents = {name: v for name, (data, where) in branches.items()
+               if (v := branch_parent_version(data, where)) is not None}
+    per_branch = branch_files(store, sorted(branches))
     branch_refs = FileRefs()
     for refs in per_branch.values():
         branch_refs.update(refs)

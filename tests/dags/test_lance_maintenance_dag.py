@@ -1,7 +1,8 @@
 """The Airflow DAG ``dags/lance_maintenance.py``, run with ``dag.test`` in ``.venv-airflow``
 (made by ``.ci/airflow-setup``, which ``.ci/run`` calls) against a local Spark master: a run
-that validates and maintains a pylance-made dataset (checked with pylance), and a run whose
-compaction exits 2, failing its task (no retry) and the tasks after it, with the exit code in the log."""
+that validates and maintains a pylance-made dataset with MINHASHLSH and IVF_RQ indices (checked
+with pylance), and a run whose compaction exits 2, failing its task (no retry) and the tasks after
+it, with the exit code in the log."""
 
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ import os
 import subprocess
 from pathlib import Path
 
+import numpy as np
+import pyarrow as pa
 import pytest
 
 from tests.spark.datasets import rows_multiset, small_fragments
@@ -45,6 +48,15 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", fragments=4, rows=100)
+    # the newest index types ride along: a compaction keeps them answering, optimize_indices
+    # indexes the appended rows (checked with pylance's index_stats below)
+    ds = lance.dataset(uri)
+    ds.add_columns({"v8": "arrow_cast(make_array(f, f, f, f, f, f, f, f), 'FixedSizeList(8, Float32)')"})
+    ds.create_scalar_index("s", "MINHASHLSH", name="m")
+    ds.create_index("v8", "IVF_RQ", num_partitions=2, name="vq")
+    extra = ds.to_table(limit=50)
+    extra = extra.set_column(0, "id", pa.array(np.arange(900_000, 900_050, dtype=np.int64)))
+    lance.write_dataset(extra, uri, mode="append")
     before = lance.dataset(uri)
     expected = rows_multiset(before.to_table(columns=COLUMNS), COLUMNS)
     confs = [{"uri": uri, "target_rows_per_fragment": 1000, "older_than": "0s"},
@@ -62,10 +74,14 @@ def test_dag_runs_the_jobs(tmp_path: Path) -> None:
 
     after = lance.dataset(uri)
     assert after.version > before.version
-    assert len(after.get_fragments()) == 1 < len(before.get_fragments())
+    # the four indexed fragments become one; the unindexed append is not binned with them (pylance's plan)
+    assert len(after.get_fragments()) == 2 < len(before.get_fragments())
     assert all(f.deletion_file() is None for f in after.get_fragments())
     assert rows_multiset(after.to_table(columns=COLUMNS), COLUMNS) == expected
     assert [v["version"] for v in after.versions()] == [after.version]  # vacuum --older-than 0s
+    for name in ("m", "vq"):
+        stats = after.stats.index_stats(name)
+        assert (stats["num_indexed_rows"], stats["num_unindexed_rows"]) == (after.count_rows(), 0), stats
 
     assert failed == {"validate": "success", "compact": "failed",
                       **dict.fromkeys(jobs[2:], "upstream_failed")}, log[-5000:]

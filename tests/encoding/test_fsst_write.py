@@ -349,19 +349,30 @@ def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> No
 def test_kernels_compile_ahead_from_the_command_line() -> None:
     """``python -m lance_spark_ops.compile_kernels`` (a cluster's bootstrap step) loads every
     kernel module (FSST, k-means, HNSW, MinHash, RaBitQ), compiling them into numba's cache when
-    needed, and says so; with numba missing each is unavailable and it fails."""
+    needed, builds k-means ahead of time (``kernels_aot``), and says so; with numba missing (and
+    no extension built) each is unavailable and it fails."""
+    import os
     import subprocess
     import sys
+    import tempfile
 
     cmd = [sys.executable, "-m", "lance_spark_ops.compile_kernels"]
-    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=300)
+    ok = subprocess.run(cmd, capture_output=True, text=True, timeout=600)
     assert ok.returncode == 0, ok.stderr
     for what in ("FSST", "k-means", "HNSW", "MinHash", "RaBitQ"):
         assert f"compiled {what} kernels ready" in ok.stdout, ok.stdout
+    assert any(line.startswith("ahead-of-time k-means kernels ") and ("ready" in line or "built" in line)
+               for line in ok.stdout.splitlines()), ok.stdout
     script = ("import runpy, sys\nsys.modules['numba'] = None\n"
               "runpy.run_module('lance_spark_ops.compile_kernels', run_name='__main__')\n")
-    bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300)
-    assert bad.returncode == 1 and bad.stdout.count("unavailable") == 5, bad.stdout
+    with tempfile.TemporaryDirectory() as empty:  # no extension found there
+        env = {**os.environ, "NUMBA_CACHE_DIR": empty}
+        bad = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                             env=env)
+    lines = bad.stdout.splitlines()
+    assert bad.returncode == 1, lines
+    assert sum(ln.startswith("compiled ") and "unavailable" in ln for ln in lines) == 5, lines
+    assert "ahead-of-time k-means kernels unavailable" in bad.stdout, bad.stdout
 
 
 def _reference_pick(val: np.ndarray, ln: np.ndarray, gain: np.ndarray) -> tuple[list[int], list[int]]:

@@ -155,6 +155,16 @@ def _pq_codes(uri: str) -> list[dict[int, bytes]]:
     return out
 
 
+def _rq_codes(uri: str) -> list[dict[int, bytes]]:
+    """Per partition of the one IVF_RQ segment: row id -> its storage row (codes, factors)."""
+    from tests.index.test_build_rq import rq_storage
+
+    out: list[dict[int, bytes]] = [{} for _ in _sizes(uri)[0]]
+    for i, (p, row) in rq_storage(uri).items():
+        out[p][i] = row
+    return out
+
+
 @pytest.mark.parametrize("case", ["spill", "window_full", "nearest_has_room"])
 def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                           case: str) -> None:
@@ -222,7 +232,8 @@ def test_join_fills_partitions_as_pylance(spark: Any, tmp_path: Path, monkeypatc
     assert _rows_per_partition(ours) == _rows_per_partition(theirs)
 
 
-@pytest.mark.parametrize("kind,pieces,through_spark", [("IVF_FLAT", None, True), ("IVF_PQ", 30, False)])
+@pytest.mark.parametrize("kind,pieces,through_spark",
+                         [("IVF_FLAT", None, True), ("IVF_PQ", 30, False), ("IVF_RQ", 30, False)])
 def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
                                         kind: str, pieces: int | None, through_spark: bool) -> None:
     """80 partitions, target 40 (split over 160): partition 0 (200 rows, stretched along the
@@ -300,6 +311,12 @@ def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch:
     qs = x[rng.choice(x.shape[0], 50, replace=False)]
     qs = qs + rng.standard_normal(qs.shape).astype(np.float32) * 0.3
     assert _recall(ours, got[1][0], qs) >= _recall(theirs, got[1][0], qs) - 0.02
+    if kind == "IVF_RQ":  # same rotation, same centroids for the neighbours: pylance's rows
+        from tests.index.test_build_rq import rq_storage
+
+        a, b = rq_storage(ours), rq_storage(theirs)
+        both = [i for i, (p, _) in a.items() if 2 <= p < 66 and i in b and b[i][0] == p]
+        assert len(both) > 60 * 40 and all(a[i] == b[i] for i in both)
     if not through_spark:
         # the moved rows are stored as encoding every row again stores them (same k-means):
         # same rows, same codes (PQ residuals to the new centroids) in every affected partition
@@ -310,7 +327,8 @@ def test_split_moves_only_affected_rows(spark: Any, tmp_path: Path, monkeypatch:
         monkeypatch.setattr(vi.VectorSegmentBuilder, "_join_in_place", staticmethod(lambda *a: False))
         optimize_indices(None, again)
         affected = [0, *range(2, 66), *range(k, got[1][0])]
-        mine_pq, all_again = _pq_codes(ours), _pq_codes(again)
+        mine_pq, all_again = (_pq_codes(ours), _pq_codes(again)) if kind == "IVF_PQ" else (
+            _rq_codes(ours), _rq_codes(again))
         for p in affected:  # r stays in partition 1 here, moves to a new centroid there
             all_again[p].pop(x.shape[0] - 1, None)
         assert [mine_pq[p] for p in affected] == [all_again[p] for p in affected]

@@ -227,7 +227,9 @@ def test_binary_copy_windows_of_one_page_or_all(tmp_path: Path, monkeypatch, win
     lance.dataset(uri).delete("id % 300 < 20 AND id < 300")
     before = _rows(uri)
     monkeypatch.setattr(writer_mod, "_COPY_WINDOW", window)
-    m = compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="try_binary_copy")
+    # force: fragment 0's only page per column holds deleted rows; try_binary_copy would re-encode
+    # that fragment in a run (nothing of it moves), force re-encodes its pages in place
+    m = compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="force_binary_copy")
     assert m.fragments_binary_copied == 4
     assert m.pages_binary_copied > 0 and m.pages_reencoded_for_deletions > 0
     assert _rows(uri) == before

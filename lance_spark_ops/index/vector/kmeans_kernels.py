@@ -8,7 +8,8 @@ dimension (vectorised over the centroids), and the best two of each row (the exa
 assignment's doubt test needs both) are taken from it transposed, vectorised over the block's
 rows: a scan along one row is a chain of dependent compares and branches, which took ~60 % of
 the time (PQ encode of 16 x 256 codes: ~1.5x faster overall, the same results bit for bit).
-Compiled once per machine (``cache=True``), loaded lazily by ``kmeans.compiled_kernels``.
+Compiled once per machine (``cache=True``), loaded lazily by ``kmeans.compiled_kernels``; built
+ahead of time by ``compile_kernels`` (``AOT_EXPORTS``), it loads without numba.
 """
 
 from __future__ import annotations
@@ -17,6 +18,8 @@ import numba
 import numpy as np
 
 ROWS = 32  # rows scored together: each centroid row of ``ct`` is loaded once per block
+# the one signature its callers use (``kmeans._assign``, ``kmeans._warm``): ``kernels_aot``
+AOT_EXPORTS = {"nearest2": "void(f4[:, ::1], f4[:, ::1], f4[::1], i8[::1], f4[::1], f4[::1])"}
 
 
 # reassociation lets the loops over centroids vectorise; no "nnan" / "ninf" (scores start at inf)

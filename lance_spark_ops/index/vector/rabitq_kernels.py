@@ -20,61 +20,91 @@ _QUARTER = np.float32(0.25)
 _TWO = np.float32(2.0)
 
 
+BLOCK = 64  # rows rotated together: each butterfly runs over a block's rows at once (SIMD)
+
+
 @numba.njit(cache=True, nogil=True)
-def _fwht(v: np.ndarray, lo: int, n: int, scale: np.float32) -> None:
+def _fwht_block(t: np.ndarray, lo: int, n: int, scale: np.float32, nb: int) -> None:
+    """Lance's Walsh-Hadamard butterflies over dims ``lo .. lo + n`` of a transposed block
+    ``t`` (dims x rows, the first ``nb`` rows live), then the rescale; per value the same float32
+    operations as Lance's row by row."""
     half = 1
     while half < n:
         step = half * 2
         for b in range(lo, lo + n, step):
             for i in range(b, b + half):
-                x = v[i]
-                y = v[i + half]
-                v[i] = x + y
-                v[i + half] = x - y
+                p = t[i]
+                q = t[i + half]
+                for r in range(nb):
+                    x = p[r]
+                    y = q[r]
+                    p[r] = x + y
+                    q[r] = x - y
         half = step
     for i in range(lo, lo + n):
-        v[i] = v[i] * scale
+        p = t[i]
+        for r in range(nb):
+            p[r] = p[r] * scale
 
 
 @numba.njit(cache=True, nogil=True)
-def _rotate_row(v: np.ndarray, masks: np.ndarray, trunc: int, scale: np.float32) -> None:
-    """Lance's fast rotation of one vector in place; ``masks`` (rounds, d) float32 of +-1."""
-    d = v.shape[0]
+def _flip_block(t: np.ndarray, signs: np.ndarray, nb: int) -> None:
+    for j in range(t.shape[0]):
+        m = signs[j]
+        p = t[j]
+        for r in range(nb):
+            p[r] = p[r] * m
+
+
+@numba.njit(cache=True, nogil=True)
+def rotate_block(t: np.ndarray, nb: int, masks: np.ndarray, trunc: int, scale: np.float32) -> None:
+    """Lance's fast rotation of the ``nb`` rows of a transposed block ``t`` (d x BLOCK) in
+    place; ``masks`` (rounds, d) float32 of +-1. Dimensions that are not a power of two: the
+    transform alternates over the head and the tail, the halves mixed after each round."""
+    d = t.shape[0]
     rounds = masks.shape[0]
     if trunc == d:
         for k in range(rounds):
-            for j in range(d):
-                v[j] = v[j] * masks[k, j]
-            _fwht(v, 0, d, scale)
+            _flip_block(t, masks[k], nb)
+            _fwht_block(t, 0, d, scale, nb)
         return
     start = d - trunc
     half = d // 2
     for k in range(rounds):
-        for j in range(d):
-            v[j] = v[j] * masks[k, j]
+        _flip_block(t, masks[k], nb)
         if k % 2 == 0:
-            _fwht(v, 0, trunc, scale)
+            _fwht_block(t, 0, trunc, scale, nb)
         else:
-            _fwht(v, start, trunc, scale)
+            _fwht_block(t, start, trunc, scale, nb)
         for j in range(half):
-            a = v[j]
-            b = v[j + half]
-            v[j] = a + b
-            v[j + half] = a - b
+            p = t[j]
+            q = t[j + half]
+            for r in range(nb):
+                a = p[r]
+                b = q[r]
+                p[r] = a + b
+                q[r] = a - b
     for j in range(d):
-        v[j] = v[j] * _QUARTER
+        p = t[j]
+        for r in range(nb):
+            p[r] = p[r] * _QUARTER
 
 
 @numba.njit(cache=True, nogil=True)
 def rotate_fast(x: np.ndarray, masks: np.ndarray, trunc: int, scale: np.float32,
                 out: np.ndarray) -> None:
-    """Each row of ``x`` (n, d) float32 rotated into ``out``."""
+    """Each row of ``x`` (n, d) float32 rotated into ``out``, BLOCK rows at a time."""
     n, d = x.shape
-    for r in range(n):
-        v = out[r]
-        for j in range(d):
-            v[j] = x[r, j]
-        _rotate_row(v, masks, trunc, scale)
+    t = np.empty((d, BLOCK), np.float32)
+    for r0 in range(0, n, BLOCK):
+        nb = min(BLOCK, n - r0)
+        for r in range(nb):
+            for j in range(d):
+                t[j, r] = x[r0 + r, j]
+        rotate_block(t, nb, masks, trunc, scale)
+        for r in range(nb):
+            for j in range(d):
+                out[r0 + r, j] = t[j, r]
 
 
 @numba.njit(cache=True, nogil=True)
@@ -200,30 +230,12 @@ def ex_codes(rot: np.ndarray, ex_bits: int, tight: np.float32, values: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarray, ex_bits: int,
-                 dot: bool, ex_res: np.float32, out: np.ndarray) -> None:
-    """add, scale, error, ex add, ex scale of one row (``out``, 5) from its rotated residual,
-    rotated centroid, |r|^2, ex codes and ex dot, each sum over the dimensions in Lance's order."""
-    d = x.shape[0]
-    bias = -np.float32((1 << ex_bits) - 0.5)
+def _finish_factors(d: int, ns: np.float32, bin_res: np.float32, bin_cent: np.float32, ex_cent: np.float32,
+                    res_cent: np.float32, ex_res: np.float32, dot: bool, out: np.ndarray) -> None:
+    """A row's five factors (``out``) from its sums over the dimensions."""
     code_norm = np.float32(d) * _QUARTER
     eps = np.float32(1.9)
     one = np.float32(1.0)
-    bin_res = _F0
-    bin_cent = _F0
-    ex_cent = _F0
-    res_cent = _F0
-    for j in range(d):
-        xj = x[j]
-        cj = c[j]
-        pos = not np.signbit(xj)
-        h = _HALF if pos else -_HALF
-        bin_res = bin_res + xj * h
-        bin_cent = bin_cent + cj * h
-        if ex_bits > 0:
-            full = (np.int64(1) << ex_bits) + np.int64(values[j]) if pos else np.int64(values[j])
-            ex_cent = ex_cent + cj * (np.float32(full) + bias)
-        res_cent = res_cent + xj * cj
     bin_corr = _F0 if bin_res == _F0 else (ns * bin_cent) / bin_res
     ex_corr = _F0 if ex_res == _F0 else (ns * ex_cent) / ex_res
     err = _F0
@@ -247,6 +259,31 @@ def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
+def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarray, ex_bits: int,
+                 dot: bool, ex_res: np.float32, out: np.ndarray) -> None:
+    """add, scale, error, ex add, ex scale of one row (``out``, 5) from its rotated residual,
+    rotated centroid, |r|^2, ex codes and ex dot, each sum over the dimensions in Lance's order."""
+    d = x.shape[0]
+    bias = -np.float32((1 << ex_bits) - 0.5)
+    bin_res = _F0
+    bin_cent = _F0
+    ex_cent = _F0
+    res_cent = _F0
+    for j in range(d):
+        xj = x[j]
+        cj = c[j]
+        pos = not np.signbit(xj)
+        h = _HALF if pos else -_HALF
+        bin_res = bin_res + xj * h
+        bin_cent = bin_cent + cj * h
+        if ex_bits > 0:
+            full = (np.int64(1) << ex_bits) + np.int64(values[j]) if pos else np.int64(values[j])
+            ex_cent = ex_cent + cj * (np.float32(full) + bias)
+        res_cent = res_cent + xj * cj
+    _finish_factors(d, ns, bin_res, bin_cent, ex_cent, res_cent, ex_res, dot, out)
+
+
+@numba.njit(cache=True, nogil=True)
 def factors(rot: np.ndarray, cent: np.ndarray, norm_sq: np.ndarray, values: np.ndarray, ex_bits: int,
             dot: bool, out: np.ndarray) -> None:
     """Per row: add, scale, error, ex add, ex scale (``out`` (n, 5); ``out[:, 3]`` holds the ex
@@ -259,47 +296,98 @@ def factors(rot: np.ndarray, cent: np.ndarray, norm_sq: np.ndarray, values: np.n
 def encode_rows(x: np.ndarray, parts: np.ndarray, cents: np.ndarray, cents_rot: np.ndarray,
                 masks: np.ndarray, trunc: int, scale: np.float32, ex_bits: int, tight: np.float32,
                 dot: bool, codes: np.ndarray, values: np.ndarray, out: np.ndarray) -> None:
-    """Everything per row in one pass: the residual against its partition's centroid, |r|^2
-    (l2: Lance's 16-lane distance; dot: in order), the rotation, sign bits (``codes``), ex codes
-    (``values``) and the factors (``out`` (n, 5))."""
+    """Everything per row, BLOCK rows at a time: the residuals against their partitions'
+    centroids, |r|^2 (l2: Lance's 16-lane distance; dot: in order) and the rotation over the
+    block's rows at once (transposed: the sums and butterflies run across rows, each row's in
+    Lance's order), then per row its sign bits (``codes``), ex codes (``values``) and factors
+    (``out`` (n, 5))."""
     n, d = x.shape
     max_code = max((1 << ex_bits) - 1, 1)
+    t = np.empty((d, BLOCK), np.float32)
+    ns = np.empty(BLOCK, np.float32)
+    rest = np.empty(BLOCK, np.float32)
+    lanes = np.empty((16, BLOCK), np.float32)
     res = np.empty(d, np.float32)
-    lanes = np.empty(16, np.float32)
+    ct = np.empty((d, BLOCK), np.float32)
+    sums = np.empty((5, BLOCK), np.float32)
+    bias = -np.float32((1 << ex_bits) - 0.5)
     a = np.empty(d, np.float32)
     keys = np.empty(d * max_code, np.uint64)
     tmp = np.empty(d * max_code, np.uint64)
     count = np.zeros(256, np.int64)
     full16 = d // 16 * 16
-    for r in range(n):
-        p = parts[r]
-        for j in range(d):
-            res[j] = x[r, j] - cents[p, j]
-        if dot:
-            ns = _F0
+    for r0 in range(0, n, BLOCK):
+        nb = min(BLOCK, n - r0)
+        for r in range(nb):
+            p = parts[r0 + r]
             for j in range(d):
-                ns = ns + res[j] * res[j]
+                t[j, r] = x[r0 + r, j] - cents[p, j]
+        for r in range(nb):
+            ns[r] = _F0
+        if dot:
+            for j in range(d):
+                q = t[j]
+                for r in range(nb):
+                    ns[r] = ns[r] + q[r] * q[r]
         else:
-            rest = _F0
+            for r in range(nb):
+                rest[r] = _F0
             for j in range(full16, d):
-                rest = rest + res[j] * res[j]
+                q = t[j]
+                for r in range(nb):
+                    rest[r] = rest[r] + q[r] * q[r]
             for i in range(16):
-                lanes[i] = _F0
-            for j0 in range(0, full16, 16):
-                for i in range(16):
-                    lanes[i] = lanes[i] + res[j0 + i] * res[j0 + i]
-            tot = _F0
+                li = lanes[i]
+                for r in range(nb):
+                    li[r] = _F0
+                for j0 in range(0, full16, 16):
+                    q = t[j0 + i]
+                    for r in range(nb):
+                        li[r] = li[r] + q[r] * q[r]
             for i in range(16):
-                tot = tot + lanes[i]
-            ns = rest + tot
-        _rotate_row(res, masks, trunc, scale)
-        row = codes[r]
-        for b in range(row.shape[0]):
-            row[b] = 0
+                li = lanes[i]
+                for r in range(nb):
+                    ns[r] = ns[r] + li[r]
+            for r in range(nb):
+                ns[r] = rest[r] + ns[r]
+        rotate_block(t, nb, masks, trunc, scale)
+        for r in range(nb):
+            for j in range(d):
+                res[j] = t[j, r]
+            row = codes[r0 + r]
+            for b in range(row.shape[0]):
+                row[b] = 0
+            for j in range(d):
+                if not np.signbit(res[j]):
+                    row[j >> 3] |= np.uint8(1 << (j & 7))
+            sums[4, r] = _F0
+            if ex_bits > 0:
+                sums[4, r] = _ex_row(res, ex_bits, tight, a, keys, tmp, count, values[r0 + r])
+        # the factors' sums over the dimensions, across the block's rows (each in Lance's order)
+        for r in range(nb):
+            p = parts[r0 + r]
+            for j in range(d):
+                ct[j, r] = cents_rot[p, j]
+        for i in range(4):
+            for r in range(nb):
+                sums[i, r] = _F0
+        bin_res, bin_cent, ex_cent, res_cent = sums[0], sums[1], sums[2], sums[3]
         for j in range(d):
-            if not np.signbit(res[j]):
-                row[j >> 3] |= np.uint8(1 << (j & 7))
-        ex_res = _F0
-        if ex_bits > 0:
-            ex_res = _ex_row(res, ex_bits, tight, a, keys, tmp, count, values[r])
-        _factors_row(res, cents_rot[p], ns, values[r], ex_bits, dot, ex_res, out[r])
+            xs = t[j]
+            cs = ct[j]
+            for r in range(nb):
+                xj = xs[r]
+                cj = cs[r]
+                pos = not np.signbit(xj)
+                h = _HALF if pos else -_HALF
+                bin_res[r] = bin_res[r] + xj * h
+                bin_cent[r] = bin_cent[r] + cj * h
+                res_cent[r] = res_cent[r] + xj * cj
+            if ex_bits > 0:
+                for r in range(nb):
+                    c = values[r0 + r, j]
+                    full = (np.int64(1) << ex_bits) + np.int64(c) if not np.signbit(xs[r]) else np.int64(c)
+                    ex_cent[r] = ex_cent[r] + cs[r] * (np.float32(full) + bias)
+        for r in range(nb):
+            _finish_factors(d, ns[r], bin_res[r], bin_cent[r], ex_cent[r], res_cent[r], sums[4, r], dot,
+                            out[r0 + r])

@@ -10,11 +10,13 @@ Binary copy (``try_binary_copy`` / ``force_binary_copy``), for a fragment with o
 of the target version and the dataset's field layout: without deleted rows every page is
 moved undecoded; with some, pages holding none are moved and the others are decoded,
 filtered and re-encoded (``LanceFileWriter.append_live_pages``); fragments with several
-data files are re-encoded (``force`` refuses them).
+data files are re-encoded (``force`` refuses them), and so, under ``try``, are fragments
+whose every page holds deleted rows (nothing would move; re-encoded in runs, as reencode).
 """
 
 from __future__ import annotations
 
+import concurrent.futures
 import time
 import uuid
 from collections.abc import Iterator
@@ -262,10 +264,12 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
             ids.add(batch, masks)
             bytes_read += sum(f.file_size_bytes or 0 for fr in frags for f in fr.files)
             for frag, keep in zip(frags, masks, strict=True):
-                if small.add(frag, keep):
+                reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
+                if reader is not None and spec.mode == "try_binary_copy" and not _moves_a_page(reader, keep):
+                    reader = None  # deleted rows on every page: nothing to move, re-encoded in runs
+                if reader is None and small.add(frag, keep):
                     continue
                 rows_read += small.flush()  # their rows go first
-                reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
                 counts = sink.copy_file(reader, keep) if reader is not None else None
                 if counts is not None:
                     rows_read += reader.num_rows
@@ -288,10 +292,12 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         rows_read += small.flush()
         sink.roll()
     except BaseException:
+        small.close()  # before the prefetched files go: the decode thread may be reading them
         for path in sink.abort():
             ds.store.delete(f"{DATA_DIR}/{path}")
         raise
     finally:
+        small.close()
         ds.stop_prefetch()
     new_fragments = _fragments(sink.done, ids)
     return RewriteResult(
@@ -357,12 +363,15 @@ class _SmallFragments:
 
     def __init__(self, ds: Dataset, spec: RewriteSpec, sink: _FragmentSink) -> None:
         self.ds, self.spec, self.sink = ds, spec, sink
-        # binary copy modes move small files' pages; their fallback re-encodes stay one by one
-        self.enabled = (spec.mode == "reencode" and spec.file_version != "0.1"
+        # force_binary_copy moves every fragment's pages; try_binary_copy re-encodes in runs the
+        # fragments it cannot move (or whose every page holds deleted rows)
+        self.enabled = (spec.mode != "force_binary_copy" and spec.file_version != "0.1"
                         and not any(blob_version(f) for f in ds.lance_schema.fields))
         self.run: list[tuple[DataFragment, np.ndarray]] = []
         self.rows = 0  # physical rows in the run
         self.read = 0  # live rows written since the last flush()
+        self.pool: concurrent.futures.ThreadPoolExecutor | None = None  # the decode thread
+        self.pending: concurrent.futures.Future[list[pa.RecordBatch]] | None = None  # run decoding
 
     def add(self, frag: DataFragment, keep: np.ndarray) -> bool:
         """Take ``frag`` into the run (True), or leave it to the caller (False)."""
@@ -380,15 +389,46 @@ class _SmallFragments:
         return True
 
     def flush(self) -> int:
-        """Write the run to the sink; returns the live rows read since the last call."""
+        """Write the run (and the one decoding) to the sink; returns the live rows read since
+        the last call."""
         self.flush_to_sink()
+        self.drain()
         read, self.read = self.read, 0
         return read
 
     def flush_to_sink(self) -> None:
+        """Hand the run to the decode thread and write the run decoded before it: the next run
+        decodes while this one encodes (numpy, pyarrow and the compressors release the GIL on
+        whole buffers, so a task keeps two cores busy). At most two runs are held decoded."""
         run, self.run, self.rows = self.run, [], 0
         if not run:
             return
+        if self.pool is None:
+            self.pool = concurrent.futures.ThreadPoolExecutor(1, thread_name_prefix="lso-decode")
+        ahead = self.pool.submit(self._decode, run)
+        self.drain()
+        self.pending = ahead
+
+    def drain(self) -> None:
+        """Write the run being decoded, once it is."""
+        fut, self.pending = self.pending, None
+        if fut is None:
+            return
+        batches = fut.result()
+        self.sink.write_run(batches)
+        self.read += sum(b.num_rows for b in batches)
+
+    def close(self) -> None:
+        """Stop the decode thread (a failed task: its run is dropped)."""
+        fut, self.pending = self.pending, None
+        if fut is not None:
+            fut.cancel()
+            concurrent.futures.wait([fut])
+        if self.pool is not None:
+            self.pool.shutdown(wait=True)
+            self.pool = None
+
+    def _decode(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch]:
         # a run of up to _MAX_RUN files opens readers, metadata and decoders by the thousand, none
         # in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
         with gc_paused():
@@ -398,8 +438,7 @@ class _SmallFragments:
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
-        self.sink.write_run(batches)
-        self.read += sum(b.num_rows for b in batches)
+        return batches
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
         from lance_spark_ops.file.read_together import read_files_together
@@ -472,6 +511,23 @@ def _copyable(ds: Dataset, frag: DataFragment, spec: RewriteSpec, sink: _Fragmen
         return None
     store, rel = ds.base_resolver.data_file(df)
     return LanceFileReader(rel, store=store, legacy=False)
+
+
+def _moves_a_page(reader: LanceFileReader, keep: np.ndarray) -> bool:
+    """Whether a binary copy of the file would move any page undecoded: some column whose
+    pages count rows has a page without deleted rows. When none has, ``append_live_pages``
+    would decode and re-encode every page one by one; a re-encode in runs writes the same
+    rows (as pylance's ``try_binary_copy``, which re-encodes any group with deleted rows)."""
+    if keep.all():
+        return True
+    dead = np.concatenate([[0], np.cumsum(~keep, dtype=np.int64)])
+    meta = reader.metadata
+    for c in range(meta.num_columns):
+        lengths = np.fromiter((int(p.length) for p in meta.column(c).pages), np.int64)
+        ends = np.cumsum(lengths)
+        if ends.size and ends[-1] == keep.size and bool((dead[ends] == dead[ends - lengths]).any()):
+            return True
+    return False
 
 
 def _fragments(done: list[tuple[DataFile, int]], row_ids: _RowIds) -> list[DataFragment]:

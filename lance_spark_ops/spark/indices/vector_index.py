@@ -607,10 +607,16 @@ def _counts(ds: Dataset, model: Model, runs: list[Any], olds: list[bytes]) -> np
 
 
 def _remove(ds: Dataset, rel: str) -> None:
-    path = ds.store.full_path(rel)
+    """Drop a build's scratch directory (flat). On object stores one LIST and batched deletes
+    (no HEAD of the prefix first, no request per object)."""
+    store = ds.store
+    if not store.is_local:
+        store.delete_many([f"{rel}/{name}" for name in store.list(rel)])
+        return
+    path = store.full_path(rel)
     try:
-        if ds.store.fs.exists(path):
-            ds.store.fs.rm(path, recursive=True)
+        if store.fs.exists(path):
+            store.fs.rm(path, recursive=True)
     except FileNotFoundError:
         pass
 

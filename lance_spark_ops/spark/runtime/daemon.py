@@ -25,7 +25,9 @@ they would delay every session's first Python job, and with a core per worker th
 vector job load them side by side in about the time of one load: a fresh session's first vector
 optimize measured no faster with them preloaded (``bench/first_job_bench.py``). Preloaded, an
 executor loads them once, not once per worker (CPU where cores are oversubscribed; memory
-shared by the forked workers).
+shared by the forked workers). The k-means kernel that a vector job's tasks use (PQ encode) is
+built ahead of time by ``python -m lance_spark_ops.compile_kernels`` (``kernels_aot``): a worker
+then loads it in about a millisecond without importing numba.
 
 After preloading it freezes what it imported (``worker_gc``): a reused worker runs a full
 ``gc.collect()`` after every task, which would otherwise walk all of it each time.
