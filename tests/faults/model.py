@@ -21,6 +21,9 @@ import pyarrow as pa
 FRESH_IDS = 10_000_000  # ids of appended / inserted rows start here
 VEC = "vec"  # the vector column the vector-index runners add (a function of id: ``vectors``)
 VEC_DIM = 16
+GEO = "geo"  # the GeoArrow point column the RTREE runners add (a function of id: ``points``)
+POINT = pa.struct([pa.field("x", pa.float64(), nullable=False), pa.field("y", pa.float64(), nullable=False)])
+GEO_FIELD = pa.field(GEO, POINT, metadata={"ARROW:extension:name": "geoarrow.point"})
 
 
 def vectors(ids: np.ndarray) -> pa.FixedSizeListArray:
@@ -34,10 +37,20 @@ def vectors(ids: np.ndarray) -> pa.FixedSizeListArray:
     return pa.FixedSizeListArray.from_arrays(pa.array(x.astype(np.float32).ravel()), VEC_DIM)
 
 
+def points(ids: np.ndarray) -> pa.StructArray:
+    """The ``geo`` value of each id: a point on a 0.1 grid of [0, 100) x [0, 100)."""
+    ids = np.asarray(ids, dtype=np.int64)
+    return pa.StructArray.from_arrays([pa.array((ids % 997) * 0.1), pa.array((ids % 991) * 0.1)],
+                                      fields=list(POINT))
+
+
 def _with_vec(t: pa.Table, names: list[str]) -> pa.Table:
-    """``t`` with the dataset's columns (``vec`` computed from id when the dataset has it)."""
+    """``t`` with the dataset's columns (``vec`` and ``geo`` computed from id when the dataset
+    has them)."""
     if VEC in names:
         t = t.append_column(VEC, vectors(t["id"].to_numpy()))
+    if GEO in names:
+        t = t.append_column(GEO_FIELD, points(t["id"].to_numpy()))
     return t.select([c for c in names if c in t.column_names])
 
 

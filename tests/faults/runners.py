@@ -193,6 +193,19 @@ if importlib.util.find_spec("lance_spark_ops.spark.indices.scalar_index") is not
                   ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.optimize_prepare,
                   post_check=ri.post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
     ]})
+# RTREE and MINHASHLSH (#37): built, optimized and compacted under the faults
+if importlib.util.find_spec("lance_spark_ops.spark.indices.scalar_index") is not None:
+    RUNNERS.update({r.name: r for r in [
+        JobRunner("create_rtree_minhash", "create_index", "create_index.py", ri.geo_create_args,
+                  ri.geo_create_local, ("plan", "build", "commit"), ("build",), prepare=ri.geo_create_prepare,
+                  post_check=ri.geo_post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+        JobRunner("optimize_rtree_minhash", "optimize_indices", "optimize_indices.py", ri.optimize_args,
+                  ri.optimize_local, ("plan", "build", "commit"), ("build",), prepare=ri.geo_indexed_prepare,
+                  post_check=ri.geo_post_check, writer_kinds=ri.INDEX_WRITER_KINDS),
+        JobRunner("compact_rtree_minhash", "compact", "compact.py", _compact_args, _compact_local,
+                  ("plan", "rewrite", "commit"), ("rewrite",), prepare=ri.geo_indexed_prepare,
+                  post_check=ri.geo_compact_post_check),
+    ]})
 # the IVF builders (#28)
 if importlib.util.find_spec("lance_spark_ops.spark.indices.vector_index") is not None:
     RUNNERS.update({r.name: r for r in [

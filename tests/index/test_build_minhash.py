@@ -177,11 +177,11 @@ def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, de
 
 
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
-    """Part tasks on executors (a part per fragment), one merge task numbering the docs in
-    fragment order; then a merge over Spark after an append."""
+    """Part tasks on executors (row ranges of equal size, fragments cut between them), one
+    merge task numbering the docs in fragment order; then a merge over Spark after an append."""
     from lance_spark_ops.spark.runtime.tuning import Tuning
 
-    tuning = Tuning(minhash_part_rows=1000)  # MINHASHLSH's own part size (PART_ROWS never applied)
+    tuning = Tuning(minhash_part_rows=700)
     theirs, ours = twins(tmp_path, "2.1", False)
     lance.dataset(theirs).create_scalar_index("text", "MINHASHLSH", name="m")
     build_and_commit(SCALAR_BUILDER, spark, ours, "text", "MINHASHLSH", "m", tuning=tuning)

@@ -173,8 +173,9 @@ def test_geometry_types_match_pylance(tmp_path: Any, shape: str) -> None:
 
 
 def test_build_on_spark_in_parts(tmp_path: Any, spark: Any, monkeypatch: Any) -> None:
-    """Part tasks on executors (a part per fragment), one merge task sorting all items."""
-    tuning = Tuning(part_rows=1000)
+    """Part tasks on executors (row ranges of equal size, fragments cut between them), one merge
+    task sorting all items."""
+    tuning = Tuning(part_rows=700)
     theirs, ours = twins(tmp_path, "2.1", False)
     build_both(theirs, ours, spark, tuning)
     assert_same(theirs, ours)

@@ -486,9 +486,10 @@ def test_merge_attempt_after_a_finished_one(tmp_path: Any, monkeypatch: Any) -> 
         return run_merge(spec, TaskContext(ctx.job_id, ctx.task_id, "retry"))
 
     monkeypatch.setattr(scalar_index, "run_merge", twice)
-    monkeypatch.setattr(scalar_index, "PART_ROWS", 1)  # parts to merge (one part is indexed in one task)
     theirs, ours = twins(tmp_path, "2.1", False)
-    _, built = build_and_commit(SCALAR_BUILDER, None, ours, "id", "BTREE", "id_btree")
+    # parts to merge (one part is indexed in one task)
+    _, built = build_and_commit(SCALAR_BUILDER, None, ours, "id", "BTREE", "id_btree",
+                                tuning=Tuning(part_rows=1))
     assert built.files == first[0]
     lance.dataset(theirs).create_scalar_index("id", "BTREE", name="id_btree")
     want = lance.dataset(theirs).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()

@@ -164,6 +164,27 @@ class Generator:
         return Generator(np.array(a, np.uint64), np.array(b, np.uint64), np.array(c, np.uint64))
 
 
+def sign(texts: pa.Array, analyzer: Analyzer, shingle_size: int, gen: Generator
+         ) -> tuple[np.ndarray, np.ndarray]:
+    """(rows of ``texts`` with a signature, ascending; their signatures uint16 [docs, num_hashes]):
+    the compiled kernel straight from the tokens, else ``shingle_hashes`` then ``signatures``."""
+    kernels = compiled_kernels()
+    if kernels is None:
+        return signatures(*shingle_hashes(texts, analyzer, shingle_size), gen)
+    tokens = analyzer.tokenize(texts)
+    per_doc = np.bincount(tokens.doc, minlength=len(texts))
+    docs = np.flatnonzero(per_doc)
+    sig = np.empty((docs.size, gen.a.size), np.uint16)
+    if docs.size:
+        vocab = pa.array(tokens.vocab, pa.large_string())
+        offs = np.frombuffer(vocab.buffers()[1], np.int64, count=len(vocab) + 1)
+        data = np.frombuffer(vocab.buffers()[2], np.uint8) if offs[-1] else np.zeros(1, np.uint8)
+        bounds = np.concatenate([[0], np.cumsum(per_doc[docs])]).astype(np.int64)
+        kernels.token_signatures(data, offs, np.ascontiguousarray(tokens.token, np.int64), bounds,
+                                 shingle_size, np.uint64(SEED), gen.a, gen.b, gen.c, sig)
+    return docs, sig
+
+
 def shingle_hashes(texts: pa.Array, analyzer: Analyzer, shingle_size: int) -> tuple[np.ndarray, np.ndarray]:
     """(XXH64 of every shingle, its document's row in ``texts``), documents in order."""
     tokens = analyzer.tokenize(texts)
@@ -232,6 +253,12 @@ def _warm(k: Any) -> None:
     k.doc_signatures(one, np.array([0, 1], np.int64), one, one, one, np.zeros((1, 1), np.uint16))
     k.xxh64_many(np.zeros(40, np.uint8), np.zeros(1, np.int64), np.array([40], np.int64), np.uint64(SEED),
                  np.zeros(1, np.uint64))
+    k.token_signatures(np.zeros(1, np.uint8), np.array([0, 1], np.int64), np.zeros(1, np.int64),
+                       np.array([0, 1], np.int64), 3, np.uint64(SEED), one, one, one,
+                       np.zeros((1, 1), np.uint16))
+    keys = np.zeros((1, 1), np.uint64)
+    k.band_keys(np.zeros((1, 1), np.uint16), 1, np.uint64(SEED), keys)
+    k.sort_bands(keys, np.zeros(1, np.uint64), np.zeros(1, np.uint32))
 
 
 def hash_many(data: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:
@@ -251,7 +278,7 @@ def signature_matrix(col: pa.ChunkedArray | pa.Array, num_hashes: int) -> np.nda
     arr = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
     if len(arr) == 0:
         return np.zeros((0, num_hashes), np.uint16)
-    values = arr.flatten().to_numpy(zero_copy_only=False).astype(np.uint16)
+    values = np.asarray(arr.flatten().to_numpy(zero_copy_only=False), np.uint16)  # no copy when uint16
     if values.size != len(arr) * num_hashes:
         raise CorruptFileError(f"{SIGNATURES}: {values.size} values for {len(arr)} signatures of "
                                f"{num_hashes}")
@@ -261,6 +288,11 @@ def signature_matrix(col: pa.ChunkedArray | pa.Array, num_hashes: int) -> np.nda
 def band_keys(sig: np.ndarray, num_bands: int) -> np.ndarray:
     """uint64 [docs, num_bands]: band id << 56 | low 56 bits of the band's XXH64."""
     n, k = sig.shape
+    kernels = compiled_kernels()
+    if kernels is not None:
+        out = np.empty((n, num_bands), np.uint64)
+        kernels.band_keys(np.ascontiguousarray(sig, np.uint16), num_bands, np.uint64(SEED), out)
+        return out
     width = k // num_bands
     data = np.ascontiguousarray(sig.astype("<u2")).view(np.uint8).reshape(-1)
     starts = (np.arange(n)[:, None] * (2 * k) + np.arange(num_bands)[None, :] * (2 * width)).reshape(-1)
@@ -296,10 +328,16 @@ def signature_table(ids: np.ndarray, sig: np.ndarray, details_hex: str) -> pa.Ta
 def bands_table(sig: np.ndarray, num_bands: int, details_hex: str) -> tuple[pa.Table, bytes]:
     """The sorted (band key, doc id) rows and the page table (last key of every page)."""
     keys = band_keys(sig, num_bands)
-    docs = np.repeat(np.arange(sig.shape[0], dtype=np.uint32), num_bands)
-    flat = keys.reshape(-1)
-    order = np.argsort(flat, kind="stable")  # keys are distinct within a doc: ties keep doc order
-    flat, docs = flat[order], docs[order]
+    kernels = compiled_kernels()
+    if kernels is not None:  # a radix sort band by band (a band's keys share their top 8 bits)
+        flat = np.empty(keys.size, np.uint64)
+        docs = np.empty(keys.size, np.uint32)
+        kernels.sort_bands(keys, flat, docs)
+    else:
+        docs = np.repeat(np.arange(sig.shape[0], dtype=np.uint32), num_bands)
+        flat = keys.reshape(-1)
+        order = np.argsort(flat, kind="stable")  # keys are distinct within a doc: ties keep doc order
+        flat, docs = flat[order], docs[order]
     page_last = flat[np.minimum(np.arange(PAGE_ROWS, flat.size + PAGE_ROWS - 1, PAGE_ROWS), flat.size) - 1] \
         if flat.size else np.zeros(0, np.uint64)
     table = pa.Table.from_arrays([pa.array(flat, pa.uint64()), pa.array(docs, pa.uint32())],

@@ -159,16 +159,35 @@ def union_box(a: np.ndarray, b: np.ndarray) -> np.ndarray:
     return np.array([min(a[0], b[0]), min(a[1], b[1]), max(a[2], b[2]), max(a[3], b[3])])
 
 
+def _spread_table() -> np.ndarray:
+    """Each byte's bits spread to the even bits of a u16 (``0b1011`` -> ``0b1000101``)."""
+    v = np.arange(256, dtype=np.uint32)
+    out = np.zeros(256, np.uint32)
+    for bit in range(8):
+        out |= ((v >> np.uint32(bit)) & np.uint32(1)) << np.uint32(2 * bit)
+    return out
+
+
+_SPREAD = _spread_table()
+
+
+def _spread(v: np.ndarray) -> np.ndarray:
+    """The 16 bits of ``v`` (uint16) on the even bits of a uint32."""
+    lo = _SPREAD[v & np.uint16(0xFF)]
+    lo |= _SPREAD[v >> np.uint16(8)] << np.uint32(16)
+    return lo
+
+
 def hilbert_curve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     """The position of (x, y) (uint32 < 65536 each) on the Hilbert curve (the branch-free
-    algorithm pylance uses)."""
-    x = x.astype(np.uint32)
-    y = y.astype(np.uint32)
-    m = np.uint32(0xFFFF)
+    algorithm pylance uses; every intermediate fits 16 bits, so it runs on uint16 and spreads
+    the bits with a table)."""
+    x = np.asarray(x).astype(np.uint16)
+    y = np.asarray(y).astype(np.uint16)
     a = x ^ y
-    b = m ^ a
-    c = m ^ (x | y)
-    d = x & (y ^ m)
+    b = ~a
+    c = ~(x | y)
+    d = x & ~y
     A = a | (b >> 1)
     B = (a >> 1) ^ a
     C = ((c >> 1) ^ (b & (d >> 1))) ^ c
@@ -185,11 +204,10 @@ def hilbert_curve(x: np.ndarray, y: np.ndarray) -> np.ndarray:
     a = C ^ (C >> 1)
     b = D ^ (D >> 1)
     i0 = x ^ y
-    i1 = b | (m ^ (i0 | a))
-    for shift, mask in ((8, 0x00FF00FF), (4, 0x0F0F0F0F), (2, 0x33333333), (1, 0x55555555)):
-        i0 = (i0 | (i0 << shift)) & np.uint32(mask)
-        i1 = (i1 | (i1 << shift)) & np.uint32(mask)
-    return (i1 << 1) | i0
+    i1 = b | ~(i0 | a)
+    out = _spread(i1) << np.uint32(1)
+    out |= _spread(i0)
+    return out
 
 
 def _grid(v: np.ndarray) -> np.ndarray:
@@ -211,31 +229,57 @@ def hilbert_order(boxes: np.ndarray, total: np.ndarray) -> np.ndarray:
         cy = (boxes[:, 1] + boxes[:, 3]) / 2.0
         x = _grid(hmax * (cx - total[0]) / width)
         y = _grid(hmax * (cy - total[1]) / height)
-    return np.argsort(hilbert_curve(x, y), kind="stable")
+    h = hilbert_curve(x, y)
+    n = h.size
+    if n >= 1 << 32:
+        return np.argsort(h, kind="stable")
+    # (value, position) in one u64: a plain sort of distinct keys is the stable order, and
+    # numpy's (SIMD) sort of values is several times faster than its stable argsort
+    key = h.astype(np.uint64) << np.uint64(32)
+    key |= np.arange(n, dtype=np.uint64)
+    key.sort()
+    return (key & np.uint64(0xFFFFFFFF)).astype(np.intp)
+
+
+def level_sizes(n: int, page_size: int) -> list[int]:
+    """Rows of each level of ``page_data``: the items, then a row per page of the level below
+    until one page holds a level."""
+    if page_size < 2:
+        raise InvalidInputError(f"RTREE page_size must be at least 2, got {page_size}")
+    sizes = [n] if n else []
+    while sizes and sizes[-1] > page_size:
+        sizes.append(-(-sizes[-1] // page_size))
+    return sizes
 
 
 def page_levels(boxes: np.ndarray, ids: np.ndarray, page_size: int) -> tuple[np.ndarray, np.ndarray, int]:
     """All rows of ``page_data`` (boxes, ids) from the sorted leaf items, and the page count."""
-    if page_size < 2:
-        raise InvalidInputError(f"RTREE page_size must be at least 2, got {page_size}")
-    n = len(ids)
-    if n == 0:
-        return np.zeros((0, 4)), np.zeros(0, np.uint64), 0
-    all_boxes, all_ids = [boxes], [ids.astype(np.uint64)]
-    pages = 0
-    level = boxes
-    while len(level) > page_size:
-        starts = np.arange(0, len(level), page_size)
-        page_boxes = np.column_stack([np.minimum.reduceat(level[:, 0], starts),
-                                      np.minimum.reduceat(level[:, 1], starts),
-                                      np.maximum.reduceat(level[:, 2], starts),
-                                      np.maximum.reduceat(level[:, 3], starts)])
-        all_boxes.append(page_boxes)
-        all_ids.append(np.arange(pages, pages + len(starts), dtype=np.uint64))
-        pages += len(starts)
-        level = page_boxes
-    pages += 1  # the root
-    return np.concatenate(all_boxes), np.concatenate(all_ids), pages
+    cols, row_ids, pages = _levels([boxes[:, i] for i in range(4)], ids, np.arange(len(ids)), page_size)
+    return np.column_stack(cols) if len(row_ids) else np.zeros((0, 4)), row_ids, pages
+
+
+def _levels(columns: list[np.ndarray], ids: np.ndarray, order: np.ndarray, page_size: int
+            ) -> tuple[list[np.ndarray], np.ndarray, int]:
+    """``page_data``'s columns (xmin, ymin, xmax, ymax; id) with the items taken in ``order``
+    straight into place, the pages above them reduced level by level; and the page count."""
+    sizes = level_sizes(len(order), page_size)
+    rows = sum(sizes)
+    cols = [np.empty(rows, np.float64) for _ in range(4)]
+    row_ids = np.empty(rows, np.uint64)
+    n = len(order)
+    for src, dst in zip(columns, cols, strict=True):
+        np.take(src, order, out=dst[:n])
+    np.take(np.asarray(ids, np.uint64), order, out=row_ids[:n])
+    at, pages = 0, 0
+    for below, size in zip(sizes, sizes[1:], strict=False):
+        starts = np.arange(at, at + below, page_size)
+        for i, dst in enumerate(cols):
+            red = np.minimum if i < 2 else np.maximum
+            dst[at + below:at + below + size] = red.reduceat(dst[at:at + below], starts - at)
+        row_ids[at + below:at + below + size] = np.arange(pages, pages + size, dtype=np.uint64)
+        pages += size
+        at += below
+    return cols, row_ids, pages + (1 if n else 0)  # + the root
 
 
 def metadata(page_size: int, num_pages: int, num_items: int, total: np.ndarray) -> dict[str, str]:
@@ -271,10 +315,9 @@ def parse_box(text: str | bytes | None) -> np.ndarray:
 
 def build(boxes: np.ndarray, ids: np.ndarray, total: np.ndarray, page_size: int) -> pa.Table:
     """``page_data``'s table (schema metadata included) from unsorted leaf items."""
-    order = hilbert_order(boxes, total) if len(ids) else np.zeros(0, np.int64)
-    rows, row_ids, pages = page_levels(boxes[order], ids[order], page_size)
-    cols = [pa.array(rows[:, i], pa.float64()) for i in range(4)]
-    bbox = pa.StructArray.from_arrays(cols, fields=list(BOX_TYPE))
+    order = hilbert_order(boxes, total) if len(ids) else np.zeros(0, np.intp)
+    cols, row_ids, pages = _levels([boxes[:, i] for i in range(4)], ids, order, page_size)
+    bbox = pa.StructArray.from_arrays([pa.array(c, pa.float64()) for c in cols], fields=list(BOX_TYPE))
     table = pa.Table.from_arrays([bbox, pa.array(row_ids, pa.uint64())], schema=PAGE_SCHEMA)
     return table.replace_schema_metadata(metadata(page_size, pages, len(ids), total))
 

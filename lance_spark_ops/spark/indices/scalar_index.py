@@ -3,9 +3,9 @@ ZONEMAP and BLOOMFILTER, behind the ``index_segment`` contract.
 
 The driver side only plans: fragments (in manifest order) are grouped into part tasks of at
 most ``Tuning.part_rows`` physical rows (MINHASHLSH: ``minhash_part_rows``), as many as fill
-the slots in whole waves (``spark.indices.scalar_index_tasks.run_part``), then one merge task
-writes the segment's files and deletes the parts (``run_merge``); a segment of one part
-indexes and merges in one task. BTREE
+the slots in whole waves (``spark.indices.scalar_index_tasks.run_part``; RTREE / MINHASHLSH parts
+are row ranges of equal size, cutting fragments), then one merge task writes the segment's files
+and deletes the parts (``run_merge``); a segment of one part indexes and merges in one task. BTREE
 runs of ``Tuning.range_merge_rows`` or more numeric / temporal rows are merged by value range in
 parallel tasks instead (``spark.indices.btree_merge_tasks``). What pylance 14.0.2 writes, per kind
 (the formats: ``index.scalar.btree``, ``index.scalar.bitmap``, ``index.scalar.ngram``,
@@ -25,8 +25,8 @@ parallel tasks instead (``spark.indices.btree_merge_tasks``). What pylance 14.0.
 
 Parameters: pylance's names - BTREE ``zone_size`` (rows per page, 4096), ZONEMAP
 ``rows_per_zone`` (8192), BLOOMFILTER ``number_of_items`` (8192) and ``probability``
-(0.00057); an unknown one is refused (pylance ignores it silently). RTREE and MINHASHLSH are
-refused with ``UnsupportedError``.
+(0.00057); an unknown one is refused (pylance ignores it silently). RTREE ``page_size``,
+MINHASHLSH ``num_hashes``, ``num_bands``, ``shingle_size`` and ``tokenizer`` as pylance's.
 """
 
 from __future__ import annotations
@@ -60,6 +60,10 @@ from lance_spark_ops.spark.indices.scalar_index_tasks import (
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.table.dataset import Dataset
+
+# kinds whose parts are row ranges of equal size (fragments cut where needed): their merges take
+# the parts' rows in order, so the parts' sizes are free
+RANGED = frozenset(("RTREE", "MINHASHLSH"))
 
 DETAILS = {
     "BTREE": "/lance.table.BTreeIndexDetails",
@@ -154,12 +158,18 @@ class ScalarBuilder(SegmentBuilder):
         ids = sorted(set(req.fragment_ids), key=position.__getitem__)  # zones follow the manifest's order
         params = req.params
         slots = default_parallelism(job.spark)
-        parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, tuple(g),
-                          req.row_ids, req.file_version, params, bool(req.merge_with), req.storage_options,
-                          ds.timestamp, job.tuning.btree_sample_rows)
-                 for g in _groups([(i, int(frags[i].physical_rows or 0)) for i in ids], slots,
-                                  job.tuning.minhash_part_rows if req.kind == "MINHASHLSH"
-                                  else job.tuning.part_rows)]
+        part_rows = job.tuning.minhash_part_rows if req.kind == "MINHASHLSH" else job.tuning.part_rows
+        sizes = [(i, frags[i].physical_rows) for i in ids]
+        if req.kind in RANGED and all(n is not None for _, n in sizes):  # parts of equal rows
+            ranges = _ranges([(i, int(n)) for i, n in sizes], slots, part_rows)
+        else:
+            ranges = [tuple((i, 0, None) for i in g) for g in _groups([(i, int(n or 0)) for i, n in sizes],
+                                                                      slots, part_rows)]
+        parts = [PartSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid,
+                          tuple(dict.fromkeys(f for f, _, _ in r)), req.row_ids, req.file_version, params,
+                          bool(req.merge_with), req.storage_options, ds.timestamp,
+                          job.tuning.btree_sample_rows, r)
+                 for r in ranges]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
                           tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
         if len(parts) == 1 and (req.kind != "BTREE" or not req.merge_with):
@@ -243,6 +253,28 @@ def _groups(sizes: list[tuple[int, int]], slots: int, part_rows: int) -> list[li
         out.setdefault(min(count - 1, (at + n // 2) * count // max(1, total)), []).append(fid)
         at += n
     return list(out.values())
+
+
+def _ranges(sizes: list[tuple[int, int]], slots: int, part_rows: int
+            ) -> list[tuple[tuple[int, int, int], ...]]:
+    """The fragments' physical rows (in order) cut into ``_task_count`` parts of equal rows, each
+    a run of (fragment, first, stop) row ranges; a part may end or start inside a fragment."""
+    total = sum(n for _, n in sizes)
+    count = _task_count(total, part_rows, slots)
+    out: list[list[tuple[int, int, int]]] = [[] for _ in range(count)]
+    at, j = 0, 0
+    for fid, n in sizes:
+        first = 0
+        while first < n:
+            cut = total * (j + 1) // count - at  # where part j ends, in this fragment's rows
+            stop = min(n, max(cut, first))
+            if stop > first:
+                out[j].append((fid, first, stop))
+                first = stop
+            if first < n:
+                j += 1
+        at += n
+    return [tuple(r) for r in out if r]
 
 
 SCALAR_BUILDER = ScalarBuilder()

@@ -13,6 +13,7 @@ fixed names, so every attempt of the merge writes the same paths.
 from __future__ import annotations
 
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field, replace
 from typing import Any, cast
 
@@ -67,6 +68,9 @@ class PartSpec:
     # written again at the same URI (same version number) is not taken for this one
     timestamp: Any = None
     sample_rows: int = 4096  # BTREE: the run's key sampled every this many rows (``Tuning``)
+    # (fragment, first, stop) physical row ranges to read, in order (stop None: to the end);
+    # empty: every row of ``fragment_ids``
+    row_ranges: tuple[tuple[int, int, int | None], ...] = ()
 
 
 @dataclass(frozen=True)
@@ -117,10 +121,12 @@ def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Ar
     # object stores: deletion files and small data files fetched ahead, many in flight
     FragmentBatch(ds, ds._select_fragments([int(f) for f in spec.fragment_ids])).prefetch(  # noqa: SLF001
         data_max_bytes=SMALL_FILE_PREFETCH)
+    ranges = spec.row_ranges or tuple((f, 0, None) for f in spec.fragment_ids)
     try:
-        for fid in spec.fragment_ids:
+        for fid, first, stop in ranges:
             for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
-                                          with_row_address=by_address, batch_rows=SCAN_ROWS):
+                                          with_row_address=by_address, batch_rows=SCAN_ROWS,
+                                          row_range=(int(first), stop)):
                 if batch.num_rows:
                     ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
                     yield batch.column(0), ids
@@ -578,9 +584,13 @@ def _rtree_data(ds: Dataset, spec: PartSpec, by_address: bool
         boxes.append(b)
         ids.append(i)
         nulls.append(n)
-    box = np.concatenate(boxes) if boxes else np.zeros((0, 4))
-    return (rows, box, np.concatenate(ids) if ids else np.zeros(0, np.uint64),
-            np.concatenate(nulls) if nulls else np.zeros(0, np.uint64))
+    return (rows, _cat(boxes, np.zeros((0, 4))), _cat(ids, np.zeros(0, np.uint64)),
+            _cat(nulls, np.zeros(0, np.uint64)))
+
+
+def _cat(pieces: list[np.ndarray], empty: np.ndarray) -> np.ndarray:
+    """The pieces as one array (the piece itself when there is one: no copy)."""
+    return pieces[0] if len(pieces) == 1 else np.concatenate(pieces) if pieces else empty
 
 
 def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_size: int,
@@ -614,10 +624,10 @@ def _merge_rtree(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], page_s
         new_boxes.append(box)
         ids.append(item_ids)
         nulls.append(null_ids)
-    if new_boxes:
-        total = rt.union_box(total, rt.total_box(np.concatenate(new_boxes)))
-    all_boxes = np.concatenate(boxes + new_boxes) if boxes or new_boxes else np.zeros((0, 4))
-    all_ids = np.concatenate(ids) if ids else np.zeros(0, np.uint64)
+    for box in new_boxes:
+        total = rt.union_box(total, rt.total_box(box))
+    all_boxes = _cat(boxes + new_boxes, np.zeros((0, 4)))
+    all_ids = _cat(ids, np.zeros(0, np.uint64))
     table = rt.build(all_boxes, all_ids, total, page_size)
     size = _write(ds.store, f"{dst}/{rt.PAGE_DATA}", table, spec.file_version)
     all_nulls = np.unique(np.concatenate(nulls)) if nulls else np.zeros(0, np.uint64)
@@ -647,8 +657,7 @@ def _minhash_data(ds: Dataset, spec: PartSpec, by_address: bool) -> tuple[int, n
     for col, row_ids in _scan(ds, spec, by_address):
         rows += len(row_ids)
         col = col.combine_chunks() if isinstance(col, pa.ChunkedArray) else col
-        hashes, owner = mh.shingle_hashes(col, analyzer, params.shingle_size)
-        docs, sig = mh.signatures(hashes, owner, gen)
+        docs, sig = mh.sign(col, analyzer, params.shingle_size, gen)
         ids.append(row_ids[docs])
         sigs.append(sig)
     k = params.num_hashes
@@ -686,10 +695,15 @@ def _merge_minhash(ds: Dataset, spec: MergeSpec, dst: str, olds: list[Any], para
 
 def write_minhash(store: ObjectStore, dst: str, ids: np.ndarray, sigs: np.ndarray, params: mh.MinHashParams,
                   file_version: str) -> list[tuple[str, int]]:
-    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order."""
+    """``signatures.lance`` and ``bands.lance`` of the docs (row ids, signatures) in order. The
+    bands are keyed and sorted in a second thread while the signatures are written (the
+    kernels release the GIL; the merge is its stage's only task)."""
     details_hex = mh.details(params).hex()
-    size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex), file_version)
-    bands, page_table = mh.bands_table(sigs, params.num_bands, details_hex)
+    with ThreadPoolExecutor(1) as pool:
+        pending = pool.submit(mh.bands_table, sigs, params.num_bands, details_hex)
+        size = _write(store, f"{dst}/{mh.SIGNATURES}", mh.signature_table(ids, sigs, details_hex),
+                      file_version)
+        bands, page_table = pending.result()
     bands_size = _write(store, f"{dst}/{mh.BANDS}", bands, file_version, [page_table])
     return [(mh.SIGNATURES, size), (mh.BANDS, bands_size)]
 

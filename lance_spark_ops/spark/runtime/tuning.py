@@ -18,7 +18,7 @@ class Tuning:
 
     # scalar index builds (``spark.indices.scalar_index``)
     part_rows: int = 1 << 22          # physical rows a part task reads at most (one sorted run)
-    minhash_part_rows: int = 1 << 17  # MINHASHLSH signs rows slowly: a part per slot early
+    minhash_part_rows: int = 1 << 18  # MINHASHLSH rows a part signs (~0.3 s CPU / 100 K short docs)
     range_merge_rows: int = 1 << 20   # BTREE runs of fewer rows in all are merged by one task
     range_rows: int = 1 << 22         # rows a BTREE range task merges at most
     # FTS builds (``spark.indices.fts_index``): live rows of one partition at most
