@@ -13,6 +13,22 @@ import numba
 import numpy as np
 
 
+@numba.njit(inline="always")
+def _fold(mins: np.ndarray, a: np.ndarray, b: np.ndarray, x: np.uint64) -> None:
+    """Each permutation's running minimum takes ``a[k] * x + b[k]`` (wrapping u64)."""
+    for j in range(a.shape[0]):
+        v = a[j] * x + b[j]
+        m = mins[j]
+        mins[j] = v if v < m else m
+
+
+@numba.njit(inline="always")
+def _finish(out: np.ndarray, d: int, c: np.ndarray, mins: np.ndarray) -> None:
+    """Document ``d``'s signature: each minimum compressed to 16 bits, ``(c[k] * m) >> 48``."""
+    for j in range(c.shape[0]):
+        out[d, j] = np.uint16((c[j] * mins[j]) >> np.uint64(48))
+
+
 @numba.njit(cache=True, nogil=True)
 def doc_signatures(hashes: np.ndarray, bounds: np.ndarray, a: np.ndarray, b: np.ndarray, c: np.ndarray,
                    out: np.ndarray) -> None:
@@ -25,12 +41,8 @@ def doc_signatures(hashes: np.ndarray, bounds: np.ndarray, a: np.ndarray, b: np.
             mins[j] = np.uint64(0xFFFFFFFFFFFFFFFF)
         for s in range(bounds[d], bounds[d + 1]):
             x = hashes[s]
-            for j in range(k):
-                v = a[j] * x + b[j]
-                m = mins[j]
-                mins[j] = v if v < m else m
-        for j in range(k):
-            out[d, j] = np.uint16((c[j] * mins[j]) >> np.uint64(48))
+            _fold(mins, a, b, x)
+        _finish(out, d, c, mins)
 
 
 _P1 = np.uint64(11400714785074694791)  # the XXH64 primes (as bloomfilter)
@@ -148,12 +160,8 @@ def token_signatures(vocab: np.ndarray, vocab_offsets: np.ndarray, tokens: np.nd
                     buf[p] = vocab[q]
                     p += 1
             x = _xxh64(buf, 0, p, seed)
-            for j in range(k):
-                v = a[j] * x + b[j]
-                m = mins[j]
-                mins[j] = v if v < m else m
-        for j in range(k):
-            out[d, j] = np.uint16((c[j] * mins[j]) >> np.uint64(48))
+            _fold(mins, a, b, x)
+        _finish(out, d, c, mins)
 
 
 @numba.njit(cache=True, nogil=True)
