@@ -23,6 +23,16 @@ _TWO = np.float32(2.0)
 BLOCK = 64  # rows rotated together: each butterfly runs over a block's rows at once (SIMD)
 
 
+@numba.njit(inline="always")
+def _butterfly(p: np.ndarray, q: np.ndarray, nb: int) -> None:
+    """One Walsh-Hadamard butterfly over a block's ``nb`` rows: ``p, q = p + q, p - q``."""
+    for r in range(nb):
+        x = p[r]
+        y = q[r]
+        p[r] = x + y
+        q[r] = x - y
+
+
 @numba.njit(cache=True, nogil=True)
 def _fwht_block(t: np.ndarray, lo: int, n: int, scale: np.float32, nb: int) -> None:
     """Lance's Walsh-Hadamard butterflies over dims ``lo .. lo + n`` of a transposed block
@@ -33,13 +43,7 @@ def _fwht_block(t: np.ndarray, lo: int, n: int, scale: np.float32, nb: int) -> N
         step = half * 2
         for b in range(lo, lo + n, step):
             for i in range(b, b + half):
-                p = t[i]
-                q = t[i + half]
-                for r in range(nb):
-                    x = p[r]
-                    y = q[r]
-                    p[r] = x + y
-                    q[r] = x - y
+                _butterfly(t[i], t[i + half], nb)
         half = step
     for i in range(lo, lo + n):
         p = t[i]
@@ -77,13 +81,7 @@ def rotate_block(t: np.ndarray, nb: int, masks: np.ndarray, trunc: int, scale: n
         else:
             _fwht_block(t, start, trunc, scale, nb)
         for j in range(half):
-            p = t[j]
-            q = t[j + half]
-            for r in range(nb):
-                a = p[r]
-                b = q[r]
-                p[r] = a + b
-                q[r] = a - b
+            _butterfly(t[j], t[j + half], nb)
     for j in range(d):
         p = t[j]
         for r in range(nb):
