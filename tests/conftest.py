@@ -16,6 +16,11 @@ from hypothesis import settings
 
 os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
 os.environ.setdefault("PYSPARK_DRIVER_PYTHON", sys.executable)
+# A compaction planned as one task of at most 128 MiB runs in the driver by default
+# (Tuning.driver_rewrite_bytes); the suite's datasets are all that small, so its Spark tests would
+# never run a rewrite on an executor. Off here; tests/spark/test_compact_in_driver.py and
+# tests/s3/test_compact_in_driver.py turn it on explicitly (tuning=).
+os.environ.setdefault("LSO_DRIVER_REWRITE_BYTES", "0")
 
 # Property tests draw the same examples on every run by default, so CI's verdict does not depend
 # on luck; `HYPOTHESIS_PROFILE=explore` draws fresh ones (run it when changing a codec).

@@ -43,7 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError
-from lance_spark_ops.io import remote
+from lance_spark_ops.io import remote, s3_session
 from lance_spark_ops.io.budget import IOBudget, io_budget
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
@@ -193,7 +193,7 @@ class ObjectStore:
             config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
         try:
             cls = filesystem_class(self.protocol, kwargs)
-            return fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)
+            fs = fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)
         except ImportError as e:
             extra = _EXTRAS.get(self.protocol)
             hint = f"; pip install lance-spark-ops[{extra}]" if extra else ""
@@ -201,6 +201,9 @@ class ObjectStore:
                                    path=self.root) from e
         except ValueError as e:
             raise UnsupportedError(f"unknown storage protocol {self.protocol!r}", path=self.root) from e
+        if self.protocol in ("s3", "s3a"):
+            s3_session.prime(fs)  # botocore's parsed data shared by the process's S3 clients
+        return fs
 
     @property
     def fs(self) -> Any:

@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -96,6 +97,8 @@ class _Stats:
     bytes_out: Counter = field(default_factory=Counter)  # response bodies, by method
     faults: Counter = field(default_factory=Counter)
     log: list = field(default_factory=list)  # (op, path, range header) per request, when logging
+    # (op, path, wall-clock start, wall-clock end) per answered request, when logging: timelines
+    times: list = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -103,7 +106,7 @@ class _Stats:
         return {"requests": dict(self.requests), "ops": dict(self.ops), "bytes_in": dict(self.bytes_in),
                 "bytes_out": dict(self.bytes_out), "faults": dict(self.faults),
                 "total": sum(self.requests.values()), "max_in_flight": self.max_in_flight,
-                "log": list(self.log)}
+                "log": list(self.log), "times": list(self.times)}
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
@@ -301,7 +304,7 @@ class LatencyProxy:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                t0 = loop.time()
+                t0, wall0 = loop.time(), time.time()
                 line, headers, raw = _parse_head(head[:-4])
                 method, target, _ = line.split(" ", 2)
                 if headers.get("expect", "").lower() == "100-continue":
@@ -373,6 +376,8 @@ class LatencyProxy:
                     await self._send(writer, rhead + rbody)
                     with self._lock:
                         self._stats.bytes_out[method] += len(rbody)
+                        if self.logging:
+                            self._stats.times.append((op, path, wall0, time.time()))
                 finally:
                     with self._lock:
                         self._stats.in_flight -= 1

@@ -100,7 +100,8 @@ class CompactionMetrics:
     fragments_binary_copied: int = 0
     pages_binary_copied: int = 0
     pages_reencoded_for_deletions: int = 0
-    worker_peak_rss_bytes: int = 0
+    worker_peak_rss_bytes: int = 0  # the driver's, for tasks run there
+    tasks_in_driver: int = 0  # rewrite tasks run in the driver's process (Tuning.driver_rewrite_bytes)
     seconds: dict[str, float] = field(default_factory=dict)
     plan: list[list[int]] = field(default_factory=list)
     job_tag: str = ""  # the Spark tag of the job's Spark jobs (``spark.interruptTag``)
@@ -291,8 +292,12 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
                          mode=opts.compaction_mode,
                          manifest_slice=ds.fragment_slice(t.fragment_ids, FRAGMENT_CHUNK))
              for t in batch]
+    # one small task: in this process (no Spark job, this process's S3 client; Tuning.driver_rewrite_bytes)
+    in_driver = len(batch) == 1 and batch[0].bytes <= job.tuning.driver_rewrite_limit()
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
-        results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
+        results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch],
+                                                     in_driver=in_driver)
+        metrics.tasks_in_driver += len(specs) if in_driver and job.spark is not None else 0
         ph.add(rows=sum(r.rows_written for r in results), bytes=sum(r.bytes_written for r in results))
     cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object built
     with job.phase("commit"):

@@ -55,7 +55,12 @@ from typing import Any, TypeVar
 
 from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.spark.runtime.runner import TaskContext, run_tasks, run_tasks_locally
+from lance_spark_ops.spark.runtime.runner import (
+    TaskContext,
+    run_tasks,
+    run_tasks_in_driver,
+    run_tasks_locally,
+)
 from lance_spark_ops.spark.runtime.session import is_classic, set_description
 from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING, Tuning
 from lance_spark_ops.table.commit.retry import retry_on_conflict
@@ -213,8 +218,9 @@ class Job:
             self._phases[-1].tasks_total += tasks
 
     def run_tasks(self, tasks: Sequence[TaskT], fn: Callable[[TaskT, TaskContext], ResultT],
-                  costs: Sequence[float] | None = None) -> list[ResultT]:
-        """``fn(task, ctx)`` for every task, on executors (in this process without Spark);
+                  costs: Sequence[float] | None = None, in_driver: bool = False) -> list[ResultT]:
+        """``fn(task, ctx)`` for every task, on executors (in this process without Spark, or
+        with ``in_driver``: work too small for a Spark job, ``runner.run_tasks_in_driver``);
         results in task order. Counts the tasks as done in the innermost phase.
 
         With ``costs`` (one estimate per task) the tasks are handed to Spark costliest first:
@@ -227,6 +233,8 @@ class Job:
         budget = self.tuning.cache_bytes
         if self.spark is None:
             out = run_tasks_locally(self.job_id, submitted, fn, budget)
+        elif in_driver:
+            out = run_tasks_in_driver(self.job_id, submitted, fn, budget)
         else:
             out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
         if self._phases:

@@ -128,6 +128,29 @@ def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, Task
             for i, t in enumerate(tasks)}
 
 
+def run_tasks_in_driver(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
+                        cache_bytes: int | None = None, attempts: int = 4) -> dict[int, tuple[str, Any]]:
+    """``run_tasks``' contract in this (the driver's) process, for a job too small to be worth
+    a Spark job: an attempt that fails with anything but a ``LanceError`` is run again under a
+    new attempt id, up to ``attempts`` in all (Spark's ``spark.task.maxFailures`` default), so
+    its files never collide with a later attempt's; a ``LanceError`` is raised at once, as
+    ``run_tasks`` raises a task's. No Spark call is made (Spark Connect sessions work alike)."""
+    configure_cache(cache_bytes)
+    out: dict[int, tuple[str, Any]] = {}
+    for i, task in enumerate(tasks):
+        for n in range(attempts):
+            attempt = f"driver.{n}"
+            try:
+                out[i] = (attempt, fn(task, TaskContext(job_id, i, attempt, cache_bytes)))
+                break
+            except LanceError:
+                raise
+            except Exception:
+                if n + 1 == attempts:
+                    raise
+    return out
+
+
 _WORKER_ERROR = re.compile(r"lance_spark_ops\.errors\.(\w+): (.*)")
 
 

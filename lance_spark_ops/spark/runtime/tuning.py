@@ -6,8 +6,11 @@ hook (a concurrent writer) here instead of patching module globals."""
 
 from __future__ import annotations
 
+import os
 from collections.abc import Callable
 from dataclasses import dataclass, field
+
+from lance_spark_ops.errors import InvalidInputError
 
 __all__ = ["DEFAULT_TUNING", "Tuning"]
 
@@ -41,11 +44,38 @@ class Tuning:
     driver_manifests: int = 2048   # manifests read on the driver, in flight together; more: tasks
     driver_prefixes: int = 16      # prefixes listed on the driver side by side; more: a task each
     driver_deletes: int = 20_000   # an object store's deletes on the driver (DeleteObjects calls)
+    # compaction / materialize_deletions: a plan of ONE rewrite task reading at most this many
+    # bytes (the manifest's data file sizes) runs in the driver's process instead of as a Spark
+    # job (a one-task Spark job costs ~0.4 s and a worker's first S3 client; no Spark call is
+    # made, so Spark Connect works alike; a failed attempt is retried there as Spark would).
+    # 0 turns it off; None: ``LSO_DRIVER_REWRITE_BYTES`` in the driver's environment (read by
+    # each job), else 128 MiB. The driver then holds up to ``LSO_IO_MAX_BYTES`` of prefetched
+    # data, as a worker would
+    driver_rewrite_bytes: int | None = None
     # the byte budget of the one cache (``lance_spark_ops.cache``) in every process the job's tasks
     # run in (None: the process's own, ``LSO_CACHE_BYTES`` or ``cache.DEFAULT_BUDGET``)
     cache_bytes: int | None = None
     # run right before each commit attempt of the job: ``before_commit(job_kind, attempt)``
     before_commit: Callable[[str, int], None] | None = field(default=None, repr=False, compare=False)
+
+    def driver_rewrite_limit(self) -> int:
+        """``driver_rewrite_bytes``, or the environment's / default value when it is None."""
+        if self.driver_rewrite_bytes is not None:
+            return max(0, self.driver_rewrite_bytes)
+        return _env_bytes("LSO_DRIVER_REWRITE_BYTES", DRIVER_REWRITE_BYTES)
+
+
+DRIVER_REWRITE_BYTES = 128 << 20
+
+
+def _env_bytes(name: str, default: int) -> int:
+    value = os.environ.get(name, "").strip()
+    if not value:
+        return default
+    try:
+        return max(0, int(value))
+    except ValueError:
+        raise InvalidInputError(f"{name} must be a number of bytes (0: off), got {value!r}") from None
 
 
 DEFAULT_TUNING = Tuning()
