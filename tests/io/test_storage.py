@@ -84,3 +84,21 @@ def test_storage_options_reach_the_filesystem(tmp_path: Path, lance_file) -> Non
     path = lance_file(pa.table({"a": pa.array(np.arange(10))}), "2.2")
     r = LanceFileReader(f"file://{path}", storage_options={"auto_mkdir": True})
     assert r.read().column("a").to_pylist() == list(range(10))
+
+
+def test_s3_stores_share_the_parsed_botocore_data() -> None:
+    """Each new s3fs filesystem's session takes the process's one data loader (parsed once)
+    and keeps its own credentials; a filesystem that has a session already is left alone."""
+    pytest.importorskip("s3fs")
+    from lance_spark_ops.io import s3_session
+
+    opts = {"aws_endpoint": "http://127.0.0.1:9", "aws_access_key_id": "k1", "aws_secret_access_key": "s1",
+            "aws_region": "us-east-1", "allow_http": "true"}
+    a = ObjectStore("s3://bkt-one/ds", opts)
+    b = ObjectStore("s3://bkt-one/ds", {**opts, "aws_access_key_id": "k2"})
+    assert a.fs is not b.fs and a.fs.session is not b.fs.session
+    for store in (a, b):
+        assert store.fs.session.get_component("data_loader") is s3_session.shared_loader()
+    session = a.fs.session
+    s3_session.prime(a.fs)
+    assert a.fs.session is session

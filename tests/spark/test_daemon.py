@@ -151,3 +151,31 @@ def test_kernel_preload_names_every_kernel_family() -> None:
     from lance_spark_ops.spark.runtime.daemon import KERNELS
 
     assert {(f.__module__, f.__name__) for _, f in LOADERS} == set(KERNELS)
+
+
+_S3_PROBE = """
+import sys
+from lance_spark_ops.spark.runtime.daemon import preload
+failed = preload()
+from lance_spark_ops.io import s3_session
+loader = s3_session._LOADER
+print("s3fs" in sys.modules, loader is not None and len(loader._cache) > 0, failed)
+"""
+
+
+@pytest.mark.parametrize("flag", ["", "0"])
+def test_daemon_warms_the_s3_client_data_unless_off(flag: str) -> None:
+    """With s3fs installed the daemon imports it and parses botocore's S3 data into the shared
+    loader before forking (a worker's first S3 task no longer pays it); LSO_PRELOAD_S3=0: not."""
+    import os
+    import subprocess
+    import sys
+
+    pytest.importorskip("s3fs")
+    env = {k: v for k, v in os.environ.items() if k not in ("LSO_PRELOAD_S3", "LSO_PRELOAD_KERNELS")}
+    if flag:
+        env["LSO_PRELOAD_S3"] = flag
+    out = subprocess.run([sys.executable, "-c", _S3_PROBE], env=env, capture_output=True, text=True,
+                         check=True).stdout.split()
+    assert out[:2] == (["False", "False"] if flag else ["True", "True"])
+    assert "".join(out[2:]) == "[]"

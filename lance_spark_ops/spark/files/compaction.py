@@ -48,7 +48,13 @@ from lance_spark_ops.spark.files.compaction_plan import (
     plan_compaction,
     rows_per_file,
 )
-from lance_spark_ops.spark.files.rewrite_tasks import FRAGMENT_CHUNK, RewriteResult, RewriteSpec, run_rewrite
+from lance_spark_ops.spark.files.rewrite_tasks import (
+    FRAGMENT_CHUNK,
+    RewriteResult,
+    RewriteSpec,
+    open_in_driver,
+    run_rewrite,
+)
 from lance_spark_ops.spark.indices.index_remap import (
     IndexChanges,
     check_defer_allowed,
@@ -279,7 +285,8 @@ def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]],
             ds = _rewrite_and_commit(job, ds, batch, opts, file_version, metrics,
                                      f"batch {b + 1}/{len(batches)}", new_storage_version)
     metrics.new_version = ds.version
-    metrics.orphan_files_deleted += job.delete_unreferenced(ds.store, referenced_data_files(ds))
+    if job.stray_attempts:  # else every file the job wrote is committed: no listing of data/
+        metrics.orphan_files_deleted += job.delete_unreferenced(ds.store, referenced_data_files(ds))
     return ds
 
 
@@ -294,6 +301,9 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
              for t in batch]
     # one small task: in this process (no Spark job, this process's S3 client; Tuning.driver_rewrite_bytes)
     in_driver = len(batch) == 1 and batch[0].bytes <= job.tuning.driver_rewrite_limit()
+    if in_driver or job.spark is None:  # the tasks read the version this process opened
+        for spec in specs:
+            open_in_driver(spec, job.job_id, ds)
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch],
                                                      in_driver=in_driver)
@@ -310,6 +320,8 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         # a migration (new_storage_version) commits every fragment at once in the new version;
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
+        if latest is not ds:  # the reservation is ours, a moment old: the Rewrite goes on top unlisted
+            extra["just_committed"] = latest.version
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                          make_remapper(job), known=(latest,), **extra)
     metrics.commits += 1

@@ -153,6 +153,9 @@ class Job:
         self._phases: list[Phase] = []
         self._started = time.perf_counter()
         self._opened: dict[tuple[str, int], Dataset] = {}
+        # whether an attempt whose result was not taken may have run (files to sweep): any Spark
+        # job (retries, speculation), a task retried in this process
+        self.stray_attempts = False
         _ensure_progress_output()
 
     def opened(self, ds: Dataset) -> Dataset:
@@ -237,6 +240,8 @@ class Job:
             out = run_tasks_in_driver(self.job_id, submitted, fn, budget)
         else:
             out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
+            self.stray_attempts = True
+        self.stray_attempts |= any(attempt not in ("local", "driver.0") for attempt, _ in out.values())
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
         results: list[ResultT | None] = [None] * len(tasks)

@@ -48,6 +48,7 @@ from lance_spark_ops.table.commit.conflict import Incompatible, Rebase, Retryabl
 from lance_spark_ops.table.commit.handler import (
     CommitHandler,
     ExternalManifestStore,
+    PutIfNotExistsCommitHandler,
     VersionListing,
     handler_for,
 )
@@ -76,6 +77,7 @@ from lance_spark_ops.table.paths import (
     ManifestNamingScheme,
     deletion_file_path,
     parse_version_hint,
+    scan_versions,
     transaction_file_path,
     version_hint_bytes,
 )
@@ -142,6 +144,7 @@ class _Attempt:
     # would map deletions through the wrong live rows and drop the ones carried before.
     origin: Transaction | None = None
     rebases: list[Rebase] = field(default_factory=list)
+    just_committed: int | None = None  # see ``commit_transaction``; the first attempt only
 
     def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
         if version not in self.manifests:
@@ -228,6 +231,7 @@ def commit_transaction(
     transaction_properties: dict[str, str] | None = None,
     rebase_hints: Mapping[str, Any] | None = None,
     known_manifests: Mapping[int, ManifestFile] | None = None,
+    just_committed: int | None = None,
 ) -> CommitResult:
     """Commit ``operation`` made from version ``read_version`` (0 / None: a new dataset).
 
@@ -240,6 +244,11 @@ def commit_transaction(
     new dataset (an Overwrite may also change the storage version).
     ``known_manifests``: version -> its manifest file, already parsed by the caller (a
     ``Dataset`` passes its own), so a 100 000-fragment manifest is not read and parsed again.
+    ``just_committed``: a version this caller committed a moment ago, its manifest (and every
+    one since ``read_version``) in ``known_manifests`` (a compaction's id reservation): the
+    first attempt puts the next version without listing ``_versions/`` first - with the store's
+    create-if-absent, a free next version proves it the latest; taken, the attempt lists as
+    usual (the default put-if-not-exists handler only; one LIST saved per such commit).
     """
     store = target if isinstance(target, ObjectStore) else ObjectStore(target, storage_options or {})
     if max_retries < 0:
@@ -247,7 +256,8 @@ def commit_transaction(
     txn = Transaction(read_version or 0, str(uuidlib.uuid4()), operation, tag,
                       dict(transaction_properties or {}))
     att = _Attempt(store, handler_for(manifest_store, store), txn, checked=txn.read_version,
-                   hints=rebase_hints or {}, manifests=dict(known_manifests or {}))
+                   hints=rebase_hints or {}, manifests=dict(known_manifests or {}),
+                   just_committed=just_committed)
     att.handler.check_store(store)  # e.g. no conditional put and no external store: refuse up front
     options = BuildOptions(stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version)
     default_scheme = ManifestNamingScheme.V2 if enable_v2_manifest_paths else ManifestNamingScheme.V1
@@ -277,7 +287,8 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
              must_create: bool) -> CommitResult | None:
     """One attempt: the landed commit, or None when another writer took the version first."""
     store = att.store
-    listing = att.handler.recent_versions(store, att.checked)  # the versions since the last check
+    # the versions since the last check (after our own commit of a moment ago: that one)
+    listing = _after_own_commit(att) or att.handler.recent_versions(store, att.checked)
     latest = listing.latest
     previous: ManifestFile | None = None
     if latest is None:
@@ -318,6 +329,26 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
         att.unknown = att.handler.landed(store, version, scheme, data) is not False
         raise
     return _landed(att, built, rel, scheme, txn_name)
+
+
+def _after_own_commit(att: _Attempt) -> VersionListing | None:
+    """A listing of ``att.just_committed`` alone (then forgotten: first attempt only) when the
+    next version can be put on its word: the default handler (an atomic create-if-absent, so a
+    version taken meanwhile makes the put fail, and versions have no gaps) and every version
+    since the last check already parsed. None: list as usual."""
+    version, att.just_committed = att.just_committed, None
+    if version is None or version < att.checked or not isinstance(att.handler, PutIfNotExistsCommitHandler) \
+            or not att.store.conditional_put:
+        return None
+    if any(v not in att.manifests for v in range(att.checked + 1, version + 1)):
+        return None
+    path = att.manifests[version].path if version in att.manifests else None
+    if not path:
+        return None
+    scheme, names = scan_versions([path.rstrip("/").rsplit("/", 1)[-1]])
+    if scheme is None or version not in names:
+        return None
+    return VersionListing(scheme, {version: f"{VERSIONS_DIR}/{names[version]}"}, complete=False)
 
 
 def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing,
