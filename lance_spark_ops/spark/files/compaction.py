@@ -321,7 +321,7 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
         if latest is not ds:  # the reservation is ours, a moment old: the Rewrite goes on top unlisted
-            extra["just_committed"] = latest.version
+            extra["expected_latest"] = latest.version
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                          make_remapper(job), known=(latest,), **extra)
     metrics.commits += 1
@@ -375,7 +375,9 @@ def _reserve_ids(ds: Dataset, new_fragments: list) -> Dataset:
     compaction does); the Rewrite then keeps them. Returns the latest version known."""
     if not new_fragments:
         return ds
-    reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version)
+    # put on top of the version the job opened without listing first (taken meanwhile: one
+    # failed put, then listed and checked as usual)
+    reserved = ds.commit(ReserveFragments(len(new_fragments)), ds.version, expected_latest=ds.version)
     top = reserved.manifest.max_fragment_id
     for i, frag in enumerate(new_fragments):
         frag.id = top - len(new_fragments) + 1 + i

@@ -144,7 +144,7 @@ class _Attempt:
     # would map deletions through the wrong live rows and drop the ones carried before.
     origin: Transaction | None = None
     rebases: list[Rebase] = field(default_factory=list)
-    just_committed: int | None = None  # see ``commit_transaction``; the first attempt only
+    expected_latest: int | None = None  # see ``commit_transaction``: used by the first attempt only
 
     def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
         if version not in self.manifests:
@@ -231,7 +231,7 @@ def commit_transaction(
     transaction_properties: dict[str, str] | None = None,
     rebase_hints: Mapping[str, Any] | None = None,
     known_manifests: Mapping[int, ManifestFile] | None = None,
-    just_committed: int | None = None,
+    expected_latest: int | None = None,
 ) -> CommitResult:
     """Commit ``operation`` made from version ``read_version`` (0 / None: a new dataset).
 
@@ -244,11 +244,13 @@ def commit_transaction(
     new dataset (an Overwrite may also change the storage version).
     ``known_manifests``: version -> its manifest file, already parsed by the caller (a
     ``Dataset`` passes its own), so a 100 000-fragment manifest is not read and parsed again.
-    ``just_committed``: a version this caller committed a moment ago, its manifest (and every
-    one since ``read_version``) in ``known_manifests`` (a compaction's id reservation): the
-    first attempt puts the next version without listing ``_versions/`` first - with the store's
-    create-if-absent, a free next version proves it the latest; taken, the attempt lists as
-    usual (the default put-if-not-exists handler only; one LIST saved per such commit).
+    ``expected_latest``: the version the caller believes latest - one it committed or opened a
+    moment ago - with its manifest (and every one since ``read_version``) in
+    ``known_manifests`` (a compaction's id reservation and its Rewrite): the first attempt puts
+    the next version without listing ``_versions/`` first. With the store's create-if-absent a
+    free next version proves it the latest (versions have no gaps); taken, that put fails and
+    the attempt lists and checks as usual (one request lost; a LIST saved when it holds). The
+    default put-if-not-exists handler only.
     """
     store = target if isinstance(target, ObjectStore) else ObjectStore(target, storage_options or {})
     if max_retries < 0:
@@ -257,7 +259,7 @@ def commit_transaction(
                       dict(transaction_properties or {}))
     att = _Attempt(store, handler_for(manifest_store, store), txn, checked=txn.read_version,
                    hints=rebase_hints or {}, manifests=dict(known_manifests or {}),
-                   just_committed=just_committed)
+                   expected_latest=expected_latest)
     att.handler.check_store(store)  # e.g. no conditional put and no external store: refuse up front
     options = BuildOptions(stable_row_ids=enable_stable_row_ids, data_storage_version=data_storage_version)
     default_scheme = ManifestNamingScheme.V2 if enable_v2_manifest_paths else ManifestNamingScheme.V1
@@ -287,8 +289,8 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
              must_create: bool) -> CommitResult | None:
     """One attempt: the landed commit, or None when another writer took the version first."""
     store = att.store
-    # the versions since the last check (after our own commit of a moment ago: that one)
-    listing = _after_own_commit(att) or att.handler.recent_versions(store, att.checked)
+    # the versions since the last check (first attempt with a version expected latest: that one)
+    listing = _expected_listing(att) or att.handler.recent_versions(store, att.checked)
     latest = listing.latest
     previous: ManifestFile | None = None
     if latest is None:
@@ -331,12 +333,12 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
     return _landed(att, built, rel, scheme, txn_name)
 
 
-def _after_own_commit(att: _Attempt) -> VersionListing | None:
-    """A listing of ``att.just_committed`` alone (then forgotten: first attempt only) when the
+def _expected_listing(att: _Attempt) -> VersionListing | None:
+    """A listing of ``att.expected_latest`` alone (then forgotten: first attempt only) when the
     next version can be put on its word: the default handler (an atomic create-if-absent, so a
     version taken meanwhile makes the put fail, and versions have no gaps) and every version
     since the last check already parsed. None: list as usual."""
-    version, att.just_committed = att.just_committed, None
+    version, att.expected_latest = att.expected_latest, None
     if version is None or version < att.checked or not isinstance(att.handler, PutIfNotExistsCommitHandler) \
             or not att.store.conditional_put:
         return None
