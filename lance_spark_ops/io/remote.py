@@ -13,6 +13,7 @@ from __future__ import annotations
 import asyncio
 import concurrent.futures
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from fsspec.asyn import sync
@@ -128,6 +129,60 @@ async def s3_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, 
     return items, not out.get("IsTruncated")
 
 
+def is_gcs(fs: Any) -> bool:
+    return hasattr(fs, "_call_list_objects")  # gcsfs
+
+
+def is_azure(fs: Any) -> bool:
+    return hasattr(fs, "service_client") and hasattr(fs, "_ls_blobs")  # adlfs
+
+
+def can_list_page(fs: Any) -> bool:
+    """Whether ``list_page`` reads one page of this backend's listing: S3, GCS and Azure all
+    list keys in lexicographic (byte) order with a page size (MaxKeys / maxResults / maxresults)."""
+    return is_s3(fs) or is_gcs(fs) or is_azure(fs)
+
+
+async def list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    """The first ``limit`` objects directly under ``path`` in key order, (name, size), and
+    whether they are all: one listing request of ``limit`` keys (no listing cache). A server
+    that ignores the page size (gcp-storage-emulator) answers all of them, complete."""
+    if is_s3(fs):
+        return await s3_list_page(fs, path, limit)
+    if is_gcs(fs):
+        return await _gcs_list_page(fs, path, limit)
+    return await _azure_list_page(fs, path, limit)
+
+
+async def _gcs_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    bucket, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    page = await fs._call_list_objects(bucket, delimiter="/", prefix=prefix or None, maxResults=max(1, limit))
+    items = [(str(o["name"])[len(prefix):], int(o.get("size") or 0)) for o in page.get("items", [])]
+    return items, not page.get("nextPageToken")
+
+
+async def _azure_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    from azure.core.exceptions import ResourceNotFoundError
+    from azure.storage.blob import BlobProperties
+
+    container, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    items: list[tuple[str, int]] = []
+    try:
+        async with fs.service_client.get_container_client(container=container) as cc:
+            pages = cc.walk_blobs(name_starts_with=prefix or None, delimiter="/",
+                                  results_per_page=max(1, limit)).by_page()
+            async for blob in await pages.__anext__():
+                if isinstance(blob, BlobProperties):  # not a "directory" (BlobPrefix)
+                    items.append((str(blob.name)[len(prefix):], int(blob.size or 0)))
+    except StopAsyncIteration:
+        return [], True
+    except ResourceNotFoundError as e:
+        raise FileNotFoundError(path) from e
+    return items, not pages.continuation_token
+
+
 async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     """Every object under the prefix ``path/`` on S3 (recursively): ``{bucket/key: info}`` with
     ``size`` and ``LastModified``, by ListObjectsV2 pages alone. s3fs's ``find`` follows an
@@ -192,8 +247,10 @@ class S3Upload:
     flight); an object of at most one part is a single PUT at ``close``. ``discard`` aborts
     the multipart upload (nothing is left behind)."""
 
-    def __init__(self, fs: Any, path: str, budget: IOBudget) -> None:
+    def __init__(self, fs: Any, path: str, budget: IOBudget,
+                 typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
         self.fs, self.path, self.budget = fs, path, budget
+        self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
         self._buf = bytearray()
         self._upload_id: str | None = None
@@ -217,9 +274,11 @@ class S3Upload:
         # a part goes out as soon as more than one is buffered (the rest may be the last part,
         # of any size): the upload runs beside the encoding instead of after it; an object of
         # at most one part is one PUT at close
-        while len(self._buf) > part:
-            self._start_part(bytes(self._buf[:part]))
-            del self._buf[:part]
+        if len(self._buf) > part:
+            with self._typed("write"):
+                while len(self._buf) > part:
+                    self._start_part(bytes(self._buf[:part]))
+                    del self._buf[:part]
         return len(mv)
 
     def flush(self) -> None:
@@ -249,23 +308,28 @@ class S3Upload:
             return
         self.closed = True
         try:
-            if self._upload_id is None:
-                run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
-                return
-            part = self.budget.part_bytes
-            while self._buf:
-                self._start_part(bytes(self._buf[:part]))
-                del self._buf[:part]
-            done = [f.result() for f in self._parts]
-            run(self.fs, self._call, "complete_multipart_upload", UploadId=self._upload_id,
-                MultipartUpload={"Parts": done})
-            self.parts_uploaded = len(done)
+            with self._typed("write"):
+                self._finish()
         except BaseException:
             self._abort()
             raise
         finally:
             self._buf = bytearray()
             self.fs.invalidate_cache(self.path)
+
+    def _finish(self) -> None:
+        """The last parts and the completion (or the one PUT of a small object)."""
+        if self._upload_id is None:
+            run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
+            return
+        part = self.budget.part_bytes
+        while self._buf:
+            self._start_part(bytes(self._buf[:part]))
+            del self._buf[:part]
+        done = [f.result() for f in self._parts]
+        run(self.fs, self._call, "complete_multipart_upload", UploadId=self._upload_id,
+            MultipartUpload={"Parts": done})
+        self.parts_uploaded = len(done)
 
     def _abort(self) -> None:
         for f in self._parts:
