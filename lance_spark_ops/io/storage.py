@@ -613,13 +613,15 @@ class ObjectStore:
                 self.fs.pipe_file(path, bytes(data))
 
     def open_output(self, rel: str) -> Any:
-        """A writable binary stream for a large object written in pieces (S3: parts uploaded
-        concurrently while the writer goes on, ``io.remote.S3Upload``; ``discard()`` gives it up).
+        """A writable binary stream for a large object written in pieces (S3 and Azure: parts
+        uploaded concurrently while the writer goes on, ``io.remote.S3Upload`` / ``AzureUpload``;
+        ``discard()`` gives it up; GCS: gcsfs's resumable upload, whose chunks go in order).
         On a remote store its failures are typed as ``_typed``'s, naming the object."""
         path = self.full_path(rel)
         self._ensure_parent(path)
-        if self._remote_async() and remote.is_s3(self.fs):
-            return remote.S3Upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel))
+        if self._remote_async() and (remote.is_s3(self.fs) or remote.is_azure(self.fs)):
+            upload = remote.S3Upload if remote.is_s3(self.fs) else remote.AzureUpload
+            return upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel))
         if self.is_local:
             return self.fs.open(path, "wb")
         with self._typed("write", rel):
