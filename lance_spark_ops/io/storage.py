@@ -662,16 +662,17 @@ class ObjectStore:
             raise UnsupportedError(f"{self.protocol}:// has no conditional put here; commit through an "
                                    "external manifest store (manifest_store=...) instead",
                                    path=self.uri(rel))
-        try:
-            self.fs.pipe_file(path, data, mode="create")
-        except FileExistsError as e:
-            raise CommitConflict("object already exists", path=self.uri(rel)) from e
-        except OSError as e:
-            if _lost_condition(e):
+        with self._typed("conditional put", rel):  # any other failure: a LanceError naming it
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError as e:
                 raise CommitConflict("object already exists", path=self.uri(rel)) from e
-            if _refused(e):  # this request stored nothing (the client's earlier tries: see commit)
-                raise WriteRefused(f"conditional put refused: {e}", path=self.uri(rel)) from e
-            raise
+            except OSError as e:
+                if _lost_condition(e):
+                    raise CommitConflict("object already exists", path=self.uri(rel)) from e
+                if _refused(e):  # this request stored nothing (the client's earlier tries: see commit)
+                    raise WriteRefused(f"conditional put refused: {e}", path=self.uri(rel)) from e
+                raise
 
     def copy(self, src: str, dst: str) -> None:
         with self._typed("copy", src):
