@@ -274,6 +274,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                 rows_read += small.flush()  # their rows go first
                 counts = sink.copy_file(reader, keep) if reader is not None else None
                 if counts is not None:
+                    FragmentBatch(ds, [frag]).release()
                     rows_read += reader.num_rows
                     copied += 1
                     pages_copied += counts[0]
@@ -287,6 +288,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                                              keep_dictionaries=sink.keep_dictionaries):
                     rows_read += part.num_rows
                     sink.write(part)
+                FragmentBatch(ds, [frag]).release()
             del frags, batch, masks
         if seen != len(spec.fragment_ids):
             raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
@@ -440,6 +442,7 @@ class _SmallFragments:
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
+        FragmentBatch(self.ds, [frag for frag, _ in run]).release()  # their files are read
         return batches
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:
