@@ -5,7 +5,8 @@ The driver side only plans: fragments (in manifest order) are grouped into part 
 most ``Tuning.part_rows`` physical rows (MINHASHLSH: ``minhash_part_rows``), as many as fill
 the slots in whole waves (``spark.indices.scalar_index_tasks.run_part``; RTREE / MINHASHLSH parts
 are row ranges of equal size, cutting fragments), then one merge task writes the segment's files
-and deletes the parts (``run_merge``); a segment of one part indexes and merges in one task. BTREE
+and deletes the parts (``run_merge``); a segment of one part indexes and merges in one task (on an
+object store, up to ``Tuning.driver_index_rows`` rows, in the driver: no Spark stage). BTREE
 runs of ``Tuning.range_merge_rows`` or more numeric / temporal rows are merged by value range in
 parallel tasks instead (``spark.indices.btree_merge_tasks``). What pylance 14.0.2 writes, per kind
 (the formats: ``index.scalar.btree``, ``index.scalar.bitmap``, ``index.scalar.ngram``,
