@@ -21,6 +21,9 @@ class Tuning:
     minhash_part_rows: int = 1 << 18  # MINHASHLSH rows a part signs (~0.3 s CPU / 100 K short docs)
     range_merge_rows: int = 1 << 20   # BTREE runs of fewer rows in all are merged by one task
     range_rows: int = 1 << 22         # rows a BTREE range task merges at most
+    # a segment of one part with at most this many rows, on an object store, is built on the
+    # driver (a Spark stage, a fresh worker's S3 client and its manifest read cost more than it)
+    driver_index_rows: int = 1 << 20
     # FTS builds (``spark.indices.fts_index``): live rows of one partition at most
     fts_rows_per_part: int = 1 << 20
     # vector builds (``spark.indices.vector_index``)
