@@ -309,7 +309,8 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
-                                         make_remapper(job), known=(latest,), **extra)
+                                         make_remapper(job), known=(latest,),
+                                         inline_limit=job.tuning.reuse_inline_bytes, **extra)
     metrics.commits += 1
     _count(metrics, cols, groups, results)
     if changes is not None:

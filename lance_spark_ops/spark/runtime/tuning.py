@@ -10,6 +10,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
+from lance_spark_ops.index.frag_reuse import INLINE_LIMIT
 from lance_spark_ops.table.paths import PATHS_KEPT
 
 __all__ = ["DEFAULT_TUNING", "Tuning"]
@@ -37,6 +38,8 @@ class Tuning:
     # least; BTREE page_data rows a remap task streams at a time
     graph_task_min_rows: int = 50_000
     btree_stream_rows: int = 1 << 20
+    # a fragment reuse index's details over this many bytes go to their own file (pylance's limit)
+    reuse_inline_bytes: int = INLINE_LIMIT
     # vacuum (``spark.files.vacuuming``): manifests a read task parses, files a delete task removes
     manifests_per_task: int = 64
     deletes_per_task: int = 1000
