@@ -398,7 +398,7 @@ class Dataset:
     def base_resolver(self) -> BaseResolver:
         """Locates data and deletion files, also under the manifest's registered base paths."""
         cached = getattr(self, "_resolver", None)
-        if cached is None or cached[0] is not self.manifest:
+        if cached is None or cached[0] is not self.manifest or cached[1].kept != self.paths_kept:
             cached = (self.manifest, BaseResolver(self.store, self.manifest.base_paths,
                                                   self.store.uri(self.manifest_path), self.paths_kept))
             self._resolver = cached
