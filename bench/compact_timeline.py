@@ -60,7 +60,8 @@ def _kind(path: str) -> str:
 def groups(times: list, t0: float) -> list[dict]:
     """Consecutive requests (by start) of one operation and directory, merged."""
     out: list[dict] = []
-    for op, path, start, end in sorted(times, key=lambda t: t[2]):
+    for op, path, _, start, end in sorted(times, key=lambda t: t[3]):
+        end = start if end is None else end  # not answered (a fault)
         key = (op, _kind(path))
         if out and out[-1]["key"] == key:
             g = out[-1]
@@ -137,7 +138,7 @@ def main() -> None:
                 events = [(c - t0, f"log: {msg}") for c, msg in stamps.lines]
                 events += [(t["start"] - t0, f"task start (pid {t['pid']})") for t in tasks]
                 events += [(t["end"] - t0, "task end") for t in tasks]
-                gs = groups(st["times"], t0)
+                gs = groups(st["timeline"], t0)
                 events += [(g["start"], f"  {g['key'][0]:12s} x{g['n']:<3d} {g['key'][1]:28s} "
                             f"-> {g['end']:6.3f}") for g in gs]
                 for at, what in sorted(events):

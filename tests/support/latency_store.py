@@ -101,8 +101,8 @@ class _Stats:
     bytes_out: Counter = field(default_factory=Counter)  # response bodies, by method
     faults: Counter = field(default_factory=Counter)
     log: list = field(default_factory=list)  # (op, path, range header) per request, when logging
-    # (op, path, wall-clock start, wall-clock end) per answered request, when logging: timelines
-    times: list = field(default_factory=list)
+    # when logging: [op, path, range, start, end] per request, wall-clock seconds (a timeline)
+    timeline: list = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -110,7 +110,7 @@ class _Stats:
         return {"requests": dict(self.requests), "ops": dict(self.ops), "bytes_in": dict(self.bytes_in),
                 "bytes_out": dict(self.bytes_out), "faults": dict(self.faults),
                 "total": sum(self.requests.values()), "max_in_flight": self.max_in_flight,
-                "log": list(self.log), "times": list(self.times)}
+                "log": list(self.log), "timeline": list(self.timeline)}
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
@@ -308,7 +308,7 @@ class LatencyProxy:
                     head = await reader.readuntil(b"\r\n\r\n")
                 except (asyncio.IncompleteReadError, ConnectionError):
                     return
-                t0, wall0 = loop.time(), time.time()
+                t0 = loop.time()
                 line, headers, raw = _parse_head(head[:-4])
                 method, target, _ = line.split(" ", 2)
                 if headers.get("expect", "").lower() == "100-continue":
@@ -331,9 +331,12 @@ class LatencyProxy:
                     st.requests[method] += 1
                     st.ops[op] += 1
                     st.bytes_in[method] += len(body)
+                    entry = None
                     if self.logging:
                         # a listing's prefix and page are in its query: logged whole (still URL-encoded)
                         st.log.append((op, target if op == "LIST" else path, headers.get("range", "")))
+                        entry = [*st.log[-1], time.time() - (loop.time() - t0), None]
+                        st.timeline.append(entry)
                     st.in_flight += 1
                     st.max_in_flight = max(st.max_in_flight, st.in_flight)
                 try:
@@ -380,11 +383,11 @@ class LatencyProxy:
                     await self._send(writer, rhead + rbody)
                     with self._lock:
                         self._stats.bytes_out[method] += len(rbody)
-                        if self.logging:
-                            self._stats.times.append((op, path, wall0, time.time()))
                 finally:
                     with self._lock:
                         self._stats.in_flight -= 1
+                        if entry is not None:
+                            entry[4] = time.time()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             return
         finally:
