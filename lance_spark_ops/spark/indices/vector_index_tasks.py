@@ -298,6 +298,11 @@ def takeable(ds: Dataset, column: str, field_id: int) -> bool:
     return True
 
 
+# a take of at least 1 / DENSE_TAKE of a span of rows reads the span whole instead
+DENSE_TAKE = 16
+DENSE_BATCH_ROWS = 1 << 14  # rows decoded at a time there (the memory held stays small)
+
+
 def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Live rows among row addresses ``addrs`` (sorted): (addresses, vectors, validity), read
@@ -319,15 +324,42 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
             continue
         (df,) = [d for d in frag.files if field_id in d.stored_field_ids()]
         store, rel = ds.base_resolver.data_file(df, f"fragment {fid}")
-        col = LanceFileReader(rel, store=store).take(offs, columns=[column]).column(0).combine_chunks()
-        dim = col.type.list_size
-        values = col.values.slice(col.offset * dim, len(col) * dim)
-        out_x.append(values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim))
-        out_valid.append(col.is_valid().to_numpy(zero_copy_only=False))
+        reader = LanceFileReader(rel, store=store)
+        lo, hi = int(offs[0]), int(offs[-1]) + 1
+        if offs.size * DENSE_TAKE >= hi - lo:
+            # dense: the span read whole and the rows picked from it (a take's coalesced
+            # reads fetch about the same bytes, and its costs per row dominate)
+            at = lo
+            for b in reader.iter_batches([column], batch_rows=DENSE_BATCH_ROWS, start=lo, stop=hi):
+                x, valid = _fsl_rows([b.column(0)])
+                i, j = np.searchsorted(offs, [at, at + len(x)])
+                out_x.append(x[offs[i:j] - at])
+                out_valid.append(valid[offs[i:j] - at])
+                at += len(x)
+        else:
+            x, valid = _fsl_rows([reader.take(offs, columns=[column]).column(0)])
+            out_x.append(x)
+            out_valid.append(valid)
         out_ids.append(sel)
     if not out_ids:
         return np.zeros(0, np.uint64), np.zeros((0, 0), np.float32), None
     return np.concatenate(out_ids), np.concatenate(out_x), np.concatenate(out_valid)
+
+
+def _fsl_rows(chunks: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-size-list arrays (or chunked ones) as (n x dim float32 rows, validity): views of
+    the values where they allow, one copy at most."""
+    xs, valid = [], []
+    for ch in chunks:
+        for col in ch.chunks if isinstance(ch, pa.ChunkedArray) else [ch]:
+            dim = col.type.list_size
+            values = col.values.slice(col.offset * dim, len(col) * dim)
+            xs.append(values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim))
+            valid.append(col.is_valid().to_numpy(zero_copy_only=False) if col.null_count
+                         else np.ones(len(col), bool))
+    if len(xs) == 1:
+        return xs[0], valid[0]
+    return np.concatenate(xs), np.concatenate(valid)
 
 
 def read_run_rows(

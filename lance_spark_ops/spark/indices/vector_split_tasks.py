@@ -15,8 +15,8 @@ from dataclasses import dataclass
 
 import numpy as np
 
-from lance_spark_ops.index.vector.ivf_model import Model, assign_metric, encode_in, prepare_for
-from lance_spark_ops.index.vector.kmeans import assign
+from lance_spark_ops.index.vector.ivf_model import Model, encode_in, prepare, prepare_for
+from lance_spark_ops.index.vector.ivf_split import sample_ids, split_destinations
 from lance_spark_ops.spark.indices.vector_index_tasks import Run, Source, _save, read_run_rows, take_vectors
 from lance_spark_ops.spark.indices.vector_merge_tasks import old_partition_ids, old_partitions, present_rows
 from lance_spark_ops.spark.runtime.runner import TaskContext
@@ -73,6 +73,77 @@ def partition_rows(ds: Dataset, source: Source, olds: tuple[bytes, ...], runs: t
     return out
 
 
+@dataclass(frozen=True)
+class SplitPickSpec:
+    """The split sample of partitions ``parts`` (``ways`` each) of ``model``, as pylance 14
+    draws it: from the partitions' row ids in the old segments ``olds`` and the new rows'
+    ``runs`` (``ivf_split.sample_ids``), those rows' vectors taken from the data."""
+
+    source: Source
+    field_id: int
+    olds: tuple[bytes, ...]
+    runs: tuple[Run, ...]
+    parts: tuple[int, ...]
+    ways: tuple[int, ...]
+    model: Model
+
+
+def partition_ids(ds: Dataset, olds: tuple[bytes, ...], runs: tuple[Run, ...], parts: tuple[int, ...],
+                  model: Model, present: np.ndarray | None, source: Source) -> list[np.ndarray]:
+    """Per partition of ``parts``: the row ids of its rows in the old segments (fragments not in
+    ``present`` dropped; None: all) and the runs, unsorted (ids only: no storage row read)."""
+    store = source.store()
+    found: list[list[np.ndarray]] = [[] for _ in parts]
+    for old in olds:
+        for f, ids in zip(found, old_partition_ids(ds, old, parts, model, present), strict=True):
+            f.append(ids)
+    for run in runs:
+        if run.file is None:
+            continue
+        starts = np.concatenate([[0], np.cumsum(run.counts)])
+        spans = [(int(starts[p]) * 8, int(run.counts[p]) * 8) for p in parts if run.counts[p]]
+        got = iter(store.read_ranges(run.file, spans)) if spans else iter(())
+        for f, p in zip(found, parts, strict=True):
+            if run.counts[p]:
+                f.append(np.frombuffer(next(got), dtype=np.uint64))
+    return [np.concatenate(f).astype(np.uint64) if f else np.zeros(0, np.uint64) for f in found]
+
+
+def run_split_pick(spec: SplitPickSpec, ctx: TaskContext) -> list[np.ndarray]:
+    """Per partition of ``spec.parts``: its sampled rows' vectors (prepared), in row id order.
+    No scan: only the sampled rows are read (pylance's split reads no other vector)."""
+    ds = spec.source.dataset()
+    model = spec.model
+    ids = partition_ids(ds, spec.olds, spec.runs, spec.parts, model, None, spec.source)
+    picks = [sample_ids(i, w) for i, w in zip(ids, spec.ways, strict=True)]
+    want = np.unique(np.concatenate(picks)) if picks else np.zeros(0, np.uint64)
+    taken, x, valid = take_vectors(ds, spec.source.column, spec.field_id, want)
+    none = np.zeros((0, model.dim), np.float32)
+    if not taken.size:
+        return [none for _ in picks]
+    kept, v = prepare(x, valid, model.metric)
+    taken = taken[kept]
+    out = []
+    for pick in picks:
+        pos = np.minimum(np.searchsorted(taken, pick), max(taken.size - 1, 0))
+        hit = taken[pos] == pick if taken.size else np.zeros(pick.size, bool)
+        out.append(v[pos[hit]] if hit.any() else none)
+    return out
+
+
+def _homes(parts: tuple[int, ...], same: np.ndarray, stored: list[tuple[np.ndarray, np.ndarray]],
+           taken: np.ndarray) -> np.ndarray:
+    """Per taken row, the partition it is stored in when that partition's centroid is
+    unchanged, else -1 (a split partition's row, or also found in one)."""
+    home = np.full(taken.size, -1, np.int64)
+    for flag in (True, False):  # unchanged partitions first, split ones override
+        for p, unchanged, (ids, _) in zip(parts, same, stored, strict=True):
+            if bool(unchanged) == flag and ids.size:
+                pos = np.minimum(np.searchsorted(taken, ids), taken.size - 1)
+                home[pos[taken[pos] == ids]] = p if flag else -1
+    return home
+
+
 def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     ds = spec.source.dataset()
     old, new = spec.old, spec.new
@@ -88,9 +159,7 @@ def run_split_move(spec: SplitMoveSpec, ctx: TaskContext) -> Run:
     taken = taken[kept]
     if not taken.size:
         return Run(None, 0, np.zeros(k, np.int64))
-    # the nearest of every centroid after the split, as an encode task assigns a new row
-    dest, _ = assign(v, new.centroids, assign_metric(new.metric))
-    dest = dest.astype(np.int64)
+    dest = split_destinations(old, new, v, _homes(spec.parts, same, stored, taken))
     rows = np.empty((taken.size, new.width), new.storage_dtype)
     fresh = np.ones(taken.size, bool)
     for p, unchanged, (ids, prow) in zip(spec.parts, same, stored, strict=True):
