@@ -73,6 +73,23 @@ def test_split_destinations_equal_a_full_assignment(metric: str) -> None:
     assert (got != stored).sum() > 100  # rows did move (to new centroids and from split ones)
 
 
+def test_out_of_reach_rows_stay() -> None:
+    # partition 1 (at 100) keeps its centroid; partition 0 splits into 0 and 3 (at -30, 30):
+    # rows of 1 within 35 of it are out of the new centroids' reach (gap 70 > 2 x 35), rows
+    # farther may not be; every row marked is the nearest of every centroid after the split
+    old = _line(3)
+    c = old.centroids.copy()
+    c[0, 0] = -30
+    new = Model("IVF_FLAT", "l2", np.concatenate([c, [[30, 0, 0, 0]]]).astype(np.float32))
+    rng = np.random.default_rng(2)
+    v = (old.centroids[1] + rng.standard_normal((500, 4)) * np.array([20, 1, 1, 1])).astype(np.float32)
+    d2 = ((v - old.centroids[1]) ** 2).sum(axis=1)
+    out = ivf_split.out_of_reach(old, new, 1, d2)
+    assert out.tolist() == (2 * np.sqrt(d2) * (1 + 1e-4) < 70).tolist() and 0 < out.sum() < 500
+    assert (assign(v[out], new.centroids, "l2")[0] == 1).all()
+    assert not ivf_split.out_of_reach(old, new, 1, np.array([np.nan, 1e9])).any()
+
+
 def test_affected_partitions() -> None:
     # 70 centroids on a line: partition 0's 64 nearest are 1..64; 70 is the one appended
     assert ivf_split.affected(_line(70), [0], 71) == [*range(65), 70]

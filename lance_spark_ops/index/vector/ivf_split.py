@@ -124,6 +124,26 @@ def split_destinations(old: Model, new: Model, v: np.ndarray, home: np.ndarray) 
     return dest
 
 
+def out_of_reach(old: Model, new: Model, p: int, dist_sq: np.ndarray) -> np.ndarray:
+    """Rows of partition ``p`` (its centroid unchanged by the split of ``old`` into ``new``; l2)
+    at squared distance at most ``dist_sq`` from it that no new centroid can take: every split
+    or appended centroid is over twice that distance from ``p``'s, so by the triangle
+    inequality it is farther from the row than ``p``'s is (and ``p``'s was its nearest old
+    one). Those rows stay as stored without being read again; the others are ranked."""
+    k_old = old.num_partitions
+    changed = np.concatenate([
+        np.flatnonzero((old.centroids != new.centroids[:k_old]).any(axis=1)),
+        np.arange(k_old, new.num_partitions),
+    ])
+    if not changed.size:
+        return np.ones(dist_sq.shape[0], bool)
+    c = new.centroids.astype(np.float64)
+    gap = float(np.sqrt(((c[changed] - c[p]) ** 2).sum(axis=1)).min())
+    with np.errstate(invalid="ignore"):
+        reach = 2 * np.sqrt(np.maximum(dist_sq, 0)) * (1 + 1e-4)
+    return reach < gap  # NaN: not out of reach
+
+
 @dataclass(frozen=True)
 class InPlaceSplit:
     """A split in place: the moved rows' runs (each with ``counts`` per partition), the stored

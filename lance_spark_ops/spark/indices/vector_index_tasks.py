@@ -346,6 +346,17 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
     return np.concatenate(out_ids), np.concatenate(out_x), np.concatenate(out_valid)
 
 
+def live_addresses(ds: Dataset, addrs: np.ndarray) -> np.ndarray:
+    """Which row addresses name a live row (fragment present, not deleted)."""
+    out = np.zeros(addrs.size, bool)
+    fids = addrs >> np.uint64(32)
+    for fid, frag in ds.fragments_with_ids(np.unique(fids).astype(np.int64).tolist()).items():
+        at = np.flatnonzero(fids == np.uint64(fid))
+        live = ds.live_mask(frag)
+        out[at] = True if live is None else live[(addrs[at] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
+    return out
+
+
 def _fsl_rows(chunks: list[Any]) -> tuple[np.ndarray, np.ndarray]:
     """Fixed-size-list arrays (or chunked ones) as (n x dim float32 rows, validity): views of
     the values where they allow, one copy at most."""
@@ -434,26 +445,38 @@ def gather(
     model = spec.model
     per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
     old_model, top = _stored(spec)
-    if spec.olds and spec.lo < top:
-        from lance_spark_ops.spark.indices.vector_merge_tasks import old_partitions, present_rows
+    # the stored rows (old segments, runs) of the partitions kept, read span by span: a
+    # partition joined away or split in place is not read at all
+    spans = kept_spans(spec.lo, min(spec.hi, top), spec.drop)
+    if spec.olds and spans:
+        from lance_spark_ops.spark.indices.vector_merge_tasks import old_spans, present_rows
 
         ds = spec.source.dataset() if ds is None else ds
         present = present_rows(ds, spec.source.row_ids)
-        hi = min(spec.hi, top)
+        at = [p - spec.lo for a, b in spans for p in range(a, b)]
         for old in spec.olds:
-            for i, piece in enumerate(old_partitions(ds, old, spec.lo, hi, old_model, present)):
+            for i, piece in zip(at, old_spans(ds, old, spans, old_model, present), strict=True):
                 if piece[0].size:
                     per_part[i].append(piece)
-    _gather_runs(store, spec.runs, spec.lo, min(spec.hi, top), model, per_part)
-    for p in spec.drop:
-        if spec.lo <= p < spec.hi:
-            per_part[p - spec.lo] = []
+    for a, b in spans:
+        _gather_runs(store, spec.runs, a, b, model, per_part[a - spec.lo : b - spec.lo])
     _gather_runs(store, spec.moved, spec.lo, spec.hi, model, per_part)
     lengths = np.array([sum(i.size for i, _ in pieces) for pieces in per_part], dtype=np.int64)
     flat = [piece for pieces in per_part for piece in pieces]
     if not flat:
         return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), lengths
     return np.concatenate([i for i, _ in flat]), np.concatenate([r for _, r in flat]), lengths
+
+
+def kept_spans(lo: int, hi: int, drop: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Partitions ``lo..hi`` without those in ``drop``, as maximal spans ``(a, b)``."""
+    gone = sorted({p for p in drop if lo <= p < hi})
+    out, a = [], lo
+    for p in [*gone, hi]:
+        if p > a:
+            out.append((a, p))
+        a = p + 1
+    return out
 
 
 def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

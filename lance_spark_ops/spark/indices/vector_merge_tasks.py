@@ -52,7 +52,24 @@ def old_partitions(
     ds: Dataset, index: bytes, lo: int, hi: int, model: Model, present: np.ndarray | None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per partition lo..hi of the old segment: (ids, storage rows) of the rows kept."""
+    return old_spans(ds, index, [(lo, hi)], model, present)
+
+
+def old_spans(
+    ds: Dataset, index: bytes, spans: Sequence[tuple[int, int]], model: Model, present: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``old_partitions`` of each span ``(lo, hi)`` in turn, the segment opened once: per
+    partition of the spans, in order, (ids, storage rows) of the rows kept."""
     reader, starts = _open_old(ds, index, model)
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    for lo, hi in spans:
+        out.extend(_read_span(reader, starts, lo, hi, model, present))
+    return out
+
+
+def _read_span(
+    reader: LanceFileReader, starts: np.ndarray, lo: int, hi: int, model: Model, present: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     a, b = int(starts[lo]), int(starts[hi])
     batches = list(reader.iter_batches(start=a, stop=b, batch_rows=max(b - a, 1))) if b > a else []
     ids = np.concatenate([bt.column(0).to_numpy() for bt in batches]).astype(np.uint64) if batches else None
