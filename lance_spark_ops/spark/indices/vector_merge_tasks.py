@@ -23,6 +23,9 @@ from lance_spark_ops.index.vector.ivf_model import Model
 from lance_spark_ops.table.dataset import Dataset
 
 
+MEMBER_TABLE = 1 << 20  # ``member``'s lookup table for sets whose values are below this
+
+
 def present_rows(ds: Dataset, row_ids: bool) -> np.ndarray | None:
     """The fragment ids still in the dataset (sorted), or None (stable row ids: keep all)."""
     return None if row_ids else np.sort(np.array([f.id for f in ds.fragments], dtype=np.uint64))
@@ -188,5 +191,11 @@ def member(ids: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Which of ``ids`` are in ``alive`` (sorted, unique)."""
     if alive.size == 0:
         return np.zeros(ids.size, dtype=bool)
+    top = int(alive[-1])
+    if top < MEMBER_TABLE:  # small values (fragment ids): a lookup table, no search per id
+        table = np.zeros(top + 1, dtype=bool)
+        table[alive.astype(np.int64)] = True
+        inside = ids <= np.asarray(top, ids.dtype)
+        return inside & table[np.where(inside, ids, 0).astype(np.int64)]
     pos = np.minimum(np.searchsorted(alive, ids), alive.size - 1)
     return alive[pos] == ids
