@@ -55,6 +55,7 @@ from lance_spark_ops.index.vector.ivf_params import hnsw_params, target_size
 from lance_spark_ops.index.vector.ivf_plan import (
     fragment_groups,
     move_tasks,
+    partition_ranges,
     partition_shares,
     range_tasks,
     rows_per_task,
@@ -116,6 +117,9 @@ from lance_spark_ops.table.dataset import Dataset
 # vector bytes an encode task reads, and storage bytes a range task gathers, about at most
 # (a single fragment or partition larger than that still goes to one task whole)
 TASK_BYTES = 128 << 20
+# a split partition's row costs a take, a ranking and an encode in a split-move task, an
+# unchanged affected partition's row mostly a read of its stored row: their work's ratio about
+SPLIT_ROW_WORK = 8.0
 
 
 @dataclass
@@ -521,7 +525,13 @@ class VectorSegmentBuilder(SegmentBuilder):
         if not parts:
             return []
         tasks = move_tasks(parts, sizes, slots, _rows_per_task(job, old.dim * 4))
-        shares, load = partition_shares(parts, sizes, tasks)
+        # runs of consecutive partitions (a task reads its old-segment rows in few reads) of
+        # about equal work: a split partition's rows are all taken and encoded again, most of
+        # an unchanged one's stay as stored unread
+        changed = {p for p in parts if not np.array_equal(old.centroids[p], new.centroids[p])}
+        weight = np.array([float(sizes[p]) * (SPLIT_ROW_WORK if p in changed else 1.0) for p in parts])
+        shares = [parts[a:b] for a, b in partition_ranges(weight, tasks)]
+        load = [float(sum(sizes[p] for p in g)) for g in shares]
         got = job.run_tasks(
             [SplitMoveSpec(src, field_id, tuple(olds), tuple(runs), tuple(g), old, new, work_dir)
              for g in shares],

@@ -22,7 +22,7 @@ from lance_spark_ops.index.vector.ivf import AUX_FILE, ivf_buffer, pq_transposed
 from lance_spark_ops.index.vector.ivf_model import Model
 from lance_spark_ops.table.dataset import Dataset
 
-
+MERGE_GAP_ROWS = 1 << 14  # ``old_spans``: spans this close (stored rows) are read as one
 MEMBER_TABLE = 1 << 20  # ``member``'s lookup table for sets whose values are below this
 
 
@@ -65,9 +65,25 @@ def old_spans(
     partition of the spans, in order, (ids, storage rows) of the rows kept."""
     reader, starts = _open_old(ds, index, model)
     out: list[tuple[np.ndarray, np.ndarray]] = []
-    for lo, hi in spans:
-        out.extend(_read_span(reader, starts, lo, hi, model, present))
+    for group in _read_groups(spans, starts):
+        lo, hi = group[0][0], group[-1][1]
+        got = _read_span(reader, starts, lo, hi, model, present)
+        for a, b in group:
+            out.extend(got[a - lo : b - lo])
     return out
+
+
+def _read_groups(spans: Sequence[tuple[int, int]], starts: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Consecutive spans read as one when at most ``MERGE_GAP_ROWS`` stored rows lie between
+    them: a read decodes the pages it touches whole, so many small reads of one file decode
+    the same pages again (200 spans of a 1 M-row IVF_RQ segment: 2.9 s, the whole file 1.2 s)."""
+    groups: list[list[tuple[int, int]]] = []
+    for lo, hi in spans:
+        if groups and int(starts[lo]) - int(starts[groups[-1][-1][1]]) <= MERGE_GAP_ROWS:
+            groups[-1].append((lo, hi))
+        else:
+            groups.append([(lo, hi)])
+    return groups
 
 
 def _read_span(
