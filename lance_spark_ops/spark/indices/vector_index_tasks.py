@@ -299,7 +299,7 @@ def takeable(ds: Dataset, column: str, field_id: int) -> bool:
 
 
 # a take of at least 1 / DENSE_TAKE of a span of rows reads the span whole instead
-DENSE_TAKE = 16
+DENSE_TAKE = 32
 DENSE_BATCH_ROWS = 1 << 14  # rows decoded at a time there (the memory held stays small)
 
 
