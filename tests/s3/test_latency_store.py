@@ -173,6 +173,42 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).list("") == ["big.bin"]
 
 
+@pytest.mark.parametrize("landed", [True, False])
+def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
+                                                      landed: bool) -> None:
+    """S3 answers a retried CompleteMultipartUpload whose first try landed (its answer lost) with
+    NoSuchUpload, which s3fs raises as a bare FileNotFoundError (moto completes twice, so the
+    answer is simulated): the object with this upload's ETag is the upload's, and close
+    succeeds; without it close fails with a LanceError naming the object, not FileNotFoundError."""
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.io import remote
+
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    call = remote.S3Upload._call
+
+    async def completes_then_lost(self, method, **kwargs):  # type: ignore[no-untyped-def]
+        if method == "complete_multipart_upload":
+            if landed:
+                await call(self, method, **kwargs)
+            raise FileNotFoundError(f"NoSuchUpload: {self.path}")
+        return await call(self, method, **kwargs)
+
+    monkeypatch.setattr(remote.S3Upload, "_call", completes_then_lost)
+    store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    payload = np.random.default_rng(2).integers(0, 255, 12 << 20, dtype=np.uint8).tobytes()
+    out = store.open_output("big.bin")
+    out.write(payload)
+    direct = ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options)
+    if landed:
+        out.close()
+        assert direct.read("big.bin") == payload
+    else:
+        with pytest.raises(LanceError) as e:
+            out.close()
+        assert e.value.path is not None and e.value.path.endswith("mp/big.bin")
+        assert direct.list("") == []
+
+
 def _faulty_compaction(slow: SlowS3, name: str, faults: list[dict], extra: dict | None = None) -> dict:
     import lance
 

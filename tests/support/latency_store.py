@@ -44,11 +44,15 @@ FAULT_KINDS = ("slowdown", "timeout", "reset")
 
 def classify(method: str, target: str, headers: dict[str, str]) -> str:
     """The S3 operation of a request: LIST, GET, HEAD, PUT, PUT_PART, COPY, CREATE_MPU,
-    COMPLETE_MPU, ABORT_MPU, DELETE_OBJECTS (batched), DELETE, or the method."""
+    COMPLETE_MPU, ABORT_MPU, DELETE_OBJECTS (batched), DELETE, or the method (GCS's and Azure's
+    listings are LIST too)."""
     parts = urlsplit(target)
     query = parse_qs(parts.query, keep_blank_values=True)
     key = parts.path.lstrip("/").partition("/")[2]
     if method == "GET":
+        gcs_list = parts.path.startswith("/storage/v1/b/") and parts.path.endswith("/o")
+        if gcs_list or query.get("comp") == ["list"]:  # GCS's JSON-API objects.list, Azure's List Blobs
+            return "LIST"
         return "LIST" if not key or "list-type" in query or "uploads" in query else "GET"
     if method == "HEAD":
         return "HEAD"

@@ -80,10 +80,10 @@ class CommitHandler(ABC):
 
     def recent_versions(self, store: ObjectStore, since: int | None = None) -> VersionListing:
         """A listing holding the latest version and every version after ``since`` (not
-        necessarily older ones): under the V2 naming scheme names count down, so S3's key
-        order lists the newest first and one page of ``RECENT_PAGE`` keys holds them (as
-        pylance finds the latest version); else, or when the page does not reach back to
-        ``since``, ``list_versions``."""
+        necessarily older ones): under the V2 naming scheme names count down, so the key order
+        of S3, GCS and Azure listings puts the newest first and one page of ``RECENT_PAGE`` keys
+        holds them (as pylance finds the latest version); else, or when the page does not reach
+        back to ``since``, ``list_versions``."""
         page = store.list_page(VERSIONS_DIR, RECENT_PAGE)
         if page is not None:
             items, complete = page
