@@ -2,7 +2,7 @@
 
     python bench/vector_index_bench.py [--rows 1000000] [--dim 128] [--rounds 1]
         [--cases ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas,cluster] [--deltas 1000]
-        [--out FILE]
+        [--fixed-centroids] [--out FILE]
 
 * ``ivf_pq``: IVF_PQ (``--partitions``, default 256, 16 sub-vectors) on ``--rows`` x ``--dim`` float32;
   ``ivf_hnsw_sq``: IVF_HNSW_SQ; ``ivf_rq``: IVF_RQ (pylance's
@@ -10,7 +10,9 @@
   ``create_index`` (local[2]) on twin copies. Recall@10 of both over 100 queries (nprobes 20,
   brute force as truth) is reported beside the times.
 * ``optimize``: IVF_PQ built by pylance, 10 appends of 1 %, then pylance's
-  ``optimize_indices()`` vs ours; ``optimize_rq``: the same with IVF_RQ.
+  ``optimize_indices()`` vs ours; ``optimize_rq``: the same with IVF_RQ. pylance's IVF k-means is
+  not seeded, so runs differ in what the optimize does (one run's split, the next one's join):
+  ``--fixed-centroids`` builds on seeded centroids, for runs (or trees) that do the same work.
 * ``deltas``: ``--deltas`` tiny delta segments (pylance, ``num_indices_to_merge=0``), merged by
   our tiered policy. Making 1 000 deltas takes pylance ~10 min: ``--deltas-input DIR`` copies a
   dataset made once by the same recipe (``make_deltas``; ``python bench/vector_index_bench.py
