@@ -22,7 +22,7 @@ from typing import Any, TypeVar
 
 from fsspec.asyn import sync
 
-from lance_spark_ops.io.budget import IOBudget
+from lance_spark_ops.io.budget import IOBudget, upload_window
 
 T = TypeVar("T")
 S3_DELETE_BATCH = 1000  # DeleteObjects takes at most 1 000 keys a call
@@ -260,9 +260,10 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
 
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
-    writer goes on (at most ``max_bytes // part_bytes`` parts, and ``max_requests``, in
-    flight); an object of at most one part is a single PUT at ``close``. ``discard`` aborts
-    the multipart upload (nothing is left behind)."""
+    writer goes on (``budget.upload_window`` parts in flight: the upload holds at most
+    ``upload_share`` bytes, half the byte budget; a prefetch keeps to the other half); an
+    object of at most one part is a single PUT at ``close``. ``discard`` aborts the multipart
+    upload (nothing is left behind)."""
 
     def __init__(self, fs: Any, path: str, budget: IOBudget,
                  typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
@@ -272,13 +273,21 @@ class S3Upload:
         self._buf = bytearray()
         self._upload_id: str | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
-        self._window = max(1, min(budget.max_requests, budget.max_bytes // budget.part_bytes))
+        self._window = upload_window(budget)
         self.closed = False
         self._pos = 0
         self.parts_uploaded = 0
 
     def writable(self) -> bool:
         return True
+
+    def _take(self, n: int) -> bytes:
+        """The first ``n`` buffered bytes, removed from the buffer (one copy: no bytearray
+        slice in between)."""
+        with memoryview(self._buf) as mv, mv[:n] as head:
+            data = bytes(head)
+        del self._buf[:n]
+        return data
 
     def tell(self) -> int:
         return self._pos
@@ -294,8 +303,7 @@ class S3Upload:
         if len(self._buf) > part:
             with self._typed("write"):
                 while len(self._buf) > part:
-                    self._start_part(bytes(self._buf[:part]))
-                    del self._buf[:part]
+                    self._start_part(self._take(part))
         return len(mv)
 
     def flush(self) -> None:
@@ -369,8 +377,7 @@ class S3Upload:
             return
         part = self.budget.part_bytes
         while self._buf:
-            self._start_part(bytes(self._buf[:part]))
-            del self._buf[:part]
+            self._start_part(self._take(min(part, len(self._buf))))
         done = [f.result() for f in self._parts]
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)

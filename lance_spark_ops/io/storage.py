@@ -372,6 +372,13 @@ class ObjectStore:
             got.append((self.full_path(rel), int(size) if size else None))
         self._prefetcher.schedule(got)
 
+    def release(self, rels: Iterable[str]) -> None:
+        """The task is done with these prefetched objects: their bytes leave the budget now
+        (``Prefetcher.release``); a later read of one reads it directly."""
+        p = self._prefetcher
+        if p is not None:
+            p.release([self.full_path(rel) for rel in rels])
+
     def stop_prefetch(self) -> None:
         """Drop what was fetched ahead and cancel the rest (end of a task)."""
         p, self._prefetcher = self._prefetcher, None
