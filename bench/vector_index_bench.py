@@ -2,7 +2,7 @@
 
     python bench/vector_index_bench.py [--rows 1000000] [--dim 128] [--rounds 1]
         [--cases ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas,cluster] [--deltas 1000]
-        [--out FILE]
+        [--fixed-centroids] [--out FILE]
 
 * ``ivf_pq``: IVF_PQ (``--partitions``, default 256, 16 sub-vectors) on ``--rows`` x ``--dim`` float32;
   ``ivf_hnsw_sq``: IVF_HNSW_SQ; ``ivf_rq``: IVF_RQ (pylance's
@@ -10,7 +10,9 @@
   ``create_index`` (local[2]) on twin copies. Recall@10 of both over 100 queries (nprobes 20,
   brute force as truth) is reported beside the times.
 * ``optimize``: IVF_PQ built by pylance, 10 appends of 1 %, then pylance's
-  ``optimize_indices()`` vs ours; ``optimize_rq``: the same with IVF_RQ.
+  ``optimize_indices()`` vs ours; ``optimize_rq``: the same with IVF_RQ. pylance's IVF k-means is
+  not seeded, so runs differ in what the optimize does (one run's split, the next one's join):
+  ``--fixed-centroids`` builds on seeded centroids, for runs (or trees) that do the same work.
 * ``deltas``: ``--deltas`` tiny delta segments (pylance, ``num_indices_to_merge=0``), merged by
   our tiered policy. Making 1 000 deltas takes pylance ~10 min: ``--deltas-input DIR`` copies a
   dataset made once by the same recipe (``make_deltas``; ``python bench/vector_index_bench.py
@@ -134,6 +136,22 @@ def build_case(spark: Any, base: str, tmp: str, kind: str, params: dict[str, Any
             "recall_pylance": recall(b, queries, truth)}
 
 
+def seeded_centroids(v: np.ndarray, k: int, iters: int = 10, seed: int = 0) -> np.ndarray:
+    """k centroids by a seeded Lloyd's k-means (numpy only) on 64 x k sampled rows: the same
+    in every run, so an index built on them splits or joins the same partitions every time
+    (pylance's own IVF k-means is not seeded: one run's optimize split, another's joined)."""
+    rng = np.random.default_rng(seed)
+    x = v[rng.choice(v.shape[0], min(v.shape[0], 64 * k), replace=False)].astype(np.float64)
+    c = x[rng.choice(x.shape[0], k, replace=False)].copy()
+    for _ in range(iters):
+        near = ((x * x).sum(1)[:, None] - 2 * x @ c.T + (c * c).sum(1)[None]).argmin(1)
+        sums = np.zeros_like(c)
+        np.add.at(sums, near, x)
+        n = np.bincount(near, minlength=k)
+        c[n > 0] = sums[n > 0] / n[n > 0, None]
+    return c.astype(np.float32)
+
+
 def optimize_case(spark: Any, base: str, tmp: str, rows: int, dim: int, kind: str = "IVF_PQ",
                   params: dict[str, Any] | None = None) -> dict[str, Any]:
     import lance
@@ -248,6 +266,9 @@ def main() -> None:
     ap.add_argument("--partitions", type=int, default=256,
                     help="IVF partitions of the ivf_* and optimize* cases (a smaller --rows splits "
                     "in optimize_rq as 1 M rows do at 256 when rows / partitions stay ~3 900)")
+    ap.add_argument("--fixed-centroids", action="store_true",
+                    help="optimize* cases: the index built on seeded centroids (seeded_centroids) instead of "
+                    "pylance's unseeded k-means, so that runs (and trees) split or join alike")
     ap.add_argument("--deltas-input", default=None, help="a prepared input of the deltas case (copied)")
     ap.add_argument("--make-deltas", default=None, help="write the deltas case's input to this path, exit")
     ap.add_argument("--cases", default="ivf_pq,ivf_hnsw_sq,ivf_rq,optimize,optimize_rq,deltas")
@@ -268,11 +289,15 @@ def main() -> None:
     with tempfile.TemporaryDirectory(dir=os.environ.get("BENCH_TMP")) as tmp:
         base = f"{tmp}/base"
         queries = truth = np.zeros(0)
+        fixed: dict[str, Any] = {}
         if set(cases) - {"deltas"}:  # the deltas case makes its own data
             v = vectors(args.rows, args.dim, 1)
             lance.write_dataset(table(v), base, max_rows_per_file=1 << 18, data_storage_version="2.1")
             queries = vectors(100, args.dim, 2)
             truth = brute_force(v, queries)
+            if args.fixed_centroids:
+                fixed = {"ivf_centroids": seeded_centroids(v, args.partitions)}
+                out["fixed_centroids"] = True
             del v
         spark = get_spark("vector_index_bench") if set(cases) - {"cluster"} else None
         if spark is not None:
@@ -290,12 +315,12 @@ def main() -> None:
                                        queries, truth)
             print("ivf_rq", json.dumps(out["ivf_rq"]), flush=True)
         if "optimize" in cases:
-            out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_PQ",
-                                            {"num_partitions": args.partitions, "num_sub_vectors": 16})
+            pq = {"num_partitions": args.partitions, "num_sub_vectors": 16, **fixed}
+            out["optimize"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_PQ", pq)
             print("optimize", json.dumps(out["optimize"]), flush=True)
         if "optimize_rq" in cases:
             out["optimize_rq"] = optimize_case(spark, base, tmp, args.rows, args.dim, "IVF_RQ",
-                                               {"num_partitions": args.partitions})
+                                               {"num_partitions": args.partitions, **fixed})
             print("optimize_rq", json.dumps(out["optimize_rq"]), flush=True)
         if "deltas" in cases:
             out["deltas"] = deltas_case(spark, tmp, args.deltas, args.dim, args.deltas_input)

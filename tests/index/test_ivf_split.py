@@ -7,9 +7,11 @@ from __future__ import annotations
 from dataclasses import dataclass
 
 import numpy as np
+import pytest
 
 from lance_spark_ops.index.vector import drift, ivf_join, ivf_split
 from lance_spark_ops.index.vector.ivf_model import Model
+from lance_spark_ops.index.vector.kmeans import assign
 
 
 def _line(k: int, dim: int = 4) -> Model:
@@ -41,6 +43,51 @@ def test_split_centroids_keeps_winners() -> None:
     assert ivf_split.split_centroids(model, [(0, 2)], [on_neighbour]) is None
     # fewer than two sampled rows: not split
     assert ivf_split.split_centroids(model, [(0, 4)], [two[:1]]) is None
+
+
+def test_sample_ids_as_pylance() -> None:
+    # sorted without repeats, then 256 x ways at a stride of rows // (256 x ways)
+    ids = np.arange(1300, dtype=np.uint64)[::-1]
+    got = ivf_split.sample_ids(np.concatenate([ids, ids[:7]]), 2)  # 1 300 rows, 512 wanted: every 2nd
+    assert got.tolist() == list(range(0, 1024, 2))
+    assert ivf_split.sample_ids(ids[:300], 2).tolist() == list(range(1000, 1300))  # fewer: every row
+    assert ivf_split.sample_ids(np.zeros(0, np.uint64), 3).size == 0
+
+
+@pytest.mark.parametrize("metric", ["l2", "dot"])
+def test_split_destinations_equal_a_full_assignment(metric: str) -> None:
+    # 40 partitions; 3 split (their centroid replaced, 5 appended): a row stored in its nearest
+    # unchanged partition is ranked against its own and the new centroids only, the others
+    # against all - the result is the nearest of every centroid for every row
+    rng = np.random.default_rng(4)
+    old = Model("IVF_FLAT", metric, rng.standard_normal((40, 8)).astype(np.float32))
+    c = np.concatenate([old.centroids, rng.standard_normal((5, 8)).astype(np.float32)])
+    c[[3, 17, 30]] = rng.standard_normal((3, 8)).astype(np.float32)
+    new = Model("IVF_FLAT", metric, c)
+    v = rng.standard_normal((3000, 8)).astype(np.float32)
+    stored, _ = assign(v, old.centroids, "dot" if metric == "dot" else "l2")
+    home = np.where(np.isin(stored, [3, 17, 30]) | (rng.random(3000) < 0.1), -1, stored)
+    want, _ = assign(v, new.centroids, "dot" if metric == "dot" else "l2")
+    got = ivf_split.split_destinations(old, new, v, home)
+    assert got.tolist() == want.tolist()
+    assert (got != stored).sum() > 100  # rows did move (to new centroids and from split ones)
+
+
+def test_out_of_reach_rows_stay() -> None:
+    # partition 1 (at 100) keeps its centroid; partition 0 splits into 0 and 3 (at -30, 30):
+    # rows of 1 within 35 of it are out of the new centroids' reach (gap 70 > 2 x 35), rows
+    # farther may not be; every row marked is the nearest of every centroid after the split
+    old = _line(3)
+    c = old.centroids.copy()
+    c[0, 0] = -30
+    new = Model("IVF_FLAT", "l2", np.concatenate([c, [[30, 0, 0, 0]]]).astype(np.float32))
+    rng = np.random.default_rng(2)
+    v = (old.centroids[1] + rng.standard_normal((500, 4)) * np.array([20, 1, 1, 1])).astype(np.float32)
+    d2 = ((v - old.centroids[1]) ** 2).sum(axis=1)
+    out = ivf_split.out_of_reach(old, new, 1, d2)
+    assert out.tolist() == (2 * np.sqrt(d2) * (1 + 1e-4) < 70).tolist() and 0 < out.sum() < 500
+    assert (assign(v[out], new.centroids, "l2")[0] == 1).all()
+    assert not ivf_split.out_of_reach(old, new, 1, np.array([np.nan, 1e9])).any()
 
 
 def test_affected_partitions() -> None:

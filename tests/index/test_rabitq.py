@@ -83,6 +83,27 @@ def test_codes_and_factors_equal_pylance(tmp_path, metric, dim, num_bits, ties):
         np.testing.assert_array_equal(stored.column(name).to_numpy(), ours, err_msg=name)
 
 
+@pytest.mark.parametrize("metric,dim,num_bits", [("l2", 32, 5), ("cosine", 40, 1)])
+def test_distance_to_centroid_from_pylance_factors(tmp_path, metric, dim, num_bits):
+    # the squared distance of each row pylance stored to its centroid, recovered from the
+    # factors pylance wrote (an optimize's split leaves a row unread when no new centroid can
+    # reach it): within the stated rounding bound of the true one
+    x, model_json, cents, lengths, ar = _pylance_index(tmp_path, metric, dim, num_bits)
+    model = rq.from_metadata(model_json)
+    stored = ar.read()
+    ids, rows = rqs.table_rows(model, stored, np.asarray(lengths), True)
+    vecs = x[ids.astype(np.int64)]
+    if metric == "cosine":
+        vecs = rq.normalize(vecs)
+    parts = np.repeat(np.arange(len(lengths)), lengths)
+    true = ((vecs.astype(np.float64) - cents[parts]) ** 2).sum(axis=1)
+    rot = rq.rotate(model, cents)
+    for p in range(len(lengths)):
+        got, err = rqs.residual_norm_squares(model, rows[parts == p], rot[p])
+        assert (np.abs(got - true[parts == p]) <= err).all()
+        assert err.max() < 1e-3 * true[parts == p].max()  # a bound, not a shrug
+
+
 def test_model_json_as_pylance():
     from lance.lance import indices
 

@@ -48,6 +48,17 @@ def split_steps(splits: Sequence[tuple[int, int]], sizes: np.ndarray) -> tuple[i
     return tuple(max(1, int(sizes[p]) // (SPLIT_SAMPLE_RATE * w)) for p, w in splits)
 
 
+def sample_ids(ids: np.ndarray, ways: int) -> np.ndarray:
+    """pylance 14's split sample of one partition: its row ids (every segment's and the new
+    rows') sorted without repeats, then ``SPLIT_SAMPLE_RATE`` x ways of them taken at a stride
+    of ``rows // that`` (deleted rows are dropped after, by the take)."""
+    ids = np.unique(ids)
+    want = SPLIT_SAMPLE_RATE * ways
+    if ids.size > want:
+        ids = ids[:: ids.size // want][:want]
+    return ids
+
+
 def split_centroids(
     model: Model, splits: Sequence[tuple[int, int]], samples: Sequence[np.ndarray]
 ) -> tuple[np.ndarray, list[int]] | None:
@@ -85,6 +96,52 @@ def affected(model: Model, applied: Sequence[int], k: int) -> list[int]:
     for p in applied:
         out.update(int(q) for q in window(model.centroids, p, (), model.metric))
     return sorted(out)
+
+
+def split_destinations(old: Model, new: Model, v: np.ndarray, home: np.ndarray) -> np.ndarray:
+    """Each row's nearest centroid of ``new`` (the model after a split of ``old``), as an encode
+    task assigns a new row. ``home``: the partition a row is stored in when the split left its
+    centroid as it was, else -1. Such a row was nearest to that centroid among the old ones,
+    and only the split partitions' and the appended centroids are new: it is ranked against
+    those and its own (ascending ids, so ties go as over all of them) - a few centroids
+    instead of every one; the other rows against every centroid."""
+    metric = assign_metric(new.metric)
+    k_old = old.num_partitions
+    changed = np.concatenate([
+        np.flatnonzero((old.centroids != new.centroids[:k_old]).any(axis=1)),
+        np.arange(k_old, new.num_partitions),
+    ]).astype(np.int64)
+    dest = np.empty(v.shape[0], np.int64)
+    rest = np.flatnonzero(home < 0)
+    if rest.size:
+        dest[rest] = assign(v[rest], new.centroids, metric)[0]
+    order = np.argsort(home, kind="stable")
+    bounds = np.searchsorted(home[order], np.arange(k_old + 1))
+    for p in np.flatnonzero(np.diff(bounds)):
+        rows = order[bounds[p] : bounds[p + 1]]
+        cand = np.union1d(changed, [p])
+        dest[rows] = cand[assign(v[rows], new.centroids[cand], metric)[0]]
+    return dest
+
+
+def out_of_reach(old: Model, new: Model, p: int, dist_sq: np.ndarray) -> np.ndarray:
+    """Rows of partition ``p`` (its centroid unchanged by the split of ``old`` into ``new``; l2)
+    at squared distance at most ``dist_sq`` from it that no new centroid can take: every split
+    or appended centroid is over twice that distance from ``p``'s, so by the triangle
+    inequality it is farther from the row than ``p``'s is (and ``p``'s was its nearest old
+    one). Those rows stay as stored without being read again; the others are ranked."""
+    k_old = old.num_partitions
+    changed = np.concatenate([
+        np.flatnonzero((old.centroids != new.centroids[:k_old]).any(axis=1)),
+        np.arange(k_old, new.num_partitions),
+    ])
+    if not changed.size:
+        return np.ones(dist_sq.shape[0], bool)
+    c = new.centroids.astype(np.float64)
+    gap = float(np.sqrt(((c[changed] - c[p]) ** 2).sum(axis=1)).min())
+    with np.errstate(invalid="ignore"):
+        reach = 2 * np.sqrt(np.maximum(dist_sq, 0)) * (1 + 1e-4)
+    return reach < gap  # NaN: not out of reach
 
 
 @dataclass(frozen=True)

@@ -80,6 +80,25 @@ def to_rows(model: RabitModel, enc: Encoded) -> np.ndarray:
     return np.concatenate(parts, axis=1).astype(np.uint8, copy=False)
 
 
+def residual_norm_squares(model: RabitModel, rows: np.ndarray, rotated_centroid: np.ndarray
+                          ) -> tuple[np.ndarray, np.ndarray]:
+    """l2 (and cosine) storage rows of one partition: each row's squared distance to the
+    partition's centroid as its factors hold it, and a bound on that estimate's float32
+    rounding. With s the codes' +-1/2 sign vector, add = |r|^2 + 2 |r|^2 <c, s> / <r, s> and
+    scale = -2 |r|^2 / <r, s> (both 0-safe: scale 0 when <r, s> is), so |r|^2 = add + <c, s> scale."""
+    w = model.code_bytes + model.ex_code_bytes
+    f = np.ascontiguousarray(rows[:, w : w + 8]).view("<f4").astype(np.float64)
+    # <c, s> byte by byte: a table of each byte value's sum over its 8 dimensions
+    c = np.zeros(model.code_bytes * 8)
+    c[: model.dim] = np.asarray(rotated_centroid, np.float64)[: model.dim]
+    signs = np.unpackbits(np.arange(256, dtype=np.uint8)[:, None], axis=1, bitorder="little") - 0.5
+    table = c.reshape(-1, 8) @ signs.T  # (code bytes, 256)
+    codes = rows[:, : model.code_bytes]
+    cent = table[np.arange(model.code_bytes), codes].sum(axis=1) if rows.shape[0] else np.zeros(0)
+    term = cent * f[:, 1]
+    return f[:, 0] + term, 1e-4 * (np.abs(f[:, 0]) + np.abs(term)) + 1e-6
+
+
 def storage_fields(model: RabitModel) -> list[pa.Field]:
     """``auxiliary.idx``'s columns after ``_rowid`` (all nullable, as pylance writes them)."""
     f32 = pa.float32()

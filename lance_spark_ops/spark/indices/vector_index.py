@@ -55,6 +55,7 @@ from lance_spark_ops.index.vector.ivf_params import hnsw_params, target_size
 from lance_spark_ops.index.vector.ivf_plan import (
     fragment_groups,
     move_tasks,
+    partition_ranges,
     partition_shares,
     range_tasks,
     rows_per_task,
@@ -101,7 +102,12 @@ from lance_spark_ops.spark.indices.vector_models import (
     same_model,
     segment_lengths,
 )
-from lance_spark_ops.spark.indices.vector_split_tasks import SplitMoveSpec, run_split_move
+from lance_spark_ops.spark.indices.vector_split_tasks import (
+    SplitMoveSpec,
+    SplitPickSpec,
+    run_split_move,
+    run_split_pick,
+)
 from lance_spark_ops.spark.indices.vector_training import train_model
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.session import default_parallelism
@@ -111,6 +117,9 @@ from lance_spark_ops.table.dataset import Dataset
 # vector bytes an encode task reads, and storage bytes a range task gathers, about at most
 # (a single fragment or partition larger than that still goes to one task whole)
 TASK_BYTES = 128 << 20
+# a split partition's row costs a take, a ranking and an encode in a split-move task, an
+# unchanged affected partition's row mostly a read of its stored row: their work's ratio about
+SPLIT_ROW_WORK = 8.0
 
 
 @dataclass
@@ -205,11 +214,14 @@ class VectorSegmentBuilder(SegmentBuilder):
         centroids, out = None, replace(got, folded=False)
         split_done = False
         if splits:
-            made = self._split(job, src, model, splits, sizes, every, slots)
+            olds, refit = foldable(ds, req.kind, model, req.merge_with)
+            # the sample from the partitions' row ids when every row is named by address in
+            # segments of this model (pylance's way), else from a scan assigning every row
+            by_ids = (olds, runs) if self._by_address(ds, req, refit) else None
+            made = self._split(job, src, req.field_id, model, splits, sizes, every, slots, by_ids)
             centroids, applied = made if made is not None else (None, [])
             split_done = centroids is not None
             if split_done:
-                olds, refit = foldable(ds, req.kind, model, req.merge_with)
                 out.olds = []
                 if self._join_in_place(ds, req, refit):
                     # only the affected partitions' rows move (taken again, each to its nearest
@@ -358,9 +370,13 @@ class VectorSegmentBuilder(SegmentBuilder):
     def _join_in_place(ds: Dataset, req: SegmentRequest, refit: set[int]) -> bool:
         """A join can keep the other partitions' rows as stored: every segment of one model,
         rows named by address, no graphs to rebuild, the vectors takeable by address."""
-        return (
-            not refit and not req.row_ids and not is_hnsw(req.kind) and takeable(ds, req.column, req.field_id)
-        )
+        return not is_hnsw(req.kind) and VectorSegmentBuilder._by_address(ds, req, refit)
+
+    @staticmethod
+    def _by_address(ds: Dataset, req: SegmentRequest, refit: set[int]) -> bool:
+        """Every segment of one model, rows named by address, the vectors takeable by address:
+        a partition's rows can be found from the segments and taken from the data."""
+        return not refit and not req.row_ids and takeable(ds, req.column, req.field_id)
 
     @staticmethod
     def _adjustment(
@@ -450,23 +466,41 @@ class VectorSegmentBuilder(SegmentBuilder):
     def _split(
         job: Job,
         src: Source,
+        field_id: int,
         model: Model,
         splits: list[tuple[int, int]],
         sizes: np.ndarray,
         live: dict[int, int],
         slots: int,
+        by_ids: tuple[list[bytes], list[Any]] | None = None,
     ) -> tuple[np.ndarray, list[int]] | None:
-        """pylance 14's split (``ivf_split.split_centroids``) on rows sampled by tasks at a
-        stride from each splitting partition. Returns the centroids and the partitions split,
-        None when none splits."""
+        """pylance 14's split (``ivf_split.split_centroids``) on rows sampled at a stride from
+        each splitting partition: with ``by_ids`` (the old segments and new runs) from the
+        partitions' row ids, only the sampled rows read, as pylance (tasks of about equal
+        rows); else tasks scan every row and keep those the model puts there. Returns the
+        centroids and the partitions split, None when none splits."""
         parts = tuple(p for p, _ in splits)
         with job.phase("split"):
-            groups = fragment_groups(live, slots, _rows_per_task(job, model.dim * 4))
-            got = job.run_tasks(
-                [SplitSampleSpec(src, g, model, parts, split_steps(splits, sizes)) for g in groups],
-                run_split_sample,
-            )
-        samples = [np.concatenate([g[i] for g in got]) for i in range(len(splits))]
+            if by_ids is not None:
+                olds, runs = by_ids
+                ways = dict(splits)
+                shares, load = partition_shares(list(parts), sizes, min(slots, len(parts)))
+                got = job.run_tasks(
+                    [SplitPickSpec(src, field_id, tuple(olds), tuple(runs), tuple(g),
+                                   tuple(ways[p] for p in g), model) for g in shares],
+                    run_split_pick,
+                    costs=[float(n) for n in load],
+                )
+                picked = {p: rows for g, rows in zip(shares, got, strict=True)
+                          for p, rows in zip(g, rows, strict=True)}
+                samples = [picked[p] for p in parts]
+            else:
+                groups = fragment_groups(live, slots, _rows_per_task(job, model.dim * 4))
+                got = job.run_tasks(
+                    [SplitSampleSpec(src, g, model, parts, split_steps(splits, sizes)) for g in groups],
+                    run_split_sample,
+                )
+                samples = [np.concatenate([g[i] for g in got]) for i in range(len(splits))]
         return split_centroids(model, splits, samples)
 
     @staticmethod
@@ -491,7 +525,13 @@ class VectorSegmentBuilder(SegmentBuilder):
         if not parts:
             return []
         tasks = move_tasks(parts, sizes, slots, _rows_per_task(job, old.dim * 4))
-        shares, load = partition_shares(parts, sizes, tasks)
+        # runs of consecutive partitions (a task reads its old-segment rows in few reads) of
+        # about equal work: a split partition's rows are all taken and encoded again, most of
+        # an unchanged one's stay as stored unread
+        changed = {p for p in parts if not np.array_equal(old.centroids[p], new.centroids[p])}
+        weight = np.array([float(sizes[p]) * (SPLIT_ROW_WORK if p in changed else 1.0) for p in parts])
+        shares = [parts[a:b] for a, b in partition_ranges(weight, tasks)]
+        load = [float(sum(sizes[p] for p in g)) for g in shares]
         got = job.run_tasks(
             [SplitMoveSpec(src, field_id, tuple(olds), tuple(runs), tuple(g), old, new, work_dir)
              for g in shares],

@@ -298,6 +298,11 @@ def takeable(ds: Dataset, column: str, field_id: int) -> bool:
     return True
 
 
+# a take of at least 1 / DENSE_TAKE of a span of rows reads the span whole instead
+DENSE_TAKE = 32
+DENSE_BATCH_ROWS = 1 << 14  # rows decoded at a time there (the memory held stays small)
+
+
 def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
                  ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """Live rows among row addresses ``addrs`` (sorted): (addresses, vectors, validity), read
@@ -319,15 +324,53 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
             continue
         (df,) = [d for d in frag.files if field_id in d.stored_field_ids()]
         store, rel = ds.base_resolver.data_file(df, f"fragment {fid}")
-        col = LanceFileReader(rel, store=store).take(offs, columns=[column]).column(0).combine_chunks()
-        dim = col.type.list_size
-        values = col.values.slice(col.offset * dim, len(col) * dim)
-        out_x.append(values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim))
-        out_valid.append(col.is_valid().to_numpy(zero_copy_only=False))
+        reader = LanceFileReader(rel, store=store)
+        lo, hi = int(offs[0]), int(offs[-1]) + 1
+        if offs.size * DENSE_TAKE >= hi - lo:
+            # dense: the span read whole and the rows picked from it (a take's coalesced
+            # reads fetch about the same bytes, and its costs per row dominate)
+            at = lo
+            for b in reader.iter_batches([column], batch_rows=DENSE_BATCH_ROWS, start=lo, stop=hi):
+                x, valid = _fsl_rows([b.column(0)])
+                i, j = np.searchsorted(offs, [at, at + len(x)])
+                out_x.append(x[offs[i:j] - at])
+                out_valid.append(valid[offs[i:j] - at])
+                at += len(x)
+        else:
+            x, valid = _fsl_rows([reader.take(offs, columns=[column]).column(0)])
+            out_x.append(x)
+            out_valid.append(valid)
         out_ids.append(sel)
     if not out_ids:
         return np.zeros(0, np.uint64), np.zeros((0, 0), np.float32), None
     return np.concatenate(out_ids), np.concatenate(out_x), np.concatenate(out_valid)
+
+
+def live_addresses(ds: Dataset, addrs: np.ndarray) -> np.ndarray:
+    """Which row addresses name a live row (fragment present, not deleted)."""
+    out = np.zeros(addrs.size, bool)
+    fids = addrs >> np.uint64(32)
+    for fid, frag in ds.fragments_with_ids(np.unique(fids).astype(np.int64).tolist()).items():
+        at = np.flatnonzero(fids == np.uint64(fid))
+        live = ds.live_mask(frag)
+        out[at] = True if live is None else live[(addrs[at] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
+    return out
+
+
+def _fsl_rows(chunks: list[Any]) -> tuple[np.ndarray, np.ndarray]:
+    """Fixed-size-list arrays (or chunked ones) as (n x dim float32 rows, validity): views of
+    the values where they allow, one copy at most."""
+    xs, valid = [], []
+    for ch in chunks:
+        for col in ch.chunks if isinstance(ch, pa.ChunkedArray) else [ch]:
+            dim = col.type.list_size
+            values = col.values.slice(col.offset * dim, len(col) * dim)
+            xs.append(values.to_numpy(zero_copy_only=False).astype(np.float32, copy=False).reshape(-1, dim))
+            valid.append(col.is_valid().to_numpy(zero_copy_only=False) if col.null_count
+                         else np.ones(len(col), bool))
+    if len(xs) == 1:
+        return xs[0], valid[0]
+    return np.concatenate(xs), np.concatenate(valid)
 
 
 def read_run_rows(
@@ -402,26 +445,38 @@ def gather(
     model = spec.model
     per_part: list[list[tuple[np.ndarray, np.ndarray]]] = [[] for _ in range(spec.hi - spec.lo)]
     old_model, top = _stored(spec)
-    if spec.olds and spec.lo < top:
-        from lance_spark_ops.spark.indices.vector_merge_tasks import old_partitions, present_rows
+    # the stored rows (old segments, runs) of the partitions kept, read span by span: a
+    # partition joined away or split in place is not read at all
+    spans = kept_spans(spec.lo, min(spec.hi, top), spec.drop)
+    if spec.olds and spans:
+        from lance_spark_ops.spark.indices.vector_merge_tasks import old_spans, present_rows
 
         ds = spec.source.dataset() if ds is None else ds
         present = present_rows(ds, spec.source.row_ids)
-        hi = min(spec.hi, top)
+        at = [p - spec.lo for a, b in spans for p in range(a, b)]
         for old in spec.olds:
-            for i, piece in enumerate(old_partitions(ds, old, spec.lo, hi, old_model, present)):
+            for i, piece in zip(at, old_spans(ds, old, spans, old_model, present), strict=True):
                 if piece[0].size:
                     per_part[i].append(piece)
-    _gather_runs(store, spec.runs, spec.lo, min(spec.hi, top), model, per_part)
-    for p in spec.drop:
-        if spec.lo <= p < spec.hi:
-            per_part[p - spec.lo] = []
+    for a, b in spans:
+        _gather_runs(store, spec.runs, a, b, model, per_part[a - spec.lo : b - spec.lo])
     _gather_runs(store, spec.moved, spec.lo, spec.hi, model, per_part)
     lengths = np.array([sum(i.size for i, _ in pieces) for pieces in per_part], dtype=np.int64)
     flat = [piece for pieces in per_part for piece in pieces]
     if not flat:
         return np.zeros(0, np.uint64), np.zeros((0, model.width), model.storage_dtype), lengths
     return np.concatenate([i for i, _ in flat]), np.concatenate([r for _, r in flat]), lengths
+
+
+def kept_spans(lo: int, hi: int, drop: tuple[int, ...]) -> list[tuple[int, int]]:
+    """Partitions ``lo..hi`` without those in ``drop``, as maximal spans ``(a, b)``."""
+    gone = sorted({p for p in drop if lo <= p < hi})
+    out, a = [], lo
+    for p in [*gone, hi]:
+        if p > a:
+            out.append((a, p))
+        a = p + 1
+    return out
 
 
 def _gather_piece(store: ObjectStore, spec: RangeSpec) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

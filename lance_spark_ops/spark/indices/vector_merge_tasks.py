@@ -22,6 +22,9 @@ from lance_spark_ops.index.vector.ivf import AUX_FILE, ivf_buffer, pq_transposed
 from lance_spark_ops.index.vector.ivf_model import Model
 from lance_spark_ops.table.dataset import Dataset
 
+MERGE_GAP_ROWS = 1 << 14  # ``old_spans``: spans this close (stored rows) are read as one
+MEMBER_TABLE = 1 << 20  # ``member``'s lookup table for sets whose values are below this
+
 
 def present_rows(ds: Dataset, row_ids: bool) -> np.ndarray | None:
     """The fragment ids still in the dataset (sorted), or None (stable row ids: keep all)."""
@@ -52,7 +55,40 @@ def old_partitions(
     ds: Dataset, index: bytes, lo: int, hi: int, model: Model, present: np.ndarray | None
 ) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per partition lo..hi of the old segment: (ids, storage rows) of the rows kept."""
+    return old_spans(ds, index, [(lo, hi)], model, present)
+
+
+def old_spans(
+    ds: Dataset, index: bytes, spans: Sequence[tuple[int, int]], model: Model, present: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
+    """``old_partitions`` of each span ``(lo, hi)`` in turn, the segment opened once: per
+    partition of the spans, in order, (ids, storage rows) of the rows kept."""
     reader, starts = _open_old(ds, index, model)
+    out: list[tuple[np.ndarray, np.ndarray]] = []
+    for group in _read_groups(spans, starts):
+        lo, hi = group[0][0], group[-1][1]
+        got = _read_span(reader, starts, lo, hi, model, present)
+        for a, b in group:
+            out.extend(got[a - lo : b - lo])
+    return out
+
+
+def _read_groups(spans: Sequence[tuple[int, int]], starts: np.ndarray) -> list[list[tuple[int, int]]]:
+    """Consecutive spans read as one when at most ``MERGE_GAP_ROWS`` stored rows lie between
+    them: a read decodes the pages it touches whole, so many small reads of one file decode
+    the same pages again (200 spans of a 1 M-row IVF_RQ segment: 2.9 s, the whole file 1.2 s)."""
+    groups: list[list[tuple[int, int]]] = []
+    for lo, hi in spans:
+        if groups and int(starts[lo]) - int(starts[groups[-1][-1][1]]) <= MERGE_GAP_ROWS:
+            groups[-1].append((lo, hi))
+        else:
+            groups.append([(lo, hi)])
+    return groups
+
+
+def _read_span(
+    reader: LanceFileReader, starts: np.ndarray, lo: int, hi: int, model: Model, present: np.ndarray | None
+) -> list[tuple[np.ndarray, np.ndarray]]:
     a, b = int(starts[lo]), int(starts[hi])
     batches = list(reader.iter_batches(start=a, stop=b, batch_rows=max(b - a, 1))) if b > a else []
     ids = np.concatenate([bt.column(0).to_numpy() for bt in batches]).astype(np.uint64) if batches else None
@@ -171,5 +207,11 @@ def member(ids: np.ndarray, alive: np.ndarray) -> np.ndarray:
     """Which of ``ids`` are in ``alive`` (sorted, unique)."""
     if alive.size == 0:
         return np.zeros(ids.size, dtype=bool)
+    top = int(alive[-1])
+    if top < MEMBER_TABLE:  # small values (fragment ids): a lookup table, no search per id
+        table = np.zeros(top + 1, dtype=bool)
+        table[alive.astype(np.int64)] = True
+        inside = ids <= np.asarray(top, ids.dtype)
+        return inside & table[np.where(inside, ids, 0).astype(np.int64)]
     pos = np.minimum(np.searchsorted(alive, ids), alive.size - 1)
     return alive[pos] == ids
