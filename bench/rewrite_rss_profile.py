@@ -27,7 +27,8 @@ CHILD = r'''
 import json, os, sys, threading, time
 uri, opts, trace = sys.argv[1], json.loads(sys.argv[2]), sys.argv[3] == "1"
 import pyarrow as pa
-from lance_spark_ops.spark.files.rewrite_tasks import FRAGMENT_CHUNK, RewriteSpec, run_rewrite
+from lance_spark_ops.spark.files.rewrite_tasks import RewriteSpec, run_rewrite
+from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
 
@@ -38,7 +39,7 @@ def rss():
 ds = Dataset.open(uri, storage_options=opts)
 ids = tuple(f.id for f in ds.fragments)
 spec = RewriteSpec(ds.uri, ds.version, ids, "2.1", 10**12, storage_options=opts,
-                   manifest_slice=ds.fragment_slice(ids, FRAGMENT_CHUNK))
+                   manifest_slice=ds.fragment_slice(ids, DEFAULT_TUNING.fragment_chunk))
 del ds
 base, samples, snap, done = rss(), [], [], threading.Event()
 if trace:

@@ -11,7 +11,7 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
-  (object stores: 128 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files
+  (object stores: 256 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files
   and the parts its output uploads: an upload holds up to ``upload_share`` (half) of it, the
   prefetch the rest (files the task is done with are dropped at once).
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
@@ -59,7 +59,7 @@ def upload_window(budget: IOBudget) -> int:
     return max(1, min(budget.max_requests, (upload_share(budget) - part) // (2 * part)))
 
 
-OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=128 * MIB)
+OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=256 * MIB)
 LOCAL_BUDGET = IOBudget(max_requests=1, max_bytes=32 * MIB)
 
 
