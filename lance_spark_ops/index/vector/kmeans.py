@@ -41,7 +41,15 @@ def normalize(x: np.ndarray) -> np.ndarray:
 
 def finite_rows(x: np.ndarray) -> np.ndarray:
     """Rows without NaN or infinity (Lance's ``KeepFiniteVectors`` drops the others)."""
-    return np.isfinite(x).all(axis=1) if x.size else np.ones(x.shape[0], dtype=bool)
+    if not x.size:
+        return np.ones(x.shape[0], dtype=bool)
+    # a row's sum is finite when all its values are (the usual case, one pass without a mask the
+    # size of x); rows whose sum is not (a NaN or infinity, or an overflow) are looked at value by value
+    keep = np.isfinite(x.sum(axis=1, dtype=np.float32 if x.dtype.itemsize <= 4 else x.dtype))
+    bad = np.flatnonzero(~keep)
+    if bad.size:
+        keep[bad] = np.isfinite(x[bad]).all(axis=1)
+    return keep
 
 
 def assign(

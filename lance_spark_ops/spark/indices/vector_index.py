@@ -53,6 +53,7 @@ from lance_spark_ops.index.vector.ivf_join import (
 from lance_spark_ops.index.vector.ivf_model import Model
 from lance_spark_ops.index.vector.ivf_params import hnsw_params, target_size
 from lance_spark_ops.index.vector.ivf_plan import (
+    encode_spans,
     fragment_groups,
     move_tasks,
     partition_shares,
@@ -167,12 +168,9 @@ class VectorSegmentBuilder(SegmentBuilder):
 
             def encode(rows: dict[int, int], model: Model) -> list[Any]:
                 with job.phase("encode"):
-                    groups = fragment_groups(rows, slots, _rows_per_task(job, model.dim * 4))
-                    return job.run_tasks(
-                        [EncodeSpec(src, g, model, work_dir) for g in groups],
-                        run_encode,
-                        costs=[sum(rows[f] for f in g) for g in groups],
-                    )
+                    specs, costs = _encode_specs(ds, src, rows, model, work_dir, slots,
+                                                 _rows_per_task(job, model.dim * 4))
+                    return job.run_tasks(specs, run_encode, costs=costs)
 
             # segments of another model: their fragments are encoded again from the data
             got = _Adjusted(model, model, encode({**live, **_refit_rows(ds, refit, live)}, model), olds)
@@ -626,3 +624,18 @@ def _remove(ds: Dataset, rel: str) -> None:
 
 
 VECTOR_BUILDER = VectorSegmentBuilder()
+
+
+def _encode_specs(ds: Dataset, src: Source, rows: dict[int, int], model: Model, work_dir: str, slots: int,
+                  per_task: int) -> tuple[list[EncodeSpec], list[int]]:
+    """The encode tasks of fragments with ``rows`` live rows (a big fragment in row ranges,
+    ``encode_spans``) and their costs (live rows, a range's share of its fragment's)."""
+    phys = {f: int(fr.physical_rows or 0) for f, fr in ds.fragments_with_ids(sorted(rows)).items()}
+    specs, costs = [], []
+    for g in encode_spans(rows, phys, slots, per_task):
+        specs.append(EncodeSpec(src, tuple(f for f, _, _ in g), model, work_dir,
+                                tuple(None if stop is None else (start, stop) for _, start, stop in g)))
+        costs.append(sum(rows[f] if stop is None else rows[f] * (stop - start) // max(phys[f], 1)
+                         for f, start, stop in g))
+    return specs, costs
+

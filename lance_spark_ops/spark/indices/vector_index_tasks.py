@@ -58,11 +58,14 @@ class Source:
         return ObjectStore(self.uri, self.storage_options)
 
 
-def fragment_vectors(ds: Dataset, fragment_id: int, src: Source) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Live rows of one fragment: (row ids or addresses, vectors (n x dim), validity)."""
+def fragment_vectors(ds: Dataset, fragment_id: int, src: Source, row_range: tuple[int, int] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Live rows of one fragment (``row_range``: of its physical rows ``start..stop`` only):
+    (row ids or addresses, vectors (n x dim), validity)."""
     id_col = "_rowid" if src.row_ids else "_rowaddr"
     batches = list(
-        ds.scan_fragment(fragment_id, [src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
+        ds.scan_fragment(fragment_id, [src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids,
+                         row_range=row_range)
     )
     schema = ds.output_schema([src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
     t = pa.Table.from_batches(batches, schema=schema)
@@ -221,6 +224,7 @@ class EncodeSpec:
     fragments: tuple[int, ...]
     model: Model
     work_dir: str
+    ranges: tuple[tuple[int, int] | None, ...] = ()  # per fragment: physical rows start..stop, None all
 
 
 @dataclass(frozen=True)
@@ -238,8 +242,8 @@ def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
     ds = spec.source.dataset()
     model = spec.model
     all_ids, all_parts, all_rows = [], [], []
-    for fid in spec.fragments:
-        ids, x, valid = fragment_vectors(ds, fid, spec.source)
+    for i, fid in enumerate(spec.fragments):
+        ids, x, valid = fragment_vectors(ds, fid, spec.source, spec.ranges[i] if spec.ranges else None)
         if x.shape[1] != model.dim:
             raise InvalidInputError(
                 f"column {spec.source.column!r} has {x.shape[1]} dimensions, the index model {model.dim}"
