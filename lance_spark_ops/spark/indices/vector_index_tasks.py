@@ -12,6 +12,7 @@ and file names travel through Spark.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -176,13 +177,15 @@ class KMeansSpec:
     seed: int
     balance_factor: float
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    threads: int = 1  # the job's task slots: this task runs alone, its rounds use that many threads
 
 
 def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
     store = ObjectStore(spec.uri, spec.storage_options)
     dim = spec.init.shape[1]
     x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
-    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor)
+    threads = max(1, min(spec.threads, os.cpu_count() or 1))
+    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor, threads)
 
 
 @dataclass(frozen=True)
