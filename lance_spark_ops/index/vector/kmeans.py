@@ -129,9 +129,11 @@ def _assign(
             best = np.argmin(score, axis=1)
             dist[lo : lo + step] = 1 + d[rows, best].astype(np.float64)
         ids[lo : lo + step] = best
-        if doubt is not None:
-            two = np.partition(score, 1, axis=1)[:, :2]
-            doubt[lo : lo + step] = (two[:, 1] - two[:, 0]) <= tolerance * (x_sq + c_max)
+        if doubt is not None:  # the second lowest score: the lowest with the winner's masked
+            first = score[rows, best]
+            score[rows, best] = np.inf
+            second = score.min(axis=1)
+            doubt[lo : lo + step] = (second - first) <= tolerance * (x_sq + c_max)
 
     map_concurrently(block, range(0, n, step), threads)
     return ids, dist, doubt

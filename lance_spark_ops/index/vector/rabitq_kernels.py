@@ -23,6 +23,16 @@ _TWO = np.float32(2.0)
 
 
 BLOCK = 64  # rows rotated together: each butterfly runs over a block's rows at once (SIMD)
+# built ahead of time by ``compile_kernels`` (``kernels_aot``: arrays only, so the scalars travel
+# in small ``fp`` (float32) / ``ip`` (int64) arrays): a worker then loads them in about a
+# millisecond without importing numba (1.5-3 s per fresh worker under load)
+AOT_EXPORTS = {
+    "rotate_fast": "void(f4[:, ::1], f4[:, ::1], f4[::1], i8[::1], f4[:, ::1])",
+    "ex_codes": "void(f4[:, ::1], f4[::1], i8[::1], u1[:, ::1], f4[::1])",
+    "factors": "void(f4[:, ::1], f4[:, ::1], f4[::1], u1[:, ::1], i8[::1], f4[:, ::1])",
+    "encode_rows": "void(f4[:, ::1], i8[::1], f4[:, ::1], f4[:, ::1], f4[:, ::1], f4[::1], i8[::1], "
+                   "u1[:, ::1], u1[:, ::1], f4[:, ::1])",
+}
 
 
 @numba.njit(inline="always")
@@ -91,9 +101,11 @@ def rotate_block(t: np.ndarray, nb: int, masks: np.ndarray, trunc: int, scale: n
 
 
 @numba.njit(cache=True, nogil=True)
-def rotate_fast(x: np.ndarray, masks: np.ndarray, trunc: int, scale: np.float32,
-                out: np.ndarray) -> None:
-    """Each row of ``x`` (n, d) float32 rotated into ``out``, BLOCK rows at a time."""
+def rotate_fast(x: np.ndarray, masks: np.ndarray, fp: np.ndarray, ip: np.ndarray, out: np.ndarray) -> None:
+    """Each row of ``x`` (n, d) float32 rotated into ``out``, BLOCK rows at a time; ``fp``:
+    [scale], ``ip``: [trunc] (the transform's length)."""
+    scale = fp[0]
+    trunc = ip[0]
     n, d = x.shape
     t = np.empty((d, BLOCK), np.float32)
     for r0 in range(0, n, BLOCK):
@@ -283,10 +295,12 @@ def _count_space(d: int, ex_bits: int) -> int:
 
 
 @numba.njit(cache=True, nogil=True)
-def ex_codes(rot: np.ndarray, ex_bits: int, tight: np.float32, values: np.ndarray,
-             dots: np.ndarray) -> None:
+def ex_codes(rot: np.ndarray, fp: np.ndarray, ip: np.ndarray, values: np.ndarray, dots: np.ndarray) -> None:
     """Per rotated row: the ex code of each dimension (``values``) and ``<v, full code + bias>``
-    (``dots``), with Lance's rescale search (events sorted by threshold, then dimension)."""
+    (``dots``), with Lance's rescale search (events sorted by threshold, then dimension);
+    ``fp``: [tight start], ``ip``: [ex_bits]."""
+    tight = fp[0]
+    ex_bits = ip[0]
     n, d = rot.shape
     a = np.empty(d, np.float32)
     keys = np.empty(_key_space(d, ex_bits), np.uint64)
@@ -354,23 +368,30 @@ def _factors_row(x: np.ndarray, c: np.ndarray, ns: np.float32, values: np.ndarra
 
 
 @numba.njit(cache=True, nogil=True)
-def factors(rot: np.ndarray, cent: np.ndarray, norm_sq: np.ndarray, values: np.ndarray, ex_bits: int,
-            dot: bool, out: np.ndarray) -> None:
+def factors(rot: np.ndarray, cent: np.ndarray, norm_sq: np.ndarray, values: np.ndarray, ip: np.ndarray,
+            out: np.ndarray) -> None:
     """Per row: add, scale, error, ex add, ex scale (``out`` (n, 5); ``out[:, 3]`` holds the ex
-    dot on entry)."""
+    dot on entry); ``ip``: [ex_bits, dot (0 / 1)]."""
+    ex_bits = ip[0]
+    dot = ip[1] != 0
     for r in range(rot.shape[0]):
         _factors_row(rot[r], cent[r], norm_sq[r], values[r], ex_bits, dot, out[r, 3], out[r])
 
 
 @numba.njit(cache=True, nogil=True)
 def encode_rows(x: np.ndarray, parts: np.ndarray, cents: np.ndarray, cents_rot: np.ndarray,
-                masks: np.ndarray, trunc: int, scale: np.float32, ex_bits: int, tight: np.float32,
-                dot: bool, codes: np.ndarray, values: np.ndarray, out: np.ndarray) -> None:
+                masks: np.ndarray, fp: np.ndarray, ip: np.ndarray, codes: np.ndarray, values: np.ndarray,
+                out: np.ndarray) -> None:
     """Everything per row, BLOCK rows at a time: the residuals against their partitions'
     centroids, |r|^2 (l2: Lance's 16-lane distance; dot: in order) and the rotation over the
     block's rows at once (transposed: the sums and butterflies run across rows, each row's in
     Lance's order), then per row its sign bits (``codes``), ex codes (``values``) and factors
-    (``out`` (n, 5))."""
+    (``out`` (n, 5)). ``fp``: [scale, tight start], ``ip``: [trunc, ex_bits, dot (0 / 1)]."""
+    scale = fp[0]
+    tight = fp[1]
+    trunc = ip[0]
+    ex_bits = ip[1]
+    dot = ip[2] != 0
     n, d = x.shape
     t = np.empty((d, BLOCK), np.float32)
     ns = np.empty(BLOCK, np.float32)
