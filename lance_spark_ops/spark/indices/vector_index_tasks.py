@@ -88,6 +88,7 @@ def _save(store: ObjectStore, rel: str, arrays: list[np.ndarray]) -> None:
     store.write(rel, buf.getvalue())
 
 
+MAX_KMEANS_THREADS = 8  # the one-task k-means' threads at most (a cluster's slots are not one machine's)
 _SAMPLES = region("spark.vector_samples", max_entries=16)  # sample files read, kept for the next round
 
 
@@ -184,7 +185,8 @@ def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
     store = ObjectStore(spec.uri, spec.storage_options)
     dim = spec.init.shape[1]
     x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
-    threads = max(1, min(spec.threads, os.cpu_count() or 1))
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, min(spec.threads, cores, MAX_KMEANS_THREADS))
     return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor, threads)
 
 
