@@ -9,11 +9,13 @@ training sizes, task shapes, splits and joins - are ``index.vector``'s ``ivf_par
    or merge), the user's ``ivf_centroids`` / ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x
    partitions vectors (PQ / SQ: also 2^bits x ``sample_rate``) spread over the fragments by
    live rows; IVF k-means in one task when the sample has at most ``local_kmeans_values``
-   (``Tuning``) values, else in rounds (one task per sample file returns per-centroid sums and counts; the
-   driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
+   (``Tuning``) values (each round's assignment on as many threads as the job has slots), else
+   in rounds (one task per sample file returns per-centroid sums and counts; the driver
+   averages); PQ codebooks with the sub-vectors split over the task slots (each task
    on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
-2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
-   live row and write a run sorted by partition;
+2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors; a fragment bigger than a
+   slot's share cut into row ranges, ``encode_spans``) assign and encode every live row and
+   write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
    graphs); without HNSW a task holds at most ``TASK_BYTES`` of storage rows: a partition
    larger than that is gathered in pieces (as pylance's shuffle writes a partition in many
