@@ -112,6 +112,7 @@ def main() -> None:
         url, procs = start_cluster(tmp, cores=1, workers=2)
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
+            phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
             tasks = {}
             for r in range(args.rounds):
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
@@ -131,10 +132,12 @@ def main() -> None:
                     if not np.array_equal(ids_of(uri, direct), expected):
                         raise AssertionError("compacted rows differ")
                     seconds[name].append(took)
+                    phases[name].append({k: round(v, 3) for k, v in m.seconds.items()})
                     tasks[name] = m.tasks
-                    print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks", flush=True)
+                    print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks, phases "
+                          f"{phases[name][-1]}", flush=True)
             med = {k: statistics.median(v) for k, v in seconds.items()}
-            result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks,
+            result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
                                  "two_over_one": med["two"] / med["one"]}
             print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
             rss = {}

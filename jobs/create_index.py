@@ -49,7 +49,13 @@ class CreateIndexOptions:
     def __post_init__(self) -> None:
         if self.max_retries < 0:
             raise InvalidInputError(f"max_retries must not be negative, got {self.max_retries}")
-        parse_param_values(self.param)
+        # the --param pairs parsed once, here at the edge (not an option field: no flag of its own)
+        object.__setattr__(self, "_params", parse_param_values(self.param))
+
+    @property
+    def params(self) -> dict[str, Any]:
+        """The ``--param`` values by pylance's names (JSON values parsed, text kept)."""
+        return dict(self._params)
 
 
 # the type list in --help follows the index registry
@@ -61,7 +67,7 @@ def _check(uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) 
     from lance_spark_ops.table.dataset import Dataset
 
     ds = Dataset.open(uri, storage_options=storage_options)
-    check_create_index(ds, opts.column, opts.type, opts.name, opts.replace, parse_param_values(opts.param))
+    check_create_index(ds, opts.column, opts.type, opts.name, opts.replace, opts.params)
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CreateIndexOptions) -> Any:
@@ -69,7 +75,7 @@ def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: CreateInde
 
     return create_index(spark, uri, opts.column, opts.type, name=opts.name, replace=opts.replace,
                         storage_options=storage_options, max_retries=opts.max_retries,
-                        **parse_param_values(opts.param))
+                        **opts.params)
 
 
 JOB = Job("create_index", _run, CreateIndexOptions, __doc__.split("\n\n")[0], precheck=_check)

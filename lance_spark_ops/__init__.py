@@ -24,6 +24,7 @@ from lance_spark_ops.errors import (
     NotFoundError,
     SchemaError,
     UnsupportedError,
+    WriteRefused,
 )
 
 _LAZY = {
@@ -52,6 +53,7 @@ __all__ = [
     "SchemaError",
     "SqliteManifestStore",
     "UnsupportedError",
+    "WriteRefused",
     "__version__",
     "write_dataset",
 ]

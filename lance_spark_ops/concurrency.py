@@ -1,11 +1,14 @@
 """One way to run a few driver-side calls at once: ``map_concurrently`` on a short-lived thread
 pool (Spark runs the jobs these calls submit side by side). Fewer than two calls, or one worker,
-run in the calling thread: no pool for nothing to overlap."""
+run in the calling thread: no pool for nothing to overlap. ``read_ahead``: the same for a task's
+reads of one item after another (results in order, a bounded window running ahead)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
-from concurrent.futures import ThreadPoolExecutor
+import itertools
+from collections import deque
+from collections.abc import Callable, Iterable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from typing import TypeVar
 
 T = TypeVar("T")
@@ -20,3 +23,30 @@ def map_concurrently(fn: Callable[[T], R], items: Iterable[T], max_workers: int 
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(len(items), max_workers)) as pool:
         return list(pool.map(fn, items))
+
+
+def read_ahead(fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:
+    """``fn(x)`` for each item, yielded in order, with up to ``window`` of the next calls running
+    ahead on threads (each blocks on its own object-store round trips; together they keep many
+    in flight). Closing the generator early cancels the calls not started and waits for the
+    running ones; the first error raised propagates when its item's turn comes."""
+    items = list(items)
+    if len(items) < 2 or window <= 1:
+        for x in items:
+            yield fn(x)
+        return
+    pool = ThreadPoolExecutor(max_workers=min(len(items), window), thread_name_prefix="lso-ahead")
+    pending: deque[Future[R]] = deque()
+    it = iter(items)
+    try:
+        for x in itertools.islice(it, window):
+            pending.append(pool.submit(fn, x))
+        while pending:
+            done = pending.popleft().result()
+            for x in itertools.islice(it, 1):
+                pending.append(pool.submit(fn, x))
+            yield done
+    finally:
+        for f in pending:
+            f.cancel()
+        pool.shutdown(wait=True)

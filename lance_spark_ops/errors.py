@@ -72,5 +72,10 @@ class CommitStateUnknown(CommitError):
     """It is unknown whether the commit landed; files written for it must not be deleted."""
 
 
+class WriteRefused(LanceError):
+    """An object store refused a write and said it stored nothing (S3 503 SlowDown /
+    ServiceUnavailable): unlike a dropped connection or a timeout, safe to try again."""
+
+
 class InvalidInputError(LanceError):
     """An argument given by the caller is invalid."""

@@ -63,16 +63,18 @@ def split_rows(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool]:
     return ranges, over
 
 
-def split_pages(lv: LeafLevels) -> tuple[list[tuple[int, LeafLevels]], bool]:
+def split_pages(lv: LeafLevels, budget: int | None = None) -> tuple[list[tuple[int, LeafLevels]], bool]:
     """``split_rows`` and ``slice_pages`` in one: (first row, page levels) per page, and
-    whether a single row is over the budget."""
-    ranges, over, index = _split(lv)
+    whether a single row is over the budget (``budget``: levels a chunk may hold, None:
+    ``level_budget``, Lance's)."""
+    ranges, over, index = _split(lv, budget)
     return [(lo, page) for (lo, _), page in zip(ranges, slice_pages(lv, ranges, index), strict=True)], over
 
 
-def _split(lv: LeafLevels) -> tuple[list[tuple[int, int]], bool, _RowIndex | None]:
+def _split(lv: LeafLevels, budget: int | None = None) -> tuple[list[tuple[int, int]], bool, _RowIndex | None]:
     n = int(lv.num_rows)
-    budget = level_budget(list(lv.layers))
+    if budget is None or not max_rep(list(lv.layers)):
+        budget = level_budget(list(lv.layers))
     if budget is None or lv.rep is None or lv.def_ is None or len(lv.rep) <= budget:
         return [(0, n)], False, None
     index = _RowIndex(lv)

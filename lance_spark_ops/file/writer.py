@@ -30,6 +30,7 @@ from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, U
 from lance_spark_ops.file.columns import column_ranges
 from lance_spark_ops.file.container_writer import ContainerWriter
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
+from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
 from lance_spark_ops.io.remote import S3Upload
 from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
@@ -104,11 +105,6 @@ def _is_blob_layout(encoding: Any) -> bool:
     return blob
 
 
-_REENCODE_ROWS = 64 * 1024  # rows decoded at a time when a whole field is re-encoded
-# A binary copy reads the pages it moves this many bytes at a time (coalesced requests).
-_COPY_WINDOW = 16 * 1024 * 1024
-
-
 class _PageCopy(NamedTuple):
     """A source page to move undecoded: its column, metadata, rows, first row in the new file."""
 
@@ -116,10 +112,6 @@ class _PageCopy(NamedTuple):
     page: Any
     rows: int
     first_row: int
-
-
-# Chunks a field's buffer holds before it concatenates them (``_FieldBuffer.merge_tail``).
-MERGE_CHUNKS = 256
 
 
 def _has_dictionary(t: pa.DataType) -> bool:
@@ -135,8 +127,10 @@ class _FieldBuffer:
     a re-encode's undecoded strings) counts as its decoded twin, so pages are cut where the
     decoded values would have cut them."""
 
-    def __init__(self, field: pa.Field, first_column: int, num_columns: int) -> None:
+    def __init__(self, field: pa.Field, first_column: int, num_columns: int,
+                 merge_chunks: int = DEFAULT_FILE_TUNING.merge_chunks) -> None:
         self.field = field
+        self.merge_chunks = merge_chunks
         self.first_column = first_column
         self.num_columns = num_columns
         self.chunks: list[pa.Array] = []
@@ -157,7 +151,7 @@ class _FieldBuffer:
                 nbytes, carried = decoded_nbytes(arr, bitmap)
                 self.nbytes += nbytes
                 self.carried_bytes += carried
-            if len(self.chunks) - self.merged >= MERGE_CHUNKS:
+            if len(self.chunks) - self.merged >= self.merge_chunks:
                 self.merge_tail()
 
     def merge_tail(self) -> None:
@@ -204,14 +198,17 @@ class LanceFileWriter:
 
     def __init__(self, uri: str, schema: pa.Schema, *, version: str | None = "2.2",
                  storage_options: dict[str, Any] | None = None, page_bytes: int = DEFAULT_PAGE_BYTES,
-                 store: ObjectStore | None = None, lance_schema: LanceSchema | None = None) -> None:
+                 store: ObjectStore | None = None, lance_schema: LanceSchema | None = None,
+                 tuning: FileTuning = DEFAULT_FILE_TUNING) -> None:
         """``lance_schema``: the dataset's field tree (with its field ids) for files that belong
-        to a dataset; by default ids are assigned depth first from 0."""
+        to a dataset; by default ids are assigned depth first from 0. ``tuning``: buffer and
+        copy-window sizes (``file.tuning``)."""
         self.version = resolve_version(version)
         if page_bytes <= 0:
             raise InvalidInputError(f"page_bytes must be positive, got {page_bytes}")
         self.schema = schema
         self.page_bytes = page_bytes
+        self.tuning = tuning
         self._lance_schema: LanceSchema = lance_schema or schema_from_arrow(schema)
         self._check_schema()
         if store is None:
@@ -221,7 +218,8 @@ class LanceFileWriter:
         self._store, self._rel = store, rel
         self.path = store.uri(rel)
         ranges = column_ranges(schema, self.version)
-        self._fields = [_FieldBuffer(f, first, n) for f, (first, n) in zip(schema, ranges, strict=True)]
+        self._fields = [_FieldBuffer(f, first, n, tuning.merge_chunks)
+                        for f, (first, n) in zip(schema, ranges, strict=True)]
         num_columns = sum(n for _, n in ranges)
         self._out = store.open_output(rel)
         self._container = ContainerWriter(self._out, num_columns, self.version)
@@ -306,7 +304,7 @@ class LanceFileWriter:
         bitmaps = [twin_bitmap(f) for f in schema]
         # the batches' types are the fields' (the schemas are equal): ``_FieldBuffer.add`` inlined,
         # no type comparison per chunk (many small batches: a run of small fragments)
-        page_bytes = self.page_bytes
+        page_bytes, merge_chunks = self.page_bytes, self.tuning.merge_chunks
         for b in batches:
             if not b.num_rows:
                 continue
@@ -314,7 +312,7 @@ class LanceFileWriter:
                 buf.chunks.append(arr)
                 buf.bitmaps.append(bitmap)
                 buf.nbytes += arr.nbytes
-                if len(buf.chunks) - buf.merged >= MERGE_CHUNKS:
+                if len(buf.chunks) - buf.merged >= merge_chunks:
                     buf.merge_tail()
                 while buf.nbytes >= page_bytes:
                     self._flush(buf)
@@ -410,14 +408,14 @@ class LanceFileWriter:
 
     def _copy_pages(self, reader: Any, pages: list[_PageCopy]) -> None:
         """Move ``pages`` of ``reader`` undecoded, in order. Their buffers are read a window of
-        up to ``_COPY_WINDOW`` bytes (or one larger page) at a time, in coalesced requests: one
+        up to ``tuning.copy_window`` bytes (or one larger page) at a time, in coalesced requests: one
         read covers many neighbouring pages instead of one request per page. (Local files go
         through user space on purpose: ``os.copy_file_range`` measured slower on ext4 without
         reflinks, 0.15 s against 0.095 s of read + write per 400 MB from the page cache.)"""
-        start = 0
+        start, window_bytes = 0, self.tuning.copy_window
         while start < len(pages):
             stop, size = start + 1, sum(pages[start].page.buffer_sizes)
-            while stop < len(pages) and size + sum(pages[stop].page.buffer_sizes) <= _COPY_WINDOW:
+            while stop < len(pages) and size + sum(pages[stop].page.buffer_sizes) <= window_bytes:
                 size += sum(pages[stop].page.buffer_sizes)
                 stop += 1
             window = pages[start:stop]
@@ -442,7 +440,7 @@ class LanceFileWriter:
     def append_file_pages(self, reader: Any) -> int:
         """Binary copy: append every page of ``reader``'s file (same version and schema) after
         the rows written so far, without decoding. Buffered rows are flushed first so rows
-        stay in order; memory is bounded by one copy window (``_COPY_WINDOW``, or one larger
+        stay in order; memory is bounded by one copy window (``tuning.copy_window``, or one larger
         page). Returns the number of pages copied."""
         self._start_copy(reader)
         base = self._rows
@@ -480,12 +478,13 @@ class LanceFileWriter:
         self._start_copy(reader)
         dead = np.concatenate([[0], np.cumsum(~keep, dtype=np.int64)])
         copied = reencoded = 0
+        step = self.tuning.reencode_rows
         meta = reader.metadata
         pending: list[_PageCopy] = []  # pages to move, written before anything re-encoded after them
         for index, buf in enumerate(self._fields):
             if buf.num_columns != 1:
-                for start in range(0, reader.num_rows, _REENCODE_ROWS):
-                    stop = min(reader.num_rows, start + _REENCODE_ROWS)
+                for start in range(0, reader.num_rows, step):
+                    stop = min(reader.num_rows, start + step)
                     self._add_filtered(buf, reader, index, keep, start, stop)
                 reencoded += sum(len(meta.column(c).pages)
                                  for c in range(buf.first_column, buf.first_column + buf.num_columns))
@@ -507,11 +506,11 @@ class LanceFileWriter:
                     copied += 1
                 else:
                     # neighbouring pages with deleted rows are decoded together, up to
-                    # _REENCODE_ROWS at a time (one multi-page decode, not one per page)
+                    # ``tuning.reencode_rows`` at a time (one multi-page decode, not one per page)
                     if run is None:
                         self._copy_pages(reader, pending)
                         run = start
-                    elif start - run >= _REENCODE_ROWS:
+                    elif start - run >= step:
                         self._add_filtered(buf, reader, index, keep, run, start)
                         run = start
                     reencoded += 1

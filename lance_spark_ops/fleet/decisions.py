@@ -1,6 +1,7 @@
 """What a policy implies for a table's health: one rule per action (``decide_<action>``: the
-action with its reason and options, or None), ``decide`` runs the enabled ones in run order
-(``policy.ACTIONS``). Pure: figures in, decisions out.
+action with its reason and typed options - ``<Action>Options``, the job function's keyword
+arguments - or None), ``decide`` runs the enabled ones in run order (``policy.ACTIONS``). Pure:
+figures in, decisions out.
 
 A decision's priority is its estimated benefit per cost; a table's is their sum, and tables go
 highest first. The weights below are relative, not measured: remapping is cheap and every later
@@ -10,15 +11,16 @@ table they fix, vacuuming gains with the bytes it frees.
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
-from dataclasses import dataclass, field
+from collections.abc import Callable, Iterator, Mapping, Sequence
+from dataclasses import dataclass, field, fields
 from typing import Any
 
 from lance_spark_ops.fleet.health import TableHealth
 from lance_spark_ops.fleet.policy import GIB, Policy
 
 __all__ = [
-    "Decision", "decide", "decide_compact", "decide_materialize_deletions", "decide_optimize_indices",
+    "ActionOptions", "CompactOptions", "Decision", "MaterializeOptions", "OptimizeOptions", "RemapOptions",
+    "VacuumOptions", "decide", "decide_compact", "decide_materialize_deletions", "decide_optimize_indices",
     "decide_remap_indices", "decide_vacuum", "table_priority",
 ]
 
@@ -29,14 +31,76 @@ OPTIMIZE_PRIORITY = 3.0
 VACUUM_PRIORITY = 1.0  # plus one per GiB that only old versions use
 
 
+@dataclass(frozen=True, eq=False)
+class ActionOptions(Mapping[str, Any]):
+    """An action's options, typed per action; also a read-only mapping of the job function's
+    keyword arguments (the fields given, None ones left out) as the report prints them
+    (``eq=False``: equal to any mapping of the same names and values)."""
+
+    def __getitem__(self, key: str) -> Any:
+        value = getattr(self, key, None) if key in self._names() else None
+        if value is None:
+            raise KeyError(key)
+        return value
+
+    def __iter__(self) -> Iterator[str]:
+        return (k for k in self._names() if getattr(self, k) is not None)
+
+    def __len__(self) -> int:
+        return sum(1 for _ in self)
+
+    @classmethod
+    def _names(cls) -> tuple[str, ...]:
+        return tuple(f.name for f in fields(cls))
+
+
+@dataclass(frozen=True, eq=False)
+class RemapOptions(ActionOptions):
+    """``remap_indices``: none."""
+
+
+@dataclass(frozen=True, eq=False)
+class MaterializeOptions(ActionOptions):
+    """``materialize_deletions``: the deleted fraction that makes a fragment rewritten."""
+
+    threshold: float
+
+
+@dataclass(frozen=True, eq=False)
+class CompactOptions(ActionOptions):
+    """``compact``: the target fragment size and the deleted fraction rewritten on the way."""
+
+    target_rows_per_fragment: int
+    materialize_deletions_threshold: float
+
+
+@dataclass(frozen=True, eq=False)
+class OptimizeOptions(ActionOptions):
+    """``optimize_indices``: segments merged (None: pylance's default, the newest one)."""
+
+    num_indices_to_merge: int | None = None
+
+
+@dataclass(frozen=True, eq=False)
+class VacuumOptions(ActionOptions):
+    """``vacuum``: the retention, as the policy writes it (``14d``)."""
+
+    older_than: str
+
+
 @dataclass(frozen=True)
 class Decision:
     """One action to run on a table: why, with what options, and its estimated benefit per cost."""
 
     action: str
     reason: str
-    options: dict[str, Any] = field(default_factory=dict)
+    options: ActionOptions = field(default_factory=RemapOptions)
     priority: float = 0.0
+
+    def as_dict(self) -> dict[str, Any]:
+        """The decision as the report holds it (options as their keyword arguments)."""
+        return {"action": self.action, "reason": self.reason, "options": dict(self.options),
+                "priority": self.priority}
 
 
 Rule = Callable[[TableHealth, Policy], "Decision | None"]
@@ -51,7 +115,7 @@ def decide_remap_indices(h: TableHealth, policy: Policy) -> Decision | None:
     if h.reuse_versions_behind < max(1, policy.remap_min_reuse_versions):
         return None
     return Decision("remap_indices", f"{h.reuse_versions_behind} fragment reuse version(s) behind "
-                    f"(>= {policy.remap_min_reuse_versions})", priority=REMAP_PRIORITY)
+                    f"(>= {policy.remap_min_reuse_versions})", RemapOptions(), priority=REMAP_PRIORITY)
 
 
 def decide_materialize_deletions(h: TableHealth, policy: Policy) -> Decision | None:
@@ -62,7 +126,7 @@ def decide_materialize_deletions(h: TableHealth, policy: Policy) -> Decision | N
     return Decision("materialize_deletions",
                     f"{heavy} fragment(s) over {_pct(policy.materialize_deleted_fraction)} deleted "
                     f"({_pct(h.deleted_fraction)} of the table's rows)",
-                    {"threshold": policy.materialize_deleted_fraction},
+                    MaterializeOptions(policy.materialize_deleted_fraction),
                     priority=h.deleted_fraction * MATERIALIZE_PRIORITY_PER_DELETED)
 
 
@@ -75,8 +139,7 @@ def decide_compact(h: TableHealth, policy: Policy) -> Decision | None:
     return Decision("compact", f"{h.small_fragments} of {h.fragments} fragments below "
                     f"{policy.small_rows} rows (>= {policy.compact_min_small_fragments} and "
                     f">= {_pct(policy.compact_min_small_share)})",
-                    {"target_rows_per_fragment": policy.target_rows_per_fragment,
-                     "materialize_deletions_threshold": policy.materialize_deleted_fraction},
+                    CompactOptions(policy.target_rows_per_fragment, policy.materialize_deleted_fraction),
                     priority=h.small_fragments / max(h.fragments, 1) * COMPACT_PRIORITY_PER_SMALL)
 
 
@@ -94,7 +157,7 @@ def decide_optimize_indices(h: TableHealth, policy: Policy) -> Decision | None:
             merge = max(merge, ix.segments)
     if not why:
         return None
-    return Decision("optimize_indices", "; ".join(why), {"num_indices_to_merge": merge} if merge else {},
+    return Decision("optimize_indices", "; ".join(why), OptimizeOptions(merge or None),
                     priority=OPTIMIZE_PRIORITY)
 
 
@@ -111,7 +174,7 @@ def decide_vacuum(h: TableHealth, policy: Policy) -> Decision | None:
                    f"(>= {policy.vacuum_min_unreferenced_bytes})")
     if not why:
         return None
-    return Decision("vacuum", "; ".join(why), {"older_than": policy.vacuum_retention},
+    return Decision("vacuum", "; ".join(why), VacuumOptions(policy.vacuum_retention),
                     priority=VACUUM_PRIORITY + h.bytes_old / GIB)
 
 

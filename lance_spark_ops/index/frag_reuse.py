@@ -74,9 +74,11 @@ def load_versions(index: table_pb2.IndexMetadata, read_file: Callable[[str], byt
 
 
 def build_index(versions: Sequence[Details.Version], dataset_version: int, fragment_bitmap: BitMap,
-                index_version: int = 0) -> tuple[table_pb2.IndexMetadata, bytes | None]:
+                index_version: int = 0,
+                inline_limit: int = INLINE_LIMIT) -> tuple[table_pb2.IndexMetadata, bytes | None]:
     """A new FRI entry (new uuid) holding ``versions``; second item: the bytes to write to
-    ``_indices/<uuid>/details.binpb`` when they do not fit inline, else None."""
+    ``_indices/<uuid>/details.binpb`` when they do not fit inline (over ``inline_limit``
+    bytes), else None."""
     content = Details.InlineContent(versions=sorted(versions, key=lambda v: v.dataset_version))
     body = content.SerializeToString()
     meta = table_pb2.IndexMetadata(name=FRAG_REUSE_INDEX_NAME, dataset_version=dataset_version,
@@ -85,7 +87,7 @@ def build_index(versions: Sequence[Details.Version], dataset_version: int, fragm
     meta.fragment_bitmap = bytes(BitMap(fragment_bitmap).serialize())
     det = Details()
     external = None
-    if len(body) > INLINE_LIMIT:
+    if len(body) > inline_limit:
         det.external.path, det.external.offset, det.external.size = DETAILS_FILE, 0, len(body)
         external = body
     else:

@@ -11,7 +11,9 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
-  (object stores: 128 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files.
+  (object stores: 128 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files
+  and the parts its output uploads: an upload holds up to ``upload_share`` (half) of it, the
+  prefetch the rest (files the task is done with are dropped at once).
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
   writer encodes, so less is left to upload after its last page.
@@ -41,6 +43,20 @@ class IOBudget:
         if self.part_bytes < 5 * MIB:
             raise InvalidInputError(f"LSO_IO_PART_BYTES must be at least 5 MiB (S3's smallest part), "
                                     f"got {self.part_bytes}")
+
+
+def upload_share(budget: IOBudget) -> int:
+    """Bytes an open multipart upload may hold (parts in flight, each held twice while sent:
+    ours and the HTTP client's copy, plus the part being filled): half the byte budget, at
+    least one part in flight."""
+    return max(3 * budget.part_bytes, budget.max_bytes // 2)
+
+
+def upload_window(budget: IOBudget) -> int:
+    """Parts of one upload in flight at once (``upload_share`` less the part being filled,
+    two copies of each part)."""
+    part = budget.part_bytes
+    return max(1, min(budget.max_requests, (upload_share(budget) - part) // (2 * part)))
 
 
 OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=128 * MIB)

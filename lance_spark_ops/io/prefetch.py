@@ -2,7 +2,8 @@
 files (a rewrite reads its fragments' data and deletion files whole) names them in order, and
 they are fetched in the background, many in flight, while the task decodes the earlier ones.
 
-Memory is bounded by the store's byte budget (``io.budget``): fetched objects are held until
+Memory is bounded by the store's byte budget (``io.budget``) less the share its uploads may
+hold (``upload_share``, half of it): fetched objects are held until
 read and then kept (they are read several times: footer, then pages) until the room is needed
 for the next ones; an object the task has not read yet is never dropped for a later one. A read
 of an object whose fetch has not started (the budget was full) drops it from the queue and
@@ -19,7 +20,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from lance_spark_ops.io import remote
-from lance_spark_ops.io.budget import IOBudget
+from lance_spark_ops.io.budget import IOBudget, upload_share
 
 # what an object of unknown size (a deletion file) is counted as against the byte budget
 UNKNOWN_SIZE = 64 * 1024
@@ -42,6 +43,8 @@ class Prefetcher:
 
     def __init__(self, fs: Any, budget: IOBudget) -> None:
         self.fs, self.budget = fs, budget
+        # a task that reads also writes (a rewrite): its output's upload holds the other share
+        self.max_bytes = max(1, budget.max_bytes - upload_share(budget))
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []  # not started, in order
         self._held: OrderedDict[str, _Entry] = OrderedDict()  # started or fetched, oldest first
@@ -59,7 +62,7 @@ class Prefetcher:
         """Fetch these (path, size) objects, in this order, as the budget allows (size None:
         unknown, fetched whole in one request). Objects over half the budget are left to
         direct reads."""
-        cap = self.budget.max_bytes // 2
+        cap = self.max_bytes // 2
         with self._lock:
             known = {e.path for e in self._queue} | set(self._held)
             for p, s in items:
@@ -84,13 +87,14 @@ class Prefetcher:
 
     def _pump_once(self) -> None:
         part = self.budget.part_bytes
+        limit = self.max_bytes
         while self._queue:
             in_flight = self._in_flight
             e = self._queue[0]
             need = 1 if e.whole else -(-e.size // part)
             if in_flight and in_flight + need > self.budget.max_requests:
                 return
-            while self._bytes + e.size > self.budget.max_bytes:
+            while self._bytes + e.size > limit:
                 old = next((k for k, h in self._held.items() if h.read and h.future is not None
                             and h.future.done()), None)
                 if old is None:
@@ -154,6 +158,24 @@ class Prefetcher:
             self.hits += 1
             self._pump()
         return data
+
+    def release(self, paths: Sequence[str]) -> None:
+        """The task is done with these objects: drop them now (a fetch still in flight is
+        dropped first when room is needed; one not started is not fetched), so the budget
+        holds only what is still to be read."""
+        with self._lock:
+            gone = set(paths)
+            if not gone:
+                return
+            self._queue = [q for q in self._queue if q.path not in gone]
+            for p in gone:
+                e = self._held.get(p)
+                if e is None:
+                    continue
+                e.read = True
+                if e.future is not None and e.future.done():
+                    self._bytes -= self._held.pop(p).size
+            self._pump()
 
     def close(self) -> None:
         """Cancel what has not been fetched and drop everything held."""

@@ -1,7 +1,8 @@
 """Many requests in flight on an async fsspec filesystem (s3fs, gcsfs, adlfs): ranged reads,
-suffix reads, batched deletes and a concurrent multipart upload, run as coroutines on the
-filesystem's own event loop (fsspec runs one loop per process in a thread; the calling thread
-blocks on the gathered result, or, for uploads and prefetches, carries on and collects later).
+suffix reads (S3, GCS), one-page listings, batched deletes and a concurrent multipart upload
+(S3; Azure: staged blocks), run as coroutines on the filesystem's own event loop (fsspec runs
+one loop per process in a thread; the calling thread blocks on the gathered result, or, for
+uploads and prefetches, carries on and collects later).
 
 The carrier was measured against obstore (``bench/io_carrier_bench.py``; docs/object_stores.md):
 level for whole objects (what prefetch, small footers and coalesced batches issue), so fsspec
@@ -11,13 +12,17 @@ stays and no dependency is added; obstore is ~3x less CPU per request for many s
 from __future__ import annotations
 
 import asyncio
+import base64
 import concurrent.futures
+import hashlib
+import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
+from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
 from fsspec.asyn import sync
 
-from lance_spark_ops.io.budget import IOBudget
+from lance_spark_ops.io.budget import IOBudget, upload_window
 
 T = TypeVar("T")
 S3_DELETE_BATCH = 1000  # DeleteObjects takes at most 1 000 keys a call
@@ -101,11 +106,24 @@ async def _s3_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return await _error_wrapper(call, retries=fs.retries)
 
 
+async def _gcs_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
+    """GCS's media download with ``Range: bytes=-n`` (GCS serves suffix ranges; the size from
+    Content-Range). A server that ignores the range answers the whole object: still right."""
+    headers, data = await fs._call("GET", fs.url(path), headers={"Range": f"bytes=-{n}"})
+    content_range = str(headers.get("Content-Range") or headers.get("content-range") or "")
+    if "/" in content_range:
+        return int(content_range.rsplit("/", 1)[1]), bytes(data)
+    return len(data), bytes(memoryview(data)[max(0, len(data) - n):])
+
+
 async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     """(object size, its last ``n`` bytes or all of it when smaller): one suffix request on
-    S3 (the size from Content-Range), else a size request and a ranged read."""
+    S3 and GCS (the size from Content-Range), else (Azure has no suffix ranges) a size
+    request and a ranged read."""
     if is_s3(fs):
         return await _s3_tail(fs, path, n)
+    if is_gcs(fs):
+        return await _gcs_tail(fs, path, n)
     size = int((await fs._info(path))["size"])
     start = max(0, size - n)
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
@@ -126,6 +144,60 @@ async def s3_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, 
     out = await _error_wrapper(call, retries=fs.retries)
     items = [(str(o["Key"])[len(prefix):], int(o.get("Size") or 0)) for o in out.get("Contents", [])]
     return items, not out.get("IsTruncated")
+
+
+def is_gcs(fs: Any) -> bool:
+    return hasattr(fs, "_call_list_objects")  # gcsfs
+
+
+def is_azure(fs: Any) -> bool:
+    return hasattr(fs, "service_client") and hasattr(fs, "_ls_blobs")  # adlfs
+
+
+def can_list_page(fs: Any) -> bool:
+    """Whether ``list_page`` reads one page of this backend's listing: S3, GCS and Azure all
+    list keys in lexicographic (byte) order with a page size (MaxKeys / maxResults / maxresults)."""
+    return is_s3(fs) or is_gcs(fs) or is_azure(fs)
+
+
+async def list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    """The first ``limit`` objects directly under ``path`` in key order, (name, size), and
+    whether they are all: one listing request of ``limit`` keys (no listing cache). A server
+    that ignores the page size (gcp-storage-emulator) answers all of them, complete."""
+    if is_s3(fs):
+        return await s3_list_page(fs, path, limit)
+    if is_gcs(fs):
+        return await _gcs_list_page(fs, path, limit)
+    return await _azure_list_page(fs, path, limit)
+
+
+async def _gcs_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    bucket, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    page = await fs._call_list_objects(bucket, delimiter="/", prefix=prefix or None, maxResults=max(1, limit))
+    items = [(str(o["name"])[len(prefix):], int(o.get("size") or 0)) for o in page.get("items", [])]
+    return items, not page.get("nextPageToken")
+
+
+async def _azure_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
+    from azure.core.exceptions import ResourceNotFoundError
+    from azure.storage.blob import BlobProperties
+
+    container, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    items: list[tuple[str, int]] = []
+    try:
+        async with fs.service_client.get_container_client(container=container) as cc:
+            pages = cc.walk_blobs(name_starts_with=prefix or None, delimiter="/",
+                                  results_per_page=max(1, limit)).by_page()
+            async for blob in await pages.__anext__():
+                if isinstance(blob, BlobProperties):  # not a "directory" (BlobPrefix)
+                    items.append((str(blob.name)[len(prefix):], int(blob.size or 0)))
+    except StopAsyncIteration:
+        return [], True
+    except ResourceNotFoundError as e:
+        raise FileNotFoundError(path) from e
+    return items, not pages.continuation_token
 
 
 async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
@@ -188,23 +260,34 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
 
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
-    writer goes on (at most ``max_bytes // part_bytes`` parts, and ``max_requests``, in
-    flight); an object of at most one part is a single PUT at ``close``. ``discard`` aborts
-    the multipart upload (nothing is left behind)."""
+    writer goes on (``budget.upload_window`` parts in flight: the upload holds at most
+    ``upload_share`` bytes, half the byte budget; a prefetch keeps to the other half); an
+    object of at most one part is a single PUT at ``close``. ``discard`` aborts the multipart
+    upload (nothing is left behind)."""
 
-    def __init__(self, fs: Any, path: str, budget: IOBudget) -> None:
+    def __init__(self, fs: Any, path: str, budget: IOBudget,
+                 typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
         self.fs, self.path, self.budget = fs, path, budget
+        self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
         self._buf = bytearray()
         self._upload_id: str | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
-        self._window = max(1, min(budget.max_requests, budget.max_bytes // budget.part_bytes))
+        self._window = upload_window(budget)
         self.closed = False
         self._pos = 0
         self.parts_uploaded = 0
 
     def writable(self) -> bool:
         return True
+
+    def _take(self, n: int) -> bytes:
+        """The first ``n`` buffered bytes, removed from the buffer (one copy: no bytearray
+        slice in between)."""
+        with memoryview(self._buf) as mv, mv[:n] as head:
+            data = bytes(head)
+        del self._buf[:n]
+        return data
 
     def tell(self) -> int:
         return self._pos
@@ -217,9 +300,10 @@ class S3Upload:
         # a part goes out as soon as more than one is buffered (the rest may be the last part,
         # of any size): the upload runs beside the encoding instead of after it; an object of
         # at most one part is one PUT at close
-        while len(self._buf) > part:
-            self._start_part(bytes(self._buf[:part]))
-            del self._buf[:part]
+        if len(self._buf) > part:
+            with self._typed("write"):
+                while len(self._buf) > part:
+                    self._start_part(self._take(part))
         return len(mv)
 
     def flush(self) -> None:
@@ -233,9 +317,37 @@ class S3Upload:
         out = await self._call("upload_part", PartNumber=number, UploadId=self._upload_id, Body=data)
         return {"PartNumber": number, "ETag": out["ETag"]}
 
+    def _begin(self) -> str:
+        """Start the multipart upload; its id."""
+        return str(run(self.fs, self._call, "create_multipart_upload")["UploadId"])
+
+    async def _complete(self, parts: list[dict[str, Any]]) -> None:
+        try:
+            await self._call("complete_multipart_upload", UploadId=self._upload_id,
+                             MultipartUpload={"Parts": parts})
+        except FileNotFoundError:
+            # NoSuchUpload: a retry of a completion that landed (its answer lost) finds the
+            # upload gone. Ours if the object's ETag is this upload's (MD5 of the parts' MD5s)
+            if not await self._completed(parts):
+                raise
+
+    async def _completed(self, parts: list[dict[str, Any]]) -> bool:
+        try:
+            head = await self.fs._call_s3("head_object", Bucket=self.bucket, Key=self.key)
+        except FileNotFoundError:
+            return False
+        try:
+            digests = b"".join(bytes.fromhex(str(p["ETag"]).strip('"')) for p in parts)
+        except ValueError:  # not MD5s (SSE-KMS): cannot tell
+            return False
+        return str(head.get("ETag", "")).strip('"') == f"{hashlib.md5(digests).hexdigest()}-{len(parts)}"
+
+    async def _cancel(self) -> None:
+        await self._call("abort_multipart_upload", UploadId=self._upload_id)
+
     def _start_part(self, data: bytes) -> None:
         if self._upload_id is None:
-            self._upload_id = run(self.fs, self._call, "create_multipart_upload")["UploadId"]
+            self._upload_id = self._begin()
         while sum(not f.done() for f in self._parts) >= self._window:
             concurrent.futures.wait([f for f in self._parts if not f.done()],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
@@ -249,17 +361,8 @@ class S3Upload:
             return
         self.closed = True
         try:
-            if self._upload_id is None:
-                run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
-                return
-            part = self.budget.part_bytes
-            while self._buf:
-                self._start_part(bytes(self._buf[:part]))
-                del self._buf[:part]
-            done = [f.result() for f in self._parts]
-            run(self.fs, self._call, "complete_multipart_upload", UploadId=self._upload_id,
-                MultipartUpload={"Parts": done})
-            self.parts_uploaded = len(done)
+            with self._typed("write"):
+                self._finish()
         except BaseException:
             self._abort()
             raise
@@ -267,13 +370,25 @@ class S3Upload:
             self._buf = bytearray()
             self.fs.invalidate_cache(self.path)
 
+    def _finish(self) -> None:
+        """The last parts and the completion (or the one PUT of a small object)."""
+        if self._upload_id is None:
+            run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
+            return
+        part = self.budget.part_bytes
+        while self._buf:
+            self._start_part(self._take(min(part, len(self._buf))))
+        done = [f.result() for f in self._parts]
+        run(self.fs, self._complete, done)
+        self.parts_uploaded = len(done)
+
     def _abort(self) -> None:
         for f in self._parts:
             f.cancel()
         concurrent.futures.wait(self._parts)
         if self._upload_id is not None:
             try:
-                run(self.fs, self._call, "abort_multipart_upload", UploadId=self._upload_id)
+                run(self.fs, self._cancel)
             except Exception:  # noqa: BLE001 - best effort; the lifecycle rule of the bucket cleans up
                 pass
             self._upload_id = None
@@ -293,3 +408,31 @@ class S3Upload:
             self.close()
         else:
             self.discard()
+
+
+class AzureUpload(S3Upload):
+    """``S3Upload`` on Azure Blob storage: the parts are blocks (Put Block, several in flight)
+    committed in order by one Put Block List at ``close``; an object of at most one part is one
+    Put Blob. ``discard`` commits nothing: Azure drops uncommitted blocks itself (after a week,
+    or at the blob's next commit), and has no call to abort them."""
+
+    def _begin(self) -> str:
+        return uuidlib.uuid4().hex  # this upload's block ids: base64 of "<hex>-<part number>"
+
+    def _block_id(self, number: int) -> str:
+        return base64.b64encode(f"{self._upload_id}-{number:06d}".encode()).decode()
+
+    async def _upload_part(self, number: int, data: bytes) -> dict[str, Any]:
+        block = self._block_id(number)
+        async with self.fs.service_client.get_blob_client(container=self.bucket, blob=self.key) as bc:
+            await bc.stage_block(block_id=block, data=data)
+        return {"id": block}
+
+    async def _complete(self, parts: list[dict[str, Any]]) -> None:
+        from azure.storage.blob import BlobBlock
+
+        async with self.fs.service_client.get_blob_client(container=self.bucket, blob=self.key) as bc:
+            await bc.commit_block_list([BlobBlock(block_id=p["id"]) for p in parts])
+
+    async def _cancel(self) -> None:
+        return None

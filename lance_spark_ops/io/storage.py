@@ -42,7 +42,7 @@ import fsspec
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError
+from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError, WriteRefused
 from lance_spark_ops.io import remote
 from lance_spark_ops.io.budget import IOBudget, io_budget
 from lance_spark_ops.io.options import (
@@ -122,6 +122,23 @@ def _lost_condition(e: BaseException) -> bool:
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
 
 
+# S3 answers that say the request was turned away before it was acted on: throttling (503
+# SlowDown, "reduce your request rate"; ServiceUnavailable is the same 503). A 500
+# InternalError is not among them: AWS says such a request may have been carried out.
+_REFUSED_CODES = frozenset({"SlowDown", "ServiceUnavailable"})
+
+
+def _refused(e: BaseException) -> bool:
+    """An S3 error saying the put was refused unexecuted (503): nothing was stored by it."""
+    cause = e.__cause__ or e.__context__
+    response = getattr(cause, "response", None)
+    if not isinstance(response, dict):
+        return False
+    code = str(response.get("Error", {}).get("Code", ""))
+    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    return code in _REFUSED_CODES or (status == 503 and code in ("", "503"))
+
+
 _O_READ = os.O_RDONLY | getattr(os, "O_BINARY", 0)
 
 
@@ -153,6 +170,42 @@ def _split_protocol(uri: str) -> tuple[str, str]:
         proto, rest = uri.split("://", 1)
         return proto, rest
     return "file", os.path.abspath(uri)
+
+
+class _TypedOutput:
+    """An fsspec output stream of a remote store whose failures (opening, a write, the upload
+    at ``close``) are ``ObjectStore._typed``'s errors naming the object, not the backend's."""
+
+    def __init__(self, store: ObjectStore, rel: str, raw: Any) -> None:
+        self._store, self._rel, self._raw = store, rel, raw
+
+    def write(self, data: Any) -> int:
+        with self._store._typed("write", self._rel):
+            return self._raw.write(data)
+
+    def close(self) -> None:
+        with self._store._typed("write", self._rel):
+            self._raw.close()
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def flush(self) -> None:
+        with self._store._typed("write", self._rel):
+            self._raw.flush()
+
+    def writable(self) -> bool:
+        return True
+
+    @property
+    def closed(self) -> bool:
+        return bool(self._raw.closed)
+
+    def __enter__(self) -> _TypedOutput:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
 
 
 @dataclass(repr=False)
@@ -318,6 +371,13 @@ class ObjectStore:
             self.note_size(rel, size)
             got.append((self.full_path(rel), int(size) if size else None))
         self._prefetcher.schedule(got)
+
+    def release(self, rels: Iterable[str]) -> None:
+        """The task is done with these prefetched objects: their bytes leave the budget now
+        (``Prefetcher.release``); a later read of one reads it directly."""
+        p = self._prefetcher
+        if p is not None:
+            p.release([self.full_path(rel) for rel in rels])
 
     def stop_prefetch(self) -> None:
         """Drop what was fetched ahead and cancel the rest (end of a task)."""
@@ -510,18 +570,18 @@ class ObjectStore:
 
     def list_page(self, rel: str, limit: int) -> tuple[list[tuple[str, int]], bool] | None:
         """The first ``limit`` objects directly under ``rel`` in key order, (name, size), and
-        whether they are all of them: one LIST request of ``limit`` keys on S3 (where a full
-        ``list`` pages through every key); on local disks the whole directory (as cheap as a
-        part of it, so never cut); None on stores whose listing is not read page by page here
-        (use ``list``)."""
+        whether they are all of them: one listing request of ``limit`` keys on S3, GCS and Azure
+        (where a full ``list`` pages through every key); on local disks the whole directory (as
+        cheap as a part of it, so never cut); None on stores whose listing is not read page by
+        page here (use ``list``)."""
         if self.is_local:
             return [(n, 0) for n in self.list(rel)], True
-        if not (self._remote_async() and remote.is_s3(self.fs)):
+        if not (self._remote_async() and remote.can_list_page(self.fs)):
             return None
         try:
             with self._typed("list", rel):
                 path = self.full_path(rel)
-                items, complete = remote.run(self.fs, remote.s3_list_page, self.fs, path, limit)
+                items, complete = remote.run(self.fs, remote.list_page, self.fs, path, limit)
         except NotFoundError:
             return [], True
         for name, size in items:
@@ -560,19 +620,26 @@ class ObjectStore:
                 self.fs.pipe_file(path, bytes(data))
 
     def open_output(self, rel: str) -> Any:
-        """A writable binary stream for a large object written in pieces (S3: parts uploaded
-        concurrently while the writer goes on, ``io.remote.S3Upload``; ``discard()`` gives it up)."""
+        """A writable binary stream for a large object written in pieces (S3 and Azure: parts
+        uploaded concurrently while the writer goes on, ``io.remote.S3Upload`` / ``AzureUpload``;
+        ``discard()`` gives it up; GCS: gcsfs's resumable upload, whose chunks go in order).
+        On a remote store its failures are typed as ``_typed``'s, naming the object."""
         path = self.full_path(rel)
         self._ensure_parent(path)
-        if self._remote_async() and remote.is_s3(self.fs):
-            return remote.S3Upload(self.fs, path, self.budget)
-        return self.fs.open(path, "wb")
+        if self._remote_async() and (remote.is_s3(self.fs) or remote.is_azure(self.fs)):
+            upload = remote.S3Upload if remote.is_s3(self.fs) else remote.AzureUpload
+            return upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel))
+        if self.is_local:
+            return self.fs.open(path, "wb")
+        with self._typed("write", rel):
+            return _TypedOutput(self, rel, self.fs.open(path, "wb"))
 
     def put_if_not_exists(self, rel: str, data: bytes) -> None:
         """Create ``rel`` atomically, failing with CommitConflict if it already exists.
 
         Local files: write a temp file then ``os.link`` it (atomic create-if-absent).
-        S3 / GCS / Azure: the filesystem's conditional put (``mode="create"``). Any other
+        S3 / GCS / Azure: the filesystem's conditional put (``mode="create"``); WriteRefused when
+        S3 refused it unexecuted (503 SlowDown, after the client's own retries). Any other
         backend: UnsupportedError (use an external manifest store there).
         """
         path = self.full_path(rel)
@@ -602,14 +669,17 @@ class ObjectStore:
             raise UnsupportedError(f"{self.protocol}:// has no conditional put here; commit through an "
                                    "external manifest store (manifest_store=...) instead",
                                    path=self.uri(rel))
-        try:
-            self.fs.pipe_file(path, data, mode="create")
-        except FileExistsError as e:
-            raise CommitConflict("object already exists", path=self.uri(rel)) from e
-        except OSError as e:
-            if _lost_condition(e):
+        with self._typed("conditional put", rel):  # any other failure: a LanceError naming it
+            try:
+                self.fs.pipe_file(path, data, mode="create")
+            except FileExistsError as e:
                 raise CommitConflict("object already exists", path=self.uri(rel)) from e
-            raise
+            except OSError as e:
+                if _lost_condition(e):
+                    raise CommitConflict("object already exists", path=self.uri(rel)) from e
+                if _refused(e):  # this request stored nothing (the client's earlier tries: see commit)
+                    raise WriteRefused(f"conditional put refused: {e}", path=self.uri(rel)) from e
+                raise
 
     def copy(self, src: str, dst: str) -> None:
         with self._typed("copy", src):

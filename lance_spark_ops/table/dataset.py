@@ -46,6 +46,7 @@ from lance_spark_ops.table.format.rowids import RowDatasetVersionSequence, RowId
 from lance_spark_ops.table.format.support import check_manifest
 from lance_spark_ops.table.format.transaction import Operation, Transaction
 from lance_spark_ops.table.paths import (
+    PATHS_KEPT,
     VERSIONS_DIR,
     BaseResolver,
     ManifestNamingScheme,
@@ -98,6 +99,7 @@ class Dataset:
         self.naming_scheme = naming_scheme
         self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
         self.manifest_store = manifest_store
+        self.paths_kept = PATHS_KEPT  # checked file paths its resolver remembers (``BaseResolver``)
 
     # -- opening ---------------------------------------------------------
     @classmethod
@@ -396,9 +398,9 @@ class Dataset:
     def base_resolver(self) -> BaseResolver:
         """Locates data and deletion files, also under the manifest's registered base paths."""
         cached = getattr(self, "_resolver", None)
-        if cached is None or cached[0] is not self.manifest:
+        if cached is None or cached[0] is not self.manifest or cached[1].kept != self.paths_kept:
             cached = (self.manifest, BaseResolver(self.store, self.manifest.base_paths,
-                                                  self.store.uri(self.manifest_path)))
+                                                  self.store.uri(self.manifest_path), self.paths_kept))
             self._resolver = cached
         return cached[1]
 

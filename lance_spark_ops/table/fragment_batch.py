@@ -80,6 +80,29 @@ class FragmentBatch:
             if not store.is_local:
                 store.prefetch(items)
 
+    def release(self) -> None:
+        """The reads of the batch's files are over: what ``prefetch`` holds of them is dropped
+        now rather than when the budget needs the room (a task holds only the files still
+        ahead of it, whatever its fragment count)."""
+        ds = self.ds
+        plan: dict[int, tuple[ObjectStore, list[str]]] = {}
+        for f in self.fragments:
+            for df in f.files:
+                try:
+                    store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
+                except LanceError:
+                    continue
+                plan.setdefault(id(store), (store, []))[1].append(rel)
+            if f.deletion_file is not None:
+                try:
+                    store, rel = ds.base_resolver.deletion_file(f.id, f.deletion_file)
+                except LanceError:
+                    continue
+                plan.setdefault(id(store), (store, []))[1].append(rel)
+        for store, rels in plan.values():
+            if not store.is_local:
+                store.release(rels)
+
     def physical_rows(self) -> np.ndarray:
         """Physical rows per fragment (read from the data file where the manifest lacks it)."""
         rows = self.ds._physical_rows  # noqa: SLF001 - the manifest's count, else the data file's

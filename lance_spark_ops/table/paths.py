@@ -175,7 +175,7 @@ def external_file_path(ext: ExternalFile, what: str, where: str | None = None) -
 
 # Paths a resolver remembers as checked (``BaseResolver._checked``); beyond that it forgets them
 # all and checks again (a worker's dataset is asked about every data and deletion file of a job).
-_PASSED_KEPT = 4096
+PATHS_KEPT = 4096
 
 
 class BaseResolver:
@@ -188,8 +188,11 @@ class BaseResolver:
     file systems a resolved file whose real path (symlinks followed) leaves its root is refused.
     """
 
-    def __init__(self, store: ObjectStore, base_paths: list[Any], where: str | None = None) -> None:
+    def __init__(self, store: ObjectStore, base_paths: list[Any], where: str | None = None,
+                 kept: int = PATHS_KEPT) -> None:
+        """``kept``: checked paths remembered at most (``PATHS_KEPT``)."""
         self.store = store
+        self.kept = kept
         self.where = where
         self.bases = {int(b.id): b for b in base_paths}
         self._stores: dict[int, ObjectStore] = {}
@@ -261,7 +264,7 @@ class BaseResolver:
         if real != root and not real.startswith(prefix):
             raise CorruptFileError(f"{rel!r} resolves to {real!r} (a symbolic link), outside "
                                    f"{root!r}", path=store.uri(rel))
-        if len(self._passed) >= _PASSED_KEPT:  # a cache: a worker's dataset checks a million paths
+        if len(self._passed) >= self.kept:  # a cache: a worker's dataset checks a million paths
             self._passed.clear()
         self._passed.add((id(store), rel))
         return store, rel

@@ -210,13 +210,12 @@ def test_fastlanes_pack_matches_reference(dtype) -> None:
 
 
 @pytest.mark.parametrize("max_runs", [0, 10**9])
-def test_inline_bitpacking_chunks_match_reference(monkeypatch, max_runs: int) -> None:
+def test_inline_bitpacking_chunks_match_reference(max_runs: int) -> None:
     """Chunks ``[W][packed]`` with W per 1024 values, whether equal-width runs are packed in
-    place or each width once over all its chunks (``_MAX_RUNS``)."""
-    from lance_spark_ops.encoding.compression import bitpacking
+    place or each width once over all its chunks (``CodecTuning.bitpack_max_runs``)."""
+    from lance_spark_ops.encoding.tuning import CodecTuning, codecs_tuned
     from tests.encoding.test_codecs import ref_pack
 
-    monkeypatch.setattr(bitpacking, "_MAX_RUNS", max_runs)
     rng = np.random.default_rng(7)
     widths = [5, 5, 12, 5, 0, 31, 31, 12]
     values = np.concatenate(
@@ -229,7 +228,8 @@ def test_inline_bitpacking_chunks_match_reference(monkeypatch, max_runs: int) ->
         [np.concatenate([[w], ref_pack(padded[i * 1024 : (i + 1) * 1024], w)]).astype(np.uint32)
          for i, w in enumerate(widths)]
     )
-    mb = encode_inline_bitpacking_miniblock(fixed(values))
+    with codecs_tuned(CodecTuning(bitpack_max_runs=max_runs)):
+        mb = encode_inline_bitpacking_miniblock(fixed(values))
     np.testing.assert_array_equal(mb.buffers[0].view(np.uint32), want)
 
 

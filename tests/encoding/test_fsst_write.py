@@ -26,10 +26,14 @@ from lance_spark_ops.encoding.compression.fsst import (
     serialize_symbol_table,
 )
 from lance_spark_ops.encoding.layout.miniblock_encode import encode_miniblock_page
+from lance_spark_ops.encoding.tuning import CodecTuning
 from lance_spark_ops.errors import InvalidInputError
 from tests.encoding._fresh import run_fresh
 from tests.encoding._fz import oneofs
 from tests.encoding._write import fullzip_page, roundtrip, size_ratio, text
+
+# the codec tuning that keeps FSST on the numpy code (the compiled kernels take no input)
+NUMPY = CodecTuning(compiled_min_bytes=1 << 62, compiled_loaded_min_bytes=1 << 62)
 
 pytestmark = pytest.mark.usefixtures("fsst_path")  # numpy and compiled FSST alike
 
@@ -243,11 +247,11 @@ def test_decoder_escape_paths(n_symbols: int) -> None:
 
 
 @pytest.mark.parametrize("kind", ["text", "hex", "long", "binary", "empty_runs"])
-def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compiled_parse_equals_numpy_on_large_pages(kind: str) -> None:
     """Pages of a few MB, as compaction writes them: the numba parse gives the numpy
     parse's bytes (and so the reference rule's), whatever the lane split of the strings,
     and the numba expansion gives the strings back."""
-    from lance_spark_ops.encoding.compression import compiled, fsst_kernels
+    from lance_spark_ops.encoding.compression import fsst_kernels
 
     rng = np.random.default_rng(len(kind))
     n = 60_000
@@ -268,9 +272,7 @@ def test_compiled_parse_equals_numpy_on_large_pages(kind: str, monkeypatch: pyte
     table = parse_symbol_table(serialize_symbol_table(chosen.vals, chosen.lens))
     order, _ = finalize_order(chosen.vals, chosen.lens)
     t = fsst_encode.Table(chosen.vals[order], chosen.lens[order])
-    monkeypatch.setattr(compiled, "MIN_BYTES", 1 << 62)
-    monkeypatch.setattr(compiled, "LOADED_MIN_BYTES", 1 << 62)
-    want, want_offsets = fsst_encode._compress_all(t, data, offsets)
+    want, want_offsets = fsst_encode._compress_all(t, data, offsets, NUMPY)
     short, single, ht = t.packed()
     got, got_offsets = fsst_kernels.compress(data, offsets, fsst_encode.PIECE, short, single, t.ht_val,
                                              t.ht_mask, ht)
@@ -311,7 +313,7 @@ def test_without_numba_the_numpy_code_does_the_work() -> None:
 def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> None:
     """The table rounds parse and count their sample with the compiled kernels or with
     numpy: the same tokens, token pairs, counts and sizes, so the same symbol table."""
-    from lance_spark_ops.encoding.compression import compiled, fsst_kernels
+    from lance_spark_ops.encoding.compression import fsst_kernels
 
     data, offsets = _arrays(vals * repeat)
     sbuf, soffs = fsst_encode.sample(data, offsets)
@@ -333,14 +335,9 @@ def test_compiled_table_rounds_equal_numpy(vals: list[bytes], repeat: int) -> No
         assert len(got_keys) == len(keys) and not scratch.any()
         val, ln = fsst_encode._candidates(table, want, frac)
         table = fsst_encode.Table(val, ln.astype(np.uint8))
-    saved = compiled.MIN_BYTES, compiled.LOADED_MIN_BYTES
-    try:
-        compiled.MIN_BYTES = compiled.LOADED_MIN_BYTES = 1 << 62
-        numpy_table = fsst_encode.build_table(data, offsets)
-        compiled.MIN_BYTES = compiled.LOADED_MIN_BYTES = 0
-        compiled_table = fsst_encode.build_table(data, offsets)
-    finally:
-        compiled.MIN_BYTES, compiled.LOADED_MIN_BYTES = saved
+    numpy_table = fsst_encode.build_table(data, offsets, NUMPY)
+    compiled_table = fsst_encode.build_table(data, offsets, CodecTuning(compiled_min_bytes=0,
+                                                                        compiled_loaded_min_bytes=0))
     assert numpy_table[0].vals.tolist() == compiled_table[0].vals.tolist()
     assert numpy_table[0].lens.tolist() == compiled_table[0].lens.tolist()
     assert numpy_table[1] == compiled_table[1]

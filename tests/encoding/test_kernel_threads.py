@@ -9,6 +9,7 @@ import numpy as np
 import pytest
 
 from lance_spark_ops.encoding.compression import compiled, fsst_encode, kernel_threads
+from lance_spark_ops.encoding.tuning import CodecTuning
 from tests.encoding._fresh import run_fresh
 
 
@@ -36,11 +37,11 @@ def test_the_first_error_wins_and_the_second_half_has_stopped() -> None:
         kernel_threads.both(lambda: 1, second)
 
 
-def test_small_inputs_and_the_switch_keep_one_thread(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert kernel_threads.worth_splitting(kernel_threads.MIN_BYTES)
-    assert not kernel_threads.worth_splitting(kernel_threads.MIN_BYTES - 1)
-    monkeypatch.setattr(kernel_threads, "ENABLED", False)
-    assert not kernel_threads.worth_splitting(1 << 40)
+def test_small_inputs_and_the_switch_keep_one_thread() -> None:
+    on = CodecTuning(split_threads=True)
+    assert kernel_threads.worth_splitting(on.split_min_bytes, on)
+    assert not kernel_threads.worth_splitting(on.split_min_bytes - 1, on)
+    assert not kernel_threads.worth_splitting(1 << 40, CodecTuning(split_threads=False))
 
 
 def test_a_forked_child_starts_its_own_helper() -> None:
@@ -80,11 +81,13 @@ def _strings(n: int, seed: int) -> tuple[np.ndarray, np.ndarray]:
 @pytest.mark.parametrize("seed", [0, 1])
 def test_a_page_compressed_in_halves_equals_the_numpy_code(seed: int,
                                                            monkeypatch: pytest.MonkeyPatch) -> None:
-    """A page past ``MIN_BYTES`` (default thresholds) compresses in halves on two threads to
-    the bytes and offsets the numpy reference gives for the whole page."""
-    assert compiled.fsst_kernels(compiled.MIN_BYTES) is not None, "numba kernels did not load"
+    """A page past ``split_min_bytes`` (default thresholds) compresses in halves on two threads
+    to the bytes and offsets the numpy reference gives for the whole page."""
+    defaults = CodecTuning(split_threads=True)
+    assert compiled.fsst_kernels(defaults.compiled_min_bytes, defaults) is not None, \
+        "numba kernels did not load"
     data, offsets = _strings(60_000, seed)
-    assert data.size > kernel_threads.MIN_BYTES
+    assert data.size > defaults.split_min_bytes
     table, _ = fsst_encode.build_table(data, offsets)
     halves = []
     real_both = kernel_threads.both
@@ -94,10 +97,9 @@ def test_a_page_compressed_in_halves_equals_the_numpy_code(seed: int,
         return real_both(first, second)
 
     monkeypatch.setattr(kernel_threads, "both", counting_both)
-    got = fsst_encode._compress_all(table, data, offsets)
+    got = fsst_encode._compress_all(table, data, offsets, defaults)
     assert halves, "the page was not split"
-    monkeypatch.setattr(compiled, "MIN_BYTES", 1 << 62)
-    monkeypatch.setattr(compiled, "_loaded", [])
-    want = fsst_encode._compress_all(table, data, offsets)
+    numpy_only = CodecTuning(compiled_min_bytes=1 << 62, compiled_loaded_min_bytes=1 << 62)
+    want = fsst_encode._compress_all(table, data, offsets, numpy_only)
     np.testing.assert_array_equal(got[0], want[0])
     np.testing.assert_array_equal(got[1], want[1])

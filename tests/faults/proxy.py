@@ -22,7 +22,7 @@ import shutil
 from pathlib import Path
 from typing import Any
 
-from lance_spark_ops.errors import CommitStateUnknown, InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import CommitStateUnknown, InvalidInputError, LanceError, UnsupportedError
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults import runners
 from tests.faults import runners_index as ri
@@ -105,7 +105,7 @@ def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> list[dict
     return out
 
 
-STORM_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # botocore: no retries of its own
+STORM_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # botocore (legacy mode): one retry
 
 
 def draw_storm(rng: random.Random) -> dict[str, Any] | None:
@@ -167,17 +167,22 @@ def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, fl
 
 # -- one run ------------------------------------------------------------------------------------------------
 def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[str, ...] = KINDS,
-                       faults: list[dict[str, Any]] | None = None, fired_at_least: int = 0) -> list[str]:
+                       faults: list[dict[str, Any]] | None = None, fired_at_least: int = 0,
+                       options: dict[str, Any] | None = None, must_commit: bool = False,
+                       must_fail: bool = False) -> list[str]:
     """One run on ``slow`` (``tests.s3.conftest.SlowS3``) under ``faults`` (default: drawn from
     the seed); returns the violations (empty: all held). ``fired_at_least``: the faults that
-    must have fired when the job committed or failed."""
+    must have fired when the job committed or failed. ``options``: storage options added to the
+    job's (default: the storm's when one is drawn). ``must_commit``: the job must succeed and
+    report a new version; ``must_fail``: it must fail (with a typed error naming a file). A
+    failure that is no LanceError (a raw OSError, a botocore error) is a violation."""
     import lance
 
     runner = PROXY_RUNNERS[job]
     rng = random.Random(f"proxy/{job}/{seed}")
     drawn = draw_faults(rng, kinds)
     storm = draw_storm(rng)
-    extra = STORM_OPTIONS if storm and faults is None else {}
+    extra = options if options is not None else STORM_OPTIONS if storm and faults is None else {}
     faults = drawn + ([storm] if storm else []) if faults is None else faults
     label = f"proxy job={job} seed={seed} faults={faults}"
     root = tmp / "ds.lance"
@@ -211,6 +216,17 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
         raise AssertionError(f"{label}: the job refused its input") from exc
     times = download(client, bucket, prefix, root)
     ok = exc is None and not _partial(metrics)
+    early = []
+    if must_commit and (not ok or not _reported(metrics)):
+        early.append(f"{label}: the job must commit; it ended with {exc!r:.500} ({metrics})")
+    if must_fail and (not isinstance(exc, LanceError) or not exc.path):
+        early.append(f"{label}: the job must fail with a LanceError naming a file; it ended with "
+                     f"{exc!r:.500}")
+    if exc is not None and not isinstance(exc, LanceError):
+        early.append(f"{label}: the job failed with an untyped error: {exc!r:.500}")
+    if early:
+        STATS.violations.extend(early)
+        return early
     bad = check(label, str(root), exp, _reported(metrics), column=runner.column,
                 column_must_exist=ok and bool(runner.column), row_ids=ids_before,
                 readable_from=latest_before if runner.may_break_old_versions and not ok else 0)

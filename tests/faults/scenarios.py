@@ -13,7 +13,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-from lance_spark_ops.errors import InvalidInputError, UnsupportedError
+from lance_spark_ops.errors import InvalidInputError, LanceError, UnsupportedError
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults import faulty_fs
 from tests.faults.driver import run_job
@@ -149,6 +149,9 @@ def _in_process(runner: JobRunner, fault: str, root: str, exp: Expected, rng: ra
     if isinstance(exc, InvalidInputError | UnsupportedError):  # not a fault: the harness is broken
         STATS.violations.append(f"{label}: the job refused its input: {exc!r}")
         raise AssertionError(f"{label}: the job refused its input") from exc
+    if exc is not None and not isinstance(exc, LanceError):  # e.g. the fault's OSError, raw
+        STATS.violations.append(f"{label}: the job failed with an untyped error: {exc!r:.500}")
+        raise AssertionError(f"{label}: the job failed with an untyped error") from exc
     return _reported(metrics), exc is None and not _partial(metrics)
 
 

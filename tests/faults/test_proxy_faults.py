@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.proxy import PROXY_RUNNERS, run_proxy_scenario
+from tests.faults.proxy import PROXY_RUNNERS, STORM_OPTIONS, run_proxy_scenario
 from tests.s3.conftest import SlowS3, latency_proxy, moto_endpoint, s3, slow_s3  # noqa: F401 - fixtures
 
 JOBS = sorted(PROXY_RUNNERS)
@@ -54,4 +54,30 @@ def test_commit_reset_after_it_landed(job: str, tmp_path: Path, slow_s3: SlowS3)
 @pytest.mark.parametrize("job", [j for j in JOBS if j != "vacuum"])  # vacuum commits nothing
 def test_commit_reset_after_it_landed_every_job(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
     bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_LANDED, fired_at_least=1)
+    assert not bad, "\n".join(bad)
+
+
+# S3's 503 SlowDown on the commit's manifest PUT, more times than the client's own retries absorb
+# (botocore's cut to one retry, as in a storm: 2 tries in each of s3fs's 5, so the first put sees
+# 10): S3 said it stored nothing, so the commit is no CommitStateUnknown but retried after a
+# backoff, and lands
+COMMIT_REFUSED = [{"kind": "slowdown", "count": 12, "ops": ["PUT"], "path_contains": "/_versions/"}]
+
+
+@pytest.mark.parametrize("job", ["add_columns", "compact"])
+def test_commit_refused_by_slowdown_is_retried(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
+    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_REFUSED, fired_at_least=12,
+                             options=STORM_OPTIONS, must_commit=True)
+    assert not bad, "\n".join(bad)
+
+
+# every try of a data file's upload reset before it reached the server (botocore's two tries; s3fs
+# does not retry a connection error): the job fails with a LanceError naming the file (it raised botocore's
+# EndpointConnectionError / s3fs's OSError before), and the dataset is as it was
+UPLOAD_LOST = [{"kind": "reset", "count": 40, "ops": ["PUT"], "path_contains": "/data/"}]
+
+
+def test_failed_upload_is_a_typed_error(tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
+    bad = run_proxy_scenario("materialize_deletions", 0, tmp_path, slow_s3, faults=UPLOAD_LOST,
+                             fired_at_least=2, options=STORM_OPTIONS, must_fail=True)
     assert not bad, "\n".join(bad)

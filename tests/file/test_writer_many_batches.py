@@ -12,8 +12,8 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-import lance_spark_ops.file.writer as writer_module
 from lance_spark_ops import LanceFileWriter
+from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
 from tests.conftest import pylance_read
 
 
@@ -46,8 +46,9 @@ def _tiny_batches(table: pa.Table) -> list[pa.RecordBatch]:
 
 
 def _write(path: Path, table: pa.Table, batches: list[pa.RecordBatch], version: str, page_bytes: int,
-           how: str) -> str:
-    with LanceFileWriter(str(path), table.schema, version=version, page_bytes=page_bytes) as w:
+           how: str, tuning: FileTuning = DEFAULT_FILE_TUNING) -> str:
+    with LanceFileWriter(str(path), table.schema, version=version, page_bytes=page_bytes,
+                         tuning=tuning) as w:
         if how == "batches":
             for i in range(0, len(batches), 100):
                 w.write_batches(batches[i:i + 100])
@@ -59,17 +60,15 @@ def _write(path: Path, table: pa.Table, batches: list[pa.RecordBatch], version: 
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("how", ["batches", "write"])
-def test_merged_chunks_write_the_same_bytes(tmp_path: Path, version: str, how: str,
-                                            monkeypatch: pytest.MonkeyPatch) -> None:
+def test_merged_chunks_write_the_same_bytes(tmp_path: Path, version: str, how: str) -> None:
     table = _table(6000)
     batches = _tiny_batches(table)
-    assert len(batches) > 4 * writer_module.MERGE_CHUNKS
+    assert len(batches) > 4 * DEFAULT_FILE_TUNING.merge_chunks
     # small pages: cuts fall inside merged chunks, variable-width fields cut by their average width
     for page_bytes in (3000, 8 * 1024 * 1024):
         merged = _write(tmp_path / f"m{page_bytes}.lance", table, batches, version, page_bytes, how)
-        monkeypatch.setattr(writer_module, "MERGE_CHUNKS", 10**9)
-        kept = _write(tmp_path / f"k{page_bytes}.lance", table, batches, version, page_bytes, how)
-        monkeypatch.undo()
+        kept = _write(tmp_path / f"k{page_bytes}.lance", table, batches, version, page_bytes, how,
+                      FileTuning(merge_chunks=10**9))
         assert merged == kept
         assert pylance_read(tmp_path / f"m{page_bytes}.lance").equals(table)
 

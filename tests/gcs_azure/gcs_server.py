@@ -7,11 +7,16 @@ nothing else: the conditional-put tests then show that our client asks for the c
 reads GCS's 412 as a conflict. The emulator serves one request at a time, so the check and
 the create are atomic, as on GCS.
 
+It also answers every object listing whole, ignoring ``maxResults``; the launcher pages it as
+GCS documents (at most ``maxResults`` items and prefixes in name order, then a
+``nextPageToken`` that ``pageToken`` continues from), so request counts of listings are GCS's.
+
 Run: ``python gcs_server.py PORT``; prints ``ready`` once it listens; stops on SIGTERM.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import sys
 import threading
@@ -66,11 +71,40 @@ def _checked(handler: Any) -> Any:
     return run
 
 
+def _paged(handler: Any) -> Any:
+    """``objects.ls`` cut to ``maxResults`` entries after ``pageToken`` (the last name of the
+    previous page, in this emulator an opaque token as GCS's are)."""
+
+    def run(request: Any, response: Any, storage: Any, *args: Any, **kwargs: Any) -> Any:
+        out = handler(request, response, storage, *args, **kwargs)
+        limit = int((request.query.get("maxResults") or ["0"])[0] or 0)
+        token = (request.query.get("pageToken") or [""])[0]
+        if response.status != HTTPStatus.OK or (not limit and not token):
+            return out
+        body = json.loads(response._content)  # what objects.ls answered: every entry
+        entries = sorted([(i["name"], i) for i in body.get("items") or []]
+                         + [(p, None) for p in body.get("prefixes") or []], key=lambda e: e[0])
+        entries = [e for e in entries if e[0] > token]
+        page = {"kind": "storage#objects"}
+        if limit and len(entries) > limit:
+            entries = entries[:limit]
+            page["nextPageToken"] = entries[-1][0]
+        page["items"] = [i for _, i in entries if i is not None]
+        page["prefixes"] = [n for n, i in entries if i is None]
+        response.json(page)
+        return out
+
+    return run
+
+
 def _patch() -> None:
     creating = {objects.insert, objects.xml_upload}
+
+    def wrap(fn: Any) -> Any:
+        return _checked(fn) if fn in creating else _paged(fn) if fn is objects.ls else fn
+
     server.HANDLERS = tuple(
-        (regex, {method: _checked(fn) if fn in creating else fn for method, fn in handlers.items()})
-        for regex, handlers in server.HANDLERS
+        (regex, {method: wrap(fn) for method, fn in handlers.items()}) for regex, handlers in server.HANDLERS
     )
 
 

@@ -16,6 +16,7 @@ from lance_spark_ops.index.kinds import uuid_str
 from lance_spark_ops.index.scalar.bitmap import decode_tree_map, null_list_buffer
 from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.spark.indices.index_remap import frag_reuse_entry, index_entries, reuse_versions
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import build, queries, unindexed
 
@@ -98,14 +99,14 @@ def test_frag_reuse_index_matches_pylance(tmp_path: Path) -> None:
     assert m.old.size == 3600 and int(m.new[0]) == (5 << 32)
 
 
-def test_frag_reuse_details_external(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_frag_reuse_details_external(tmp_path: Path) -> None:
     """Details over the inline limit go to _indices/<uuid>/details.binpb, which pylance reads."""
     import lance
 
-    monkeypatch.setattr(frag_reuse, "INLINE_LIMIT", 64)
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, vector=VECTORS))
-    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True)
+    compact(None, uri, target_rows_per_fragment=1000, defer_index_remap=True,
+            tuning=Tuning(reuse_inline_bytes=64))
     entry = frag_reuse_entry(Dataset.open(uri))
     assert (Path(uri) / frag_reuse.details_path(entry)).is_file()
     assert len(reuse_versions(Dataset.open(uri))) == 1
@@ -141,8 +142,6 @@ def test_btree_lookup_nulls_nan_strings_bools(tmp_path: Path, monkeypatch: pytes
     page_data streams through the remap in one chunk or in chunks crossing page boundaries."""
     import lance
     import pyarrow as pa
-
-    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     n = 10_000
     f = np.random.default_rng(0).random(n)

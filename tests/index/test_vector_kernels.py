@@ -45,7 +45,7 @@ def test_compiled_selection_equals_numpy(metric: str, k_max: int, k_fill: int) -
 
 
 @pytest.mark.parametrize("dim", [4, 8, 16])
-def test_compiled_exact_assignment(dim: int, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_compiled_exact_assignment(dim: int) -> None:
     """The exact nearest centroid of narrow rows (``kmeans_kernels.nearest2``, as PQ codes
     are assigned) equals the float64 argmin (ties: the lowest id) and the GEMM path's, on
     rows at equal distance from two centroids and rows on a centroid."""
@@ -62,7 +62,6 @@ def test_compiled_exact_assignment(dim: int, monkeypatch: pytest.MonkeyPatch) ->
     np.testing.assert_array_equal(ids, np.argmin(d64, axis=1))
     np.testing.assert_allclose(dist, d64.min(axis=1), rtol=1e-4, atol=1e-4)
     assert ids[100] == 3
-    monkeypatch.setattr(kmeans, "KERNEL_MAX_DIM", 0)
-    gemm_ids, gemm_dist = kmeans.assign(x, c, "l2")
+    gemm_ids, gemm_dist = kmeans.assign(x, c, "l2", kernel_max_dim=0)
     np.testing.assert_array_equal(ids, gemm_ids)
     np.testing.assert_allclose(dist, gemm_dist, rtol=1e-4, atol=1e-4)

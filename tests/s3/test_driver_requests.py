@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.table.commit import handler as handler_mod
+from lance_spark_ops.table.commit.handler import PutIfNotExistsCommitHandler
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import ReserveFragments
 from lance_spark_ops.table.write import write_dataset
@@ -37,17 +37,19 @@ def _ops(slow: SlowS3) -> Counter:
 
 
 @pytest.fixture
-def small_page(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.setattr(handler_mod, "RECENT_PAGE", PAGE)
+def small_page() -> PutIfNotExistsCommitHandler:
+    """The default commit handler listing ``PAGE`` keys a page."""
+    return PutIfNotExistsCommitHandler(recent_page=PAGE)
 
 
-def test_open_latest_is_one_list_page_and_one_get(slow_s3: SlowS3, small_page: None) -> None:
+def test_open_latest_is_one_list_page_and_one_get(slow_s3: SlowS3,
+                                                  small_page: PutIfNotExistsCommitHandler) -> None:
     import lance
 
     uri = _versions(slow_s3, "many.lance", 10)
     theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
     slow_s3.proxy.reset()
-    ds = Dataset.open(uri, storage_options=slow_s3.options)
+    ds = Dataset.open(uri, storage_options=slow_s3.options, manifest_store=small_page)
     log = slow_s3.proxy.stats()["log"]
     assert _ops(slow_s3) == {"LIST": 1, "GET": 1}, log
     assert f"max-keys={PAGE}" in log[0][1]
@@ -55,21 +57,24 @@ def test_open_latest_is_one_list_page_and_one_get(slow_s3: SlowS3, small_page: N
     assert ds.to_table().equals(theirs.to_table())
 
 
-def test_open_a_known_version_is_one_get(slow_s3: SlowS3, small_page: None) -> None:
+def test_open_a_known_version_is_one_get(slow_s3: SlowS3,
+                                                  small_page: PutIfNotExistsCommitHandler) -> None:
     """A version asked for by number is read from its V2 name: one GET, no listing."""
     import lance
 
     uri = _versions(slow_s3, "old.lance", 10)
     slow_s3.proxy.reset()
-    ds = Dataset.open(uri, version=2, storage_options=slow_s3.options)
+    ds = Dataset.open(uri, version=2, storage_options=slow_s3.options, manifest_store=small_page)
     assert _ops(slow_s3) == {"GET": 1}
     theirs = lance.dataset(uri, version=2, storage_options=slow_s3.direct.options)
     assert ds.version == 2 and ds.to_table().equals(theirs.to_table())
-    assert Dataset.open(uri, version=9, storage_options=slow_s3.options).version == 9
+    nine = Dataset.open(uri, version=9, storage_options=slow_s3.options, manifest_store=small_page)
+    assert nine.version == 9
     assert ds.versions() == list(range(1, 11))
 
 
-def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3, small_page: None) -> None:
+def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3,
+                                                  small_page: PutIfNotExistsCommitHandler) -> None:
     """An append on the latest version lists one page; a commit read at version 3 checks the
     7 versions since (older than the page: the full listing); pylance reads both."""
     import lance
@@ -77,11 +82,11 @@ def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3, small_page: Non
     uri = _versions(slow_s3, "commit.lance", 10)
     slow_s3.proxy.reset()
     write_dataset(pa.table({"id": np.arange(100, 110, dtype=np.int64)}), uri, mode="append",
-                  storage_options=slow_s3.options)
+                  storage_options=slow_s3.options, manifest_store=small_page)
     assert _ops(slow_s3)["LIST"] == 2  # the open and the commit, one page each
-    old = Dataset.open(uri, version=3, storage_options=slow_s3.options)
+    old = Dataset.open(uri, version=3, storage_options=slow_s3.options, manifest_store=small_page)
     new = old.commit(ReserveFragments(2), 3)
-    eleven = Dataset.open(uri, version=11, storage_options=slow_s3.options)
+    eleven = Dataset.open(uri, version=11, storage_options=slow_s3.options, manifest_store=small_page)
     assert new.version == 12 and new.max_fragment_id == eleven.max_fragment_id + 2
     theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
     assert theirs.version == 12 and theirs.count_rows() == 110

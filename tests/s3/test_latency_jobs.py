@@ -182,6 +182,53 @@ def test_create_inverted_index(slow_s3: SlowS3) -> None:
         assert got and sorted(got) == sorted(want), q
 
 
+@pytest.mark.spark
+@pytest.mark.parametrize("where", ["driver", "executor"])
+def test_create_btree_index(spark, slow_s3: SlowS3, where: str,  # type: ignore[no-untyped-def]
+                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """BTREE on ``id`` through the proxy, built on the driver (one small part on an object store:
+    no Spark stage) and in a Spark task (``driver_index_rows=0``): each data file (~0.8 MB, four
+    columns) read as its footer and then the column's pages - at most 2 ranged GETs and under a
+    quarter of its bytes, never whole - and no HEAD; pylance's ``index_stats`` equal its own
+    twin's, and its equality and range answers through our index equal a scan and its twin's."""
+    from lance_spark_ops.spark.indices.indexing import create_index
+    from lance_spark_ops.spark.runtime.job import Job
+    from lance_spark_ops.spark.runtime.tuning import Tuning
+
+    stages: list[str] = []
+    run_tasks = Job.run_tasks
+    monkeypatch.setattr(Job, "run_tasks", lambda self, tasks, fn, costs=None: stages.append(fn.__name__)
+                        or run_tasks(self, tasks, fn, costs))
+    ours, theirs = _twins(slow_s3, f"bt-{where}", n=16_000, per_file=8_000)
+    _pylance(slow_s3, theirs).create_scalar_index("id", "BTREE", name="id_idx")
+    files = {f.data_files()[0].path.rsplit("/", 1)[-1]: f.data_files()[0].file_size_bytes
+             for f in _pylance(slow_s3, ours).get_fragments()}
+    assert len(files) == 2 and min(files.values()) > 512 * 1024, files
+    slow_s3.proxy.reset()
+    m = create_index(spark, ours, "id", "BTREE", name="id_idx", storage_options=slow_s3.options,
+                     tuning=Tuning(driver_index_rows=0) if where == "executor" else None)
+    st = _counted(slow_s3)
+    assert stages == ([] if where == "driver" else ["run_part_and_merge"]), stages
+    reads = _data_reads(st)
+    assert set(reads) == set(files) and max(reads.values()) <= 2, reads
+    got_bytes: Counter = Counter()
+    for op, path, rng in st["log"]:
+        if op == "GET" and "/data/" in path:
+            assert rng.startswith("bytes="), (path, rng)  # never the whole object
+            lo, hi = (int(x) for x in rng[len("bytes="):].split("-"))
+            got_bytes[path.rsplit("/", 1)[1]] += hi - lo + 1
+    assert all(got_bytes[f] < size // 4 for f, size in files.items()), (got_bytes, files)
+    _no_size_requests(st)
+    a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
+    assert a.version == m.new_version
+    assert _index_stats(a, "id_idx") == _index_stats(b, "id_idx")
+    for filt in ("id = 7", "id = 13", "id = 15999", "id >= 7990 AND id < 8030", "id < 40"):
+        assert "ScalarIndexQuery" in a.scanner(filter=filt).explain_plan()
+        got = _sorted(a.to_table(columns=["id", "val"], filter=filt))
+        assert got.equals(_sorted(a.to_table(columns=["id", "val"], filter=filt, use_scalar_index=False)))
+        assert got.equals(_sorted(b.to_table(columns=["id", "val"], filter=filt))), filt
+
+
 def test_create_ivf_pq_index(slow_s3: SlowS3) -> None:
     """IVF_PQ through the proxy (its training sample, assignment and storage passes): no data
     file read more than 3 times, no HEAD; pylance probing every partition and refining answers

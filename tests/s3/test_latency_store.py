@@ -173,6 +173,42 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).list("") == ["big.bin"]
 
 
+@pytest.mark.parametrize("landed", [True, False])
+def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
+                                                      landed: bool) -> None:
+    """S3 answers a retried CompleteMultipartUpload whose first try landed (its answer lost) with
+    NoSuchUpload, which s3fs raises as a bare FileNotFoundError (moto completes twice, so the
+    answer is simulated): the object with this upload's ETag is the upload's, and close
+    succeeds; without it close fails with a LanceError naming the object, not FileNotFoundError."""
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.io import remote
+
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    call = remote.S3Upload._call
+
+    async def completes_then_lost(self, method, **kwargs):  # type: ignore[no-untyped-def]
+        if method == "complete_multipart_upload":
+            if landed:
+                await call(self, method, **kwargs)
+            raise FileNotFoundError(f"NoSuchUpload: {self.path}")
+        return await call(self, method, **kwargs)
+
+    monkeypatch.setattr(remote.S3Upload, "_call", completes_then_lost)
+    store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    payload = np.random.default_rng(2).integers(0, 255, 12 << 20, dtype=np.uint8).tobytes()
+    out = store.open_output("big.bin")
+    out.write(payload)
+    direct = ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options)
+    if landed:
+        out.close()
+        assert direct.read("big.bin") == payload
+    else:
+        with pytest.raises(LanceError) as e:
+            out.close()
+        assert e.value.path is not None and e.value.path.endswith("mp/big.bin")
+        assert direct.list("") == []
+
+
 def _faulty_compaction(slow: SlowS3, name: str, faults: list[dict], extra: dict | None = None) -> dict:
     import lance
 
@@ -213,3 +249,47 @@ def test_compaction_through_more_faults(slow_s3: SlowS3, faults: list[dict]) -> 
     timeouts = {"config_kwargs": {"read_timeout": 1, "connect_timeout": 1}}  # s3fs's own: held -> retried
     st = _faulty_compaction(slow_s3, "more.lance", faults, timeouts)
     assert sum(st["faults"].values()) == sum(f["count"] for f in faults)
+
+
+def test_prefetch_holds_only_what_is_ahead(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A prefetch of 12 objects of 1 MiB within a 4 MiB share: never more held than the share,
+    each object fetched with one GET, the released ones dropped at once (their room goes to
+    the next), one released before its fetch started never fetched."""
+    from lance_spark_ops.io.budget import upload_share
+
+    monkeypatch.setenv("LSO_IO_MAX_BYTES", str(8 << 20))
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    rng = np.random.default_rng(1)
+    blobs = {f"o{i:02d}": rng.integers(0, 255, 1 << 20, dtype=np.uint8).tobytes() for i in range(12)}
+    writer = ObjectStore(slow_s3.uri("pf"), slow_s3.direct.options)
+    for name, data in blobs.items():
+        writer.write(name, data)
+    store = ObjectStore(slow_s3.uri("pf"), slow_s3.options)
+    assert upload_share(store.budget) == 15 << 20  # three parts: the prefetch gets what is left
+    monkeypatch.setenv("LSO_IO_MAX_BYTES", str(19 << 20))
+    store = ObjectStore(slow_s3.uri("pf"), slow_s3.options)
+    slow_s3.proxy.reset()
+    store.prefetch([(n, len(b)) for n, b in blobs.items()])
+    p = store._prefetcher  # noqa: SLF001 - the bound is the point
+    assert p.max_bytes == 4 << 20
+    names = list(blobs)
+    store.release([names[-1]])  # the task will not read it after all
+    for name in names[:-1]:
+        assert p._bytes <= p.max_bytes  # noqa: SLF001
+        assert bytes(store.read(name)) == blobs[name]
+        store.release([name])
+        assert name not in p._held  # noqa: SLF001
+    assert _by_op(slow_s3.proxy.stats()["log"], "/pf/") == {"GET": 11}
+    store.stop_prefetch()
+
+
+def test_upload_window_within_its_share() -> None:
+    """An upload's parts in flight (each held twice while sent) and the part being filled fit
+    in its share of the byte budget, at least one part in flight."""
+    from lance_spark_ops.io.budget import MIB, IOBudget, upload_share, upload_window
+
+    for max_bytes, part, window in [(128 * MIB, 8 * MIB, 3), (32 * MIB, 8 * MIB, 1), (1 << 30, 8 * MIB, 31),
+                                    (16 * MIB, 5 * MIB, 1)]:
+        b = IOBudget(32, max_bytes, part)
+        assert upload_window(b) == window
+        assert window == 1 or (2 * window + 1) * part <= upload_share(b) <= max(max_bytes // 2, 3 * part)

@@ -210,8 +210,7 @@ def test_binary_copy_without_deletions(tmp_path: Path, version: str, stable: boo
 @pytest.mark.parametrize("mode", ["try_binary_copy", "force_binary_copy"])
 @pytest.mark.parametrize("run_rows", [None, 300])
 def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, version: str, stable: bool,
-                                                            mode: str, run_rows: int | None,
-                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+                                                            mode: str, run_rows: int | None) -> None:
     """Many small pages and clustered deletions: pages without deleted rows are moved, the
     few holding some are re-encoded (neighbouring ones decoded together, in runs cut at
     ``run_rows`` rows when given), a struct field (several columns) is re-encoded whole;
@@ -221,11 +220,11 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
     import lance
     import numpy as np
 
-    from lance_spark_ops.file import writer
+    from lance_spark_ops.file.tuning import FileTuning
+    from lance_spark_ops.spark.runtime.tuning import Tuning
     from lance_spark_ops.table.write import write_dataset
 
-    if run_rows is not None:
-        monkeypatch.setattr(writer, "_REENCODE_ROWS", run_rows)
+    tuning = Tuning() if run_rows is None else Tuning(file=FileTuning(reencode_rows=run_rows))
 
     uri = str(tmp_path / "ds")
     rng = np.random.default_rng(1)
@@ -247,7 +246,7 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
     ds = lance.dataset(uri)
     ds.delete("(id >= 3000 AND id < 3050) OR id = 200500 OR (id >= 211000 AND id < 211990)")
     before = lance.dataset(uri).to_table(with_row_id=True)
-    m = compact(None, uri, target_rows_per_fragment=100_000, compaction_mode=mode)
+    m = compact(None, uri, target_rows_per_fragment=100_000, compaction_mode=mode, tuning=tuning)
     after = lance.dataset(uri).to_table(with_row_id=True)
     cols = ["id", "f", "s", "l", "v", "st"]
     if stable:

@@ -215,21 +215,22 @@ def test_spark_job_descriptions_name_phase_and_batch(spark, tmp_path: Path, monk
 
 
 @pytest.mark.parametrize("window", [1, 10**9])
-def test_binary_copy_windows_of_one_page_or_all(tmp_path: Path, monkeypatch, window: int) -> None:
+def test_binary_copy_windows_of_one_page_or_all(tmp_path: Path, window: int) -> None:
     """Pages are moved in read windows (here one page each, or every page of a file at once),
     pages holding deleted rows re-encoded between them: pylance reads the rows it read before."""
     import lance
 
-    from lance_spark_ops.file import writer as writer_mod
+    from lance_spark_ops.file.tuning import FileTuning
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     uri = str(tmp_path / "ds")
     _plain(uri, 4, rows=300, version="2.2")
     lance.dataset(uri).delete("id % 300 < 20 AND id < 300")
     before = _rows(uri)
-    monkeypatch.setattr(writer_mod, "_COPY_WINDOW", window)
     # force: fragment 0's only page per column holds deleted rows; try_binary_copy would re-encode
     # that fragment in a run (nothing of it moves), force re-encodes its pages in place
-    m = compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="force_binary_copy")
+    m = compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="force_binary_copy",
+                tuning=Tuning(file=FileTuning(copy_window=window)))
     assert m.fragments_binary_copied == 4
     assert m.pages_binary_copied > 0 and m.pages_reencoded_for_deletions > 0
     assert _rows(uri) == before

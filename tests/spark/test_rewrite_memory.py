@@ -1,5 +1,5 @@
 """A rewrite task over many tiny fragments holds a bounded number of them at once
-(``spark.files.rewrite_tasks.FRAGMENT_CHUNK``): its peak traced allocation must not grow with the
+(``Tuning.fragment_chunk``): its peak traced allocation must not grow with the
 fragment count,
 and its files must be the bytes a task taking up every fragment at once writes."""
 
@@ -12,10 +12,10 @@ import numpy as np
 import pyarrow as pa
 import pytest
 
-from lance_spark_ops.file import writer
+from lance_spark_ops.file.tuning import FileTuning
 from lance_spark_ops.spark.files import rewrite_tasks as rewrite
 from lance_spark_ops.spark.runtime.runner import TaskContext
-from lance_spark_ops.table import paths
+from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING
 from lance_spark_ops.table.dataset import Dataset
 from tests.spark.datasets import data_file_names, new_file_hashes
 
@@ -33,18 +33,21 @@ def _tiny_fragments(uri: str, fragments: int, stable: bool) -> None:
     lance.dataset(uri).delete("id % 7 = 2")  # deletion files on most fragments
 
 
-def _task(uri: str, job: str, sliced: bool = True) -> tuple[rewrite.RewriteSpec, TaskContext]:
-    """A task rewriting every fragment of ``uri``, with its manifest slice as the driver makes it."""
+def _task(uri: str, job: str, sliced: bool = True,
+          **tuning: object) -> tuple[rewrite.RewriteSpec, TaskContext]:
+    """A task rewriting every fragment of ``uri``, with its manifest slice as the driver makes it
+    (``tuning``: the spec's tuning fields, as a job's ``Tuning`` sets them)."""
     ds = Dataset.open(uri)
     ids = tuple(ds.manifest.fragment_columns().id.tolist())
-    slc = ds.fragment_slice(ids, rewrite.FRAGMENT_CHUNK) if sliced else None
-    spec = rewrite.RewriteSpec(uri, ds.version, ids, "2.2", 10**9, manifest_slice=slc)
+    chunk = tuning.get("fragment_chunk", DEFAULT_TUNING.fragment_chunk)
+    slc = ds.fragment_slice(ids, chunk) if sliced else None
+    spec = rewrite.RewriteSpec(uri, ds.version, ids, "2.2", 10**9, manifest_slice=slc, **tuning)
     return spec, TaskContext(job, 0, "0")
 
 
-def _peak(uri: str, job: str) -> tuple[int, rewrite.RewriteResult]:
+def _peak(uri: str, job: str, **tuning: object) -> tuple[int, rewrite.RewriteResult]:
     """Peak traced bytes of a rewrite of every fragment of ``uri``, opening the dataset included."""
-    spec, ctx = _task(uri, job)
+    spec, ctx = _task(uri, job, **tuning)
     rewrite._OPENED.clear()  # noqa: SLF001
     tracemalloc.start()
     try:
@@ -55,31 +58,39 @@ def _peak(uri: str, job: str) -> tuple[int, rewrite.RewriteResult]:
         tracemalloc.stop()
 
 
+def _peaks(small: str, large: str) -> tuple[int, int, int, int]:
+    """Peak traced bytes and rows written of a rewrite of ``small`` and of ``large``, every bound
+    on what a task holds scaled down from thousands to 16 (fragments taken up, fragments read
+    together, buffered chunks before a merge, checked paths remembered)."""
+    bounds = {"fragment_chunk": 16, "run_fragments": 16, "paths_kept": 16,
+              "file_tuning": FileTuning(merge_chunks=16)}
+    _peak(small, "warm", **bounds)  # module caches (parsed schemas, twin files) filled
+    p1, r1 = _peak(small, "small", **bounds)
+    p4, r4 = _peak(large, "large", **bounds)
+    return p1, p4, r1.rows_written, r4.rows_written
+
+
 @pytest.mark.parametrize("stable", [False, True])
-def test_peak_memory_flat_in_fragment_count(tmp_path: Path, monkeypatch: pytest.MonkeyPatch,
-                                            stable: bool) -> None:
+def test_peak_memory_flat_in_fragment_count(tmp_path: Path, stable: bool) -> None:
+    import multiprocessing
+    from concurrent.futures import ProcessPoolExecutor
+
     import lance
 
-    # every bound on what a task holds, scaled down from thousands to 16 (fragments taken up,
-    # fragments read together, buffered chunks before a merge, checked paths remembered)
-    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
-    monkeypatch.setattr(rewrite, "_MAX_RUN", 16)
-    monkeypatch.setattr(writer, "MERGE_CHUNKS", 16)
-    monkeypatch.setattr(paths, "_PASSED_KEPT", 16)
     small, large = str(tmp_path / "small"), str(tmp_path / "large")
     _tiny_fragments(small, 150, stable)
     _tiny_fragments(large, 600, stable)
-    _peak(small, "warm")  # module caches (parsed schemas, twin files) filled
-    p1, r1 = _peak(small, "small")
-    p4, r4 = _peak(large, "large")
-    assert (r1.rows_written, r4.rows_written) == (lance.dataset(small).count_rows(),
-                                                  lance.dataset(large).count_rows())
+    # measured in a fresh process: tracemalloc counts every thread's allocations, and threads
+    # earlier tests leave behind (fsspec's event loop, emulator clients) allocate at any time
+    with ProcessPoolExecutor(1, mp_context=multiprocessing.get_context("spawn")) as pool:
+        p1, p4, r1, r4 = pool.submit(_peaks, small, large).result(timeout=600)
+    assert (r1, r4) == (lance.dataset(small).count_rows(), lance.dataset(large).count_rows())
     # ~2.5 KB per fragment held when a task took up all of its fragments at once: 450 more
     # fragments were > 1 MB more
     assert p4 - p1 < 200_000, (p1, p4)
 
 
-def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path) -> None:
     """Fragments taken up 7 at a time, the writer's buffered chunks merged every 3: the files
     and row ids of one pass over all fragments with nothing merged."""
     import lance
@@ -87,15 +98,12 @@ def test_chunks_write_the_bytes_of_one_pass(tmp_path: Path, monkeypatch: pytest.
     uri = str(tmp_path / "src")
     _tiny_fragments(uri, 300, True)
     names = data_file_names(uri)
-    spec, ctx = _task(uri, "one")
-    monkeypatch.setattr(writer, "MERGE_CHUNKS", 10**9)
-    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 10**9)
-    one = rewrite.run_rewrite(spec, ctx)
+    one = rewrite.run_rewrite(*_task(uri, "one", fragment_chunk=10**9,
+                                     file_tuning=FileTuning(merge_chunks=10**9)))
     hashes_one = new_file_hashes(uri, names)
-    monkeypatch.setattr(writer, "MERGE_CHUNKS", 3)
-    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 7)
     names2 = data_file_names(uri)
-    chunked = rewrite.run_rewrite(spec, TaskContext("chunked", 0, "0"))
+    chunked = rewrite.run_rewrite(*_task(uri, "chunked", fragment_chunk=7,
+                                         file_tuning=FileTuning(merge_chunks=3)))
     assert new_file_hashes(uri, names2) == hashes_one
     assert [f.row_id_meta for f in chunked.new_fragments] == [f.row_id_meta for f in one.new_fragments]
     assert [f.created_at_version_meta for f in chunked.new_fragments] == \
@@ -115,13 +123,12 @@ def test_a_sliced_task_reads_only_its_fragments(tmp_path: Path, monkeypatch: pyt
 
     uri = str(tmp_path / "src")
     _tiny_fragments(uri, 120, True)
-    monkeypatch.setattr(rewrite, "FRAGMENT_CHUNK", 16)
     names = data_file_names(uri)
-    whole, ctx = _task(uri, "whole", sliced=False)
+    whole, ctx = _task(uri, "whole", sliced=False, fragment_chunk=16)
     one = rewrite.run_rewrite(whole, ctx)
     hashes = new_file_hashes(uri, names)
 
-    sliced, ctx = _task(uri, "sliced")
+    sliced, ctx = _task(uri, "sliced", fragment_chunk=16)
     assert len(sliced.manifest_slice.chunks) == 8  # 120 neighbours, 16 at a time
     opened: list[str] = []
     real_open = Dataset.open.__func__

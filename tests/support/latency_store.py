@@ -26,6 +26,7 @@ import struct
 import subprocess
 import sys
 import threading
+import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
@@ -44,11 +45,15 @@ FAULT_KINDS = ("slowdown", "timeout", "reset")
 
 def classify(method: str, target: str, headers: dict[str, str]) -> str:
     """The S3 operation of a request: LIST, GET, HEAD, PUT, PUT_PART, COPY, CREATE_MPU,
-    COMPLETE_MPU, ABORT_MPU, DELETE_OBJECTS (batched), DELETE, or the method."""
+    COMPLETE_MPU, ABORT_MPU, DELETE_OBJECTS (batched), DELETE, or the method (GCS's and Azure's
+    listings are LIST too)."""
     parts = urlsplit(target)
     query = parse_qs(parts.query, keep_blank_values=True)
     key = parts.path.lstrip("/").partition("/")[2]
     if method == "GET":
+        gcs_list = parts.path.startswith("/storage/v1/b/") and parts.path.endswith("/o")
+        if gcs_list or query.get("comp") == ["list"]:  # GCS's JSON-API objects.list, Azure's List Blobs
+            return "LIST"
         return "LIST" if not key or "list-type" in query or "uploads" in query else "GET"
     if method == "HEAD":
         return "HEAD"
@@ -96,6 +101,8 @@ class _Stats:
     bytes_out: Counter = field(default_factory=Counter)  # response bodies, by method
     faults: Counter = field(default_factory=Counter)
     log: list = field(default_factory=list)  # (op, path, range header) per request, when logging
+    # when logging: [op, path, range, start, end] per request, wall-clock seconds (a timeline)
+    timeline: list = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
 
@@ -103,7 +110,7 @@ class _Stats:
         return {"requests": dict(self.requests), "ops": dict(self.ops), "bytes_in": dict(self.bytes_in),
                 "bytes_out": dict(self.bytes_out), "faults": dict(self.faults),
                 "total": sum(self.requests.values()), "max_in_flight": self.max_in_flight,
-                "log": list(self.log)}
+                "log": list(self.log), "timeline": list(self.timeline)}
 
 
 async def _read_body(reader: asyncio.StreamReader, headers: dict[str, str]) -> bytes:
@@ -324,9 +331,12 @@ class LatencyProxy:
                     st.requests[method] += 1
                     st.ops[op] += 1
                     st.bytes_in[method] += len(body)
+                    entry = None
                     if self.logging:
                         # a listing's prefix and page are in its query: logged whole (still URL-encoded)
                         st.log.append((op, target if op == "LIST" else path, headers.get("range", "")))
+                        entry = [*st.log[-1], time.time() - (loop.time() - t0), None]
+                        st.timeline.append(entry)
                     st.in_flight += 1
                     st.max_in_flight = max(st.max_in_flight, st.in_flight)
                 try:
@@ -376,6 +386,8 @@ class LatencyProxy:
                 finally:
                     with self._lock:
                         self._stats.in_flight -= 1
+                        if entry is not None:
+                            entry[4] = time.time()
         except (ConnectionError, asyncio.IncompleteReadError, asyncio.CancelledError):
             return
         finally:

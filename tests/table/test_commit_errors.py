@@ -14,6 +14,7 @@ from lance_spark_ops.errors import (
     InvalidInputError,
     NotFoundError,
     UnsupportedError,
+    WriteRefused,
 )
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit import PutIfNotExistsCommitHandler, commit_transaction
@@ -136,6 +137,58 @@ def test_retries_exhausted(tmp_path: Path) -> None:
         commit_transaction(uri, Append([pylance_fragment(uri, table(3, 500), "2.0")]), 1,
                            manifest_store=_AlwaysLoses(), max_retries=2)
     assert _listing(uri, "_transactions") == txns
+
+
+class _RefusedButLandsLate(PutIfNotExistsCommitHandler):
+    """The store answers 503 (refused) to the first put and says nothing is there when read
+    back, but an earlier try of the client's lands after that (before the next attempt)."""
+
+    def __init__(self) -> None:
+        self.late: tuple | None = None
+        self.puts = 0
+
+    def commit(self, store, version, scheme, data):  # type: ignore[no-untyped-def]
+        self.puts += 1
+        if self.puts == 1:
+            self.late = (store, version, scheme, data)
+            raise WriteRefused("SlowDown", path=store.uri(scheme.manifest_path(version)))
+        return super().commit(store, version, scheme, data)
+
+    def landed(self, store, version, scheme, data):  # type: ignore[no-untyped-def]
+        found = super().landed(store, version, scheme, data)
+        if self.late is not None:  # the late put lands now, after the read-back found nothing
+            st, v, sc, d = self.late
+            self.late = None
+            st.put_if_not_exists(sc.manifest_path(v), d)
+        return found
+
+
+class _AlwaysRefused(PutIfNotExistsCommitHandler):
+    def commit(self, store, version, scheme, data):  # type: ignore[no-untyped-def]
+        raise WriteRefused("SlowDown", path=store.uri(scheme.manifest_path(version)))
+
+
+def test_refused_put_is_retried_and_a_late_landing_is_ours(tmp_path: Path) -> None:
+    """A refused put (S3 503) is retried after a backoff; when an earlier try of it landed
+    late, the next attempt finds our transaction as that version and returns it, instead of
+    committing the operation a second time."""
+    uri = _ds(tmp_path)
+    handler = _RefusedButLandsLate()
+    ds = commit_transaction(uri, Append([pylance_fragment(uri, table(3, 500), "2.0")]), 1,
+                            manifest_store=handler)
+    assert ds.version == 2 and handler.puts == 1  # found, not put again as version 3
+    assert Dataset.open(uri).versions() == [1, 2]
+    assert_same_as_pylance(uri)
+
+
+def test_refusals_exhausted_are_a_known_failure(tmp_path: Path) -> None:
+    uri = _ds(tmp_path)
+    txns = _listing(uri, "_transactions")
+    with pytest.raises(CommitError, match="refused") as e:
+        commit_transaction(uri, Append([pylance_fragment(uri, table(3, 500), "2.0")]), 1,
+                           manifest_store=_AlwaysRefused(), max_retries=2)
+    assert not isinstance(e.value, CommitStateUnknown | CommitConflict)
+    assert _listing(uri, "_transactions") == txns  # cleaned up: nothing of it landed
 
 
 def test_bad_read_version_and_arguments(tmp_path: Path) -> None:

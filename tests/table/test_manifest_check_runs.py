@@ -63,10 +63,9 @@ class _Spy:
 
 def test_fragments_are_checked_a_run_at_a_time(pylance_dataset, monkeypatch: pytest.MonkeyPatch) -> None:
     pb, body = _many(pylance_dataset)
-    monkeypatch.setattr(manifest_module, "_CHECK_BYTES", 16 * 1024, raising=False)
     spy = _Spy()
     monkeypatch.setattr(manifest_module, "table_pb2", spy)
-    manifest = parse_manifest_file(_file(body)).manifest
+    manifest = parse_manifest_file(_file(body), check_bytes=16 * 1024).manifest
     assert "_fragment_source" in manifest.__dict__  # the bulk path was taken
     largest_fragment = max(f.ByteSize() for f in pb.fragments) + 3
     runs = [n for n in spy.sizes if n > 1024]  # (the manifest without its fragments is smaller)
@@ -77,8 +76,7 @@ def test_fragments_are_checked_a_run_at_a_time(pylance_dataset, monkeypatch: pyt
 
 
 @pytest.mark.parametrize("where", [0, FRAGMENTS // 2, FRAGMENTS - 1])
-def test_a_bad_fragment_in_any_run_is_refused_at_open(pylance_dataset, monkeypatch: pytest.MonkeyPatch,
-                                                      where: int) -> None:
+def test_a_bad_fragment_in_any_run_is_refused_at_open(pylance_dataset, where: int) -> None:
     pb, _ = _many(pylance_dataset)
     path = pb.fragments[where].files[0].path
     pb.fragments[where].files[0].path = "\u00e9" * (len(path.encode()) // 2)  # same byte length
@@ -86,7 +84,6 @@ def test_a_bad_fragment_in_any_run_is_refused_at_open(pylance_dataset, monkeypat
                                           b"\xff\xfe" * (len(path.encode()) // 2))  # not UTF-8
     with pytest.raises(Exception):  # noqa: B017, PT011 - the protobuf library refuses it as well
         table_pb2.Manifest.FromString(body)
-    monkeypatch.setattr(manifest_module, "_CHECK_BYTES", 16 * 1024, raising=False)
     with pytest.raises(CorruptFileError, match="does not parse") as e:
-        parse_manifest_file(_file(body), "the/manifest")
+        parse_manifest_file(_file(body), "the/manifest", check_bytes=16 * 1024)
     assert e.value.path == "the/manifest"

@@ -69,6 +69,7 @@ from lance_spark_ops.encoding.compression.buffer_compression import decompress_b
 from lance_spark_ops.encoding.compression.contexts import CodecEncoders
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
 from lance_spark_ops.encoding.compression.strategy import Codec
+from lance_spark_ops.encoding.tuning import codec_tuning
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError, UnsupportedError
 
 BLOCK = 1024
@@ -610,7 +611,7 @@ def _inline_pack_rows(
     Consecutive chunks of one width are contiguous in the output, so each such run is packed
     and copied into its slice of it (a 2-D view past the width words; packing straight into
     that strided view measured slower). When widths change too
-    often for that (more runs than ``_MAX_RUNS``), each width is packed once over all its
+    often for that (more runs than ``CodecTuning.bitpack_max_runs``), each width is packed once over all its
     blocks (``all_rows()[sel]``) and scattered."""
     t_bits = dt.itemsize * 8
     lanes = BLOCK // t_bits
@@ -620,7 +621,7 @@ def _inline_pack_rows(
     if not len(widths):
         return out, sizes
     bounds = np.flatnonzero(np.diff(widths)) + 1
-    if len(bounds) < _MAX_RUNS:
+    if len(bounds) < codec_tuning().bitpack_max_runs:
         for i, j in zip(np.r_[0, bounds].tolist(), np.r_[bounds, len(widths)].tolist(), strict=True):
             w = int(widths[i])
             run = out[starts[i] : starts[i] + (j - i) * (1 + w * lanes)].reshape(j - i, 1 + w * lanes)
@@ -638,10 +639,6 @@ def _inline_pack_rows(
             each = np.full(len(sel), nwords, dtype=np.int64)
             scatter_ragged(out, starts[sel] + 1, packed, exclusive_cumsum(each), each)
     return out, sizes
-
-
-# Above this many runs of equal chunk widths, _inline_pack_rows packs per width instead.
-_MAX_RUNS = 64
 
 
 def _value_rows(values: np.ndarray) -> Callable[[int, int], np.ndarray]:

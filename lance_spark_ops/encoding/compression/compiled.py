@@ -2,31 +2,31 @@
 
 numba costs ~0.1 s to import and each kernel ~0.05 s to load from its cache (seconds to
 compile the first time on a machine), once per process. So the first input of
-``MIN_BYTES`` loads them (a process that only meets small pages never does), and once
-loaded they take every input of ``LOADED_MIN_BYTES`` or more. Without numba installed,
-or with ``LSO_NO_COMPILED=1``, everything runs on the numpy code (``kernels.load``).
+``CodecTuning.compiled_min_bytes`` loads them (a process that only meets small pages never
+does), and once loaded they take every input of ``compiled_loaded_min_bytes`` or more.
+Without numba installed, or with ``LSO_NO_COMPILED=1``, everything runs on the numpy code
+(``kernels.load``).
 """
 
 from __future__ import annotations
 
-import os
 from types import ModuleType
 
 import numpy as np
 
+from lance_spark_ops.encoding.tuning import CodecTuning, codec_tuning
 from lance_spark_ops.kernels import load
-
-MIN_BYTES = int(os.environ.get("LSO_COMPILED_MIN_BYTES", 1 << 20))  # an input this big loads the kernels
-LOADED_MIN_BYTES = 4096  # ... which then take inputs from this size
 
 _loaded: list[ModuleType | None] = []
 
 
-def fsst_kernels(nbytes: int) -> ModuleType | None:
-    """The compiled FSST kernels when an input of ``nbytes`` should use them, else None."""
+def fsst_kernels(nbytes: int, tuning: CodecTuning | None = None) -> ModuleType | None:
+    """The compiled FSST kernels when an input of ``nbytes`` should use them, else None
+    (``tuning``: the thresholds; None: the process's)."""
+    t = codec_tuning(tuning)
     if _loaded:
-        return _loaded[0] if nbytes >= LOADED_MIN_BYTES else None
-    return load_kernels() if nbytes >= MIN_BYTES else None
+        return _loaded[0] if nbytes >= t.compiled_loaded_min_bytes else None
+    return load_kernels() if nbytes >= t.compiled_min_bytes else None
 
 
 def load_kernels() -> ModuleType | None:

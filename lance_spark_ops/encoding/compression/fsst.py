@@ -91,15 +91,13 @@ from lance_spark_ops.encoding.compression.contexts import CodecEncoders
 from lance_spark_ops.encoding.compression.encoded import CodecLookup, CompressionParams, MiniBlockCompressed
 from lance_spark_ops.encoding.compression.strategy import Codec
 from lance_spark_ops.encoding.compression.variable import offset_bits, value_bounds
+from lance_spark_ops.encoding.tuning import CodecTuning, codec_tuning
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 
 FSST_MAGIC = 0x46535354
 FSST_ESC = 255
 SYMBOL_TABLE_SIZE = 8 + 256 * 8 + 256
 FSST_LEAST_INPUT_SIZE = 32 * 1024  # smaller inputs are stored as is (encoder switch off)
-# the compiled decoder expands into 8 bytes per code (untouched pages cost no memory) up to
-# this, and sizes its output in a first pass beyond it
-ONE_PASS_MAX_BYTES = 256 << 20
 
 
 @dataclass(frozen=True)
@@ -150,11 +148,13 @@ def parse_symbol_table(raw: bytes) -> SymbolTable:
 
 
 def _expand_compiled(kernels: ModuleType, table: SymbolTable, src: np.ndarray, lo: np.ndarray,
-                     hi: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+                     hi: np.ndarray, tuning: CodecTuning | None = None) -> tuple[np.ndarray, np.ndarray]:
     """The strings ``src[lo[i]:hi[i]]`` expanded by the compiled decoder: (bytes, int64
-    offsets from 0), with its errors raised."""
+    offsets from 0), with its errors raised. It expands into 8 bytes per code (untouched
+    pages cost no memory) up to ``fsst_one_pass_max_bytes``, and sizes its output in a first
+    pass beyond it."""
     capacity = 8 * int((hi - lo).sum())  # no code expands to more than 8 bytes
-    if capacity > ONE_PASS_MAX_BYTES:  # size the output exactly first
+    if capacity > codec_tuning(tuning).fsst_one_pass_max_bytes:  # size the output exactly first
         capacity, _, _ = kernels.expanded_size(src, lo, hi, table.lens, table.n_symbols)
     out, offsets, err, at = kernels.decompress(src, lo, hi, table.symbols64, table.lens, table.n_symbols,
                                                capacity)
@@ -189,9 +189,10 @@ def _member(values: np.ndarray, sorted_set: np.ndarray) -> np.ndarray:
 
 
 def fsst_decompress(
-    table: SymbolTable, data: np.ndarray, offsets: np.ndarray
+    table: SymbolTable, data: np.ndarray, offsets: np.ndarray, tuning: CodecTuning | None = None
 ) -> tuple[np.ndarray, np.ndarray]:
-    """Decode the strings ``data[offsets[i]:offsets[i + 1]]``; returns (bytes, offsets from 0).
+    """Decode the strings ``data[offsets[i]:offsets[i + 1]]``; returns (bytes, offsets from 0)
+    (``tuning``: the compiled decoder's thresholds; None: the process's).
 
     Codes become tokens (an escape and its literal fold into token 256 + literal); one
     Arrow ``take`` of the tokens from the 512-entry ``expansions`` array writes the output
@@ -207,9 +208,9 @@ def fsst_decompress(
     out_dtype = np.asarray(offsets).dtype if np.asarray(offsets).dtype.kind == "u" else np.dtype(np.uint64)
     if not table.enabled or src.size == 0:
         return src, rel.astype(out_dtype)
-    kernels = compiled.fsst_kernels(src.size)
+    kernels = compiled.fsst_kernels(src.size, tuning)
     if kernels is not None:
-        out, new_offsets = _expand_compiled(kernels, table, src, rel[:-1], rel[1:])
+        out, new_offsets = _expand_compiled(kernels, table, src, rel[:-1], rel[1:], tuning)
         if out.size >= 2**32 and out_dtype == np.uint32:
             out_dtype = np.dtype(np.uint64)
         return out, new_offsets.astype(out_dtype)
@@ -352,8 +353,10 @@ def finalize_order(vals: np.ndarray, lens: np.ndarray) -> tuple[np.ndarray, int]
     return order, int(has_suffix.sum())
 
 
-def fsst_compress(data: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndarray, np.ndarray]:
-    """FSST-compress the strings ``data[offsets[i]:offsets[i + 1]]``.
+def fsst_compress(data: np.ndarray, offsets: np.ndarray,
+                  tuning: CodecTuning | None = None) -> tuple[bytes, np.ndarray, np.ndarray]:
+    """FSST-compress the strings ``data[offsets[i]:offsets[i + 1]]`` (``tuning``: the compiled
+    kernels' thresholds; None: the process's).
 
     Returns (2312-byte symbol table, compressed bytes, offsets from 0 as int64). Inputs
     under 32 KiB are stored as is with the encoder switch off, as Lance does.
@@ -365,11 +368,11 @@ def fsst_compress(data: np.ndarray, offsets: np.ndarray) -> tuple[bytes, np.ndar
     rel = o - o[0] if o.size else o
     if src.size < FSST_LEAST_INPUT_SIZE:
         return serialize_symbol_table(np.zeros(0, np.uint64), np.zeros(0, np.uint8), enabled=False), src, rel
-    table, terminator = fsst_encode.build_table(src, rel)
+    table, terminator = fsst_encode.build_table(src, rel, tuning)
     raw = serialize_symbol_table(table.vals, table.lens, terminator)
     order, _ = finalize_order(table.vals, table.lens)
     final = fsst_encode.Table(table.vals[order], table.lens[order])  # token id = code
-    out, new_offsets = fsst_encode.compress(final, src, rel)
+    out, new_offsets = fsst_encode.compress(final, src, rel, tuning)
     return raw, out, new_offsets
 
 

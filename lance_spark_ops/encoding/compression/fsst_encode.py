@@ -35,6 +35,7 @@ import pyarrow as pa
 
 from lance_spark_ops.encoding.compression import compiled, kernel_threads
 from lance_spark_ops.encoding.compression._arrays import ragged_arange
+from lance_spark_ops.encoding.tuning import CodecTuning
 
 PIECE = 511  # FSST compresses strings in pieces of at most 511 bytes
 SAMPLE_PIECE = 64  # sample strings are cut shorter: fewer parse steps per round
@@ -323,7 +324,8 @@ def _candidates(table: Table, p: Parse, frac: int, kernels: ModuleType | None = 
     return _pick(val, ln, gain)
 
 
-def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
+def build_table(data: np.ndarray, offsets: np.ndarray,
+                tuning: CodecTuning | None = None) -> tuple[Table, int]:
     """FSST table construction on a sample of the strings; returns (table, terminator).
 
     Each round parses the sample with the current table, keeps the table if it gives the
@@ -333,7 +335,7 @@ def build_table(data: np.ndarray, offsets: np.ndarray) -> tuple[Table, int]:
     sbuf, soffs = sample(data, offsets)
     terminator = int(np.argmin(np.bincount(sbuf, minlength=256)))
     start, end, _ = pieces(soffs, SAMPLE_PIECE)
-    kernels = compiled.fsst_kernels(int(offsets[-1] - offsets[0]))
+    kernels = compiled.fsst_kernels(int(offsets[-1] - offsets[0]), tuning)
     parse = _sample_parse if kernels is None else partial(_compiled_parse, kernels)
     scratch = None if kernels is None else np.zeros(2 * PAIR_KEYS, np.int32)
     table = Table(np.zeros(0, np.uint64), np.zeros(0, np.uint8))
@@ -422,16 +424,17 @@ def _match_all(table: Table, data: np.ndarray, start: np.ndarray, end: np.ndarra
 # ----------------------------------------------------------------------------- compression
 
 
-def compress(table: Table, data: np.ndarray, offsets: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def compress(table: Table, data: np.ndarray, offsets: np.ndarray,
+             tuning: CodecTuning | None = None) -> tuple[np.ndarray, np.ndarray]:
     """Compress the strings ``data[offsets[i]:offsets[i + 1]]``; returns (bytes, offsets
     from 0 as int64). A string compresses the same wherever it stands, so when a sample
     shows many repeats only the distinct strings are parsed and their codes copied out."""
     o = np.asarray(offsets, dtype=np.int64)
     distinct = _distinct(data, o)
     if distinct is None:
-        return _compress_all(table, data, o)
+        return _compress_all(table, data, o, tuning)
     u_data, u_offs, which = distinct
-    u_out, u_new = _compress_all(table, u_data, u_offs)
+    u_out, u_new = _compress_all(table, u_data, u_offs, tuning)
     codes = _binary(u_out, u_new).take(which)  # Arrow copies each string's codes
     new_offsets = np.frombuffer(codes.buffers()[1], np.int64)[: len(o)]
     return np.frombuffer(codes.buffers()[2], np.uint8)[: int(new_offsets[-1])], new_offsets
@@ -462,7 +465,8 @@ def _distinct(data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray, 
     return u_data, u_offs, encoded.indices
 
 
-def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+def _compress_all(table: Table, data: np.ndarray, o: np.ndarray,
+                  tuning: CodecTuning | None = None) -> tuple[np.ndarray, np.ndarray]:
     """``compress`` of every string: ``walk`` leaves each token at the input position where
     it starts, so the tokens in data order are the output (each string's codes follow the
     previous string's); escapes then take two bytes."""
@@ -470,7 +474,7 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
     if len(o) < 2 or int(o[-1]) == int(o[0]):
         return np.zeros(0, np.uint8), np.zeros(len(o), np.int64)
     base = int(o[0])
-    kernels = compiled.fsst_kernels(int(o[-1]) - base)
+    kernels = compiled.fsst_kernels(int(o[-1]) - base, tuning)
     if kernels is not None:
         short, single, ht = table.packed()
         data = np.ascontiguousarray(data, np.uint8)
@@ -479,7 +483,7 @@ def _compress_all(table: Table, data: np.ndarray, o: np.ndarray) -> tuple[np.nda
             return kernels.compress(data, part, PIECE, short, single, table.ht_val, table.ht_mask, ht)
 
         h = int(np.searchsorted(o, base + (int(o[-1]) - base) // 2))  # a string boundary mid-way
-        if not (kernel_threads.worth_splitting(int(o[-1]) - base) and 0 < h < len(o) - 1):
+        if not (kernel_threads.worth_splitting(int(o[-1]) - base, tuning) and 0 < h < len(o) - 1):
             return run(o)
         (a, a_off), (b, b_off) = kernel_threads.both(lambda: run(o[: h + 1]), lambda: run(o[h:]))
         return np.concatenate([a, b]), np.concatenate([a_off, b_off[1:] + len(a)])

@@ -6,7 +6,7 @@ A Spark executor runs one task per core, so this pays while a core sits idle - t
 tasks of a job, a job with fewer tasks than cores - and costs a thread handoff per page
 otherwise (re-encode of string-heavy data on 2 slots, 10-round A/B runs: ~3% less wall time;
 in one process, one task at a time: ~15% less wall time, CPU within noise).
-``LSO_KERNEL_THREADS=1`` keeps every kernel on its caller's thread.
+``LSO_KERNEL_THREADS=1`` keeps every kernel on its caller's thread (``CodecTuning.split_threads``).
 """
 
 from __future__ import annotations
@@ -17,10 +17,9 @@ from collections.abc import Callable
 from concurrent.futures import Future, ThreadPoolExecutor, wait
 from typing import TypeVar
 
-T = TypeVar("T")
+from lance_spark_ops.encoding.tuning import CodecTuning, codec_tuning
 
-MIN_BYTES = 1 << 20  # below this the handoff and the extra concatenation cost more than a half saves
-ENABLED = os.environ.get("LSO_KERNEL_THREADS", "2") != "1"
+T = TypeVar("T")
 
 _lock = threading.Lock()
 _pool: ThreadPoolExecutor | None = None
@@ -35,9 +34,11 @@ def _forget_after_fork() -> None:
 os.register_at_fork(after_in_child=_forget_after_fork)
 
 
-def worth_splitting(nbytes: int) -> bool:
-    """Whether an input of ``nbytes`` should run as two halves (``both``)."""
-    return ENABLED and nbytes >= MIN_BYTES
+def worth_splitting(nbytes: int, tuning: CodecTuning | None = None) -> bool:
+    """Whether an input of ``nbytes`` should run as two halves (``both``): below
+    ``split_min_bytes`` the handoff and the extra concatenation cost more than a half saves."""
+    t = codec_tuning(tuning)
+    return t.split_threads and nbytes >= t.split_min_bytes
 
 
 def _helper() -> ThreadPoolExecutor:

@@ -54,19 +54,21 @@ def finite_rows(x: np.ndarray) -> np.ndarray:
 
 
 def assign(
-    x: np.ndarray, centroids: np.ndarray, metric: str, exact: bool = True, bias: np.ndarray | None = None
+    x: np.ndarray, centroids: np.ndarray, metric: str, exact: bool = True, bias: np.ndarray | None = None,
+    kernel_max_dim: int = KERNEL_MAX_DIM,
 ) -> tuple[np.ndarray, np.ndarray]:
     """Nearest centroid of each row (ties: the lowest id, as Lance's ``argmin``) and the
     distance to it. ``exact``: rows whose best two centroids are closer than float32 can tell
     (``TIE_TOLERANCE``) are decided again in float64, so rounding does not pick another
     centroid than the exact distances do (the codes of a build with given centroids or
     codebooks equal pylance's); training rounds stay in float32. ``bias`` (per centroid) is
-    added to the distances when choosing, not to the distance returned (balanced k-means)."""
+    added to the distances when choosing, not to the distance returned (balanced k-means).
+    ``kernel_max_dim``: the widest rows whose exact assignment goes to the compiled kernel."""
     if metric not in METRICS:
         raise ValueError(f"k-means distance {metric!r} is not supported")
     if not exact or bias is not None or centroids.shape[0] < 2:
         return _assign(x, centroids, metric, np.float64 if exact else np.float32, bias)[:2]
-    ids, dist, doubt = _assign(x, centroids, metric, np.float32, None, TIE_TOLERANCE)
+    ids, dist, doubt = _assign(x, centroids, metric, np.float32, None, TIE_TOLERANCE, kernel_max_dim)
     rows = np.flatnonzero(doubt)
     if rows.size:
         ids[rows], dist[rows] = _assign(x[rows], centroids, metric, np.float64, None)[:2]
@@ -80,6 +82,7 @@ def _assign(
     dtype: type,
     bias: np.ndarray | None,
     tolerance: float = 0.0,
+    kernel_max_dim: int = KERNEL_MAX_DIM,
     threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``assign`` in ``dtype``; with ``tolerance``, also which rows' best two scores are within
@@ -91,7 +94,7 @@ def _assign(
     c = centroids.astype(dtype)
     c_sq = np.einsum("ij,ij->i", c, c)
     c_max = float(c_sq.max()) if k else 0.0
-    narrow = metric == "l2" and dtype is np.float32 and bias is None and 0 < c.shape[1] <= KERNEL_MAX_DIM
+    narrow = metric == "l2" and dtype is np.float32 and bias is None and 0 < c.shape[1] <= kernel_max_dim
     kernels = compiled_kernels() if tolerance and narrow and k else None
     if kernels is not None:
         xs = np.ascontiguousarray(x, dtype=np.float32)

@@ -48,7 +48,7 @@ from lance_spark_ops.spark.files.compaction_plan import (
     plan_compaction,
     rows_per_file,
 )
-from lance_spark_ops.spark.files.rewrite_tasks import FRAGMENT_CHUNK, RewriteResult, RewriteSpec, run_rewrite
+from lance_spark_ops.spark.files.rewrite_tasks import RewriteResult, RewriteSpec, run_rewrite
 from lance_spark_ops.spark.indices.index_remap import (
     IndexChanges,
     check_defer_allowed,
@@ -285,11 +285,14 @@ def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]],
 def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts: CompactionOptions,
                         file_version: str, metrics: CompactionMetrics, detail: str,
                         new_storage_version: str | None = None) -> Dataset:
+    tuning = job.tuning
     specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
                          rows_per_file(t.live_rows, opts.target_rows_per_fragment),
                          opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
                          mode=opts.compaction_mode,
-                         manifest_slice=ds.fragment_slice(t.fragment_ids, FRAGMENT_CHUNK))
+                         manifest_slice=ds.fragment_slice(t.fragment_ids, tuning.fragment_chunk),
+                         fragment_chunk=tuning.fragment_chunk, run_fragments=tuning.run_fragments,
+                         paths_kept=tuning.paths_kept, file_tuning=tuning.file)
              for t in batch]
     with job.phase("rewrite", tasks=len(specs), detail=detail) as ph:
         results: list[RewriteResult] = job.run_tasks(specs, run_rewrite, costs=[t.bytes for t in batch])
@@ -306,7 +309,8 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
-                                         make_remapper(job), known=(latest,), **extra)
+                                         make_remapper(job), known=(latest,),
+                                         inline_limit=job.tuning.reuse_inline_bytes, **extra)
     metrics.commits += 1
     _count(metrics, cols, groups, results)
     if changes is not None:

@@ -34,10 +34,12 @@ from lance_spark_ops.file.columns import data_file_field_ids
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.schema import LanceSchema
+from lance_spark_ops.file.tuning import FileTuning
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.spark.runtime.scan_tasks import DATASET_BYTES
 from lance_spark_ops.spark.runtime.task_common import DATA_DIR, file_version_numbers
+from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING
 from lance_spark_ops.table.blob import BlobCarrier, blob_data_file, blob_version, descriptor_lance_field
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFile, DataFragment
@@ -63,6 +65,12 @@ class RewriteSpec:
     # where the fragments lie in the manifest file (``Dataset.fragment_slice``): the task reads
     # them, and not the other fragments of the version; None: it opens the whole manifest
     manifest_slice: ManifestSlice | None = field(default=None, repr=False)
+    # the job's ``Tuning``: fragments taken up at once, small fragments read together at most,
+    # checked paths the dataset remembers, the writers' buffer / window sizes
+    fragment_chunk: int = DEFAULT_TUNING.fragment_chunk
+    run_fragments: int = DEFAULT_TUNING.run_fragments
+    paths_kept: int = DEFAULT_TUNING.paths_kept
+    file_tuning: FileTuning = DEFAULT_TUNING.file
 
 
 @dataclass
@@ -118,7 +126,7 @@ class _FragmentSink:
             self.carrier = BlobCarrier(self.ds.store, f"{DATA_DIR}/{self.name}")
         return LanceFileWriter(f"{DATA_DIR}/{self.name}", self.schema, version=self.spec.file_version,
                                store=self.ds.store, page_bytes=self.spec.page_bytes,
-                               lance_schema=self.file_schema)
+                               lance_schema=self.file_schema, tuning=self.spec.file_tuning)
 
     def _carry(self, part: pa.RecordBatch) -> pa.RecordBatch:
         """Blob v2 descriptors of ``part`` pointing at the new file's sidecars."""
@@ -241,12 +249,13 @@ def _open(spec: RewriteSpec, ctx: TaskContext) -> tuple[Dataset, Iterator[list[D
         sliced = ds is not None and ds.version == spec.read_version
         if not sliced:
             ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+        ds.paths_kept = spec.paths_kept
         hit = (ds, sliced)
         _OPENED.put(key, hit, DATASET_BYTES)
     ds, sliced = hit
     if sliced:
         return ds, ds.fragments_in_slice(slc, spec.fragment_ids)
-    return ds, ds.fragments_in_chunks(spec.fragment_ids, FRAGMENT_CHUNK)
+    return ds, ds.fragments_in_chunks(spec.fragment_ids, spec.fragment_chunk)
 
 
 def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResult:
@@ -274,6 +283,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                 rows_read += small.flush()  # their rows go first
                 counts = sink.copy_file(reader, keep) if reader is not None else None
                 if counts is not None:
+                    FragmentBatch(ds, [frag]).release()
                     rows_read += reader.num_rows
                     copied += 1
                     pages_copied += counts[0]
@@ -287,6 +297,7 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
                                              keep_dictionaries=sink.keep_dictionaries):
                     rows_read += part.num_rows
                     sink.write(part)
+                FragmentBatch(ds, [frag]).release()
             del frags, batch, masks
         if seen != len(spec.fragment_ids):
             raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
@@ -318,11 +329,6 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     )
 
 
-# Fragments a task takes up at once (objects, live masks, row ids, version sequences): a task
-# over 100 000 tiny fragments held all of theirs, ~2.5 KB each, for its whole run.
-FRAGMENT_CHUNK = 1024
-
-
 class _RowIds:
     """Under stable row ids, the old ids (and version sequences) of the live rows read so far,
     one array per chunk of fragments: the new fragments carry them."""
@@ -347,9 +353,6 @@ class _RowIds:
 def _live_concat(seqs: list[np.ndarray], masks: list[np.ndarray]) -> np.ndarray:
     return np.concatenate([s[keep] for s, keep in zip(seqs, masks, strict=True)]) if seqs \
         else np.zeros(0, np.uint64)
-
-
-_MAX_RUN = 1024  # fragments read together at most (each holds an open reader and its file's bytes)
 
 
 class _SmallFragments:
@@ -384,7 +387,7 @@ class _SmallFragments:
                 or frag.files[0].file_major_version < 2 or list(frag.files[0].fields) != self.sink.field_ids
                 or list(frag.files[0].column_indices) != self.sink.column_indices):
             return False
-        if self.rows + rows > self.spec.batch_rows or len(self.run) >= _MAX_RUN:
+        if self.rows + rows > self.spec.batch_rows or len(self.run) >= self.spec.run_fragments:
             self.flush_to_sink()
         self.run.append((frag, keep))
         self.rows += rows
@@ -431,8 +434,8 @@ class _SmallFragments:
             self.pool = None
 
     def _decode(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch]:
-        # a run of up to _MAX_RUN files opens readers, metadata and decoders by the thousand, none
-        # in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
+        # a run of up to ``spec.run_fragments`` files opens readers, metadata and decoders by the
+        # thousand, none in a cycle: the cyclic GC would walk them again and again (~15% of the task's CPU)
         with gc_paused():
             batches = self._together(run) if len(run) > 1 else None
         if batches is None:
@@ -440,6 +443,7 @@ class _SmallFragments:
                        for b in self.ds.scan_fragment(frag, batch_rows=self.spec.batch_rows,
                                                       blobs=self.sink.blobs, live=keep,
                                                       keep_dictionaries=self.sink.keep_dictionaries)]
+        FragmentBatch(self.ds, [frag for frag, _ in run]).release()  # their files are read
         return batches
 
     def _together(self, run: list[tuple[DataFragment, np.ndarray]]) -> list[pa.RecordBatch] | None:

@@ -32,7 +32,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
-from lance_spark_ops.fleet.decisions import Decision, decide, table_priority
+from lance_spark_ops.fleet.decisions import (
+    CompactOptions,
+    Decision,
+    MaterializeOptions,
+    OptimizeOptions,
+    RemapOptions,
+    VacuumOptions,
+    decide,
+    table_priority,
+)
 from lance_spark_ops.fleet.health import TableHealth, measure
 from lance_spark_ops.fleet.policy import PolicySet, parse_duration
 from lance_spark_ops.fleet.policy_file import load_policy
@@ -152,17 +161,20 @@ def _run_action(spark: Any, d: Decision, uri: str, so: dict[str, Any], table: _T
     from lance_spark_ops.spark.files.vacuuming import vacuum
     from lance_spark_ops.spark.indices.index_remap import remap_indices
 
-    if d.action == "compact":
-        return compact(spark, uri, storage_options=so, tuning=tuning, **d.options)
-    if d.action == "materialize_deletions":
-        return materialize_deletions(spark, uri, d.options["threshold"], storage_options=so, tuning=tuning)
-    if d.action == "remap_indices":
+    o = d.options
+    if isinstance(o, CompactOptions):
+        return compact(spark, uri, storage_options=so, tuning=tuning,
+                       target_rows_per_fragment=o.target_rows_per_fragment,
+                       materialize_deletions_threshold=o.materialize_deletions_threshold)
+    if isinstance(o, MaterializeOptions):
+        return materialize_deletions(spark, uri, o.threshold, storage_options=so, tuning=tuning)
+    if isinstance(o, RemapOptions):
         return remap_indices(spark, uri, storage_options=so, tuning=tuning)
-    if d.action == "optimize_indices":
-        return _optimize_indices()(spark, uri, storage_options=so, tuning=tuning, **d.options)
-    if d.action == "vacuum":
-        return vacuum(spark, uri, older_than=parse_duration(d.options["older_than"]), storage_options=so,
-                      tuning=tuning)
+    if isinstance(o, OptimizeOptions):
+        return _optimize_indices()(spark, uri, storage_options=so, tuning=tuning,
+                                   num_indices_to_merge=o.num_indices_to_merge)
+    if isinstance(o, VacuumOptions):
+        return vacuum(spark, uri, older_than=parse_duration(o.older_than), storage_options=so, tuning=tuning)
     raise InvalidInputError(f"unknown action {d.action!r}")
 
 
@@ -225,7 +237,7 @@ def _plan(table: _Table, policies: PolicySet) -> tuple[TableResult, TableHealth 
         logger.warning("maintain %s: %s", table.name, result.error["message"])
         return result, health, []
     decisions = decide(health, policies.for_table(table.name))
-    result.decisions = [dataclasses.asdict(d) for d in decisions]
+    result.decisions = [d.as_dict() for d in decisions]
     return result, health, decisions
 
 

@@ -40,7 +40,7 @@ from lance_spark_ops.index.actions import (
     stored_bitmap,
 )
 from lance_spark_ops.index.address_map import surviving_addresses
-from lance_spark_ops.index.frag_reuse import FragDigest, build_index, make_group
+from lance_spark_ops.index.frag_reuse import INLINE_LIMIT, FragDigest, build_index, make_group
 from lance_spark_ops.index.kinds import FRAG_REUSE_INDEX_NAME, index_kind, is_hnsw, uuid_str
 from lance_spark_ops.index.vector.ivf import AUX_FILE, INDEX_FILE, PART_ID_COLUMN
 from lance_spark_ops.namespace.target import with_table_target
@@ -85,11 +85,13 @@ class IndexChanges:
 
 
 def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: bool,
-                             dataset_version: int, remap: Any = None) -> IndexChanges:
+                             dataset_version: int, remap: Any = None,
+                             inline_limit: int = INLINE_LIMIT) -> IndexChanges:
     """Decide and prepare the index changes of a Rewrite of ``groups`` (new fragments with
     their final ids) read at ``ds``; ``dataset_version`` is the version recorded in a new
     fragment reuse index version (pylance: the version after the id reservation).
-    ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none)."""
+    ``remap(ds, indices, groups) -> (rewritten, files)`` rewrites index files (None: none);
+    ``inline_limit``: the reuse index's details over it go to their own file."""
     check_defer_allowed(ds, defer)
     versions = reuse_versions(ds)
     old_ids = np.concatenate([np.zeros(0, np.int64), *(fragment_ids(g.old_fragments) for g in groups)])
@@ -113,7 +115,7 @@ def compaction_index_changes(ds: Dataset, groups: list[RewriteGroup], defer: boo
         new_frags = BitMap(f.id for g in groups for f in g.new_fragments)
         old = frag_reuse_entry(ds)
         meta, external = build_index(versions + [version], dataset_version, new_frags,
-                                     old.index_version if old is not None else 0)
+                                     old.index_version if old is not None else 0, inline_limit)
         if external is not None:
             from lance_spark_ops.index.frag_reuse import details_path
 
@@ -448,8 +450,8 @@ MAX_INDEX_RETRIES = 3
 
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
-                   remap: Any, known: Sequence[Dataset] = (), **commit_kwargs: Any
-                   ) -> tuple[Dataset, IndexChanges]:
+                   remap: Any, known: Sequence[Dataset] = (), inline_limit: int = INLINE_LIMIT,
+                   **commit_kwargs: Any) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
     When the commit conflicts only because of concurrent index changes (an index created,
@@ -459,13 +461,14 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     a newer version of itself (the Rewrite names the uuid it remapped, which must still exist).
     Index files of attempts that did not land are deleted; data files are the caller's.
     ``known``: versions in memory already (the id reservation's), not read and parsed again.
-    ``commit_kwargs`` go to the commit (a migration's ``data_storage_version``).
+    ``inline_limit``: ``Tuning.reuse_inline_bytes``. ``commit_kwargs`` go to the commit (a
+    migration's ``data_storage_version``).
     """
     bases = [ds]  # the version the next attempt prepares the index changes against
 
     def attempt(_n: int) -> tuple[Dataset, IndexChanges]:
         base = bases[-1]
-        changes = compaction_index_changes(base, groups, defer, reserved_version, remap)
+        changes = compaction_index_changes(base, groups, defer, reserved_version, remap, inline_limit)
         op = Rewrite(groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
                      frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
                      rewritten_bitmaps=changes.bases)
@@ -592,7 +595,8 @@ def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | No
     siblings = [i for i in entries if i.name in names and bytes(i.uuid.uuid) not in replaced]
     new_indices, removed = new_entries + siblings, list(todo)
     if len(kept) != len(versions):
-        meta, external = build_index(kept, ds.version, new_fragment_bitmap(kept), fri.index_version)
+        meta, external = build_index(kept, ds.version, new_fragment_bitmap(kept), fri.index_version,
+                                     job.tuning.reuse_inline_bytes)
         if external is not None:
             from lance_spark_ops.index.frag_reuse import details_path
 

@@ -22,7 +22,9 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.concurrency import read_ahead
 from lance_spark_ops.errors import CorruptFileError, UnsupportedError
+from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.fts.tokenizer import Analyzer
@@ -111,25 +113,38 @@ def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
     return write_table(rel, table, version, store, extra or ())
 
 
-# data files up to this size are fetched whole ahead of a column scan on an object store
-SMALL_FILE_PREFETCH = 4 << 20
+# data files up to this size are fetched whole ahead of a column scan on an object store (a footer
+# read takes such a file whole anyway); larger ones are read as their footer, then the column's pages
+SMALL_FILE_PREFETCH = WHOLE_FILE_READ
+# fragments whose column a scan reads ahead on an object store (threads: each fragment is a footer
+# and then a page read, in turn; several at once keep the store's request budget busy)
+SCAN_AHEAD = 16
 
 
 def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
     """(values, ids) of the live rows of the spec's fragments, batch by batch."""
     id_col = "_rowaddr" if by_address else "_rowid"
+
+    def read(r: tuple[int, int, int | None]) -> Iterator[tuple[pa.Array, np.ndarray]]:
+        fid, first, stop = r
+        for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
+                                      with_row_address=by_address, batch_rows=SCAN_ROWS,
+                                      row_range=(int(first), stop)):
+            if batch.num_rows:
+                ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
+                yield batch.column(0), ids
+
     # object stores: deletion files and small data files fetched ahead, many in flight
     FragmentBatch(ds, ds._select_fragments([int(f) for f in spec.fragment_ids])).prefetch(  # noqa: SLF001
         data_max_bytes=SMALL_FILE_PREFETCH)
     ranges = spec.row_ranges or tuple((f, 0, None) for f in spec.fragment_ids)
     try:
-        for fid, first, stop in ranges:
-            for batch in ds.scan_fragment(int(fid), [spec.column], with_row_id=not by_address,
-                                          with_row_address=by_address, batch_rows=SCAN_ROWS,
-                                          row_range=(int(first), stop)):
-                if batch.num_rows:
-                    ids = batch.column(id_col).to_numpy(zero_copy_only=False).astype(np.uint64, copy=False)
-                    yield batch.column(0), ids
+        if ds.store.is_local:
+            for r in ranges:
+                yield from read(r)
+        else:  # a fragment's column (not the whole file) held per fragment read ahead
+            for pieces in read_ahead(lambda r: list(read(r)), ranges, SCAN_AHEAD):
+                yield from pieces
     finally:
         ds.stop_prefetch()
 
@@ -299,8 +314,12 @@ def _btree_in_one(part_spec: PartSpec, merge: MergeSpec) -> tuple[Part, tuple[tu
     cutter = bt.PageCutter(batch_size, bt.lookup_schema(merge.value_type, batch_size))
     cutter.add(run.column("values"))
     dst = segment_dir(merge.new_uuid)
-    size = _write(ds.store, f"{dst}/{bt.PAGE_DATA}", run, part_spec.file_version)
-    lookup_size = _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(), merge.file_version)
+    # the two files at once (on an object store each is a PUT, or a multipart upload, of its own)
+    with ThreadPoolExecutor(1, thread_name_prefix="lso-lookup") as pool:
+        lookup = pool.submit(lambda: _write(ds.store, f"{dst}/{bt.PAGE_LOOKUP}", cutter.finish(),
+                                            merge.file_version))
+        size = _write(ds.store, f"{dst}/{bt.PAGE_DATA}", run, part_spec.file_version)
+        lookup_size = lookup.result()
     return Part(None, run.num_rows), ((bt.PAGE_DATA, size), (bt.PAGE_LOOKUP, lookup_size))
 
 

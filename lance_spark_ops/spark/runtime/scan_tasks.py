@@ -60,6 +60,13 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
     return ds
 
 
+def keep_open(ds: Dataset, uri: str, storage_options: dict[str, Any] | None = None) -> None:
+    """Hand ``open_dataset`` a version this process holds open already (a driver running a small
+    task itself: no second read of the manifest)."""
+    so_key = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
+    _datasets.put((uri, ds.version, so_key, ds.timestamp), ds, DATASET_BYTES)
+
+
 def scan_fragments(spec: ScanSpec, fragment_ids: Sequence[int]) -> Iterator[pa.RecordBatch]:
     """Live rows of the fragments, in order, as Lance Arrow batches (not yet converted)."""
     ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)

@@ -9,6 +9,10 @@ from __future__ import annotations
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
+from lance_spark_ops.index.frag_reuse import INLINE_LIMIT
+from lance_spark_ops.table.paths import PATHS_KEPT
+
 __all__ = ["DEFAULT_TUNING", "Tuning"]
 
 
@@ -21,6 +25,9 @@ class Tuning:
     minhash_part_rows: int = 1 << 18  # MINHASHLSH rows a part signs (~0.3 s CPU / 100 K short docs)
     range_merge_rows: int = 1 << 20   # BTREE runs of fewer rows in all are merged by one task
     range_rows: int = 1 << 22         # rows a BTREE range task merges at most
+    # a segment of one part with at most this many rows, on an object store, is built on the
+    # driver (a Spark stage, a fresh worker's S3 client and its manifest read cost more than it)
+    driver_index_rows: int = 1 << 20
     # FTS builds (``spark.indices.fts_index``): live rows of one partition at most
     fts_rows_per_part: int = 1 << 20
     # vector builds (``spark.indices.vector_index``)
@@ -34,9 +41,20 @@ class Tuning:
     # least; BTREE page_data rows a remap task streams at a time
     graph_task_min_rows: int = 50_000
     btree_stream_rows: int = 1 << 20
+    # a fragment reuse index's details over this many bytes go to their own file (pylance's limit)
+    reuse_inline_bytes: int = INLINE_LIMIT
     # vacuum (``spark.files.vacuuming``): manifests a read task parses, files a delete task removes
     manifests_per_task: int = 64
     deletes_per_task: int = 1000
+    # rewrites (``spark.files.rewrite_tasks``): fragments a task takes up at once (objects, live
+    # masks, row ids, version sequences: a task over 100 000 tiny fragments held all of theirs,
+    # ~2.5 KB each, for its whole run) and small fragments read together at most (each holds an
+    # open reader and its file's bytes); checked file paths a task's dataset remembers
+    # (``table.paths.BaseResolver``); its writers' buffer / window sizes
+    fragment_chunk: int = 1024
+    run_fragments: int = 1024
+    paths_kept: int = PATHS_KEPT
+    file: FileTuning = DEFAULT_FILE_TUNING
     # small vacuum work stays on the driver (a Spark stage costs more than a few rounds of requests)
     driver_manifests: int = 2048   # manifests read on the driver, in flight together; more: tasks
     driver_prefixes: int = 16      # prefixes listed on the driver side by side; more: a task each

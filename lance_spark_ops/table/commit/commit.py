@@ -42,6 +42,7 @@ from lance_spark_ops.errors import (
     InconsistentDatasetError,
     InvalidInputError,
     NotFoundError,
+    WriteRefused,
 )
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.conflict import Incompatible, Rebase, Retryable, check_txn
@@ -142,6 +143,7 @@ class _Attempt:
     # would map deletions through the wrong live rows and drop the ones carried before.
     origin: Transaction | None = None
     rebases: list[Rebase] = field(default_factory=list)
+    refused: WriteRefused | None = None  # the last attempt's put was refused unexecuted (S3 503)
 
     def manifest_file(self, version: int, listing: VersionListing) -> ManifestFile | None:
         if version not in self.manifests:
@@ -163,13 +165,17 @@ class _Attempt:
                 self.store.delete(rel)
 
 
-def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> None:
-    """Check (and rebase over) every version committed since the last check."""
+def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> int | None:
+    """Check (and rebase over) every version committed since the last check; the version that
+    is our own transaction (an earlier attempt's put that landed although it reported a
+    refusal), if one is."""
     rebases: list[Rebase] = []
     retry: Retryable | None = None
     for v in range(att.checked + 1, latest + 1):
         mf = att.manifest_file(v, listing)
         theirs = load_transaction(att.store, mf) if mf is not None else None
+        if theirs is not None and theirs.uuid == att.txn.uuid:
+            return v
         verdict = check_txn(att.txn, theirs, v)
         if isinstance(verdict, Incompatible):  # wins over a retryable one: retrying cannot help
             raise IncompatibleTransaction(verdict.reason, path=att.store.uri(""))
@@ -193,6 +199,21 @@ def _check_new_versions(att: _Attempt, listing: VersionListing, latest: int) -> 
         finally:
             att.rebase_files.extend(ctx.written)
     att.checked = latest
+    return None
+
+
+def _landed_earlier(att: _Attempt, version: int, listing: VersionListing) -> CommitResult:
+    """The result of our transaction found committed as ``version`` by a later attempt; every
+    file the attempts wrote is kept (which rebase's files that version names is not tracked)."""
+    rel = att.handler.resolve(att.store, version, listing)
+    if rel is None:
+        rel = att.handler.resolve(att.store, version, att.handler.list_versions(att.store))
+    mf = att.manifests[version]
+    if rel is None or listing.scheme is None:  # cannot be: the version was just read
+        raise CommitStateUnknown(f"our transaction is version {version}, whose manifest is gone",
+                                 path=att.store.uri(VERSIONS_DIR))
+    _write_hint(att.store, version)
+    return CommitResult(att.store, mf, listing.scheme, rel.rsplit("/", 1)[-1], att.handler)
 
 
 def _write_hint(store: ObjectStore, version: int) -> None:
@@ -269,6 +290,9 @@ def commit_transaction(
             att.cleanup()
         raise
     att.cleanup()
+    if att.refused is not None:  # a known failure: the last put stored nothing
+        raise CommitError(f"the store refused the commit's put (last of {max_retries + 1} attempts): "
+                          f"{att.refused.message}", path=att.refused.path) from att.refused
     raise CommitConflict(f"lost the race for the next version {max_retries + 1} times; retry later",
                          path=store.uri(""))
 
@@ -296,13 +320,24 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
             raise NotFoundError(f"version {latest} vanished while committing", path=store.uri(""))
         check_writable(previous.manifest.writer_feature_flags, previous.path)
         if latest > att.checked:
-            _check_new_versions(att, listing, latest)
+            mine = _check_new_versions(att, listing, latest)
+            if mine is not None:  # an earlier attempt's put landed after all
+                return _landed_earlier(att, mine, listing)
     version = (latest or 0) + 1
     scheme = listing.scheme or default_scheme
     data, txn_name, built = _build(att, previous, listing, options)
+    att.refused = None
     try:
         rel = att.handler.commit(store, version, scheme, data)
     except CommitConflict:
+        return None
+    except WriteRefused as e:
+        # The store turned this put away (S3 503 SlowDown): it stored nothing, so it is retried
+        # after the backoff like a lost race. A retry of the client before it may still have
+        # landed: read back now, and later attempts know our transaction by its uuid.
+        if att.handler.landed(store, version, scheme, data):
+            return _landed(att, built, scheme.manifest_path(version), scheme, txn_name)
+        att.refused = e
         return None
     except Exception as e:  # noqa: BLE001 - decide whether it landed
         landed = att.handler.landed(store, version, scheme, data)

@@ -73,6 +73,8 @@ RECENT_PAGE = 64  # keys of the one LIST page that finds the latest versions (V2
 class CommitHandler(ABC):
     """Puts the next manifest atomically and says which versions exist."""
 
+    recent_page: int = RECENT_PAGE  # keys of the LIST page ``recent_versions`` reads
+
     def list_versions(self, store: ObjectStore) -> VersionListing:
         """All versions (one listing of ``_versions/``); CorruptFileError on mixed naming."""
         scheme, names = scan_versions(store.list(VERSIONS_DIR), store.uri(VERSIONS_DIR))
@@ -80,11 +82,11 @@ class CommitHandler(ABC):
 
     def recent_versions(self, store: ObjectStore, since: int | None = None) -> VersionListing:
         """A listing holding the latest version and every version after ``since`` (not
-        necessarily older ones): under the V2 naming scheme names count down, so S3's key
-        order lists the newest first and one page of ``RECENT_PAGE`` keys holds them (as
-        pylance finds the latest version); else, or when the page does not reach back to
-        ``since``, ``list_versions``."""
-        page = store.list_page(VERSIONS_DIR, RECENT_PAGE)
+        necessarily older ones): under the V2 naming scheme names count down, so the key order
+        of S3, GCS and Azure listings puts the newest first and one page of ``recent_page`` keys
+        holds them (as pylance finds the latest version); else, or when the page does not reach
+        back to ``since``, ``list_versions``."""
+        page = store.list_page(VERSIONS_DIR, self.recent_page)
         if page is not None:
             items, complete = page
             scheme, names = scan_versions([n for n, _ in items], store.uri(VERSIONS_DIR))
@@ -133,6 +135,9 @@ class PutIfNotExistsCommitHandler(CommitHandler):
     A client retry of a PUT that did land also sees 412, so a conflict on a remote store is
     checked by reading the object back: our own bytes mean the commit is ours.
     """
+
+    def __init__(self, recent_page: int = RECENT_PAGE) -> None:
+        self.recent_page = recent_page
 
     def check_store(self, store: ObjectStore) -> None:
         if not store.conditional_put:

@@ -493,8 +493,10 @@ def _section(data: bytes, offset: int, what: str, path: str | None, limit: int) 
     return bytes(data[offset + 4 : offset + 4 + n])
 
 
-def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> ManifestFile:
-    """Parse a whole manifest file; any inconsistency raises CorruptFileError with ``path``."""
+def parse_manifest_file(data: bytes | memoryview, path: str | None = None,
+                        check_bytes: int | None = None) -> ManifestFile:
+    """Parse a whole manifest file; any inconsistency raises CorruptFileError with ``path``.
+    ``check_bytes``: fragment entries checked at a time (None: ``CHECK_BYTES``)."""
     size = len(data)
     if size < FOOTER_SIZE + 4:
         raise CorruptFileError(f"manifest file is {size} bytes, expected at least {FOOTER_SIZE + 4}",
@@ -511,7 +513,7 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None) -> Ma
                                path=path)
     # a view, not a copy: the manifest of a million fragments is 65-80 MB
     raw = memoryview(data)[pos + 4 : end]
-    fast = _parse_split(raw, path)
+    fast = _parse_split(raw, path, CHECK_BYTES if check_bytes is None else check_bytes)
     if fast is not None:
         pb, source, start = fast
         if not _has_dictionaries(pb):  # legacy dictionaries live elsewhere in the file: no slices
@@ -573,7 +575,7 @@ def parse_manifest_bodies(data: bytes | memoryview, path: str | None = None
     return ManifestFile(manifest, txn, idx, path), bodies
 
 
-def _parse_split(raw: bytes | memoryview, path: str | None
+def _parse_split(raw: bytes | memoryview, path: str | None, check_bytes: int
                  ) -> tuple[table_pb2.Manifest, FragmentRun, int] | None:
     """The manifest without its fragments, parsed, the fragments as bytes and columns
     (``fragment_columns``: no message object per fragment), and where their run starts in
@@ -587,7 +589,7 @@ def _parse_split(raw: bytes | memoryview, path: str | None
         end = start + int(ends[-1])
         head = bytes(raw[:start]) + bytes(raw[end:])
         pb = table_pb2.Manifest.FromString(head)
-        _check_fragments(raw, start + np.concatenate([[0], ends]))
+        _check_fragments(raw, start + np.concatenate([[0], ends]), check_bytes)
     except DecodeError:
         return None  # the whole-message parse reports it
     if len(pb.fragments):
@@ -607,18 +609,18 @@ def _parse_split(raw: bytes | memoryview, path: str | None
 
 
 # Fragment entries the protobuf library checks at a time (``_check_fragments``)
-_CHECK_BYTES = 4 * 1024 * 1024
+CHECK_BYTES = 4 * 1024 * 1024
 
 
-def _check_fragments(raw: bytes | memoryview, bounds: np.ndarray) -> None:
+def _check_fragments(raw: bytes | memoryview, bounds: np.ndarray, check_bytes: int = CHECK_BYTES) -> None:
     """The protobuf library's checks of every fragment (strings are UTF-8, packed fields whole,
     ...), so a manifest that fails to parse fails when it is opened, not when a fragment is
     first used; ~0.2 us per fragment, no Python object built. The entries (fragment i's tag,
     length and bytes are ``raw[bounds[i]:bounds[i + 1]]``) are parsed a run of about
-    ``_CHECK_BYTES`` at a time, as a ``Manifest`` holding only those fragments - each parses
+    ``check_bytes`` at a time, as a ``Manifest`` holding only those fragments - each parses
     as it does inside the whole - so the parsed messages of a million fragments (~350 bytes
     each) never exist at once. Raises DecodeError."""
-    starts = np.searchsorted(bounds, np.arange(bounds[0], bounds[-1], _CHECK_BYTES), side="right") - 1
+    starts = np.searchsorted(bounds, np.arange(bounds[0], bounds[-1], check_bytes), side="right") - 1
     cuts = bounds[np.union1d(starts, [len(bounds) - 1])].tolist()
     for a, b in zip(cuts[:-1], cuts[1:], strict=True):
         table_pb2.Manifest.FromString(raw[a:b])

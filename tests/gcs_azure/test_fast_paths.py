@@ -1,0 +1,219 @@
+"""The S3 fast paths brought to GCS and Azure, requests counted through the latency proxy
+(``tests/support/latency_store``) in front of each emulator: the driver's latest version from
+one listing page of ``RECENT_PAGE`` keys (V2 manifest names count down, and both stores list
+keys in lexicographic order, as S3 does), where a full listing pages through every version;
+a footer of unknown size in one suffix request on GCS (Azure has no suffix ranges).
+
+gcp-storage-emulator answers listings whole; ``gcs_server.py`` pages them as GCS does
+(``maxResults`` / ``nextPageToken``), so the counts are GCS's. Azurite pages as Azure does.
+"""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+from urllib.parse import parse_qs, urlsplit
+
+import numpy as np
+import pytest
+
+from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.table.commit.handler import RECENT_PAGE, PutIfNotExistsCommitHandler
+from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.paths import ManifestNamingScheme
+from lance_spark_ops.table.write import write_dataset
+from tests.gcs_azure.conftest import AZURITE_ACCOUNT, GCS, Azure
+from tests.support.latency_store import LatencyProxy
+from tests.table.commit_helpers import table
+
+lance = pytest.importorskip("lance")
+
+VERSIONS = 100  # more than a page of ours (64 keys); -m slow: 1 100, more than gcsfs's page (1 000)
+
+
+class Counted:
+    """An emulator's bucket / container reached directly (set-up) and through a logging proxy."""
+
+    def __init__(self, kind: str, direct: GCS | Azure, proxied: GCS | Azure, proxy: LatencyProxy) -> None:
+        self.kind, self.direct, self.proxied, self.proxy = kind, direct, proxied, proxy
+
+    def store(self, name: str) -> ObjectStore:
+        return ObjectStore(self.proxied.uri(name), self.proxied.options)
+
+    def prefix(self, name: str) -> str:
+        return f"{self.direct.bucket if isinstance(self.direct, GCS) else self.direct.container}/{name}"
+
+    def listings(self) -> list[dict[str, list[str]]]:
+        """The query of each listing request that went through the proxy."""
+        log = self.proxy.stats()["log"]
+        return [parse_qs(urlsplit(target).query) for op, target, _ in log if op == "LIST"]
+
+
+@contextmanager
+def _counted(kind: str, direct: GCS | Azure, tmp_path: Path) -> Iterator[Counted]:
+    with LatencyProxy(direct.endpoint, log=True) as proxy:
+        if isinstance(direct, GCS):
+            key = tmp_path / "proxied-service-account.json"
+            info = json.loads(Path(direct.service_account).read_text())
+            key.write_text(json.dumps({**info, "gcs_base_url": proxy.endpoint}))
+            proxied: GCS | Azure = GCS(proxy.endpoint, direct.bucket, str(key))
+        else:
+            proxied = Azure(f"{proxy.endpoint}/{AZURITE_ACCOUNT}", direct.container)
+        yield Counted(kind, direct, proxied, proxy)
+
+
+@pytest.fixture(params=["gcs", "azure"])
+def counted(request: pytest.FixtureRequest, tmp_path: Path) -> Iterator[Counted]:
+    with _counted(request.param, request.getfixturevalue(request.param), tmp_path) as env:
+        yield env
+
+
+@pytest.fixture
+def counted_azure(azure: Azure, tmp_path: Path) -> Iterator[Counted]:
+    with _counted("azure", azure, tmp_path) as env:
+        yield env
+
+
+def _fake_versions(env: Counted, name: str, n: int) -> None:
+    """``n`` V2-named manifest objects (the listing reads names only)."""
+    fs = env.direct.fs()
+    scheme = ManifestNamingScheme.V2
+    for v in range(1, n + 1):  # one at a time: the GCS emulator answers concurrent uploads slowly
+        fs.pipe_file(f"{env.prefix(name)}/{scheme.manifest_path(v)}", b"m")
+
+
+def _one_page(counted: Counted, n: int) -> None:
+    _fake_versions(counted, "many.lance", n)
+    store = counted.store("many.lance")
+    handler = PutIfNotExistsCommitHandler()
+    counted.proxy.reset()
+    listing = handler.recent_versions(store)
+    pages = counted.listings()
+    assert listing.latest == n and not listing.complete
+    assert sorted(listing.paths) == list(range(n - RECENT_PAGE + 1, n + 1))
+    assert len(pages) == 1, pages
+    size_key = "maxResults" if counted.kind == "gcs" else "maxresults"
+    assert pages[0][size_key] == [str(RECENT_PAGE)], pages
+    assert counted.proxy.stats()["total"] == 1  # nothing else (no HEAD, no size request)
+    counted.proxy.reset()
+    full = handler.list_versions(store)
+    assert sorted(full.paths) == list(range(1, n + 1))
+    if counted.kind == "gcs":  # gcsfs lists 1 000 keys a page
+        assert len(counted.listings()) == -(-n // 1000)
+
+
+def test_latest_version_from_one_listing_page(counted: Counted) -> None:
+    """100 versions: one listing request of ``RECENT_PAGE`` keys finds the newest."""
+    _one_page(counted, VERSIONS)
+
+
+@pytest.mark.slow
+def test_latest_version_from_one_listing_page_of_1100(counted: Counted) -> None:
+    """1 100 versions: still one request of 64 keys, where gcsfs's full listing takes two pages
+    of 1 000 (Azure's 5 000-key pages would need 5 001 versions to show it)."""
+    _one_page(counted, 1100)
+
+
+def test_open_and_commit_read_one_page(counted: Counted, tmp_path: Path) -> None:
+    """A pylance-made dataset of more versions than a page: our Dataset opens its latest
+    version through one listing request, an append commits on top (one more), and pylance reads the
+    result (in place on Azurite; a downloaded copy on GCS, whose emulator pylance cannot list)."""
+    name = "real.lance"
+    local = tmp_path / "src.lance"
+    lance.write_dataset(table(10), str(local))
+    for i in range(RECENT_PAGE + 2):
+        lance.write_dataset(table(2, start=100 + 2 * i), str(local), mode="append")
+    want = lance.dataset(str(local)).version
+    fs = counted.direct.fs()
+    for f in sorted(p for p in local.rglob("*") if p.is_file()):
+        fs.pipe_file(f"{counted.prefix(name)}/{f.relative_to(local).as_posix()}", f.read_bytes())
+    counted.proxy.reset()
+    ds = Dataset.open(counted.store(name))
+    assert ds.version == want
+    assert len(counted.listings()) == 1
+    counted.proxy.reset()
+    out = write_dataset(table(3, start=10_000), counted.proxied.uri(name), mode="append",
+                        storage_options=counted.proxied.options)
+    assert out.version == want + 1
+    pages = counted.listings()  # the open, then the commit's check: one page each
+    size_key = "maxResults" if counted.kind == "gcs" else "maxresults"
+    assert len(pages) == 2 and all(p[size_key] == [str(RECENT_PAGE)] for p in pages), pages
+    check = _pylance_view(counted, name, tmp_path)
+    assert check.version == want + 1
+    assert check.count_rows() == 10 + 2 * (RECENT_PAGE + 2) + 3
+
+
+def _pylance_view(env: Counted, name: str, tmp: Path) -> Any:
+    if env.kind == "azure":
+        return lance.dataset(env.direct.uri(name), storage_options=env.direct.options)
+    fs, root, dst = env.direct.fs(), env.prefix(name), tmp / "download.lance"
+    for p in fs.find(root):
+        out = dst / p[len(root) + 1:]
+        out.parent.mkdir(parents=True, exist_ok=True)
+        out.write_bytes(fs.cat_file(p))
+    return lance.dataset(str(dst))
+
+
+def test_footer_of_unknown_size(counted: Counted) -> None:
+    """A footer whose object size is not known (no manifest size): one suffix request on GCS
+    (``Range: bytes=-N``, the size from Content-Range); Azure has no suffix ranges, so a size
+    request and a ranged read. gcp-storage-emulator ignores the range and answers the whole
+    object, which the read takes apart just the same."""
+    payload = np.random.default_rng(1).integers(0, 255, 300_000, dtype=np.uint8).tobytes()
+    counted.direct.fs().pipe_file(f"{counted.prefix('t')}/blob.bin", payload)
+    store = counted.store("t")
+    counted.proxy.reset()
+    size, tail = store.read_tail("blob.bin", 64 << 10)
+    assert size == len(payload) and tail == payload[-(64 << 10):]
+    assert counted.proxy.stats()["total"] == (1 if counted.kind == "gcs" else 2)
+    counted.proxy.reset()
+    size, whole = store.read_tail("blob.bin", 1 << 10, whole_below=512 << 10)
+    assert size == len(payload) and whole == payload
+
+
+def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """An output above one part is staged as blocks, several in flight, and committed by one Put
+    Block List; a smaller one is one Put Blob; ``discard`` commits nothing."""
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    env = counted_azure
+    store = env.store("mp")
+    payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
+    env.proxy.reset()
+    out = store.open_output("big.bin")
+    for i in range(0, len(payload), 1 << 20):
+        out.write(payload[i:i + (1 << 20)])
+    out.close()
+    log = env.proxy.stats()["log"]
+    puts = [(op, path) for op, path, _ in log if op == "PUT"]
+    assert len(puts) == 6 and out.parts_uploaded == 5, log  # 5 blocks + the block list
+    assert env.proxy.stats()["total"] == 6, log
+    assert env.direct.fs().cat_file(f"{env.prefix('mp')}/big.bin") == payload
+    small = store.open_output("small.bin")
+    small.write(payload[:1000])
+    small.close()
+    gone = store.open_output("gone.bin")
+    gone.write(payload)
+    gone.discard()
+    assert sorted(store.list("")) == ["big.bin", "small.bin"]
+    assert env.direct.fs().cat_file(f"{env.prefix('mp')}/small.bin") == payload[:1000]
+
+
+def test_azure_dataset_of_multi_block_files_read_by_pylance(counted_azure: Counted,
+                                                            monkeypatch: pytest.MonkeyPatch) -> None:
+    """A data file above one part (5 MiB) written through block uploads: pylance reads it in
+    place on Azurite, rows equal."""
+    import pyarrow as pa
+
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    env = counted_azure
+    rows = pa.table({"id": np.arange(1_500_000, dtype=np.int64),
+                     "x": np.random.default_rng(3).random(1_500_000)})
+    env.proxy.reset()
+    write_dataset(rows, env.proxied.uri("big.lance"), storage_options=env.proxied.options)
+    puts = [path for op, path, _ in env.proxy.stats()["log"] if op == "PUT" and "/data/" in path]
+    assert len(puts) >= 3, puts  # blocks + the block list of the one data file
+    got = lance.dataset(env.direct.uri("big.lance"), storage_options=env.direct.options).to_table()
+    assert got.sort_by("id").equals(rows)
