@@ -1,7 +1,7 @@
 """``python -m lance_spark_ops.compile_kernels``: compile every numba kernel (FSST, k-means,
 HNSW, MinHash, RaBitQ) into numba's cache now - a cluster's bootstrap step - so no job's first
 task pays the compile (seconds per kernel module) on each worker of a fresh machine; and build
-the modules that declare ``AOT_EXPORTS`` (k-means) ahead of time for this machine
+the modules that declare ``AOT_EXPORTS`` (k-means, RaBitQ) ahead of time for this machine
 (``kernels_aot``), so that a worker loads them without importing numba. Exit 1 when a kernel
 family is unavailable (it then falls back to its numpy code, with a warning); an ahead-of-time
 build that fails is reported, and the jitted kernels run instead."""
@@ -20,7 +20,8 @@ LOADERS = (("k-means", kmeans.compiled_kernels), ("FSST", compiled.load_kernels)
            ("HNSW", hnsw.compiled_kernels), ("MinHash", minhash.compiled_kernels),
            ("RaBitQ", rabitq.compiled_kernels))
 # the kernel modules built ahead of time (those with ``AOT_EXPORTS``)
-AHEAD = (("k-means", "lance_spark_ops.index.vector.kmeans_kernels"),)
+AHEAD = (("k-means", "lance_spark_ops.index.vector.kmeans_kernels"),
+         ("RaBitQ", "lance_spark_ops.index.vector.rabitq_kernels"))
 
 
 def load_all() -> dict[str, tuple[bool, float]]:

@@ -73,6 +73,29 @@ def test_given_model_equals_pylance(tmp_path: Path, metric: str, num_bits: int, 
     assert got.column("id").to_pylist() == want.column("id").to_pylist()
 
 
+def test_fragments_encoded_in_row_ranges_equal_pylance(tmp_path: Path,
+                                                       monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fragments cut into row ranges over many task slots (``encode_spans``): the same rows,
+    order and codes as pylance's."""
+    import lance
+
+    from lance_spark_ops.index.vector import ivf_plan
+    from lance_spark_ops.spark.indices import vector_index
+
+    monkeypatch.setattr(ivf_plan, "MIN_RANGE_ROWS", 64)
+    monkeypatch.setattr(vector_index, "default_parallelism", lambda spark: 16)
+    ours, theirs = twins(tmp_path, "2.1", True)
+    ds = Dataset.open(ours)
+    live = {f.id: ds.live_rows(f) for f in ds.fragments}
+    phys = {f.id: int(f.physical_rows) for f in ds.fragments}
+    assert all(len(g) == 1 and g[0][2] is not None for g in ivf_plan.encode_spans(live, phys, 16, 1 << 20))
+    kw = given(4)
+    build_index(ours, "vec", KIND, "vec_idx", num_partitions=PARTS, **kw)
+    lance.dataset(theirs).create_index("vec", KIND, name="vec_idx", num_partitions=PARTS, **kw)
+    a, b = rq_storage(ours), rq_storage(theirs)
+    assert len(a) == 2700 and a == b and list(a) == list(b)
+
+
 @pytest.mark.parametrize("metric,version,stable", [("l2", "2.2", True), ("cosine", "2.1", False)])
 def test_build(tmp_path: Path, metric: str, version: str, stable: bool) -> None:
     """Trained centroids and a fresh rotation: pylance reads it, recall as pylance's."""

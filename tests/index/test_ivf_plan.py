@@ -72,6 +72,26 @@ def test_fragment_groups_and_rows_per_task() -> None:
     assert ivf_plan.rows_per_task(512, 128 << 20, rows_cap=700) == 700
 
 
+def test_encode_spans_cut_a_big_fragment_over_the_slots() -> None:
+    n = 4 * ivf_plan.MIN_RANGE_ROWS
+    # one fragment, two slots: two row ranges of it, in row order
+    assert ivf_plan.encode_spans({5: n}, {5: n}, 2, 10 * n) == [((5, 0, n // 2),), ((5, n // 2, n),)]
+    # deleted rows: ranges over the physical rows
+    half = n // 2 + 5
+    assert ivf_plan.encode_spans({5: n}, {5: n + 10}, 2, 10 * n) == [((5, 0, half),), ((5, half, n + 10),)]
+    # fragments as small as a task's share stay whole, grouped as fragment_groups does
+    live = {3: 50, 1: 50, 2: 0, 7: 120}
+    assert ivf_plan.encode_spans(live, live, 1, 100) == [((1, 0, None), (3, 0, None)), ((7, 0, None),)]
+    # too few rows to be worth a range each: whole
+    small = ivf_plan.MIN_RANGE_ROWS + 1
+    assert ivf_plan.encode_spans({1: small}, {1: small}, 2, 10 * small) == [((1, 0, None),)]
+    # a big fragment among small ones: cut to the per-task cap, the others grouped around it
+    spans = ivf_plan.encode_spans({1: 10, 2: n, 3: 10}, {1: 10, 2: n, 3: 10}, 2, n // 4)
+    assert spans[0] == ((1, 0, None),) and spans[-1] == ((3, 0, None),)
+    assert [s for (s,) in spans[1:-1]] == [(2, i * n // 4, (i + 1) * n // 4) for i in range(4)]
+    assert ivf_plan.encode_spans({1: 0}, {1: 0}, 4, 10) == []
+
+
 def test_segment_and_partition_shares() -> None:
     # four segments, 2 slots -> 4 tasks: one each
     assert ivf_plan.segment_shares([4.0, 3.0, 2.0, 1.0], [10, 10, 10, 10], 2, 1 << 20) == [[0], [1], [2], [3]]

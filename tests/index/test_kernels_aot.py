@@ -154,3 +154,48 @@ def test_broken_ahead_of_time_module_falls_back_to_numba(monkeypatch: pytest.Mon
     assert "ahead-of-time k-means kernels unusable" in caplog.text
     monkeypatch.setenv("LSO_NO_COMPILED", "1")
     assert kernels.load(KMEANS, kmeans._warm, "k-means") is None
+
+
+RABITQ = "lance_spark_ops.index.vector.rabitq_kernels"
+
+
+@pytest.mark.parametrize("metric", ["l2", "dot"])
+def test_rabitq_ahead_of_time_equals_jitted(metric: str, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The RaBitQ extension (its four kernels, scalars in small arrays) gives the jitted kernels'
+    codes, ex codes and factors bit for bit, through ``rabitq.encode_assigned`` / ``encode``,
+    every call with the types it was built for (none going to the jitted kernel)."""
+    from lance_spark_ops.index.vector import rabitq
+
+    path = kernels_aot.built_path(RABITQ)
+    if path is None or (not path.is_file() and shutil.which("cc") is None and shutil.which("gcc") is None):
+        pytest.skip("nothing built ahead of time here (no CPU id or no C compiler)")
+    if not path.is_file():
+        assert kernels_aot.build(RABITQ) == path
+    ext = kernels_aot.load_built(RABITQ)
+    assert ext is not None and ext.__name__ == "rabitq_kernels_aot"
+    rabitq._warm(ext)
+    jitted = importlib.import_module(RABITQ)
+    fits = kernels_aot._fits
+    seen: list[bool] = []
+    monkeypatch.setattr(kernels_aot, "_fits", lambda args, want: seen.append(fits(args, want)) or seen[-1])
+    rng = np.random.default_rng(5)
+    model = rabitq.new_model(40, 5, seed=2)  # not a power of two: the alternating transform
+    x = rng.normal(size=(300, 40)).astype(np.float32)
+    cents = rng.normal(size=(3, 40)).astype(np.float32)
+    parts = rng.integers(0, 3, 300)
+    out = []
+    for k in (jitted, ext):
+        rabitq._loaded[:] = [k]
+        try:
+            fused = rabitq.encode_assigned(model, x, cents, parts, metric)
+            res = (x - cents[parts]).astype(np.float32)
+            rot = rabitq.rotate(model, cents)[parts]
+            plain = rabitq.encode(model, res, rot, rabitq.l2_norm_square(res), metric)
+        finally:
+            rabitq._loaded.clear()
+        out.append((fused, plain))
+    assert len(seen) >= 5 and all(seen)  # rotate x3, encode_rows, ex_codes, factors: all built ones
+    for (a, b), (c, d) in [(out[0], out[1])]:
+        for f in ("codes", "add", "scale", "error", "ex_codes", "ex_add", "ex_scale"):
+            np.testing.assert_array_equal(getattr(a, f), getattr(c, f), err_msg=f)
+            np.testing.assert_array_equal(getattr(b, f), getattr(d, f), err_msg=f)

@@ -75,7 +75,7 @@ def prepare(x: np.ndarray, valid: np.ndarray | None, metric: str) -> tuple[np.nd
     if valid is not None:
         keep &= valid
     kept = np.flatnonzero(keep)
-    # every row kept (the usual case): no gather copy
+    # every row kept (the usual case): the vectors as they are, not a gathered copy
     v = np.ascontiguousarray(x if kept.size == x.shape[0] else x[kept], dtype=np.float32)
     return kept, (normalize(v) if metric == "cosine" else v)
 

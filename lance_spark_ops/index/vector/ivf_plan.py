@@ -44,6 +44,47 @@ def fragment_groups(live: Mapping[int, int], slots: int, per_task: int) -> list[
     return out
 
 
+# a fragment is cut into row ranges for the encode tasks only when each range keeps this many rows
+MIN_RANGE_ROWS = 16_384
+
+Span = tuple[int, int, "int | None"]  # fragment id, first physical row, stop (None: the whole fragment)
+
+
+def encode_spans(live: Mapping[int, int], physical: Mapping[int, int], slots: int, per_task: int
+                 ) -> list[tuple[Span, ...]]:
+    """``fragment_groups`` for the encode tasks, with a fragment of more live rows than a task's
+    share (``per_task``, at most total / ``slots``) cut into physical row ranges of about equal
+    rows, a task each, so that one big fragment still fills every slot. Groups keep fragment then
+    row order (a partition's rows stay in fragment, offset order across the runs)."""
+    ids = [f for f in sorted(live) if live[f]]
+    if not ids:
+        return []
+    total = sum(live[f] for f in ids)
+    share = max(1, min(per_task, math.ceil(total / max(1, slots))))
+    whole = max(1, min(per_task, math.ceil(total / min(slots, len(ids)))))
+    out: list[tuple[Span, ...]] = []
+    cur: list[Span] = []
+    acc = 0
+    for f in ids:
+        n, phys = live[f], int(physical.get(f) or 0)
+        cuts = min(math.ceil(n / share), n // MIN_RANGE_ROWS, phys)
+        if cuts > 1:
+            if cur:
+                out.append(tuple(cur))
+                cur, acc = [], 0
+            step = math.ceil(phys / cuts)
+            out.extend(((f, s, min(phys, s + step)),) for s in range(0, phys, step))
+            continue
+        if cur and acc + n > whole:
+            out.append(tuple(cur))
+            cur, acc = [], 0
+        cur.append((f, 0, None))
+        acc += n
+    if cur:
+        out.append(tuple(cur))
+    return out
+
+
 def partition_ranges(counts: np.ndarray, tasks: int) -> list[tuple[int, int]]:
     """Partition ranges of about equal rows, at most ``tasks`` of them."""
     k = int(counts.size)

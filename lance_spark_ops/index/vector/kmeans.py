@@ -19,6 +19,7 @@ from types import ModuleType
 
 import numpy as np
 
+from lance_spark_ops.concurrency import map_concurrently
 from lance_spark_ops.kernels import load
 
 TOLERANCE = 1e-4
@@ -41,7 +42,15 @@ def normalize(x: np.ndarray) -> np.ndarray:
 
 def finite_rows(x: np.ndarray) -> np.ndarray:
     """Rows without NaN or infinity (Lance's ``KeepFiniteVectors`` drops the others)."""
-    return np.isfinite(x).all(axis=1) if x.size else np.ones(x.shape[0], dtype=bool)
+    if not x.size:
+        return np.ones(x.shape[0], dtype=bool)
+    # a row's sum is finite when all its values are (the usual case, one pass without a mask the
+    # size of x); rows whose sum is not (a NaN or infinity, or an overflow) are looked at value by value
+    keep = np.isfinite(x.sum(axis=1, dtype=np.float32 if x.dtype.itemsize <= 4 else x.dtype))
+    bad = np.flatnonzero(~keep)
+    if bad.size:
+        keep[bad] = np.isfinite(x[bad]).all(axis=1)
+    return keep
 
 
 def assign(
@@ -74,6 +83,7 @@ def _assign(
     bias: np.ndarray | None,
     tolerance: float = 0.0,
     kernel_max_dim: int = KERNEL_MAX_DIM,
+    threads: int = 1,
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     """``assign`` in ``dtype``; with ``tolerance``, also which rows' best two scores are within
     ``tolerance`` x (|x|^2 + max |c|^2) of each other."""
@@ -101,7 +111,10 @@ def _assign(
     # dot: -x.c (the argmin of 1 - x.c)
     cat = np.concatenate([-2 * c, c_sq[:, None]], axis=1).T.copy() if metric == "l2" else -c.T
     step = max(1, BLOCK_CELLS // max(k, 1))
-    for lo in range(0, n, step):
+    if threads > 1:  # blocks of about equal rows, one per thread at least (GEMMs release the GIL)
+        step = max(1, min(step, -(-n // threads)))
+
+    def block(lo: int) -> None:
         xb = x[lo : lo + step].astype(dtype, copy=False)
         x_sq = np.einsum("ij,ij->i", xb, xb)
         rows = np.arange(xb.shape[0])
@@ -119,9 +132,13 @@ def _assign(
             best = np.argmin(score, axis=1)
             dist[lo : lo + step] = 1 + d[rows, best].astype(np.float64)
         ids[lo : lo + step] = best
-        if doubt is not None:
-            two = np.partition(score, 1, axis=1)[:, :2]
-            doubt[lo : lo + step] = (two[:, 1] - two[:, 0]) <= tolerance * (x_sq + c_max)
+        if doubt is not None:  # the second lowest score: the lowest with the winner's masked
+            first = score[rows, best]
+            score[rows, best] = np.inf
+            second = score.min(axis=1)
+            doubt[lo : lo + step] = (second - first) <= tolerance * (x_sq + c_max)
+
+    map_concurrently(block, range(0, n, step), threads)
     return ids, dist, doubt
 
 
@@ -146,13 +163,20 @@ class Partial:
 
 
 def partial_sums(
-    x: np.ndarray, centroids: np.ndarray, metric: str, bias: np.ndarray | None = None
+    x: np.ndarray, centroids: np.ndarray, metric: str, bias: np.ndarray | None = None, threads: int = 1,
+    xt: np.ndarray | None = None,
 ) -> Partial:
+    """One round's share over rows ``x``: assignments in float32 (``threads``: their blocks on
+    that many threads), per-centroid sums in float64 in row order. ``xt``: ``x`` transposed as
+    float64 (d x n, contiguous) when the caller holds it (``fit``: once for all its rounds)."""
     k, d = centroids.shape
-    ids, dist = assign(x, centroids, metric, exact=False, bias=bias)
+    if metric not in METRICS:
+        raise ValueError(f"k-means distance {metric!r} is not supported")
+    ids, dist = _assign(x, centroids, metric, np.float32, bias, threads=threads)[:2]
     sums = np.zeros((k, d), dtype=np.float64)
     for j in range(d):  # a bincount per column: faster than np.add.at
-        sums[:, j] = np.bincount(ids, weights=x[:, j].astype(np.float64), minlength=k)
+        w = xt[j] if xt is not None else x[:, j].astype(np.float64)
+        sums[:, j] = np.bincount(ids, weights=w, minlength=k)
     radius = np.zeros(k, dtype=np.float64)
     np.maximum.at(radius, ids, dist)
     return Partial(
@@ -262,11 +286,14 @@ def train(
 
 
 def fit(
-    x: np.ndarray, init: np.ndarray, metric: str, max_iters: int, seed: int, balance_factor: float
+    x: np.ndarray, init: np.ndarray, metric: str, max_iters: int, seed: int, balance_factor: float,
+    threads: int = 1,
 ) -> tuple[np.ndarray, float]:
-    """Rounds from ``init`` until converged or ``max_iters``: centroids and the last loss."""
+    """Rounds from ``init`` until converged or ``max_iters``: centroids and the last loss
+    (``threads``: each round's assignment on that many threads; the same result)."""
     t = Training(init, balance_factor, seed)
+    xt = np.ascontiguousarray(x.T, dtype=np.float64)  # the sums' weights, converted once
     for _ in range(max_iters):
-        if t.update(partial_sums(x, t.centroids, metric, t.bias())):
+        if t.update(partial_sums(x, t.centroids, metric, t.bias(), threads, xt)):
             break
     return t.centroids, float(t.loss or 0.0)

@@ -181,7 +181,8 @@ def rotate(model: RabitModel, x: np.ndarray) -> np.ndarray:
     kernels = compiled_kernels()
     if kernels is not None:
         out = np.empty_like(x)
-        kernels.rotate_fast(np.ascontiguousarray(x), masks, trunc, scale, out)
+        kernels.rotate_fast(np.ascontiguousarray(x), masks, np.array([scale], np.float32),
+                            np.array([trunc], np.int64), out)
         return out
     out = x.copy()
     if trunc == d:
@@ -295,8 +296,8 @@ def ex_code_values(rotated: np.ndarray, ex_bits: int) -> tuple[np.ndarray, np.nd
     dots = np.zeros(n, dtype=np.float32)
     kernels = compiled_kernels()
     if kernels is not None:
-        kernels.ex_codes(np.ascontiguousarray(rotated, dtype=np.float32), ex_bits, TIGHT_START[ex_bits],
-                         values, dots)
+        kernels.ex_codes(np.ascontiguousarray(rotated, dtype=np.float32), TIGHT_START[ex_bits : ex_bits + 1],
+                         np.array([ex_bits], np.int64), values, dots)
         return values, dots
     norm_sq = _seq_sum(rotated * rotated)
     good = (norm_sq > np.finfo(np.float32).eps) & np.isfinite(norm_sq)
@@ -398,8 +399,9 @@ def encode_assigned(model: RabitModel, x: np.ndarray, centroids: np.ndarray, par
     values = np.zeros((n, d), np.uint8)
     f = np.empty((n, 5), np.float32)
     kernels.encode_rows(x, np.ascontiguousarray(parts, dtype=np.int64), centroids, rotate(model, centroids),
-                        _sign_masks(model.signs, d), trunc, scale, model.ex_bits,
-                        TIGHT_START[model.ex_bits], metric == "dot", codes, values, f)
+                        _sign_masks(model.signs, d),
+                        np.array([scale, TIGHT_START[model.ex_bits]], np.float32),
+                        np.array([trunc, model.ex_bits, metric == "dot"], np.int64), codes, values, f)
     out = Encoded(codes, f[:, 0].copy(), f[:, 1].copy(), f[:, 2].copy())
     if model.ex_bits:
         out.ex_codes = pack_blocked(values, model.ex_bits)
@@ -424,8 +426,8 @@ def encode(model: RabitModel, residuals: np.ndarray, rotated_centroids: np.ndarr
                         (np.zeros((n, r.shape[1]), np.uint8), np.zeros(n, np.float32)))
         f = np.empty((n, 5), np.float32)
         f[:, 3] = dots
-        kernels.factors(r, np.ascontiguousarray(c), np.ascontiguousarray(norm_square), values, ex_bits,
-                        metric == "dot", f)
+        kernels.factors(r, np.ascontiguousarray(c), np.ascontiguousarray(norm_square), values,
+                        np.array([ex_bits, metric == "dot"], np.int64), f)
         out = Encoded(codes, f[:, 0].copy(), f[:, 1].copy(), f[:, 2].copy())
         if ex_bits:
             out.ex_codes = pack_blocked(values, ex_bits)
@@ -477,10 +479,12 @@ def compiled_kernels() -> ModuleType | None:
 
 def _warm(k: ModuleType) -> None:
     x = np.ones((1, 8), np.float32)
-    k.rotate_fast(x, np.ones((ROUNDS, 8), np.float32), 8, np.float32(1.0), x.copy())
-    k.ex_codes(x, 4, TIGHT_START[4], np.zeros((1, 8), np.uint8), np.zeros(1, np.float32))
-    k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), 4, False,
+    f1, i1 = np.ones(1, np.float32), np.array([8], np.int64)
+    k.rotate_fast(x, np.ones((ROUNDS, 8), np.float32), f1, i1, x.copy())
+    k.ex_codes(x, TIGHT_START[4:5], np.array([4], np.int64), np.zeros((1, 8), np.uint8),
+               np.zeros(1, np.float32))
+    k.factors(x, x, np.ones(1, np.float32), np.zeros((1, 8), np.uint8), np.array([4, 0], np.int64),
               np.zeros((1, 5), np.float32))
-    k.encode_rows(x, np.zeros(1, np.int64), x, x, np.ones((ROUNDS, 8), np.float32), 8, np.float32(1.0), 4,
-                  TIGHT_START[4], False, np.zeros((1, 1), np.uint8), np.zeros((1, 8), np.uint8),
-                  np.zeros((1, 5), np.float32))
+    k.encode_rows(x, np.zeros(1, np.int64), x, x, np.ones((ROUNDS, 8), np.float32),
+                  np.array([1.0, TIGHT_START[4]], np.float32), np.array([8, 4, 0], np.int64),
+                  np.zeros((1, 1), np.uint8), np.zeros((1, 8), np.uint8), np.zeros((1, 5), np.float32))

@@ -9,11 +9,13 @@ training sizes, task shapes, splits and joins - are ``index.vector``'s ``ivf_par
    or merge), the user's ``ivf_centroids`` / ``pq_codebook``, or trained: sample tasks draw ``sample_rate`` x
    partitions vectors (PQ / SQ: also 2^bits x ``sample_rate``) spread over the fragments by
    live rows; IVF k-means in one task when the sample has at most ``local_kmeans_values``
-   (``Tuning``) values, else in rounds (one task per sample file returns per-centroid sums and counts; the
-   driver averages); PQ codebooks with the sub-vectors split over the task slots (each task
+   (``Tuning``) values (each round's assignment on as many threads as the job has slots), else
+   in rounds (one task per sample file returns per-centroid sums and counts; the driver
+   averages); PQ codebooks with the sub-vectors split over the task slots (each task
    on the whole PQ sample, at most 65 536 rows); SQ bounds from the sample tasks' min / max;
-2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors) assign and encode every
-   live row and write a run sorted by partition;
+2. encode tasks (fragments grouped up to ``TASK_BYTES`` of vectors; a fragment bigger than a
+   slot's share cut into row ranges, ``encode_spans``) assign and encode every live row and
+   write a run sorted by partition;
 3. range tasks each gather a range of partitions from every run (and build their HNSW
    graphs); without HNSW a task holds at most ``TASK_BYTES`` of storage rows: a partition
    larger than that is gathered in pieces (as pylance's shuffle writes a partition in many
@@ -53,6 +55,7 @@ from lance_spark_ops.index.vector.ivf_join import (
 from lance_spark_ops.index.vector.ivf_model import Model
 from lance_spark_ops.index.vector.ivf_params import hnsw_params, target_size
 from lance_spark_ops.index.vector.ivf_plan import (
+    encode_spans,
     fragment_groups,
     move_tasks,
     partition_ranges,
@@ -176,12 +179,9 @@ class VectorSegmentBuilder(SegmentBuilder):
 
             def encode(rows: dict[int, int], model: Model) -> list[Any]:
                 with job.phase("encode"):
-                    groups = fragment_groups(rows, slots, _rows_per_task(job, model.dim * 4))
-                    return job.run_tasks(
-                        [EncodeSpec(src, g, model, work_dir) for g in groups],
-                        run_encode,
-                        costs=[sum(rows[f] for f in g) for g in groups],
-                    )
+                    specs, costs = _encode_specs(ds, src, rows, model, work_dir, slots,
+                                                 _rows_per_task(job, model.dim * 4))
+                    return job.run_tasks(specs, run_encode, costs=costs)
 
             # segments of another model: their fragments are encoded again from the data
             got = _Adjusted(model, model, encode({**live, **_refit_rows(ds, refit, live)}, model), olds)
@@ -666,3 +666,18 @@ def _remove(ds: Dataset, rel: str) -> None:
 
 
 VECTOR_BUILDER = VectorSegmentBuilder()
+
+
+def _encode_specs(ds: Dataset, src: Source, rows: dict[int, int], model: Model, work_dir: str, slots: int,
+                  per_task: int) -> tuple[list[EncodeSpec], list[int]]:
+    """The encode tasks of fragments with ``rows`` live rows (a big fragment in row ranges,
+    ``encode_spans``) and their costs (live rows, a range's share of its fragment's)."""
+    phys = {f: int(fr.physical_rows or 0) for f, fr in ds.fragments_with_ids(sorted(rows)).items()}
+    specs, costs = [], []
+    for g in encode_spans(rows, phys, slots, per_task):
+        specs.append(EncodeSpec(src, tuple(f for f, _, _ in g), model, work_dir,
+                                tuple(None if stop is None else (start, stop) for _, start, stop in g)))
+        costs.append(sum(rows[f] if stop is None else rows[f] * (stop - start) // max(phys[f], 1)
+                         for f, start, stop in g))
+    return specs, costs
+

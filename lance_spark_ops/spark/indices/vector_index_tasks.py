@@ -12,6 +12,7 @@ and file names travel through Spark.
 from __future__ import annotations
 
 import io
+import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -58,11 +59,14 @@ class Source:
         return ObjectStore(self.uri, self.storage_options)
 
 
-def fragment_vectors(ds: Dataset, fragment_id: int, src: Source) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Live rows of one fragment: (row ids or addresses, vectors (n x dim), validity)."""
+def fragment_vectors(ds: Dataset, fragment_id: int, src: Source, row_range: tuple[int, int] | None = None
+                     ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Live rows of one fragment (``row_range``: of its physical rows ``start..stop`` only):
+    (row ids or addresses, vectors (n x dim), validity)."""
     id_col = "_rowid" if src.row_ids else "_rowaddr"
     batches = list(
-        ds.scan_fragment(fragment_id, [src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
+        ds.scan_fragment(fragment_id, [src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids,
+                         row_range=row_range)
     )
     schema = ds.output_schema([src.column], with_row_id=src.row_ids, with_row_address=not src.row_ids)
     t = pa.Table.from_batches(batches, schema=schema)
@@ -84,6 +88,7 @@ def _save(store: ObjectStore, rel: str, arrays: list[np.ndarray]) -> None:
     store.write(rel, buf.getvalue())
 
 
+MAX_KMEANS_THREADS = 8  # the one-task k-means' threads at most (a cluster's slots are not one machine's)
 _SAMPLES = region("spark.vector_samples", max_entries=16)  # sample files read, kept for the next round
 
 
@@ -173,13 +178,16 @@ class KMeansSpec:
     seed: int
     balance_factor: float
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    threads: int = 1  # the job's task slots: this task runs alone, its rounds use that many threads
 
 
 def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
     store = ObjectStore(spec.uri, spec.storage_options)
     dim = spec.init.shape[1]
     x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
-    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor)
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
+    threads = max(1, min(spec.threads, cores, MAX_KMEANS_THREADS))
+    return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor, threads)
 
 
 @dataclass(frozen=True)
@@ -221,6 +229,7 @@ class EncodeSpec:
     fragments: tuple[int, ...]
     model: Model
     work_dir: str
+    ranges: tuple[tuple[int, int] | None, ...] = ()  # per fragment: physical rows start..stop, None all
 
 
 @dataclass(frozen=True)
@@ -238,8 +247,8 @@ def run_encode(spec: EncodeSpec, ctx: TaskContext) -> Run:
     ds = spec.source.dataset()
     model = spec.model
     all_ids, all_parts, all_rows = [], [], []
-    for fid in spec.fragments:
-        ids, x, valid = fragment_vectors(ds, fid, spec.source)
+    for i, fid in enumerate(spec.fragments):
+        ids, x, valid = fragment_vectors(ds, fid, spec.source, spec.ranges[i] if spec.ranges else None)
         if x.shape[1] != model.dim:
             raise InvalidInputError(
                 f"column {spec.source.column!r} has {x.shape[1]} dimensions, the index model {model.dim}"

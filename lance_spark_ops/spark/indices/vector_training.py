@@ -63,7 +63,7 @@ def train_model(
     centroids, loss = (
         (p.ivf_centroids, None)
         if not plan.need_ivf
-        else _kmeans(job, src, samples, plan.k, plan.ivf_rows, metric, p.max_iterations, local_values)
+        else _kmeans(job, src, samples, plan.k, plan.ivf_rows, metric, p.max_iterations, local_values, fan[0])
     )
     m, nbits = plan.m, plan.nbits
     model = Model(kind, metric, np.asarray(centroids, np.float32), loss, m=m, nbits=nbits)
@@ -116,6 +116,7 @@ def _kmeans(
     metric: str,
     max_iters: int,
     local_values: int,
+    slots: int = 1,
 ) -> tuple[np.ndarray, float]:
     files = _takes(samples, rows)
     n = sum(t for _, t in files)
@@ -126,7 +127,7 @@ def _kmeans(
     with job.phase("kmeans", detail=f"k={k}, {n} vectors"):
         if kmeans_in_one_task(n, init.shape[1], local_values):
             spec = KMeansSpec(
-                src.uri, files, init, km_metric, max_iters, SEED, BALANCE_FACTOR, src.storage_options
+                src.uri, files, init, km_metric, max_iters, SEED, BALANCE_FACTOR, src.storage_options, slots
             )
             (out,) = job.run_tasks([spec], run_kmeans)
             return out
