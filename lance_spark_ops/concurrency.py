@@ -6,6 +6,7 @@ reads of one item after another (results in order, a bounded window running ahea
 from __future__ import annotations
 
 import itertools
+import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
@@ -13,6 +14,14 @@ from typing import TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
+
+
+def usable_cpus() -> int:
+    """CPUs this process may run on (its affinity mask where the OS has one, else the count)."""
+    try:
+        return len(os.sched_getaffinity(0))
+    except AttributeError:  # macOS, Windows: no affinity call
+        return os.cpu_count() or 1
 
 
 def map_concurrently(fn: Callable[[T], R], items: Iterable[T], max_workers: int = 8) -> list[R]:

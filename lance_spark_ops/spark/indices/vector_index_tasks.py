@@ -12,7 +12,6 @@ and file names travel through Spark.
 from __future__ import annotations
 
 import io
-import os
 from dataclasses import dataclass, field, replace
 from typing import Any
 
@@ -20,6 +19,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.cache import region
+from lance_spark_ops.concurrency import usable_cpus
 from lance_spark_ops.errors import CorruptFileError, InvalidInputError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.file.writer import LanceFileWriter
@@ -185,8 +185,7 @@ def run_kmeans(spec: KMeansSpec, ctx: TaskContext) -> tuple[np.ndarray, float]:
     store = ObjectStore(spec.uri, spec.storage_options)
     dim = spec.init.shape[1]
     x = np.concatenate([load_sample(store, f, dim, n) for f, n in spec.files])
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else (os.cpu_count() or 1)
-    threads = max(1, min(spec.threads, cores, MAX_KMEANS_THREADS))
+    threads = max(1, min(spec.threads, usable_cpus(), MAX_KMEANS_THREADS))
     return fit(x, spec.init, spec.metric, spec.max_iters, spec.seed, spec.balance_factor, threads)
 
 
