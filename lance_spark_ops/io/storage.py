@@ -393,7 +393,10 @@ class ObjectStore:
         return None if p is None else p.get(self.full_path(rel))
 
     def exists(self, rel: str) -> bool:
-        return bool(self.fs.exists(self.full_path(rel)))
+        """Whether ``rel`` exists (fsspec's answer); a backend that raises instead of answering
+        fails with ``_typed``'s LanceError naming the object."""
+        with self._typed("exists", rel):
+            return bool(self.fs.exists(self.full_path(rel)))
 
     def present(self, rel: str) -> bool:
         """Whether an object or a directory (a prefix with objects under it) is at ``rel``: one
