@@ -110,15 +110,23 @@ class ScratchBuffer:
         return self._buf[:size]
 
 
-def _lost_condition(e: BaseException) -> bool:
-    """An S3 error saying the conditional put surely did not land: 412 (the object exists) or
-    409 ConditionalRequestConflict (a concurrent conditional put is in flight)."""
+def _s3_answer(e: BaseException) -> tuple[str, int | None] | None:
+    """The error code and HTTP status of the botocore error behind ``e`` (None: not one)."""
     cause = e.__cause__ or e.__context__
     response = getattr(cause, "response", None)
     if not isinstance(response, dict):
+        return None
+    return (str(response.get("Error", {}).get("Code", "")),
+            response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
+def _lost_condition(e: BaseException) -> bool:
+    """An S3 error saying the conditional put surely did not land: 412 (the object exists) or
+    409 ConditionalRequestConflict (a concurrent conditional put is in flight)."""
+    answer = _s3_answer(e)
+    if answer is None:
         return False
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code, status = answer
     return code in ("PreconditionFailed", "ConditionalRequestConflict") or status in (409, 412)
 
 
@@ -130,12 +138,10 @@ _REFUSED_CODES = frozenset({"SlowDown", "ServiceUnavailable"})
 
 def _refused(e: BaseException) -> bool:
     """An S3 error saying the put was refused unexecuted (503): nothing was stored by it."""
-    cause = e.__cause__ or e.__context__
-    response = getattr(cause, "response", None)
-    if not isinstance(response, dict):
+    answer = _s3_answer(e)
+    if answer is None:
         return False
-    code = str(response.get("Error", {}).get("Code", ""))
-    status = response.get("ResponseMetadata", {}).get("HTTPStatusCode")
+    code, status = answer
     return code in _REFUSED_CODES or (status == 503 and code in ("", "503"))
 
 
