@@ -219,6 +219,10 @@ def test_create_btree_index(spark, slow_s3: SlowS3, where: str,  # type: ignore[
             got_bytes[path.rsplit("/", 1)[1]] += hi - lo + 1
     assert all(got_bytes[f] < size // 4 for f, size in files.items()), (got_bytes, files)
     _no_size_requests(st)
+    # the commit puts the next version on the plan's word (``expected_latest``): no listing after
+    # the index files are up
+    ops = [op for op, _, _ in st["log"]]
+    assert "LIST" not in ops[ops.index("PUT"):], ops
     a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
     assert a.version == m.new_version
     assert _index_stats(a, "id_idx") == _index_stats(b, "id_idx")

@@ -62,6 +62,18 @@ def test_proxy_counts_operations_and_holds_requests(slow_s3: SlowS3) -> None:
     assert proxy.stats()["faults"] == {"slowdown": 1}
 
 
+def test_proxy_keeps_client_connections_alive(slow_s3: SlowS3) -> None:
+    """moto's server closes every connection; the proxy keeps its client's open, as S3 does (a
+    client then pays one connection for many requests, not one per request)."""
+    store = ObjectStore(f"s3://{slow_s3.direct.bucket}/ka", slow_s3.options)
+    store.write("x", b"0123456789")
+    slow_s3.proxy.reset()
+    for i in range(6):
+        assert store.read_range("x", i, 2) == b"0123456789"[i:i + 2]
+    st = slow_s3.proxy.stats()
+    assert st["ops"] == {"GET": 6} and st["connections"] <= 1, st
+
+
 def test_fragment_of_k_columns_in_two_requests(slow_s3: SlowS3) -> None:
     """A 6-column fragment of ~3 MB (footer not read with the data): one request for the footer
     (its size from the manifest), one round of coalesced page reads - not one per column; no

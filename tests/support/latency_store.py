@@ -105,11 +105,13 @@ class _Stats:
     timeline: list = field(default_factory=list)
     in_flight: int = 0
     max_in_flight: int = 0
+    connections: int = 0  # client connections accepted (a client that keeps them alive opens few)
 
     def as_dict(self) -> dict[str, Any]:
         return {"requests": dict(self.requests), "ops": dict(self.ops), "bytes_in": dict(self.bytes_in),
                 "bytes_out": dict(self.bytes_out), "faults": dict(self.faults),
                 "total": sum(self.requests.values()), "max_in_flight": self.max_in_flight,
+                "connections": self.connections,
                 "log": list(self.log), "timeline": list(self.timeline)}
 
 
@@ -136,6 +138,15 @@ def _parse_head(head: bytes) -> tuple[str, dict[str, str], list[tuple[str, str]]
     lines = head.decode("latin-1").split("\r\n")
     raw = [tuple(x.strip() for x in line.split(":", 1)) for line in lines[1:] if ":" in line]
     return lines[0], {k.lower(): v for k, v in raw}, raw  # type: ignore[misc]
+
+
+def _kept_alive(rhead: bytes) -> bytes:
+    """A response head for the client without the upstream's ``Connection: close``: moto's
+    server (werkzeug) closes every connection, S3 keeps them open, and so does the proxy towards
+    its client (it reconnects upstream per request instead). The body must be delimited."""
+    lines = rhead[:-4].split(b"\r\n")
+    kept = [ln for ln in lines[1:] if ln.split(b":", 1)[0].strip().lower() != b"connection"]
+    return b"\r\n".join([lines[0], *kept]) + b"\r\n\r\n"
 
 
 def _body_of_response(status: int, method: str) -> bool:
@@ -300,6 +311,8 @@ class LatencyProxy:
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
+        with self._lock:
+            self._stats.connections += 1
         up: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None = None
         loop = asyncio.get_running_loop()
         try:
@@ -361,17 +374,21 @@ class LatencyProxy:
                     rhead = await up[0].readuntil(b"\r\n\r\n")
                     rline, rheaders, _ = _parse_head(rhead[:-4])
                     status = int(rline.split(" ", 2)[1])
+                    client_close = False
                     if _body_of_response(status, method):
                         if "content-length" in rheaders or "transfer-encoding" in rheaders:
                             rbody = await _read_body(up[0], rheaders)
-                        else:  # to the end of the connection
+                        else:  # to the end of the connection: the client's ends there too
                             rbody = await up[0].read()
                             rheaders["connection"] = "close"
+                            client_close = True
                     else:
                         rbody = b""
                     if rheaders.get("connection", "").lower() == "close":
                         up[1].close()
                         up = None
+                        if not client_close:
+                            rhead = _kept_alive(rhead)
                     if fault is not None:  # forwarded, then the answer lost
                         if fault.kind == "timeout":
                             await asyncio.sleep(fault.hold_s)
@@ -383,6 +400,8 @@ class LatencyProxy:
                     await self._send(writer, rhead + rbody)
                     with self._lock:
                         self._stats.bytes_out[method] += len(rbody)
+                    if client_close:
+                        return
                 finally:
                     with self._lock:
                         self._stats.in_flight -= 1

@@ -371,7 +371,10 @@ def new_entry(plan: SegmentPlan, built: BuiltSegment) -> Any:
 
 
 def commit_plans(ds: Dataset, plans: Sequence[SegmentPlan], built: Sequence[BuiltSegment]) -> Any:
-    """One CreateIndex: per name the kept segments, then the new ones; merged ones removed."""
+    """One CreateIndex: per name the kept segments, then the new ones; merged ones removed.
+    The version the job planned on is taken as the latest (``expected_latest``): the commit puts
+    the next version without listing ``_versions/`` first (a round trip less on an object store;
+    when another writer took it meanwhile, the put fails and the commit lists and checks as usual)."""
     new, removed, kept_seen = [], [], set()
     for plan, b in zip(plans, built, strict=True):
         for k in plan.kept:
@@ -382,7 +385,8 @@ def commit_plans(ds: Dataset, plans: Sequence[SegmentPlan], built: Sequence[Buil
         new.append(new_entry(plan, b))
         removed.extend(plan.removed)
     return commit_transaction(ds.store, CreateIndex(new, removed), ds.version,
-                              known_manifests={ds.version: ds.manifest_file})  # parsed already
+                              known_manifests={ds.version: ds.manifest_file},  # parsed already
+                              expected_latest=ds.version)
 
 
 def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
