@@ -158,6 +158,9 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     writer goes on; ``discard`` aborts it and leaves no object."""
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
     store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    bodies: list[str] = []  # what each part's request carries as its body, as sent
+    store.fs.session.register("before-send.s3.UploadPart",
+                              lambda request, **kw: bodies.append(type(request.body).__name__))
     payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
     slow_s3.proxy.reset()
     out = store.open_output("big.bin")
@@ -166,6 +169,8 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     out.close()
     ops = slow_s3.proxy.stats()["ops"]
     assert ops == {"CREATE_MPU": 1, "PUT_PART": 5, "COMPLETE_MPU": 1}, ops
+    # one buffer per part, not a stream botocore and aiohttp copy in small chunks holding the GIL
+    assert bodies == ["bytearray"] * 5, bodies
     assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).read("big.bin") == payload
     out = store.open_output("gone.bin")
     out.write(payload)
