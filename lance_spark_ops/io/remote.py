@@ -46,7 +46,7 @@ def submit(fs: Any, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, fs.loop)  # type: ignore[arg-type]
 
 
-async def _bounded(coros: Sequence[Awaitable[T]], limit: int) -> list[T]:
+async def bounded(coros: Sequence[Awaitable[T]], limit: int) -> list[T]:
     """Every coroutine's result in order, at most ``limit`` running at once; the first
     error cancels the rest and is raised."""
     sem = asyncio.Semaphore(max(1, limit))
@@ -78,13 +78,13 @@ def _cat(fs: Any, path: str, start: int | None, end: int | None) -> Awaitable[by
 
 async def read_ranges(fs: Any, path: str, spans: Sequence[tuple[int, int]], budget: IOBudget) -> list[bytes]:
     """The bytes of each (start, end) span of one object, ``budget.max_requests`` at a time."""
-    return await _bounded([fs._cat_file(path, start=s, end=e) for s, e in spans], budget.max_requests)
+    return await bounded([fs._cat_file(path, start=s, end=e) for s, e in spans], budget.max_requests)
 
 
 async def read_many(fs: Any, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
                     ) -> list[bytes]:
     """(path, start, end) spans of several objects at once (start None: the whole object)."""
-    return await _bounded([_cat(fs, p, s, e) for p, s, e in items], budget.max_requests)
+    return await bounded([_cat(fs, p, s, e) for p, s, e in items], budget.max_requests)
 
 
 async def _s3_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
@@ -241,7 +241,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
             keys = [fs.split_path(p)[1] for p in group]
             step = S3_DELETE_BATCH
             calls += [batch(bucket, keys[i:i + step]) for i in range(0, len(keys), step)]
-        failed = [f for part in await _bounded(calls, budget.max_requests) for f in part]
+        failed = [f for part in await bounded(calls, budget.max_requests) for f in part]
         for p in paths:
             fs.invalidate_cache(p)
         return failed
@@ -255,7 +255,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
             return [(p, f"{type(e).__name__}: {e}")]
         return []
 
-    return [f for part in await _bounded([one(p) for p in paths], budget.max_requests) for f in part]
+    return [f for part in await bounded([one(p) for p in paths], budget.max_requests) for f in part]
 
 
 class S3Upload:
