@@ -495,15 +495,3 @@ def test_merge_attempt_after_a_finished_one(tmp_path: Any, monkeypatch: Any) -> 
     want = lance.dataset(theirs).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
     got = lance.dataset(ours).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
     assert sorted(got) == sorted(want)
-
-
-def test_scan_window_reads_small_fragments_all_at_once() -> None:
-    """An object-store scan reads ahead every fragment of a part of small fragments (each
-    footer out at once, not in waves of 16), 16 of big ones, and never more than 64 threads."""
-    from lance_spark_ops.spark.indices.scalar_index_tasks import SCAN_AHEAD, SCAN_AHEAD_MAX, scan_window
-
-    assert scan_window([20_000] * 48) == 48
-    assert scan_window([20_000] * 5) == SCAN_AHEAD
-    assert scan_window([1_000_000] * 40) == SCAN_AHEAD
-    assert scan_window([100] * 500) == SCAN_AHEAD_MAX
-    assert scan_window([]) == SCAN_AHEAD

@@ -117,21 +117,8 @@ def _write(store: ObjectStore, rel: str, table: pa.Table, version: str,
 # read takes such a file whole anyway); larger ones are read as their footer, then the column's pages
 SMALL_FILE_PREFETCH = WHOLE_FILE_READ
 # fragments whose column a scan reads ahead on an object store (threads: each fragment is a footer
-# and then a page read, in turn; several at once keep the store's request budget busy): at least
-# SCAN_AHEAD, more while their rows stay within SCAN_AHEAD_ROWS (small fragments: every footer of
-# a part goes out at once, not in waves of 16 that each wait for a footer, a page read and the
-# decode of the first in line), at most SCAN_AHEAD_MAX threads
+# and then a page read, in turn; several at once keep the store's request budget busy)
 SCAN_AHEAD = 16
-SCAN_AHEAD_ROWS = 1 << 20
-SCAN_AHEAD_MAX = 64
-
-
-def scan_window(rows: list[int]) -> int:
-    """How many fragments of these (physical rows each, in order) a scan reads ahead."""
-    if not rows:
-        return SCAN_AHEAD
-    fit = SCAN_AHEAD_ROWS * len(rows) // max(1, sum(rows))  # fragments of the mean size that fit
-    return max(SCAN_AHEAD, min(SCAN_AHEAD_MAX, fit, len(rows)))
 
 
 def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Array, np.ndarray]]:
@@ -148,18 +135,15 @@ def _scan(ds: Dataset, spec: PartSpec, by_address: bool) -> Iterator[tuple[pa.Ar
                 yield batch.column(0), ids
 
     # object stores: deletion files and small data files fetched ahead, many in flight
-    frags = ds._select_fragments([int(f) for f in spec.fragment_ids])  # noqa: SLF001
-    FragmentBatch(ds, frags).prefetch(data_max_bytes=SMALL_FILE_PREFETCH)
+    FragmentBatch(ds, ds._select_fragments([int(f) for f in spec.fragment_ids])).prefetch(  # noqa: SLF001
+        data_max_bytes=SMALL_FILE_PREFETCH)
     ranges = spec.row_ranges or tuple((f, 0, None) for f in spec.fragment_ids)
-    rows = {f.id: int(f.physical_rows or 0) for f in frags}
-    window = scan_window([(rows.get(int(f), 0) if stop is None else int(stop)) - int(first)
-                          for f, first, stop in ranges])
     try:
         if ds.store.is_local:
             for r in ranges:
                 yield from read(r)
         else:  # a fragment's column (not the whole file) held per fragment read ahead
-            for pieces in read_ahead(lambda r: list(read(r)), ranges, window):
+            for pieces in read_ahead(lambda r: list(read(r)), ranges, SCAN_AHEAD):
                 yield from pieces
     finally:
         ds.stop_prefetch()
