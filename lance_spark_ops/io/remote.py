@@ -16,6 +16,7 @@ import base64
 import concurrent.futures
 import hashlib
 import uuid as uuidlib
+from collections import deque
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
@@ -270,7 +271,8 @@ class S3Upload:
         self.fs, self.path, self.budget = fs, path, budget
         self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
-        self._buf = bytearray()
+        self._chunks: deque[bytes | memoryview] = deque()  # written, not yet in a part
+        self._buffered = 0  # their bytes
         self._upload_id: str | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
         self._window = upload_window(budget)
@@ -282,29 +284,48 @@ class S3Upload:
         return True
 
     def _take(self, n: int) -> bytes:
-        """The first ``n`` buffered bytes, removed from the buffer (one copy: no bytearray
-        slice in between)."""
-        with memoryview(self._buf) as mv, mv[:n] as head:
-            data = bytes(head)
-        del self._buf[:n]
-        return data
+        """The first ``n`` buffered bytes as one part, removed from the buffer: the chunks are
+        joined once (a chunk that is the whole part is passed on as it is)."""
+        out: list[bytes | memoryview] = []
+        need = n
+        while need:
+            c = self._chunks[0]
+            if len(c) <= need:
+                out.append(self._chunks.popleft())
+                need -= len(c)
+            else:
+                mv = memoryview(c)
+                out.append(mv[:need])
+                self._chunks[0] = mv[need:]
+                need = 0
+        self._buffered -= n
+        if len(out) == 1 and isinstance(out[0], bytes):
+            return out[0]
+        return b"".join(out)
 
     def tell(self) -> int:
         return self._pos
 
     def write(self, data: Any) -> int:
+        """Buffer ``data`` for the next part. Views of immutable ``bytes`` (a binary copy's pages,
+        sliced from the fetched input file) are held as they are and copied once, into their
+        part; anything else (a buffer its owner may reuse) is copied now."""
         mv = memoryview(data).cast("B")
-        self._buf += mv
-        self._pos += len(mv)
+        n = len(mv)
+        if not n:
+            return 0
+        self._chunks.append(mv if mv.readonly and isinstance(mv.obj, bytes) else bytes(mv))
+        self._buffered += n
+        self._pos += n
         part = self.budget.part_bytes
         # a part goes out as soon as more than one is buffered (the rest may be the last part,
         # of any size): the upload runs beside the encoding instead of after it; an object of
         # at most one part is one PUT at close
-        if len(self._buf) > part:
+        if self._buffered > part:
             with self._typed("write"):
-                while len(self._buf) > part:
+                while self._buffered > part:
                     self._start_part(self._take(part))
-        return len(mv)
+        return n
 
     def flush(self) -> None:
         return None
@@ -367,17 +388,18 @@ class S3Upload:
             self._abort()
             raise
         finally:
-            self._buf = bytearray()
+            self._chunks.clear()
+            self._buffered = 0
             self.fs.invalidate_cache(self.path)
 
     def _finish(self) -> None:
         """The last parts and the completion (or the one PUT of a small object)."""
         if self._upload_id is None:
-            run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
+            run(self.fs, self.fs._pipe_file, self.path, self._take(self._buffered))
             return
         part = self.budget.part_bytes
-        while self._buf:
-            self._start_part(self._take(min(part, len(self._buf))))
+        while self._buffered:
+            self._start_part(self._take(min(part, self._buffered)))
         done = [f.result() for f in self._parts]
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)
@@ -398,7 +420,8 @@ class S3Upload:
         if not self.closed:
             self.closed = True
             self._abort()
-            self._buf = bytearray()
+            self._chunks.clear()
+            self._buffered = 0
 
     def __enter__(self) -> S3Upload:
         return self
