@@ -149,3 +149,9 @@ def test_upload_holds_bytes_and_copies_reusable_buffers(slow_s3: SlowS3,
     assert parts >= 3
     assert slow_s3.proxy.stats()["ops"] == {"CREATE_MPU": 1, "PUT_PART": parts, "COMPLETE_MPU": 1}
     assert ObjectStore(slow_s3.uri("up"), slow_s3.direct.options).read("mixed.bin") == bytes(expected)
+    out = store.open_output("gone.bin")  # discarded with parts in flight: no upload left behind
+    out.write(payload)
+    out.discard()
+    client = slow_s3.direct.client()
+    assert not client.list_multipart_uploads(Bucket=slow_s3.direct.bucket).get("Uploads")
+    assert ObjectStore(slow_s3.uri("up"), slow_s3.direct.options).list("") == ["mixed.bin"]
