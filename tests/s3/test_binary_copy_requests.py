@@ -125,8 +125,9 @@ def test_binary_copy_uploads_parts_in_flight_together(slow_s3: SlowS3,
 
 def test_upload_holds_bytes_and_copies_reusable_buffers(slow_s3: SlowS3,
                                                         monkeypatch: pytest.MonkeyPatch) -> None:
-    """``S3Upload`` keeps views of immutable bytes until their part is cut and copies any other
-    buffer when written: a bytearray changed after its write does not change the object."""
+    """``S3Upload`` takes views of a binary copy's bytes and reused buffers alike: a bytearray
+    changed after its write does not change the object; a discard with parts in flight leaves
+    no multipart upload behind."""
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
     rng = np.random.default_rng(3)
     payload = rng.integers(0, 255, 13 << 20, dtype=np.uint8).tobytes()
@@ -137,10 +138,10 @@ def test_upload_holds_bytes_and_copies_reusable_buffers(slow_s3: SlowS3,
     scratch = bytearray(1 << 20)
     expected = bytearray()
     for i in range(0, len(payload), 3 << 20):
-        out.write(view[i:i + (2 << 20)])  # views of bytes: held
+        out.write(view[i:i + (2 << 20)])  # views of fetched bytes (a binary copy's pages)
         expected += payload[i:i + (2 << 20)]
         scratch[:] = payload[i + (2 << 20):i + (3 << 20)].ljust(1 << 20, b"\0")
-        out.write(scratch)  # a reused buffer: copied
+        out.write(scratch)  # a buffer reused after the write
         expected += scratch
         scratch[:] = b"\xff" * len(scratch)
     out.write(b"")
