@@ -4,7 +4,7 @@ own per-task times from the event log (launch, deserialize, run, result), and th
 every process on the machine spent during the job (by role: driver, executors' JVMs, Python
 workers, moto, the proxy, master / worker JVMs) against the job's wall time.
 
-    python bench/cluster_timeline.py [--latency 20] [--rounds 2] [--conf k=v ...]
+    python bench/cluster_timeline.py [--latency 20] [--rounds 2] [--conf k=v ...] [--warm-job]
 
 ``--conf`` adds session settings (as a user would set them) to both sessions.
 """
@@ -99,6 +99,25 @@ def cpu_by_pid() -> dict[int, tuple[str, float]]:
     return out
 
 
+def thread_cpu(pids: list[int]) -> dict[str, float]:
+    """CPU seconds by thread name (digits dropped: "C2 CompilerThre", "GC Thread#") over ``pids``."""
+    out: dict[str, float] = {}
+    for pid in pids:
+        try:
+            tids = os.listdir(f"/proc/{pid}/task")
+        except OSError:
+            continue
+        for tid in tids:
+            try:
+                raw = Path(f"/proc/{pid}/task/{tid}/stat").read_text()
+            except OSError:
+                continue
+            name = "".join(c for c in raw[raw.index("(") + 1:raw.rindex(")")] if not c.isdigit()).strip()
+            f = raw.rsplit(")", 1)[1].split()
+            out[name] = out.get(name, 0.0) + (int(f[11]) + int(f[12])) / TICK
+    return out
+
+
 def machine_busy() -> float:
     """Busy CPU seconds of the whole machine so far (/proc/stat)."""
     v = [int(x) for x in Path("/proc/stat").read_text().split("\n", 1)[0].split()[1:]]
@@ -155,6 +174,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--conf", nargs="*", default=[])
+    ap.add_argument("--warm-job", action="store_true")
     ap.add_argument("--out", default="/tmp/cluster_timeline.json")
     args = ap.parse_args()
     extra = dict(c.split("=", 1) for c in args.conf)
@@ -182,17 +202,26 @@ def main() -> None:
                     log_dir.mkdir()
                     spark = session(url, cores, f"timeline {name}", log_dir, extra)
                     try:
+                        if args.warm_job:  # as cluster_s3_bench --warm-job
+                            warm_bucket = f"warm-{uuid.uuid4().hex[:12]}"
+                            create_bucket(moto.endpoint, warm_bucket)
+                            copy_prefix(client, "bench-src", "ds.lance", warm_bucket, "ds.lance")
+                            compact(spark, f"s3://{warm_bucket}/ds.lance", target_rows_per_fragment=100_000,
+                                    storage_options=via)
                         bucket = f"bench-{uuid.uuid4().hex[:12]}"
                         create_bucket(moto.endpoint, bucket)
                         copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
                         for f in STAMPS.glob("*.json"):
                             f.unlink()
                         before, busy0 = cpu_by_pid(), machine_busy()
+                        jvms = [p for p, (r, _) in before.items() if r in ("executor-jvm", "driver-jvm")]
+                        threads0 = thread_cpu(jvms)
                         t0 = time.time()
                         m = compact(spark, f"s3://{bucket}/ds.lance", target_rows_per_fragment=100_000,
                                     storage_options=via)
                         took = time.time() - t0
                         after, busy1 = cpu_by_pid(), machine_busy()
+                        threads1 = thread_cpu(jvms)
                     finally:
                         spark.stop()
                     roles: dict[str, float] = {}
@@ -209,6 +238,9 @@ def main() -> None:
                           f"{sum(roles.values()) - store:.2f}")
                     print("   CPU s by role: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                           sorted(roles.items(), key=lambda kv: -kv[1])))
+                    jt = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
+                    print("   JVM (driver + executors) CPU s by thread: " + ", ".join(
+                        f"{k} {v:.2f}" for k, v in sorted(jt.items(), key=lambda kv: -kv[1])[:8]))
                     for s in stamps:
                         print(f"   task pid {s['pid']}: {s['start'] - t0:6.3f} -> {s['end'] - t0:6.3f} "
                               f"({s['end'] - s['start']:.3f} s wall, {s['cpu']:.3f} s CPU)")
