@@ -159,14 +159,17 @@ from lance_spark_ops.spark.runtime.daemon import preload
 failed = preload()
 from lance_spark_ops.io import s3_session
 loader = s3_session._LOADER
-print("s3fs" in sys.modules, loader is not None and len(loader._cache) > 0, failed)
+http = sys.modules.get("lance_spark_ops.io.s3_http")
+print("s3fs" in sys.modules, loader is not None and len(loader._cache) > 0,
+      http is not None and len(http._CONTEXTS) > 0, failed)
 """
 
 
 @pytest.mark.parametrize("flag", ["", "0"])
 def test_daemon_warms_the_s3_client_data_unless_off(flag: str) -> None:
-    """With s3fs installed the daemon imports it and parses botocore's S3 data into the shared
-    loader before forking (a worker's first S3 task no longer pays it); LSO_PRELOAD_S3=0: not."""
+    """With s3fs installed the daemon imports it, parses botocore's S3 data into the shared
+    loader and builds the clients' shared TLS context before forking (a worker's first S3 task
+    no longer pays them); LSO_PRELOAD_S3=0: not."""
     import os
     import subprocess
     import sys
@@ -177,8 +180,8 @@ def test_daemon_warms_the_s3_client_data_unless_off(flag: str) -> None:
         env["LSO_PRELOAD_S3"] = flag
     out = subprocess.run([sys.executable, "-c", _S3_PROBE], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out[:2] == (["False", "False"] if flag else ["True", "True"])
-    assert "".join(out[2:]) == "[]"
+    assert out[:3] == (["False"] * 3 if flag else ["True"] * 3)
+    assert "".join(out[3:]) == "[]"
 
 
 _REWRITE_PROBE = """

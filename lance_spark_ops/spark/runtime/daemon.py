@@ -31,7 +31,8 @@ then loads it in about a millisecond without importing numba.
 
 With s3fs installed (``LSO_PRELOAD_S3``: ``auto``, the default; ``1`` / ``0`` to force it on /
 off) it also imports s3fs and aiobotocore and parses botocore's S3 data into the process's
-shared loader (``io.s3_session.warm``, ~0.6 s CPU once per executor, no connection made): a
+shared loader, and builds the S3 clients' shared TLS verify context (``io.s3_session.warm``,
+~0.6 s CPU once per executor, no connection made): a
 worker's first task on S3 otherwise paid it before its first request (1.4-1.9 s wall measured
 at load ~10, 0.4-0.6 s with the warm-up; ``bench/compact_timeline.py``).
 
