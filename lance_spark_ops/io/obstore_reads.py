@@ -18,11 +18,13 @@ then goes through s3fs, which names what is wrong.
 
 from __future__ import annotations
 
+import hashlib
 import os
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
+from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget
 from lance_spark_ops.io.options import PROVIDER_KEY, plain_options
 
@@ -143,6 +145,11 @@ class S3Reader:
         return await bounded([one(*it) for it in items], budget.max_requests)
 
 
+# readers by bucket and options, kept for the process: their connections outlive a task (as s3fs's
+# cached filesystems' do), so a worker's next task does not open (and TLS-handshake) them again
+_READERS = region("io.obstore_readers", max_entries=16)
+
+
 def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | None:
     """An obstore reader for ``bucket`` under these options, or None (s3fs reads: the carrier
     is turned off, obstore is missing, or the options need botocore)."""
@@ -151,9 +158,17 @@ def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | Non
     config = s3_config(storage_options)
     if config is None:
         return None
-    try:
-        return S3Reader(bucket, storage_options, config)
-    except ImportError:
-        return None
-    except Exception:  # noqa: BLE001 - a config obstore refuses: s3fs reads as before
-        return None
+    # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
+    key = hashlib.sha256(repr((bucket, sorted(config.items()),
+                               sorted(client_options(storage_options, config.get("endpoint")).items()),
+                               sorted(retry_config(storage_options).items()))).encode()).hexdigest()
+    reader = _READERS.get(key)
+    if reader is None:
+        try:
+            reader = S3Reader(bucket, storage_options, config)
+        except ImportError:
+            return None
+        except Exception:  # noqa: BLE001 - a config obstore refuses: s3fs reads as before
+            return None
+        _READERS.put(key, reader, 1 << 16)
+    return reader

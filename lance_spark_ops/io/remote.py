@@ -270,7 +270,13 @@ class S3Upload:
         self.fs, self.path, self.budget = fs, path, budget
         self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
-        self._buf = bytearray()
+        # the part being filled (``_fill`` bytes of it used); parts sent and their bodies, which
+        # are filled again once their upload is over (no fresh 8 MiB to fault in per part)
+        self._cur = bytearray()
+        self._fill = 0
+        self._bodies: list[bytearray] = []
+        self._sent = 0  # parts before this one are over, their bodies dropped or kept as spares
+        self._spare: list[bytearray] = []
         self._upload_id: str | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
         self._window = upload_window(budget)
@@ -281,31 +287,43 @@ class S3Upload:
     def writable(self) -> bool:
         return True
 
-    def _take(self, n: int) -> bytearray:
-        """The first ``n`` buffered bytes, removed from the buffer (one copy). A bytearray, not
-        bytes: botocore wraps a ``bytes`` body in a BytesIO, and then its checksum, its payload
-        hash and aiohttp each copy the part again in small chunks, holding the GIL (~20% of a
-        rewrite task's GIL time on S3); a bytearray body is hashed and sent in one piece."""
-        data = self._buf[:n]
-        del self._buf[:n]
-        return data
+    def _fresh(self) -> bytearray:
+        """An empty part-sized body: one whose upload is over (at most two are kept for
+        this), else a new one."""
+        part = self.budget.part_bytes
+        for i in range(self._sent, len(self._parts)):
+            if not self._parts[i].done():
+                break
+            body, self._bodies[i] = self._bodies[i], bytearray()  # sent: its bytes are not needed again
+            self._sent = i + 1
+            if len(body) == part and len(self._spare) < 2:
+                self._spare.append(body)
+        return self._spare.pop() if self._spare else bytearray(part)
 
     def tell(self) -> int:
         return self._pos
 
     def write(self, data: Any) -> int:
+        """Copy ``data`` into the part being filled (the one copy a part's bytes make here: the
+        part is the request body, a bytearray botocore hashes and sends in one piece). A full
+        part goes out when more follows (the last part may be of any size; an object of at
+        most one part is one PUT at close): the upload runs beside the encoding."""
         mv = memoryview(data).cast("B")
-        self._buf += mv
-        self._pos += len(mv)
+        n, at = len(mv), 0
         part = self.budget.part_bytes
-        # a part goes out as soon as more than one is buffered (the rest may be the last part,
-        # of any size): the upload runs beside the encoding instead of after it; an object of
-        # at most one part is one PUT at close
-        if len(self._buf) > part:
-            with self._typed("write"):
-                while len(self._buf) > part:
-                    self._start_part(self._take(part))
-        return len(mv)
+        while at < n:
+            if self._fill == part:
+                with self._typed("write"):
+                    self._start_part(self._cur)
+                self._cur, self._fill = self._fresh(), 0
+            if not self._cur:
+                self._cur = self._fresh()
+            k = min(part - self._fill, n - at)
+            self._cur[self._fill:self._fill + k] = mv[at:at + k]
+            self._fill += k
+            at += k
+        self._pos += n
+        return n
 
     def flush(self) -> None:
         return None
@@ -356,6 +374,7 @@ class S3Upload:
             if f.done():
                 f.result()
         self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, data)))
+        self._bodies.append(data)
 
     def close(self) -> None:
         if self.closed:
@@ -368,17 +387,21 @@ class S3Upload:
             self._abort()
             raise
         finally:
-            self._buf = bytearray()
+            self._drop_buffers()
             self.fs.invalidate_cache(self.path)
+
+    def _drop_buffers(self) -> None:
+        self._cur, self._fill, self._bodies, self._spare, self._sent = bytearray(), 0, [], [], 0
 
     def _finish(self) -> None:
         """The last parts and the completion (or the one PUT of a small object)."""
+        last = self._cur
+        del last[self._fill:]  # the last part: what was filled (no copy)
         if self._upload_id is None:
-            run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
+            run(self.fs, self.fs._pipe_file, self.path, bytes(last))
             return
-        part = self.budget.part_bytes
-        while self._buf:
-            self._start_part(self._take(min(part, len(self._buf))))
+        if last:
+            self._start_part(last)
         done = [f.result() for f in self._parts]
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)
@@ -399,7 +422,7 @@ class S3Upload:
         if not self.closed:
             self.closed = True
             self._abort()
-            self._buf = bytearray()
+            self._drop_buffers()
 
     def __enter__(self) -> S3Upload:
         return self

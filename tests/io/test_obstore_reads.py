@@ -59,7 +59,12 @@ def test_unsigned_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("obstore")
     opts = {"aws_skip_signature": "true", "aws_region": "us-east-1"}
     assert obstore_reads.s3_config(opts) == {"skip_signature": True, "region": "us-east-1"}
-    assert obstore_reads.s3_reader("bkt", STATIC) is not None
+    reader = obstore_reads.s3_reader("bkt", STATIC)
+    assert reader is not None
+    # one per bucket and options in a process: a worker's next task reuses its connections
+    assert obstore_reads.s3_reader("bkt", dict(STATIC)) is reader
+    assert obstore_reads.s3_reader("bkt", {**STATIC, "aws_secret_access_key": "other"}) is not reader
+    assert obstore_reads.s3_reader("bkt2", STATIC) is not reader
     monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
     assert obstore_reads.s3_reader("bkt", STATIC) is None
 

@@ -338,3 +338,32 @@ def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carr
         assert through == []
     after = lance.dataset(uri, storage_options=slow_s3.direct.options)
     assert after.to_table().sort_by("id").equals(expected)
+
+
+def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one part in flight at a time, a part's body is filled again once its upload is
+    over (no new buffer per part), and the object holds exactly the bytes written, whatever
+    the sizes of the writes."""
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    monkeypatch.setenv("LSO_IO_MAX_BYTES", str(16 << 20))  # upload share 15 MiB: one part in flight
+    store = ObjectStore(slow_s3.uri("mp2"), slow_s3.options)
+    store.fs.connect()
+    bodies: list[object] = []  # held: a freed body's id could come back for a new one
+
+    def sent(request: object, **_kw: object) -> None:
+        bodies.append(request.body)  # type: ignore[attr-defined]
+
+    store.fs.s3.meta.events.register("before-send.s3.UploadPart", sent)
+    rng = np.random.default_rng(1)
+    payload = rng.integers(0, 255, (37 << 20) + 12345, dtype=np.uint8).tobytes()
+    out = store.open_output("odd.bin")
+    at = 0
+    while at < len(payload):  # writes of odd sizes, some larger than a part
+        n = int(rng.integers(1, 12 << 20))
+        out.write(payload[at:at + n])
+        at += n
+    out.close()
+    store.fs.s3.meta.events.unregister("before-send.s3.UploadPart", sent)
+    assert len(bodies) == 8, len(bodies)
+    assert len({id(b) for b in bodies}) <= 3  # the part being filled, one spare, the last part
+    assert ObjectStore(slow_s3.uri("mp2"), slow_s3.direct.options).read("odd.bin") == payload
