@@ -46,17 +46,15 @@ class IOBudget:
 
 
 def upload_share(budget: IOBudget) -> int:
-    """Bytes an open multipart upload may hold (parts in flight, each held twice while sent:
-    ours and the HTTP client's copy, plus the part being filled): half the byte budget, at
-    least one part in flight."""
-    return max(3 * budget.part_bytes, budget.max_bytes // 2)
+    """Bytes an open multipart upload may hold (parts in flight, one copy each, and the part
+    being filled): half the byte budget, at least one part in flight."""
+    return max(2 * budget.part_bytes, budget.max_bytes // 2)
 
 
 def upload_window(budget: IOBudget) -> int:
-    """Parts of one upload in flight at once (``upload_share`` less the part being filled,
-    two copies of each part)."""
+    """Parts of one upload in flight at once (``upload_share`` less the part being filled)."""
     part = budget.part_bytes
-    return max(1, min(budget.max_requests, (upload_share(budget) - part) // (2 * part)))
+    return max(1, min(budget.max_requests, (upload_share(budget) - part) // part))
 
 
 OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=256 * MIB)

@@ -15,6 +15,7 @@ import asyncio
 import base64
 import concurrent.futures
 import hashlib
+import io
 import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -281,13 +282,17 @@ class S3Upload:
     def writable(self) -> bool:
         return True
 
-    def _take(self, n: int) -> bytes:
-        """The first ``n`` buffered bytes, removed from the buffer (one copy: no bytearray
-        slice in between)."""
+    def _take(self, n: int) -> io.BytesIO:
+        """The first ``n`` buffered bytes as a part body, removed from the buffer: one copy, into
+        a ``BytesIO`` that owns its buffer. A ``bytes`` body is copied again while it is sent
+        (botocore wraps it in a ``BytesIO`` sharing it, and aiohttp's ``getbuffer`` unshares
+        it): each part in flight was held twice."""
+        body = io.BytesIO()
         with memoryview(self._buf) as mv, mv[:n] as head:
-            data = bytes(head)
+            body.write(head)
+        body.seek(0)
         del self._buf[:n]
-        return data
+        return body
 
     def tell(self) -> int:
         return self._pos
@@ -313,7 +318,7 @@ class S3Upload:
         # s3fs retries (throttling, dropped connections) and adds its request defaults (SSE ...)
         return await self.fs._call_s3(method, Bucket=self.bucket, Key=self.key, **kwargs)
 
-    async def _upload_part(self, number: int, data: bytes) -> dict[str, Any]:
+    async def _upload_part(self, number: int, data: io.BytesIO) -> dict[str, Any]:
         out = await self._call("upload_part", PartNumber=number, UploadId=self._upload_id, Body=data)
         return {"PartNumber": number, "ETag": out["ETag"]}
 
@@ -345,7 +350,7 @@ class S3Upload:
     async def _cancel(self) -> None:
         await self._call("abort_multipart_upload", UploadId=self._upload_id)
 
-    def _start_part(self, data: bytes) -> None:
+    def _start_part(self, data: io.BytesIO) -> None:
         if self._upload_id is None:
             self._upload_id = self._begin()
         while sum(not f.done() for f in self._parts) >= self._window:
@@ -422,10 +427,10 @@ class AzureUpload(S3Upload):
     def _block_id(self, number: int) -> str:
         return base64.b64encode(f"{self._upload_id}-{number:06d}".encode()).decode()
 
-    async def _upload_part(self, number: int, data: bytes) -> dict[str, Any]:
+    async def _upload_part(self, number: int, data: io.BytesIO) -> dict[str, Any]:
         block = self._block_id(number)
         async with self.fs.service_client.get_blob_client(container=self.bucket, blob=self.key) as bc:
-            await bc.stage_block(block_id=block, data=data)
+            await bc.stage_block(block_id=block, data=data.getvalue())  # its buffer, not a copy
         return {"id": block}
 
     async def _complete(self, parts: list[dict[str, Any]]) -> None:

@@ -173,6 +173,26 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).list("") == ["big.bin"]
 
 
+def test_multipart_parts_retried_after_slowdowns_and_resets(slow_s3: SlowS3,
+                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+    """A part answered 503 SlowDown, or whose connection is reset after the server got it, is
+    sent again whole (its body is a stream read once per try): the object is the payload."""
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    store = ObjectStore(slow_s3.uri("mpr"), slow_s3.options)
+    payload = np.random.default_rng(3).integers(0, 255, 16 << 20, dtype=np.uint8).tobytes()
+    slow_s3.proxy.reset()
+    slow_s3.proxy.inject("slowdown", count=2, ops=["PUT_PART"])
+    slow_s3.proxy.inject("reset", count=1, ops=["PUT_PART"], forward=True)
+    out = store.open_output("big.bin")
+    for i in range(0, len(payload), 3 << 20):
+        out.write(payload[i:i + (3 << 20)])
+    out.close()
+    st = slow_s3.proxy.stats()
+    assert st["faults"] == {"slowdown": 2, "reset": 1}
+    assert st["ops"]["PUT_PART"] == 4 + 3, st["ops"]
+    assert ObjectStore(slow_s3.uri("mpr"), slow_s3.direct.options).read("big.bin") == payload
+
+
 @pytest.mark.parametrize("landed", [True, False])
 def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
                                                       landed: bool) -> None:
