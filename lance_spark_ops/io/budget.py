@@ -57,7 +57,7 @@ def upload_window(budget: IOBudget) -> int:
     return max(1, min(budget.max_requests, (upload_share(budget) - part) // part))
 
 
-OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=256 * MIB)
+OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=64 * MIB)
 LOCAL_BUDGET = IOBudget(max_requests=1, max_bytes=32 * MIB)
 
 
