@@ -11,9 +11,13 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
-  (object stores: 256 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files
-  and the parts its output uploads: an upload holds up to ``upload_share`` (half) of it, the
-  prefetch the rest (files the task is done with are dropped at once).
+  (object stores: 64 MiB; local: 32 MiB). One budget bounds what a rewrite task holds of its
+  I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight, one copy
+  each, and the part being filled; 3 parts of 8 MiB by default) and the prefetch of its next
+  files the rest (files the task is done with are dropped at once, files it is reading are
+  kept). A task of 50 fragments of ~1 MB already fills it, so these buffers do not grow with
+  its fragment count (``bench/rewrite_rss_profile.py``). Raise it where the store takes
+  parts slowly and memory is plentiful (more parts in flight); lower it on small executors.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
   writer encodes, so less is left to upload after its last page.
