@@ -308,7 +308,7 @@ class S3Upload:
         if len(self._buf) > part:
             with self._typed("write"):
                 while len(self._buf) > part:
-                    self._start_part(self._take(part))
+                    self._start_part(part)
         return len(mv)
 
     def flush(self) -> None:
@@ -350,7 +350,9 @@ class S3Upload:
     async def _cancel(self) -> None:
         await self._call("abort_multipart_upload", UploadId=self._upload_id)
 
-    def _start_part(self, data: io.BytesIO) -> None:
+    def _start_part(self, n: int) -> None:
+        """Send the next ``n`` buffered bytes as a part once the window has room (the part is
+        cut from the buffer then, not before: a part waiting for the window was a copy more)."""
         if self._upload_id is None:
             self._upload_id = self._begin()
         while sum(not f.done() for f in self._parts) >= self._window:
@@ -359,7 +361,7 @@ class S3Upload:
         for f in self._parts:  # a failed part fails the write now
             if f.done():
                 f.result()
-        self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, data)))
+        self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, self._take(n))))
 
     def close(self) -> None:
         if self.closed:
@@ -382,7 +384,7 @@ class S3Upload:
             return
         part = self.budget.part_bytes
         while self._buf:
-            self._start_part(self._take(min(part, len(self._buf))))
+            self._start_part(min(part, len(self._buf)))
         done = [f.result() for f in self._parts]
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)

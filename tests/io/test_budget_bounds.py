@@ -130,15 +130,31 @@ class _FakeMultipart:
         return {"ETag": f'"{kw["PartNumber"]}"'}
 
 
+class _CountedUpload(S3Upload):
+    """Counts the part bodies cut from the buffer and not yet sent back (held by the upload)."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.cut = self.max_held = 0
+
+    def _take(self, n: int) -> Any:
+        self.cut += 1
+        held = sum(not f.done() for f in self._parts) + 1
+        self.max_held = max(self.max_held, held)
+        return super()._take(n)
+
+
 def _upload(parts: int, budget: IOBudget) -> _FakeMultipart:
     part = budget.part_bytes
     fs = _FakeMultipart(upload_window(budget), parts)
-    up = S3Upload(fs, "bucket/out.lance", budget)
+    up = _CountedUpload(fs, "bucket/out.lance", budget)
     payload = bytes(range(256)) * (parts * part // 256)
     for i in range(0, len(payload), MIB):  # the writer's pages: 1 MiB each
         up.write(payload[i:i + MIB])
         assert len(up._buf) <= part  # noqa: SLF001 - the part being filled
     up.close()
+    # a part is cut from the buffer only when the window has room for it
+    assert up.cut == parts and up.max_held == upload_window(budget)
     assert b"".join(fs.bodies[k] for k in sorted(fs.bodies)) == payload
     return fs
 
