@@ -21,11 +21,13 @@ from __future__ import annotations
 import concurrent.futures
 import threading
 from collections import OrderedDict
-from collections.abc import Sequence
+from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lance_spark_ops.io import remote
 from lance_spark_ops.io.budget import IOBudget, upload_share
+
+Span = tuple[str, "int | None", "int | None"]  # (path, start, end); start None: the whole object
 
 # what an object of unknown size (a deletion file) is counted as against the byte budget
 UNKNOWN_SIZE = 64 * 1024
@@ -54,8 +56,12 @@ class Prefetcher:
     """Objects of one async filesystem fetched ahead (see the module docstring). ``paths``
     are the filesystem's full paths with their sizes (the manifest's ``file_size_bytes``)."""
 
-    def __init__(self, fs: Any, budget: IOBudget) -> None:
+    def __init__(self, fs: Any, budget: IOBudget,
+                 read: Callable[[list[Span]], Awaitable[list[bytes]]] | None = None) -> None:
         self.fs, self.budget = fs, budget
+        # the coroutine fetching one object's (path, start, end) spans: fsspec's, or the store's
+        # carrier for its bulk reads (``io.obstore_reads``)
+        self._read = read or (lambda spans: remote.read_many(fs, spans, budget))
         # a task that reads also writes (a rewrite): its output's upload holds the other share
         self.max_bytes = max(1, budget.max_bytes - upload_share(budget))
         self._lock = threading.Lock()
@@ -116,7 +122,7 @@ class Prefetcher:
             self._queue.pop(0)
             spans: list[tuple[str, int | None, int | None]] = [(e.path, None, None)] if e.whole else [
                 (e.path, s, min(s + part, e.size)) for s in range(0, e.size, part)]
-            e.future = remote.submit(self.fs, remote.read_many(self.fs, spans, self.budget))
+            e.future = remote.submit(self.fs, self._read(spans))
             self._need[id(e.future)] = (need, e)
             self._in_flight += need
             self._held[e.path] = e

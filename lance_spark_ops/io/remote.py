@@ -15,7 +15,6 @@ import asyncio
 import base64
 import concurrent.futures
 import hashlib
-import io
 import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
@@ -47,7 +46,7 @@ def submit(fs: Any, coro: Awaitable[T]) -> concurrent.futures.Future[T]:
     return asyncio.run_coroutine_threadsafe(coro, fs.loop)  # type: ignore[arg-type]
 
 
-async def _bounded(coros: Sequence[Awaitable[T]], limit: int) -> list[T]:
+async def bounded(coros: Sequence[Awaitable[T]], limit: int) -> list[T]:
     """Every coroutine's result in order, at most ``limit`` running at once; the first
     error cancels the rest and is raised."""
     sem = asyncio.Semaphore(max(1, limit))
@@ -79,13 +78,13 @@ def _cat(fs: Any, path: str, start: int | None, end: int | None) -> Awaitable[by
 
 async def read_ranges(fs: Any, path: str, spans: Sequence[tuple[int, int]], budget: IOBudget) -> list[bytes]:
     """The bytes of each (start, end) span of one object, ``budget.max_requests`` at a time."""
-    return await _bounded([fs._cat_file(path, start=s, end=e) for s, e in spans], budget.max_requests)
+    return await bounded([fs._cat_file(path, start=s, end=e) for s, e in spans], budget.max_requests)
 
 
 async def read_many(fs: Any, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
                     ) -> list[bytes]:
     """(path, start, end) spans of several objects at once (start None: the whole object)."""
-    return await _bounded([_cat(fs, p, s, e) for p, s, e in items], budget.max_requests)
+    return await bounded([_cat(fs, p, s, e) for p, s, e in items], budget.max_requests)
 
 
 async def _s3_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
@@ -242,7 +241,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
             keys = [fs.split_path(p)[1] for p in group]
             step = S3_DELETE_BATCH
             calls += [batch(bucket, keys[i:i + step]) for i in range(0, len(keys), step)]
-        failed = [f for part in await _bounded(calls, budget.max_requests) for f in part]
+        failed = [f for part in await bounded(calls, budget.max_requests) for f in part]
         for p in paths:
             fs.invalidate_cache(p)
         return failed
@@ -256,7 +255,7 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
             return [(p, f"{type(e).__name__}: {e}")]
         return []
 
-    return [f for part in await _bounded([one(p) for p in paths], budget.max_requests) for f in part]
+    return [f for part in await bounded([one(p) for p in paths], budget.max_requests) for f in part]
 
 
 class S3Upload:
@@ -271,7 +270,13 @@ class S3Upload:
         self.fs, self.path, self.budget = fs, path, budget
         self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
-        self._buf = bytearray()
+        # the part being filled (``_fill`` bytes of it used); parts sent and their bodies, which
+        # are filled again once their upload is over (no fresh 8 MiB to fault in per part)
+        self._cur = bytearray()
+        self._fill = 0
+        self._bodies: list[bytearray] = []
+        self._sent = 0  # parts before this one are over, their bodies dropped or kept as spares
+        self._spare: list[bytearray] = []
         self._upload_id: str | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
         self._window = upload_window(budget)
@@ -282,34 +287,46 @@ class S3Upload:
     def writable(self) -> bool:
         return True
 
-    def _take(self, n: int) -> io.BytesIO:
-        """The first ``n`` buffered bytes as a part body, removed from the buffer: one copy, into
-        a ``BytesIO`` that owns its buffer. A ``bytes`` body is copied again while it is sent
-        (botocore wraps it in a ``BytesIO`` sharing it, and aiohttp's ``getbuffer`` unshares
-        it): each part in flight was held twice."""
-        body = io.BytesIO()
-        with memoryview(self._buf) as mv, mv[:n] as head:
-            body.write(head)
-        body.seek(0)
-        del self._buf[:n]
-        return body
+    def _fresh(self) -> bytearray:
+        """An empty part-sized body: one whose upload is over (at most two are kept for
+        this), else a new one."""
+        part = self.budget.part_bytes
+        behind = True  # every part before this one is sent (``_sent`` moves past them)
+        for i in range(self._sent, len(self._parts)):
+            if not self._parts[i].done():
+                behind = False  # a slow part: the ones sent after it are dropped all the same
+                continue
+            body, self._bodies[i] = self._bodies[i], bytearray()  # sent: its bytes are not needed again
+            if behind:
+                self._sent = i + 1
+            if len(body) == part and len(self._spare) < 2:
+                self._spare.append(body)
+        return self._spare.pop() if self._spare else bytearray(part)
 
     def tell(self) -> int:
         return self._pos
 
     def write(self, data: Any) -> int:
+        """Copy ``data`` into the part being filled (the one copy a part's bytes make here: the
+        part is the request body, a bytearray botocore hashes and sends in one piece). A full
+        part goes out when more follows (the last part may be of any size; an object of at
+        most one part is one PUT at close): the upload runs beside the encoding."""
         mv = memoryview(data).cast("B")
-        self._buf += mv
-        self._pos += len(mv)
+        n, at = len(mv), 0
         part = self.budget.part_bytes
-        # a part goes out as soon as more than one is buffered (the rest may be the last part,
-        # of any size): the upload runs beside the encoding instead of after it; an object of
-        # at most one part is one PUT at close
-        if len(self._buf) > part:
-            with self._typed("write"):
-                while len(self._buf) > part:
-                    self._start_part(part)
-        return len(mv)
+        while at < n:
+            if self._fill == part:
+                with self._typed("write"):
+                    self._start_part(self._cur)
+                self._cur, self._fill = self._fresh(), 0
+            if not self._cur:
+                self._cur = self._fresh()
+            k = min(part - self._fill, n - at)
+            self._cur[self._fill:self._fill + k] = mv[at:at + k]
+            self._fill += k
+            at += k
+        self._pos += n
+        return n
 
     def flush(self) -> None:
         return None
@@ -318,7 +335,7 @@ class S3Upload:
         # s3fs retries (throttling, dropped connections) and adds its request defaults (SSE ...)
         return await self.fs._call_s3(method, Bucket=self.bucket, Key=self.key, **kwargs)
 
-    async def _upload_part(self, number: int, data: io.BytesIO) -> dict[str, Any]:
+    async def _upload_part(self, number: int, data: bytearray) -> dict[str, Any]:
         out = await self._call("upload_part", PartNumber=number, UploadId=self._upload_id, Body=data)
         return {"PartNumber": number, "ETag": out["ETag"]}
 
@@ -350,9 +367,7 @@ class S3Upload:
     async def _cancel(self) -> None:
         await self._call("abort_multipart_upload", UploadId=self._upload_id)
 
-    def _start_part(self, n: int) -> None:
-        """Send the next ``n`` buffered bytes as a part once the window has room (the part is
-        cut from the buffer then, not before: a part waiting for the window was a copy more)."""
+    def _start_part(self, data: bytearray) -> None:
         if self._upload_id is None:
             self._upload_id = self._begin()
         while sum(not f.done() for f in self._parts) >= self._window:
@@ -361,7 +376,8 @@ class S3Upload:
         for f in self._parts:  # a failed part fails the write now
             if f.done():
                 f.result()
-        self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, self._take(n))))
+        self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, data)))
+        self._bodies.append(data)
 
     def close(self) -> None:
         if self.closed:
@@ -374,17 +390,21 @@ class S3Upload:
             self._abort()
             raise
         finally:
-            self._buf = bytearray()
+            self._drop_buffers()
             self.fs.invalidate_cache(self.path)
+
+    def _drop_buffers(self) -> None:
+        self._cur, self._fill, self._bodies, self._spare, self._sent = bytearray(), 0, [], [], 0
 
     def _finish(self) -> None:
         """The last parts and the completion (or the one PUT of a small object)."""
+        last = self._cur
+        del last[self._fill:]  # the last part: what was filled (no copy)
         if self._upload_id is None:
-            run(self.fs, self.fs._pipe_file, self.path, bytes(self._buf))
+            run(self.fs, self.fs._pipe_file, self.path, bytes(last))
             return
-        part = self.budget.part_bytes
-        while self._buf:
-            self._start_part(min(part, len(self._buf)))
+        if last:
+            self._start_part(last)
         done = [f.result() for f in self._parts]
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)
@@ -405,7 +425,7 @@ class S3Upload:
         if not self.closed:
             self.closed = True
             self._abort()
-            self._buf = bytearray()
+            self._drop_buffers()
 
     def __enter__(self) -> S3Upload:
         return self
@@ -429,10 +449,10 @@ class AzureUpload(S3Upload):
     def _block_id(self, number: int) -> str:
         return base64.b64encode(f"{self._upload_id}-{number:06d}".encode()).decode()
 
-    async def _upload_part(self, number: int, data: io.BytesIO) -> dict[str, Any]:
+    async def _upload_part(self, number: int, data: bytearray) -> dict[str, Any]:
         block = self._block_id(number)
         async with self.fs.service_client.get_blob_client(container=self.bucket, blob=self.key) as bc:
-            await bc.stage_block(block_id=block, data=data.getvalue())  # its buffer, not a copy
+            await bc.stage_block(block_id=block, data=data)
         return {"id": block}
 
     async def _complete(self, parts: list[dict[str, Any]]) -> None:

@@ -374,12 +374,32 @@ class ObjectStore:
         from lance_spark_ops.io.prefetch import Prefetcher
 
         if self._prefetcher is None:
-            self._prefetcher = Prefetcher(self.fs, self.budget)
+            self._prefetcher = Prefetcher(self.fs, self.budget, self._bulk_reader())
         got = []
         for rel, size in items:
             self.note_size(rel, size)
             got.append((self.full_path(rel), int(size) if size else None))
         self._prefetcher.schedule(got)
+
+    def _bulk_reader(self) -> Any:
+        """The coroutine function a prefetch fetches with on S3 when obstore can carry it
+        (``io.obstore_reads``: spans of this store's bucket; others through fsspec), else None."""
+        if self.protocol not in ("s3", "s3a"):
+            return None
+        from lance_spark_ops.io.obstore_reads import s3_reader
+
+        bucket = self.root_path.lstrip("/").split("/", 1)[0]
+        reader = s3_reader(bucket, self.storage_options)
+        if reader is None:
+            return None
+        fs, budget, mine = self.fs, self.budget, f"{bucket}/"
+
+        def read(spans: list[tuple[str, int | None, int | None]]) -> Any:
+            if all(p.startswith(mine) for p, _, _ in spans):
+                return reader.read_many(spans, budget)
+            return remote.read_many(fs, spans, budget)
+
+        return read
 
     def release(self, rels: Iterable[str]) -> None:
         """The task is done with these prefetched objects: their bytes leave the budget now

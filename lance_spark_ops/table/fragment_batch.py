@@ -48,8 +48,10 @@ class FragmentBatch:
         self.fragments = list(fragments)
 
     def prefetch(self, data: bool = True, data_max_bytes: int | None = None) -> None:
-        """Fetch the batch's deletion files, then (``data``) its data files, whole and in the
-        order a rewrite reads them, ahead of those reads (``ObjectStore.prefetch``: object stores
+        """Fetch the batch's deletion files and (``data``) its data files, whole and in the
+        order a rewrite reads them - each fragment's deletion file beside its data files, so the
+        first fragments can decode while the later ones are in flight - ahead of those reads
+        (``ObjectStore.prefetch``: object stores
         only, many in flight within the task's byte budget). A task that reads every byte of its
         fragments (re-encode, binary copy) calls this first; one that reads a few columns passes
         ``data_max_bytes``: files up to that size are fetched whole (one request, in flight with
@@ -67,15 +69,13 @@ class FragmentBatch:
                     add(*ds.base_resolver.deletion_file(f.id, f.deletion_file), None)
                 except LanceError:
                     pass
-        if data:
-            for f in self.fragments:
-                for df in f.files:
-                    try:
-                        store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
-                    except LanceError:
-                        continue
-                    if data_max_bytes is None or 0 < (df.file_size_bytes or 0) <= data_max_bytes:
-                        add(store, rel, df.file_size_bytes)
+            for df in f.files if data else ():
+                try:
+                    store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
+                except LanceError:
+                    continue
+                if data_max_bytes is None or 0 < (df.file_size_bytes or 0) <= data_max_bytes:
+                    add(store, rel, df.file_size_bytes)
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)

@@ -84,17 +84,18 @@ def test_prefetch_keeps_what_is_read_until_released() -> None:
 
 class _FakeMultipart:
     """An async S3 filesystem whose part uploads are held until ``window`` are in flight (or
-    the last part is sent): the upload's window is reached every time, deterministically."""
+    the last part is sent): the upload's window is reached every time, deterministically.
+    ``slow_first``: part 1 is held until the last part is sent, the others end at once."""
 
     async_impl = True
 
-    def __init__(self, window: int, parts: int) -> None:
+    def __init__(self, window: int, parts: int, slow_first: bool = False) -> None:
         self.loop = get_loop()
-        self.window, self.parts = window, parts
-        self.started = self.in_flight = self.max_in_flight = self.max_bytes_in_flight = 0
-        self.bytes_in_flight = 0
+        self.window, self.parts, self.slow_first = window, parts, slow_first
+        self.started = self.in_flight = self.max_in_flight = 0
         self.bodies: dict[int, bytes] = {}
         self._go: asyncio.Event | None = None
+        self._last: asyncio.Event | None = None
 
     def split_path(self, path: str) -> tuple[str, str, None]:
         bucket, _, key = path.partition("/")
@@ -112,62 +113,72 @@ class _FakeMultipart:
         if method == "complete_multipart_upload":
             return {}
         assert method == "upload_part", method
-        if self._go is None or self._go.is_set():
-            self._go = asyncio.Event()
-        go = self._go
-        data = kw["Body"].read()
+        number, data = kw["PartNumber"], bytes(kw["Body"])
         self.started += 1
         self.in_flight += 1
-        self.bytes_in_flight += len(data)
         self.max_in_flight = max(self.max_in_flight, self.in_flight)
-        self.max_bytes_in_flight = max(self.max_bytes_in_flight, self.bytes_in_flight)
-        if self.in_flight >= self.window or self.started == self.parts:
-            go.set()
-        await go.wait()
+        if self._last is None:
+            self._last = asyncio.Event()
+        if self.started == self.parts:
+            self._last.set()
+        if self.slow_first:
+            if number == 1:
+                await self._last.wait()
+        else:
+            if self._go is None or self._go.is_set():
+                self._go = asyncio.Event()
+            go = self._go
+            if self.in_flight >= self.window or self.started == self.parts:
+                go.set()
+            await go.wait()
         self.in_flight -= 1
-        self.bytes_in_flight -= len(data)
-        self.bodies[kw["PartNumber"]] = data
-        return {"ETag": f'"{kw["PartNumber"]}"'}
+        self.bodies[number] = data
+        return {"ETag": f'"{number}"'}
 
 
 class _CountedUpload(S3Upload):
-    """Counts the part bodies cut from the buffer and not yet sent back (held by the upload)."""
+    """Counts the part-sized bodies the upload holds besides the one being filled (in flight
+    or sent and not dropped, spares) each time it takes a fresh body."""
 
     def __init__(self, *a: Any, **k: Any) -> None:
         super().__init__(*a, **k)
-        self.cut = self.max_held = 0
+        self.max_held = 0
 
-    def _take(self, n: int) -> Any:
-        self.cut += 1
-        held = sum(not f.done() for f in self._parts) + 1
+    def _fresh(self) -> bytearray:
+        body = super()._fresh()
+        held = sum(len(b) > 0 for b in self._bodies) + len(self._spare)
         self.max_held = max(self.max_held, held)
-        return super()._take(n)
+        return body
 
 
-def _upload(parts: int, budget: IOBudget) -> _FakeMultipart:
+def _upload(parts: int, budget: IOBudget, slow_first: bool = False) -> tuple[_FakeMultipart, _CountedUpload]:
     part = budget.part_bytes
-    fs = _FakeMultipart(upload_window(budget), parts)
+    fs = _FakeMultipart(upload_window(budget), parts, slow_first)
     up = _CountedUpload(fs, "bucket/out.lance", budget)
     payload = bytes(range(256)) * (parts * part // 256)
     for i in range(0, len(payload), MIB):  # the writer's pages: 1 MiB each
         up.write(payload[i:i + MIB])
-        assert len(up._buf) <= part  # noqa: SLF001 - the part being filled
     up.close()
-    # a part is cut from the buffer only when the window has room for it
-    assert up.cut == parts and up.max_held == upload_window(budget)
+    assert fs.started == parts
     assert b"".join(fs.bodies[k] for k in sorted(fs.bodies)) == payload
-    return fs
+    return fs, up
 
 
 @pytest.mark.parametrize("max_mib", [64, 24])
-def test_upload_parts_in_flight_within_its_share_and_flat_in_size(max_mib: int) -> None:
+def test_upload_parts_in_flight_within_its_window_and_flat_in_size(max_mib: int) -> None:
     budget = IOBudget(max_requests=32, max_bytes=max_mib * MIB, part_bytes=5 * MIB)
     window = upload_window(budget)
-    small, big = _upload(2 * window, budget), _upload(20 * window, budget)
-    for fs in (small, big):
-        assert fs.max_in_flight == window
-        # the parts in flight and the one being filled fit in the upload's share
-        assert fs.max_bytes_in_flight + budget.part_bytes <= upload_share(budget)
-    assert small.max_bytes_in_flight == big.max_bytes_in_flight == window * budget.part_bytes
-    # the prefetch gets the rest: the two never hold more than the budget
-    assert upload_share(budget) + (budget.max_bytes - upload_share(budget)) == budget.max_bytes
+    assert (window + 1) * budget.part_bytes <= upload_share(budget)  # in flight + the one filled
+    (small, up_small), (big, up_big) = _upload(2 * window, budget), _upload(20 * window, budget)
+    assert small.max_in_flight == big.max_in_flight == window
+    # bodies held: those in flight (or just sent) and at most two spares, whatever the size
+    assert up_small.max_held <= window + 2 and up_big.max_held <= window + 2
+
+
+def test_upload_drops_bodies_sent_after_a_slow_part() -> None:
+    """A slow part does not keep the bodies of the parts sent after it: 10x more parts behind
+    it hold no more."""
+    budget = IOBudget(max_requests=32, max_bytes=64 * MIB, part_bytes=5 * MIB)
+    window = upload_window(budget)
+    held = [_upload(n, budget, slow_first=True)[1].max_held for n in (2 * window, 20 * window)]
+    assert max(held) <= window + 2, held

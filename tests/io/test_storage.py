@@ -102,3 +102,24 @@ def test_s3_stores_share_the_parsed_botocore_data() -> None:
     session = a.fs.session
     s3_session.prime(a.fs)
     assert a.fs.session is session
+    factory = session.get_component("response_parser_factory")
+    assert factory.create_parser("rest-xml")._timestamp_parser is s3_session.fast_timestamp
+
+
+@pytest.mark.parametrize("value", ["Sun, 29 Nov 2026 03:20:00 GMT", "Sun, 06 Nov 1994 08:49:37 GMT",
+                                   "2026-11-29T03:20:00.000Z", "2026-11-29T03:20:00.123456Z",
+                                   "2026-11-29T03:20:00Z", "2026-11-29T03:20:00+01:00", 1700000000,
+                                   "1700000000", "Sunday, 06-Nov-94 08:49:37 GMT"])
+def test_fast_timestamp_parses_as_botocore(value: object) -> None:
+    """The S3 sessions' timestamp parser gives botocore's datetime for every form (its own
+    fast paths and the forms it hands to botocore), and fails where botocore fails."""
+    pytest.importorskip("botocore")
+    from botocore.utils import parse_timestamp
+
+    from lance_spark_ops.io.s3_session import fast_timestamp
+
+    assert fast_timestamp(value) == parse_timestamp(value)
+    with pytest.raises(ValueError):
+        parse_timestamp("not a time")
+    with pytest.raises(ValueError):
+        fast_timestamp("not a time")

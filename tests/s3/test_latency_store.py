@@ -158,6 +158,13 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     writer goes on; ``discard`` aborts it and leaves no object."""
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
     store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    bodies: list[str] = []  # what each part's request carries as its body, as sent
+    store.fs.connect()  # s3fs caches filesystems: this one's client may exist already
+
+    def sent(request: object, **_kw: object) -> None:
+        bodies.append(type(request.body).__name__)  # type: ignore[attr-defined]
+
+    store.fs.s3.meta.events.register("before-send.s3.UploadPart", sent)
     payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
     slow_s3.proxy.reset()
     out = store.open_output("big.bin")
@@ -166,6 +173,9 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     out.close()
     ops = slow_s3.proxy.stats()["ops"]
     assert ops == {"CREATE_MPU": 1, "PUT_PART": 5, "COMPLETE_MPU": 1}, ops
+    store.fs.s3.meta.events.unregister("before-send.s3.UploadPart", sent)
+    # one buffer per part, not a stream botocore and aiohttp copy in small chunks holding the GIL
+    assert bodies == ["bytearray"] * 5, bodies
     assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).read("big.bin") == payload
     out = store.open_output("gone.bin")
     out.write(payload)
@@ -313,3 +323,67 @@ def test_upload_window_within_its_share() -> None:
         b = IOBudget(32, max_bytes, part)
         assert upload_window(b) == window
         assert (window + 1) * part <= upload_share(b) <= max(max_bytes // 2, 2 * part)
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carrier: str) -> None:
+    """A rewrite task's prefetch fetches its data and deletion files through obstore (Rust
+    threads, off the GIL) unless ``LSO_IO_CARRIER=fsspec``; either way each file is one GET
+    (nothing read twice) and pylance reads the rows it read."""
+    import lance
+
+    from lance_spark_ops.io import obstore_reads
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    through: list[str] = []
+    real = obstore_reads.S3Reader.read_many
+
+    def spy(self: obstore_reads.S3Reader, items: list, budget: object) -> object:
+        through.extend(p for p, _, _ in items)
+        return real(self, items, budget)
+
+    monkeypatch.setattr(obstore_reads.S3Reader, "read_many", spy)
+    uri = _write(slow_s3, f"carrier-{carrier}.lance", 16_000, 2_000)
+    lance.dataset(uri, storage_options=slow_s3.direct.options).delete("id % 5 = 0")
+    expected = lance.dataset(uri, storage_options=slow_s3.direct.options).to_table().sort_by("id")
+    slow_s3.proxy.reset()
+    compact(None, uri, target_rows_per_fragment=100_000, storage_options=slow_s3.options)
+    log = slow_s3.proxy.stats()["log"]
+    assert _by_op(log, "/data/") == {"GET": 8, "PUT": 1}
+    assert _by_op(log, "/_deletions/") == {"GET": 8}
+    if carrier == "obstore":
+        assert sum("/data/" in p for p in through) == 8 and sum("/_deletions/" in p for p in through) == 8
+    else:
+        assert through == []
+    after = lance.dataset(uri, storage_options=slow_s3.direct.options)
+    assert after.to_table().sort_by("id").equals(expected)
+
+
+def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """With one part in flight at a time, a part's body is filled again once its upload is
+    over (no new buffer per part), and the object holds exactly the bytes written, whatever
+    the sizes of the writes."""
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    monkeypatch.setenv("LSO_IO_MAX_BYTES", str(16 << 20))  # upload share 10 MiB: one part in flight
+    store = ObjectStore(slow_s3.uri("mp2"), slow_s3.options)
+    store.fs.connect()
+    bodies: list[object] = []  # held: a freed body's id could come back for a new one
+
+    def sent(request: object, **_kw: object) -> None:
+        bodies.append(request.body)  # type: ignore[attr-defined]
+
+    store.fs.s3.meta.events.register("before-send.s3.UploadPart", sent)
+    rng = np.random.default_rng(1)
+    payload = rng.integers(0, 255, (37 << 20) + 12345, dtype=np.uint8).tobytes()
+    out = store.open_output("odd.bin")
+    at = 0
+    while at < len(payload):  # writes of odd sizes, some larger than a part
+        n = int(rng.integers(1, 12 << 20))
+        out.write(payload[at:at + n])
+        at += n
+    out.close()
+    store.fs.s3.meta.events.unregister("before-send.s3.UploadPart", sent)
+    assert len(bodies) == 8, len(bodies)
+    assert len({id(b) for b in bodies}) <= 3  # the part being filled, one spare, the last part
+    assert ObjectStore(slow_s3.uri("mp2"), slow_s3.direct.options).read("odd.bin") == payload

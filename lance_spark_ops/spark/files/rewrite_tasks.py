@@ -274,47 +274,30 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
     ds, chunks = _open(spec, ctx)
     sink = _FragmentSink(ds, spec, ctx.file_prefix)
     ids = _RowIds(ds.uses_stable_row_ids)
-    rows_read = copied = pages_copied = pages_reencoded = bytes_read = seen = 0
+    tally = _Tally()
+    bytes_read = seen = 0
     small = _SmallFragments(ds, spec, sink)
     try:
         # the fragments a chunk at a time: their objects, live masks and row ids are released
         # before the next chunk's are built, so a task's memory does not grow with its count
-        for frags in chunks:
-            seen += len(frags)
-            batch = FragmentBatch(ds, frags)  # per-fragment facts asked for the chunk at once
-            batch.prefetch()  # object stores: every file of the chunk fetched ahead, within the budget
-            masks = batch.live_masks()
-            ids.add(batch, masks)
-            bytes_read += sum(f.file_size_bytes or 0 for fr in frags for f in fr.files)
-            for frag, keep in zip(frags, masks, strict=True):
-                reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
-                if reader is not None and spec.mode == "try_binary_copy" and not _moves_a_page(reader, keep):
-                    reader = None  # deleted rows on every page: nothing to move, re-encoded in runs
-                if reader is None and small.add(frag, keep):
-                    continue
-                rows_read += small.flush()  # their rows go first
-                counts = sink.copy_file(reader, keep) if reader is not None else None
-                if counts is not None:
-                    FragmentBatch(ds, [frag]).release()
-                    rows_read += reader.num_rows
-                    copied += 1
-                    pages_copied += counts[0]
-                    pages_reencoded += counts[1]
-                    continue
-                if spec.mode == "force_binary_copy":
-                    raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, "
-                                           "or a different file version / schema); use try_binary_copy")
-                sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
-                for part in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
-                                             keep_dictionaries=sink.keep_dictionaries):
-                    rows_read += part.num_rows
-                    sink.write(part)
-                FragmentBatch(ds, [frag]).release()
-            del frags, batch, masks
+        for chunk in chunks:
+            seen += len(chunk)
+            FragmentBatch(ds, chunk).prefetch()  # object stores: the chunk's files fetched ahead (budget)
+            bytes_read += sum(f.file_size_bytes or 0 for fr in chunk for f in fr.files)
+            for frags in _growing_slices(chunk):
+                # per-fragment facts asked for a slice at once: the first slice is small, so its
+                # fragments decode while the later ones' deletion files are still in flight
+                batch = FragmentBatch(ds, frags)
+                masks = batch.live_masks()
+                ids.add(batch, masks)
+                for frag, keep in zip(frags, masks, strict=True):
+                    _rewrite_fragment(ds, spec, sink, small, frag, keep, tally)
+                del frags, batch, masks
+            del chunk
         if seen != len(spec.fragment_ids):
             raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
                                 f"{spec.read_version}", path=ds.uri)
-        rows_read += small.flush()
+        tally.rows_read += small.flush()
         sink.roll()
     except BaseException:
         small.close()  # before the prefetched files go: the decode thread may be reading them
@@ -329,16 +312,55 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
         fragment_ids=spec.fragment_ids,
         new_fragments=new_fragments,
         files=[df.path for df, _ in sink.done],
-        rows_read=rows_read,
+        rows_read=tally.rows_read,
         rows_written=sum(n for _, n in sink.done),
-        fragments_copied=copied,
-        pages_copied=pages_copied,
-        pages_reencoded=pages_reencoded,
+        fragments_copied=tally.copied,
+        pages_copied=tally.pages_copied,
+        pages_reencoded=tally.pages_reencoded,
         bytes_read=bytes_read,
         bytes_written=sum(df.file_size_bytes or 0 for df, _ in sink.done),
         seconds=time.perf_counter() - t0,
         peak_rss_bytes=_peak_rss(),
     )
+
+
+@dataclass
+class _Tally:
+    """What a rewrite task has read and moved so far (its result's counts)."""
+
+    rows_read: int = 0
+    copied: int = 0  # fragments binary-copied
+    pages_copied: int = 0
+    pages_reencoded: int = 0
+
+
+def _rewrite_fragment(ds: Dataset, spec: RewriteSpec, sink: _FragmentSink, small: _SmallFragments,
+                      frag: DataFragment, keep: np.ndarray, tally: _Tally) -> None:
+    """One fragment into the sink: its pages moved (binary copy), or into the run of small
+    fragments re-encoded together, or scanned and re-encoded on its own."""
+    reader = _copyable(ds, frag, spec, sink) if spec.mode != "reencode" else None
+    if reader is not None and spec.mode == "try_binary_copy" and not _moves_a_page(reader, keep):
+        reader = None  # deleted rows on every page: nothing to move, re-encoded in runs
+    if reader is None and small.add(frag, keep):
+        return
+    tally.rows_read += small.flush()  # their rows go first
+    counts = sink.copy_file(reader, keep) if reader is not None else None
+    if counts is not None:
+        FragmentBatch(ds, [frag]).release()
+        tally.rows_read += reader.num_rows
+        tally.copied += 1
+        tally.pages_copied += counts[0]
+        tally.pages_reencoded += counts[1]
+        return
+    if spec.mode == "force_binary_copy":
+        raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, "
+                               "or a different file version / schema); use try_binary_copy")
+    sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
+    for part in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
+                                 keep_dictionaries=sink.keep_dictionaries):
+        tally.rows_read += part.num_rows
+        sink.write(part)
+    FragmentBatch(ds, [frag]).release()
 
 
 class _RowIds:
@@ -490,6 +512,16 @@ class _SmallFragments:
                 batch = batch.filter(pa.array(keep))
             out.append(batch)
         return out
+
+
+def _growing_slices(frags: list[DataFragment], first: int = 4) -> Iterator[list[DataFragment]]:
+    """``frags`` in consecutive slices of ``first``, then twice as many each time: the first
+    fragments are asked about (deletion files read) alone, the rest in few batches."""
+    at, step = 0, first
+    while at < len(frags):
+        yield frags[at:at + step]
+        at += step
+        step *= 2
 
 
 def _has_bitmap(arr: pa.Array) -> bool:

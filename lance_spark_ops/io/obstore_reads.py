@@ -1,0 +1,174 @@
+"""A task's prefetch GETs on S3 through obstore (the Python binding of the Rust object_store
+crate pylance itself uses), beside s3fs for everything else.
+
+Why: a rewrite task decodes and encodes in Python while its prefetch runs, and every s3fs
+request holds the GIL for ~2.5 ms in botocore (building, signing, parsing the answer) on the
+one event-loop thread; under a busy decoder those requests queue for the GIL and the reads
+stretch (``bench/io_carrier_bench.py``; 48 whole 1.3 MB objects at 20 ms beside a thread
+spinning in Python: s3fs 1.5-2.1 s, obstore 0.6-1.0 s). obstore does the HTTP work on Rust
+threads and takes the GIL only to hand the bytes over.
+
+Only reads, only what ``Prefetcher`` asks (whole objects and ranges), and only where the
+options say everything a request needs: static keys (or the ``AWS_*`` key variables, or
+unsigned requests), an endpoint and region as given. Vended credentials, profiles, requester
+pays and instance roles stay on s3fs (botocore resolves them); so does everything when
+``LSO_IO_CARRIER=fsspec`` or obstore is not installed. A failed prefetch is harmless: the read
+then goes through s3fs, which names what is wrong.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from typing import Any
+
+from lance_spark_ops.cache import region
+from lance_spark_ops.io.budget import IOBudget
+from lance_spark_ops.io.options import PROVIDER_KEY, plain_options
+
+CARRIER_ENV = "LSO_IO_CARRIER"  # "fsspec": every request through fsspec
+
+# our option names (pylance's, i.e. object_store's and their aliases) -> obstore's S3 keys
+_KEYS = {
+    "access_key_id": ("aws_access_key_id", "access_key_id"),
+    "secret_access_key": ("aws_secret_access_key", "secret_access_key"),
+    "session_token": ("aws_session_token", "aws_token", "session_token", "token"),
+    "endpoint": ("aws_endpoint", "aws_endpoint_url", "endpoint", "endpoint_url"),
+    "region": ("aws_region", "region", "aws_default_region", "default_region"),
+    "virtual_hosted_style_request": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
+    "skip_signature": ("aws_skip_signature", "skip_signature"),
+}
+# options whose request semantics only botocore gives here: their presence keeps s3fs
+_BOTOCORE_ONLY = ("aws_profile", "profile", "aws_request_payer", "request_payer", "aws_s3_express",
+                  "s3_express", "aws_role_arn", "aws_s3_role_arn", "aws_web_identity_token_file",
+                  "aws_container_credentials_relative_uri", "aws_metadata_endpoint", "metadata_endpoint")
+_ENV = {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
+        "session_token": "AWS_SESSION_TOKEN", "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
+        "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")}
+
+
+def _truthy(v: Any) -> bool:
+    return v is True or str(v).strip().lower() in ("1", "true", "yes", "on")
+
+
+def _first(opts: Mapping[str, Any], names: Sequence[str]) -> Any:
+    return next((opts[n] for n in names if opts.get(n) not in (None, "")), None)
+
+
+def _env(names: str | tuple[str, ...]) -> str | None:
+    return next((os.environ[n] for n in ((names,) if isinstance(names, str) else names)
+                 if os.environ.get(n)), None)
+
+
+def s3_config(storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """obstore's S3 config for these options, or None when they leave something to botocore
+    (see the module docstring)."""
+    if PROVIDER_KEY in storage_options:
+        return None
+    opts = plain_options(dict(storage_options))
+    if any(opts.get(k) not in (None, "", False) for k in _BOTOCORE_ONLY):
+        return None
+    cfg = {ours: _first(opts, names) for ours, names in _KEYS.items()}
+    unsigned = _truthy(cfg["skip_signature"])
+    if cfg["access_key_id"] is None and cfg["secret_access_key"] is None and not unsigned:
+        for key in ("access_key_id", "secret_access_key", "session_token"):  # botocore's first source
+            cfg[key] = _env(_ENV[key])
+    if cfg["region"] is None:
+        cfg["region"] = _env(_ENV["region"])
+    if cfg["endpoint"] is None:
+        cfg["endpoint"] = _env(_ENV["endpoint"])
+    signed = cfg["access_key_id"] is not None and cfg["secret_access_key"] is not None
+    if not signed and not unsigned:
+        return None  # an instance role, a profile, SSO ...: botocore's credential chain
+    if cfg["region"] is None:
+        return None  # botocore would find one in the config file or the bucket's answer
+    out = {k: v for k, v in cfg.items() if v is not None}
+    for flag in ("virtual_hosted_style_request", "skip_signature"):
+        if flag in out:
+            out[flag] = _truthy(out[flag])
+    return out
+
+
+def client_options(storage_options: Mapping[str, Any], endpoint: str | None) -> dict[str, Any]:
+    """obstore's client options: http when the endpoint is http:// (as fsspec's translation
+    allows it), and pylance's ``timeout`` / ``connect_timeout`` when given."""
+    opts = plain_options(dict(storage_options))
+    out: dict[str, Any] = {}
+    allow = opts.get("allow_http") or opts.get("aws_allow_http")
+    if (endpoint or "").startswith("http://") or _truthy(allow):
+        out["allow_http"] = True
+    for key in ("timeout", "connect_timeout"):
+        if opts.get(key):
+            out[key] = str(opts[key])
+    return out
+
+
+def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
+    """pylance's ``client_max_retries`` / ``client_retry_timeout`` (seconds) when given; else
+    3 retries within 30 s: a prefetch that keeps failing is left to the direct read, which
+    retries on its own."""
+    opts = plain_options(dict(storage_options))
+    return {"max_retries": int(opts.get("client_max_retries") or 3),
+            "retry_timeout": timedelta(seconds=float(opts.get("client_retry_timeout") or 30))}
+
+
+class S3Reader:
+    """GETs of one bucket through obstore (see the module docstring)."""
+
+    def __init__(self, bucket: str, storage_options: Mapping[str, Any], config: dict[str, Any]) -> None:
+        from obstore.store import S3Store
+
+        self.bucket = bucket
+        self.store = S3Store(bucket, config=config,
+                             client_options=client_options(storage_options, config.get("endpoint")),
+                             retry_config=retry_config(storage_options))
+
+    async def read_many(self, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
+                        ) -> list[bytes]:
+        """(path, start, end) spans of objects of this bucket (path ``bucket/key``; start None:
+        the whole object), ``budget.max_requests`` at a time, as ``remote.read_many``."""
+        import obstore
+
+        from lance_spark_ops.io.remote import bounded
+
+        prefix = f"{self.bucket}/"
+
+        async def one(path: str, start: int | None, end: int | None) -> bytes:
+            key = path[len(prefix):] if path.startswith(prefix) else path
+            if start is None:
+                got = await obstore.get_async(self.store, key)
+                return bytes(await got.bytes_async())
+            return bytes(await obstore.get_range_async(self.store, key, start=start, end=end))
+
+        return await bounded([one(*it) for it in items], budget.max_requests)
+
+
+# readers by bucket and options, kept for the process: their connections outlive a task (as s3fs's
+# cached filesystems' do), so a worker's next task does not open (and TLS-handshake) them again
+_READERS = region("io.obstore_readers", max_entries=16)
+
+
+def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | None:
+    """An obstore reader for ``bucket`` under these options, or None (s3fs reads: the carrier
+    is turned off, obstore is missing, or the options need botocore)."""
+    if os.environ.get(CARRIER_ENV, "").strip().lower() == "fsspec":
+        return None
+    config = s3_config(storage_options)
+    if config is None:
+        return None
+    # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
+    key = hashlib.sha256(repr((bucket, sorted(config.items()),
+                               sorted(client_options(storage_options, config.get("endpoint")).items()),
+                               sorted(retry_config(storage_options).items()))).encode()).hexdigest()
+    reader = _READERS.get(key)
+    if reader is None:
+        try:
+            reader = S3Reader(bucket, storage_options, config)
+        except ImportError:
+            return None
+        except Exception:  # noqa: BLE001 - a config obstore refuses: s3fs reads as before
+            return None
+        _READERS.put(key, reader, 1 << 16)
+    return reader
