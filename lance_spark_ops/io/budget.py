@@ -12,8 +12,8 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
   (object stores: 64 MiB; local: 32 MiB). One budget bounds what a rewrite task holds of its
-  I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight, one copy
-  each, and the part being filled; 3 parts of 8 MiB by default) and the prefetch of its next
+  I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight
+  and the part being filled; 3 parts of 8 MiB by default) and the prefetch of its next
   files the rest (files the task is done with are dropped at once, files it is reading are
   kept). A task of 50 fragments of ~1 MB already fills it, so these buffers do not grow with
   its fragment count (``bench/rewrite_rss_profile.py``). Raise it where the store takes
@@ -50,8 +50,9 @@ class IOBudget:
 
 
 def upload_share(budget: IOBudget) -> int:
-    """Bytes an open multipart upload may hold (parts in flight, one copy each, and the part
-    being filled): half the byte budget, at least one part in flight."""
+    """Bytes an open multipart upload may hold (parts in flight and the part being filled; the
+    HTTP client's copy of a part while it is sent is not counted): half the byte budget, at
+    least one part in flight."""
     return max(2 * budget.part_bytes, budget.max_bytes // 2)
 
 

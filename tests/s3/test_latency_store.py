@@ -314,7 +314,7 @@ def test_prefetch_holds_only_what_is_ahead(slow_s3: SlowS3, monkeypatch: pytest.
 
 
 def test_upload_window_within_its_share() -> None:
-    """An upload's parts in flight (one copy each) and the part being filled fit in its share of
+    """An upload's parts in flight and the part being filled fit in its share of
     the byte budget, at least one part in flight, at most one per request."""
     from lance_spark_ops.io.budget import MIB, IOBudget, upload_share, upload_window
 
