@@ -1,7 +1,7 @@
 """A standalone cluster on an S3 store at a real request latency: two 1-core workers against
 one, and the Python workers' peak RSS against the fragments a compaction task reads.
 
-    python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500]
+    python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500] [--warm-job]
 
 The store is ``moto_server`` behind ``tests/support/latency_store``'s proxy (a child process)
 holding each request ``--latency`` ms. One master and two workers of 1 core each on 127.0.0.1
@@ -12,7 +12,10 @@ holding each request ``--latency`` ms. One master and two workers of 1 core each
   session given one core (``spark.cores.max=1``: one executor on one worker) and in one given
   two (two 1-core executors, one per worker); alternating, each on a fresh server-side copy,
   each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance
-  reads every result: the same rows.
+  reads every result: the same rows. The warm-up imports the task path in each executor's
+  Python worker; with ``--warm-job`` it is a whole compaction of another copy instead (a
+  session that has run a job before: the executors' JVMs past their first JIT compilations,
+  each worker's S3 client made and connected), untimed.
 - RSS: datasets of N fragments x 10 000 rows (int64, float64, a 16-d float32 vector; ~0.8 MB a
   fragment), compacted as one group (one task reads every fragment, prefetching ahead within
   ``LSO_IO_MAX_BYTES``) in a fresh 1-core session each (fresh Python workers: ``ru_maxrss`` is
@@ -92,6 +95,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rss-fragments", type=int, nargs="*", default=[50, 500])
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
+    ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
@@ -100,7 +104,8 @@ def main() -> None:
 
     from lance_spark_ops.spark import compact
 
-    result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS}
+    result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
+                    "warm_job": args.warm_job}
     with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto, \
             ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
         client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
@@ -119,6 +124,12 @@ def main() -> None:
                     cores = 1 if name == "one" else 2
                     spark = session(url, cores, f"cluster-s3 {name}")
                     try:
+                        if args.warm_job:
+                            warm_bucket = f"warm-{uuid.uuid4().hex[:12]}"
+                            create_bucket(moto.endpoint, warm_bucket)
+                            copy_prefix(client, "bench-src", "ds.lance", warm_bucket, "ds.lance")
+                            compact(spark, f"s3://{warm_bucket}/ds.lance",
+                                    target_rows_per_fragment=SCALE_TARGET_ROWS, storage_options=via)
                         bucket = f"bench-{uuid.uuid4().hex[:12]}"
                         create_bucket(moto.endpoint, bucket)
                         copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")

@@ -2,11 +2,12 @@
 rewrite task's start and end in its worker, and every request with its wall-clock times from
 the latency proxy's log (issue #39: find the largest cost before cutting it).
 
-    python bench/compact_timeline.py [--latency 20] [--rounds 2] [--mode reencode] [--pylance]
-        [--local | --driver-bytes N]
+    python bench/compact_timeline.py [--latency 20] [--rounds 2] [--mode reencode] [--clean]
+        [--pylance] [--local | --driver-bytes N]
 
 The store and dataset are ``object_store_bench``'s (48 fragments x 20 000 rows, a sixth
-deleted); Spark ``local[2]`` warmed as there, every round on a fresh server-side copy. Prints,
+deleted; ``--clean``: none deleted, ``binary_clean``'s source, where a binary copy moves pages);
+Spark ``local[2]`` warmed as there, every round on a fresh server-side copy. Prints,
 per round, the phases and the requests (consecutive requests of one kind and directory in one
 line: count, first start, last end, relative to the call) and writes them as JSON (``--out``).
 """
@@ -25,7 +26,7 @@ from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from bench.object_store_bench import TARGET_ROWS, build, copy_prefix, run_side  # noqa: E402
+from bench.object_store_bench import CLEAN, TARGET_ROWS, build, copy_prefix, run_side  # noqa: E402
 from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
 
 STAMPS = Path(tempfile.gettempdir()) / "lso-timeline-stamps"
@@ -77,6 +78,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mode", default="reencode")
+    ap.add_argument("--clean", action="store_true", help="the dataset without deleted rows")
     ap.add_argument("--pylance", action="store_true", help="a pylance round after each of ours")
     ap.add_argument("--local", action="store_true", help="ours with spark=None (the task in this process)")
     ap.add_argument("--driver-bytes", type=int, default=None,
@@ -106,17 +108,18 @@ def main() -> None:
                               aws_secret_access_key="testing-secret", region_name="us-east-1")
         create_bucket(moto.endpoint, "bench-src")
         direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
-        build("s3://bench-src/ds.lance", direct)
+        source = CLEAN if args.clean else "ds.lance"
+        build(f"s3://bench-src/{source}", direct, delete=not args.clean)
         spark = get_spark("compact-timeline")
         run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
         for side in ("ours", "pylance"):
-            run_side(side, "open", "s3://bench-src/ds.lance", via, spark, args)
+            run_side(side, "open", f"s3://bench-src/{source}", via, spark, args)
         proxy.configure(delay_ms=args.latency, log=True)
         for r in range(args.rounds):
             for side in ("ours", "pylance") if args.pylance else ("ours",):
                 bucket = f"bench-{uuid.uuid4().hex[:12]}"
                 create_bucket(moto.endpoint, bucket)
-                copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
+                copy_prefix(client, "bench-src", source, bucket, "ds.lance")
                 uri = f"s3://{bucket}/ds.lance"
                 for f in STAMPS.glob("*.json"):
                     f.unlink()
@@ -128,7 +131,7 @@ def main() -> None:
                                 compaction_mode=args.mode, storage_options=via, tuning=tuning)
                     phases = m.seconds
                 else:
-                    op = "binary" if args.mode != "reencode" else "compact"
+                    op = "compact" if args.mode == "reencode" else "binary_clean" if args.clean else "binary"
                     run_side("pylance", op, uri, via, spark, args)
                     phases = {}
                 took = time.time() - t0

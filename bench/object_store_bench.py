@@ -1,7 +1,7 @@
 """Ours against pylance on an S3 store at a real request latency, in one run.
 
     python bench/object_store_bench.py [--latencies 0 20 50] [--rounds 2]
-        [--ops compact binary btree vacuum open]
+        [--ops compact binary binary_clean btree vacuum open]
 
 The store is ``moto_server`` on loopback behind ``tests/support/latency_store``'s proxy (in a
 child process, off this process's GIL), which holds every request N ms and counts requests by
@@ -14,7 +14,11 @@ driver's imports: a one-task compaction runs in the driver); pylance's
 same rows. Operations:
 
 - ``compact``: re-encode compaction, ``target_rows_per_fragment=1 000 000``
-- ``binary``: the same with ``compaction_mode="try_binary_copy"``
+- ``binary``: the same with ``compaction_mode="try_binary_copy"``; every page of this dataset
+  holds deleted rows, so both sides re-encode (the same work as ``compact``)
+- ``binary_clean``: ``try_binary_copy`` of the same 48 x 20 000 rows written without the delete
+  (a second source prefix, built once per run): both sides move pages undecoded; ours must
+  report every fragment and page moved, and pylance reads the same rows, every column
 - ``btree``: ``create_index`` BTREE on the int64 column (pylance ``create_scalar_index``)
 - ``ivf_pq``: ``create_index`` IVF_PQ on the 16-d vector column, ``IVF_PQ_PARAMS`` on both
   sides (pylance ``create_index``); pylance then answers a nearest query through it
@@ -51,6 +55,7 @@ from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket,
 FRAGMENTS, ROWS = 48, 20_000
 TARGET_ROWS = 1_000_000
 IVF_PQ_PARAMS = {"num_partitions": 32, "num_sub_vectors": 4}
+CLEAN = "clean.lance"  # binary_clean's source prefix: the dataset without deleted rows
 
 
 def make_table(start: int, n: int) -> pa.Table:
@@ -62,8 +67,8 @@ def make_table(start: int, n: int) -> pa.Table:
                      "v": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), 16)})
 
 
-def build(uri: str, opts: dict[str, str]) -> int:
-    """The issue's dataset; returns its live rows."""
+def build(uri: str, opts: dict[str, str], delete: bool = True) -> int:
+    """The issue's dataset (``delete``: a sixth of the rows deleted); returns its live rows."""
     import lance
 
     ds = None
@@ -71,7 +76,8 @@ def build(uri: str, opts: dict[str, str]) -> int:
         ds = lance.write_dataset(make_table(f * ROWS, ROWS), uri, mode="append" if f else "create",
                                  storage_options=opts, data_storage_version="2.1")
     assert ds is not None
-    ds.delete("id % 6 = 0")
+    if delete:
+        ds.delete("id % 6 = 0")
     return ds.count_rows()
 
 
@@ -140,8 +146,8 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
 
             plan = Compaction.plan(ds, {"target_rows_per_fragment": TARGET_ROWS})
             return sorted(sorted(f.id for f in t.fragments) for t in plan.tasks)
-        if op in ("compact", "binary"):
-            kw = {"compaction_mode": "try_binary_copy"} if op == "binary" else {}
+        if op in ("compact", "binary", "binary_clean"):
+            kw = {"compaction_mode": "try_binary_copy"} if op != "compact" else {}
             ds.optimize.compact_files(target_rows_per_fragment=TARGET_ROWS, num_threads=2, **kw)
         elif op == "btree":
             ds.create_scalar_index("id", "BTREE")
@@ -156,9 +162,15 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         return
     from lance_spark_ops.spark import compact, create_index, vacuum
 
-    if op in ("compact", "binary"):
-        mode = "try_binary_copy" if op == "binary" else "reencode"
-        compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, compaction_mode=mode, storage_options=opts)
+    if op in ("compact", "binary", "binary_clean"):
+        mode = "try_binary_copy" if op != "compact" else "reencode"
+        m = compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, compaction_mode=mode,
+                    storage_options=opts)
+        if op == "binary_clean" and (m.fragments_binary_copied != FRAGMENTS or not m.pages_binary_copied
+                                     or m.pages_reencoded_for_deletions):
+            raise AssertionError(f"binary_clean: pages not moved ({m.fragments_binary_copied} fragments, "
+                                 f"{m.pages_binary_copied} pages moved, {m.pages_reencoded_for_deletions} "
+                                 "re-encoded)")
     elif op == "btree":
         create_index(spark, uri, "id", "BTREE", storage_options=opts)
     elif op == "ivf_pq":
@@ -196,7 +208,7 @@ def prepare_vacuum(path: Path, args) -> None:
     lance.dataset(str(path)).optimize.compact_files(target_rows_per_fragment=TARGET_ROWS)
 
 
-def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -> None:
+def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray | pa.Table, args) -> None:
     import lance
 
     ds = lance.dataset(uri, storage_options=opts)
@@ -218,6 +230,11 @@ def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray, args) -
         got = ds.to_table(filter=f"id = {int(expected[len(expected) // 2])}", columns=["id"]).num_rows
         if got != 1:
             raise AssertionError("indexed lookup answered wrong")
+        return
+    if op == "binary_clean":
+        ds = lance.dataset(uri, storage_options=opts)
+        if len(ds.get_fragments()) != 1 or not ds.to_table().equals(expected):
+            raise AssertionError("binary_clean: rows or fragments differ")
         return
     if not np.array_equal(ids_of(uri, opts), expected):
         raise AssertionError(f"{op}: rows differ")
@@ -271,6 +288,12 @@ def main() -> None:
         expected = ids_of("s3://bench-src/ds.lance", direct)
         print(f"dataset: {FRAGMENTS} fragments x {ROWS} rows, {live} live (built in "
               f"{time.perf_counter() - t0:.1f} s)", flush=True)
+        clean = None
+        if "binary_clean" in args.ops:
+            build(f"s3://bench-src/{CLEAN}", direct, delete=False)
+            import lance
+
+            clean = lance.dataset(f"s3://bench-src/{CLEAN}", storage_options=direct).to_table()
         if "vacuum" in args.ops:
             t0 = time.perf_counter()
             create_bucket(moto.endpoint, "bench-vacsrc")
@@ -314,8 +337,8 @@ def main() -> None:
                         else:
                             bucket = f"bench-{uuid.uuid4().hex[:12]}"
                             create_bucket(moto.endpoint, bucket)
-                            copy_prefix(client, "bench-vacsrc" if op == "vacuum" else "bench-src", "ds.lance",
-                                        bucket, "ds.lance")
+                            copy_prefix(client, "bench-vacsrc" if op == "vacuum" else "bench-src",
+                                        CLEAN if op == "binary_clean" else "ds.lance", bucket, "ds.lance")
                             uri = f"s3://{bucket}/ds.lance"
                             before = None
                             if op == "vacuum":
@@ -333,7 +356,7 @@ def main() -> None:
                         took = time.perf_counter() - t0
                         stats = proxy.stats()
                         if op != "open_big":
-                            check(op, uri, direct, expected, args)
+                            check(op, uri, direct, clean if op == "binary_clean" else expected, args)
                         if op == "vacuum":  # both sides vacuum the same copy: the same files must go
                             plans[side] = before - keys_under(client, bucket, "ds.lance")
                         if op in ("vacuum", "open_big") and len(plans) == 2 \

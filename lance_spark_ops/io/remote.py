@@ -262,8 +262,9 @@ class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (``budget.upload_window`` parts in flight: the upload holds at most
     ``upload_share`` bytes, half the byte budget; a prefetch keeps to the other half); an
-    object of at most one part is a single PUT at ``close``. ``discard`` aborts the multipart
-    upload (nothing is left behind)."""
+    object of at most one part is a single PUT at ``close``. The upload's start is not waited
+    for: the first part awaits it on the loop. ``discard`` aborts the multipart upload (nothing
+    is left behind)."""
 
     def __init__(self, fs: Any, path: str, budget: IOBudget,
                  typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
@@ -278,6 +279,9 @@ class S3Upload:
         self._sent = 0  # parts before this one are over, their bodies dropped or kept as spares
         self._spare: list[bytearray] = []
         self._upload_id: str | None = None
+        # the upload's start (S3: CreateMultipartUpload), in flight while the writer goes on;
+        # each part awaits it on the loop
+        self._begun: concurrent.futures.Future[str] | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
         self._window = upload_window(budget)
         self.closed = False
@@ -339,9 +343,17 @@ class S3Upload:
         out = await self._call("upload_part", PartNumber=number, UploadId=self._upload_id, Body=data)
         return {"PartNumber": number, "ETag": out["ETag"]}
 
-    def _begin(self) -> str:
+    async def _begin(self) -> str:
         """Start the multipart upload; its id."""
-        return str(run(self.fs, self._call, "create_multipart_upload")["UploadId"])
+        return str((await self._call("create_multipart_upload"))["UploadId"])
+
+    async def _part(self, number: int, data: bytearray) -> dict[str, Any]:
+        """Upload one part once the upload has started."""
+        if self._upload_id is None:
+            assert self._begun is not None
+            # shielded: a part cancelled (abort) leaves the start to finish, so it can be aborted
+            self._upload_id = await asyncio.shield(asyncio.wrap_future(self._begun))
+        return await self._upload_part(number, data)
 
     async def _complete(self, parts: list[dict[str, Any]]) -> None:
         try:
@@ -368,15 +380,15 @@ class S3Upload:
         await self._call("abort_multipart_upload", UploadId=self._upload_id)
 
     def _start_part(self, data: bytearray) -> None:
-        if self._upload_id is None:
-            self._upload_id = self._begin()
+        if self._begun is None:
+            self._begun = submit(self.fs, self._begin())  # not waited for: the parts await it
         while sum(not f.done() for f in self._parts) >= self._window:
             concurrent.futures.wait([f for f in self._parts if not f.done()],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
         for f in self._parts:  # a failed part fails the write now
             if f.done():
                 f.result()
-        self._parts.append(submit(self.fs, self._upload_part(len(self._parts) + 1, data)))
+        self._parts.append(submit(self.fs, self._part(len(self._parts) + 1, data)))
         self._bodies.append(data)
 
     def close(self) -> None:
@@ -400,12 +412,13 @@ class S3Upload:
         """The last parts and the completion (or the one PUT of a small object)."""
         last = self._cur
         del last[self._fill:]  # the last part: what was filled (no copy)
-        if self._upload_id is None:
+        if self._begun is None:
             run(self.fs, self.fs._pipe_file, self.path, bytes(last))
             return
         if last:
             self._start_part(last)
         done = [f.result() for f in self._parts]
+        self._upload_id = self._begun.result()
         run(self.fs, self._complete, done)
         self.parts_uploaded = len(done)
 
@@ -413,8 +426,10 @@ class S3Upload:
         for f in self._parts:
             f.cancel()
         concurrent.futures.wait(self._parts)
-        if self._upload_id is not None:
+        begun, self._begun = self._begun, None
+        if begun is not None:
             try:
+                self._upload_id = begun.result()  # not started (it failed): nothing to abort
                 run(self.fs, self._cancel)
             except Exception:  # noqa: BLE001 - best effort; the lifecycle rule of the bucket cleans up
                 pass
@@ -443,7 +458,7 @@ class AzureUpload(S3Upload):
     Put Blob. ``discard`` commits nothing: Azure drops uncommitted blocks itself (after a week,
     or at the blob's next commit), and has no call to abort them."""
 
-    def _begin(self) -> str:
+    async def _begin(self) -> str:
         return uuidlib.uuid4().hex  # this upload's block ids: base64 of "<hex>-<part number>"
 
     def _block_id(self, number: int) -> str:

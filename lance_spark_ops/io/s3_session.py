@@ -10,6 +10,13 @@ profiles stay the session's own: only the parsed, read-only data files are share
 ``warm()`` parses them once - in the worker daemon before it forks (``spark.runtime.daemon``),
 so every forked worker starts with them parsed. Best effort: any failure leaves s3fs as it is.
 
+Each S3 client also builds a TLS verify context - OpenSSL parsing the whole CA bundle, ~0.08 s
+CPU, 3/4 of a fresh worker's first request (``bench/cluster_timeline.py``) - even for an http://
+endpoint. ``http_session_class`` is aiobotocore's HTTP session with that context made once per
+process and CA setting and shared by its clients (``s3_http``: a context is only read once
+built); ``warm()`` makes the default one before the daemon forks. Clients with a client
+certificate or a proxy build their own, as before.
+
 The session's responses also parse their timestamps (every GET's ``Last-Modified``) with the
 standard library's RFC 1123 / ISO 8601 parsers rather than dateutil's general one (~60 us a
 response with the GIL held, beside the decoding that needs it); a value they do not read goes
@@ -18,6 +25,7 @@ to botocore's parser as before.
 
 from __future__ import annotations
 
+import functools
 import threading
 from datetime import datetime
 from email.utils import parsedate_to_datetime
@@ -70,6 +78,17 @@ def prime(fs: Any) -> None:
         return
 
 
+@functools.cache
+def http_session_class() -> Any:
+    """``s3_http.SharedContextSession`` (aiobotocore's HTTP session whose TLS verify context is
+    ``shared_verify_context``); None without aiobotocore."""
+    try:
+        from lance_spark_ops.io.s3_http import SharedContextSession
+    except ImportError:
+        return None
+    return SharedContextSession
+
+
 def warm() -> bool:
     """Import s3fs and parse the data an S3 client needs into the shared loader, without a
     network call, a thread or an event loop (safe before a fork). False when s3fs is absent."""
@@ -81,8 +100,12 @@ def warm() -> bool:
         session = botocore.session.Session()
         session.register_component("data_loader", shared_loader())
         # a client's creation reads what s3fs's first client reads (no connection is opened)
-        session.create_client("s3", region_name="us-east-1", aws_access_key_id="warm",
-                              aws_secret_access_key="warm", endpoint_url="http://127.0.0.1:9")
+        client = session.create_client("s3", region_name="us-east-1", aws_access_key_id="warm",
+                                       aws_secret_access_key="warm", endpoint_url="http://127.0.0.1:9")
+        cls = http_session_class()
+        verify = getattr(client._endpoint.http_session, "_verify", None)  # noqa: SLF001 - the resolved CA setting
+        if cls is not None and verify is not None:
+            cls(verify=verify).shared_verify_context()  # an aiobotocore client's default context
         return True
     except Exception:  # noqa: BLE001 - nothing to warm
         return False

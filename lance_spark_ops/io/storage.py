@@ -250,6 +250,8 @@ class ObjectStore:
             # botocore's pool holds 10 connections: more requests in flight would queue for one
             config = kwargs["config_kwargs"] = dict(kwargs.get("config_kwargs") or {})
             config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
+            if s3_session.http_session_class() is not None:  # one CA bundle parse per process
+                config.setdefault("http_session_cls", s3_session.http_session_class())
         try:
             cls = filesystem_class(self.protocol, kwargs)
             fs = fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)

@@ -123,3 +123,25 @@ def test_fast_timestamp_parses_as_botocore(value: object) -> None:
         parse_timestamp("not a time")
     with pytest.raises(ValueError):
         fast_timestamp("not a time")
+
+
+def test_s3_clients_share_one_tls_verify_context() -> None:
+    """Every S3 filesystem's HTTP session takes the process's TLS verify context for its CA
+    setting (the CA bundle parsed once per process, not once per client); another CA setting
+    gets its own."""
+    pytest.importorskip("s3fs")
+    import ssl
+
+    from lance_spark_ops.io.s3_http import SharedContextSession
+
+    opts = {"aws_endpoint": "http://127.0.0.1:9", "aws_access_key_id": "k1", "aws_secret_access_key": "s1",
+            "aws_region": "us-east-1", "allow_http": "true"}
+    for key in ("k1", "k2"):
+        store = ObjectStore("s3://bkt-one/ds", {**opts, "aws_access_key_id": key})
+        assert store.fs.config_kwargs["http_session_cls"] is SharedContextSession
+    ctx, proxy_ctx = SharedContextSession(verify=True)._build_ssl_contexts(None)
+    assert proxy_ctx is None and isinstance(ctx, ssl.SSLContext)
+    assert ctx.verify_mode == ssl.CERT_REQUIRED and ctx.check_hostname
+    assert SharedContextSession(verify=True)._build_ssl_contexts(None)[0] is ctx
+    off = SharedContextSession(verify=False)._build_ssl_contexts(None)[0]
+    assert off is not ctx and off.verify_mode == ssl.CERT_NONE and not off.check_hostname

@@ -159,14 +159,17 @@ from lance_spark_ops.spark.runtime.daemon import preload
 failed = preload()
 from lance_spark_ops.io import s3_session
 loader = s3_session._LOADER
-print("s3fs" in sys.modules, loader is not None and len(loader._cache) > 0, failed)
+http = sys.modules.get("lance_spark_ops.io.s3_http")
+print("s3fs" in sys.modules, loader is not None and len(loader._cache) > 0,
+      http is not None and len(http._CONTEXTS) > 0, failed)
 """
 
 
 @pytest.mark.parametrize("flag", ["", "0"])
 def test_daemon_warms_the_s3_client_data_unless_off(flag: str) -> None:
-    """With s3fs installed the daemon imports it and parses botocore's S3 data into the shared
-    loader before forking (a worker's first S3 task no longer pays it); LSO_PRELOAD_S3=0: not."""
+    """With s3fs installed the daemon imports it, parses botocore's S3 data into the shared
+    loader and builds the clients' shared TLS context before forking (a worker's first S3 task
+    no longer pays them); LSO_PRELOAD_S3=0: not."""
     import os
     import subprocess
     import sys
@@ -177,5 +180,63 @@ def test_daemon_warms_the_s3_client_data_unless_off(flag: str) -> None:
         env["LSO_PRELOAD_S3"] = flag
     out = subprocess.run([sys.executable, "-c", _S3_PROBE], env=env, capture_output=True, text=True,
                          check=True).stdout.split()
-    assert out[:2] == (["False", "False"] if flag else ["True", "True"])
-    assert "".join(out[2:]) == "[]"
+    assert out[:3] == (["False"] * 3 if flag else ["True"] * 3)
+    assert "".join(out[3:]) == "[]"
+
+
+_REWRITE_PROBE = """
+import pickle, sys
+from lance_spark_ops.spark.runtime.daemon import preload
+failed = preload()
+before = set(sys.modules)
+from lance_spark_ops.spark.files.rewrite_tasks import run_rewrite
+from lance_spark_ops.spark.runtime.runner import TaskContext
+with open(sys.argv[1], "rb") as f:
+    specs = pickle.load(f)
+for i, spec in enumerate(specs):
+    run_rewrite(spec, TaskContext("probe", i, "0"))
+print(sorted(m for m in set(sys.modules) - before if m.startswith("lance_spark_ops")), failed)
+"""
+
+
+def test_preload_covers_a_rewrite_tasks_imports(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A compaction task in a process that ran the daemon's preload (as a forked worker does)
+    imports nothing of this package on first use: each such import was paid in every worker's
+    first task, in the job's critical path (bench/cluster_timeline.py)."""
+    import pickle
+    import subprocess
+    import sys
+
+    import numpy as np
+    import pyarrow as pa
+
+    lance = pytest.importorskip("lance")
+    from lance_spark_ops.spark import compact
+    from lance_spark_ops.spark.runtime.job import Job
+
+    n = 400
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(np.arange(n * 4, dtype=np.float32)), 4)
+    uri = str(tmp_path / "ds.lance")
+    lance.write_dataset(pa.table({"id": np.arange(n, dtype=np.int64), "x": np.arange(n) * 0.5,
+                                  "s": [f"s{i % 7}" for i in range(n)], "v": vec}),
+                        uri, max_rows_per_file=100, data_storage_version="2.1")
+    lance.dataset(uri).delete("id % 5 = 0")
+    specs: list = []
+
+    class Planned(Exception):
+        pass
+
+    def keep(self, tasks, fn, costs=None, in_driver=False):  # noqa: ANN001, ANN202 - Job.run_tasks' signature
+        specs.extend(tasks)
+        raise Planned
+
+    monkeypatch.setattr(Job, "run_tasks", keep)
+    with pytest.raises(Planned):
+        compact(None, uri, target_rows_per_fragment=200)
+    assert specs
+    path = tmp_path / "specs.pkl"
+    path.write_bytes(pickle.dumps(specs))
+    out = subprocess.run([sys.executable, "-c", _REWRITE_PROBE, str(path)], capture_output=True, text=True,
+                         timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == ["[]", "[]"]

@@ -31,7 +31,8 @@ then loads it in about a millisecond without importing numba.
 
 With s3fs installed (``LSO_PRELOAD_S3``: ``auto``, the default; ``1`` / ``0`` to force it on /
 off) it also imports s3fs and aiobotocore and parses botocore's S3 data into the process's
-shared loader (``io.s3_session.warm``, ~0.6 s CPU once per executor, no connection made): a
+shared loader, and builds the S3 clients' shared TLS verify context (``io.s3_session.warm``,
+~0.6 s CPU once per executor, no connection made): a
 worker's first task on S3 otherwise paid it before its first request (1.4-1.9 s wall measured
 at load ~10, 0.4-0.6 s with the warm-up; ``bench/compact_timeline.py``).
 
@@ -53,6 +54,9 @@ PRELOAD = (
     "lance_spark_ops.table.dataset", "lance_spark_ops.spark.runtime.scan_tasks",
     "lance_spark_ops.spark.files.rewrite_tasks", "lance_spark_ops.spark.files.columns_tasks",
     "lance_spark_ops.spark.files.row_id_index_tasks", "lance_spark_ops.spark.indices.vector_index_tasks",
+    # what a rewrite task imports on first use (the writer's field checks, the read-ahead, reading
+    # small fragments together): ~0.17 s CPU of each worker's first compaction task otherwise
+    "lance_spark_ops.encoding.support", "lance_spark_ops.io.prefetch", "lance_spark_ops.file.read_together",
     # the rest of a vector optimize's task path (a few ms: they import what is above)
     "lance_spark_ops.spark.indices.vector_join_tasks", "lance_spark_ops.spark.indices.vector_merge_tasks",
     "lance_spark_ops.spark.indices.vector_split_tasks", "lance_spark_ops.spark.indices.vector_drift_tasks",
