@@ -11,9 +11,13 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
-  (object stores: 256 MiB; local: 32 MiB). Bounds the prefetch of a rewrite task's next files
-  and the parts its output uploads: an upload holds up to ``upload_share`` (half) of it, the
-  prefetch the rest (files the task is done with are dropped at once).
+  (object stores: 64 MiB; local: 32 MiB). One budget bounds what a rewrite task holds of its
+  I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight
+  and the part being filled; 3 parts of 8 MiB by default) and the prefetch of its next
+  files the rest (files the task is done with are dropped at once, files it is reading are
+  kept). A task of 50 fragments of ~1 MB already fills it, so these buffers do not grow with
+  its fragment count (``bench/rewrite_rss_profile.py``). Raise it where the store takes
+  parts slowly and memory is plentiful (more parts in flight); lower it on small executors.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
   writer encodes, so less is left to upload after its last page.
@@ -46,20 +50,19 @@ class IOBudget:
 
 
 def upload_share(budget: IOBudget) -> int:
-    """Bytes an open multipart upload may hold (parts in flight, each held twice while sent:
-    ours and the HTTP client's copy, plus the part being filled): half the byte budget, at
+    """Bytes an open multipart upload may hold (parts in flight and the part being filled; the
+    HTTP client's copy of a part while it is sent is not counted): half the byte budget, at
     least one part in flight."""
-    return max(3 * budget.part_bytes, budget.max_bytes // 2)
+    return max(2 * budget.part_bytes, budget.max_bytes // 2)
 
 
 def upload_window(budget: IOBudget) -> int:
-    """Parts of one upload in flight at once (``upload_share`` less the part being filled,
-    two copies of each part)."""
+    """Parts of one upload in flight at once (``upload_share`` less the part being filled)."""
     part = budget.part_bytes
-    return max(1, min(budget.max_requests, (upload_share(budget) - part) // (2 * part)))
+    return max(1, min(budget.max_requests, (upload_share(budget) - part) // part))
 
 
-OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=256 * MIB)
+OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=64 * MIB)
 LOCAL_BUDGET = IOBudget(max_requests=1, max_bytes=32 * MIB)
 
 

@@ -295,11 +295,14 @@ class S3Upload:
         """An empty part-sized body: one whose upload is over (at most two are kept for
         this), else a new one."""
         part = self.budget.part_bytes
+        behind = True  # every part before this one is sent (``_sent`` moves past them)
         for i in range(self._sent, len(self._parts)):
             if not self._parts[i].done():
-                break
+                behind = False  # a slow part: the ones sent after it are dropped all the same
+                continue
             body, self._bodies[i] = self._bodies[i], bytearray()  # sent: its bytes are not needed again
-            self._sent = i + 1
+            if behind:
+                self._sent = i + 1
             if len(body) == part and len(self._spare) < 2:
                 self._spare.append(body)
         return self._spare.pop() if self._spare else bytearray(part)

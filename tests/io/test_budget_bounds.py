@@ -1,0 +1,184 @@
+"""The byte budget bounds what a task holds, counted (not timed) through fake async stores: the
+prefetch never holds more than its share and keeps the objects the task is reading (no direct
+read of a prefetched object), the upload never has more parts in flight than its window, and a
+task reading 10x more objects, or writing 10x more parts, holds no more."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from fsspec.asyn import get_loop
+
+from lance_spark_ops.io.budget import MIB, IOBudget, upload_share, upload_window
+from lance_spark_ops.io.prefetch import Prefetcher
+from lance_spark_ops.io.remote import S3Upload
+
+OBJECT = 64 * 1024
+
+
+class _FakeReads:
+    """An async filesystem whose objects are ``OBJECT`` bytes each; counts reads."""
+
+    async_impl = True
+
+    def __init__(self) -> None:
+        self.loop = get_loop()
+        self.reads = 0
+
+    async def _cat_file(self, path: str, start: int | None = None, end: int | None = None) -> bytes:
+        self.reads += 1
+        await asyncio.sleep(0)
+        return path.encode().ljust(OBJECT, b".")
+
+
+def _read_like_a_rewrite(n: int, budget: IOBudget) -> tuple[Prefetcher, _FakeReads]:
+    """Schedule ``n`` objects, then read each twice (footer, pages) and release it, in order."""
+    fs = _FakeReads()
+    p = Prefetcher(fs, budget)
+    paths = [f"bucket/data/{i:05d}.lance" for i in range(n)]
+    p.schedule([(path, OBJECT) for path in paths])
+    try:
+        for path in paths:
+            for _ in range(2):
+                data = p.get(path)
+                assert data is not None, f"{path} was dropped while the task read it"
+                assert bytes(data[:len(path)]) == path.encode()
+                assert p._bytes <= p.max_bytes  # noqa: SLF001 - the bound is the point
+            p.release([path])
+    finally:
+        p.close()
+    return p, fs
+
+
+def test_prefetch_within_its_share_and_flat_in_object_count() -> None:
+    budget = IOBudget(max_requests=64, max_bytes=12 * MIB, part_bytes=5 * MIB)
+    assert upload_share(budget) == 10 * MIB
+    small, fs_small = _read_like_a_rewrite(40, budget)
+    big, fs_big = _read_like_a_rewrite(400, budget)
+    assert small.max_bytes == big.max_bytes == budget.max_bytes - upload_share(budget) == 2 * MIB
+    # every object fetched once, read from the prefetch (no direct read)
+    assert (fs_small.reads, small.hits, fs_big.reads, big.hits) == (40, 80, 400, 800)
+    # 40 objects of 64 KiB already fill the share: 10x more hold no more
+    assert small.peak_bytes == big.peak_bytes == 2 * MIB
+
+
+def test_prefetch_keeps_what_is_read_until_released() -> None:
+    """Objects read and not released are kept while they hold at most half the share; beyond
+    that the least recently read go first (a caller that never releases still gets ahead)."""
+    budget = IOBudget(max_requests=64, max_bytes=12 * MIB, part_bytes=5 * MIB)
+    fs = _FakeReads()
+    p = Prefetcher(fs, budget)
+    paths = [f"bucket/data/{i:05d}.lance" for i in range(100)]
+    p.schedule([(path, OBJECT) for path in paths])
+    try:
+        for path in paths:  # read once, never released
+            assert p.get(path) is not None
+            assert p._bytes <= p.max_bytes and p._in_use <= p.max_bytes  # noqa: SLF001
+        assert fs.reads == 100 and p.hits == 100
+        assert p.get(paths[-1]) is not None  # the latest ones are still held
+    finally:
+        p.close()
+
+
+class _FakeMultipart:
+    """An async S3 filesystem whose part uploads are held until ``window`` are in flight (or
+    the last part is sent): the upload's window is reached every time, deterministically.
+    ``slow_first``: part 1 is held until the last part is sent, the others end at once."""
+
+    async_impl = True
+
+    def __init__(self, window: int, parts: int, slow_first: bool = False) -> None:
+        self.loop = get_loop()
+        self.window, self.parts, self.slow_first = window, parts, slow_first
+        self.started = self.in_flight = self.max_in_flight = 0
+        self.bodies: dict[int, bytes] = {}
+        self._go: asyncio.Event | None = None
+        self._last: asyncio.Event | None = None
+
+    def split_path(self, path: str) -> tuple[str, str, None]:
+        bucket, _, key = path.partition("/")
+        return bucket, key, None
+
+    def invalidate_cache(self, path: str) -> None:
+        return None
+
+    async def _bulk_delete(self, *a: Any, **k: Any) -> None:  # makes it look like s3fs
+        return None
+
+    async def _call_s3(self, method: str, **kw: Any) -> dict[str, Any]:
+        if method == "create_multipart_upload":
+            return {"UploadId": "u"}
+        if method == "complete_multipart_upload":
+            return {}
+        assert method == "upload_part", method
+        number, data = kw["PartNumber"], bytes(kw["Body"])
+        self.started += 1
+        self.in_flight += 1
+        self.max_in_flight = max(self.max_in_flight, self.in_flight)
+        if self._last is None:
+            self._last = asyncio.Event()
+        if self.started == self.parts:
+            self._last.set()
+        if self.slow_first:
+            if number == 1:
+                await self._last.wait()
+        else:
+            if self._go is None or self._go.is_set():
+                self._go = asyncio.Event()
+            go = self._go
+            if self.in_flight >= self.window or self.started == self.parts:
+                go.set()
+            await go.wait()
+        self.in_flight -= 1
+        self.bodies[number] = data
+        return {"ETag": f'"{number}"'}
+
+
+class _CountedUpload(S3Upload):
+    """Counts the part-sized bodies the upload holds besides the one being filled (in flight
+    or sent and not dropped, spares) each time it takes a fresh body."""
+
+    def __init__(self, *a: Any, **k: Any) -> None:
+        super().__init__(*a, **k)
+        self.max_held = 0
+
+    def _fresh(self) -> bytearray:
+        body = super()._fresh()
+        held = sum(len(b) > 0 for b in self._bodies) + len(self._spare)
+        self.max_held = max(self.max_held, held)
+        return body
+
+
+def _upload(parts: int, budget: IOBudget, slow_first: bool = False) -> tuple[_FakeMultipart, _CountedUpload]:
+    part = budget.part_bytes
+    fs = _FakeMultipart(upload_window(budget), parts, slow_first)
+    up = _CountedUpload(fs, "bucket/out.lance", budget)
+    payload = bytes(range(256)) * (parts * part // 256)
+    for i in range(0, len(payload), MIB):  # the writer's pages: 1 MiB each
+        up.write(payload[i:i + MIB])
+    up.close()
+    assert fs.started == parts
+    assert b"".join(fs.bodies[k] for k in sorted(fs.bodies)) == payload
+    return fs, up
+
+
+@pytest.mark.parametrize("max_mib", [64, 24])
+def test_upload_parts_in_flight_within_its_window_and_flat_in_size(max_mib: int) -> None:
+    budget = IOBudget(max_requests=32, max_bytes=max_mib * MIB, part_bytes=5 * MIB)
+    window = upload_window(budget)
+    assert (window + 1) * budget.part_bytes <= upload_share(budget)  # in flight + the one filled
+    (small, up_small), (big, up_big) = _upload(2 * window, budget), _upload(20 * window, budget)
+    assert small.max_in_flight == big.max_in_flight == window
+    # bodies held: those in flight (or just sent) and at most two spares, whatever the size
+    assert up_small.max_held <= window + 2 and up_big.max_held <= window + 2
+
+
+def test_upload_drops_bodies_sent_after_a_slow_part() -> None:
+    """A slow part does not keep the bodies of the parts sent after it: 10x more parts behind
+    it hold no more."""
+    budget = IOBudget(max_requests=32, max_bytes=64 * MIB, part_bytes=5 * MIB)
+    window = upload_window(budget)
+    held = [_upload(n, budget, slow_first=True)[1].max_held for n in (2 * window, 20 * window)]
+    assert max(held) <= window + 2, held
