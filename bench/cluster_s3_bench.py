@@ -16,10 +16,11 @@ holding each request ``--latency`` ms. One master and two workers of 1 core each
   Python worker; with ``--warm-job`` it is a whole compaction of another copy instead (a
   session that has run a job before: the executors' JVMs past their first JIT compilations,
   each worker's S3 client made and connected), untimed.
-- RSS: datasets of N fragments x 10 000 rows (int64, float64, a 16-d float32 vector; ~0.8 MB a
-  fragment), compacted as one group (one task reads every fragment, prefetching ahead within
-  ``LSO_IO_MAX_BYTES``) in a fresh 1-core session each (fresh Python workers: ``ru_maxrss`` is
-  a process's peak); reported: ``CompactionMetrics.worker_peak_rss_bytes`` per N.
+- RSS (``--rounds 0``: this part only): datasets of N fragments x 10 000 rows (int64,
+  float64, a 16-d float32 vector; ~0.8 MB a fragment), compacted as one group: one task on the
+  worker (never in the driver, whatever its size) reads every fragment, prefetching ahead
+  within ``LSO_IO_MAX_BYTES``, in a fresh 1-core session each (fresh Python workers:
+  ``ru_maxrss`` is a process's peak); reported: ``CompactionMetrics.worker_peak_rss_bytes``.
 
 Results: ``bench/results/cluster_s3_bench.json``.
 """
@@ -103,6 +104,7 @@ def main() -> None:
     import lance
 
     from lance_spark_ops.spark import compact
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
                     "warm_job": args.warm_job}
@@ -119,7 +121,7 @@ def main() -> None:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
             phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
             tasks = {}
-            for r in range(args.rounds):
+            for r in range(args.rounds):  # --rounds 0: the RSS part only
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
                     cores = 1 if name == "one" else 2
                     spark = session(url, cores, f"cluster-s3 {name}")
@@ -147,10 +149,11 @@ def main() -> None:
                     tasks[name] = m.tasks
                     print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks, phases "
                           f"{phases[name][-1]}", flush=True)
-            med = {k: statistics.median(v) for k, v in seconds.items()}
-            result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
-                                 "two_over_one": med["two"] / med["one"]}
-            print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
+            if args.rounds:
+                med = {k: statistics.median(v) for k, v in seconds.items()}
+                result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
+                                     "two_over_one": med["two"] / med["one"]}
+                print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
             rss = {}
             for n in args.rss_fragments:
                 local = Path(f"{args.cache}-{n}")
@@ -162,7 +165,9 @@ def main() -> None:
                 spark = session(url, 1, f"cluster-s3 rss {n}")
                 try:
                     t0 = time.perf_counter()
-                    m = compact(spark, uri, target_rows_per_fragment=10 * n * RSS_ROWS, storage_options=via)
+                    # on the worker whatever its size (a small one would run in this driver process)
+                    m = compact(spark, uri, target_rows_per_fragment=10 * n * RSS_ROWS, storage_options=via,
+                                tuning=Tuning(driver_rewrite_bytes=0))
                     took = time.perf_counter() - t0
                 finally:
                     spark.stop()
