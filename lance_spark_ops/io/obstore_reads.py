@@ -117,13 +117,12 @@ def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
 class S3Reader:
     """GETs of one bucket through obstore (see the module docstring)."""
 
-    def __init__(self, bucket: str, storage_options: Mapping[str, Any], config: dict[str, Any]) -> None:
+    def __init__(self, bucket: str, config: dict[str, Any], client: dict[str, Any],
+                 retry: dict[str, Any]) -> None:
         from obstore.store import S3Store
 
         self.bucket = bucket
-        self.store = S3Store(bucket, config=config,
-                             client_options=client_options(storage_options, config.get("endpoint")),
-                             retry_config=retry_config(storage_options))
+        self.store = S3Store(bucket, config=config, client_options=client, retry_config=retry)
 
     async def read_many(self, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
                         ) -> list[bytes]:
@@ -158,14 +157,14 @@ def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | Non
     config = s3_config(storage_options)
     if config is None:
         return None
+    client, retry = client_options(storage_options, config.get("endpoint")), retry_config(storage_options)
     # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
-    key = hashlib.sha256(repr((bucket, sorted(config.items()),
-                               sorted(client_options(storage_options, config.get("endpoint")).items()),
-                               sorted(retry_config(storage_options).items()))).encode()).hexdigest()
+    key = hashlib.sha256(repr((bucket, sorted(config.items()), sorted(client.items()),
+                               sorted(retry.items()))).encode()).hexdigest()
     reader = _READERS.get(key)
     if reader is None:
         try:
-            reader = S3Reader(bucket, storage_options, config)
+            reader = S3Reader(bucket, config, client, retry)
         except ImportError:
             return None
         except Exception:  # noqa: BLE001 - a config obstore refuses: s3fs reads as before
