@@ -1,8 +1,10 @@
 """``LanceFileWriter``: stream Arrow data into a Lance 2.0 / 2.1 / 2.2 data file.
 
 No row groups: each top-level field buffers its own rows and flushes a page (one per
-column of the field) once it holds ``page_bytes`` of Arrow data, so memory is bounded by the
-page buffers, not by the file. Encoding is delegated to ``encoding`` (2.1+: rep/def +
+column of the field) once it holds ``page_bytes`` of Arrow data, or when the fields together
+hold more than the writer's share of the task's byte budget (``io.budget.writer_share``: its
+largest field flushes), so memory is bounded by that share, not by the file nor by the
+number of columns (a field keeps at least ``WRITER_COLUMN_FLOOR`` before the share cuts it). Encoding is delegated to ``encoding`` (2.1+: rep/def +
 layout/compression strategy; 2.0: the legacy encoders); this module only batches rows and
 lays out the container (``container_writer``).
 """
@@ -31,6 +33,7 @@ from lance_spark_ops.file.columns import column_ranges
 from lance_spark_ops.file.container_writer import ContainerWriter
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
+from lance_spark_ops.io.budget import WRITER_COLUMN_FLOOR, writer_share
 from lance_spark_ops.io.remote import S3Upload
 from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
@@ -189,6 +192,10 @@ class _FieldBuffer:
         return arr, first
 
 
+def _buffered(buf: _FieldBuffer) -> int:
+    return buf.nbytes
+
+
 class LanceFileWriter:
     """Write one Lance data file; ``write`` any number of times, then ``close``.
 
@@ -199,13 +206,17 @@ class LanceFileWriter:
     def __init__(self, uri: str, schema: pa.Schema, *, version: str | None = "2.2",
                  storage_options: dict[str, Any] | None = None, page_bytes: int = DEFAULT_PAGE_BYTES,
                  store: ObjectStore | None = None, lance_schema: LanceSchema | None = None,
-                 tuning: FileTuning = DEFAULT_FILE_TUNING) -> None:
+                 tuning: FileTuning = DEFAULT_FILE_TUNING, buffer_bytes: int | None = None) -> None:
         """``lance_schema``: the dataset's field tree (with its field ids) for files that belong
         to a dataset; by default ids are assigned depth first from 0. ``tuning``: buffer and
-        copy-window sizes (``file.tuning``)."""
+        copy-window sizes (``file.tuning``). ``buffer_bytes``: Arrow bytes buffered for pages,
+        all fields together (None: the store's ``writer_share``; at least ``WRITER_COLUMN_FLOOR``
+        per field)."""
         self.version = resolve_version(version)
         if page_bytes <= 0:
             raise InvalidInputError(f"page_bytes must be positive, got {page_bytes}")
+        if buffer_bytes is not None and buffer_bytes <= 0:
+            raise InvalidInputError(f"buffer_bytes must be positive, got {buffer_bytes}")
         self.schema = schema
         self.page_bytes = page_bytes
         self.tuning = tuning
@@ -221,6 +232,8 @@ class LanceFileWriter:
         self._fields = [_FieldBuffer(f, first, n, tuning.merge_chunks)
                         for f, (first, n) in zip(schema, ranges, strict=True)]
         num_columns = sum(n for _, n in ranges)
+        share = writer_share(store.budget) if buffer_bytes is None else buffer_bytes
+        self.buffer_bytes = max(share, WRITER_COLUMN_FLOOR * len(self._fields))
         self._out = store.open_output(rel)
         self._container = ContainerWriter(self._out, num_columns, self.version)
         # 2.0 struct header columns get one page, written at close, holding every row.
@@ -284,6 +297,7 @@ class LanceFileWriter:
                 buf.add(chunk, bitmap)
             while buf.nbytes >= self.page_bytes:
                 self._flush(buf)
+        self._fit_share()
         self._rows += data.num_rows
 
     write_batch = write
@@ -316,6 +330,7 @@ class LanceFileWriter:
                     buf.merge_tail()
                 while buf.nbytes >= page_bytes:
                     self._flush(buf)
+            self._fit_share()
             self._rows += b.num_rows
 
     def _carried(self, schema: pa.Schema) -> bool:
@@ -328,6 +343,20 @@ class LanceFileWriter:
         return all(f.type == g.type or (f.nullable == g.nullable and TWIN_BITMAP in (f.metadata or {})
                                         and plain_type(f.type) == g.type)
                    for f, g in zip(schema, self.schema, strict=True))
+
+    def _fit_share(self) -> None:
+        """Flush the largest field's page while the fields together buffer more than
+        ``buffer_bytes``: a wide table's pages get shorter instead of its buffers adding up to
+        ``page_bytes`` per column."""
+        fields = self._fields
+        total = sum(b.nbytes for b in fields)
+        while total > self.buffer_bytes:
+            buf = max(fields, key=_buffered)
+            before = buf.nbytes
+            self._flush(buf)
+            if buf.nbytes >= before:
+                return
+            total -= before - buf.nbytes
 
     def _flush(self, buf: _FieldBuffer) -> None:
         popped = buf.pop_page(self.page_bytes)
@@ -530,6 +559,7 @@ class LanceFileWriter:
         buf.add(arr if mask.all() else arr.filter(pa.array(mask)))
         while buf.nbytes >= self.page_bytes:
             self._flush(buf)
+        self._fit_share()
 
     # -- closing -----------------------------------------------------------
     def close(self) -> tuple[int, int]:

@@ -2,8 +2,8 @@
 files (a rewrite reads its fragments' data and deletion files whole) names them in order, and
 they are fetched in the background, many in flight, while the task decodes the earlier ones.
 
-Memory is bounded by the store's byte budget (``io.budget``) less the share its uploads may
-hold (``upload_share``, half of it). A fetched object is held until the task releases it
+Memory is bounded by the store's byte budget (``io.budget``) less the shares its uploads and
+its file writer may hold (``prefetch_share``: a quarter of it by default). A fetched object is held until the task releases it
 (``release``: a rewrite drops a fragment's files once it has read them) - it is read several
 times meanwhile (footer, then pages), so it is never dropped for a later object while the
 task may still read it: an object the task has not read yet is never dropped, and the objects
@@ -25,7 +25,7 @@ from collections.abc import Awaitable, Callable, Sequence
 from typing import Any
 
 from lance_spark_ops.io import remote
-from lance_spark_ops.io.budget import IOBudget, upload_share
+from lance_spark_ops.io.budget import IOBudget, prefetch_share
 
 Span = tuple[str, "int | None", "int | None"]  # (path, start, end); start None: the whole object
 
@@ -62,8 +62,9 @@ class Prefetcher:
         # the coroutine fetching one object's (path, start, end) spans: fsspec's, or the store's
         # carrier for its bulk reads (``io.obstore_reads``)
         self._read = read or (lambda spans: remote.read_many(fs, spans, budget))
-        # a task that reads also writes (a rewrite): its output's upload holds the other share
-        self.max_bytes = max(1, budget.max_bytes - upload_share(budget))
+        # a task that reads also writes (a rewrite): its output's upload and its writer's page
+        # buffers hold the other shares
+        self.max_bytes = prefetch_share(budget)
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []  # not started, in order
         # started or fetched; the ones read move to the end when read again (least recently read first)

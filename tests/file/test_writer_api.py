@@ -69,6 +69,54 @@ def test_buffering_is_bounded_by_pages(tmp_path: Path) -> None:
     assert pylance_read(tmp_path / "m.lance").equals(big)
 
 
+def _wide(columns: int, rows: int) -> pa.Table:
+    rng = np.random.default_rng(columns)
+    return pa.table({f"c{i}": pa.array(rng.integers(0, 1 << 40, rows)) if i % 2 else pa.array(rng.random(rows))
+                     for i in range(columns)})
+
+
+@pytest.mark.parametrize("writes", ["write", "write_batches"])
+def test_wide_table_buffers_within_the_share(tmp_path: Path, writes: str) -> None:
+    """40 columns of 1.6 MB each: the fields together never buffer more than ``buffer_bytes``
+    (the largest flushes a shorter page) where each used to keep up to ``page_bytes`` (all 64
+    MB here: 40 x 8 MiB for a wider one, whatever the task's budget); pylance reads the rows."""
+    from lance.file import LanceFileReader as PyReader
+
+    table = _wide(40, 200_000)
+    share = 12 << 20  # above the floor: 40 x 256 KiB
+    path = tmp_path / "w.lance"
+    with LanceFileWriter(str(path), table.schema, version="2.1", buffer_bytes=share) as w:
+        assert w.page_bytes == 8 << 20 and w.buffer_bytes == share
+        worst = 0
+        for batch in table.to_batches(max_chunksize=5_000):
+            if writes == "write":
+                w.write(batch)
+            else:
+                w.write_batches([batch])
+            worst = max(worst, w.bytes_pending - w.bytes_written)
+    assert worst <= share
+    assert pylance_read(path).equals(table)
+    pages = [len(c.pages) for c in PyReader(str(path)).metadata().columns]
+    assert min(pages) >= 2  # each column cut into pages shorter than page_bytes
+
+
+def test_share_has_a_floor_per_field_and_defaults_to_the_budget(tmp_path: Path) -> None:
+    from lance_spark_ops.io.budget import WRITER_COLUMN_FLOOR, writer_share
+    from lance_spark_ops.io.storage import ObjectStore
+
+    table = _wide(100, 10)
+    with LanceFileWriter(str(tmp_path / "f.lance"), table.schema, version="2.2", buffer_bytes=1 << 20) as w:
+        assert w.buffer_bytes == 100 * WRITER_COLUMN_FLOOR  # pages of a useful size
+        w.write(table)
+    with LanceFileWriter(str(tmp_path / "d.lance"), TABLE.schema, version="2.2") as w:
+        store, _ = ObjectStore.for_file(str(tmp_path / "d.lance"))
+        assert w.buffer_bytes == writer_share(store.budget) == store.budget.max_bytes // 4
+        w.write(TABLE)
+    assert pylance_read(tmp_path / "f.lance").equals(table)
+    with pytest.raises(InvalidInputError, match="buffer_bytes"):
+        LanceFileWriter(str(tmp_path / "z.lance"), TABLE.schema, buffer_bytes=0)
+
+
 def test_map_refused_before_2_2(tmp_path: Path) -> None:
     t = pa.table({"m": pa.array([[("k", 1)], []], pa.map_(pa.string(), pa.int64()))})
     with pytest.raises(SchemaError, match="field 'm': map types need file version 2.2"):
