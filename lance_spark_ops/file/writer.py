@@ -4,9 +4,10 @@ No row groups: each top-level field buffers its own rows and flushes a page (one
 column of the field) once it holds ``page_bytes`` of Arrow data, or when the fields together
 hold more than the writer's share of the task's byte budget (``io.budget.writer_share``: its
 largest field flushes), so memory is bounded by that share, not by the file nor by the
-number of columns (a field keeps at least ``WRITER_COLUMN_FLOOR`` before the share cuts it). Encoding is delegated to ``encoding`` (2.1+: rep/def +
-layout/compression strategy; 2.0: the legacy encoders); this module only batches rows and
-lays out the container (``container_writer``).
+number of columns (a field keeps at least ``WRITER_COLUMN_FLOOR`` before the share cuts it).
+Encoding is delegated to ``encoding`` (2.1+: rep/def + layout/compression strategy; 2.0: the
+legacy encoders); this module only batches rows and lays out the container
+(``container_writer``).
 """
 
 from __future__ import annotations

@@ -3,8 +3,8 @@ files (a rewrite reads its fragments' data and deletion files whole) names them 
 they are fetched in the background, many in flight, while the task decodes the earlier ones.
 
 Memory is bounded by the store's byte budget (``io.budget``) less the shares its uploads and
-its file writer may hold (``prefetch_share``: a quarter of it by default). A fetched object is held until the task releases it
-(``release``: a rewrite drops a fragment's files once it has read them) - it is read several
+its file writer may hold (``prefetch_share``: a quarter of it by default). A fetched object is
+held until the task releases it (``release``: a rewrite drops a fragment's files once it has read them) - it is read several
 times meanwhile (footer, then pages), so it is never dropped for a later object while the
 task may still read it: an object the task has not read yet is never dropped, and the objects
 it has read (in use) are dropped, least recently read first, only while they hold more than

@@ -71,8 +71,8 @@ def test_buffering_is_bounded_by_pages(tmp_path: Path) -> None:
 
 def _wide(columns: int, rows: int) -> pa.Table:
     rng = np.random.default_rng(columns)
-    return pa.table({f"c{i}": pa.array(rng.integers(0, 1 << 40, rows)) if i % 2 else pa.array(rng.random(rows))
-                     for i in range(columns)})
+    return pa.table({f"c{i}": pa.array(rng.integers(0, 1 << 40, rows)) if i % 2
+                     else pa.array(rng.random(rows)) for i in range(columns)})
 
 
 @pytest.mark.parametrize("writes", ["write", "write_batches"])
