@@ -67,7 +67,8 @@ def test_prefetch_within_its_share_and_flat_in_object_count() -> None:
 def test_shares_split_the_budget() -> None:
     """Upload, writer and prefetch shares add up to the byte budget (the upload's two-part
     floor aside, when the prefetch keeps an eighth)."""
-    for max_bytes, part in [(64 * MIB, 8 * MIB), (128 * MIB, 8 * MIB), (1 << 30, 8 * MIB), (32 * MIB, 5 * MIB)]:
+    for max_bytes, part in [(64 * MIB, 8 * MIB), (128 * MIB, 8 * MIB), (1 << 30, 8 * MIB),
+                            (32 * MIB, 5 * MIB)]:
         b = IOBudget(32, max_bytes, part)
         assert upload_share(b) + writer_share(b) + prefetch_share(b) == max_bytes
     b = IOBudget(32, 64 * MIB)
