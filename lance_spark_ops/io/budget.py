@@ -10,16 +10,17 @@ Knobs (environment variables, read when a store is made; on a cluster set them o
 with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 
 - ``LSO_IO_MAX_REQUESTS``: requests in flight per task (object stores: 32; local: 1)
-- ``LSO_IO_MAX_BYTES``: the bytes a task holds for its I/O and its output's pages (object
-  stores: 64 MiB; local: 32 MiB). A rewrite task splits it three ways: its output's upload holds
-  up to ``upload_share`` (half: the parts in flight and the part being filled; 3 parts of 8 MiB
-  by default), its file writer buffers up to ``writer_share`` of Arrow data for its pages (a
-  quarter, shared by all columns: ``file.writer``) and the prefetch of its next files the rest
+- ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
+  (object stores: 64 MiB; local: 32 MiB). One budget bounds what a rewrite task holds of its
+  I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight and the part
+  being filled; 3 parts of 8 MiB by default) and the prefetch of its next files the rest
   (``prefetch_share``; files the task is done with are dropped at once, files it is reading are
-  kept). A task of 50 fragments of ~1 MB already fills every share, so a task's memory does not
-  grow with its fragment count (``bench/rewrite_rss_profile.py``). Raise it where the store takes
-  parts slowly and memory is plentiful (more parts in flight, longer pages); lower it on small
-  executors.
+  kept). Its file writer buffers up to ``writer_share`` of Arrow data for its next pages besides
+  (a quarter of the budget, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each:
+  ``file.writer``), so a task holds at most 1.25 x the budget whatever its width. A task of 50
+  fragments of ~1 MB already fills every share, so these buffers do not grow with its fragment
+  count (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and
+  memory is plentiful (more parts in flight); lower it on small executors.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
   writer encodes, so less is left to upload after its last page.
@@ -77,9 +78,11 @@ WRITER_COLUMN_FLOOR = 256 * 1024
 
 
 def prefetch_share(budget: IOBudget) -> int:
-    """Bytes a task's prefetch holds: what the upload and the writer leave of the budget (at
-    least an eighth of it, when the upload's two-part floor takes more than its half)."""
-    return max(budget.max_bytes // 8, budget.max_bytes - upload_share(budget) - writer_share(budget), 1)
+    """Bytes a task's prefetch holds: what the upload leaves of the budget. The writer's share
+    is not taken from it: a prefetch of 16 or 24 MiB instead of 32 made a 48-fragment
+    compaction at 20 ms read most of its files directly (97 GETs became 236 / 172; 0.68x
+    pylance became 2.57x / 1.60x, ``bench/object_store_bench.py --ops compact``)."""
+    return max(1, budget.max_bytes - upload_share(budget))
 
 
 OBJECT_STORE_BUDGET = IOBudget(max_requests=32, max_bytes=64 * MIB)

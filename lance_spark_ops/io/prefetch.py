@@ -2,10 +2,9 @@
 files (a rewrite reads its fragments' data and deletion files whole) names them in order, and
 they are fetched in the background, many in flight, while the task decodes the earlier ones.
 
-Memory is bounded by the store's byte budget (``io.budget``) less the shares its uploads and
-its file writer may hold (``prefetch_share``: a quarter of it by default). A fetched object is
-held until the task releases it (``release``: a rewrite drops a fragment's files once it has
-read them) - it is read several times meanwhile (footer, then pages), so it is never dropped
+Memory is bounded by the store's byte budget (``io.budget``) less the share its uploads may
+hold (``prefetch_share``: half of it by default). A fetched object is held until the task
+releases it (``release``: a rewrite drops a fragment's files once it has read them) - it is read several times meanwhile (footer, then pages), so it is never dropped
 for a later object while the task may still read it: an object the task has not read yet is
 never dropped, and the objects it has read (in use) are dropped, least recently read first,
 only while they hold more than ``in_use_share`` of the prefetch's bytes (a caller that never
@@ -63,8 +62,7 @@ class Prefetcher:
         # the coroutine fetching one object's (path, start, end) spans: fsspec's, or the store's
         # carrier for its bulk reads (``io.obstore_reads``)
         self._read = read or (lambda spans: remote.read_many(fs, spans, budget))
-        # a task that reads also writes (a rewrite): its output's upload and its writer's page
-        # buffers hold the other shares
+        # a task that reads also writes (a rewrite): its output's upload holds the other share
         self.max_bytes = prefetch_share(budget)
         self._lock = threading.Lock()
         self._queue: list[_Entry] = []  # not started, in order

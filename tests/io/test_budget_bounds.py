@@ -53,8 +53,8 @@ def _read_like_a_rewrite(n: int, budget: IOBudget) -> tuple[Prefetcher, _FakeRea
 
 
 def test_prefetch_within_its_share_and_flat_in_object_count() -> None:
-    budget = IOBudget(max_requests=64, max_bytes=16 * MIB, part_bytes=5 * MIB)
-    assert (upload_share(budget), writer_share(budget)) == (10 * MIB, 4 * MIB)
+    budget = IOBudget(max_requests=64, max_bytes=12 * MIB, part_bytes=5 * MIB)
+    assert upload_share(budget) == 10 * MIB
     small, fs_small = _read_like_a_rewrite(40, budget)
     big, fs_big = _read_like_a_rewrite(400, budget)
     assert small.max_bytes == big.max_bytes == prefetch_share(budget) == 2 * MIB  # what is left
@@ -64,17 +64,16 @@ def test_prefetch_within_its_share_and_flat_in_object_count() -> None:
     assert small.peak_bytes == big.peak_bytes == 2 * MIB
 
 
-def test_shares_split_the_budget() -> None:
-    """Upload, writer and prefetch shares add up to the byte budget (the upload's two-part
-    floor aside, when the prefetch keeps an eighth)."""
+def test_shares_of_the_budget() -> None:
+    """Upload and prefetch split the byte budget (the upload's two-part floor aside); the
+    writer's pages take a quarter of it besides."""
     for max_bytes, part in [(64 * MIB, 8 * MIB), (128 * MIB, 8 * MIB), (1 << 30, 8 * MIB),
                             (32 * MIB, 5 * MIB)]:
         b = IOBudget(32, max_bytes, part)
-        assert upload_share(b) + writer_share(b) + prefetch_share(b) == max_bytes
+        assert upload_share(b) + prefetch_share(b) == max_bytes
+        assert writer_share(b) == max_bytes // 4
     b = IOBudget(32, 64 * MIB)
-    assert (upload_share(b), writer_share(b), prefetch_share(b)) == (32 * MIB, 16 * MIB, 16 * MIB)
-    small = IOBudget(32, 12 * MIB, 5 * MIB)  # two parts take 10 MiB
-    assert prefetch_share(small) == small.max_bytes // 8
+    assert (upload_share(b), prefetch_share(b), writer_share(b)) == (32 * MIB, 32 * MIB, 16 * MIB)
 
 
 def test_prefetch_keeps_what_is_read_until_released() -> None:
