@@ -4,10 +4,11 @@ they are fetched in the background, many in flight, while the task decodes the e
 
 Memory is bounded by the store's byte budget (``io.budget``) less the share its uploads may
 hold (``prefetch_share``: half of it by default). A fetched object is held until the task
-releases it (``release``: a rewrite drops a fragment's files once it has read them) - it is read several times meanwhile (footer, then pages), so it is never dropped
-for a later object while the task may still read it: an object the task has not read yet is
-never dropped, and the objects it has read (in use) are dropped, least recently read first,
-only while they hold more than ``in_use_share`` of the prefetch's bytes (a caller that never
+releases it (``release``: a rewrite drops a fragment's files once it has read them) - it is
+read several times meanwhile (footer, then pages), so it is never dropped for a later object
+while the task may still read it: an object the task has not read yet is never dropped, and
+the objects it has read (in use) are dropped, least recently read first, only while they hold
+more than ``in_use_share`` of the prefetch's bytes (a caller that never
 releases still lets the prefetch run ahead). Dropping an object the task was still reading
 cost a direct read per later request of it, one round trip each: a rewrite of 500 fragments
 within 128 MiB took 4x as long. A read of an object whose fetch has not started (the budget
