@@ -258,6 +258,18 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
     return [f for part in await bounded([one(p) for p in paths], budget.max_requests) for f in part]
 
 
+class PartBody(bytearray):
+    """A part's body. aiohttp sends a bytes-like body as ``body[:length]``, which copies a
+    bytearray whole (8 MiB more per part being sent, besides its join with the headers);
+    here a slice of all of it is a view. botocore takes it as the bytearray it is."""
+
+    def __getitem__(self, key: Any) -> Any:
+        if (isinstance(key, slice) and key.step is None and not key.start
+                and (key.stop is None or key.stop >= len(self))):
+            return memoryview(self)
+        return super().__getitem__(key)
+
+
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (``budget.upload_window`` parts in flight: the upload holds at most
@@ -305,7 +317,7 @@ class S3Upload:
                 self._sent = i + 1
             if len(body) == part and len(self._spare) < 2:
                 self._spare.append(body)
-        return self._spare.pop() if self._spare else bytearray(part)
+        return self._spare.pop() if self._spare else PartBody(part)
 
     def tell(self) -> int:
         return self._pos
@@ -411,7 +423,8 @@ class S3Upload:
     def _finish(self) -> None:
         """The last parts and the completion (or the one PUT of a small object)."""
         last = self._cur
-        del last[self._fill:]  # the last part: what was filled (no copy)
+        if self._fill < len(last):  # the last part: what was filled (a copy: a body sent before
+            last = PartBody(memoryview(last)[:self._fill])  # may still be viewed, not resized)
         if self._begun is None:
             run(self.fs, self.fs._pipe_file, self.path, bytes(last))
             return
