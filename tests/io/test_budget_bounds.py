@@ -194,3 +194,18 @@ def test_upload_drops_bodies_sent_after_a_slow_part() -> None:
     window = upload_window(budget)
     held = [_upload(n, budget, slow_first=True)[1].max_held for n in (2 * window, 20 * window)]
     assert max(held) <= window + 2, held
+
+
+def test_part_body_hands_aiohttp_a_view() -> None:
+    """aiohttp sends a body as ``body[:length]``: for a part's body that is a view of it, not
+    an 8 MiB copy per part being sent; other slices stay copies."""
+    from lance_spark_ops.io.remote import PartBody
+
+    body = PartBody(b"abcdef")
+    view = body[:len(body)]
+    assert isinstance(view, memoryview) and bytes(view) == b"abcdef"
+    body[0:1] = b"z"
+    assert bytes(view) == b"zbcdef"  # the same bytes
+    view.release()
+    assert body[1:3] == bytearray(b"bc") and not isinstance(body[1:3], memoryview)
+    assert body[0] == ord("z") and isinstance(body, bytearray)
