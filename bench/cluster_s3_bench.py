@@ -96,6 +96,7 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rss-fragments", type=int, nargs="*", default=[50, 500])
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
+    ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
@@ -116,7 +117,7 @@ def main() -> None:
         create_bucket(moto.endpoint, "bench-src")
         build("s3://bench-src/ds.lance", direct)
         expected = ids_of("s3://bench-src/ds.lance", direct)
-        url, procs = start_cluster(tmp, cores=1, workers=2)
+        url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
             phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
