@@ -52,9 +52,12 @@ def _wait(what: str, ok, seconds: float = 120) -> None:
     raise RuntimeError(f"{what} not ready after {seconds} s")
 
 
-def start_cluster(tmp: str, cores: int = 2, workers: int = 1) -> tuple[str, list[subprocess.Popen]]:
+def start_cluster(tmp: str, cores: int = 2, workers: int = 1,
+                  pin: bool = False) -> tuple[str, list[subprocess.Popen]]:
     """Master + ``workers`` workers of ``cores`` cores on loopback; returns the master URL and
-    the processes."""
+    the processes. ``pin``: worker k and everything it starts (executor JVMs, Python workers)
+    on CPUs [k * cores, (k + 1) * cores) only, as on a host of ``cores`` CPUs (Spark's
+    ``--cores`` only counts task slots)."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -68,7 +71,8 @@ def start_cluster(tmp: str, cores: int = 2, workers: int = 1) -> tuple[str, list
     procs = [master]
     _wait("master", lambda: _state(web_url)["status"] == "ALIVE")
     for k in range(workers):
-        procs.append(subprocess.Popen([cls, "org.apache.spark.deploy.worker.Worker", url,
+        cpus = ["taskset", "-c", ",".join(str(k * cores + c) for c in range(cores))] if pin else []
+        procs.append(subprocess.Popen([*cpus, cls, "org.apache.spark.deploy.worker.Worker", url,
                                        "--host", "127.0.0.1", "--cores", str(cores), "--memory", "2g",
                                        "--webui-port", str(wweb if k == 0 else _port()),
                                        "--work-dir", f"{tmp}/work{k}"], env=env, stdout=log, stderr=log))

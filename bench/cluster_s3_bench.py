@@ -2,6 +2,7 @@
 one, and the Python workers' peak RSS against the fragments a compaction task reads.
 
     python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500] [--warm-job]
+        [--pin] [--conf k=v ...]
 
 The store is ``moto_server`` behind ``tests/support/latency_store``'s proxy (a child process)
 holding each request ``--latency`` ms. One master and two workers of 1 core each on 127.0.0.1
@@ -12,7 +13,10 @@ holding each request ``--latency`` ms. One master and two workers of 1 core each
   session given one core (``spark.cores.max=1``: one executor on one worker) and in one given
   two (two 1-core executors, one per worker); alternating, each on a fresh server-side copy,
   each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance
-  reads every result: the same rows. The warm-up imports the task path in each executor's
+  reads every result: the same rows. ``--pin``: worker k and the processes it starts on CPU k
+  only (``taskset``), as on 1-CPU hosts (Spark's ``--cores 1`` only counts task slots: unpinned,
+  a lone worker's Python threads and JVM spread over both cores). ``--conf k=v``: a user's
+  session settings, e.g. JVM flags in ``spark.{driver,executor}.extraJavaOptions``. The warm-up imports the task path in each executor's
   Python worker; with ``--warm-job`` it is a whole compaction of another copy instead (a
   session that has run a job before: the executors' JVMs past their first JIT compilations,
   each worker's S3 client made and connected), untimed.
@@ -58,12 +62,15 @@ def _import_package(task: int, ctx: object) -> int:
     return task
 
 
-def session(master: str, cores: int, name: str):
+def session(master: str, cores: int, name: str, extra: dict[str, str] | None = None):
     from pyspark.sql import SparkSession
 
     from lance_spark_ops.spark.runtime.runner import run_tasks
 
-    spark = (SparkSession.builder.master(master).appName(name)
+    b = SparkSession.builder
+    for k, v in (extra or {}).items():  # the user's settings (--conf)
+        b = b.config(k, v)
+    spark = (b.master(master).appName(name)
              .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.executor.memory", "1g")
              .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
@@ -96,9 +103,12 @@ def main() -> None:
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rss-fragments", type=int, nargs="*", default=[50, 500])
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
+    ap.add_argument("--conf", nargs="*", default=[], help="session settings k=v (a user's), both sessions")
+    ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
+    extra = dict(c.split("=", 1) for c in args.conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import boto3
     import lance
@@ -107,7 +117,7 @@ def main() -> None:
     from lance_spark_ops.spark.runtime.tuning import Tuning
 
     result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
-                    "warm_job": args.warm_job}
+                    "warm_job": args.warm_job, "pin": args.pin, "conf": extra}
     with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto, \
             ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
         client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
@@ -116,7 +126,7 @@ def main() -> None:
         create_bucket(moto.endpoint, "bench-src")
         build("s3://bench-src/ds.lance", direct)
         expected = ids_of("s3://bench-src/ds.lance", direct)
-        url, procs = start_cluster(tmp, cores=1, workers=2)
+        url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
             phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
@@ -124,7 +134,7 @@ def main() -> None:
             for r in range(args.rounds):  # --rounds 0: the RSS part only
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
                     cores = 1 if name == "one" else 2
-                    spark = session(url, cores, f"cluster-s3 {name}")
+                    spark = session(url, cores, f"cluster-s3 {name}", extra)
                     try:
                         if args.warm_job:
                             warm_bucket = f"warm-{uuid.uuid4().hex[:12]}"

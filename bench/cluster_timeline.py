@@ -174,6 +174,7 @@ def main() -> None:
     ap.add_argument("--latency", type=float, default=20)
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--conf", nargs="*", default=[])
+    ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true")
     ap.add_argument("--out", default="/tmp/cluster_timeline.json")
     args = ap.parse_args()
@@ -193,7 +194,7 @@ def main() -> None:
         direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
         create_bucket(moto.endpoint, "bench-src")
         build("s3://bench-src/ds.lance", direct)
-        url, procs = start_cluster(tmp, cores=1, workers=2)
+        url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             for r in range(args.rounds):
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):

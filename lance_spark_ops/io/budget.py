@@ -15,12 +15,14 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
   I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight and the part
   being filled; 3 parts of 8 MiB by default) and the prefetch of its next files the rest
   (``prefetch_share``; files the task is done with are dropped at once, files it is reading are
-  kept). Its file writer buffers up to ``writer_share`` of Arrow data for its next pages besides
-  (a quarter of the budget, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each:
-  ``file.writer``), so a task holds at most 1.25 x the budget whatever its width. A task of 50
-  fragments of ~1 MB already fills every share, so these buffers do not grow with its fragment
-  count (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and
-  memory is plentiful (more parts in flight); lower it on small executors.
+  kept); once the task has read its last input (the prefetch stopped), the upload may hold the
+  whole budget, so the parts left at the writer's close go out together. Its file writer
+  buffers up to ``writer_share`` of Arrow data for its next pages besides (a quarter of the
+  budget, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each: ``file.writer``), so a
+  task holds at most 1.25 x the budget whatever its width. A task of 50 fragments of ~1 MB
+  already fills every share, so these buffers do not grow with its fragment count
+  (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and memory is
+  plentiful (more parts in flight); lower it on small executors.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
   writer encodes, so less is left to upload after its last page.
@@ -59,10 +61,13 @@ def upload_share(budget: IOBudget) -> int:
     return max(2 * budget.part_bytes, budget.max_bytes // 2)
 
 
-def upload_window(budget: IOBudget) -> int:
-    """Parts of one upload in flight at once (``upload_share`` less the part being filled)."""
+def upload_window(budget: IOBudget, whole: bool = False) -> int:
+    """Parts of one upload in flight at once: ``upload_share`` less the part being filled, or
+    (``whole``: nothing is fetched ahead any more, at the end of a task's reading) the whole
+    byte budget less that part."""
     part = budget.part_bytes
-    return max(1, min(budget.max_requests, (upload_share(budget) - part) // part))
+    share = max(2 * part, budget.max_bytes) if whole else upload_share(budget)
+    return max(1, min(budget.max_requests, (share - part) // part))
 
 
 def writer_share(budget: IOBudget) -> int:

@@ -272,14 +272,16 @@ class PartBody(bytearray):
 
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
-    writer goes on (``budget.upload_window`` parts in flight: the upload holds at most
-    ``upload_share`` bytes, half the byte budget; a prefetch keeps to the other half); an
+    writer goes on (``window()`` parts in flight, by default ``budget.upload_window``: the
+    upload holds at most ``upload_share`` bytes, half the byte budget, while a prefetch keeps to
+    the other half; the store widens it once the prefetch is over); an
     object of at most one part is a single PUT at ``close``. The upload's start is not waited
     for: the first part awaits it on the loop. ``discard`` aborts the multipart upload (nothing
     is left behind)."""
 
     def __init__(self, fs: Any, path: str, budget: IOBudget,
-                 typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
+                 typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext(),
+                 window: Callable[[], int] | None = None) -> None:
         self.fs, self.path, self.budget = fs, path, budget
         self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
         self.bucket, self.key, _ = fs.split_path(path)
@@ -295,7 +297,7 @@ class S3Upload:
         # each part awaits it on the loop
         self._begun: concurrent.futures.Future[str] | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
-        self._window = upload_window(budget)
+        self._window = window or (lambda: upload_window(budget))  # asked before each part
         self.closed = False
         self._pos = 0
         self.parts_uploaded = 0
@@ -394,7 +396,8 @@ class S3Upload:
     def _start_part(self, data: bytearray) -> None:
         if self._begun is None:
             self._begun = submit(self.fs, self._begin())  # not waited for: the parts await it
-        while sum(not f.done() for f in self._parts) >= self._window:
+        window = self._window()
+        while sum(not f.done() for f in self._parts) >= window:
             concurrent.futures.wait([f for f in self._parts if not f.done()],
                                     return_when=concurrent.futures.FIRST_COMPLETED)
         for f in self._parts:  # a failed part fails the write now

@@ -44,7 +44,7 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError, WriteRefused
 from lance_spark_ops.io import remote, s3_session
-from lance_spark_ops.io.budget import IOBudget, io_budget
+from lance_spark_ops.io.budget import IOBudget, io_budget, upload_window
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
@@ -411,10 +411,16 @@ class ObjectStore:
             p.release([self.full_path(rel) for rel in rels])
 
     def stop_prefetch(self) -> None:
-        """Drop what was fetched ahead and cancel the rest (end of a task)."""
+        """Drop what was fetched ahead and cancel the rest (end of a task's reading): open
+        uploads may now hold the whole byte budget."""
         p, self._prefetcher = self._prefetcher, None
         if p is not None:
             p.close()
+
+    def _upload_window(self) -> int:
+        """Parts of an upload in flight: half the byte budget beside a prefetch, all of it
+        when none holds bytes."""
+        return upload_window(self.budget, whole=self._prefetcher is None)
 
     def _fetched(self, rel: str) -> bytes | memoryview | None:
         p = self._prefetcher
@@ -662,7 +668,8 @@ class ObjectStore:
         self._ensure_parent(path)
         if self._remote_async() and (remote.is_s3(self.fs) or remote.is_azure(self.fs)):
             upload = remote.S3Upload if remote.is_s3(self.fs) else remote.AzureUpload
-            return upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel))
+            return upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel),
+                          window=self._upload_window)
         if self.is_local:
             return self.fs.open(path, "wb")
         with self._typed("write", rel):

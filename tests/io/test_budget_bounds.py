@@ -209,3 +209,33 @@ def test_part_body_hands_aiohttp_a_view() -> None:
     view.release()
     assert body[1:3] == bytearray(b"bc") and not isinstance(body[1:3], memoryview)
     assert body[0] == ord("z") and isinstance(body, bytearray)
+
+
+def test_upload_window_takes_the_whole_budget_once_reading_is_over() -> None:
+    """Beside a prefetch an upload keeps to half the byte budget; once the task has read its
+    last input (the store's prefetch stopped) the parts left go out together, still within it."""
+    budget = IOBudget(max_requests=32, max_bytes=64 * MIB, part_bytes=8 * MIB)
+    half, whole = upload_window(budget), upload_window(budget, whole=True)
+    assert (half, whole) == (3, 7)
+    assert (whole + 1) * budget.part_bytes <= budget.max_bytes
+    fs = _FakeMultipart(whole, 2 * whole)
+    up = S3Upload(fs, "bucket/out.lance", budget, window=lambda: whole)
+    up.write(bytes(2 * whole * budget.part_bytes))
+    up.close()
+    assert fs.max_in_flight == whole
+
+
+def test_store_widens_its_uploads_when_the_prefetch_stops(monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.io.storage import ObjectStore
+
+    monkeypatch.delenv("LSO_IO_MAX_BYTES", raising=False)
+    monkeypatch.delenv("LSO_IO_PART_BYTES", raising=False)
+    store = ObjectStore("s3://bucket/ds.lance", {"aws_access_key_id": "k", "aws_secret_access_key": "s",
+                                                 "aws_region": "us-east-1",
+                                                 "aws_endpoint": "http://127.0.0.1:9"})
+    half, whole = upload_window(store.budget), upload_window(store.budget, whole=True)
+    assert half < whole
+    store._prefetcher = Prefetcher(_FakeReads(), store.budget)  # noqa: SLF001 - a task reading
+    assert store._upload_window() == half  # noqa: SLF001
+    store.stop_prefetch()
+    assert store._upload_window() == whole  # noqa: SLF001

@@ -20,7 +20,6 @@ import argparse
 import asyncio
 import json
 import os
-import shutil
 import socket
 import struct
 import subprocess
@@ -456,7 +455,8 @@ class _Child:
 
 
 class MotoServer(_Child):
-    """``moto_server`` on 127.0.0.1:<free port>, started and stopped by its owner."""
+    """moto's S3 server on 127.0.0.1:<free port>, started and stopped by its owner
+    (``tests.support.moto_store``: ``moto_server`` without its per-request lookup lock)."""
 
     def __init__(self, env: dict[str, str] | None = None) -> None:
         self.env = env
@@ -467,14 +467,17 @@ class MotoServer(_Child):
         return f"http://127.0.0.1:{self.port}"
 
     def start(self) -> MotoServer:
-        exe = (shutil.which("moto_server", path=str(Path(sys.executable).parent))
-               or shutil.which("moto_server"))
-        if not exe:
-            raise RuntimeError("moto_server is not installed (moto[server], in the test extra)")
+        try:
+            import moto.server  # noqa: F401 - moto[server] is in the test extra
+        except ImportError as e:
+            raise RuntimeError("moto's server is not installed (moto[server], in the test extra)") from e
         self.port = free_port()
-        self.proc = subprocess.Popen([exe, "-H", "127.0.0.1", "-p", str(self.port)],
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-                                     env={**os.environ, **(self.env or {})})
+        root = str(Path(__file__).resolve().parents[2])
+        env = {**os.environ, **(self.env or {}),
+               "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.moto_store", "-H", "127.0.0.1",
+                                      "-p", str(self.port)], cwd=root, env=env,
+                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
         try:
             wait_http(f"{self.endpoint}/moto-api/", self.proc, "moto_server", READY_SECONDS)
         except BaseException:

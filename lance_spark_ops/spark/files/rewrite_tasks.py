@@ -298,6 +298,10 @@ def _run_rewrite(spec: RewriteSpec, ctx: TaskContext, t0: float) -> RewriteResul
             raise NotFoundError(f"{len(spec.fragment_ids) - seen} of the task's fragments are not in version "
                                 f"{spec.read_version}", path=ds.uri)
         tally.rows_read += small.flush()
+        small.close()
+        # every input is read: the prefetch's share of the budget goes to the output's upload,
+        # so the parts left at the writer's close go out together
+        ds.stop_prefetch()
         sink.roll()
     except BaseException:
         small.close()  # before the prefetched files go: the decode thread may be reading them

@@ -1,0 +1,75 @@
+"""``moto_server`` with its per-request backend lookup done once per signed service.
+
+moto's dispatcher finds each request's backend under one global lock: it lists moto's package
+directory, stats every entry and tries the URL patterns of every service, ~1-2 ms a request.
+Requests that arrive together queue on that lock, which no S3 endpoint does: two executors
+against one moto wait for each other there (most of a py-spy profile of moto under two Spark
+workers was threads waiting on it). Here a request signed for (service, region) goes to the app
+the first such request resolved (S3 only: moto picks its backend by the signature alone, while
+DynamoDB's depends on a header and others' on the path); every other request takes moto's path.
+
+    python -m tests.support.moto_store -H 127.0.0.1 -p PORT
+"""
+
+from __future__ import annotations
+
+import argparse
+import logging
+import os
+import re
+import signal
+import sys
+from typing import Any
+
+from moto.moto_server.werkzeug_app import DomainDispatcherApplication, MotoRequestHandler, create_backend_app
+from werkzeug.serving import run_simple
+
+# SigV4: "Credential=<key>/<date>/<region>/<service>/aws4_request"
+_SCOPE = re.compile(r"Credential=[^/,]+/\d{8}/([^/,]+)/([^/,]+)/aws4_request")
+
+
+CACHED_SERVICES = frozenset({"s3"})
+
+
+def signed_scope(environ: dict[str, Any]) -> tuple[str, str] | None:
+    """The (region, service) a request is signed for when its app may be cached, else None."""
+    if environ.get("PATH_INFO", "").startswith("/moto-api"):
+        return None
+    match = _SCOPE.search(environ.get("HTTP_AUTHORIZATION", ""))
+    if match is None or match.group(2) not in CACHED_SERVICES:
+        return None
+    return match.group(1), match.group(2)
+
+
+class CachedDispatch(DomainDispatcherApplication):
+    """moto's dispatcher, its answer kept per signed (region, service)."""
+
+    def __init__(self) -> None:
+        super().__init__(create_backend_app)
+        self._by_scope: dict[tuple[str, str], Any] = {}
+
+    def get_application(self, environ: dict[str, Any]) -> Any:
+        scope = signed_scope(environ)
+        if scope is None:
+            return super().get_application(environ)
+        app = self._by_scope.get(scope)
+        if app is None:  # a race here resolves twice to the same app: harmless
+            app = self._by_scope[scope] = super().get_application(environ)
+        return app
+
+
+def main(argv: list[str] | None = None) -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("-H", "--host", default="127.0.0.1")
+    ap.add_argument("-p", "--port", type=int, required=True)
+    args = ap.parse_args(argv)
+    os.environ.setdefault("MOTO_PORT", str(args.port))  # as moto_server: moto builds URLs with it
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit(0))
+    logging.getLogger("werkzeug").setLevel(logging.WARNING)  # no log line per request
+    app = CachedDispatch()
+    app.debug = True  # as moto_server
+    run_simple(args.host, args.port, app, threaded=True, request_handler=MotoRequestHandler)
+
+
+if __name__ == "__main__":
+    main()
