@@ -426,8 +426,10 @@ class S3Upload:
     def _finish(self) -> None:
         """The last parts and the completion (or the one PUT of a small object)."""
         last = self._cur
-        if self._fill < len(last):  # the last part: what was filled (a copy: a body sent before
-            last = PartBody(memoryview(last)[:self._fill])  # may still be viewed, not resized)
+        try:
+            del last[self._fill:]  # the last part: what was filled (no copy)
+        except BufferError:  # a view aiohttp took of it when it was sent before is still alive
+            last = PartBody(memoryview(last)[:self._fill])
         if self._begun is None:
             run(self.fs, self.fs._pipe_file, self.path, bytes(last))
             return
