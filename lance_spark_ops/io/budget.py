@@ -17,9 +17,9 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
   (``prefetch_share``; files the task is done with are dropped at once, files it is reading are
   kept); once the task has read its last input (the prefetch stopped), the upload may hold the
   whole budget, so the parts left at the writer's close go out together. Its file writer
-  buffers up to ``writer_share`` of Arrow data for its next pages besides (a quarter of the
+  buffers up to ``writer_share`` of Arrow data for its next pages besides (half of the
   budget, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each: ``file.writer``), so a
-  task holds at most 1.25 x the budget whatever its width. A task of 50 fragments of ~1 MB
+  task holds at most 1.5 x the budget whatever its width. A task of 50 fragments of ~1 MB
   already fills every share, so these buffers do not grow with its fragment count
   (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and memory is
   plentiful (more parts in flight); lower it on small executors.
@@ -71,14 +71,14 @@ def upload_window(budget: IOBudget, whole: bool = False) -> int:
 
 
 def writer_share(budget: IOBudget) -> int:
-    """Arrow bytes a file writer buffers for its next pages, all columns together (a quarter of
+    """Arrow bytes a file writer buffers for its next pages, all columns together (half of
     the byte budget; ``file.writer`` flushes its largest column's page beyond it). A writer
     of many columns still gives each ``WRITER_COLUMN_FLOOR``: pages stay a useful size."""
-    return budget.max_bytes // 4
+    return budget.max_bytes // 2
 
 
 # each column of a writer may buffer this much before its share makes it flush (a table of
-# more than writer_share / 256 KiB columns buffers columns x 256 KiB: 64 columns at 64 MiB)
+# more than writer_share / 256 KiB columns buffers columns x 256 KiB: 128 columns at 64 MiB)
 WRITER_COLUMN_FLOOR = 256 * 1024
 
 
