@@ -12,14 +12,14 @@ holding each request ``--latency`` ms. One master and two workers of 1 core each
   by pylance), compacted with ``target_rows_per_fragment=100 000`` (8 groups: 8 tasks) in a
   session given one core (``spark.cores.max=1``: one executor on one worker) and in one given
   two (two 1-core executors, one per worker); alternating, each on a fresh server-side copy,
-  each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance
-  reads every result: the same rows. ``--pin``: worker k and the processes it starts on CPU k
-  only (``taskset``), as on 1-CPU hosts (Spark's ``--cores 1`` only counts task slots: unpinned,
-  a lone worker's Python threads and JVM spread over both cores). ``--conf k=v``: a user's
-  session settings, e.g. JVM flags in ``spark.{driver,executor}.extraJavaOptions``. The warm-up imports the task path in each executor's
-  Python worker; with ``--warm-job`` it is a whole compaction of another copy instead (a
-  session that has run a job before: the executors' JVMs past their first JIT compilations,
-  each worker's S3 client made and connected), untimed.
+  each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance reads
+  every result: the same rows. ``--pin``: worker k and the processes it starts on CPU k only
+  (``taskset``), as on 1-CPU hosts (Spark's ``--cores 1`` only counts task slots: unpinned, a lone
+  worker's Python threads and JVM spread over both cores). ``--conf k=v``: a user's session
+  settings, e.g. JVM flags in ``spark.{driver,executor}.extraJavaOptions``. The warm-up imports
+  the task path in each executor's Python worker; with ``--warm-job`` it is a whole compaction of
+  another copy instead (a session that has run a job before: the executors' JVMs past their first
+  JIT compilations, each worker's S3 client made and connected), untimed.
 - RSS (``--rounds 0``: this part only): datasets of N fragments x 10 000 rows (int64,
   float64, a 16-d float32 vector; ~0.8 MB a fragment), compacted as one group: one task on the
   worker (never in the driver, whatever its size) reads every fragment, prefetching ahead
