@@ -39,7 +39,11 @@ import sys
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 import pyarrow as pa
@@ -54,6 +58,47 @@ from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket,
 
 SCALE_TARGET_ROWS = 100_000
 RSS_ROWS = 10_000
+
+
+@dataclass
+class BenchStore:
+    """moto behind the latency proxy holding object_store_bench's dataset at ``SOURCE``."""
+
+    endpoint: str  # moto's own: set-up and checks, not counted or delayed
+    client: Any  # boto3, straight to moto
+    direct: dict[str, str]  # storage options of moto's endpoint
+    via: dict[str, str]  # storage options of the proxy's: what the timed jobs use
+
+    def fresh_copy(self, name: str) -> str:
+        """A server-side copy of the dataset in a new bucket; its URI."""
+        bucket = f"{name}-{uuid.uuid4().hex[:12]}"
+        create_bucket(self.endpoint, bucket)
+        copy_prefix(self.client, "bench-src", "ds.lance", bucket, "ds.lance")
+        return f"s3://{bucket}/ds.lance"
+
+    def warm_job(self, spark: Any) -> None:
+        """A whole untimed compaction of another copy (``--warm-job``)."""
+        from lance_spark_ops.spark import compact
+
+        compact(spark, self.fresh_copy("warm"), target_rows_per_fragment=SCALE_TARGET_ROWS,
+                storage_options=self.via)
+
+
+SOURCE = "s3://bench-src/ds.lance"
+
+
+@contextmanager
+def bench_store(latency_ms: float) -> Iterator[BenchStore]:
+    """Start moto and the proxy (``latency_ms`` a request) and write the dataset; stop both after."""
+    import boto3
+
+    with MotoServer() as moto, ProxyProcess(moto.endpoint, delay_ms=latency_ms) as proxy:
+        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
+                              aws_secret_access_key="testing-secret", region_name="us-east-1")
+        store = BenchStore(moto.endpoint, client, s3_options(moto.endpoint), s3_options(proxy.endpoint))
+        create_bucket(moto.endpoint, "bench-src")
+        build(SOURCE, store.direct)
+        yield store
 
 
 def _import_package(task: int, ctx: object) -> int:
@@ -110,7 +155,6 @@ def main() -> None:
     args = ap.parse_args()
     extra = dict(c.split("=", 1) for c in args.conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import boto3
     import lance
 
     from lance_spark_ops.spark import compact
@@ -118,14 +162,9 @@ def main() -> None:
 
     result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
                     "warm_job": args.warm_job, "pin": args.pin, "conf": extra}
-    with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto, \
-            ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
-        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
-                              aws_secret_access_key="testing-secret", region_name="us-east-1")
-        direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
-        create_bucket(moto.endpoint, "bench-src")
-        build("s3://bench-src/ds.lance", direct)
-        expected = ids_of("s3://bench-src/ds.lance", direct)
+    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
+        client, direct, via = store.client, store.direct, store.via
+        expected = ids_of(SOURCE, direct)
         url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
@@ -137,15 +176,8 @@ def main() -> None:
                     spark = session(url, cores, f"cluster-s3 {name}", extra)
                     try:
                         if args.warm_job:
-                            warm_bucket = f"warm-{uuid.uuid4().hex[:12]}"
-                            create_bucket(moto.endpoint, warm_bucket)
-                            copy_prefix(client, "bench-src", "ds.lance", warm_bucket, "ds.lance")
-                            compact(spark, f"s3://{warm_bucket}/ds.lance",
-                                    target_rows_per_fragment=SCALE_TARGET_ROWS, storage_options=via)
-                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                        create_bucket(moto.endpoint, bucket)
-                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
-                        uri = f"s3://{bucket}/ds.lance"
+                            store.warm_job(spark)
+                        uri = store.fresh_copy("bench")
                         t0 = time.perf_counter()
                         m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
                                     storage_options=via)
@@ -169,7 +201,7 @@ def main() -> None:
                 local = Path(f"{args.cache}-{n}")
                 rss_dataset(local, n)
                 bucket = f"rss-{n}-{uuid.uuid4().hex[:8]}"
-                create_bucket(moto.endpoint, bucket)
+                create_bucket(store.endpoint, bucket)
                 upload(client, local, bucket, "ds.lance")
                 uri = f"s3://{bucket}/ds.lance"
                 spark = session(url, 1, f"cluster-s3 rss {n}")

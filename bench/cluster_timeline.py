@@ -17,16 +17,13 @@ import os
 import sys
 import tempfile
 import time
-import uuid
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from cluster_bench import start_cluster, stop  # noqa: E402
-from object_store_bench import build, copy_prefix  # noqa: E402
-
-from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
+from cluster_s3_bench import SCALE_TARGET_ROWS, bench_store  # noqa: E402
 
 STAMPS = Path(tempfile.gettempdir()) / "lso-cluster-stamps"
 TICK = os.sysconf("SC_CLK_TCK")
@@ -180,20 +177,12 @@ def main() -> None:
     args = ap.parse_args()
     extra = dict(c.split("=", 1) for c in args.conf)
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
-    import boto3
-
     from lance_spark_ops.spark import compact
     from lance_spark_ops.spark.files import compaction
 
     compaction.run_rewrite = traced
     report = []
-    with tempfile.TemporaryDirectory() as tmp, MotoServer() as moto, \
-            ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
-        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
-                              aws_secret_access_key="testing-secret", region_name="us-east-1")
-        direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
-        create_bucket(moto.endpoint, "bench-src")
-        build("s3://bench-src/ds.lance", direct)
+    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
         url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             for r in range(args.rounds):
@@ -204,22 +193,16 @@ def main() -> None:
                     spark = session(url, cores, f"timeline {name}", log_dir, extra)
                     try:
                         if args.warm_job:  # as cluster_s3_bench --warm-job
-                            warm_bucket = f"warm-{uuid.uuid4().hex[:12]}"
-                            create_bucket(moto.endpoint, warm_bucket)
-                            copy_prefix(client, "bench-src", "ds.lance", warm_bucket, "ds.lance")
-                            compact(spark, f"s3://{warm_bucket}/ds.lance", target_rows_per_fragment=100_000,
-                                    storage_options=via)
-                        bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                        create_bucket(moto.endpoint, bucket)
-                        copy_prefix(client, "bench-src", "ds.lance", bucket, "ds.lance")
+                            store.warm_job(spark)
+                        uri = store.fresh_copy("bench")
                         for f in STAMPS.glob("*.json"):
                             f.unlink()
                         before, busy0 = cpu_by_pid(), machine_busy()
                         jvms = [p for p, (r, _) in before.items() if r in ("executor-jvm", "driver-jvm")]
                         threads0 = thread_cpu(jvms)
                         t0 = time.time()
-                        m = compact(spark, f"s3://{bucket}/ds.lance", target_rows_per_fragment=100_000,
-                                    storage_options=via)
+                        m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
+                                    storage_options=store.via)
                         took = time.time() - t0
                         after, busy1 = cpu_by_pid(), machine_busy()
                         threads1 = thread_cpu(jvms)
@@ -234,9 +217,9 @@ def main() -> None:
                     print(f"\n== round {r + 1} {name}: {took:.2f} s wall, machine busy {busy1 - busy0:.2f} "
                           f"CPU s ({(busy1 - busy0) / took:.2f} cores); phases "
                           f"{ {k: round(v, 3) for k, v in m.seconds.items()} }")
-                    store = roles.get("moto", 0.0) + roles.get("proxy", 0.0)
-                    print(f"   CPU s: store (moto + proxy) {store:.2f}, the rest of this run's processes "
-                          f"{sum(roles.values()) - store:.2f}")
+                    store_cpu = roles.get("moto", 0.0) + roles.get("proxy", 0.0)
+                    print(f"   CPU s: store (moto + proxy) {store_cpu:.2f}, the rest of this run's processes "
+                          f"{sum(roles.values()) - store_cpu:.2f}")
                     print("   CPU s by role: " + ", ".join(f"{k} {v:.2f}" for k, v in
                                                           sorted(roles.items(), key=lambda kv: -kv[1])))
                     jt = {k: v - threads0.get(k, 0.0) for k, v in threads1.items()}
