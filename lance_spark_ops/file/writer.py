@@ -13,6 +13,7 @@ legacy encoders); this module only batches rows and lays out the container
 from __future__ import annotations
 
 from collections.abc import Sequence
+from operator import attrgetter
 from types import TracebackType
 from typing import Any, NamedTuple
 
@@ -193,10 +194,6 @@ class _FieldBuffer:
         return arr, first
 
 
-def _buffered(buf: _FieldBuffer) -> int:
-    return buf.nbytes
-
-
 class LanceFileWriter:
     """Write one Lance data file; ``write`` any number of times, then ``close``.
 
@@ -352,7 +349,7 @@ class LanceFileWriter:
         fields = self._fields
         total = sum(b.nbytes for b in fields)
         while total > self.buffer_bytes:
-            buf = max(fields, key=_buffered)
+            buf = max(fields, key=attrgetter("nbytes"))
             before = buf.nbytes
             self._flush(buf)
             if buf.nbytes >= before:
