@@ -5,8 +5,10 @@ glibc serves them from fresh ``mmap``s or from heap top it trimmed back to the O
 every such array is page-faulted in again: re-encoding a list-heavy dataset took ~700 000
 minor faults and a quarter of its CPU time in the kernel. With the mmap threshold fixed at
 32 MiB and the trim threshold at 256 MiB freed pages are reused instead (80 000 faults).
-``release_freed_memory`` hands what is left over back to the OS at the end of a task.
-Outside glibc (macOS, musl) both do nothing.
+``release_freed_memory`` at the end of a task hands the freed pages back to the OS only when
+they are more than the trim threshold: the next task of the process reuses them (on a VM a
+48-fragment compaction at 20 ms faulted 25 000 pages a task, ~0.25 s of system time, with
+everything handed back; ~7 000 without). Outside glibc (macOS, musl) both do nothing.
 """
 
 from __future__ import annotations
@@ -49,8 +51,30 @@ def retain_freed_memory() -> bool:
     return _done
 
 
-def release_freed_memory() -> None:
-    """Return the heap's free pages to the OS (``malloc_trim``)."""
+class _MallInfo2(ctypes.Structure):
+    _fields_ = [(name, ctypes.c_size_t) for name in (
+        "arena", "ordblks", "smblks", "hblks", "hblkhd", "usmblks", "fsmblks", "uordblks", "fordblks",
+        "keepcost")]
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes the C heap holds freed (``mallinfo2``; None before glibc 2.33 or outside it)."""
     lib = _glibc()
-    if lib is not None:
-        lib.malloc_trim(0)
+    fn = getattr(lib, "mallinfo2", None) if lib is not None else None
+    if fn is None:
+        return None
+    fn.restype = _MallInfo2
+    return int(fn().fordblks)
+
+
+def release_freed_memory(keep: int = TRIM_THRESHOLD) -> bool:
+    """Return the heap's free pages to the OS (``malloc_trim``) when it holds more than
+    ``keep`` bytes of them (or cannot tell); True when it did."""
+    lib = _glibc()
+    if lib is None:
+        return False
+    free = free_heap_bytes()
+    if free is not None and free <= keep:
+        return False
+    lib.malloc_trim(0)
+    return True

@@ -8,12 +8,13 @@ stretch (``bench/io_carrier_bench.py``; 48 whole 1.3 MB objects at 20 ms beside 
 spinning in Python: s3fs 1.5-2.1 s, obstore 0.6-1.0 s). obstore does the HTTP work on Rust
 threads and takes the GIL only to hand the bytes over.
 
-Only reads, only what ``Prefetcher`` asks (whole objects and ranges), and only where the
+Only reads: what ``Prefetcher`` asks (whole objects and ranges) and an ``ObjectStore``'s
+direct ranged reads (footers, the pages of a column scan: ``get_ranges``), and only where the
 options say everything a request needs: static keys (or the ``AWS_*`` key variables, or
 unsigned requests), an endpoint and region as given. Vended credentials, profiles, requester
 pays and instance roles stay on s3fs (botocore resolves them); so does everything when
-``LSO_IO_CARRIER=fsspec`` or obstore is not installed. A failed prefetch is harmless: the read
-then goes through s3fs, which names what is wrong.
+``LSO_IO_CARRIER=fsspec`` or obstore is not installed. A failed prefetch or direct read is
+harmless: the read then goes through s3fs, which names what is wrong.
 """
 
 from __future__ import annotations
@@ -142,6 +143,25 @@ class S3Reader:
             return bytes(await obstore.get_range_async(self.store, key, start=start, end=end))
 
         return await bounded([one(*it) for it in items], budget.max_requests)
+
+    def get_ranges(self, path: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
+        """The (start, end) spans of one object (path ``bucket/key``), concurrently and with the
+        GIL released while they are in flight; None on any failure or short answer: the caller
+        then reads through s3fs, whose error names what is wrong."""
+        import obstore
+
+        prefix = f"{self.bucket}/"
+        if not path.startswith(prefix) or not spans:
+            return None
+        try:
+            got = obstore.get_ranges(self.store, path[len(prefix):], starts=[s for s, _ in spans],
+                                     ends=[e for _, e in spans], coalesce=0)
+        except Exception:  # noqa: BLE001 - see the docstring
+            return None
+        views = [memoryview(g) for g in got]
+        if len(views) != len(spans) or any(len(v) != e - s for v, (s, e) in zip(views, spans, strict=True)):
+            return None
+        return views
 
 
 # readers by bucket and options, kept for the process: their connections outlive a task (as s3fs's

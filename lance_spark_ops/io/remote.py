@@ -15,11 +15,13 @@ import asyncio
 import base64
 import concurrent.futures
 import hashlib
+import threading
 import uuid as uuidlib
 from collections.abc import Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
+import numpy as np
 from fsspec.asyn import sync
 
 from lance_spark_ops.io.budget import IOBudget, upload_window
@@ -270,6 +272,37 @@ class PartBody(bytearray):
         return super().__getitem__(key)
 
 
+class _KeptBodies:
+    """Part bodies of finished uploads, kept for the process's next ones. A new 8 MiB body is
+    page-faulted in as it is filled (2 048 faults): a 48-fragment compaction's eight parts were
+    16 000 of its 25 000 minor faults, ~0.15 s of system time a task on a VM. At most
+    ``limit`` bytes are kept (the byte budget: what one upload may hold in flight anyway)."""
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._free: list[PartBody] = []
+
+    def take(self, size: int) -> PartBody:
+        with self._lock:
+            for i, body in enumerate(self._free):
+                if len(body) == size:
+                    return self._free.pop(i)
+        return PartBody(size)
+
+    def give(self, bodies: Sequence[bytearray], size: int, limit: int) -> None:
+        with self._lock:
+            for body in bodies:
+                if type(body) is PartBody and len(body) == size and (len(self._free) + 1) * size <= limit:
+                    self._free.append(body)
+
+    def clear(self) -> None:
+        with self._lock:
+            self._free.clear()
+
+
+KEPT_BODIES = _KeptBodies()
+
+
 class S3Upload:
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (``window()`` parts in flight, by default ``budget.upload_window``: the
@@ -319,7 +352,7 @@ class S3Upload:
                 self._sent = i + 1
             if len(body) == part and len(self._spare) < 2:
                 self._spare.append(body)
-        return self._spare.pop() if self._spare else PartBody(part)
+        return self._spare.pop() if self._spare else KEPT_BODIES.take(part)
 
     def tell(self) -> int:
         return self._pos
@@ -340,7 +373,9 @@ class S3Upload:
             if not self._cur:
                 self._cur = self._fresh()
             k = min(part - self._fill, n - at)
-            self._cur[self._fill:self._fill + k] = mv[at:at + k]
+            # numpy's copy lets go of the GIL (a slice assignment holds it): the decoder and the
+            # upload's loop run while a part fills
+            np.copyto(np.frombuffer(self._cur, np.uint8, k, self._fill), np.frombuffer(mv, np.uint8, k, at))
             self._fill += k
             at += k
         self._pos += n
@@ -416,6 +451,9 @@ class S3Upload:
         except BaseException:
             self._abort()
             raise
+        else:
+            # every part is sent (its future done, its request over): the bodies serve the next upload
+            KEPT_BODIES.give([*self._bodies, *self._spare], self.budget.part_bytes, self.budget.max_bytes)
         finally:
             self._drop_buffers()
             self.fs.invalidate_cache(self.path)

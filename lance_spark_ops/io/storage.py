@@ -238,6 +238,7 @@ class ObjectStore:
         self.budget: IOBudget = io_budget(self.protocol in ("file", "local", "memory"))
         self._sizes: dict[str, int] = {}  # full path -> size, from the manifest (note_size)
         self._prefetcher: Any = None
+        self._direct: tuple[int, Any] | None = None  # (id of the options, their obstore reader or None)
 
     def _when(self, options: dict[str, Any]) -> float | None:
         """When this store asks its provider for fresh options (None: never)."""
@@ -403,6 +404,20 @@ class ObjectStore:
 
         return read
 
+    def _direct_ranges(self, rel: str, spans: list[tuple[int, int]]) -> list[memoryview] | None:
+        """(start, end) spans of one S3 object through obstore when it can carry them (see
+        ``io.obstore_reads``: ~0.3 ms of GIL a request against s3fs's ~2.5 ms, which queue on
+        one event loop behind a busy decoder); None: read them through s3fs."""
+        if self.protocol not in ("s3", "s3a"):
+            return None
+        opts = self.fs and self.storage_options  # ``fs`` first: it may refresh the options
+        if self._direct is None or self._direct[0] != id(opts):
+            from lance_spark_ops.io.obstore_reads import s3_reader
+
+            self._direct = (id(opts), s3_reader(self.root_path.lstrip("/").split("/", 1)[0], opts))
+        reader = self._direct[1]
+        return None if reader is None else reader.get_ranges(self.full_path(rel), spans)
+
     def release(self, rels: Iterable[str]) -> None:
         """The task is done with these prefetched objects: their bytes leave the budget now
         (``Prefetcher.release``); a later read of one reads it directly."""
@@ -482,6 +497,9 @@ class ObjectStore:
             got = self._fetched(rel)
             if got is not None:
                 return bytes(got[offset:offset + size])
+            direct = self._direct_ranges(rel, [(offset, offset + size)])
+            if direct is not None:
+                return bytes(direct[0])
             data = self.fs.cat_file(self.full_path(rel), start=offset, end=offset + size)
         return bytes(data)
 
@@ -589,9 +607,12 @@ class ObjectStore:
         if got is not None:
             view = memoryview(got)
             return [view[start:end] for start, end, _ in requests]
+        spans = [(start, end) for start, end, _ in requests]
+        direct = self._direct_ranges(rel, spans)
+        if direct is not None:
+            return direct
         if len(requests) == 1 or not self._remote_async():
             return [memoryview(self.read_range(rel, start, end - start)) for start, end, _ in requests]
-        spans = [(start, end) for start, end, _ in requests]
         with self._typed("ranged read", rel):
             data = remote.run(self.fs, remote.read_ranges, self.fs, self.full_path(rel), spans, self.budget)
         return [memoryview(d) for d in data]

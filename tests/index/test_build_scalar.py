@@ -495,3 +495,19 @@ def test_merge_attempt_after_a_finished_one(tmp_path: Any, monkeypatch: Any) -> 
     want = lance.dataset(theirs).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
     got = lance.dataset(ours).to_table(filter="id < 30", with_row_id=True)["_rowid"].to_pylist()
     assert sorted(got) == sorted(want)
+
+
+def test_scan_window_fills_the_request_budget_within_its_bytes() -> None:
+    """A column scan on an object store reads ahead as many fragments as the budget has
+    requests when their values fit its bytes (48 fragments of 20 000 rows: 32), and never
+    fewer than ``SCAN_AHEAD``."""
+    from lance_spark_ops.io.budget import MIB, IOBudget
+    from lance_spark_ops.spark.indices.scalar_index_tasks import SCAN_AHEAD, scan_window
+    from lance_spark_ops.table.format.fragment import DataFragment
+
+    budget = IOBudget(max_requests=32, max_bytes=64 * MIB)
+    small = [DataFragment(id=i, files=[], physical_rows=20_000) for i in range(48)]
+    big = [DataFragment(id=i, files=[], physical_rows=4_000_000) for i in range(48)]
+    assert scan_window(budget, small) == 32
+    assert scan_window(budget, big) == SCAN_AHEAD
+    assert scan_window(IOBudget(max_requests=8, max_bytes=64 * MIB), small) == SCAN_AHEAD

@@ -239,3 +239,53 @@ def test_store_widens_its_uploads_when_the_prefetch_stops(monkeypatch: pytest.Mo
     assert store._upload_window() == half  # noqa: SLF001
     store.stop_prefetch()
     assert store._upload_window() == whole  # noqa: SLF001
+
+
+class _FreshBodies(S3Upload):
+    """Records every body ``_fresh`` hands out (held: a freed body's id could come back)."""
+
+    handed: list[bytearray] = []
+
+    def _fresh(self) -> bytearray:
+        body = super()._fresh()
+        self.handed.append(body)
+        return body
+
+
+def test_finished_uploads_leave_their_bodies_to_the_next() -> None:
+    """A finished upload's part bodies serve the process's next upload (a fresh 8 MiB body is
+    page-faulted in as it fills), at most the byte budget of them; a failed upload's are not
+    kept (a cancelled part may still be sending one)."""
+    from lance_spark_ops.io.remote import KEPT_BODIES
+
+    KEPT_BODIES.clear()
+    budget = IOBudget(max_requests=32, max_bytes=16 * MIB, part_bytes=5 * MIB)
+    part, window = budget.part_bytes, upload_window(budget)
+    first = _FreshBodies(_FakeMultipart(window, 6), "bucket/a.lance", budget)
+    first.write(bytes(6 * part))
+    first.close()
+    kept = list(KEPT_BODIES._free)  # noqa: SLF001
+    assert 0 < len(kept) * part <= budget.max_bytes
+    assert all(any(k is b for b in first.handed) for k in kept)
+    _FreshBodies.handed = []
+    fs = _FakeMultipart(window, 4)
+    second = _FreshBodies(fs, "bucket/b.lance", budget)
+    payload = bytes(range(256)) * (4 * part // 256)
+    second.write(payload)
+    second.close()
+    assert all(any(b is k for b in second.handed) for k in kept)  # every kept body filled again
+    assert b"".join(fs.bodies[k] for k in sorted(fs.bodies)) == payload
+
+    class _Failing(_FakeMultipart):
+        async def _call_s3(self, method: str, **kw: Any) -> dict[str, Any]:
+            if method == "upload_part" and kw["PartNumber"] == 2:
+                raise OSError("reset")
+            return await super()._call_s3(method, **kw)
+
+    KEPT_BODIES.clear()
+    failed = S3Upload(_Failing(1, 3), "bucket/c.lance", budget)
+    with pytest.raises(OSError):
+        failed.write(bytes(3 * part))
+        failed.close()
+    failed.discard()
+    assert KEPT_BODIES._free == []  # noqa: SLF001

@@ -399,3 +399,40 @@ def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: p
     assert len(bodies) == 8, len(bodies)
     assert len({id(b) for b in bodies}) <= 3  # the part being filled, one spare, the last part
     assert ObjectStore(slow_s3.uri("mp2"), slow_s3.direct.options).read("odd.bin") == payload
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_direct_ranged_reads_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carrier: str) -> None:
+    """A scan's footer and page reads (not prefetched) go through obstore, off the GIL, unless
+    ``LSO_IO_CARRIER=fsspec``: s3fs is not asked for them, the requests are the same either
+    way and pylance reads the same rows. A read obstore cannot serve (a missing object) falls
+    back to s3fs and fails typed, naming the object."""
+    import lance
+    import s3fs
+
+    from lance_spark_ops.errors import NotFoundError
+    from lance_spark_ops.io import obstore_reads
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    uri = _write(slow_s3, f"direct-{carrier}.lance", 100_000, 100_000, k=6)
+    asked: list[str] = []
+    real = s3fs.S3FileSystem._call_s3
+
+    async def spy(self: s3fs.S3FileSystem, method: str, *a: object, **k: object) -> object:
+        asked.append(f"{method} {k.get('Key', '')}")
+        return await real(self, method, *a, **k)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", spy)
+    ds = Dataset.open(uri, storage_options=slow_s3.options)
+    slow_s3.proxy.reset()
+    got = ds.to_table()
+    assert _by_op(slow_s3.proxy.stats()["log"], "/data/") == {"GET": 2}
+    through_s3fs = [p for p in asked if p.startswith("get_object") and "/data/" in p]
+    assert (through_s3fs == []) == (carrier == "obstore"), through_s3fs
+    assert got.equals(lance.dataset(uri, storage_options=slow_s3.direct.options).to_table())
+    store = ObjectStore(uri, slow_s3.options)
+    with pytest.raises(NotFoundError, match="missing.lance"):
+        store.read_ranges("data/missing.lance", [(0, 10), (4096, 10)])
+    with pytest.raises(NotFoundError, match="missing.lance"):
+        store.read_range("data/missing.lance", 0, 10)
