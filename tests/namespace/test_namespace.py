@@ -159,21 +159,21 @@ def test_managed_versions_commit_through_the_namespace(tmp_path) -> None:
     assert table.managed_versioning and "+lsons://" in table.uri
     ns.calls.clear()
     m = compact(None, namespace=ns, table_id="t1")
-    assert m.fragments_removed == 10 and m.new_version == 3
-    assert ns.calls.count("create_table_version") == 2  # ReserveFragments, Rewrite
+    assert m.fragments_removed == 10 and m.new_version == 2
+    assert ns.calls.count("create_table_version") == 1  # the Rewrite (no index: no ids reserved first)
     latest = ns.list_table_versions(ListTableVersionsRequest(id=["t1"], limit=1, descending=True)).versions
-    assert [v.version for v in latest] == [3]
+    assert [v.version for v in latest] == [2]
     ds = lance.dataset(namespace_client=ns, table_id=["t1"])
-    assert ds.version == 3 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
+    assert ds.version == 2 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
     # the namespace refuses an existing version: a conflict, as a failed conditional put
     kv = NamespaceManifestStore(ns, ["t1"], str(tmp_path / "t1.lance"))
     with pytest.raises(CommitConflict):
-        kv.put_if_not_exists("", 3, "_versions/18446744073709551612.manifest-x", 1)
+        kv.put_if_not_exists("", 2, "_versions/18446744073709551613.manifest-x", 1)
     # a process that never resolved the table reads it from _versions/ alone
     from lance_spark_ops.table.commit import namespace_store
 
     stranger = table.uri.rsplit("=", 1)[0] + "=unknown"
-    assert Dataset.open(stranger).version == 3 and namespace_store._TABLES
+    assert Dataset.open(stranger).version == 2 and namespace_store._TABLES
 
 
 def test_job_flags_resolve_the_table(lakes) -> None:
@@ -224,21 +224,21 @@ def test_dir_namespace_manages_versions_as_pylance(tmp_path) -> None:
     create = ours.create_table_version
     ours.create_table_version = lambda request: created.append(request["version"]) or create(request)
     m = compact(None, namespace=ours, table_id="t1")  # commits through our create_table_version
-    assert m.fragments_removed == 10 and m.new_version == 3 and created == [2, 3]
+    assert m.fragments_removed == 10 and m.new_version == 2 and created == [2]  # no index: no reservation
     ds = lance.dataset(namespace_client=theirs, table_id=["t1"])
-    assert ds.version == 3 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
-    assert listed(ours) == listed(theirs) and [v[0] for v in listed(ours)] == [1, 2, 3]
+    assert ds.version == 2 and len(ds.get_fragments()) == 1 and ds.to_table().sort_by("a").equals(data)
+    assert listed(ours) == listed(theirs) and [v[0] for v in listed(ours)] == [1, 2]
     assert listed(ours, descending=True, limit=1) == listed(theirs, descending=True, limit=1)
     top = ours.describe_table_version({"id": ["t1"], "version": None}).version
-    assert (top.version, top.manifest_path) == (3, listed(ours)[-1][1].lstrip("/"))
+    assert (top.version, top.manifest_path) == (2, listed(ours)[-1][1].lstrip("/"))
     with pytest.raises(TableVersionNotFoundError):
         ours.describe_table_version({"id": ["t1"], "version": 9})
     staged = tmp_path / "t1.lance" / "_versions" / "staged.manifest-x"
     staged.write_bytes(b"x")
     kv = NamespaceManifestStore(ours, ["t1"], str(tmp_path / "t1.lance"))
     with pytest.raises(CommitConflict):
-        kv.put_if_not_exists("", 3, "_versions/staged.manifest-x", 1)
+        kv.put_if_not_exists("", 2, "_versions/staged.manifest-x", 1)
     assert ours.batch_delete_table_versions(BatchDeleteTableVersionsRequest(
-        id=["t1"], ranges=[{"start_version": 1, "end_version": 3}])).deleted_count == 2  # not the latest
-    assert [v[0] for v in listed(theirs)] == [3]
+        id=["t1"], ranges=[{"start_version": 1, "end_version": 2}])).deleted_count == 1  # not the latest
+    assert [v[0] for v in listed(theirs)] == [2]
     assert lance.dataset(namespace_client=theirs, table_id=["t1"]).to_table().sort_by("a").equals(data)

@@ -3,6 +3,7 @@ result with the same rows (and the same _rowid per row under stable row ids)."""
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -10,6 +11,7 @@ import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
+from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.spark.datasets import small_fragments
 
 COLS = ["id", "f", "s", "l"]
@@ -44,10 +46,13 @@ def test_compact_local(tmp_path: Path, version: str, stable: bool) -> None:
     assert metrics.fragments_removed == len(ds0.get_fragments())
     assert metrics.rows_written == before.num_rows
     assert metrics.new_version == ds1.version
-    # read 1 -> reserve ids 2 -> rewrite 3: the version between is the ReserveFragments commit
-    assert metrics.commits == 1 and metrics.reservation_versions == [ds0.version + 1]
-    assert metrics.new_version == metrics.read_version + metrics.commits + len(metrics.reservation_versions)
-    assert ds1.checkout_version(ds0.version + 1).count_rows() == before.num_rows
+    # no index: no ids reserved first, the Rewrite numbers its fragments (read 1 -> rewrite 2),
+    # as pylance's builder would (pylance's compaction reserves: 1 -> 3)
+    assert metrics.commits == 1 and metrics.reservation_versions == []
+    assert metrics.new_version == metrics.read_version + 1 == ds1.version
+    top, n = max(f.fragment_id for f in ds0.get_fragments()), len(ds1.get_fragments())
+    assert sorted(f.fragment_id for f in ds1.get_fragments()) == list(range(top + 1, top + 1 + n))
+    assert ds1.checkout_version(ds0.version).count_rows() == before.num_rows
 
 
 @pytest.mark.parametrize("version", ["2.0", "2.1", "2.2"])
@@ -257,3 +262,73 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
     frags = lance.dataset(uri).get_fragments()
     assert len(frags) == 1 and frags[0].metadata.deletion_file is None
     assert lance.dataset(uri).to_table(filter="id = 211995").num_rows == 1
+
+
+def _concurrently(change: Callable[[], object]) -> Tuning:
+    """A Tuning whose hook makes ``change`` with pylance once, right before our first commit."""
+    done: list[int] = []
+
+    def hook(kind: str, attempt: int) -> None:
+        if not done:
+            done.append(attempt)
+            change()
+
+    return Tuning(before_commit=hook)
+
+
+def test_compaction_with_an_index_reserves_ids_first(tmp_path: Path) -> None:
+    """With an index the new fragments' ids are reserved before the Rewrite (its remapped
+    bitmaps name them), as pylance does: two versions; pylance answers through the index."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1")
+    lance.dataset(uri).create_scalar_index("id", "BTREE")
+    ds0, before = _snapshot(uri)
+    m = compact(None, uri, target_rows_per_fragment=1000)
+    assert m.reservation_versions == [ds0.version + 1] and m.new_version == ds0.version + 2
+    ds1, after = _snapshot(uri)
+    _check_same_rows(before, after, stable=False)
+    want = before.filter(pa.compute.equal(before["id"], 100_007)).select(COLS)
+    assert ds1.to_table(filter="id = 100007", columns=COLS).equals(want) and want.num_rows == 1
+    assert "ScalarIndexQuery" in ds1.scanner(filter="id = 100007").explain_plan()
+
+
+def test_unreserved_compaction_carries_a_concurrent_delete(tmp_path: Path) -> None:
+    """No index: the Rewrite would number its fragments as it commits. Rows deleted by pylance
+    meanwhile must go onto the new fragments as deletion files, which are named by fragment
+    id: the ids are reserved then, on top of the delete, and the delete is carried."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1")
+    _, before = _snapshot(uri)
+    m = compact(None, uri, target_rows_per_fragment=1000,
+                tuning=_concurrently(lambda: lance.dataset(uri).delete("id % 7 = 0")))
+    assert len(m.reservation_versions) == 1 and m.commits == 1
+    ds1, after = _snapshot(uri)
+    kept = before.filter(pa.array(before["id"].to_numpy() % 7 != 0))
+    _check_same_rows(kept, after, stable=False)
+    assert after.num_rows < before.num_rows and any(f.metadata.deletion_file is not None
+                                                    for f in ds1.get_fragments())
+
+
+def test_unreserved_compaction_remaps_an_index_created_meanwhile(tmp_path: Path) -> None:
+    """No index when read: no ids reserved. pylance creates a BTREE meanwhile; the Rewrite
+    conflicts, reserves the ids on top and remaps the new index onto the new fragments:
+    pylance finds rows through it."""
+    import lance
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.1")
+    _, before = _snapshot(uri)
+    m = compact(None, uri, target_rows_per_fragment=1000,
+                tuning=_concurrently(lambda: lance.dataset(uri).create_scalar_index("id", "BTREE")))
+    assert len(m.reservation_versions) == 1 and m.indices_remapped == {"BTREE": 1}
+    ds1, after = _snapshot(uri)
+    _check_same_rows(before, after, stable=False)
+    new_ids = {f.fragment_id for f in ds1.get_fragments()}
+    covered = set(ds1.describe_indices()[0].segments[0].fragment_ids)
+    assert covered == new_ids
+    want = before.filter(pa.compute.equal(before["id"], 300_011)).select(COLS)
+    assert want.num_rows == 1 and ds1.to_table(filter="id = 300011", columns=COLS).equals(want)

@@ -105,9 +105,9 @@ def test_compaction_commit_builds_no_old_fragment(tmp_path, monkeypatch) -> None
     m = compact(None, uri, target_rows_per_fragment=4000, tuning=hook)
     assert committing and m.fragments_removed == n and m.fragments_added >= 1
     assert sum(built) <= m.fragments_added  # only the new version's fragments, none of the 3000
-    assert (m.read_version, m.reservation_versions, m.new_version) == (1, [2], 3)
+    assert (m.read_version, m.reservation_versions, m.new_version) == (1, [], 2)  # no index: no reservation
     ds = lance.dataset(uri)
-    assert ds.version == 3 and len(ds.get_fragments()) == m.fragments_added
+    assert ds.version == 2 and len(ds.get_fragments()) == m.fragments_added
     assert ds.to_table().sort_by("id").equals(table)
-    # the reserved ids
+    # the ids the Rewrite gave them, after the dataset's highest
     assert [f.fragment_id for f in ds.get_fragments()] == list(range(n, n + m.fragments_added))

@@ -18,11 +18,16 @@ cannot read HNSW through the fragment reuse index then). Known IVF_HNSW_* indice
 by rebuilding their graphs (``index.vector.hnsw``), with ``defer_index_remap`` too when the rewritten
 fragments had deleted rows.
 
-New fragment ids are reserved (a ReserveFragments commit, as pylance does) before the
-Rewrite commit, so a concurrent delete can be carried onto the new fragments as deletion
-files named with their final ids, and an index remap can address rows of the new fragments
-before the Rewrite lands; a compaction therefore moves the version by two (pylance's too:
-``read_version`` 25 -> ``new_version`` 27, ``commits`` 1, ``reservation_versions`` [26]).
+When the version read has indices (or ``defer_index_remap`` writes a fragment reuse index),
+new fragment ids are reserved (a ReserveFragments commit, as pylance does) before the Rewrite
+commit, so an index remap can address rows of the new fragments before the Rewrite lands; such
+a compaction moves the version by two (``read_version`` 25 -> ``new_version`` 27, ``commits``
+1, ``reservation_versions`` [26]). Without indices the Rewrite alone numbers its new fragments
+as it commits (Lance's manifest builder does so for fragments of id 0): one version and two
+requests fewer than pylance, which reserves always. Should they turn out to need ids before -
+rows deleted meanwhile to carry onto them as deletion files named with their ids, or an index
+created meanwhile - they are reserved then, on top of the latest version, and the Rewrite
+retried (``index_remap.commit_rewrite``).
 
 Both commits work on the manifest's fragment bytes (``table.format.fragment_run``): the
 reservation writes the previous fragments back as they were read, the Rewrite drops the old
@@ -67,10 +72,11 @@ from lance_spark_ops.table.format.transaction import ReserveFragments, RewriteGr
 
 @dataclass
 class CompactionMetrics:
-    """What a compaction did. ``commits`` counts the Rewrite commits; before each one that adds
-    fragments a ReserveFragments commit takes their ids (as pylance's compaction does) - its
-    version is in ``reservation_versions``. So one Rewrite goes from ``read_version`` 25 to
-    ``new_version`` 27 with ``commits`` 1 and ``reservation_versions`` [26] (with no concurrent
+    """What a compaction did. ``commits`` counts the Rewrite commits; before one that adds
+    fragments to a dataset with indices a ReserveFragments commit takes their ids (as pylance's
+    compaction does always) - its version is in ``reservation_versions``. So one Rewrite goes
+    from ``read_version`` 25 to ``new_version`` 27 with ``commits`` 1 and
+    ``reservation_versions`` [26], or, without indices, to 26 with none (with no concurrent
     writer: new_version - read_version == commits + len(reservation_versions))."""
 
     uri: str
@@ -309,7 +315,10 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
     cols = ds.manifest.fragment_columns()  # from the manifest's bytes: no fragment object built
     with job.phase("commit"):
         job.before_commit(metrics.commits + 1)
-        latest = _reserve_ids(ds, [f for r in results for f in r.new_fragments])
+        new = [f for r in results for f in r.new_fragments]
+        # ids reserved first only when an index change needs them (see ``_needs_reserved_ids``);
+        # else the Rewrite's commit numbers its new fragments, as Lance's manifest builder does
+        latest = _reserve_ids(ds, new) if _needs_reserved_ids(ds, opts) else ds
         if latest is not ds:
             metrics.reservation_versions.append(latest.version)
         groups = [RewriteGroup(old, r.new_fragments)
@@ -317,11 +326,13 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
         # a migration (new_storage_version) commits every fragment at once in the new version;
         # its indices are remapped as any compaction's
         extra = {} if new_storage_version is None else {"data_storage_version": new_storage_version}
-        if latest is not ds:  # the reservation is ours, a moment old: the Rewrite goes on top unlisted
-            extra["expected_latest"] = latest.version
+        # the version opened, or our reservation a moment old: the Rewrite goes on top unlisted
+        # (taken meanwhile: one failed put, then listed and checked as usual)
+        extra["expected_latest"] = latest.version
         new_ds, changes = commit_rewrite(ds, groups, opts.defer_index_remap, latest.version,
                                          make_remapper(job), known=(latest,),
-                                         inline_limit=job.tuning.reuse_inline_bytes, **extra)
+                                         inline_limit=job.tuning.reuse_inline_bytes,
+                                         reserve=lambda base: _reserve_late(base, new, metrics), **extra)
     metrics.commits += 1
     _count(metrics, cols, groups, results)
     if changes is not None:
@@ -366,6 +377,23 @@ def _count(metrics: CompactionMetrics, cols: FragmentColumns, groups: list[Rewri
         metrics.bytes_read += r.bytes_read
         metrics.bytes_written += r.bytes_written
         metrics.worker_peak_rss_bytes = max(metrics.worker_peak_rss_bytes, r.peak_rss_bytes)
+
+
+def _needs_reserved_ids(ds: Dataset, opts: CompactionOptions) -> bool:
+    """Whether the new fragments need their final ids before the Rewrite: when the version
+    read has indices (their remapped bitmaps name the new fragments) or a fragment reuse
+    index is to be written (``defer_index_remap``). pylance reserves always, a version and
+    two requests more; without indices the Rewrite numbers them on commit as Lance's builder
+    does for fragments of id 0. An index created meanwhile makes ``commit_rewrite`` reserve
+    them on its retry."""
+    return opts.defer_index_remap or ds.manifest_file.index_section is not None
+
+
+def _reserve_late(base: Dataset, new_fragments: list, metrics: CompactionMetrics) -> Dataset:
+    """``_reserve_ids`` on a retry's base (an index was created meanwhile), counted."""
+    reserved = _reserve_ids(base, new_fragments)
+    metrics.reservation_versions.append(reserved.version)
+    return reserved
 
 
 def _reserve_ids(ds: Dataset, new_fragments: list) -> Dataset:

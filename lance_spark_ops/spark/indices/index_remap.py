@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import json
 import uuid as uuidlib
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -451,6 +451,7 @@ MAX_INDEX_RETRIES = 3
 
 def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserved_version: int,
                    remap: Any, known: Sequence[Dataset] = (), inline_limit: int = INLINE_LIMIT,
+                   reserve: Callable[[Dataset], Dataset] | None = None,
                    **commit_kwargs: Any) -> tuple[Dataset, IndexChanges]:
     """Prepare the index changes and commit the Rewrite of ``groups`` read at ``ds``.
 
@@ -462,12 +463,31 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
     Index files of attempts that did not land are deleted; data files are the caller's.
     ``known``: versions in memory already (the id reservation's), not read and parsed again.
     ``inline_limit``: ``Tuning.reuse_inline_bytes``. ``commit_kwargs`` go to the commit (a
-    migration's ``data_storage_version``).
+    migration's ``data_storage_version``). ``reserve(version)``: when the new fragments have
+    no ids yet (``ds`` had no index, so none were reserved) and they turn out to need them - an
+    index created meanwhile (its remapped bitmap names them), or rows deleted meanwhile to
+    carry onto them (deletion files are named by fragment id) - their ids are reserved on top
+    of the latest version (it returns the reservation's version); the Rewrite still reads at
+    its base, so whatever landed before the reservation is checked and carried as usual.
     """
     bases = [ds]  # the version the next attempt prepares the index changes against
+    known = list(known)
+
+    def unreserved() -> bool:
+        return reserve is not None and any(f.id == 0 for g in groups for f in g.new_fragments)
+
+    def take_ids(at: Dataset) -> None:
+        nonlocal reserved_version
+        assert reserve is not None
+        reserved = reserve(at)
+        known.append(reserved)
+        reserved_version = reserved.version
+        commit_kwargs["expected_latest"] = reserved.version
 
     def attempt(_n: int) -> tuple[Dataset, IndexChanges]:
         base = bases[-1]
+        if unreserved() and base.manifest_file.index_section is not None:
+            take_ids(base)  # the remapped bitmaps name the new fragments by their final ids
         changes = compaction_index_changes(base, groups, defer, reserved_version, remap, inline_limit)
         op = Rewrite(groups, changes.rewritten, frag_reuse_index=changes.frag_reuse_index,
                      frag_reuse_replaces=changes.frag_reuse_replaces, uncovered_indices=changes.uncovered,
@@ -484,6 +504,9 @@ def commit_rewrite(ds: Dataset, groups: list[RewriteGroup], defer: bool, reserve
 
     def on_conflict(_n: int, error: CommitConflict) -> None:
         latest = Dataset.open(ds.store)
+        if unreserved():
+            take_ids(latest)  # then the same base again: what landed since is rebased with the ids
+            return
         if not _only_index_changes(ds.store, bases[-1], latest, groups):
             raise error
         bases.append(latest)
