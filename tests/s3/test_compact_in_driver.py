@@ -59,8 +59,10 @@ def test_in_driver_requests_within_pylances(spark, slow_s3: SlowS3) -> None:
             by_dir = Counter((op, path.split("/")[-2]) for op, path, _ in st["log"])
             assert by_dir[("GET", "data")] == 8 and by_dir[("GET", "_deletions")] == 8, by_dir
             assert st["ops"].get("HEAD", 0) == 0
-            # open (1 LIST, 1 GET of the manifest); the reservation and the Rewrite: no LIST
+            # open (1 LIST, 1 GET of the manifest); the Rewrite on top of it, unlisted, and no
+            # ReserveFragments before it (no index): one transaction, one manifest
             assert st["ops"]["LIST"] == 1 and by_dir[("GET", "_versions")] == 1, st["ops"]
+            assert by_dir[("PUT", "_versions")] == by_dir[("PUT", "_transactions")] == 1, by_dir
     assert sum(counts["ours"].values()) <= sum(counts["pylance"].values()), counts
 
 
