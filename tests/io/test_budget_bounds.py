@@ -289,3 +289,25 @@ def test_finished_uploads_leave_their_bodies_to_the_next() -> None:
         failed.close()
     failed.discard()
     assert KEPT_BODIES._free == []  # noqa: SLF001
+
+
+def test_prefetch_fetches_an_object_asked_out_of_turn_and_drops_nothing_unread() -> None:
+    """A rewrite asks for a slice's deletion files before that slice's data files. An object
+    asked before its fetch started (the share full of objects fetched ahead) is fetched at
+    once, past the share by that object only; the objects fetched before it stay unread and
+    held, so each is still one fetch and every read a hit (no direct read)."""
+    budget = IOBudget(max_requests=64, max_bytes=12 * MIB, part_bytes=5 * MIB)
+    fs = _FakeReads()
+    p = Prefetcher(fs, budget)
+    per_share = p.max_bytes // OBJECT  # objects the share holds
+    paths = [f"bucket/data/{i:05d}.lance" for i in range(per_share + 8)]
+    p.schedule([(path, OBJECT) for path in paths])
+    try:
+        late = paths[per_share + 4]  # queued: the share is full of the ones before it
+        assert p.get(late) is not None and p._bytes <= p.max_bytes + OBJECT  # noqa: SLF001
+        for path in paths:
+            assert p.get(path) is not None, path
+            p.release([path])
+        assert fs.reads == len(paths) and p.hits == len(paths) + 1
+    finally:
+        p.close()
