@@ -410,7 +410,8 @@ class ObjectStore:
         one event loop behind a busy decoder); None: read them through s3fs."""
         if self.protocol not in ("s3", "s3a"):
             return None
-        opts = self.fs and self.storage_options  # ``fs`` first: it may refresh the options
+        self.fs  # noqa: B018 - first: it refreshes vended options when they are due
+        opts = self.storage_options
         if self._direct is None or self._direct[0] != id(opts):
             from lance_spark_ops.io.obstore_reads import s3_reader
 
