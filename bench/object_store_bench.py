@@ -11,7 +11,9 @@ every run works on a fresh server-side copy made untimed, and ours and pylance a
 goes first from round to round. Our side is Spark ``local[2]`` (workers warmed first, and the
 driver's imports: a one-task compaction runs in the driver); pylance's
 ``compact_files(num_threads=2)``. After every run pylance reads the result and it must hold the
-same rows. Operations:
+same rows. ``--warm-rounds K``: K untimed rounds of each op (both sides, checked the same way)
+before the timed ones, for a steady state (without it each side's first run of an op is timed
+with its one-time costs). Operations:
 
 - ``compact``: re-encode compaction, ``target_rows_per_fragment=1 000 000``
 - ``binary``: the same with ``compaction_mode="try_binary_copy"``; every page of this dataset
@@ -265,6 +267,9 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latencies", type=float, nargs="+", default=[0, 20, 50])
     ap.add_argument("--rounds", type=int, default=2)
+    ap.add_argument("--warm-rounds", type=int, default=0,
+                    help="untimed rounds of each op and latency first, both sides (a steady state: "
+                         "each side's first run of an op pays its one-time costs there)")
     ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
     ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
     ap.add_argument("--big-versions", type=int, default=1000, help="versions of open_big's dataset")
@@ -328,7 +333,7 @@ def main() -> None:
         for latency in args.latencies:
             proxy.configure(delay_ms=latency)
             for op in args.ops:
-                for r in range(args.rounds):
+                for r in range(-args.warm_rounds, args.rounds):
                     order = ["ours", "pylance"] if (r + n) % 2 == 0 else ["pylance", "ours"]
                     plans = {}
                     for side in order:
@@ -362,6 +367,9 @@ def main() -> None:
                         if op in ("vacuum", "open_big") and len(plans) == 2 \
                                 and plans["ours"] != plans["pylance"]:
                             raise AssertionError(f"{op}: the sides differ (removed files / plans)")
+                        if r < 0:  # a warm-up round: checked, not recorded
+                            print(f"{latency:>3.0f} ms {op:8s} {side:8s} warm-up: {took:6.2f} s", flush=True)
+                            continue
                         key = (op, str(int(latency)))
                         seconds.setdefault(key, {}).setdefault(side, []).append(took)
                         requests.setdefault(key, {})[side] = {"total": stats["total"], "ops": stats["ops"],
@@ -379,6 +387,7 @@ def main() -> None:
     result = {"dataset": {"fragments": FRAGMENTS, "rows_per_fragment": ROWS, "live_rows": int(live),
                           "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
               "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
+              "warm_rounds": args.warm_rounds,
               "vacuum_versions": args.versions,
               "open_big": {"versions": args.big_versions, "fragments": args.big_versions * 10},
               "median": median,
