@@ -57,14 +57,20 @@ class _MallInfo2(ctypes.Structure):
         "keepcost")]
 
 
-def free_heap_bytes() -> int | None:
-    """Bytes the C heap holds freed (``mallinfo2``; None before glibc 2.33 or outside it)."""
+def _mallinfo2() -> _MallInfo2 | None:
+    """glibc's ``mallinfo2`` (None before glibc 2.33 or outside it)."""
     lib = _glibc()
     fn = getattr(lib, "mallinfo2", None) if lib is not None else None
     if fn is None:
         return None
     fn.restype = _MallInfo2
-    return int(fn().fordblks)
+    return fn()
+
+
+def free_heap_bytes() -> int | None:
+    """Bytes the C heap holds freed, all arenas (``mallinfo2``'s ``fordblks``; None without it)."""
+    info = _mallinfo2()
+    return None if info is None else int(info.fordblks)
 
 
 def release_freed_memory(keep: int = TRIM_THRESHOLD) -> bool:
