@@ -74,7 +74,10 @@ def _walk_local(root: str, prefix: str) -> list[ListedFile]:
     for d, _dirs, files in os.walk(top, followlinks=False):
         for name in files:
             full = os.path.join(d, name)
-            st = os.lstat(full)
+            try:
+                st = os.lstat(full)
+            except FileNotFoundError:
+                continue  # gone since the directory was read (a writer's temporary file): nothing to remove
             out.append(ListedFile(os.path.relpath(full, root).replace(os.sep, "/"), st.st_size, st.st_mtime))
     return out
 
