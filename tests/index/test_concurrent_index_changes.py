@@ -11,23 +11,11 @@ import pytest
 
 from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.spark.indices.index_remap import index_entries
-from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
+from tests.support.commit_hooks import once_before_commit
 
 SCALARS = (("id", "BTREE", None), ("cat", "BITMAP", None), ("text", "INVERTED", None))
-
-
-def _between_plan_and_commit(action) -> Tuning:
-    """Run ``action`` once, after the rewrite tasks and right before the job's first commit."""
-    done: list[int] = []
-
-    def hook(kind: str, attempt: int) -> None:
-        if not done:
-            done.append(attempt)
-            action()
-
-    return Tuning(before_commit=hook)
 
 
 def _index_dirs_referenced(uri: str) -> bool:
@@ -51,7 +39,7 @@ def test_index_created_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     uri = str(tmp_path / "ds")
     build(uri, "2.2", False, scalar=SCALARS, vector=())
-    hook = _between_plan_and_commit(lambda: lance.dataset(uri).create_scalar_index(
+    hook = once_before_commit(lambda: lance.dataset(uri).create_scalar_index(
         "labels", "LABEL_LIST"))
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook, defer_index_remap=defer)
     ds = lance.dataset(uri)
@@ -77,7 +65,7 @@ def test_index_replaced_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyP
         lance.dataset(uri).create_scalar_index("id", "BTREE", replace=True)
         replaced.update({i.name: bytes(i.uuid.uuid) for i in index_entries(Dataset.open(uri))})
 
-    hook = _between_plan_and_commit(replace)
+    hook = once_before_commit(replace)
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
     now = {i.name: bytes(i.uuid.uuid) for i in index_entries(Dataset.open(uri))}
@@ -92,7 +80,7 @@ def test_index_dropped_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
 
     uri = str(tmp_path / "ds")
     before = queries(build(uri, "2.2", False, scalar=SCALARS, vector=()))
-    hook = _between_plan_and_commit(lambda: lance.dataset(uri).drop_index("cat_idx"))
+    hook = once_before_commit(lambda: lance.dataset(uri).drop_index("cat_idx"))
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
     assert "cat_idx" not in {i["name"] for i in ds.list_indices()}
@@ -116,7 +104,7 @@ def test_concurrent_delete_on_indexed_fragments(tmp_path: Path, monkeypatch: pyt
         lance.dataset(uri).delete("id % 10 = 7")
         expected.update(queries(lance.dataset(uri)))
 
-    hook = _between_plan_and_commit(delete)
+    hook = once_before_commit(delete)
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook, defer_index_remap=defer)
     ds = lance.dataset(uri)
     assert m.commits == 1 and len(ds.get_fragments()) < 8

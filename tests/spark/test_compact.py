@@ -3,7 +3,6 @@ result with the same rows (and the same _rowid per row under stable row ids)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
 from pathlib import Path
 
 import pyarrow as pa
@@ -11,8 +10,8 @@ import pytest
 
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
-from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.spark.datasets import small_fragments
+from tests.support.commit_hooks import once_before_commit
 
 COLS = ["id", "f", "s", "l"]
 
@@ -264,18 +263,6 @@ def test_binary_copy_reencodes_only_pages_with_deleted_rows(tmp_path: Path, vers
     assert lance.dataset(uri).to_table(filter="id = 211995").num_rows == 1
 
 
-def _concurrently(change: Callable[[], object]) -> Tuning:
-    """A Tuning whose hook makes ``change`` with pylance once, right before our first commit."""
-    done: list[int] = []
-
-    def hook(kind: str, attempt: int) -> None:
-        if not done:
-            done.append(attempt)
-            change()
-
-    return Tuning(before_commit=hook)
-
-
 def test_compaction_with_an_index_reserves_ids_first(tmp_path: Path) -> None:
     """With an index the new fragments' ids are reserved before the Rewrite (its remapped
     bitmaps name them), as pylance does: two versions; pylance answers through the index."""
@@ -304,7 +291,7 @@ def test_unreserved_compaction_carries_a_concurrent_delete(tmp_path: Path) -> No
     small_fragments(uri, "2.1")
     _, before = _snapshot(uri)
     m = compact(None, uri, target_rows_per_fragment=1000,
-                tuning=_concurrently(lambda: lance.dataset(uri).delete("id % 7 = 0")))
+                tuning=once_before_commit(lambda: lance.dataset(uri).delete("id % 7 = 0")))
     assert len(m.reservation_versions) == 1 and m.commits == 1
     ds1, after = _snapshot(uri)
     kept = before.filter(pa.array(before["id"].to_numpy() % 7 != 0))
@@ -323,7 +310,7 @@ def test_unreserved_compaction_remaps_an_index_created_meanwhile(tmp_path: Path)
     small_fragments(uri, "2.1")
     _, before = _snapshot(uri)
     m = compact(None, uri, target_rows_per_fragment=1000,
-                tuning=_concurrently(lambda: lance.dataset(uri).create_scalar_index("id", "BTREE")))
+                tuning=once_before_commit(lambda: lance.dataset(uri).create_scalar_index("id", "BTREE")))
     assert len(m.reservation_versions) == 1 and m.indices_remapped == {"BTREE": 1}
     ds1, after = _snapshot(uri)
     _check_same_rows(before, after, stable=False)
