@@ -3,11 +3,14 @@
 latency store, per request latency.
 
     python bench/io_carrier_bench.py [--latencies 0 20 50] [--objects 48] [--size 1300000] [--rounds 5]
+        [--upload-mib 60]
 
 Each round fetches ``--objects`` objects of ``--size`` bytes, whole and as 8 ranged reads each,
 all in flight together (at most 32 at a time, as ``io.budget``'s default), with each library
-from a fresh event-loop task; wall time and this process's CPU time are reported (medians).
-obstore is not a dependency: install it to run this (``pip install obstore``).
+from a fresh event-loop task, and uploads one object of ``--upload-mib`` MiB in 1 MiB writes
+through ``ObjectStore.open_output`` with each carrier (``io.remote.S3Upload`` on s3fs,
+``io.obstore_writes.ObstoreUpload``); wall time and this process's CPU time are reported
+(medians). obstore is in the ``s3`` extra.
 """
 
 from __future__ import annotations
@@ -43,8 +46,11 @@ def main() -> None:
     ap.add_argument("--objects", type=int, default=48)
     ap.add_argument("--size", type=int, default=1_300_000)
     ap.add_argument("--rounds", type=int, default=5)
+    ap.add_argument("--upload-mib", type=int, default=60)
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "io_carrier_bench.json"))
     args = ap.parse_args()
+    import os
+
     import boto3
     import obstore
     from fsspec.asyn import sync
@@ -84,10 +90,26 @@ def main() -> None:
             return await _bounded([obstore.get_range_async(ob, k, start=s, end=e)
                                    for k in keys for s, e in spans])
 
+        store = ObjectStore("s3://carrier/up", s3_options(proxy.endpoint))
+        upload = bytes(range(256)) * (args.upload_mib << 12)
+
+        def upload_with(carrier: str):
+            def run():
+                os.environ["LSO_IO_CARRIER"] = carrier
+                try:
+                    with store.open_output(f"{carrier}.bin") as out:
+                        for i in range(0, len(upload), 1 << 20):
+                            out.write(upload[i:i + (1 << 20)])
+                finally:
+                    os.environ.pop("LSO_IO_CARRIER")
+                return [b"x" * store.size(f"{carrier}.bin")]
+            return run
+
         cases = {"fsspec_whole": lambda: sync(fs.loop, fsspec_whole),
                  "fsspec_ranges": lambda: sync(fs.loop, fsspec_ranges),
                  "obstore_whole": lambda: asyncio.run(obstore_whole()),
-                 "obstore_ranges": lambda: asyncio.run(obstore_ranges())}
+                 "obstore_ranges": lambda: asyncio.run(obstore_ranges()),
+                 "upload_s3fs": upload_with("fsspec"), "upload_obstore": upload_with("obstore")}
         for fn in cases.values():  # connections and clients warmed up
             fn()
         result: dict = {"objects": args.objects, "size": args.size, "ranges_per_object": len(spans),
@@ -103,7 +125,8 @@ def main() -> None:
                     got = cases[name]()
                     wall[name].append(time.perf_counter() - t0)
                     cpu[name].append(time.process_time() - c0)
-                    assert sum(len(bytes(g)) for g in got) == args.objects * args.size
+                    want = len(upload) if name.startswith("upload") else args.objects * args.size
+                    assert sum(len(bytes(g)) for g in got) == want
             med = {k: {"wall": statistics.median(wall[k]), "cpu": statistics.median(cpu[k])} for k in cases}
             result["median"][str(int(latency))] = med
             for k, v in med.items():

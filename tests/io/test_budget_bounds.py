@@ -8,6 +8,7 @@ from __future__ import annotations
 import asyncio
 from typing import Any
 
+import numpy as np
 import pytest
 from fsspec.asyn import get_loop
 
@@ -311,3 +312,81 @@ def test_prefetch_fetches_an_object_asked_out_of_turn_and_drops_nothing_unread()
         assert fs.reads == len(paths) and p.hits == len(paths) + 1
     finally:
         p.close()
+
+
+class _FakeObstoreWriter:
+    """obstore's multipart writer as seen from Python: ``write`` keeps a reference to the body
+    while its part is in flight (as the buffer export does) and, with ``max_concurrency`` parts
+    in flight, first completes the oldest (or, ``slow_first``, the oldest but the first part,
+    which ends at ``close``). A part's bytes are taken when it completes, as a real upload sends
+    them while in flight: a body filled again too early would show in the object."""
+
+    def __init__(self, max_concurrency: int, slow_first: bool) -> None:
+        self.max_concurrency, self.slow_first = max_concurrency, slow_first
+        self.in_flight: list[tuple[int, Any]] = []
+        self.parts: dict[int, bytes] = {}
+        self.max_in_flight = 0
+
+    def _complete(self, i: int) -> None:
+        number, body = self.in_flight.pop(i)
+        self.parts[number] = bytes(body)
+
+    def write(self, body: Any) -> int:
+        if len(self.in_flight) >= self.max_concurrency:
+            first_held = self.slow_first and self.in_flight[0][0] == 1 and len(self.in_flight) > 1
+            self._complete(1 if first_held else 0)
+        self.in_flight.append((len(self.parts) + len(self.in_flight) + 1, body))
+        self.max_in_flight = max(self.max_in_flight, len(self.in_flight))
+        return len(body)
+
+    def close(self) -> None:
+        while self.in_flight:
+            self._complete(0)
+
+
+def _obstore_upload(monkeypatch: pytest.MonkeyPatch, parts: int, budget: IOBudget,
+                    slow_first: bool = False) -> tuple[_FakeObstoreWriter, list[int]]:
+    import obstore
+
+    from lance_spark_ops.io import remote
+    from lance_spark_ops.io.obstore_writes import ObstoreUpload
+
+    writers: list[_FakeObstoreWriter] = []
+
+    def open_writer(store: Any, key: str, *, buffer_size: int, max_concurrency: int) -> _FakeObstoreWriter:
+        assert buffer_size == budget.part_bytes
+        writers.append(_FakeObstoreWriter(max_concurrency, slow_first))
+        return writers[-1]
+
+    monkeypatch.setattr(obstore, "open_writer", open_writer)
+    remote.KEPT_BODIES.clear()
+    made: list[int] = []
+    take, kept = type(remote.KEPT_BODIES).take, remote.KEPT_BODIES
+    monkeypatch.setattr(kept, "take", lambda size: made.append(size) or take(kept, size))
+    up = ObstoreUpload(object(), "out.lance", budget)
+    # no two parts alike: a body filled again while in flight changes the object
+    rng = np.random.default_rng(parts)
+    payload = rng.integers(0, 255, parts * budget.part_bytes, dtype=np.uint8).tobytes()
+    for i in range(0, len(payload), MIB):  # the writer's pages: 1 MiB each
+        up.write(payload[i:i + MIB])
+    up.close()
+    (w,) = writers
+    assert b"".join(w.parts[k] for k in sorted(w.parts)) == payload and up.parts_uploaded == parts
+    remote.KEPT_BODIES.clear()
+    return w, made
+
+
+@pytest.mark.parametrize("slow_first", [False, True])
+@pytest.mark.parametrize("max_mib", [64, 24])
+def test_obstore_upload_within_its_share_and_flat_in_size(monkeypatch: pytest.MonkeyPatch, max_mib: int,
+                                                           slow_first: bool) -> None:
+    """Through obstore the upload holds the parts in flight, the one waiting for them and the
+    one being filled: within ``upload_share``, and no more for 10x the parts (a body is filled
+    again only once obstore let it go, or the object's bytes would differ)."""
+    budget = IOBudget(max_requests=32, max_bytes=max_mib * MIB, part_bytes=5 * MIB)
+    window = upload_window(budget)
+    small, made_small = _obstore_upload(monkeypatch, 2 * window, budget, slow_first)
+    big, made_big = _obstore_upload(monkeypatch, 20 * window, budget, slow_first)
+    assert small.max_in_flight == big.max_in_flight == max(1, window - 1)
+    assert (window + 1) * budget.part_bytes <= upload_share(budget)
+    assert len(made_big) == len(made_small) <= window + 1, (made_small, made_big)

@@ -165,11 +165,41 @@ def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:
     assert len(after.versions()) == 1 and after.to_table().sort_by("id").equals(expected)
 
 
-def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+def _carrier(monkeypatch: pytest.MonkeyPatch, carrier: str) -> list[str]:
+    """Uploads through ``carrier`` (obstore, or s3fs with ``LSO_IO_CARRIER=fsspec``); the names
+    of the S3 calls s3fs makes from now on (obstore's parts must not be among them)."""
+    import s3fs
+
+    from lance_spark_ops.io import obstore_reads
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    asked: list[str] = []
+    real = s3fs.S3FileSystem._call_s3
+
+    async def counted(self, method, *a, **kw):  # type: ignore[no-untyped-def]
+        asked.append(method)
+        return await real(self, method, *a, **kw)
+
+    monkeypatch.setattr(s3fs.S3FileSystem, "_call_s3", counted)
+    return asked
+
+
+def _no_uploads_left(slow: SlowS3) -> bool:
+    return not slow.direct.client().list_multipart_uploads(Bucket=slow.direct.bucket).get("Uploads")
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carrier: str) -> None:
     """An output above one part uploads as a multipart upload whose parts go out while the
-    writer goes on; ``discard`` aborts it and leaves no object."""
+    writer goes on, through obstore where it carries the options (s3fs makes none of its
+    calls) or s3fs; ``discard`` aborts it and leaves no object and no upload."""
+    from lance_spark_ops.io.obstore_writes import ObstoreUpload
+    from lance_spark_ops.io.remote import S3Upload
+
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
-    store = ObjectStore(slow_s3.uri("mp"), slow_s3.options)
+    asked = _carrier(monkeypatch, carrier)
+    store = ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.options)
     bodies: list[str] = []  # what each part's request carries as its body, as sent
     store.fs.connect()  # s3fs caches filesystems: this one's client may exist already
 
@@ -180,27 +210,43 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
     slow_s3.proxy.reset()
     out = store.open_output("big.bin")
+    assert type(out) is (ObstoreUpload if carrier == "obstore" else S3Upload)
     for i in range(0, len(payload), 1 << 20):
         out.write(payload[i:i + (1 << 20)])
     out.close()
     ops = slow_s3.proxy.stats()["ops"]
     assert ops == {"CREATE_MPU": 1, "PUT_PART": 5, "COMPLETE_MPU": 1}, ops
+    assert out.parts_uploaded == 5
     store.fs.s3.meta.events.unregister("before-send.s3.UploadPart", sent)
-    # one buffer per part, not a stream botocore and aiohttp copy in small chunks holding the GIL
-    assert bodies == ["PartBody"] * 5, bodies  # a bytearray: botocore sends it as it is (no BytesIO)
-    assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).read("big.bin") == payload
+    if carrier == "fsspec":
+        # one buffer per part, not a stream botocore and aiohttp copy in small chunks holding the GIL
+        assert bodies == ["PartBody"] * 5, bodies  # a bytearray: botocore sends it as it is (no BytesIO)
+        assert asked.count("upload_part") == 5
+    else:
+        assert bodies == [] and asked == [], asked
+    assert ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.direct.options).read("big.bin") == payload
     out = store.open_output("gone.bin")
     out.write(payload)
     out.discard()
-    assert ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options).list("") == ["big.bin"]
+    assert ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.direct.options).list("") == ["big.bin"]
+    assert _no_uploads_left(slow_s3)
+    small = store.open_output("small.bin")  # at most one part: one PUT, no multipart upload
+    slow_s3.proxy.reset()
+    small.write(payload[:1000])
+    small.close()
+    assert slow_s3.proxy.stats()["ops"] == {"PUT": 1}
+    direct = ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.direct.options)
+    assert direct.read("small.bin") == payload[:1000]
 
 
-def test_multipart_parts_retried_after_slowdowns_and_resets(slow_s3: SlowS3,
-                                                          monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_multipart_parts_retried_after_slowdowns_and_resets(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
+                                                          carrier: str) -> None:
     """A part answered 503 SlowDown, or whose connection is reset after the server got it, is
-    sent again whole (its body is a stream read once per try): the object is the payload."""
+    sent again whole: the object is the payload."""
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
-    store = ObjectStore(slow_s3.uri("mpr"), slow_s3.options)
+    _carrier(monkeypatch, carrier)
+    store = ObjectStore(slow_s3.uri(f"mpr-{carrier}"), slow_s3.options)
     payload = np.random.default_rng(3).integers(0, 255, 16 << 20, dtype=np.uint8).tobytes()
     slow_s3.proxy.reset()
     slow_s3.proxy.inject("slowdown", count=2, ops=["PUT_PART"])
@@ -212,7 +258,7 @@ def test_multipart_parts_retried_after_slowdowns_and_resets(slow_s3: SlowS3,
     st = slow_s3.proxy.stats()
     assert st["faults"] == {"slowdown": 2, "reset": 1}
     assert st["ops"]["PUT_PART"] == 4 + 3, st["ops"]
-    assert ObjectStore(slow_s3.uri("mpr"), slow_s3.direct.options).read("big.bin") == payload
+    assert ObjectStore(slow_s3.uri(f"mpr-{carrier}"), slow_s3.direct.options).read("big.bin") == payload
 
 
 @pytest.mark.parametrize("landed", [True, False])
@@ -226,6 +272,7 @@ def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypat
     from lance_spark_ops.io import remote
 
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    _carrier(monkeypatch, "fsspec")
     call = remote.S3Upload._call
 
     async def completes_then_lost(self, method, **kwargs):  # type: ignore[no-untyped-def]
@@ -249,6 +296,37 @@ def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypat
             out.close()
         assert e.value.path is not None and e.value.path.endswith("mp/big.bin")
         assert direct.list("") == []
+
+
+@pytest.mark.parametrize("landed", [True, False])
+def test_obstore_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
+                                                    landed: bool) -> None:
+    """The same through obstore, S3's answer given by the proxy: the completion lands and is
+    answered 404 NoSuchUpload, and the object under the (fresh) key with every byte written is
+    the upload's: close succeeds; answered so without landing, close fails with a LanceError
+    naming the object and no object is left."""
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.io.obstore_writes import ObstoreUpload
+
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    _carrier(monkeypatch, "obstore")
+    store = ObjectStore(slow_s3.uri(f"mpo-{landed}"), slow_s3.options)
+    payload = np.random.default_rng(2).integers(0, 255, 12 << 20, dtype=np.uint8).tobytes()
+    slow_s3.proxy.reset()
+    slow_s3.proxy.inject("nosuchupload", count=1, ops=["COMPLETE_MPU"], forward=landed)
+    out = store.open_output("big.bin")
+    assert type(out) is ObstoreUpload
+    out.write(payload)
+    direct = ObjectStore(slow_s3.uri(f"mpo-{landed}"), slow_s3.direct.options)
+    if landed:
+        out.close()
+        assert direct.read("big.bin") == payload
+    else:
+        with pytest.raises(LanceError) as e:
+            out.close()
+        assert e.value.path is not None and e.value.path.endswith("/big.bin")
+        assert direct.list("") == []
+    assert slow_s3.proxy.stats()["faults"] == {"nosuchupload": 1}
 
 
 def _faulty_compaction(slow: SlowS3, name: str, faults: list[dict], extra: dict | None = None) -> dict:
@@ -372,13 +450,22 @@ def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carr
     assert after.to_table().sort_by("id").equals(expected)
 
 
-def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
+                                                 carrier: str) -> None:
     """With one part in flight at a time, a part's body is filled again once its upload is
     over (no new buffer per part), and the object holds exactly the bytes written, whatever
     the sizes of the writes."""
+    from lance_spark_ops.io import remote
+
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
     monkeypatch.setenv("LSO_IO_MAX_BYTES", str(16 << 20))  # upload share 10 MiB: one part in flight
-    store = ObjectStore(slow_s3.uri("mp2"), slow_s3.options)
+    _carrier(monkeypatch, carrier)
+    remote.KEPT_BODIES.clear()
+    made: list[int] = []  # bodies the uploads asked for that none of theirs could serve again
+    take = remote.KEPT_BODIES.take
+    monkeypatch.setattr(remote.KEPT_BODIES, "take", lambda size: made.append(size) or take(size))
+    store = ObjectStore(slow_s3.uri(f"mp2-{carrier}"), slow_s3.options)
     store.fs.connect()
     bodies: list[object] = []  # held: a freed body's id could come back for a new one
 
@@ -388,6 +475,7 @@ def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: p
     store.fs.s3.meta.events.register("before-send.s3.UploadPart", sent)
     rng = np.random.default_rng(1)
     payload = rng.integers(0, 255, (37 << 20) + 12345, dtype=np.uint8).tobytes()
+    slow_s3.proxy.reset()
     out = store.open_output("odd.bin")
     at = 0
     while at < len(payload):  # writes of odd sizes, some larger than a part
@@ -396,9 +484,14 @@ def test_multipart_bodies_reused_and_bytes_exact(slow_s3: SlowS3, monkeypatch: p
         at += n
     out.close()
     store.fs.s3.meta.events.unregister("before-send.s3.UploadPart", sent)
-    assert len(bodies) == 8, len(bodies)
-    assert len({id(b) for b in bodies}) <= 3  # the part being filled, one spare, the last part
-    assert ObjectStore(slow_s3.uri("mp2"), slow_s3.direct.options).read("odd.bin") == payload
+    assert slow_s3.proxy.stats()["ops"]["PUT_PART"] == 8
+    if carrier == "fsspec":
+        assert len(bodies) == 8, len(bodies)
+        assert len({id(b) for b in bodies}) <= 3  # the part being filled, one spare, the last part
+    # obstore: the part in flight, the one waiting for it, the one being filled
+    assert len(made) <= 3, made
+    remote.KEPT_BODIES.clear()
+    assert ObjectStore(slow_s3.uri(f"mp2-{carrier}"), slow_s3.direct.options).read("odd.bin") == payload
 
 
 @pytest.mark.parametrize("carrier", ["obstore", "fsspec"])

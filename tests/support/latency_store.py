@@ -40,6 +40,16 @@ READY_SECONDS = 30.0
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
 FAULT_KINDS = ("slowdown", "timeout", "reset")
+# not drawn by the fault harness: S3's answer to a retried CompleteMultipartUpload whose first try
+# landed (moto completes twice), given here to the first try after it was forwarded
+_NO_SUCH_UPLOAD = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code>'
+                   b"<Message>The specified upload does not exist.</Message></Error>")
+ANSWER_KINDS = ("nosuchupload",)
+
+
+def _answer_404() -> bytes:
+    return (b"HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(_NO_SUCH_UPLOAD), _NO_SUCH_UPLOAD))
 
 
 def classify(method: str, target: str, headers: dict[str, str]) -> str:
@@ -78,8 +88,10 @@ class Fault:
     """The next ``count`` requests whose operation is in ``ops`` (any when empty) and whose
     path contains ``path_contains`` get ``kind``: ``slowdown`` (a 503 SlowDown answer, the
     request not forwarded), ``timeout`` (no answer: the connection is held ``hold_s`` and then
-    reset; forwarded first when ``forward``) or ``reset`` (the connection reset, RST; forwarded
-    first when ``forward``: an ambiguous failure)."""
+    reset; forwarded first when ``forward``), ``reset`` (the connection reset, RST; forwarded
+    first when ``forward``: an ambiguous failure) or ``nosuchupload`` (a 404 NoSuchUpload answer:
+    with ``forward``, after the request was forwarded - S3's answer to a completion retried
+    after its first try landed; without, a multipart upload that is gone)."""
 
     kind: str
     count: int = 1
@@ -262,8 +274,8 @@ class LatencyProxy:
 
     def inject(self, kind: str, count: int = 1, ops: tuple[str, ...] | list[str] = (),
                path_contains: str = "", hold_s: float = 30.0, forward: bool = False) -> None:
-        if kind not in FAULT_KINDS:
-            raise ValueError(f"fault kind must be one of {FAULT_KINDS}")
+        if kind not in FAULT_KINDS + ANSWER_KINDS:
+            raise ValueError(f"fault kind must be one of {FAULT_KINDS + ANSWER_KINDS}")
         with self._lock:
             self._faults.append(Fault(kind, count, tuple(ops), path_contains, hold_s, forward))
 
@@ -359,6 +371,10 @@ class LatencyProxy:
                                      b"Content-Length: %d\r\n\r\n%s" % (len(_SLOWDOWN), _SLOWDOWN))
                         await writer.drain()
                         continue
+                    if fault is not None and fault.kind == "nosuchupload" and not fault.forward:
+                        await asyncio.sleep(self.delay_ms / 1000)
+                        await self._send(writer, _answer_404())
+                        continue
                     if fault is not None and not fault.forward:
                         if fault.kind == "timeout":
                             await asyncio.sleep(fault.hold_s)
@@ -388,6 +404,12 @@ class LatencyProxy:
                         up = None
                         if not client_close:
                             rhead = _kept_alive(rhead)
+                    if fault is not None and fault.kind == "nosuchupload":
+                        await asyncio.sleep(max(0.0, t0 + self.delay_ms / 1000 - loop.time()))
+                        await self._send(writer, _answer_404())
+                        if client_close:
+                            return
+                        continue
                     if fault is not None:  # forwarded, then the answer lost
                         if fault.kind == "timeout":
                             await asyncio.sleep(fault.hold_s)
