@@ -1,6 +1,7 @@
 """Peak RSS of one rewrite task on S3 against the fragments it reads, without Spark: the task
 (``run_rewrite``, prefetch on) runs in a fresh Python process per size, its RSS sampled every
-20 ms, optionally with tracemalloc's biggest holders at the traced peak.
+20 ms (with Arrow's and glibc's counts: what is live and what the heap holds), optionally
+with tracemalloc's biggest holders at the traced peak.
 
     python bench/rewrite_rss_profile.py [--fragments 50 500 1000] [--latency 20] [--trace]
 
@@ -46,10 +47,16 @@ if trace:
     import tracemalloc
     tracemalloc.start(1)
 
+from lance_spark_ops._heap import _mallinfo2
+
+def heap():
+    info = _mallinfo2()  # glibc's: bytes in use, bytes held from the OS (arenas and mmaps)
+    return (0, 0) if info is None else (info.uordblks + info.hblkhd, info.arena + info.hblkhd)
+
 def sample():
     best = 0
     while not done.wait(0.02):
-        samples.append((rss(), pa.total_allocated_bytes()))
+        samples.append((rss(), pa.total_allocated_bytes(), *heap()))
         if trace:
             cur = tracemalloc.get_traced_memory()[0]
             if cur > best * 1.15:
@@ -62,8 +69,13 @@ run_rewrite(spec, TaskContext("rss", 0, "0"))
 took = time.perf_counter() - t0
 done.set()
 th.join()
-out = {"base_mib": base / 2**20, "peak_mib": max(s[0] for s in samples) / 2**20,
-       "arrow_peak_mib": max(s[1] for s in samples) / 2**20, "seconds": took}
+at_peak = max(samples)
+out = {"base_mib": base / 2**20, "peak_mib": at_peak[0] / 2**20,
+       "arrow_peak_mib": max(s[1] for s in samples) / 2**20, "seconds": took,
+       # at the RSS peak: Arrow's live bytes, glibc's bytes in use and held (all threads' arenas)
+       "at_peak_mib": {"arrow": at_peak[1] / 2**20, "glibc_in_use": at_peak[2] / 2**20,
+                       "glibc_held": at_peak[3] / 2**20},
+       "glibc_in_use_peak_mib": max(s[2] for s in samples) / 2**20}
 if snap:
     out["top"] = [(str(x.traceback[0]), round(x.size / 2**20, 1)) for x in snap[0].statistics("lineno")[:12]]
 print(json.dumps(out))
