@@ -128,6 +128,14 @@ def session(master: str, cores: int, name: str, extra: dict[str, str] | None = N
     return spark
 
 
+def machine_cpu() -> float:
+    """CPU seconds all CPUs of this machine have been busy since boot (``/proc/stat``)."""
+    with open("/proc/stat") as f:
+        fields = [int(x) for x in f.readline().split()[1:]]
+    idle = fields[3] + (fields[4] if len(fields) > 4 else 0)  # idle and iowait
+    return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
+
+
 def rss_dataset(path: Path, fragments: int) -> None:
     import lance
 
@@ -169,6 +177,9 @@ def main() -> None:
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
             phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
+            # CPU seconds the whole machine spent during each job (workers, store, proxy, driver):
+            # with both CPUs busy, two workers cannot take less than half of it
+            busy: dict[str, list[float]] = {"one": [], "two": []}
             tasks = {}
             for r in range(args.rounds):  # --rounds 0: the RSS part only
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
@@ -178,10 +189,11 @@ def main() -> None:
                         if args.warm_job:
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
-                        t0 = time.perf_counter()
+                        busy0, t0 = machine_cpu(), time.perf_counter()
                         m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
                                     storage_options=via)
                         took = time.perf_counter() - t0
+                        busy[name].append(round(machine_cpu() - busy0, 2))
                     finally:
                         spark.stop()
                     if not np.array_equal(ids_of(uri, direct), expected):
@@ -189,12 +201,12 @@ def main() -> None:
                     seconds[name].append(took)
                     phases[name].append({k: round(v, 3) for k, v in m.seconds.items()})
                     tasks[name] = m.tasks
-                    print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks, phases "
-                          f"{phases[name][-1]}", flush=True)
+                    print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks, machine CPU "
+                          f"{busy[name][-1]:.2f} s, phases {phases[name][-1]}", flush=True)
             if args.rounds:
                 med = {k: statistics.median(v) for k, v in seconds.items()}
                 result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
-                                     "two_over_one": med["two"] / med["one"]}
+                                     "machine_cpu_seconds": busy, "two_over_one": med["two"] / med["one"]}
                 print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
             rss = {}
             for n in args.rss_fragments:
