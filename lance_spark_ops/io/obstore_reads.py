@@ -41,6 +41,8 @@ _KEYS = {
     "virtual_hosted_style_request": ("aws_virtual_hosted_style_request", "virtual_hosted_style_request"),
     "skip_signature": ("aws_skip_signature", "skip_signature"),
 }
+# every option name the obstore config is made from
+OPTION_NAMES = frozenset(n for names in _KEYS.values() for n in names)
 # options whose request semantics only botocore gives here: their presence keeps s3fs
 _BOTOCORE_ONLY = ("aws_profile", "profile", "aws_request_payer", "request_payer", "aws_s3_express",
                   "s3_express", "aws_role_arn", "aws_s3_role_arn", "aws_web_identity_token_file",

@@ -27,9 +27,18 @@ import numpy as np
 
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget, upload_window
-from lance_spark_ops.io.obstore_reads import CARRIER_ENV, client_options, s3_config
-from lance_spark_ops.io.options import plain_options
+from lance_spark_ops.io.obstore_reads import CARRIER_ENV, OPTION_NAMES, client_options, s3_config
+from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
 from lance_spark_ops.io.remote import KEPT_BODIES
+
+# the options an upload through obstore honours as s3fs would: credentials, endpoint and region
+# (``s3_config``), client settings both ignore or obstore takes (``client_options``), and keys
+# of commits, not of uploads. Any other - server-side encryption, a checksum algorithm, fsspec's
+# own ``s3_additional_kwargs`` ... - keeps the uploads on s3fs, which applies them to every request
+_UPLOAD_NEUTRAL = frozenset({*OPTION_NAMES, *CLIENT_SETTINGS,
+                             "aws_conditional_put", "conditional_put", "dynamodb_endpoint",
+                             "aws_copy_if_not_exists", "copy_if_not_exists", "aws_bucket", "aws_bucket_name",
+                             "bucket", "bucket_name"})
 
 # stores by bucket and options, kept for the process (their connections outlive a task)
 _STORES = region("io.obstore_writers", max_entries=16)
@@ -45,8 +54,11 @@ def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
 
 def s3_write_store(bucket: str, storage_options: Mapping[str, Any]) -> Any | None:
     """An obstore ``S3Store`` of ``bucket`` for uploads under these options, or None (s3fs
-    uploads: the carrier is turned off, obstore is missing, or the options need botocore)."""
+    uploads: the carrier is turned off, obstore is missing, the options need botocore, or one
+    of them is not ``_UPLOAD_NEUTRAL``)."""
     if os.environ.get(CARRIER_ENV, "").strip().lower() == "fsspec":
+        return None
+    if any(str(k).lower() not in _UPLOAD_NEUTRAL for k in plain_options(dict(storage_options))):
         return None
     config = s3_config(storage_options)
     if config is None:

@@ -48,6 +48,9 @@ _IGNORED_COMMON = frozenset({
     "expires_at_millis", "use_opendal", "block_size", "proxy_url", "credentials_refresh_offset_seconds",
 })
 
+# the same, for callers outside this module (``io.obstore_writes``)
+CLIENT_SETTINGS = _IGNORED_COMMON
+
 # pylance key -> (fsspec path, converter); a path "a.b" sets nested dicts (client_kwargs.endpoint_url)
 _Conv = Callable[[str, Any], Any]
 

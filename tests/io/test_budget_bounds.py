@@ -390,3 +390,25 @@ def test_obstore_upload_within_its_share_and_flat_in_size(monkeypatch: pytest.Mo
     assert small.max_in_flight == big.max_in_flight == max(1, window - 1)
     assert (window + 1) * budget.part_bytes <= upload_share(budget)
     assert len(made_big) == len(made_small) <= window + 1, (made_small, made_big)
+
+
+@pytest.mark.parametrize(("extra", "carried"), [
+    ({}, True),
+    ({"timeout": "30s", "client_max_retries": "4", "aws_conditional_put": "etag"}, True),
+    ({"aws_server_side_encryption": "aws:kms", "aws_sse_kms_key_id": "k"}, False),
+    ({"aws_checksum_algorithm": "SHA256"}, False),
+    ({"s3_additional_kwargs": {"ServerSideEncryption": "AES256"}}, False),
+    ({"aws_profile": "p"}, False),
+])
+def test_uploads_leave_options_obstore_would_not_apply_to_s3fs(monkeypatch: pytest.MonkeyPatch, extra: dict,
+                                                               carried: bool) -> None:
+    """An upload goes through obstore only when every option given is one it honours as s3fs
+    does: encryption, checksums or fsspec's own request arguments keep it on s3fs (which puts
+    them on every request), as does ``LSO_IO_CARRIER=fsspec``."""
+    from lance_spark_ops.io import obstore_writes
+
+    opts = {"aws_endpoint": "http://127.0.0.1:9", "allow_http": "true", "aws_access_key_id": "a",
+            "aws_secret_access_key": "s", "aws_region": "us-east-1", **extra}
+    assert (obstore_writes.s3_write_store("bucket", opts) is not None) is carried
+    monkeypatch.setenv("LSO_IO_CARRIER", "fsspec")
+    assert obstore_writes.s3_write_store("bucket", opts) is None
