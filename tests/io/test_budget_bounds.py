@@ -389,7 +389,9 @@ def test_obstore_upload_within_its_share_and_flat_in_size(monkeypatch: pytest.Mo
     big, made_big = _obstore_upload(monkeypatch, 20 * window, budget, slow_first)
     assert small.max_in_flight == big.max_in_flight == max(1, window - 1)
     assert (window + 1) * budget.part_bytes <= upload_share(budget)
-    assert len(made_big) == len(made_small) <= window + 1, (made_small, made_big)
+    # how many of them are made first depends on how far the hand-over thread got: the bound
+    # does not (never reused, the bodies would be one per part: 10x more for the larger upload)
+    assert len(made_small) <= window + 1 and len(made_big) <= window + 1, (made_small, made_big)
 
 
 @pytest.mark.parametrize(("extra", "carried"), [
