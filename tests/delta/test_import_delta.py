@@ -187,3 +187,28 @@ def test_job_on_spark(spark, history: str, tmp_path: Path,  # type: ignore[no-un
     metrics = json.loads(capsys.readouterr().out.strip().splitlines()[-1])
     assert metrics["new_version"] == 1 and metrics["lance_files"] >= 4
     _same(_pylance(uri), DeltaTable(history).to_pyarrow_table())
+
+
+@pytest.mark.parametrize("damage", ["garbage", "truncated", "page_header"])
+def test_unreadable_parquet_file_refused(history: str, tmp_path: Path, damage: str) -> None:
+    """A Delta data file that is not readable Parquet - overwritten, cut short, or a page header
+    that does not parse (pyarrow's bare OSError) - is a CorruptFileError naming that file, and
+    no dataset is made."""
+    import shutil
+
+    from lance_spark_ops.errors import CorruptFileError
+
+    src = tmp_path / "delta"
+    shutil.copytree(history, src)
+    victim = sorted(src.rglob("*.parquet"))[-1]
+    data = victim.read_bytes()
+    if damage == "garbage":
+        victim.write_bytes(b"x" * len(data))
+    elif damage == "truncated":
+        victim.write_bytes(data[: len(data) // 2])
+    else:
+        victim.write_bytes(data[:8] + b"\xff" * 192 + data[200:])
+    with pytest.raises(CorruptFileError) as e:
+        import_delta(None, str(src), str(tmp_path / "ds"))
+    assert e.value.path is not None and e.value.path.endswith(victim.name)
+    assert not (tmp_path / "ds" / "_versions").exists()

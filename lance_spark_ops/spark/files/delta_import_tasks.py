@@ -18,7 +18,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.parquet as pq
 
-from lance_spark_ops.errors import NotFoundError, SchemaError
+from lance_spark_ops.errors import CorruptFileError, LanceError, NotFoundError, SchemaError
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
@@ -78,13 +78,28 @@ def _rename(arr: pa.Array, target: pa.DataType, names: dict[str, Any]) -> pa.Arr
 
 
 def _live_batches(spec: ImportSpec, df: DeltaFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
-    """The file's rows in the target schema, deletion vector applied."""
-    store, rel = ObjectStore.for_file(df.uri, spec.delta_storage_options)
+    """The file's rows in the target schema, deletion vector applied; a file that is not
+    readable Parquet (pyarrow's ArrowInvalid, or its OSError without an errno: a page header
+    that does not parse) is a CorruptFileError naming it, a failed read a LanceError."""
     try:
-        handle = store.fs.open(store.full_path(rel), "rb")
+        yield from _read_live(spec, df, target)
+    except LanceError:
+        raise
     except FileNotFoundError:
         raise NotFoundError("the Delta log names a data file that does not exist", path=df.uri) from None
-    with handle, pq.ParquetFile(handle) as pf:
+    except pa.ArrowException as e:
+        if isinstance(e, OSError) and e.errno is not None:
+            raise LanceError(f"reading the Parquet file failed: {e}", path=df.uri) from e
+        raise CorruptFileError(f"not a readable Parquet file: {e}", path=df.uri) from None
+    except OSError as e:
+        if e.errno is None:
+            raise CorruptFileError(f"not a readable Parquet file: {e}", path=df.uri) from None
+        raise LanceError(f"reading the Parquet file failed: {type(e).__name__}: {e}", path=df.uri) from e
+
+
+def _read_live(spec: ImportSpec, df: DeltaFile, target: pa.Schema) -> Iterator[pa.RecordBatch]:
+    store, rel = ObjectStore.for_file(df.uri, spec.delta_storage_options)
+    with store.fs.open(store.full_path(rel), "rb") as handle, pq.ParquetFile(handle) as pf:
         present = set(pf.schema_arrow.names)
         wanted = [spec.physical_names.get(f.name, f.name) for f in target]
         columns = [c for c in wanted if c in present]
