@@ -136,6 +136,37 @@ def machine_cpu() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds so far of this machine's processes by kind (the store, the proxy, Spark's
+    JVMs, its Python workers, this bench), with their waited-for children's."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/stat") as f:
+                fields = f.read().rsplit(")", 1)[1].split()
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+        except OSError:
+            continue  # gone meanwhile
+        if int(pid) == os.getpid():
+            kind = "bench (driver)"
+        elif "moto_store" in cmd or "moto_server" in cmd:
+            kind = "moto"
+        elif "latency_store" in cmd:
+            kind = "proxy"
+        elif "java" in cmd.split(" ", 1)[0]:
+            kind = "jvm"
+        elif "pyspark" in cmd:
+            kind = "python workers"
+        else:
+            kind = "other"
+        out[kind] = out.get(kind, 0.0) + sum(int(x) for x in fields[11:15]) / tick
+    return out
+
+
 def rss_dataset(path: Path, fragments: int) -> None:
     import lance
 
@@ -180,6 +211,7 @@ def main() -> None:
             # CPU seconds the whole machine spent during each job (workers, store, proxy, driver):
             # with both CPUs busy, two workers cannot take less than half of it
             busy: dict[str, list[float]] = {"one": [], "two": []}
+            by_kind: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the same by process kind
             tasks = {}
             for r in range(args.rounds):  # --rounds 0: the RSS part only
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
@@ -189,11 +221,14 @@ def main() -> None:
                         if args.warm_job:
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
-                        busy0, t0 = machine_cpu(), time.perf_counter()
+                        busy0, kinds0, t0 = machine_cpu(), cpu_by_kind(), time.perf_counter()
                         m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
                                     storage_options=via)
                         took = time.perf_counter() - t0
                         busy[name].append(round(machine_cpu() - busy0, 2))
+                        kinds1 = cpu_by_kind()
+                        by_kind[name].append({k: round(v - kinds0.get(k, 0.0), 2) for k, v in kinds1.items()
+                                              if v - kinds0.get(k, 0.0) >= 0.01})
                     finally:
                         spark.stop()
                     if not np.array_equal(ids_of(uri, direct), expected):
@@ -202,11 +237,13 @@ def main() -> None:
                     phases[name].append({k: round(v, 3) for k, v in m.seconds.items()})
                     tasks[name] = m.tasks
                     print(f"round {r + 1} {name} worker(s): {took:.2f} s, {m.tasks} tasks, machine CPU "
-                          f"{busy[name][-1]:.2f} s, phases {phases[name][-1]}", flush=True)
+                          f"{busy[name][-1]:.2f} s {by_kind[name][-1]}, phases {phases[name][-1]}",
+                          flush=True)
             if args.rounds:
                 med = {k: statistics.median(v) for k, v in seconds.items()}
                 result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
-                                     "machine_cpu_seconds": busy, "two_over_one": med["two"] / med["one"]}
+                                     "machine_cpu_seconds": busy, "cpu_seconds_by_kind": by_kind,
+                                     "two_over_one": med["two"] / med["one"]}
                 print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
             rss = {}
             for n in args.rss_fragments:
