@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import hashlib
 import os
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from datetime import timedelta
 from typing import Any
 
@@ -171,25 +171,31 @@ class S3Reader:
 _READERS = region("io.obstore_readers", max_entries=16)
 
 
-def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | None:
-    """An obstore reader for ``bucket`` under these options, or None (s3fs reads: the carrier
-    is turned off, obstore is missing, or the options need botocore)."""
+def cached_s3(cache: Any, bucket: str, storage_options: Mapping[str, Any], retry: dict[str, Any],
+              make: Callable[[str, dict[str, Any], dict[str, Any], dict[str, Any]], Any]) -> Any | None:
+    """``make(bucket, config, client options, retry)`` for these options, kept in ``cache`` by
+    all four; None when obstore is not to carry them (the carrier is turned off, the options
+    need botocore, obstore is missing or refuses the config: s3fs then)."""
     if os.environ.get(CARRIER_ENV, "").strip().lower() == "fsspec":
         return None
     config = s3_config(storage_options)
     if config is None:
         return None
-    client, retry = client_options(storage_options, config.get("endpoint")), retry_config(storage_options)
+    client = client_options(storage_options, config.get("endpoint"))
     # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
     key = hashlib.sha256(repr((bucket, sorted(config.items()), sorted(client.items()),
                                sorted(retry.items()))).encode()).hexdigest()
-    reader = _READERS.get(key)
-    if reader is None:
+    made = cache.get(key)
+    if made is None:
         try:
-            reader = S3Reader(bucket, config, client, retry)
-        except ImportError:
+            made = make(bucket, config, client, retry)
+        except Exception:  # noqa: BLE001 - obstore missing (ImportError) or a config it refuses
             return None
-        except Exception:  # noqa: BLE001 - a config obstore refuses: s3fs reads as before
-            return None
-        _READERS.put(key, reader, 1 << 16)
-    return reader
+        cache.put(key, made, 1 << 16)
+    return made
+
+
+def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | None:
+    """An obstore reader for ``bucket`` under these options, or None (s3fs reads: see
+    ``cached_s3``)."""
+    return cached_s3(_READERS, bucket, storage_options, retry_config(storage_options), S3Reader)

@@ -15,21 +15,17 @@ Same contract as ``remote.S3Upload``: parts upload while the writer goes on, at 
 from __future__ import annotations
 
 import concurrent.futures
-import hashlib
-import os
 import sys
 from collections.abc import Callable, Mapping
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
 
-import numpy as np
-
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget, upload_window
-from lance_spark_ops.io.obstore_reads import CARRIER_ENV, OPTION_NAMES, client_options, s3_config
+from lance_spark_ops.io.obstore_reads import OPTION_NAMES, cached_s3
 from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
-from lance_spark_ops.io.remote import KEPT_BODIES
+from lance_spark_ops.io.remote import KEPT_BODIES, PartStream
 
 # the options an upload through obstore honours as s3fs would: credentials, endpoint and region
 # (``s3_config``), client settings both ignore or obstore takes (``client_options``), and keys
@@ -56,27 +52,15 @@ def s3_write_store(bucket: str, storage_options: Mapping[str, Any]) -> Any | Non
     """An obstore ``S3Store`` of ``bucket`` for uploads under these options, or None (s3fs
     uploads: the carrier is turned off, obstore is missing, the options need botocore, or one
     of them is not ``_UPLOAD_NEUTRAL``)."""
-    if os.environ.get(CARRIER_ENV, "").strip().lower() == "fsspec":
-        return None
     if any(str(k).lower() not in _UPLOAD_NEUTRAL for k in plain_options(dict(storage_options))):
         return None
-    config = s3_config(storage_options)
-    if config is None:
-        return None
-    client, retry = client_options(storage_options, config.get("endpoint")), retry_config(storage_options)
-    # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
-    key = hashlib.sha256(repr((bucket, sorted(config.items()), sorted(client.items()),
-                               sorted(retry.items()))).encode()).hexdigest()
-    store = _STORES.get(key)
-    if store is None:
-        try:
-            from obstore.store import S3Store
+    return cached_s3(_STORES, bucket, storage_options, retry_config(storage_options), _s3_store)
 
-            store = S3Store(bucket, config=config, client_options=client, retry_config=retry)
-        except Exception:  # noqa: BLE001 - obstore missing, or a config it refuses: s3fs uploads
-            return None
-        _STORES.put(key, store, 1 << 16)
-    return store
+
+def _s3_store(bucket: str, config: dict[str, Any], client: dict[str, Any], retry: dict[str, Any]) -> Any:
+    from obstore.store import S3Store
+
+    return S3Store(bucket, config=config, client_options=client, retry_config=retry)
 
 
 def _released(bodies: list[bytearray], i: int) -> bool:
@@ -85,7 +69,7 @@ def _released(bodies: list[bytearray], i: int) -> bool:
     return sys.getrefcount(bodies[i]) <= 2
 
 
-class ObstoreUpload:
+class ObstoreUpload(PartStream):
     """A writable stream into one S3 object through an obstore store (see the module
     docstring). Parts are handed to obstore's writer on a thread of their own, so the upload's
     start (CreateMultipartUpload) and a full window wait there, not in the encoder."""
@@ -93,26 +77,12 @@ class ObstoreUpload:
     def __init__(self, store: Any, key: str, budget: IOBudget,
                  typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext(),
                  on_close: Callable[[], None] = lambda: None) -> None:
-        self._store, self._key, self.budget = store, key, budget
-        self._typed, self._on_close = typed, on_close
-        self._cur: bytearray = bytearray()
-        self._fill = 0
+        super().__init__(budget, typed)
+        self._store, self._key, self._on_close = store, key, on_close
         self._bodies: list[bytearray] = []  # bodies handed to obstore; reused once it lets them go
         self._writer: Any = None
         self._thread: concurrent.futures.ThreadPoolExecutor | None = None
         self._handed: concurrent.futures.Future[Any] | None = None  # the last part handed over
-        self.closed = False
-        self._pos = 0
-        self.parts_uploaded = 0
-
-    def writable(self) -> bool:
-        return True
-
-    def tell(self) -> int:
-        return self._pos
-
-    def flush(self) -> None:
-        return None
 
     def _fresh(self) -> bytearray:
         part = self.budget.part_bytes
@@ -121,28 +91,7 @@ class ObstoreUpload:
                 return self._bodies.pop(i)
         return KEPT_BODIES.take(part)
 
-    def write(self, data: Any) -> int:
-        """Copy ``data`` into the part being filled; a full part goes to obstore when more
-        follows (the last part may be of any size)."""
-        mv = memoryview(data).cast("B")
-        n, at = len(mv), 0
-        part = self.budget.part_bytes
-        while at < n:
-            if self._fill == part:
-                with self._typed("write"):
-                    self._hand(self._cur)
-                self._cur, self._fill = self._fresh(), 0
-            if not self._cur:
-                self._cur = self._fresh()
-            k = min(part - self._fill, n - at)
-            # numpy's copy lets go of the GIL (a slice assignment holds it)
-            np.copyto(np.frombuffer(self._cur, np.uint8, k, self._fill), np.frombuffer(mv, np.uint8, k, at))
-            self._fill += k
-            at += k
-        self._pos += n
-        return n
-
-    def _hand(self, body: bytearray | memoryview) -> None:
+    def _start_part(self, body: bytearray | memoryview) -> None:
         """Give one part to obstore's writer, after the previous one was taken (a failure of
         the upload so far is raised here). The upload holds the ``upload_window`` parts that
         fit its share besides the one being filled: obstore keeps all but one of them in flight
@@ -191,7 +140,7 @@ class ObstoreUpload:
             obstore.put(self._store, self._key, memoryview(self._cur)[:self._fill], use_multipart=False)
             return
         if self._fill:
-            self._hand(memoryview(self._cur)[:self._fill])
+            self._start_part(memoryview(self._cur)[:self._fill])
         assert self._handed is not None
         self._handed.result()
         try:
@@ -236,13 +185,3 @@ class ObstoreUpload:
             self.closed = True
             self._abort()
             self._drop()
-
-    def __enter__(self) -> ObstoreUpload:
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
-

@@ -303,7 +303,80 @@ class _KeptBodies:
 KEPT_BODIES = _KeptBodies()
 
 
-class S3Upload:
+_Stream = TypeVar("_Stream", bound="PartStream")
+
+
+class PartStream:
+    """A writable stream that copies its writes into part-sized bodies and hands each full one
+    to ``_start_part`` when more follows (the last part may be of any size: ``close`` sends it).
+    Subclasses send the parts, make the bodies (``_fresh``), and ``close`` / ``discard``; the
+    upload's failures are raised typed by ``typed`` (the store's error translation)."""
+
+    def __init__(self, budget: IOBudget,
+                 typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext()) -> None:
+        self.budget = budget
+        self._typed = typed
+        self._cur: bytearray = bytearray()  # the part being filled, ``_fill`` bytes of it used
+        self._fill = 0
+        self.closed = False
+        self._pos = 0
+        self.parts_uploaded = 0
+
+    def writable(self) -> bool:
+        return True
+
+    def tell(self) -> int:
+        return self._pos
+
+    def flush(self) -> None:
+        return None
+
+    def _fresh(self) -> bytearray:
+        raise NotImplementedError
+
+    def _start_part(self, body: bytearray) -> None:
+        raise NotImplementedError
+
+    def close(self) -> None:
+        raise NotImplementedError
+
+    def discard(self) -> None:
+        raise NotImplementedError
+
+    def write(self, data: Any) -> int:
+        """Copy ``data`` into the part being filled (the one copy a part's bytes make here: the
+        part is the request body, sent in one piece). A full part goes out when more follows
+        (an object of at most one part is one PUT at close): the upload runs beside the encoding."""
+        mv = memoryview(data).cast("B")
+        n, at = len(mv), 0
+        part = self.budget.part_bytes
+        while at < n:
+            if self._fill == part:
+                with self._typed("write"):
+                    self._start_part(self._cur)
+                self._cur, self._fill = self._fresh(), 0
+            if not self._cur:
+                self._cur = self._fresh()
+            k = min(part - self._fill, n - at)
+            # numpy's copy lets go of the GIL (a slice assignment holds it): the decoder and the
+            # upload run while a part fills
+            np.copyto(np.frombuffer(self._cur, np.uint8, k, self._fill), np.frombuffer(mv, np.uint8, k, at))
+            self._fill += k
+            at += k
+        self._pos += n
+        return n
+
+    def __enter__(self: _Stream) -> _Stream:
+        return self
+
+    def __exit__(self, exc_type: Any, *exc: Any) -> None:
+        if exc_type is None:
+            self.close()
+        else:
+            self.discard()
+
+
+class S3Upload(PartStream):
     """A writable stream into one S3 object: parts of ``budget.part_bytes`` upload while the
     writer goes on (``window()`` parts in flight, by default ``budget.upload_window``: the
     upload holds at most ``upload_share`` bytes, half the byte budget, while a prefetch keeps to
@@ -315,13 +388,11 @@ class S3Upload:
     def __init__(self, fs: Any, path: str, budget: IOBudget,
                  typed: Callable[[str], AbstractContextManager[None]] = lambda op: nullcontext(),
                  window: Callable[[], int] | None = None) -> None:
-        self.fs, self.path, self.budget = fs, path, budget
-        self._typed = typed  # the store's error translation (write and close fail typed, naming the object)
+        super().__init__(budget, typed)
+        self.fs, self.path = fs, path
         self.bucket, self.key, _ = fs.split_path(path)
-        # the part being filled (``_fill`` bytes of it used); parts sent and their bodies, which
-        # are filled again once their upload is over (no fresh 8 MiB to fault in per part)
-        self._cur = bytearray()
-        self._fill = 0
+        # parts sent and their bodies, which are filled again once their upload is over (no
+        # fresh 8 MiB to fault in per part)
         self._bodies: list[bytearray] = []
         self._sent = 0  # parts before this one are over, their bodies dropped or kept as spares
         self._spare: list[bytearray] = []
@@ -331,12 +402,6 @@ class S3Upload:
         self._begun: concurrent.futures.Future[str] | None = None
         self._parts: list[concurrent.futures.Future[dict[str, Any]]] = []
         self._window = window or (lambda: upload_window(budget))  # asked before each part
-        self.closed = False
-        self._pos = 0
-        self.parts_uploaded = 0
-
-    def writable(self) -> bool:
-        return True
 
     def _fresh(self) -> bytearray:
         """An empty part-sized body: one whose upload is over (at most two are kept for
@@ -353,36 +418,6 @@ class S3Upload:
             if len(body) == part and len(self._spare) < 2:
                 self._spare.append(body)
         return self._spare.pop() if self._spare else KEPT_BODIES.take(part)
-
-    def tell(self) -> int:
-        return self._pos
-
-    def write(self, data: Any) -> int:
-        """Copy ``data`` into the part being filled (the one copy a part's bytes make here: the
-        part is the request body, a bytearray botocore hashes and sends in one piece). A full
-        part goes out when more follows (the last part may be of any size; an object of at
-        most one part is one PUT at close): the upload runs beside the encoding."""
-        mv = memoryview(data).cast("B")
-        n, at = len(mv), 0
-        part = self.budget.part_bytes
-        while at < n:
-            if self._fill == part:
-                with self._typed("write"):
-                    self._start_part(self._cur)
-                self._cur, self._fill = self._fresh(), 0
-            if not self._cur:
-                self._cur = self._fresh()
-            k = min(part - self._fill, n - at)
-            # numpy's copy lets go of the GIL (a slice assignment holds it): the decoder and the
-            # upload's loop run while a part fills
-            np.copyto(np.frombuffer(self._cur, np.uint8, k, self._fill), np.frombuffer(mv, np.uint8, k, at))
-            self._fill += k
-            at += k
-        self._pos += n
-        return n
-
-    def flush(self) -> None:
-        return None
 
     async def _call(self, method: str, **kwargs: Any) -> Any:
         # s3fs retries (throttling, dropped connections) and adds its request defaults (SSE ...)
@@ -497,15 +532,6 @@ class S3Upload:
             self.closed = True
             self._abort()
             self._drop_buffers()
-
-    def __enter__(self) -> S3Upload:
-        return self
-
-    def __exit__(self, exc_type: Any, *exc: Any) -> None:
-        if exc_type is None:
-            self.close()
-        else:
-            self.discard()
 
 
 class AzureUpload(S3Upload):
