@@ -266,6 +266,22 @@ def test_multipart_parts_retried_after_slowdowns_and_resets(slow_s3: SlowS3, mon
     assert ObjectStore(slow_s3.uri(f"mpr-{carrier}"), slow_s3.direct.options).read("big.bin") == payload
 
 
+def _closes_as_landed(out: object, direct: ObjectStore, payload: bytes, landed: bool, named: str) -> None:
+    """``out`` (holding ``payload`` as ``big.bin``) closes when its completion landed, and the
+    object is the payload; else close fails with a LanceError naming the object (its path ends
+    with ``named``), and none is left."""
+    from lance_spark_ops.errors import LanceError
+
+    if landed:
+        out.close()  # type: ignore[attr-defined]
+        assert direct.read("big.bin") == payload
+    else:
+        with pytest.raises(LanceError) as e:
+            out.close()  # type: ignore[attr-defined]
+        assert e.value.path is not None and e.value.path.endswith(named)
+        assert direct.list("") == []
+
+
 @pytest.mark.parametrize("landed", [True, False])
 def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch,
                                                       landed: bool) -> None:
@@ -273,7 +289,6 @@ def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypat
     NoSuchUpload, which s3fs raises as a bare FileNotFoundError (moto completes twice, so the
     answer is simulated): the object with this upload's ETag is the upload's, and close
     succeeds; without it close fails with a LanceError naming the object, not FileNotFoundError."""
-    from lance_spark_ops.errors import LanceError
     from lance_spark_ops.io import remote
 
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
@@ -293,14 +308,7 @@ def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypat
     out = store.open_output("big.bin")
     out.write(payload)
     direct = ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options)
-    if landed:
-        out.close()
-        assert direct.read("big.bin") == payload
-    else:
-        with pytest.raises(LanceError) as e:
-            out.close()
-        assert e.value.path is not None and e.value.path.endswith("mp/big.bin")
-        assert direct.list("") == []
+    _closes_as_landed(out, direct, payload, landed, "mp/big.bin")
 
 
 @pytest.mark.parametrize("landed", [True, False])
@@ -310,7 +318,6 @@ def test_obstore_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch
     answered 404 NoSuchUpload, and the object under the (fresh) key with every byte written is
     the upload's: close succeeds; answered so without landing, close fails with a LanceError
     naming the object and no object is left."""
-    from lance_spark_ops.errors import LanceError
     from lance_spark_ops.io.obstore_writes import ObstoreUpload
 
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
@@ -323,14 +330,7 @@ def test_obstore_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch
     assert type(out) is ObstoreUpload
     out.write(payload)
     direct = ObjectStore(slow_s3.uri(f"mpo-{landed}"), slow_s3.direct.options)
-    if landed:
-        out.close()
-        assert direct.read("big.bin") == payload
-    else:
-        with pytest.raises(LanceError) as e:
-            out.close()
-        assert e.value.path is not None and e.value.path.endswith("/big.bin")
-        assert direct.list("") == []
+    _closes_as_landed(out, direct, payload, landed, "/big.bin")
     assert slow_s3.proxy.stats()["faults"] == {"nosuchupload": 1}
 
 
