@@ -516,6 +516,8 @@ class S3Upload(PartStream):
     def _abort(self) -> None:
         for f in self._parts:
             f.cancel()
+        # a cancelled future of the loop counts as done for ``wait`` only once its task has
+        # ended: the abort goes out after the parts' requests are over
         concurrent.futures.wait(self._parts)
         begun, self._begun = self._begun, None
         if begun is not None:

@@ -292,6 +292,40 @@ def test_finished_uploads_leave_their_bodies_to_the_next() -> None:
     assert KEPT_BODIES._free == []  # noqa: SLF001
 
 
+def test_discard_aborts_after_the_parts_in_flight_are_over() -> None:
+    """A part's request can take a while to end after its cancel: ``discard`` sends the abort
+    only after every part that had started is over, so none of its requests is still running
+    beside an aborted upload."""
+
+    class _SlowToStop(_FakeMultipart):
+        def __init__(self) -> None:
+            super().__init__(window=8, parts=100)
+            self.events: list[str] = []
+
+        async def _call_s3(self, method: str, **kw: Any) -> dict[str, Any]:
+            if method == "abort_multipart_upload":
+                self.events.append("abort")
+                return {}
+            if method != "upload_part":
+                return await super()._call_s3(method, **kw)
+            try:
+                await asyncio.Event().wait()  # held until cancelled
+            except asyncio.CancelledError:
+                await asyncio.sleep(0.05)  # the request's end, after its cancel
+                self.events.append(f"part {kw['PartNumber']} over")
+                raise
+            raise AssertionError("never set")
+
+    part = 5 * MIB
+    budget = IOBudget(max_requests=64, max_bytes=8 * part, part_bytes=part)
+    fs = _SlowToStop()
+    up = S3Upload(fs, "bucket/d.lance", budget, window=lambda: 4)
+    up.write(bytes(3 * part + 1))  # three parts started, the fourth being filled
+    up.discard()
+    assert sorted(fs.events) == ["abort", "part 1 over", "part 2 over", "part 3 over"], fs.events
+    assert fs.events[-1] == "abort", fs.events
+
+
 def test_prefetch_fetches_an_object_asked_out_of_turn_and_drops_nothing_unread() -> None:
     """A rewrite asks for a slice's deletion files before that slice's data files. An object
     asked before its fetch started (the share full of objects fetched ahead) is fetched at

@@ -239,7 +239,9 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     slow_s3.proxy.reset()
     small.write(payload[:1000])
     small.close()
-    assert slow_s3.proxy.stats()["ops"] == {"PUT": 1}
+    # this object's requests only: a part of the discarded upload whose body the closed
+    # connection had buffered may still reach the proxy (the server refuses it: no upload)
+    assert _by_op(slow_s3.proxy.stats()["log"], "/small.bin") == {"PUT": 1}
     direct = ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.direct.options)
     assert direct.read("small.bin") == payload[:1000]
 
