@@ -269,8 +269,10 @@ def test_finished_uploads_leave_their_bodies_to_the_next() -> None:
     assert 0 < len(kept) * part <= budget.max_bytes
     assert all(any(k is b for b in first.handed) for k in kept)
     _FreshBodies.handed = []
-    fs = _FakeMultipart(window, 4)
-    second = _FreshBodies(fs, "bucket/b.lance", budget)
+    # all four parts in flight until the last is sent: no part of its own is over to reuse, so
+    # each new part takes a kept body while one is left (a part over first would be reused)
+    fs = _FakeMultipart(4, 4)
+    second = _FreshBodies(fs, "bucket/b.lance", budget, window=lambda: 4)
     payload = bytes(range(256)) * (4 * part // 256)
     second.write(payload)
     second.close()
