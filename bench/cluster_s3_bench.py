@@ -158,12 +158,40 @@ def cpu_by_kind() -> dict[str, float]:
         elif "latency_store" in cmd:
             kind = "proxy"
         elif "java" in cmd.split(" ", 1)[0]:
-            kind = "jvm"
+            kind = ("jvm executor" if "CoarseGrainedExecutorBackend" in cmd
+                    else "jvm master" if "deploy.master.Master" in cmd
+                    else "jvm worker daemon" if "deploy.worker.Worker" in cmd
+                    else "jvm driver")
         elif "pyspark" in cmd:
             kind = "python workers"
         else:
             kind = "other"
         out[kind] = out.get(kind, 0.0) + sum(int(x) for x in fields[11:15]) / tick
+    return out
+
+
+def jvm_threads() -> dict[str, float]:
+    """CPU seconds so far of the Spark JVMs' threads, by JVM kind and thread name (Linux keeps
+    15 characters of a name): where a job's JVM CPU goes."""
+    tick = os.sysconf("SC_CLK_TCK")
+    out: dict[str, float] = {}
+    for pid in os.listdir("/proc"):
+        if not pid.isdigit():
+            continue
+        try:
+            with open(f"/proc/{pid}/cmdline", "rb") as f:
+                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+            if "java" not in cmd.split(" ", 1)[0]:
+                continue
+            jvm = "executor" if "CoarseGrainedExecutorBackend" in cmd else "driver"
+            for tid in os.listdir(f"/proc/{pid}/task"):
+                with open(f"/proc/{pid}/task/{tid}/stat") as f:
+                    head, rest = f.read().rsplit(")", 1)
+                name = head.split("(", 1)[1].rstrip("0123456789#-")  # one name for a pool's threads
+                key = f"{jvm}: {name}"
+                out[key] = out.get(key, 0.0) + sum(int(x) for x in rest.split()[11:13]) / tick
+        except OSError:
+            continue  # gone meanwhile
     return out
 
 
@@ -190,6 +218,7 @@ def main() -> None:
     ap.add_argument("--conf", nargs="*", default=[], help="session settings k=v (a user's), both sessions")
     ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
+    ap.add_argument("--threads", action="store_true", help="print the JVM threads' CPU of each job")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
     extra = dict(c.split("=", 1) for c in args.conf)
@@ -221,6 +250,7 @@ def main() -> None:
                         if args.warm_job:
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
+                        threads0 = jvm_threads() if args.threads else {}
                         busy0, kinds0, t0 = machine_cpu(), cpu_by_kind(), time.perf_counter()
                         m = compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS,
                                     storage_options=via)
@@ -229,6 +259,10 @@ def main() -> None:
                         kinds1 = cpu_by_kind()
                         by_kind[name].append({k: round(v - kinds0.get(k, 0.0), 2) for k, v in kinds1.items()
                                               if v - kinds0.get(k, 0.0) >= 0.01})
+                        if args.threads:
+                            d = {k: v - threads0.get(k, 0.0) for k, v in jvm_threads().items()}
+                            top = sorted(((v, k) for k, v in d.items() if v >= 0.02), reverse=True)[:12]
+                            print(f"  {name}: JVM threads {[(k, round(v, 2)) for v, k in top]}", flush=True)
                     finally:
                         spark.stop()
                     if not np.array_equal(ids_of(uri, direct), expected):
