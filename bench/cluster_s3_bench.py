@@ -241,6 +241,7 @@ def main() -> None:
             # with both CPUs busy, two workers cannot take less than half of it
             busy: dict[str, list[float]] = {"one": [], "two": []}
             by_kind: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the same by process kind
+            threads: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # --threads: JVM threads' CPU
             tasks = {}
             for r in range(args.rounds):  # --rounds 0: the RSS part only
                 for name in (("one", "two") if r % 2 == 0 else ("two", "one")):
@@ -262,7 +263,8 @@ def main() -> None:
                         if args.threads:
                             d = {k: v - threads0.get(k, 0.0) for k, v in jvm_threads().items()}
                             top = sorted(((v, k) for k, v in d.items() if v >= 0.02), reverse=True)[:12]
-                            print(f"  {name}: JVM threads {[(k, round(v, 2)) for v, k in top]}", flush=True)
+                            threads[name].append({k: round(v, 2) for v, k in top})
+                            print(f"  {name}: JVM threads {threads[name][-1]}", flush=True)
                     finally:
                         spark.stop()
                     if not np.array_equal(ids_of(uri, direct), expected):
@@ -277,6 +279,7 @@ def main() -> None:
                 med = {k: statistics.median(v) for k, v in seconds.items()}
                 result["scaling"] = {"seconds": seconds, "median": med, "tasks": tasks, "phases": phases,
                                      "machine_cpu_seconds": busy, "cpu_seconds_by_kind": by_kind,
+                                     "jvm_thread_cpu_seconds": threads,
                                      "two_over_one": med["two"] / med["one"]}
                 print(f"two / one = {med['two'] / med['one']:.2f}", flush=True)
             rss = {}
