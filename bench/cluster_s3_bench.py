@@ -218,6 +218,8 @@ def main() -> None:
     ap.add_argument("--conf", nargs="*", default=[], help="session settings k=v (a user's), both sessions")
     ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
+    ap.add_argument("--warm-jobs", type=int, default=0,
+                    help="warm each session with N whole compactions (JIT closer to settled)")
     ap.add_argument("--threads", action="store_true", help="print the JVM threads' CPU of each job")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
@@ -229,7 +231,8 @@ def main() -> None:
     from lance_spark_ops.spark.runtime.tuning import Tuning
 
     result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
-                    "warm_job": args.warm_job, "pin": args.pin, "conf": extra}
+                    "warm_job": args.warm_job, "warm_jobs": args.warm_jobs or int(args.warm_job),
+                    "pin": args.pin, "conf": extra}
     with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
         client, direct, via = store.client, store.direct, store.via
         expected = ids_of(SOURCE, direct)
@@ -248,7 +251,7 @@ def main() -> None:
                     cores = 1 if name == "one" else 2
                     spark = session(url, cores, f"cluster-s3 {name}", extra)
                     try:
-                        if args.warm_job:
+                        for _ in range(args.warm_jobs or int(args.warm_job)):
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
                         threads0 = jvm_threads() if args.threads else {}
