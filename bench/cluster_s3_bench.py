@@ -136,60 +136,74 @@ def machine_cpu() -> float:
     return (sum(fields[:8]) - idle) / os.sysconf("SC_CLK_TCK")
 
 
-def cpu_by_kind() -> dict[str, float]:
-    """CPU seconds so far of this machine's processes by kind (the store, the proxy, Spark's
-    JVMs, its Python workers, this bench), with their waited-for children's."""
-    tick = os.sysconf("SC_CLK_TCK")
-    out: dict[str, float] = {}
+def _processes() -> Iterator[tuple[int, str]]:
+    """This machine's processes: pid and command line (those gone meanwhile left out)."""
     for pid in os.listdir("/proc"):
         if not pid.isdigit():
             continue
         try:
-            with open(f"/proc/{pid}/stat") as f:
-                fields = f.read().rsplit(")", 1)[1].split()
             with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
+                yield int(pid), f.read().replace(b"\0", b" ").decode(errors="replace")
         except OSError:
-            continue  # gone meanwhile
-        if int(pid) == os.getpid():
+            continue
+
+
+def _jvm_kind(cmd: str) -> str | None:
+    """Which of Spark's JVMs a command line starts, or None for another process."""
+    if "java" not in cmd.split(" ", 1)[0]:
+        return None
+    return ("executor" if "CoarseGrainedExecutorBackend" in cmd
+            else "master" if "deploy.master.Master" in cmd
+            else "worker daemon" if "deploy.worker.Worker" in cmd
+            else "driver")
+
+
+def _cpu(stat_path: str, children: bool = True) -> float:
+    """User + system CPU seconds in a ``/proc`` stat file, with the waited-for children's
+    (a thread's file repeats its process's children: ``children=False`` for threads)."""
+    with open(stat_path) as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return sum(int(x) for x in fields[11:15 if children else 13]) / os.sysconf("SC_CLK_TCK")
+
+
+def cpu_by_kind() -> dict[str, float]:
+    """CPU seconds so far of this machine's processes by kind (the store, the proxy, Spark's
+    JVMs, its Python workers, this bench), with their waited-for children's."""
+    out: dict[str, float] = {}
+    for pid, cmd in _processes():
+        if pid == os.getpid():
             kind = "bench (driver)"
         elif "moto_store" in cmd or "moto_server" in cmd:
             kind = "moto"
         elif "latency_store" in cmd:
             kind = "proxy"
-        elif "java" in cmd.split(" ", 1)[0]:
-            kind = ("jvm executor" if "CoarseGrainedExecutorBackend" in cmd
-                    else "jvm master" if "deploy.master.Master" in cmd
-                    else "jvm worker daemon" if "deploy.worker.Worker" in cmd
-                    else "jvm driver")
+        elif (jvm := _jvm_kind(cmd)) is not None:
+            kind = f"jvm {jvm}"
         elif "pyspark" in cmd:
             kind = "python workers"
         else:
             kind = "other"
-        out[kind] = out.get(kind, 0.0) + sum(int(x) for x in fields[11:15]) / tick
+        try:
+            out[kind] = out.get(kind, 0.0) + _cpu(f"/proc/{pid}/stat")
+        except OSError:
+            continue  # gone meanwhile
     return out
 
 
 def jvm_threads() -> dict[str, float]:
     """CPU seconds so far of the Spark JVMs' threads, by JVM kind and thread name (Linux keeps
     15 characters of a name): where a job's JVM CPU goes."""
-    tick = os.sysconf("SC_CLK_TCK")
     out: dict[str, float] = {}
-    for pid in os.listdir("/proc"):
-        if not pid.isdigit():
+    for pid, cmd in _processes():
+        jvm = _jvm_kind(cmd)
+        if jvm is None:
             continue
         try:
-            with open(f"/proc/{pid}/cmdline", "rb") as f:
-                cmd = f.read().replace(b"\0", b" ").decode(errors="replace")
-            if "java" not in cmd.split(" ", 1)[0]:
-                continue
-            jvm = "executor" if "CoarseGrainedExecutorBackend" in cmd else "driver"
             for tid in os.listdir(f"/proc/{pid}/task"):
-                with open(f"/proc/{pid}/task/{tid}/stat") as f:
-                    head, rest = f.read().rsplit(")", 1)
-                name = head.split("(", 1)[1].rstrip("0123456789#-")  # one name for a pool's threads
+                with open(f"/proc/{pid}/task/{tid}/comm") as f:
+                    name = f.read().strip().rstrip("0123456789#-")  # one name for a pool's threads
                 key = f"{jvm}: {name}"
-                out[key] = out.get(key, 0.0) + sum(int(x) for x in rest.split()[11:13]) / tick
+                out[key] = out.get(key, 0.0) + _cpu(f"/proc/{pid}/task/{tid}/stat", children=False)
         except OSError:
             continue  # gone meanwhile
     return out
