@@ -84,3 +84,79 @@ def test_server_serves_s3_and_dynamodb_concurrently() -> None:
                          BillingMode="PAY_PER_REQUEST")
         ddb.put_item(TableName="t", Item={"k": {"S": "a"}})
         assert ddb.get_item(TableName="t", Key={"k": {"S": "a"}})["Item"] == {"k": {"S": "a"}}
+
+
+def _multipart(parts: list[bytes], metadata: dict[str, str] | None = None):
+    from moto.s3.models import CaseInsensitiveDict, FakeMultipart
+
+    mp = FakeMultipart("k", CaseInsensitiveDict(metadata or {}), "123456789012", "us-east-1")
+    etags = [mp.set_part(i + 1, p).etag for i, p in enumerate(parts)]
+    return mp, etags
+
+
+@pytest.mark.parametrize("metadata", [
+    {},  # moto's default: CRC64NVME (CRC32 without awscrt) over the whole object
+    {"x-amz-checksum-algorithm": "CRC32"},  # composite of the parts' checksums
+    {"x-amz-checksum-algorithm": "SHA256"},
+    {"x-amz-checksum-algorithm": "CRC32", "x-amz-checksum-type": "FULL_OBJECT"},
+])
+def test_lean_complete_answers_as_moto(monkeypatch: pytest.MonkeyPatch, metadata: dict[str, str]) -> None:
+    from moto.s3 import models as s3_models
+
+    from tests.support.moto_store import lean_complete
+
+    monkeypatch.setattr(s3_models, "S3_UPLOAD_PART_MIN_SIZE", 1000)
+    parts = [bytes([i]) * 1000 + b"x" * i for i in range(1, 5)] + [b"tail"]
+    mp, etags = _multipart(parts, metadata)
+    listed = list(enumerate(etags, 1))
+    value, etag, checksum = lean_complete(mp, iter(listed))
+    assert bytes(value) == b"".join(parts)
+    assert (bytes(value), etag, checksum) == s3_models.FakeMultipart.complete(mp, iter(listed))
+    # an independent ETag: the MD5 of the parts' MD5s, then "-<parts>"
+    import hashlib
+
+    md5s = b"".join(hashlib.md5(p).digest() for p in parts)
+    assert etag == f"{hashlib.md5(md5s).hexdigest()}-{len(parts)}"
+
+
+def test_lean_complete_refuses_as_moto(monkeypatch: pytest.MonkeyPatch) -> None:
+    from moto.s3 import models as s3_models
+    from moto.s3.exceptions import EntityTooSmall, InvalidPart, MalformedXML
+
+    from tests.support.moto_store import lean_complete
+
+    monkeypatch.setattr(s3_models, "S3_UPLOAD_PART_MIN_SIZE", 1000)
+    mp, etags = _multipart([b"a" * 1000, b"b" * 10, b"c" * 1000])
+    with pytest.raises(InvalidPart):  # an ETag that is not the part's
+        lean_complete(mp, iter([(1, etags[1])]))
+    with pytest.raises(InvalidPart):  # a part never uploaded
+        lean_complete(mp, iter([(4, etags[0])]))
+    with pytest.raises(EntityTooSmall):  # a part below the minimum before the last
+        lean_complete(mp, iter(enumerate(etags, 1)))
+    with pytest.raises(MalformedXML):
+        lean_complete(mp, iter([]))
+
+
+def test_server_completes_multipart_uploads() -> None:
+    """Through the server (``lean_complete`` in place): the object, its ETag and checksum."""
+    import base64
+    import hashlib
+    import zlib
+
+    with MotoServer() as moto:
+        s3 = boto3.client("s3", endpoint_url=moto.endpoint, **KEYS)
+        s3.create_bucket(Bucket="bench-mpu")
+        parts = [bytes([7]) * (5 << 20), bytes([9]) * (5 << 20), b"end"]
+        up = s3.create_multipart_upload(Bucket="bench-mpu", Key="obj", ChecksumAlgorithm="CRC32")
+        done = [{"PartNumber": i, "ETag": s3.upload_part(Bucket="bench-mpu", Key="obj", UploadId=up["UploadId"],
+                                                         PartNumber=i, Body=p, ChecksumAlgorithm="CRC32")["ETag"],
+                 "ChecksumCRC32": base64.b64encode(zlib.crc32(p).to_bytes(4, "big")).decode()}
+                for i, p in enumerate(parts, 1)]
+        s3.complete_multipart_upload(Bucket="bench-mpu", Key="obj", UploadId=up["UploadId"],
+                                     MultipartUpload={"Parts": done})
+        got = s3.get_object(Bucket="bench-mpu", Key="obj", ChecksumMode="ENABLED")
+        assert got["Body"].read() == b"".join(parts)
+        md5s = b"".join(hashlib.md5(p).digest() for p in parts)
+        assert got["ETag"] == f'"{hashlib.md5(md5s).hexdigest()}-3"'
+        composite = b"".join(zlib.crc32(p).to_bytes(4, "big") for p in parts)
+        assert got["ChecksumCRC32"] == base64.b64encode(zlib.crc32(composite).to_bytes(4, "big")).decode() + "-3"
