@@ -157,12 +157,15 @@ class Dataset:
         """A task's view of one version: the manifest but its fragments, read from the ranges
         ``slc`` names (``Manifest.fragment_slice``, made by the driver from the same file); the
         task's fragments come from ``fragments_in_slice``. Reads a few KB where ``open`` reads
-        every fragment. None when the file does not hold what ``slc`` says (open it whole)."""
+        every fragment, and nothing when the slice carries its bytes (``ManifestSlice.inline``).
+        None when the file does not hold what ``slc`` says (open it whole)."""
         store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
         (a, la), (b, lb) = slc.head
         path = store.uri(slc.path)
         chunks: dict[tuple[int, int], bytes] = {}
-        if store.is_local:
+        if slc.inline is not None:
+            first, last = slc.inline[0], slc.inline[1]
+        elif store.is_local:
             first, last = store.read_range(slc.path, a, la), store.read_range(slc.path, b, lb)
         else:  # one round trip (coalesced or in flight together) for the head and the task's chunks
             spans = [(offset, length) for offset, length, _ in slc.chunks]
@@ -189,8 +192,10 @@ class Dataset:
         read when reached."""
         at = 0
         held = getattr(self, "_slice_chunks", None) or {}
+        spans = ((o, n) for o, n, _ in slc.chunks)
+        carried = dict(zip(spans, slc.inline[2:], strict=True)) if slc.inline else {}
         for offset, length, count in slc.chunks:
-            data = held.get((offset, length))
+            data = carried.get((offset, length)) or held.get((offset, length))
             if data is None or len(data) != length:
                 data = self.store.read_range(slc.path, offset, length)
             yield fragments_from_entries(data, ids[at:at + count], self.store.uri(slc.path))
@@ -257,9 +262,9 @@ class Dataset:
         """Fragment id -> fragment for these ids (absent ones left out); see ``Manifest``."""
         return self.manifest.fragments_with_ids(ids)
 
-    def fragment_slice(self, ids: Sequence[int], size: int) -> ManifestSlice | None:
+    def fragment_slice(self, ids: Sequence[int], size: int, inline: int = 0) -> ManifestSlice | None:
         """``Manifest.fragment_slice`` of this version's manifest file."""
-        return self.manifest.fragment_slice(ids, size, self.manifest_path)
+        return self.manifest.fragment_slice(ids, size, self.manifest_path, inline)
 
     def fragments_in_chunks(self, ids: Sequence[int], size: int) -> Iterator[list[DataFragment]]:
         """The fragments with these ids, in order, ``size`` at a time (absent ones left out);

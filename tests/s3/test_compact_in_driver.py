@@ -83,3 +83,22 @@ def test_in_driver_through_faults(spark, slow_s3: SlowS3, fault: str) -> None:
     keys = slow_s3.direct.client().list_objects_v2(Bucket=slow_s3.direct.bucket,
                                                    Prefix=uri.split("/", 3)[3] + "/data/").get("Contents", [])
     assert {k["Key"].rsplit("/", 1)[1] for k in keys if m.job_tag in k["Key"]} == referenced
+
+
+@pytest.mark.parametrize("inline", [64 * 1024, 0])
+def test_tasks_read_no_manifest_when_their_slices_carry_it(spark, slow_s3: SlowS3, inline: int) -> None:
+    """Spark tasks (none in the driver): their descriptors carry the manifest's bytes they
+    need (``Tuning.slice_inline_bytes``), so the manifest is read once, by the driver's open;
+    without (0), each task reads its slice. pylance reads the same rows either way."""
+    uri, expected = _dataset(slow_s3, f"inline-{inline}.lance")
+    slow_s3.proxy.reset()
+    m = compact(spark, uri, target_rows_per_fragment=4_000, storage_options=slow_s3.options,
+                tuning=Tuning(driver_rewrite_bytes=0, slice_inline_bytes=inline))
+    assert m.tasks_in_driver == 0 and m.tasks >= 2
+    by_dir = Counter((op, path.split("/")[-2]) for op, path, _ in slow_s3.proxy.stats()["log"])
+    if inline:
+        assert by_dir[("GET", "_versions")] == 1, by_dir
+    else:  # the driver's open, then each task's head and fragments (a worker keeps the head)
+        assert by_dir[("GET", "_versions")] > 2, by_dir
+    after = _after(slow_s3, uri)
+    assert len(after.get_fragments()) == m.fragments_added and after.to_table().sort_by("id").equals(expected)

@@ -50,3 +50,44 @@ def test_slice_reads_the_named_fragments(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="no fragments"):
         view.fragments  # noqa: B018 - the view holds none
     assert ds.fragment_slice([3, 999], 4) is None  # an absent fragment: no slice
+
+
+def test_slice_carries_its_bytes_and_the_task_reads_none(tmp_path: Path,
+                                                         monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.io.storage import ObjectStore
+
+    uri = str(tmp_path / "d")
+    _dataset(uri)
+    ds = Dataset.open(uri)
+    ids = [3, 4, 5, 10, 11, 2, *range(40, 50)]
+    plain = ds.fragment_slice(ids, 4)
+    assert plain.inline is None and plain.inline_bytes() == 0
+    slc = ds.fragment_slice(ids, 4, inline=1 << 20)
+    assert (slc.path, slc.size, slc.head, slc.chunks) == (plain.path, plain.size, plain.head, plain.chunks)
+    # the carried bytes are the file's own at the ranges the slice names
+    raw = (Path(uri) / slc.path).read_bytes()
+    ranges = [*slc.head, *((o, n) for o, n, _ in slc.chunks)]
+    assert list(slc.inline) == [raw[o:o + n] for o, n in ranges]
+    assert slc.inline_bytes() == sum(n for _, n in ranges)
+    assert ds.fragment_slice(ids, 4, inline=slc.inline_bytes() - 1).inline is None  # over the limit: ranges
+
+    def no_reads(*args, **kwargs):
+        raise AssertionError("the task read the manifest file")
+
+    monkeypatch.setattr(ObjectStore, "read_range", no_reads)
+    monkeypatch.setattr(ObjectStore, "read_ranges", no_reads)
+    view = Dataset.open_slice(uri, slc)
+    assert view is not None and (view.version, view.lance_schema) == (ds.version, ds.lance_schema)
+    got = [f for chunk in view.fragments_in_slice(slc, ids) for f in chunk]
+    assert [f.to_pb() for f in got] == [ds.fragment(i).to_pb() for i in ids]
+
+
+def test_a_large_head_is_not_kept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.table.format import manifest
+
+    uri = str(tmp_path / "d")
+    _dataset(uri)
+    monkeypatch.setattr(manifest, "HEAD_KEPT", 8)  # below any manifest's schema and fields
+    slc = Dataset.open(uri).fragment_slice([3, 4], 4, inline=1 << 20)
+    assert slc is not None and slc.inline is None  # the ranges only: the task reads them
+

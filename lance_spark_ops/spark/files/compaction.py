@@ -294,16 +294,21 @@ def _rewrite_and_commit(job: Job, ds: Dataset, batch: list[CompactionTask], opts
                         file_version: str, metrics: CompactionMetrics, detail: str,
                         new_storage_version: str | None = None) -> Dataset:
     tuning = job.tuning
-    specs = [RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
-                         rows_per_file(t.live_rows, opts.target_rows_per_fragment),
-                         opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
-                         mode=opts.compaction_mode,
-                         manifest_slice=ds.fragment_slice(t.fragment_ids, tuning.fragment_chunk),
-                         fragment_chunk=tuning.fragment_chunk, run_fragments=tuning.run_fragments,
-                         paths_kept=tuning.paths_kept, file_tuning=tuning.file)
-             for t in batch]
     # one small task: in this process (no Spark job, this process's S3 client; Tuning.driver_rewrite_bytes)
     in_driver = len(batch) == 1 and batch[0].bytes <= job.tuning.driver_rewrite_limit()
+    # tasks elsewhere get their share of the manifest's bytes with them while the job's share lasts
+    inline_left = 0 if in_driver or job.spark is None else tuning.slice_inline_job_bytes
+    specs = []
+    for t in batch:
+        slc = ds.fragment_slice(t.fragment_ids, tuning.fragment_chunk,
+                                min(tuning.slice_inline_bytes, inline_left))
+        inline_left -= slc.inline_bytes() if slc is not None else 0
+        specs.append(RewriteSpec(ds.uri, ds.version, t.fragment_ids, file_version,
+                                 rows_per_file(t.live_rows, opts.target_rows_per_fragment),
+                                 opts.max_bytes_per_file, storage_options=dict(ds.store.storage_options),
+                                 mode=opts.compaction_mode, manifest_slice=slc,
+                                 fragment_chunk=tuning.fragment_chunk, run_fragments=tuning.run_fragments,
+                                 paths_kept=tuning.paths_kept, file_tuning=tuning.file))
     if in_driver or job.spark is None:  # the tasks read the version this process opened
         for spec in specs:
             open_in_driver(spec, job.job_id, ds)

@@ -55,6 +55,14 @@ class Tuning:
     # (``table.paths.BaseResolver``); its writers' buffer / window sizes
     fragment_chunk: int = 1024
     run_fragments: int = 1024
+    # the manifest bytes a rewrite task needs (the manifest but its fragments, and its own
+    # fragments' entries) shipped in its descriptor when at most this many, and at most
+    # ``slice_inline_job_bytes`` for all of a job's tasks: the task then reads nothing of the
+    # manifest (a round trip per task on an object store); beyond, it reads its ranges. The
+    # job's bound is small because every task's closure holds all descriptors (``run_tasks``;
+    # PySpark broadcasts a closure past 1 MiB)
+    slice_inline_bytes: int = 64 * 1024
+    slice_inline_job_bytes: int = 1 << 20
     paths_kept: int = PATHS_KEPT
     file: FileTuning = DEFAULT_FILE_TUNING
     # small vacuum work stays on the driver (a Spark stage costs more than a few rounds of requests)

@@ -160,12 +160,15 @@ class Manifest:
         for i in range(0, len(pos), size):
             yield src.build_at(pos[i:i + size])
 
-    def fragment_slice(self, ids: Sequence[int], size: int, path: str) -> ManifestSlice | None:
+    def fragment_slice(self, ids: Sequence[int], size: int, path: str,
+                       inline: int = 0) -> ManifestSlice | None:
         """Where the fragments with these ids lie in this manifest's file ``path`` (relative to
         the dataset root), in this order, in chunks of at most ``size`` neighbours: a task then
         reads its own fragments and the manifest's few other fields, not every fragment
-        (``parse_manifest_head``, ``fragments_from_entries``). None when the manifest was not
-        parsed from a file whose fragments are one plain run, or an id is absent."""
+        (``parse_manifest_head``, ``fragments_from_entries``). With those ranges' bytes
+        (``ManifestSlice.inline``) when they come to at most ``inline`` bytes and the head was
+        kept. None when the manifest was not parsed from a file whose fragments are one plain
+        run, or an id is absent."""
         src = self.__dict__.get("_fragment_source")
         layout = getattr(src, "layout", None)
         if layout is None:
@@ -184,7 +187,12 @@ class Manifest:
                 chunks.append((start, base + int(ends[last]) - start, last - first + 1))
         tail = layout.at + layout.end
         head = ((layout.at - 4, 4 + layout.start), (tail, layout.file_size - tail))
-        return ManifestSlice(path, layout.file_size, head, tuple(chunks))
+        carried = None
+        if layout.head is not None and \
+                sum(map(len, layout.head)) + sum(n for _, n, _ in chunks) <= inline:
+            run = src.run  # the file's bytes from ``base`` on
+            carried = (*layout.head, *(bytes(run[o - base:o - base + n]) for o, n, _ in chunks))
+        return ManifestSlice(path, layout.file_size, head, tuple(chunks), carried)
 
     def fragment_columns(self) -> FragmentColumns:
         """Per-fragment counts as arrays: straight from the parsed bytes while the fragment
@@ -353,12 +361,20 @@ def _infer_format(fragments: list[DataFragment]) -> DataStorageFormat:
 @dataclass(frozen=True)
 class _Layout:
     """Where a manifest's fragments lie: file size, offset of the manifest message in the
-    file (``at``), and the run of fragment entries in it (``start``..``end``)."""
+    file (``at``), and the run of fragment entries in it (``start``..``end``); ``head``, the
+    bytes of ``ManifestSlice.head``'s two ranges when at most ``HEAD_KEPT`` (a slice can then
+    carry them: ``Manifest.fragment_slice``)."""
 
     file_size: int
     at: int
     start: int
     end: int
+    head: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
+
+
+# the manifest but its fragments (schema, config, ...) kept from a parsed file up to this size:
+# a few KB in practice, so a driver keeps them to ship in its tasks' slices
+HEAD_KEPT = 64 * 1024
 
 
 @dataclass(frozen=True)
@@ -367,12 +383,19 @@ class ManifestSlice:
     bytes) holding a task's share of it: ``head``, the manifest but its fragments (from the
     message's length prefix to its start of fragments, and from their end through the footer),
     and ``chunks``, runs of fragment entries as (offset, length, fragments). A few numbers per
-    thousand fragments (``Manifest.fragment_slice``)."""
+    thousand fragments (``Manifest.fragment_slice``). ``inline``: the bytes of those ranges
+    (the head's two, then each chunk's), when the driver shipped them with the task: the task
+    then reads nothing of the manifest file (one round trip fewer on an object store)."""
 
     path: str
     size: int
     head: tuple[tuple[int, int], tuple[int, int]]
     chunks: tuple[tuple[int, int, int], ...]
+    inline: tuple[bytes, ...] | None = field(default=None, repr=False, compare=False)
+
+    def inline_bytes(self) -> int:
+        """Bytes the slice carries (0 when it names ranges only)."""
+        return sum(map(len, self.inline or ()))
 
 
 class _TaskFragments:
@@ -517,7 +540,11 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None,
     if fast is not None:
         pb, source, start = fast
         if not _has_dictionaries(pb):  # legacy dictionaries live elsewhere in the file: no slices
-            source.layout = _Layout(size, pos + 4, start, start + len(source.run))
+            tail = pos + 4 + start + len(source.run)
+            head = None
+            if 4 + start + size - tail <= HEAD_KEPT:
+                head = (bytes(data[pos:pos + 4 + start]), bytes(data[tail:size]))
+            source.layout = _Layout(size, pos + 4, start, start + len(source.run), head)
         manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=source)
     else:
         pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
