@@ -25,6 +25,8 @@ from lance_spark_ops.kernels import load
 TOLERANCE = 1e-4
 BALANCE_FACTOR = 1.0  # of IVF training (Lance: with_balance_factor(1.0))
 BLOCK_CELLS = 1 << 22  # distances computed at once per block (float32: 16 MiB)
+PARALLEL_BLOCKS = 8  # an assignment's rows cut into at least this many blocks ...
+MIN_BLOCK_ROWS = 1024  # ... of at least this many rows
 TIE_TOLERANCE = 1e-4  # relative gap under which float32 may misorder two centroids
 METRICS = ("l2", "dot")  # what assign computes; cosine is l2 on normalised vectors
 # the exact assignment (best two scores) of narrow l2 rows (PQ sub-vectors) goes to the
@@ -110,9 +112,11 @@ def _assign(
     # (|x|^2 is the same for every centroid: added to the winner only)
     # dot: -x.c (the argmin of 1 - x.c)
     cat = np.concatenate([-2 * c, c_sq[:, None]], axis=1).T.copy() if metric == "l2" else -c.T
-    step = max(1, BLOCK_CELLS // max(k, 1))
-    if threads > 1:  # blocks of about equal rows, one per thread at least (GEMMs release the GIL)
-        step = max(1, min(step, -(-n // threads)))
+    # blocks cut by the rows alone, never by the thread count: a GEMM's rounding can depend on
+    # its shape (OpenBLAS's kernels for a block's last rows), so the same blocks give the same
+    # result on any number of threads; at least PARALLEL_BLOCKS of them while a block keeps
+    # MIN_BLOCK_ROWS, for threads to share (GEMMs release the GIL)
+    step = max(1, min(BLOCK_CELLS // max(k, 1), max(MIN_BLOCK_ROWS, -(-n // PARALLEL_BLOCKS))))
 
     def block(lo: int) -> None:
         xb = x[lo : lo + step].astype(dtype, copy=False)
