@@ -12,7 +12,7 @@ moto's CompleteMultipartUpload also copies the object some eight times in Python
 twice, joined twice, turned into ``bytes`` twice) before storing it: 0.2-0.9 s of this machine's
 CPU for a 60 MB object, on the cores the client under test runs on, which S3 spends on its own
 hosts. ``lean_complete`` gives the same answer (checks, ETag, checksum) from one read of each
-part and one join (``tests/support/test_moto_store.py`` compares the two).
+part and one join (``tests/s3/test_moto_store.py`` compares the two).
 
     python -m tests.support.moto_store -H 127.0.0.1 -p PORT
 """
@@ -81,11 +81,12 @@ def lean_complete(self: s3_models.FakeMultipart, body: Iterator[tuple[int, str]]
     last, count = None, 0
     for number, etag in body:
         part = self.parts.get(number)
-        if part is None or part.etag.replace('"', "") != etag.replace('"', ""):
+        part_etag = None if part is None else part.etag.replace('"', "")
+        if part_etag is None or part_etag != etag.replace('"', ""):
             raise InvalidPart()
         if last is not None and last.contentsize < s3_models.S3_UPLOAD_PART_MIN_SIZE:
             raise EntityTooSmall()
-        md5s.extend(bytes.fromhex(part.etag.replace('"', "")))
+        md5s.extend(bytes.fromhex(part_etag))
         value = part.value
         total.extend(value)
         if composite:

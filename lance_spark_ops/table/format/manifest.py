@@ -27,7 +27,7 @@ from __future__ import annotations
 
 import struct
 from collections.abc import Iterable, Iterator, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime, timezone
 from typing import Any
 
@@ -185,8 +185,7 @@ class Manifest:
                 first, last = int(pos[i]), int(pos[min(i + size, b) - 1])
                 start = base + (int(ends[first - 1]) if first else 0)
                 chunks.append((start, base + int(ends[last]) - start, last - first + 1))
-        tail = layout.at + layout.end
-        head = ((layout.at - 4, 4 + layout.start), (tail, layout.file_size - tail))
+        head = layout.head_ranges()
         carried = None
         if layout.head is not None and \
                 sum(map(len, layout.head)) + sum(n for _, n, _ in chunks) <= inline:
@@ -371,6 +370,12 @@ class _Layout:
     end: int
     head: tuple[bytes, bytes] | None = field(default=None, repr=False, compare=False)
 
+    def head_ranges(self) -> tuple[tuple[int, int], tuple[int, int]]:
+        """(offset, length) of the manifest but its fragments: from the message's length prefix
+        to the start of its fragments, and from their end through the footer."""
+        tail = self.at + self.end
+        return (self.at - 4, 4 + self.start), (tail, self.file_size - tail)
+
 
 # the manifest but its fragments (schema, config, ...) kept from a parsed file up to this size:
 # a few KB in practice, so a driver keeps them to ship in its tasks' slices
@@ -540,11 +545,11 @@ def parse_manifest_file(data: bytes | memoryview, path: str | None = None,
     if fast is not None:
         pb, source, start = fast
         if not _has_dictionaries(pb):  # legacy dictionaries live elsewhere in the file: no slices
-            tail = pos + 4 + start + len(source.run)
-            head = None
-            if 4 + start + size - tail <= HEAD_KEPT:
-                head = (bytes(data[pos:pos + 4 + start]), bytes(data[tail:size]))
-            source.layout = _Layout(size, pos + 4, start, start + len(source.run), head)
+            layout = _Layout(size, pos + 4, start, start + len(source.run))
+            ranges = layout.head_ranges()
+            if sum(n for _, n in ranges) <= HEAD_KEPT:  # kept for the tasks' slices
+                layout = replace(layout, head=tuple(bytes(data[o:o + n]) for o, n in ranges))
+            source.layout = layout
         manifest = Manifest.from_pb(pb, path, known_clean=True, fragments_from=source)
     else:
         pb = _parse_pb(table_pb2.Manifest, raw, "manifest", path)
