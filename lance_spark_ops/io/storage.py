@@ -663,6 +663,18 @@ class ObjectStore:
         except NotFoundError:
             return {}
 
+    def find_rel(self, rel: str) -> list[str]:
+        """Paths (relative to the root) of every object under ``rel``, recursively; empty when
+        it is absent. One listing (its pages) on object stores."""
+        root = "" if self.root_path == "/" else self.root_path.strip("/") + "/"
+        out = []
+        for path in self.find(rel):
+            p = str(path).lstrip("/")
+            if not p.startswith(root):
+                raise LanceError(f"listing returned {p!r}, outside the store's root", path=self.uri(rel))
+            out.append(p[len(root):])
+        return sorted(out)
+
     # -- writes ----------------------------------------------------------
     def _ensure_parent(self, path: str) -> None:
         if self.protocol in ("file", "local"):
@@ -783,6 +795,19 @@ class ObjectStore:
             return
         for rel in rels:
             self.delete(rel)
+
+    def delete_tree(self, rel: str) -> None:
+        """Delete the directory (object-store prefix) ``rel`` and everything under it; absent
+        is no error. Object stores: its listing and batched deletes (no HEAD of the prefix first,
+        no request per object); elsewhere one recursive removal."""
+        if self._remote_async():
+            self.delete_many(self.find_rel(rel))
+            return
+        try:
+            with self._typed("delete", rel):
+                self.fs.rm(self.full_path(rel), recursive=True)
+        except NotFoundError:
+            pass
 
     def delete_batch(self, rels: Sequence[str]) -> list[tuple[str, str]]:
         """Delete objects (missing ones ignored) and return (rel, error) of each that failed,

@@ -52,6 +52,13 @@ def test_round_trip_of_every_operation(tmp_path: Path, kind: str) -> None:
     assert store.list("a") == ["obj.bin"]
     with pytest.raises(NotFoundError):
         store.read("a/once")
+    store.write("t/x/1", b"1")
+    store.write("t/x/y/2", b"2")
+    store.write("t/z", b"3")
+    assert store.find_rel("t") == ["t/x/1", "t/x/y/2", "t/z"] and store.find_rel("absent") == []
+    store.delete_tree("t/x")
+    store.delete_tree("t/absent")
+    assert store.find_rel("t") == ["t/z"] and store.list("a") == ["obj.bin"]
 
 
 @pytest.mark.parametrize("kind", ["plain", "memory"])

@@ -170,6 +170,29 @@ def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:
     assert len(after.versions()) == 1 and after.to_table().sort_by("id").equals(expected)
 
 
+def test_cleanup_lists_once_and_deletes_in_batches(slow_s3: SlowS3) -> None:
+    """A failed job's unreferenced files, sidecar directories among them, and an index build's
+    scratch directory go by listings and DeleteObjects: no HEAD, no DELETE per object."""
+    from lance_spark_ops.spark.runtime.job import Job
+
+    store = ObjectStore(f"s3://{slow_s3.direct.bucket}/cleanup", slow_s3.options)
+    job = Job(None, "demo", store.uri(""))
+    mine = [f"{job.job_id}-t{i}-a0-u.lance" for i in range(6)]
+    for name in [*mine, "other.lance"]:
+        store.write(f"data/{name}", b"x")
+    for i in range(3):  # a sidecar directory of one of them
+        store.write(f"data/{mine[0][:-len('.lance')]}/{i}.blob", b"b")
+    for i in range(5):
+        store.write(f"_indices/scratch/part-{i}", b"p")
+    slow_s3.proxy.reset()
+    assert job.delete_unreferenced(store, {mine[5]}) == 6  # five files and the sidecar
+    store.delete_tree("_indices/scratch")
+    store.delete_tree("_indices/absent")
+    ops = slow_s3.proxy.stats()["ops"]
+    assert ops == {"LIST": 4, "DELETE_OBJECTS": 2}, ops
+    assert store.find_rel("") == sorted(["data/other.lance", f"data/{mine[5]}"])
+
+
 def _carrier(monkeypatch: pytest.MonkeyPatch, carrier: str) -> list[str]:
     """Uploads through ``carrier`` (obstore, or s3fs with ``LSO_IO_CARRIER=fsspec``); the names
     of the S3 calls s3fs makes from now on (obstore's parts must not be among them)."""

@@ -129,6 +129,21 @@ def test_cleanup_deletes_unreferenced_own_files_unless_state_unknown(tmp_path: P
     assert _files(store) == {"someone-else.lance"}
 
 
+def test_unreferenced_sidecar_directories_go_with_their_files(tmp_path: Path) -> None:
+    """A job's unreferenced blob sidecar directory (``<file>/``) goes whole; a referenced
+    file's sidecar, other jobs' files and an absent directory are left."""
+    store = ObjectStore(str(tmp_path))
+    job = Job(None, "demo", str(tmp_path))
+    kept, gone = f"{job.job_id}-t0-a0-u.lance", f"{job.job_id}-t1-a0-u.lance"
+    for name in (kept, gone, "someone-else.lance"):
+        store.write(f"data/{name}", b"x")
+        store.write(f"data/{name[:-len('.lance')]}/0.blob", b"b")
+    assert job.delete_unreferenced(store, {kept}) == 2
+    assert store.find_rel("data") == sorted(f"data/{n}" for n in (
+        kept, kept[:-6] + "/0.blob", "someone-else.lance", "someone-else/0.blob"))
+    assert job.delete_unreferenced(store, {kept}, directory="absent") == 0
+
+
 @pytest.mark.spark
 def test_tags_and_descriptions_on_a_classic_session(spark) -> None:
     seen: dict[str, object] = {}

@@ -393,9 +393,7 @@ def _delete_segments(ds: Dataset, plans: Sequence[SegmentPlan]) -> None:
     for p in plans:
         rel = f"{INDICES_DIR}/{uuid_str(p.request.new_uuid)}"
         try:
-            full = ds.store.full_path(rel)
-            if ds.store.fs.exists(full):
-                ds.store.fs.rm(full, recursive=True)
+            ds.store.delete_tree(rel)
         except Exception:  # noqa: BLE001 - keep the job's own error; the directory is unreferenced
             logger.warning("could not delete %s", rel, exc_info=True)
 

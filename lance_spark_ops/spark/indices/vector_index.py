@@ -197,7 +197,7 @@ class VectorSegmentBuilder(SegmentBuilder):
                                     dict(req.storage_options), got.drop)
                 (files,) = job.run_tasks([spec], run_assemble)
         finally:
-            _remove(ds, work_dir)
+            ds.store.delete_tree(work_dir)
         rows = int(sum(sum(part.lengths) for part in parts))
         return BuiltSegment(tuple(files), details(req.kind, got.model.metric, p), _version(req.kind), rows,
                             got.folded)
@@ -361,7 +361,7 @@ class VectorSegmentBuilder(SegmentBuilder):
                 out[i] = b
         finally:
             for st in states:
-                _remove(st.ds, st.work_dir)
+                st.ds.store.delete_tree(st.work_dir)
         assert all(b is not None for b in out)
         return out  # type: ignore[return-value]
 
@@ -648,21 +648,6 @@ def _counts(ds: Dataset, model: Model, runs: list[Any], olds: list[bytes]) -> np
     for old in olds:  # old rows too, so the ranges hold about equal rows
         counts += segment_lengths(ds, table_pb2.IndexMetadata.FromString(old), model.num_partitions)
     return counts
-
-
-def _remove(ds: Dataset, rel: str) -> None:
-    """Drop a build's scratch directory (flat). On object stores one LIST and batched deletes
-    (no HEAD of the prefix first, no request per object)."""
-    store = ds.store
-    if not store.is_local:
-        store.delete_many([f"{rel}/{name}" for name in store.list(rel)])
-        return
-    path = store.full_path(rel)
-    try:
-        if store.fs.exists(path):
-            store.fs.rm(path, recursive=True)
-    except FileNotFoundError:
-        pass
 
 
 VECTOR_BUILDER = VectorSegmentBuilder()

@@ -268,11 +268,16 @@ class Job:
         ``referenced``; returns how many."""
         keep = set(referenced)
         keep |= {n[: -len(".lance")] for n in keep if n.endswith(".lance")}  # blob v2 sidecar dirs
-        mine = [n for n in store.list(directory) if self.job_id in n and n not in keep]
-        dirs = [n for n in mine if store.fs.isdir(store.full_path(f"{directory}/{n}"))]
-        for n in dirs:
-            store.fs.rm(store.full_path(f"{directory}/{n}"), recursive=True)
-        store.delete_many(f"{directory}/{n}" for n in mine if n not in dirs)
+        mine = {n for n in store.list(directory) if self.job_id in n and n not in keep}
+        if not mine:
+            return 0
+        if store.is_local:
+            for n in sorted(mine):
+                store.delete_tree(f"{directory}/{n}")
+        else:  # files and sidecar directories alike: one recursive listing, batched deletes
+            base = directory.rstrip("/") + "/"
+            store.delete_many(p for p in store.find_rel(directory)
+                              if p.startswith(base) and p[len(base):].split("/", 1)[0] in mine)
         return len(mine)
 
     @contextmanager
