@@ -334,6 +334,7 @@ def test_multipart_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypat
     out.write(payload)
     direct = ObjectStore(slow_s3.uri("mp"), slow_s3.direct.options)
     _closes_as_landed(out, direct, payload, landed, "mp/big.bin")
+    assert _no_uploads_left(slow_s3)  # a failed completion's upload is aborted
 
 
 @pytest.mark.parametrize("landed", [True, False])
@@ -357,6 +358,7 @@ def test_obstore_completion_answered_no_such_upload(slow_s3: SlowS3, monkeypatch
     direct = ObjectStore(slow_s3.uri(f"mpo-{landed}"), slow_s3.direct.options)
     _closes_as_landed(out, direct, payload, landed, "/big.bin")
     assert slow_s3.proxy.stats()["faults"] == {"nosuchupload": 1}
+    assert _no_uploads_left(slow_s3)  # obstore's writer aborts the upload its completion failed
 
 
 def _faulty_compaction(slow: SlowS3, name: str, faults: list[dict], extra: dict | None = None) -> dict:
