@@ -24,8 +24,10 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
   (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and memory is
   plentiful (more parts in flight); lower it on small executors.
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
-  large object (8 MiB; S3 needs >= 5 MiB). Smaller parts start uploading sooner while the
-  writer encodes, so less is left to upload after its last page.
+  large object (8 MiB; for an ``LSO_IO_MAX_BYTES`` under 32 MiB a quarter of it, at least 5
+  MiB: ``default_part_bytes``; S3 needs >= 5 MiB). Smaller parts start uploading sooner while
+  the writer encodes, so less is left to upload after its last page. Under ~16 MiB of budget
+  the upload's two parts leave the prefetch little room (each read then a round trip).
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ from dataclasses import dataclass
 from lance_spark_ops.errors import InvalidInputError
 
 MIB = 1 << 20
+MIN_PART_BYTES = 5 * MIB  # S3's smallest part (but the last)
 
 
 @dataclass(frozen=True)
@@ -49,7 +52,7 @@ class IOBudget:
     def __post_init__(self) -> None:
         if self.max_requests < 1 or self.max_bytes < 1:
             raise InvalidInputError(f"I/O budget must be positive: {self}")
-        if self.part_bytes < 5 * MIB:
+        if self.part_bytes < MIN_PART_BYTES:
             raise InvalidInputError(f"LSO_IO_PART_BYTES must be at least 5 MiB (S3's smallest part), "
                                     f"got {self.part_bytes}")
 
@@ -104,9 +107,18 @@ def _env_int(name: str, default: int) -> int:
         raise InvalidInputError(f"environment variable {name} must be an integer, got {raw!r}") from None
 
 
+def default_part_bytes(max_bytes: int) -> int:
+    """The part size when ``LSO_IO_PART_BYTES`` is not set: 8 MiB, smaller for a budget under
+    four of them (at least S3's 5 MiB). With 8 MiB parts a 16 MiB budget would leave the
+    prefetch nothing (the upload's share is two parts): every read a round trip of its own,
+    a 500-fragment task 10x slower (``bench/rewrite_rss_profile.py``)."""
+    part = IOBudget.part_bytes
+    return part if max_bytes >= 4 * part else max(MIN_PART_BYTES, max_bytes // 4)
+
+
 def io_budget(local: bool) -> IOBudget:
     """The budget for a local store or an object store, with the environment's overrides."""
     base = LOCAL_BUDGET if local else OBJECT_STORE_BUDGET
-    return IOBudget(_env_int("LSO_IO_MAX_REQUESTS", base.max_requests),
-                    _env_int("LSO_IO_MAX_BYTES", base.max_bytes),
-                    _env_int("LSO_IO_PART_BYTES", base.part_bytes))
+    max_bytes = _env_int("LSO_IO_MAX_BYTES", base.max_bytes)
+    return IOBudget(_env_int("LSO_IO_MAX_REQUESTS", base.max_requests), max_bytes,
+                    _env_int("LSO_IO_PART_BYTES", default_part_bytes(max_bytes)))
