@@ -149,6 +149,38 @@ def test_compaction_on_latency_store_checked_by_pylance(slow_s3: SlowS3) -> None
     assert counts["ours"] <= counts["pylance"] + 2, counts
 
 
+def test_small_budget_reads_each_file_once(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A 16 MiB budget (parts of 5 MiB, a 6 MiB prefetch keeping 3 MiB of files in use): the
+    runs of small fragments decoded together stay within those 3 MiB, so no file is dropped
+    while its run reads it - each data and deletion file is one GET (runs as large as
+    ``batch_rows`` allows, ~4.8 MB here, made 18 GETs of the 12 data files); pylance reads the
+    rows."""
+    import lance
+
+    from lance_spark_ops.io.budget import MIB, io_budget
+
+    monkeypatch.setenv("LSO_IO_MAX_BYTES", str(16 * MIB))
+    monkeypatch.delenv("LSO_IO_PART_BYTES", raising=False)
+    assert io_budget(local=False).part_bytes == 5 * MIB
+    n, per = 120_000, 10_000
+    rng = np.random.default_rng(5)
+    vec = rng.standard_normal((n, 16), dtype=np.float32)
+    table = pa.table({"id": np.arange(n, dtype=np.int64), "x": rng.standard_normal(n),
+                      "v": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), 16)})
+    uri = slow_s3.uri("budget16.lance")
+    so = slow_s3.direct.options
+    lance.write_dataset(table, uri, storage_options=so, max_rows_per_file=per, data_storage_version="2.1")
+    lance.dataset(uri, storage_options=so).delete("id % 11 = 0")
+    expected = lance.dataset(uri, storage_options=so).to_table().sort_by("id")
+    slow_s3.proxy.reset()
+    m = compact(None, uri, target_rows_per_fragment=10**6, storage_options=slow_s3.options)
+    assert m.fragments_removed == n // per and m.fragments_added == 1
+    log = slow_s3.proxy.stats()["log"]
+    assert _by_op(log, "/data/")["GET"] == n // per, _by_op(log, "/data/")
+    assert _by_op(log, "/_deletions/") == {"GET": n // per}
+    assert lance.dataset(uri, storage_options=so).to_table().sort_by("id").equals(expected)
+
+
 def test_vacuum_deletes_in_batches(slow_s3: SlowS3) -> None:
     """Removing 20 old versions: the unreferenced files and manifests go in DeleteObjects calls
     (one per delete task), never one DELETE per object; pylance then sees one version."""

@@ -435,8 +435,8 @@ class _SmallFragments:
                 or list(frag.files[0].column_indices) != self.sink.column_indices):
             return False
         size = (frag.files[0].file_size_bytes or 0) + (UNKNOWN_SIZE if frag.deletion_file is not None else 0)
-        if (self.rows + rows > self.spec.batch_rows or len(self.run) >= self.spec.run_fragments
-                or (self.max_run_bytes is not None and self.run and self.run_bytes + size > self.max_run_bytes)):
+        over_bytes = self.max_run_bytes is not None and self.run_bytes + size > self.max_run_bytes
+        if self.rows + rows > self.spec.batch_rows or len(self.run) >= self.spec.run_fragments or over_bytes:
             self.flush_to_sink()
         self.run.append((frag, keep))
         self.rows += rows
