@@ -18,11 +18,13 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
   kept); once the task has read its last input (the prefetch stopped), the upload may hold the
   whole budget, so the parts left at the writer's close go out together. Its file writer
   buffers up to ``writer_share`` of Arrow data for its next pages besides (half of the
-  budget, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each: ``file.writer``), so a
-  task holds at most 1.5 x the budget whatever its width. A task of 50 fragments of ~1 MB
-  already fills every share, so these buffers do not grow with its fragment count
-  (``bench/rewrite_rss_profile.py``). Raise it where the store takes parts slowly and memory is
-  plentiful (more parts in flight); lower it on small executors.
+  budget, at most 8 MiB, shared by all columns, at least ``WRITER_COLUMN_FLOOR`` each:
+  ``file.writer``), so a task of up to 32 columns holds at most the budget plus 8 MiB. Raise it
+  where the store takes parts slowly and memory is plentiful (more parts in flight); lower it
+  on small executors: at 16 MiB a task's peak RSS hardly grows with its fragment count (231 /
+  244 / 243 MiB at 50 / 500 / 1 000 fragments, against 64 MiB's ~300 / ~365), at the cost of
+  large outputs' uploads (one 5 MiB part in flight: a 60 MB compaction at 20 ms took 2.2x the
+  time, ``bench/rewrite_rss_profile.py``, ``bench/object_store_bench.py``).
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
   large object (8 MiB; for an ``LSO_IO_MAX_BYTES`` under 32 MiB a quarter of it, at least 5
   MiB: ``default_part_bytes``; S3 needs >= 5 MiB). Smaller parts start uploading sooner while
@@ -73,11 +75,20 @@ def upload_window(budget: IOBudget, whole: bool = False) -> int:
     return max(1, min(budget.max_requests, (share - part) // part))
 
 
+# what a writer buffers at most, all columns together: a page's worth (``file.writer``'s
+# ``DEFAULT_PAGE_BYTES``). Half of a 64 MiB budget let the buffers grow with a task's rows up to
+# 32 MiB (with their encoded copies): most of a rewrite task's RSS growth from 50 to 500
+# fragments (295 -> 363 MiB; 284 -> 307 with this cap), at no measured cost in speed
+# (``bench/rewrite_rss_profile.py``, ``object_store_bench.py --ops compact``, ``compact_bench.py``)
+WRITER_SHARE_MAX = 8 * MIB
+
+
 def writer_share(budget: IOBudget) -> int:
-    """Arrow bytes a file writer buffers for its next pages, all columns together (half of
-    the byte budget; ``file.writer`` flushes its largest column's page beyond it). A writer
-    of many columns still gives each ``WRITER_COLUMN_FLOOR``: pages stay a useful size."""
-    return budget.max_bytes // 2
+    """Arrow bytes a file writer buffers for its next pages, all columns together: half of
+    the byte budget, at most ``WRITER_SHARE_MAX`` (``file.writer`` flushes its largest
+    column's page beyond it). A writer of many columns still gives each
+    ``WRITER_COLUMN_FLOOR``: pages stay a useful size."""
+    return min(budget.max_bytes // 2, WRITER_SHARE_MAX)
 
 
 # each column of a writer may buffer this much before its share makes it flush (a table of

@@ -67,14 +67,16 @@ def test_prefetch_within_its_share_and_flat_in_object_count() -> None:
 
 def test_shares_of_the_budget() -> None:
     """Upload and prefetch split the byte budget (the upload's two-part floor aside); the
-    writer's pages take half of it besides."""
-    for max_bytes, part in [(64 * MIB, 8 * MIB), (128 * MIB, 8 * MIB), (1 << 30, 8 * MIB),
-                            (32 * MIB, 5 * MIB)]:
+    writer's pages take half of it besides, at most 8 MiB."""
+    for max_bytes, part, writer in [(64 * MIB, 8 * MIB, 8 * MIB), (128 * MIB, 8 * MIB, 8 * MIB),
+                                    (1 << 30, 8 * MIB, 8 * MIB), (32 * MIB, 5 * MIB, 8 * MIB),
+                                    (12 * MIB, 5 * MIB, 6 * MIB), (4 * MIB, 5 * MIB, 2 * MIB)]:
         b = IOBudget(32, max_bytes, part)
-        assert upload_share(b) + prefetch_share(b) == max_bytes
-        assert writer_share(b) == max_bytes // 2
+        if max_bytes >= 2 * part:
+            assert upload_share(b) + prefetch_share(b) == max_bytes
+        assert writer_share(b) == writer
     b = IOBudget(32, 64 * MIB)
-    assert (upload_share(b), prefetch_share(b), writer_share(b)) == (32 * MIB, 32 * MIB, 32 * MIB)
+    assert (upload_share(b), prefetch_share(b), writer_share(b)) == (32 * MIB, 32 * MIB, 8 * MIB)
 
 
 def test_prefetch_keeps_what_is_read_until_released() -> None:
