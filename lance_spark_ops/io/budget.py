@@ -92,7 +92,7 @@ def writer_share(budget: IOBudget) -> int:
 
 
 # each column of a writer may buffer this much before its share makes it flush (a table of
-# more than writer_share / 256 KiB columns buffers columns x 256 KiB: 128 columns at 64 MiB)
+# more than writer_share / 256 KiB columns buffers columns x 256 KiB: 32 columns at 8 MiB)
 WRITER_COLUMN_FLOOR = 256 * 1024
 
 
