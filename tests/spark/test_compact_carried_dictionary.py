@@ -12,6 +12,7 @@ import pyarrow as pa
 import pytest
 
 import lance_spark_ops.encoding.plan as plan
+import lance_spark_ops.io.budget as budget
 from lance_spark_ops.spark.files import rewrite_tasks as rewrite
 from tests.spark.datasets import compacted_copy, new_file_hashes, source_dataset
 
@@ -45,20 +46,27 @@ def _dataset(uri: str, version: str, small: bool) -> None:
 
 @pytest.mark.parametrize("version", ["2.1", "2.2"])
 @pytest.mark.parametrize("small", [False, True])
-def test_compaction_carries_dictionaries(tmp_path: Path, version: str, small: bool,
+@pytest.mark.parametrize("wide_share", [False, True])
+def test_compaction_carries_dictionaries(tmp_path: Path, version: str, small: bool, wide_share: bool,
                                          monkeypatch: pytest.MonkeyPatch) -> None:
     """``small``: decoded batches of a small-fragment run share the writer's page buffers
-    with carried ones; such a page is decoded as a whole (``writer._concat``)."""
+    with carried ones; such a page is decoded as a whole (``writer._concat``). ``wide_share``:
+    pages cut as under a 16 MiB writer share (the local budget's half), for which the dataset
+    was shaped - with ``small`` every page of the strings then mixes the run's decoded batches
+    with carried ones; the default 8 MiB share also cuts pages of carried batches alone."""
     import lance
 
     src, expected, names = source_dataset(str(tmp_path / "src"), _dataset, version, small)
+    if wide_share:
+        monkeypatch.setattr(budget, "WRITER_SHARE_MAX", 16 << 20)
 
     fast: list[bool] = []
     real_plan = plan._plan_carried
     monkeypatch.setattr(plan, "_plan_carried",
                         lambda *a, **k: (r := real_plan(*a, **k), fast.append(r is not None))[0])
     carried = compacted_copy(src, str(tmp_path / "carried"), 1 << 20)
-    assert any(fast) != small  # the strings reached the writer's plan as dictionaries
+    # the strings reached the writer's plan as dictionaries (all pages mixed: never)
+    assert any(fast) != (small and wide_share)
     got = lance.dataset(carried)
     assert len(got.get_fragments()) == 1
     assert got.to_table().sort_by("id").equals(expected)
