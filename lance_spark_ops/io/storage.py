@@ -35,14 +35,21 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, overload
 from urllib.parse import parse_qsl
 
 import fsspec
 import numpy as np
 import pyarrow as pa
 
-from lance_spark_ops.errors import CommitConflict, LanceError, NotFoundError, UnsupportedError, WriteRefused
+from lance_spark_ops.errors import (
+    CommitConflict,
+    CorruptFileError,
+    LanceError,
+    NotFoundError,
+    UnsupportedError,
+    WriteRefused,
+)
 from lance_spark_ops.io import remote, s3_session
 from lance_spark_ops.io.budget import IOBudget, io_budget, upload_window
 from lance_spark_ops.io.options import (
@@ -663,17 +670,23 @@ class ObjectStore:
         except NotFoundError:
             return {}
 
-    def find_rel(self, rel: str) -> list[str]:
-        """Paths (relative to the root) of every object under ``rel``, recursively; empty when
-        it is absent. One listing (its pages) on object stores."""
+    @overload
+    def find_rel(self, rel: str, detail: Literal[False] = False) -> list[str]: ...
+    @overload
+    def find_rel(self, rel: str, detail: Literal[True]) -> dict[str, dict[str, Any]]: ...
+
+    def find_rel(self, rel: str, detail: bool = False) -> list[str] | dict[str, dict[str, Any]]:
+        """Paths (relative to the root, sorted) of every object under ``rel``, recursively, or
+        (``detail``) ``{path: fsspec info}``; empty when it is absent. One listing (its pages)
+        on object stores. A listed path outside the root is a CorruptFileError."""
         root = "" if self.root_path == "/" else self.root_path.strip("/") + "/"
-        out = []
-        for path in self.find(rel):
+        out = {}
+        for path, info in self.find(rel).items():
             p = str(path).lstrip("/")
             if not p.startswith(root):
-                raise LanceError(f"listing returned {p!r}, outside the store's root", path=self.uri(rel))
-            out.append(p[len(root):])
-        return sorted(out)
+                raise CorruptFileError(f"listing returned {p!r}, outside the dataset root", path=self.uri(""))
+            out[p[len(root):]] = info
+        return out if detail else sorted(out)
 
     # -- writes ----------------------------------------------------------
     def _ensure_parent(self, path: str) -> None:

@@ -87,16 +87,8 @@ def list_files(store: ObjectStore, prefix: str) -> list[ListedFile]:
     if store.protocol in LOCAL_PROTOCOLS:
         files = _walk_local(store.root_path, prefix)
     else:
-        found = store.find(prefix)
-        root = store.root_path.rstrip("/") + "/"
-        files = []
-        for path, info in found.items():
-            p = str(path)
-            p = p if p.startswith("/") or not root.startswith("/") else "/" + p
-            if not p.startswith(root):
-                raise CorruptFileError(f"listing returned {p!r}, outside the dataset root",
-                                       path=store.uri(""))
-            files.append(ListedFile(p[len(root):], int(info.get("size") or 0), _mtime(info)))
+        files = [ListedFile(p, int(info.get("size") or 0), _mtime(info))
+                 for p, info in store.find_rel(prefix, detail=True).items()]
     for f in files:
         safe_relative(f.path, "listed", store.uri(prefix))
         if f.path != prefix and not f.path.startswith(prefix.rstrip("/") + "/"):
