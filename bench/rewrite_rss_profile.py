@@ -32,6 +32,14 @@ from lance_spark_ops.spark.files.rewrite_tasks import RewriteSpec, run_rewrite
 from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.io import prefetch as _prefetch
+
+_made = []  # the task's prefetchers: what they held at most, fetched and served
+_init = _prefetch.Prefetcher.__init__
+def _record(self, *a, **k):
+    _init(self, *a, **k)
+    _made.append(self)
+_prefetch.Prefetcher.__init__ = _record
 
 def rss():
     with open("/proc/self/statm") as f:
@@ -75,7 +83,9 @@ out = {"base_mib": base / 2**20, "peak_mib": at_peak[0] / 2**20,
        # at the RSS peak: Arrow's live bytes, glibc's bytes in use and held (all threads' arenas)
        "at_peak_mib": {"arrow": at_peak[1] / 2**20, "glibc_in_use": at_peak[2] / 2**20,
                        "glibc_held": at_peak[3] / 2**20},
-       "glibc_in_use_peak_mib": max(s[2] for s in samples) / 2**20}
+       "glibc_in_use_peak_mib": max(s[2] for s in samples) / 2**20,
+       "prefetch": [{"peak_mib": p.peak_bytes / 2**20, "fetched": p.fetched, "hits": p.hits}
+                    for p in _made]}
 if snap:
     out["top"] = [(str(x.traceback[0]), round(x.size / 2**20, 1)) for x in snap[0].statistics("lineno")[:12]]
 print(json.dumps(out))

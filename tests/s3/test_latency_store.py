@@ -483,7 +483,8 @@ def test_upload_window_within_its_share() -> None:
 def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carrier: str) -> None:
     """A rewrite task's prefetch fetches its data and deletion files through obstore (Rust
     threads, off the GIL) unless ``LSO_IO_CARRIER=fsspec``; either way each file is one GET
-    (nothing read twice) and pylance reads the rows it read."""
+    (nothing read twice) and pylance reads the rows it read. obstore's buffers are kept as
+    they came (a view, not a copy)."""
     import lance
 
     from lance_spark_ops.io import obstore_reads
@@ -491,11 +492,14 @@ def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carr
     if carrier == "fsspec":
         monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
     through: list[str] = []
+    held: set[str] = set()  # what the fetched objects' bytes are: views of obstore's buffers, no copy
     real = obstore_reads.S3Reader.read_many
 
-    def spy(self: obstore_reads.S3Reader, items: list, budget: object) -> object:
+    async def spy(self: obstore_reads.S3Reader, items: list, budget: object) -> object:
         through.extend(p for p, _, _ in items)
-        return real(self, items, budget)
+        got = await real(self, items, budget)
+        held.update(type(getattr(g, "obj", g)).__name__ for g in got)
+        return got
 
     monkeypatch.setattr(obstore_reads.S3Reader, "read_many", spy)
     uri = _write(slow_s3, f"carrier-{carrier}.lance", 16_000, 2_000)
@@ -508,6 +512,7 @@ def test_prefetch_carrier(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch, carr
     assert _by_op(log, "/_deletions/") == {"GET": 8}
     if carrier == "obstore":
         assert sum("/data/" in p for p in through) == 8 and sum("/_deletions/" in p for p in through) == 8
+        assert held == {"Bytes"}, held
     else:
         assert through == []
     after = lance.dataset(uri, storage_options=slow_s3.direct.options)
