@@ -13,6 +13,7 @@ import pytest
 
 from lance_spark_ops.errors import CommitConflict, CommitStateUnknown
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runtime import job as job_mod
 from lance_spark_ops.spark.runtime.job import Job, interrupt_tag
 from lance_spark_ops.spark.runtime.runner import TaskContext
 
@@ -142,6 +143,76 @@ def test_unreferenced_sidecar_directories_go_with_their_files(tmp_path: Path) ->
     assert store.find_rel("data") == sorted(f"data/{n}" for n in (
         kept, kept[:-6] + "/0.blob", "someone-else.lance", "someone-else/0.blob"))
     assert job.delete_unreferenced(store, {kept}, directory="absent") == 0
+
+
+@pytest.mark.parametrize(("attempt", "first"), [
+    ("local", True), ("driver.0", True), ("driver.1", False), ("7.0.41", True), ("7.1.42", False),
+    ("7.12.90", False), ("7", False), ("", False)])
+def test_first_attempt(attempt: str, first: bool) -> None:
+    assert job_mod.first_attempt(attempt) is first
+
+
+class _Conf:
+    def __init__(self, value: object) -> None:
+        self.value = value
+
+    def get(self, key: str, default: str | None = None) -> object:
+        assert key == "spark.speculation"
+        if isinstance(self.value, Exception):
+            raise self.value
+        return default if self.value is None else self.value
+
+
+@pytest.mark.parametrize(("value", "on"), [(None, False), ("false", False), ("true", True), (" TRUE ", True),
+                                           (RuntimeError("no conf"), True)])
+def test_speculation_on(value: object, on: bool) -> None:
+    """Unset or false: off. Unreadable: counted as on (copies may have written files)."""
+    session = type("S", (), {"conf": _Conf(value)})()
+    assert job_mod.speculation_on(session) is on
+
+
+def _listed_dirs(monkeypatch: pytest.MonkeyPatch) -> list[str]:
+    listed: list[str] = []
+    real = ObjectStore.list
+    monkeypatch.setattr(ObjectStore, "list", lambda self, rel: listed.append(rel) or real(self, rel))
+    return listed
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("speculation", [False, True])
+def test_a_job_of_first_attempts_lists_no_data_directory(
+        spark, tmp_path: Path, monkeypatch: pytest.MonkeyPatch, speculation: bool) -> None:
+    """Every result from its task's first attempt and no speculation: every file the job wrote
+    is committed, so a successful compaction does not list ``data/`` for strays (a listing of
+    every data file of a large table: one request per 1 000 on S3). With speculation on, a
+    losing copy may have left a file: it lists, and deletes such a file."""
+    import lance
+
+    from lance_spark_ops.spark import compact
+    from lance_spark_ops.spark.runtime.tuning import Tuning
+    from tests.spark.datasets import small_fragments
+
+    uri = str(tmp_path / "ds")
+    small_fragments(uri, "2.0", fragments=4)
+    before = lance.dataset(uri).to_table().sort_by("id")
+    stray = f"{tmp_path}/ds/data/lso-000000000000-t0-a9.0.1-stray.lance"
+    if speculation:
+        monkeypatch.setattr(job_mod, "speculation_on", lambda session: True)
+        # a losing copy's file, under the job's id (known once the job starts)
+        real_run = job_mod.run_tasks
+
+        def run(session, job_id, *a, **k):  # noqa: ANN001, ANN002, ANN003, ANN202
+            Path(stray.replace("lso-000000000000", job_id)).write_bytes(b"half a file")
+            return real_run(session, job_id, *a, **k)
+
+        monkeypatch.setattr(job_mod, "run_tasks", run)
+    listed = _listed_dirs(monkeypatch)
+    m = compact(spark, uri, target_rows_per_fragment=700, tuning=Tuning(driver_rewrite_bytes=0))
+    assert m.tasks >= 1 and m.tasks_in_driver == 0
+    assert lance.dataset(uri).to_table().sort_by("id").equals(before)
+    assert listed.count("data") == (1 if speculation else 0), listed
+    assert m.orphan_files_deleted == (1 if speculation else 0)
+    assert not [n for n in ObjectStore(uri).list("data") if n.endswith("-stray.lance")]
 
 
 @pytest.mark.spark

@@ -432,6 +432,6 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
         metrics.files_written = len(files)
         metrics.rows_written = sum(w.rows for w in files.values())
         metrics.bytes_written = sum(w.size for w in files.values())
-        if plan.mode != "nulls":
+        if plan.mode != "nulls" and job.stray_attempts:  # else every file written is committed
             metrics.orphan_files_deleted = job.delete_unreferenced(ds.store, {w.path for w in files.values()})
     return metrics

@@ -38,7 +38,8 @@ Example (a new job that writes files and commits them; see ``spark/files/delta_i
                 with job.phase("commit"):
                     job.before_commit(1)          # tests inject concurrent writers here (tuning=)
                     new = ds.commit(make_operation(results))
-            metrics.orphan_files_deleted = job.delete_unreferenced(new.store, referenced_data_files(new))
+            if job.stray_attempts:  # a retried or speculative attempt may have left a file
+                metrics.orphan_files_deleted = job.delete_unreferenced(new.store, referenced_data_files(new))
         return metrics
 """
 
@@ -139,6 +140,30 @@ def _tasks(n: int) -> str:
     return f"{n} task" if n == 1 else f"{n} tasks"
 
 
+
+def first_attempt(attempt: str) -> bool:
+    """Whether a result's attempt id (``runner``: ``stage.attemptNumber.taskAttemptId`` in
+    Spark, ``driver.N`` in this process, ``local``) is its task's first attempt: Spark numbers
+    a task's attempts (retries and speculative copies) from 0, so a result of attempt 0 means
+    no earlier attempt of that task ran."""
+    if attempt == "local":
+        return True
+    parts = attempt.split(".")
+    if parts[0] == "driver":
+        return parts[1:] == ["0"]
+    return len(parts) == 3 and parts[1] == "0"
+
+
+def speculation_on(spark: Any) -> bool:
+    """Whether Spark may run speculative copies of a task (``spark.speculation``): a copy that
+    lost the race to attempt 0 may have written a file. Unknown (the setting unreadable) counts
+    as on."""
+    try:
+        value = spark.conf.get("spark.speculation", "false")
+    except Exception:  # noqa: BLE001 - any failure to read it: assume copies may run
+        return True
+    return str(value).strip().lower() == "true"
+
 class Job:
     """One run of a maintenance operation; use as a context manager (see the module doc)."""
 
@@ -153,8 +178,8 @@ class Job:
         self._phases: list[Phase] = []
         self._started = time.perf_counter()
         self._opened: dict[tuple[str, int], Dataset] = {}
-        # whether an attempt whose result was not taken may have run (files to sweep): any Spark
-        # job (retries, speculation), a task retried in this process
+        # whether an attempt whose result was not taken may have run (files to sweep): a task
+        # whose result came from a later attempt (retried), or any Spark job under speculation
         self.stray_attempts = False
         _ensure_progress_output()
 
@@ -240,8 +265,8 @@ class Job:
             out = run_tasks_in_driver(self.job_id, submitted, fn, budget)
         else:
             out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
-            self.stray_attempts = True
-        self.stray_attempts |= any(attempt not in ("local", "driver.0") for attempt, _ in out.values())
+            self.stray_attempts |= speculation_on(self.spark)
+        self.stray_attempts |= not all(first_attempt(attempt) for attempt, _ in out.values())
         if self._phases:
             self._phases[-1].add(tasks=len(tasks))
         results: list[ResultT | None] = [None] * len(tasks)
