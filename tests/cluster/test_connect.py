@@ -80,6 +80,8 @@ def test_operations_over_connect(remote, tmp_path: Path) -> None:
     from lance_spark_ops.spark.files.columns import add_columns
     from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
     from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
+    from lance_spark_ops.spark.runtime.job import speculation_on
+    from lance_spark_ops.spark.runtime.tuning import Tuning
 
     uri = str(tmp_path / "ds")
     small_fragments(uri, "2.1", stable=True, fragments=5, rows=300)
@@ -92,7 +94,11 @@ def test_operations_over_connect(remote, tmp_path: Path) -> None:
     assert all(f.metadata.deletion_file is None for f in ds.get_fragments())
     assert rows_multiset(ds.to_table(columns=COLUMNS), COLUMNS) == expected
 
-    compact(remote, uri, target_rows_per_fragment=100_000)
+    # the server's spark.speculation reads over Connect (unreadable would count as on): a job of
+    # first attempts lists no data/ for other attempts' files there either
+    assert not speculation_on(remote)
+    m = compact(remote, uri, target_rows_per_fragment=100_000, tuning=Tuning(driver_rewrite_bytes=0))
+    assert m.tasks_in_driver == 0 and m.orphan_files_deleted == 0
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) == 1
     assert rows_multiset(ds.to_table(columns=COLUMNS), COLUMNS) == expected
