@@ -65,6 +65,11 @@ def _no_size_requests(st: dict, heads: int = 0, deletes: int = 0) -> None:
     assert st["ops"].get("DELETE", 0) <= deletes, st["ops"]
 
 
+def _versions_listed(st: dict) -> int:
+    """LISTs of ``_versions/`` (a listing's prefix is in its query, URL-encoded)."""
+    return sum(op == "LIST" and "_versions%2F" in path for op, path, _ in st["log"])
+
+
 def _sorted(t: pa.Table) -> pa.Table:
     return t.sort_by("id")
 
@@ -110,6 +115,7 @@ def test_add_columns(slow_s3: SlowS3) -> None:
     assert len(reads) == 8 and max(reads.values()) <= 2, reads
     assert _by_op(st, "/data/")["PUT"] == 8
     _no_size_requests(st)
+    assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
     got = _sorted(_pylance(slow_s3, uri).to_table())
     assert got.column("w").equals(pc.multiply(got.column("id"), 3))
     assert got.drop_columns(["w"]).equals(expected)
@@ -134,6 +140,7 @@ def test_rebuild_row_id_index(spark, slow_s3: SlowS3) -> None:  # type: ignore[n
     assert m.new_version == _pylance(slow_s3, uri).version and m.fragments_rewritten > 0
     assert not _data_reads(st)
     _no_size_requests(st)
+    assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
     after = _pylance(slow_s3, uri)
     assert after.to_table(columns=["id", "val"], with_row_id=True).sort_by("_rowid").equals(before)
     sample = before.column("_rowid").to_pylist()[::53]
@@ -323,6 +330,7 @@ def test_remap_indices(slow_s3: SlowS3) -> None:
     st = _counted(slow_s3)
     assert not _data_reads(st)
     _no_size_requests(st)
+    assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
     a = _pylance(slow_s3, uri)
     (idx,) = [i for i in a.list_indices() if i["name"] == "id_idx"]
     assert set(idx["fragment_ids"]) == {f.fragment_id for f in a.get_fragments()}

@@ -374,7 +374,9 @@ def _commit_loop(job: Job, ds: Dataset, plan: _Plan, schema: LanceSchema, files:
         # a Merge records every fragment's physical_rows (pylance <= 0.7 left them out)
         frags = [replace(f, files=[*f.files, files[f.id].data_file(spec)] if f.id in files else f.files,
                          physical_rows=spec.physical_rows[f.id]) for f in ds.fragments]
-        return ds.commit(Merge(frags, schema), ds.version)
+        # on top of the version read (opened at plan or rebase) without listing _versions/ first
+        # (taken meanwhile: one failed put, then listed and checked as usual)
+        return ds.commit(Merge(frags, schema), ds.version, expected_latest=ds.version)
 
     def on_conflict(_rnd: int, _error: Exception) -> None:
         """Rebase onto the latest version: recompute the fragments that changed meanwhile."""

@@ -102,7 +102,8 @@ def _commit(ds: Dataset, results: list[FragmentSequence]) -> Dataset:
     """Commit the new fragment metadata as a Merge read from ``ds.version``."""
     new_meta = {r.fragment_id: r.meta for r in results if r.changed}
     fragments = [replace(f, row_id_meta=new_meta[f.id]) if f.id in new_meta else f for f in ds.fragments]
-    return ds.commit(Merge(fragments, ds.lance_schema), ds.version)
+    # put on top of the version read without listing first (taken meanwhile: listed and checked)
+    return ds.commit(Merge(fragments, ds.lance_schema), ds.version, expected_latest=ds.version)
 
 
 def _sequences_and_commit(job: Job, ds: Dataset, metrics: RowIdIndexMetrics, fragments_per_task: int | None,

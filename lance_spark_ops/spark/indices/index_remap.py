@@ -631,7 +631,10 @@ def _remap_once(job: Job, ds: Dataset, metrics: RemapIndicesMetrics) -> int | No
         new_indices.append(meta)
         removed.append(fri)
     try:
-        return commit_transaction(ds.store, CreateIndex(new_indices, removed), ds.version).version
+        # on top of the version read without listing first (taken meanwhile: listed and checked)
+        return commit_transaction(ds.store, CreateIndex(new_indices, removed), ds.version,
+                                  known_manifests={ds.version: ds.manifest_file},
+                                  expected_latest=ds.version).version
     except CommitStateUnknown:
         raise
     except BaseException:
