@@ -298,6 +298,9 @@ def test_optimize_indices(slow_s3: SlowS3) -> None:
     reads = _data_reads(st)
     assert len(reads) == 2 and not old & set(reads) and max(reads.values()) <= 4, reads
     _no_size_requests(st, heads=1, deletes=1)
+    # one open (its LIST and manifest read) planned on and committed from; the segments counted
+    # after from the version committed
+    assert _versions_listed(st) == 1
     a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
     for name in ("id_idx", "text_idx"):
         sa, sb = _index_stats(a, name), _index_stats(b, name)

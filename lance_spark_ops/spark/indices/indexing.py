@@ -615,11 +615,16 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         logger.warning("optimize_indices: index %r left as it is: %s", name, why)
 
         tiered = merge_policy == "tiered" and not retrain
+        # the latest version known: the plan's open, then each commit's; the next attempt plans on
+        # it, and an attempt after a conflict opens the latest again (an open is a LIST and a
+        # manifest read: three opens per job were two of them too many)
+        known: dict[str, Dataset] = {"next": ds, "last": ds}
 
         def attempt() -> Dataset | None:
             """Plan on the latest version (pylance's optimize, or one tiered round), build, commit."""
             with job.phase("plan"):
-                ds = _open(uri, storage_options)
+                ds = known.pop("next", None) or _open(uri, storage_options)
+                known["last"] = ds
                 segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
                 plans: list[SegmentPlan] = []
                 for name, s in segs.items():
@@ -640,7 +645,9 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                         plans.append(plan)
             if not plans:
                 return None
-            return _run_plans(job, ds, metrics, plans, concurrent=True, batched=tiered)
+            new = _run_plans(job, ds, metrics, plans, concurrent=True, batched=tiered)
+            known["next"] = known["last"] = new
+            return new
 
         if tiered:
             while metrics.rounds < max_rounds:
@@ -649,7 +656,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
                 metrics.rounds += 1
         else:
             job.retrying(lambda _n: attempt(), retries=max_retries, what="index commit")
-        final = _open(uri, storage_options)
+        final = known["last"]  # what this job read or committed last
         after = user_segments(final)
         for name, m in metrics.indices.items():
             if "skipped" not in m:
