@@ -140,7 +140,6 @@ def _tasks(n: int) -> str:
     return f"{n} task" if n == 1 else f"{n} tasks"
 
 
-
 def first_attempt(attempt: str) -> bool:
     """Whether a result's attempt id (``runner``: ``stage.attemptNumber.taskAttemptId`` in
     Spark, ``driver.N`` in this process, ``local``) is its task's first attempt: Spark numbers
@@ -163,6 +162,7 @@ def speculation_on(spark: Any) -> bool:
     except Exception:  # noqa: BLE001 - any failure to read it: assume copies may run
         return True
     return str(value).strip().lower() == "true"
+
 
 class Job:
     """One run of a maintenance operation; use as a context manager (see the module doc)."""
