@@ -434,6 +434,7 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
         metrics.files_written = len(files)
         metrics.rows_written = sum(w.rows for w in files.values())
         metrics.bytes_written = sum(w.size for w in files.values())
-        if plan.mode != "nulls" and job.stray_attempts:  # else every file written is committed
-            metrics.orphan_files_deleted = job.delete_unreferenced(ds.store, {w.path for w in files.values()})
+        if plan.mode != "nulls":
+            committed = {w.path for w in files.values()}
+            metrics.orphan_files_deleted = job.delete_other_attempts(ds.store, committed)
     return metrics

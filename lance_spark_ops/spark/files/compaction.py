@@ -285,8 +285,7 @@ def _rewrite_batches(job: Job, ds: Dataset, batches: list[list[CompactionTask]],
             ds = _rewrite_and_commit(job, ds, batch, opts, file_version, metrics,
                                      f"batch {b + 1}/{len(batches)}", new_storage_version)
     metrics.new_version = ds.version
-    if job.stray_attempts:  # else every file the job wrote is committed: no listing of data/
-        metrics.orphan_files_deleted += job.delete_unreferenced(ds.store, referenced_data_files(ds))
+    metrics.orphan_files_deleted += job.delete_other_attempts(ds.store, referenced_data_files(ds))
     return ds
 
 

@@ -256,8 +256,7 @@ def import_delta(spark: Any, delta_uri: str, lance_uri: str, mode: str = "create
                     store, op, existing.version if existing is not None else 0, manifest_store=manifest_store,
                     must_create=mode == "create",
                     data_storage_version=version if isinstance(op, Overwrite) else None))
-        if job.stray_attempts:  # a retried or speculative attempt may have left a file
-            job.delete_unreferenced(store, referenced_data_files(ds))
+        job.delete_other_attempts(store, referenced_data_files(ds))
     metrics.rows = sum(r.rows for r in results)
     metrics.lance_files = len(frags)
     metrics.new_version = ds.version
