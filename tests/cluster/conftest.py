@@ -147,9 +147,11 @@ def _connect_pid(tmp: Path) -> int | None:
 
 
 def _connect_session(url: str) -> Any:
-    from pyspark.sql import SparkSession
+    """A Connect client session; built by the Connect builder itself, because the classic
+    builder refuses a remote session while this process's classic test session runs."""
+    from pyspark.sql.connect.session import SparkSession as RemoteSparkSession
 
-    return SparkSession.builder.remote(url).getOrCreate()
+    return RemoteSparkSession.builder.remote(url).getOrCreate()
 
 
 @pytest.fixture(scope="module")
