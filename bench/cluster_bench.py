@@ -109,11 +109,12 @@ def timed_compact(master: str, uri: str, target_rows: int, mode: str) -> float:
     from pyspark.sql import SparkSession
 
     from lance_spark_ops.spark.files.compaction import compact
+    from lance_spark_ops.spark.runtime.session import WORKER_SETTINGS
 
     spark = (SparkSession.builder.master(master).appName(f"cluster-bench {master}")
              .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.executor.memory", "1500m")
-             .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon").getOrCreate())
+             .config(map=WORKER_SETTINGS).getOrCreate())
     try:
         _warm_workers(spark)
         os.sync()

@@ -111,6 +111,7 @@ def session(master: str, cores: int, name: str, extra: dict[str, str] | None = N
     from pyspark.sql import SparkSession
 
     from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import WORKER_SETTINGS
 
     b = SparkSession.builder
     for k, v in (extra or {}).items():  # the user's settings (--conf)
@@ -119,7 +120,7 @@ def session(master: str, cores: int, name: str, extra: dict[str, str] | None = N
              .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
              .config("spark.driver.host", "127.0.0.1").config("spark.executor.memory", "1g")
              .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
-             .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon").getOrCreate())
+             .config(map=WORKER_SETTINGS).getOrCreate())
     status = spark.sparkContext._jsc.sc().getExecutorMemoryStatus  # the driver counts as one
     deadline = time.monotonic() + 60  # every executor registered (one per core), then warmed
     while status().size() < cores + 1 and time.monotonic() < deadline:

@@ -145,6 +145,7 @@ def session(master: str, cores: int, name: str, log_dir: Path, extra: dict[str, 
     from pyspark.sql import SparkSession
 
     from lance_spark_ops.spark.runtime.runner import run_tasks
+    from lance_spark_ops.spark.runtime.session import WORKER_SETTINGS
 
     b = (SparkSession.builder.master(master).appName(name)
          .config("spark.pyspark.python", sys.executable).config("spark.ui.enabled", "false")
@@ -153,7 +154,7 @@ def session(master: str, cores: int, name: str, log_dir: Path, extra: dict[str, 
          .config("spark.cores.max", str(cores)).config("spark.executor.cores", "1")
          .config("spark.eventLog.enabled", "true").config("spark.eventLog.dir", str(log_dir))
          .config("spark.eventLog.compress", "false").config("spark.eventLog.rolling.enabled", "false")
-         .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon"))
+         .config(map=WORKER_SETTINGS))
     for k, v in extra.items():
         b = b.config(k, v)
     spark = b.getOrCreate()

@@ -77,6 +77,8 @@ def spark():
     from pyspark.sql import SparkSession
 
     del pyspark
+    from lance_spark_ops.spark.runtime.session import WORKER_SETTINGS
+
     session = (
         SparkSession.builder.master("local[2,2]")  # 2 threads; a failed attempt is retried once
         .appName("lance-spark-ops-tests")
@@ -84,7 +86,7 @@ def spark():
         .config("spark.pyspark.python", sys.executable)
         .config("spark.sql.shuffle.partitions", "2")
         .config("spark.driver.memory", "2g")
-        .config("spark.python.daemon.module", "lance_spark_ops.spark.runtime.daemon")  # as get_spark
+        .config(map=WORKER_SETTINGS)  # as get_spark
         .getOrCreate()
     )
     yield session

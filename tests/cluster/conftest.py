@@ -27,6 +27,7 @@ from typing import Any
 
 import pytest
 
+from lance_spark_ops.spark.runtime.session import WORKER_SETTINGS
 from tests.support.processes import free_port
 
 READY_SECONDS = 90
@@ -164,8 +165,7 @@ def connect_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Connect
     confs = {"spark.connect.grpc.binding.port": str(port), "spark.connect.grpc.binding.address": "127.0.0.1",
              "spark.master": "local[2]", "spark.ui.enabled": "false", "spark.driver.host": "127.0.0.1",
              "spark.driver.bindAddress": "127.0.0.1", "spark.pyspark.python": sys.executable,
-             "spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon",
-             "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g"}
+             "spark.sql.shuffle.partitions": "2", "spark.driver.memory": "2g", **WORKER_SETTINGS}
     args = [a for k, v in confs.items() for a in ("--conf", f"{k}={v}")]
     started = subprocess.run([str(sbin / "start-connect-server.sh"), *args], env=env, capture_output=True,
                              text=True, timeout=READY_SECONDS)

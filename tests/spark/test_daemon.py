@@ -240,3 +240,42 @@ def test_preload_covers_a_rewrite_tasks_imports(tmp_path: Path, monkeypatch: pyt
                          timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.split() == ["[]", "[]"]
+
+
+_CLOSED_PEER = """
+import os, socket, sys
+os.environ["PYTHON_DAEMON_KILL_WORKER_ON_FLUSH_FAILURE"] = "true"  # as Spark's executors set it
+from pyspark import daemon
+from lance_spark_ops.spark.runtime.daemon import quiet_when_executor_gone
+ours, executor = socket.socketpair()  # a Unix domain socket, as with WORKER_SETTINGS
+executor.close()  # the session stopped
+worker = daemon.worker if sys.argv[1] == "theirs" else quiet_when_executor_gone(daemon.worker)
+print("code", worker(ours, True))
+"""
+
+
+@pytest.mark.parametrize("which", ["theirs", "ours"])  # an argv[1] "pyspark..." names a worker module
+def test_worker_whose_executor_closed_first_ends_quietly(which: str) -> None:
+    """pyspark's own worker raises BrokenPipeError (the daemon prints its traceback under a job
+    that succeeded); ours returns code 1 (the worker is not reused) and prints nothing."""
+    import subprocess
+    import sys
+
+    run = subprocess.run([sys.executable, "-c", _CLOSED_PEER, which], capture_output=True, text=True,
+                         timeout=120)
+    if which == "theirs":
+        assert run.returncode != 0 and "BrokenPipeError" in run.stderr
+    else:
+        assert run.returncode == 0 and run.stdout.strip() == "code 1", run.stderr
+        assert "Traceback" not in run.stderr, run.stderr
+
+
+def test_other_worker_errors_still_raise() -> None:
+    from lance_spark_ops.spark.runtime.daemon import quiet_when_executor_gone
+
+    def broken(sock: object, authenticated: bool) -> int:
+        raise ValueError("not a closed connection")
+
+    with pytest.raises(ValueError, match="not a closed connection"):
+        quiet_when_executor_gone(broken)(None, True)
+    assert quiet_when_executor_gone(lambda sock, authenticated: 0)(None, True) == 0

@@ -60,9 +60,60 @@ def test_worker_daemon_preloads_every_module() -> None:
     subprocess.run([sys.executable, "-c", code], check=True, timeout=120)
 
 
+def _socket_kind(task: int, ctx: TaskContext) -> str:
+    import os
+
+    return os.environ.get("PYTHON_UNIX_DOMAIN_ENABLED", "unset")
+
+
 @pytest.mark.spark
 def test_test_session_workers_fork_from_our_daemon(spark) -> None:
     from lance_spark_ops.spark.runtime.session import get_spark
 
     assert spark.conf.get("spark.python.daemon.module") == "lance_spark_ops.spark.runtime.daemon"
+    # and reach their executor over a Unix domain socket (no Nagle / delayed-ACK wait per task)
+    out = run_tasks(spark, "jobU", [0, 1], _socket_kind)
+    assert {r.lower() for _, r in out.values()} == {"true"}
     assert get_spark() is spark  # the active session is reused, its configuration kept
+
+
+def _own_payload(task: dict, ctx: TaskContext) -> dict:
+    from pyspark import TaskContext as SparkTaskContext
+
+    return {"x": task["x"], "size": len(task["blob"]), "head": task["blob"][:8],
+            "partition": SparkTaskContext.get().partitionId()}
+
+
+@pytest.mark.spark
+@pytest.mark.parametrize("inline_bytes", [0, None])
+def test_large_descriptors_travel_as_rows(spark, inline_bytes) -> None:
+    """Past the inline limit (0 here; by default 8 MiB in all: 12 tasks of 1 MiB) each task gets
+    its own descriptor from a broadcast table joined to the task ids, still task i alone in
+    partition i (no shuffle), and the mapper's closure holds no descriptor."""
+    import os
+
+    from lance_spark_ops.spark.runtime import runner
+    from lance_spark_ops.spark.runtime.job import first_attempt
+    from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
+
+    blobs = [bytes([i]) * 8 + os.urandom((1 << 20) - 8) for i in range(12)]
+    kw = {} if inline_bytes is None else {"inline_bytes": inline_bytes}
+    rows, inline = runner._task_rows(spark, [pickle.dumps({"x": i, "blob": b}) for i, b in enumerate(blobs)],
+                                     kw.get("inline_bytes", TASK_INLINE_BYTES))
+    assert inline is None and rows.columns == ["id", "payload"]
+    out = run_tasks(spark, "jobB", [{"x": i, "blob": b} for i, b in enumerate(blobs)], _own_payload, **kw)
+    assert sorted(out) == list(range(12))
+    for i in range(12):
+        attempt, r = out[i]
+        assert r == {"x": i, "size": 1 << 20, "head": bytes([i]) * 8, "partition": i}
+        assert first_attempt(attempt)  # nothing retried
+
+
+@pytest.mark.spark
+def test_small_descriptors_ride_in_the_closure(spark) -> None:
+    from lance_spark_ops.spark.runtime import runner
+    from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
+
+    payloads = [pickle.dumps({"x": i}) for i in range(3)]
+    rows, inline = runner._task_rows(spark, payloads, TASK_INLINE_BYTES)
+    assert inline is not None and rows.columns == ["id"]

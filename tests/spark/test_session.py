@@ -31,9 +31,11 @@ def test_settings_take_what_was_configured() -> None:
     master, conf = session_settings("app", None, {}, {}, env)
     assert master == "local[2]" and conf == {
         "spark.app.name": "app", "spark.ui.showConsoleProgress": "false",
-        "spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon", "spark.pyspark.python": PY}
+        "spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon",
+        "spark.python.unix.domain.socket.enabled": "true", "spark.pyspark.python": PY}
     submitted = {"spark.master": "local[1]", "spark.app.name": "theirs",
-                 "spark.python.daemon.module": "pyspark.daemon"}
+                 "spark.python.daemon.module": "pyspark.daemon",
+                 "spark.python.unix.domain.socket.enabled": "false"}
     master, conf = session_settings("app", None, {}, submitted, {**env, "MASTER": "local[3]"})
     assert master == "local[1]"
     assert conf == {"spark.ui.showConsoleProgress": "false", "spark.pyspark.python": PY}

@@ -24,13 +24,15 @@ def _job():
     return module
 
 
+@pytest.mark.parametrize("inline", [True, False], ids=["descriptors-in-closure", "descriptors-as-rows"])
 def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F811
-                               monkeypatch: pytest.MonkeyPatch) -> None:
-    # small batches so manifests and deletes really spread over several tasks
+                               monkeypatch: pytest.MonkeyPatch, inline: bool) -> None:
+    # small batches so manifests and deletes really spread over several tasks; their descriptors
+    # in the tasks' closure, or as rows of a broadcast table (a job's past 8 MiB)
+    tuning = Tuning(manifests_per_task=3, deletes_per_task=4, driver_manifests=0, driver_prefixes=0,
+                    driver_deletes=0, **({} if inline else {"task_inline_bytes": 0}))  # none on the driver
     removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),
-                         error_if_tagged_old_versions=False, delete_unverified=True,
-                         tuning=Tuning(manifests_per_task=3, deletes_per_task=4, driver_manifests=0,
-                                       driver_prefixes=0, driver_deletes=0))  # no work kept on the driver
+                         error_if_tagged_old_versions=False, delete_unverified=True, tuning=tuning)
     assert m.old_versions >= 6 and len(removed) > 8
 
 

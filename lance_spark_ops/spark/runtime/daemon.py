@@ -45,6 +45,8 @@ from __future__ import annotations
 import importlib
 import os
 import sys
+from collections.abc import Callable
+from typing import Any
 
 from lance_spark_ops.spark.runtime.worker_gc import freeze_imported
 
@@ -161,7 +163,22 @@ def main() -> None:
 
     freeze_imported()  # forked workers' per-task collections skip what was imported here
 
+    daemon.worker = quiet_when_executor_gone(daemon.worker)
     daemon.manager()
+
+
+def quiet_when_executor_gone(worker: Callable[[Any, bool], int]) -> Callable[[Any, bool], int]:
+    """``pyspark.daemon.worker`` ending the worker quietly (code 1: not reused) when its executor
+    closed the connection first. A stopping session closes its workers' sockets; a worker's last
+    flush then fails at once over a Unix domain socket (``session.WORKER_SETTINGS``), and pyspark
+    would print that ``BrokenPipeError``'s traceback under a job that succeeded."""
+    def run(sock: Any, authenticated: bool) -> int:
+        try:
+            return worker(sock, authenticated)
+        except (BrokenPipeError, ConnectionResetError):
+            return 1
+
+    return run
 
 
 if __name__ == "__main__":

@@ -263,7 +263,8 @@ class Job:
         elif in_driver:
             out = run_tasks_in_driver(self.job_id, submitted, fn, budget)
         else:
-            out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget)
+            out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget,
+                            inline_bytes=self.tuning.task_inline_bytes)
             self.stray_attempts |= speculation_on(self.spark)
         self.stray_attempts |= not all(first_attempt(attempt) for attempt, _ in out.values())
         if self._phases:

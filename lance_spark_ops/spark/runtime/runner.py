@@ -7,6 +7,12 @@ fragment metadata) travel through Spark; data moves executor <-> storage directl
 DataFrame built from a Python RDD of descriptors costs a second Python stage per task,
 ~0.1 s a job; PySpark broadcasts a closure over 1 MB by itself.)
 
+A job whose descriptors exceed ``Tuning.task_inline_bytes`` in all (a vacuum deleting millions of
+files) sends them as data instead: an Arrow table of (task id, descriptor), broadcast and joined
+to the task ids, so each task unpickles its own descriptor rather than every one, and a Spark
+Connect plan does not carry them (Connect caches a large local table as an artifact; gRPC's
+message limit is 128 MiB by default).
+
 Every result carries the attempt that produced it: with speculation or lost executors a
 task may run more than once, and Spark returns exactly one successful attempt per task.
 Operations name their output files with the job id, task id and attempt, so the driver can
@@ -28,6 +34,7 @@ from lance_spark_ops.cache import configure as configure_cache
 from lance_spark_ops.errors import LanceError
 from lance_spark_ops.spark.runtime.session import set_description
 from lance_spark_ops.spark.runtime.task_common import attempt_id
+from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
 from lance_spark_ops.spark.runtime.worker_gc import freeze_imported
 
 RESULT_SCHEMA = "task_id long, attempt string, result binary"
@@ -75,16 +82,21 @@ def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext)
         return TaskFailed(e)
 
 
-def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes],
+def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes] | None,
                  cache_bytes: int | None = None
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
+    """The ``mapInArrow`` function: rows of task ids, with ``payloads`` (the closure's
+    descriptors, by id) or, when None, each row's own descriptor in a second column."""
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_imported()  # keep modules out of the worker's per-task gc.collect()
         attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
+            own = payloads
+            if own is None:  # each row carries its own descriptor
+                own = dict(zip(ids, batch.column(1).to_pylist(), strict=True))
             out_results = [
-                pickle.dumps(_outcome(fn, pickle.loads(payloads[i]),
+                pickle.dumps(_outcome(fn, pickle.loads(own[i]),
                                       TaskContext(job_id, i, attempt, cache_bytes)))
                 for i in ids]
             yield pa.RecordBatch.from_arrays(
@@ -96,18 +108,32 @@ def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: S
     return mapper
 
 
+def _task_rows(spark: Any, payloads: list[bytes], inline_bytes: int) -> tuple[Any, list[bytes] | None]:
+    """The DataFrame of task rows (row i alone in partition i) and the descriptors the mapper's
+    closure carries: all of them, or None when they travel in the rows (over ``inline_bytes``)."""
+    n = len(payloads)
+    ids = spark.range(0, n, 1, n)
+    if sum(map(len, payloads)) <= inline_bytes:
+        return ids, payloads
+    table = pa.table({"id": pa.array(range(n), pa.int64()), "payload": pa.array(payloads, pa.binary())})
+    # broadcast: the join keeps the range's partitions (no shuffle of the task rows)
+    return ids.join(spark.createDataFrame(table).hint("broadcast"), on="id"), None
+
+
 def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-              description: str = "", cache_bytes: int | None = None) -> dict[int, tuple[str, Any]]:
+              description: str = "", cache_bytes: int | None = None,
+              inline_bytes: int = TASK_INLINE_BYTES) -> dict[int, tuple[str, Any]]:
     """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``.
-    ``cache_bytes``: the process cache's budget in the tasks' processes (None: theirs)."""
+    ``cache_bytes``: the process cache's budget in the tasks' processes (None: theirs);
+    ``inline_bytes``: the most descriptor bytes sent in the tasks' closure (see the module; a
+    broadcast join costs a small Spark job of its own, a closure is unpickled whole by every task)."""
     if not tasks:
         return {}
     if description:
         set_description(spark, description)
-    payloads = [pickle.dumps(t) for t in tasks]
-    ids = spark.range(0, len(payloads), 1, len(payloads))  # row i alone in partition i
+    rows, inline = _task_rows(spark, [pickle.dumps(t) for t in tasks], inline_bytes)
     try:
-        collected = ids.mapInArrow(_make_mapper(job_id, fn, payloads, cache_bytes), result_schema()).collect()
+        collected = rows.mapInArrow(_make_mapper(job_id, fn, inline, cache_bytes), result_schema()).collect()
     finally:
         if description:
             set_description(spark, None)

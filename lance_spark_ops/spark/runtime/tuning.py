@@ -15,6 +15,8 @@ from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
 from lance_spark_ops.index.frag_reuse import INLINE_LIMIT
 from lance_spark_ops.table.paths import PATHS_KEPT
 
+TASK_INLINE_BYTES = 8 << 20
+
 __all__ = ["DEFAULT_TUNING", "Tuning"]
 
 
@@ -63,6 +65,10 @@ class Tuning:
     # PySpark broadcasts a closure past 1 MiB)
     slice_inline_bytes: int = 64 * 1024
     slice_inline_job_bytes: int = 1 << 20
+    # a job's pickled task descriptors, in all, sent in the tasks' closure up to this many bytes;
+    # beyond, as rows of a broadcast table (``runner.run_tasks``): a vacuum deleting a million
+    # files in tasks of 1 000 would have every task unpickle all of them
+    task_inline_bytes: int = TASK_INLINE_BYTES
     paths_kept: int = PATHS_KEPT
     file: FileTuning = DEFAULT_FILE_TUNING
     # small vacuum work stays on the driver (a Spark stage costs more than a few rounds of requests)
