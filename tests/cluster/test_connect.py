@@ -97,7 +97,7 @@ def test_operations_over_connect(remote, tmp_path: Path) -> None:
     # the server's spark.speculation reads over Connect (unreadable would count as on): a job of
     # first attempts lists no data/ for other attempts' files there either
     assert not speculation_on(remote)
-    # and its task descriptors travel as rows of a broadcast table (as a job's past 8 MiB do)
+    # and in waves, a Spark job per task (as a job's past Tuning.task_inline_bytes run)
     m = compact(remote, uri, target_rows_per_fragment=100_000,
                 tuning=Tuning(driver_rewrite_bytes=0, task_inline_bytes=0))
     assert m.tasks_in_driver == 0 and m.orphan_files_deleted == 0

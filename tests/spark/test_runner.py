@@ -84,36 +84,48 @@ def _own_payload(task: dict, ctx: TaskContext) -> dict:
             "partition": SparkTaskContext.get().partitionId()}
 
 
+def test_waves_hold_at_most_the_limit() -> None:
+    from lance_spark_ops.spark.runtime.runner import waves
+
+    assert waves([5, 5, 5], 10) == [range(0, 2), range(2, 3)]
+    assert waves([3, 20, 3, 3], 10) == [range(0, 1), range(1, 2), range(2, 4)]  # too big: alone
+    assert waves([1] * 4, 100) == [range(0, 4)]
+    assert waves([1, 1], 0) == [range(0, 1), range(1, 2)]
+    assert waves([], 10) == []
+
+
 @pytest.mark.spark
-@pytest.mark.parametrize("inline_bytes", [0, None])
-def test_large_descriptors_travel_as_rows(spark, inline_bytes) -> None:
-    """Past the inline limit (0 here; by default 8 MiB in all: 12 tasks of 1 MiB) each task gets
-    its own descriptor from a broadcast table joined to the task ids, still task i alone in
-    partition i (no shuffle), and the mapper's closure holds no descriptor."""
+def test_large_descriptors_run_in_waves(spark) -> None:
+    """Past ``Tuning.task_inline_bytes`` in all (8 MiB: 12 tasks of 1 MiB) a job runs as Spark
+    jobs whose closures hold at most that (7 tasks, then 5: partition ids start again); each
+    task gets its own descriptor and keeps the job's task id."""
     import os
 
-    from lance_spark_ops.spark.runtime import runner
     from lance_spark_ops.spark.runtime.job import first_attempt
-    from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
 
     blobs = [bytes([i]) * 8 + os.urandom((1 << 20) - 8) for i in range(12)]
-    kw = {} if inline_bytes is None else {"inline_bytes": inline_bytes}
-    rows, inline = runner._task_rows(spark, [pickle.dumps({"x": i, "blob": b}) for i, b in enumerate(blobs)],
-                                     kw.get("inline_bytes", TASK_INLINE_BYTES))
-    assert inline is None and rows.columns == ["id", "payload"]
-    out = run_tasks(spark, "jobB", [{"x": i, "blob": b} for i, b in enumerate(blobs)], _own_payload, **kw)
+    out = run_tasks(spark, "jobB", [{"x": i, "blob": b} for i, b in enumerate(blobs)], _own_payload)
     assert sorted(out) == list(range(12))
     for i in range(12):
         attempt, r = out[i]
-        assert r == {"x": i, "size": 1 << 20, "head": bytes([i]) * 8, "partition": i}
+        assert r == {"x": i, "size": 1 << 20, "head": bytes([i]) * 8, "partition": i if i < 7 else i - 7}
         assert first_attempt(attempt)  # nothing retried
 
 
-@pytest.mark.spark
-def test_small_descriptors_ride_in_the_closure(spark) -> None:
-    from lance_spark_ops.spark.runtime import runner
-    from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
+def _fail_second_mark_ran(task: dict, ctx: TaskContext) -> int:
+    from pathlib import Path
 
-    payloads = [pickle.dumps({"x": i}) for i in range(3)]
-    rows, inline = runner._task_rows(spark, payloads, TASK_INLINE_BYTES)
-    assert inline is not None and rows.columns == ["id"]
+    Path(task["dir"], f"ran-{task['x']}").touch()
+    if task["x"] == 1:
+        raise CorruptFileError("task 1 found bad bytes", path="mem://ds/data/1.lance")
+    return task["x"]
+
+
+@pytest.mark.spark
+def test_a_failed_wave_stops_the_job(spark, tmp_path) -> None:
+    """Each task its own wave (``inline_bytes=0``): task 1's LanceError is raised after its wave,
+    and the waves after it never run."""
+    tasks = [{"x": i, "dir": str(tmp_path)} for i in range(4)]
+    with pytest.raises(CorruptFileError, match="task 1 found bad bytes"):
+        run_tasks(spark, "jobW", tasks, _fail_second_mark_ran, inline_bytes=0)
+    assert sorted(p.name for p in tmp_path.iterdir()) == ["ran-0", "ran-1"]

@@ -24,11 +24,11 @@ def _job():
     return module
 
 
-@pytest.mark.parametrize("inline", [True, False], ids=["descriptors-in-closure", "descriptors-as-rows"])
+@pytest.mark.parametrize("inline", [True, False], ids=["one-spark-job", "waves"])
 def test_spark_same_as_pylance(spark, template: Path, tmp_path: Path,  # noqa: F811
                                monkeypatch: pytest.MonkeyPatch, inline: bool) -> None:
-    # small batches so manifests and deletes really spread over several tasks; their descriptors
-    # in the tasks' closure, or as rows of a broadcast table (a job's past 8 MiB)
+    # small batches so manifests and deletes really spread over several tasks; in one Spark job
+    # each, or a Spark job per task (as a job's past Tuning.task_inline_bytes run in waves)
     tuning = Tuning(manifests_per_task=3, deletes_per_task=4, driver_manifests=0, driver_prefixes=0,
                     driver_deletes=0, **({} if inline else {"task_inline_bytes": 0}))  # none on the driver
     removed, m = compare(template, tmp_path, spark=spark, older_than=timedelta(0),

@@ -7,11 +7,10 @@ fragment metadata) travel through Spark; data moves executor <-> storage directl
 DataFrame built from a Python RDD of descriptors costs a second Python stage per task,
 ~0.1 s a job; PySpark broadcasts a closure over 1 MB by itself.)
 
-A job whose descriptors exceed ``Tuning.task_inline_bytes`` in all (a vacuum deleting millions of
-files) sends them as data instead: an Arrow table of (task id, descriptor), broadcast and joined
-to the task ids, so each task unpickles its own descriptor rather than every one, and a Spark
-Connect plan does not carry them (Connect caches a large local table as an artifact; gRPC's
-message limit is 128 MiB by default).
+The closure is unpickled whole by every task, and over Spark Connect it travels in the plan
+(gRPC's message limit is 128 MiB by default). So a job whose descriptors exceed
+``Tuning.task_inline_bytes`` in all (a vacuum deleting millions of files) runs as consecutive
+Spark jobs ("waves") of tasks whose descriptors fit in it; task ids stay the job's.
 
 Every result carries the attempt that produced it: with speculation or lost executors a
 task may run more than once, and Spark returns exactly one successful attempt per task.
@@ -82,21 +81,17 @@ def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext)
         return TaskFailed(e)
 
 
-def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: Sequence[bytes] | None,
+def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: dict[int, bytes],
                  cache_bytes: int | None = None
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
-    """The ``mapInArrow`` function: rows of task ids, with ``payloads`` (the closure's
-    descriptors, by id) or, when None, each row's own descriptor in a second column."""
+    """The ``mapInArrow`` function over rows of task ids; ``payloads``: their descriptors."""
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_imported()  # keep modules out of the worker's per-task gc.collect()
         attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
-            own = payloads
-            if own is None:  # each row carries its own descriptor
-                own = dict(zip(ids, batch.column(1).to_pylist(), strict=True))
             out_results = [
-                pickle.dumps(_outcome(fn, pickle.loads(own[i]),
+                pickle.dumps(_outcome(fn, pickle.loads(payloads[i]),
                                       TaskContext(job_id, i, attempt, cache_bytes)))
                 for i in ids]
             yield pa.RecordBatch.from_arrays(
@@ -108,16 +103,18 @@ def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: S
     return mapper
 
 
-def _task_rows(spark: Any, payloads: list[bytes], inline_bytes: int) -> tuple[Any, list[bytes] | None]:
-    """The DataFrame of task rows (row i alone in partition i) and the descriptors the mapper's
-    closure carries: all of them, or None when they travel in the rows (over ``inline_bytes``)."""
-    n = len(payloads)
-    ids = spark.range(0, n, 1, n)
-    if sum(map(len, payloads)) <= inline_bytes:
-        return ids, payloads
-    table = pa.table({"id": pa.array(range(n), pa.int64()), "payload": pa.array(payloads, pa.binary())})
-    # broadcast: the join keeps the range's partitions (no shuffle of the task rows)
-    return ids.join(spark.createDataFrame(table).hint("broadcast"), on="id"), None
+def waves(sizes: Sequence[int], limit: int) -> list[range]:
+    """Consecutive runs of task ids whose descriptor ``sizes`` come to at most ``limit`` bytes
+    each (a larger descriptor alone); one run when all fit."""
+    out, start, held = [], 0, 0
+    for i, size in enumerate(sizes):
+        if i > start and held + size > limit:
+            out.append(range(start, i))
+            start, held = i, 0
+        held += size
+    if start < len(sizes):
+        out.append(range(start, len(sizes)))
+    return out
 
 
 def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
@@ -125,24 +122,26 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
               inline_bytes: int = TASK_INLINE_BYTES) -> dict[int, tuple[str, Any]]:
     """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``.
     ``cache_bytes``: the process cache's budget in the tasks' processes (None: theirs);
-    ``inline_bytes``: the most descriptor bytes sent in the tasks' closure (see the module; a
-    broadcast join costs a small Spark job of its own, a closure is unpickled whole by every task)."""
+    ``inline_bytes``: the most descriptor bytes one Spark job's closure carries (see the
+    module). A task's ``LanceError`` is raised once its wave is done; later waves do not run."""
     if not tasks:
         return {}
+    payloads = [pickle.dumps(t) for t in tasks]
+    out: dict[int, tuple[str, Any]] = {}
     if description:
         set_description(spark, description)
-    rows, inline = _task_rows(spark, [pickle.dumps(t) for t in tasks], inline_bytes)
     try:
-        collected = rows.mapInArrow(_make_mapper(job_id, fn, inline, cache_bytes), result_schema()).collect()
+        for wave in waves([len(p) for p in payloads], inline_bytes):
+            rows = spark.range(wave.start, wave.stop, 1, len(wave))  # task i alone in its partition
+            mapper = _make_mapper(job_id, fn, {i: payloads[i] for i in wave}, cache_bytes)
+            for row in rows.mapInArrow(mapper, result_schema()).collect():
+                out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))
+            failed = sorted(i for i, (_, r) in out.items() if isinstance(r, TaskFailed))
+            if failed:
+                raise out[failed[0]][1].error
     finally:
         if description:
             set_description(spark, None)
-    out: dict[int, tuple[str, Any]] = {}
-    for row in collected:
-        out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))
-    failed = sorted(i for i, (_, r) in out.items() if isinstance(r, TaskFailed))
-    if failed:
-        raise out[failed[0]][1].error
     return out
 
 

@@ -124,7 +124,8 @@ def _submit_args(text: str) -> dict[str, str]:
 # - talking to the executor over a Unix domain socket where the platform has them (Spark 4.1+).
 #   Over loopback TCP the executor's small writes of a task's input wait for Python's delayed
 #   ACK (Nagle's algorithm on the JVM's side): ~40 ms a task whose input is under Spark's 64 KiB
-#   buffer, i.e. every task this library runs (200 no-op tasks on local[2]: 5.3 s, 1.5 s with it).
+#   buffer, i.e. every task this library runs (bench/task_overhead_bench.py: 200 no-op tasks on
+#   local[2] 5.2 s, 1.3 s with it).
 WORKER_SETTINGS = {"spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon"}
 if hasattr(socket, "AF_UNIX"):  # not on Windows
     WORKER_SETTINGS["spark.python.unix.domain.socket.enabled"] = "true"

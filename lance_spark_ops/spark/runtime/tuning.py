@@ -65,9 +65,10 @@ class Tuning:
     # PySpark broadcasts a closure past 1 MiB)
     slice_inline_bytes: int = 64 * 1024
     slice_inline_job_bytes: int = 1 << 20
-    # a job's pickled task descriptors, in all, sent in the tasks' closure up to this many bytes;
-    # beyond, as rows of a broadcast table (``runner.run_tasks``): a vacuum deleting a million
-    # files in tasks of 1 000 would have every task unpickle all of them
+    # the pickled task descriptors one Spark job's closure carries at most; a job's beyond run as
+    # consecutive Spark jobs (``runner.run_tasks``): every task unpickles its job's closure whole
+    # (a vacuum deleting a million files in tasks of 1 000: ~100 MB each), and a Connect plan
+    # carries it (gRPC's limit, 128 MiB by default)
     task_inline_bytes: int = TASK_INLINE_BYTES
     paths_kept: int = PATHS_KEPT
     file: FileTuning = DEFAULT_FILE_TUNING
