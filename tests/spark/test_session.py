@@ -49,6 +49,10 @@ def test_cluster_masters_do_not_get_the_drivers_interpreter(master: str) -> None
     chosen, conf = session_settings("app", None, {}, {"spark.master": master}, {"PYSPARK_PYTHON": PY})
     assert chosen == master and "spark.pyspark.python" not in conf
     assert conf["spark.python.daemon.module"] == "lance_spark_ops.spark.runtime.daemon"
+    # a Unix socket where executors use the machine's /tmp; a YARN container's tmp path is too
+    # long for a socket's (and k8s images vary): left to the cluster's configuration
+    unix = conf.get("spark.python.unix.domain.socket.enabled")
+    assert unix == ("true" if master.startswith("spark://") else None)
 
 
 class _Conf:

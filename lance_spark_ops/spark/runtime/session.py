@@ -126,9 +126,21 @@ def _submit_args(text: str) -> dict[str, str]:
 #   ACK (Nagle's algorithm on the JVM's side): ~40 ms a task whose input is under Spark's 64 KiB
 #   buffer, i.e. every task this library runs (bench/task_overhead_bench.py: 200 no-op tasks on
 #   local[2] 5.2 s, 1.3 s with it).
+#   The socket file goes in the executor's java.io.tmpdir, and a socket path holds at most 107
+#   bytes: a YARN container's tmp directory is too long a path, so get_spark sets this only for
+#   local and standalone masters (executors in the machine's own /tmp).
 WORKER_SETTINGS = {"spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon"}
 if hasattr(socket, "AF_UNIX"):  # not on Windows
     WORKER_SETTINGS["spark.python.unix.domain.socket.enabled"] = "true"
+UNIX_SOCKET_MASTERS = ("local", "spark://")
+
+
+def worker_settings(master: str) -> dict[str, str]:
+    """``WORKER_SETTINGS`` for a session on ``master``: the Unix socket only where
+    ``UNIX_SOCKET_MASTERS`` (see above)."""
+    if master.startswith(UNIX_SOCKET_MASTERS):
+        return dict(WORKER_SETTINGS)
+    return {k: v for k, v in WORKER_SETTINGS.items() if k != "spark.python.unix.domain.socket.enabled"}
 
 
 def session_settings(app_name: str, master: str | None, given: dict[str, str], configured: dict[str, str],
@@ -140,7 +152,7 @@ def session_settings(app_name: str, master: str | None, given: dict[str, str], c
     known = {**configured, **given}
     chosen = (master or known.get("spark.master") or env.get("MASTER") or env.get("SPARK_MASTER")
               or "local[2]")
-    ours = {"spark.app.name": app_name, "spark.ui.showConsoleProgress": "false", **WORKER_SETTINGS}
+    ours = {"spark.app.name": app_name, "spark.ui.showConsoleProgress": "false", **worker_settings(chosen)}
     if chosen.startswith("local"):
         ours["spark.pyspark.python"] = env.get("PYSPARK_PYTHON") or sys.executable
     conf = {**{k: v for k, v in ours.items() if k not in known}, **given}
@@ -156,8 +168,8 @@ def get_spark(app_name: str = "lance-spark-ops", master: str | None = None,
     ``spark-defaults.conf``, the ``MASTER`` / ``SPARK_MASTER`` environment variables; ``local[2]``
     only when nothing names a master. Our own settings apply only where nothing set them: Python
     workers fork from ``lance_spark_ops.spark.runtime.daemon`` (``spark.python.daemon.module``) and
-    talk to their executor over a Unix domain socket (``WORKER_SETTINGS``), console progress bars
-    off, and - for local masters only - executors run this interpreter
+    talk to their executor over a Unix domain socket (``worker_settings``: local and standalone
+    masters), console progress bars off, and - for local masters only - executors run this interpreter
     (``spark.pyspark.python``; a cluster's executors have their own). With ``SPARK_REMOTE`` or
     ``spark.remote`` set the session is a Spark Connect one and only ``conf`` is passed on."""
     from pyspark.sql import SparkSession
