@@ -49,6 +49,7 @@ from lance_spark_ops.spark.runtime.config import (
     storage_options_from_env,
     typed_options,
 )
+from lance_spark_ops.spark.runtime.logs import CurrentStderr
 
 EXIT_OK = 0  # done, including "nothing to do"
 EXIT_FAILED = 1  # anything not below
@@ -398,12 +399,12 @@ class _Redact(logging.Filter):
 
 
 def setup_logging(level: str = "INFO", secrets: Sequence[str] = ()) -> None:
-    """This library's logger to stderr at ``level`` (replacing a handler an earlier call added,
-    so it follows the current ``sys.stderr``); py4j and pyspark's Python loggers to WARNING."""
+    """This library's logger to stderr at ``level`` (replacing a handler an earlier call added);
+    py4j and pyspark's Python loggers to WARNING."""
     logger = logging.getLogger(LOGGER)
     for h in [h for h in logger.handlers if getattr(h, "_lso_cli", False)]:
         logger.removeHandler(h)
-    handler = logging.StreamHandler(sys.stderr)
+    handler = CurrentStderr()
     handler._lso_cli = True  # type: ignore[attr-defined]
     handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s", "%H:%M:%S"))
     handler.addFilter(_Redact(secrets))

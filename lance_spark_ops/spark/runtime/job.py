@@ -45,7 +45,6 @@ Example (a new job that writes files and commits them; see ``spark/files/delta_i
 from __future__ import annotations
 
 import logging
-import sys
 import time
 import uuid
 from collections.abc import Callable, Iterable, Iterator, Sequence
@@ -55,6 +54,7 @@ from typing import Any, TypeVar
 
 from lance_spark_ops.errors import CommitStateUnknown, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore
+from lance_spark_ops.spark.runtime.logs import CurrentStderr
 from lance_spark_ops.spark.runtime.runner import (
     TaskContext,
     run_tasks,
@@ -80,7 +80,7 @@ def _ensure_progress_output() -> None:
     if logger.level == logging.NOTSET:
         logger.setLevel(logging.INFO)
     if not logger.handlers and not logging.getLogger().handlers:
-        handler = logging.StreamHandler(sys.stderr)
+        handler = CurrentStderr()
         handler.setFormatter(logging.Formatter("%(asctime)s %(name)s %(message)s"))
         logger.addHandler(handler)
 
