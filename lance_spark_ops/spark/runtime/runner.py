@@ -136,7 +136,7 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
             mapper = _make_mapper(job_id, fn, {i: payloads[i] for i in wave}, cache_bytes)
             for row in rows.mapInArrow(mapper, result_schema()).collect():
                 out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))
-            failed = sorted(i for i, (_, r) in out.items() if isinstance(r, TaskFailed))
+            failed = [i for i in wave if isinstance(out[i][1], TaskFailed)]  # earlier waves had none
             if failed:
                 raise out[failed[0]][1].error
     finally:

@@ -129,18 +129,19 @@ def _submit_args(text: str) -> dict[str, str]:
 #   The socket file goes in the executor's java.io.tmpdir, and a socket path holds at most 107
 #   bytes: a YARN container's tmp directory is too long a path, so get_spark sets this only for
 #   local and standalone masters (executors in the machine's own /tmp).
-WORKER_SETTINGS = {"spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon"}
-if hasattr(socket, "AF_UNIX"):  # not on Windows
-    WORKER_SETTINGS["spark.python.unix.domain.socket.enabled"] = "true"
+_DAEMON = {"spark.python.daemon.module": "lance_spark_ops.spark.runtime.daemon"}
+# (no AF_UNIX on Windows)
+_UNIX_SOCKET = {"spark.python.unix.domain.socket.enabled": "true"} if hasattr(socket, "AF_UNIX") else {}
 UNIX_SOCKET_MASTERS = ("local", "spark://")
 
 
 def worker_settings(master: str) -> dict[str, str]:
-    """``WORKER_SETTINGS`` for a session on ``master``: the Unix socket only where
-    ``UNIX_SOCKET_MASTERS`` (see above)."""
-    if master.startswith(UNIX_SOCKET_MASTERS):
-        return dict(WORKER_SETTINGS)
-    return {k: v for k, v in WORKER_SETTINGS.items() if k != "spark.python.unix.domain.socket.enabled"}
+    """The settings above for a session on ``master``: the Unix socket only where
+    ``UNIX_SOCKET_MASTERS``."""
+    return {**_DAEMON, **(_UNIX_SOCKET if master.startswith(UNIX_SOCKET_MASTERS) else {})}
+
+
+WORKER_SETTINGS = worker_settings("local")  # a local or standalone session's (tests, benches)
 
 
 def session_settings(app_name: str, master: str | None, given: dict[str, str], configured: dict[str, str],
