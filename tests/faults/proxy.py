@@ -29,6 +29,7 @@ from tests.faults import runners_index as ri
 from tests.faults.model import STATS, check, make_dataset, stable_row_ids
 from tests.faults.runners import RUNNERS, JobRunner
 from tests.faults.scenarios import _outcome, _partial, _recover, _reported
+from tests.support.pylance_indices import index_segments
 
 # -- an INVERTED build (the faulty:// runs cover BTREE / BITMAP / vectors) -------------------------------
 _FTS_BEFORE: dict[str, int] = {}
@@ -55,7 +56,7 @@ def _fts_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
     before = _FTS_BEFORE.pop(root)
     ds = lance.dataset(root)
     bad: list[str] = []
-    if not any(i["name"] == "s_fts" for i in ds.list_indices()):
+    if not any(i["name"] == "s_fts" for i in index_segments(ds)):
         return ["the INVERTED index is missing after a success"] if ok else []
     ids = ds.to_table(columns=["id"])["id"].to_numpy()
     rng = random.Random(job_seed)

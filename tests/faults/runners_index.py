@@ -28,6 +28,7 @@ import pyarrow as pa
 
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import GEO, GEO_FIELD, WRITER_KINDS, points
+from tests.support.pylance_indices import index_segments
 
 INDEX_WRITER_KINDS = (*WRITER_KINDS, "optimize_indices")
 _BEFORE: dict[str, int] = {}  # dataset -> latest version after prepare
@@ -102,7 +103,7 @@ def post_check(root: str, ok: bool, job_seed: float) -> list[str]:
     before = _BEFORE.pop(root)
     ds = lance.dataset(root)
     bad: list[str] = []
-    names = {i["name"] for i in ds.list_indices()}
+    names = {i["name"] for i in index_segments(ds)}
     ids = ds.to_table(columns=["id"])["id"].to_numpy()
     rng = random.Random(job_seed)
     probes = [int(ids[rng.randrange(len(ids))]) for _ in range(3)] if len(ids) else []
@@ -184,7 +185,7 @@ def _geo_answers(ds: Any, probes: list[int]) -> list[str]:
     from lance.query import MinHashQuery
 
     bad: list[str] = []
-    if "s_mh" not in {i["name"] for i in ds.list_indices()}:
+    if "s_mh" not in {i["name"] for i in index_segments(ds)}:
         probes = []
     for x0, y0, x1, y1 in BOXES:
         poly = f"POLYGON(({x0} {y0}, {x1} {y0}, {x1} {y1}, {x0} {y1}, {x0} {y0}))"
@@ -218,7 +219,7 @@ def geo_post_check(root: str, ok: bool, job_seed: float, unindexed: bool = True)
     bad: list[str] = []
     for v in (x["version"] for x in lance.dataset(root).versions()):
         dv = lance.dataset(root, version=v)
-        segs = [i for i in dv.list_indices() if i["name"] in GEO_NAMES]
+        segs = [i for i in index_segments(dv) if i["name"] in GEO_NAMES]
         for seg in segs:
             d = os.path.join(root, "_indices", seg["uuid"])
             if not os.path.isdir(d) or not os.listdir(d):
@@ -235,7 +236,7 @@ def geo_post_check(root: str, ok: bool, job_seed: float, unindexed: bool = True)
     probes = [int(ids[rng.randrange(len(ids))]) for _ in range(3)] if len(ids) else []
     bad += _geo_answers(ds, probes + [1])
     if unindexed and ok and ds.version == before + 1:  # only the job committed since prepare
-        for name in sorted({i["name"] for i in ds.list_indices()} & set(GEO_NAMES)):
+        for name in sorted({i["name"] for i in index_segments(ds)} & set(GEO_NAMES)):
             n = ds.stats.index_stats(name)["num_unindexed_rows"]
             if n:
                 bad.append(f"index {name}: {n} unindexed rows after the job")

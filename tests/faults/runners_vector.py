@@ -24,6 +24,7 @@ import pyarrow as pa
 
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import VEC, vectors
+from tests.support.pylance_indices import index_segments
 
 NAME = "vec_idx"
 _BEFORE: dict[str, int] = {}  # dataset -> latest version after prepare
@@ -117,7 +118,7 @@ def _versions_readable(root: str) -> list[str]:
     q = vectors(np.array([1]))[0].values.to_numpy()
     for v in (x["version"] for x in lance.dataset(root).versions()):
         dv = lance.dataset(root, version=v)
-        segs = [i for i in dv.list_indices() if VEC in i["fields"]]
+        segs = [i for i in index_segments(dv) if VEC in i["fields"]]
         for seg in segs:
             for f in ("index.idx", "auxiliary.idx"):
                 if not os.path.exists(os.path.join(root, "_indices", seg["uuid"], f)):
@@ -136,7 +137,7 @@ def post_check(root: str, ok: bool, job_seed: float) -> list[str]:
     before = _BEFORE.pop(root)
     bad = _versions_readable(root)
     ds = lance.dataset(root)
-    segs = [i for i in ds.list_indices() if i["name"] == NAME]
+    segs = [i for i in index_segments(ds) if i["name"] == NAME]
     if not segs:
         return bad + ([f"index {NAME} missing after a successful job"] if ok else [])
     live = ds.to_table(columns=["id"])["id"].to_numpy()

@@ -26,6 +26,7 @@ import pyarrow as pa
 
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from tests.faults.model import FRESH_IDS, WRITER_KINDS
+from tests.support.pylance_indices import index_segments
 
 REMAP_WRITER_KINDS = tuple(k for k in WRITER_KINDS if k != "compaction")
 WRITE_BASE = FRESH_IDS + 10**7  # ids the writing jobs write (writers' fresh ids stay below)
@@ -81,7 +82,7 @@ def remap_post_check(root: str, ok: bool, job_seed: float) -> list[str]:
                 bad.append(f"{col} = {val}: the index answers {got.num_rows} rows, a scan {want.num_rows}")
     if ok and ds.version == before + 1:  # only the job committed since prepare
         # pylance counts rows behind the fragment reuse index as indexed; the fragment sets tell
-        indices = {i["name"]: set(i["fragment_ids"]) for i in ds.list_indices()}
+        indices = {i["name"]: set(i["fragment_ids"]) for i in index_segments(ds)}
         live = {f.fragment_id for f in ds.get_fragments()}
         for name in sorted(indices.keys() & {"id_idx", "s_idx"}):
             n = ds.stats.index_stats(name)["num_unindexed_rows"]

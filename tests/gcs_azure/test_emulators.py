@@ -30,6 +30,7 @@ from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.paths import ManifestNamingScheme
 from lance_spark_ops.table.write import write_dataset
 from tests.gcs_azure.conftest import GCS, Azure
+from tests.support.pylance_indices import index_segments
 from tests.table.commit_helpers import table
 
 lance = pytest.importorskip("lance")
@@ -148,7 +149,7 @@ def test_create_index_btree(spark, remote: Remote) -> None:  # type: ignore[no-u
     m = create_index(spark, uri, "id", "BTREE", storage_options=remote.options)
     ds = remote.pylance("i.lance")
     assert ds.version == m.new_version
-    (idx,) = ds.list_indices()
+    (idx,) = index_segments(ds)
     assert idx["name"] == "id_idx" and idx["type"] == "BTree" and idx["fields"] == ["id"]
     where = "id >= 500 AND id < 640"
     assert "ScalarIndexQuery" in ds.scanner(filter=where).explain_plan()  # pylance answers from our index
@@ -175,7 +176,7 @@ def test_create_index_ivf_pq(remote: Remote) -> None:
                      num_sub_vectors=4)
     ds = remote.pylance("vec.lance")
     assert ds.version == m.new_version
-    (idx,) = ds.list_indices()
+    (idx,) = index_segments(ds)
     assert idx["name"] == "vec_idx" and idx["type"] == "IVF_PQ"
     q = ds.take([123], columns=["vec"]).column("vec")[0].values.to_numpy()
     near = {"column": "vec", "q": q, "k": 10}

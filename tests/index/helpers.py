@@ -8,6 +8,8 @@ from typing import Any
 import numpy as np
 import pyarrow as pa
 
+from tests.support.pylance_indices import index_segments
+
 SCALAR = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None),
           ("text", "INVERTED", None), ("id", "ZONEMAP", "id_zm"), ("text", "NGRAM", "text_ngram"))
 # one vector column per index: pylance's nearest() uses the first index on the column
@@ -62,7 +64,7 @@ def _ids(t: pa.Table) -> list[int]:
 
 def queries(ds: Any) -> dict[str, list]:
     """What pylance answers, index by index (every vector index with all partitions probed)."""
-    kinds = {i["type"] for i in ds.list_indices()}
+    kinds = {i["type"] for i in index_segments(ds)}
     out = {
         "eq": _ids(ds.to_table(filter="id = 1234", columns=["id"])),
         "range": _ids(ds.to_table(filter="id >= 100 AND id < 160", columns=["id"])),
@@ -74,7 +76,7 @@ def queries(ds: Any) -> dict[str, list]:
     }
     if "Inverted" in kinds:
         out["fts"] = _ids(ds.to_table(full_text_query="word7", columns=["id"]))
-    types = {i["name"]: i["type"] for i in ds.list_indices()}
+    types = {i["name"]: i["type"] for i in index_segments(ds)}
     for name in VECTOR_COLUMN:
         if name not in types:
             continue
@@ -88,4 +90,4 @@ def queries(ds: Any) -> dict[str, list]:
 
 def unindexed(ds: Any) -> dict[str, int]:
     return {i["name"]: ds.stats.index_stats(i["name"])["num_unindexed_rows"]
-            for i in ds.list_indices() if not i["name"].startswith("__")}
+            for i in index_segments(ds) if not i["name"].startswith("__")}

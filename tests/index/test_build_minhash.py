@@ -19,6 +19,7 @@ from lance_spark_ops.index.scalar import minhash as mh
 from lance_spark_ops.spark.indices.scalar_index import SCALAR_BUILDER
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.segment_commit import build_and_commit, entries
+from tests.support.pylance_indices import index_segments
 
 lance = pytest.importorskip("lance")
 from lance.query import MinHashQuery  # noqa: E402
@@ -158,7 +159,7 @@ def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, de
         assert (m.indices_frag_reuse if defer else m.indices_remapped) == {"MINHASHLSH": 1}
 
     def shape(uri: str) -> list:
-        return sorted((i["name"], sorted(i["fragment_ids"])) for i in lance.dataset(uri).list_indices())
+        return sorted((i["name"], sorted(i["fragment_ids"])) for i in index_segments(lance.dataset(uri)))
 
     assert shape(ours) == shape(theirs)
     if defer:  # behind the FRI: pylance answers through it alike; then our remap rewrites it

@@ -20,6 +20,7 @@ from lance_spark_ops.spark.indices.scalar_index import SCALAR_BUILDER
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.segment_commit import build_and_commit, entries
+from tests.support.pylance_indices import index_segments
 
 lance = pytest.importorskip("lance")
 from lance.indices import IndexConfig  # noqa: E402
@@ -253,7 +254,7 @@ def test_lifecycle_matches_pylance(tmp_path: Any, version: str, stable: bool, de
     assert m.indices_remapped == {} and m.indices_frag_reuse == ({"RTREE": 1} if defer else {})
 
     def shape(uri: str) -> list:
-        return sorted((i["name"], sorted(i["fragment_ids"])) for i in lance.dataset(uri).list_indices())
+        return sorted((i["name"], sorted(i["fragment_ids"])) for i in index_segments(lance.dataset(uri)))
 
     assert shape(ours) == shape(theirs)
     assert_answers(theirs, ours, indexed=defer or stable)  # else the index covers no fragment left

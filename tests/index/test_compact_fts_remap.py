@@ -15,6 +15,7 @@ from lance_spark_ops.spark.files.compaction import compact
 from lance_spark_ops.spark.indices.index_remap import remap_indices
 from tests.index.fts_helpers import build_fts
 from tests.index.test_build_fts import PHRASES, QUERIES, answers, texts
+from tests.support.pylance_indices import index_segments
 
 lance = pytest.importorskip("lance")
 
@@ -77,7 +78,7 @@ def test_our_inverted_and_ngram_rewritten(tmp_path, version, with_position):
     lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
     assert m.indices_remapped == {"INVERTED": 1, "NGRAM": 1} and m.indices_frag_reuse == {}
     ds = lance.dataset(uri)
-    assert not [i for i in ds.list_indices() if i["name"].startswith("__lance_frag_reuse")]
+    assert not [i for i in index_segments(ds) if i["name"].startswith("__lance_frag_reuse")]
     check_same(uri, twin, QUERIES + (PHRASES if with_position else []))
     # docs of deleted rows are gone: the index holds exactly the live rows with tokens
     assert ds.stats.index_stats("text_idx")["indices"][0]["num_docs"] == \
@@ -99,7 +100,7 @@ def test_files_equal_pylance_remap(tmp_path):
 
     def read(root, kind, name="text_idx"):
         ds = lance.dataset(root)
-        (idx,) = [i for i in ds.list_indices() if i["name"] == name]
+        (idx,) = [i for i in index_segments(ds) if i["name"] == name]
         file = f"part_0_{kind}.lance" if name == "text_idx" else kind
         return LanceFileReader(f"{root}/_indices/{idx['uuid']}/{file}").read_all().to_table()
 
@@ -171,11 +172,11 @@ def test_stable_row_ids_nothing_rewritten(tmp_path):
     """With stable row ids the indices name rows by id: a compaction only recalculates their
     fragment bitmaps (as pylance)."""
     uri, twin = indexed(tmp_path, "2.2", True, True, False)
-    before = {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()}
+    before = {i["name"]: i["uuid"] for i in index_segments(lance.dataset(uri))}
     m = compact(None, uri, target_rows_per_fragment=1000)
     lance.dataset(twin).optimize.compact_files(target_rows_per_fragment=1000)
     assert m.indices_remapped == {} and m.indices_recalculated == {"INVERTED": 1, "NGRAM": 1}
-    assert {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()} == before
+    assert {i["name"]: i["uuid"] for i in index_segments(lance.dataset(uri))} == before
     check_same(uri, twin, QUERIES)
 
 

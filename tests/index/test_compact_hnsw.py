@@ -16,6 +16,7 @@ from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versi
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR_COLUMN, build, queries, unindexed
+from tests.support.pylance_indices import index_segments
 
 NEW = (("IVF_SQ", "vec_sq"), ("IVF_HNSW_SQ", "vec_hnsw"), ("IVF_HNSW_PQ", "vec_hnsw_pq"),
        ("IVF_HNSW_FLAT", "vec_hnsw_flat"))
@@ -34,7 +35,7 @@ def _oracle(src: str, dst: str, target: int = 1000) -> dict[str, list]:
 def _uuids(uri: str) -> dict[str, str]:
     import lance
 
-    return {i["name"]: i["uuid"] for i in lance.dataset(uri).list_indices()}
+    return {i["name"]: i["uuid"] for i in index_segments(lance.dataset(uri))}
 
 
 def _ok(uri: str, before: dict, oracle: dict | None, fragments_before: int) -> None:

@@ -16,6 +16,7 @@ import pytest
 from lance_spark_ops.errors import UnsupportedError
 from lance_spark_ops.spark.files.compaction import compact, materialize_deletions
 from tests.index.helpers import build, queries, unindexed
+from tests.support.pylance_indices import index_segments
 
 SUMMARY = {"id_zm"}  # ZONEMAP: pylance drops it for rewritten fragments too
 
@@ -73,7 +74,7 @@ def test_compact_every_index_type(tmp_path: Path, version: str, stable: bool, de
                             "IVF_FLAT": 1, "IVF_HNSW_SQ": 1}
         assert reuse == {}
     assert m.indices_dropped == {"ZONEMAP": 1}
-    names = {i["name"] for i in lance.dataset(uri).list_indices()}
+    names = {i["name"] for i in index_segments(lance.dataset(uri))}
     assert ("__lance_frag_reuse" in names) == (defer and not stable)  # every index remapped otherwise
 
 
@@ -145,7 +146,7 @@ def test_index_segments(tmp_path: Path) -> None:
     lance.write_dataset(table(1200, start=2400, seed=3), uri, mode="append", max_rows_per_file=300)
     lance.dataset(uri).optimize.optimize_indices(num_indices_to_merge=0)
     lance.dataset(uri).delete("id % 10 = 3")
-    assert len(lance.dataset(uri).list_indices()) == 6
+    assert len(index_segments(lance.dataset(uri))) == 6
     before = queries(lance.dataset(uri))
     oracle = _pylance_compacted(uri, str(tmp_path / "oracle"), False, target_rows_per_fragment=900)
     m = compact(None, uri, target_rows_per_fragment=900)
@@ -179,8 +180,8 @@ def test_range_partitioned_btree_is_refused(tmp_path: Path) -> None:
 
     uri = str(tmp_path / "ds")
     ds = build(uri, "2.2", False, scalar=(("id", "BTREE", None),), vector=())
-    before, frags, indices = queries(ds), [f.metadata for f in ds.get_fragments()], ds.list_indices()
-    index_dir = Path(uri) / "_indices" / ds.list_indices()[0]["uuid"]
+    before, frags, indices = queries(ds), [f.metadata for f in ds.get_fragments()], index_segments(ds)
+    index_dir = Path(uri) / "_indices" / index_segments(ds)[0]["uuid"]
     lookup = index_dir / "page_lookup.lance"
     original = lookup.read_bytes()
     table = LanceFileReader(str(lookup)).read_all().to_table()
@@ -195,6 +196,6 @@ def test_range_partitioned_btree_is_refused(tmp_path: Path) -> None:
     with pytest.raises(UnsupportedError, match="page_lookup.lance: range-partitioned"):
         compact(None, uri, target_rows_per_fragment=1000)
     after = lance.dataset(uri)
-    assert [f.metadata for f in after.get_fragments()] == frags and after.list_indices() == indices
+    assert [f.metadata for f in after.get_fragments()] == frags and index_segments(after) == indices
     lookup.write_bytes(original)  # the manifest records the original file's size
     assert after.count_rows() == 2160 and queries(lance.dataset(uri)) == before

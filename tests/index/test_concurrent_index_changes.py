@@ -14,6 +14,7 @@ from lance_spark_ops.spark.indices.index_remap import index_entries
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
 from tests.support.commit_hooks import once_before_commit
+from tests.support.pylance_indices import index_segments
 
 SCALARS = (("id", "BTREE", None), ("cat", "BITMAP", None), ("text", "INVERTED", None))
 
@@ -44,7 +45,7 @@ def test_index_created_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook, defer_index_remap=defer)
     ds = lance.dataset(uri)
     assert len(ds.get_fragments()) < 8 and m.commits == 1
-    assert "labels_idx" in {i["name"] for i in ds.list_indices()}
+    assert "labels_idx" in {i["name"] for i in index_segments(ds)}
     assert set(unindexed(ds).values()) == {0}
     q = queries(ds)
     assert q["labels"] == sorted(ds.to_table(filter="array_has_any(labels, ['l3'])", columns=["id"],
@@ -83,7 +84,7 @@ def test_index_dropped_concurrently(tmp_path: Path, monkeypatch: pytest.MonkeyPa
     hook = once_before_commit(lambda: lance.dataset(uri).drop_index("cat_idx"))
     m = compact(None, uri, target_rows_per_fragment=1000, tuning=hook)
     ds = lance.dataset(uri)
-    assert "cat_idx" not in {i["name"] for i in ds.list_indices()}
+    assert "cat_idx" not in {i["name"] for i in index_segments(ds)}
     assert m.indices_remapped == {"BTREE": 1, "INVERTED": 1}
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
     assert _index_dirs_referenced(uri)

@@ -13,6 +13,7 @@ import pytest
 
 from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
 from tests.index.helpers import table
+from tests.support.pylance_indices import index_segments
 
 lance = pytest.importorskip("lance")
 
@@ -48,7 +49,7 @@ def unindexed(uri: str) -> dict[str, int]:
 
 
 def segments(uri: str) -> dict[str, int]:
-    names = [i["name"] for i in lance.dataset(uri).list_indices()]
+    names = [i["name"] for i in index_segments(lance.dataset(uri))]
     return {n: names.count(n) for _, _, n in INDICES}
 
 

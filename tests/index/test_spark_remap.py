@@ -10,6 +10,7 @@ from lance_spark_ops.spark.indices.index_remap import remap_indices, reuse_versi
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
 from tests.index.helpers import VECTOR, build, queries, unindexed
+from tests.support.pylance_indices import index_segments
 
 INDICES = (("id", "BTREE", None), ("cat", "BITMAP", None), ("labels", "LABEL_LIST", None))
 
@@ -52,5 +53,5 @@ def test_hnsw_graph_tasks_on_spark(spark, tmp_path: Path, monkeypatch) -> None: 
     assert m.seconds["remap_indices"] > 0
     ds = lance.dataset(uri)
     assert queries(ds) == before and set(unindexed(ds).values()) == {0}
-    index_dir = Path(uri) / "_indices" / ds.list_indices()[0]["uuid"]
+    index_dir = Path(uri) / "_indices" / index_segments(ds)[0]["uuid"]
     assert sorted(p.name for p in index_dir.iterdir()) == ["auxiliary.idx", "index.idx"]

@@ -18,6 +18,7 @@ import pytest
 from lance_spark_ops.index.vector.ivf_split import partition_adjustment
 from lance_spark_ops.spark.indices.indexing import create_index, optimize_indices
 from lance_spark_ops.spark.runtime.tuning import Tuning
+from tests.support.pylance_indices import index_segments
 
 DIM = 16
 CASES = [  # kind, rows, partitions, stable row ids (pylance: 4 x 4000 joins, 2 x 4000 deltas,
@@ -129,7 +130,7 @@ def _rows_per_partition(uri: str) -> list[list[int]]:
     from lance.file import LanceFileReader
 
     ds = lance.dataset(uri)
-    (idx,) = [i for i in ds.list_indices() if i["name"] == "vec_idx"]
+    (idx,) = [i for i in index_segments(ds) if i["name"] == "vec_idx"]
     (sizes,) = _sizes(uri)
     t = LanceFileReader(f"{uri}/_indices/{idx['uuid']}/auxiliary.idx").read_all().to_table()
     ids = t.column("_rowid").to_numpy()
@@ -144,7 +145,7 @@ def _pq_codes(uri: str) -> list[dict[int, bytes]]:
     from lance.file import LanceFileReader
 
     ds = lance.dataset(uri)
-    (idx,) = [i for i in ds.list_indices() if i["name"] == "vec_idx"]
+    (idx,) = [i for i in index_segments(ds) if i["name"] == "vec_idx"]
     (sizes,) = _sizes(uri)
     t = LanceFileReader(f"{uri}/_indices/{idx['uuid']}/auxiliary.idx").read_all().to_table()
     ids, codes = t.column("_rowid").to_numpy(), t.column(1).combine_chunks()

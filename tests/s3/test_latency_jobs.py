@@ -15,6 +15,7 @@ import pyarrow.compute as pc
 import pytest
 
 from tests.s3.conftest import SlowS3
+from tests.support.pylance_indices import index_segments
 
 WORDS = np.array(["lance", "spark", "object", "store", "latency", "proxy", "index", "vector", "token",
                   "moto"])
@@ -335,7 +336,7 @@ def test_remap_indices(slow_s3: SlowS3) -> None:
     _no_size_requests(st)
     assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
     a = _pylance(slow_s3, uri)
-    (idx,) = [i for i in a.list_indices() if i["name"] == "id_idx"]
+    (idx,) = [i for i in index_segments(a) if i["name"] == "id_idx"]
     assert set(idx["fragment_ids"]) == {f.fragment_id for f in a.get_fragments()}
     assert a.stats.index_stats("__lance_frag_reuse")["num_versions"] == 0
     for probe in (1, 2_501, 3_997):

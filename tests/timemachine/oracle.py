@@ -11,6 +11,7 @@ import pyarrow.compute as pc
 
 from lance_spark_ops.errors import LanceError
 from lance_spark_ops.table.dataset import Dataset
+from tests.support.pylance_indices import index_segments
 
 # versions pylance 14 itself cannot scan (nothing to compare ours with); reported by the tests
 PYLANCE_FAILS: list[str] = []
@@ -63,7 +64,7 @@ def answers(uri: str) -> dict:
     rows = rows.sort_by("id") if "id" in rows.schema.names else rows
     out = {"rows": rows, "indices": {}}
     try:
-        listed = ds.list_indices()
+        listed = index_segments(ds)
     except Exception as e:  # noqa: BLE001 - pylance 14 describes no index of pylance <= 0.7 before a write
         PYLANCE_FAILS.append(f"{uri} list_indices: pylance 14: {str(e).splitlines()[0][:160]}")
         listed = []

@@ -26,6 +26,7 @@ from lance_spark_ops.table.commit.indices import fragment_bitmap
 from lance_spark_ops.table.commit.migrate import untrusted_bitmaps
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import Delete
+from tests.support.pylance_indices import index_segments
 from tests.table.test_refusals import edit_manifest
 from tests.timemachine import make_envs
 
@@ -133,7 +134,7 @@ def _index_answers(uri: str) -> dict:
     """pylance 14's view of every index: its stats and what its query answers."""
     ds = lance.dataset(uri)
     out = {}
-    for idx in ds.list_indices():
+    for idx in index_segments(ds):
         name = idx["name"]
         if name.startswith("__"):
             continue  # the fragment reuse index answers no query
