@@ -52,12 +52,39 @@ def _wait(what: str, ok, seconds: float = 120) -> None:
     raise RuntimeError(f"{what} not ready after {seconds} s")
 
 
-def start_cluster(tmp: str, cores: int = 2, workers: int = 1,
-                  pin: bool = False) -> tuple[str, list[subprocess.Popen]]:
+CGROUP_CPU = Path("/sys/fs/cgroup/cpu")  # cgroup v1's cpu controller (this machine's)
+
+
+def cpu_limit_group(name: str, cpus: float) -> Path:
+    """A cgroup of at most ``cpus`` CPUs (CFS quota over a 100 ms period), as a Kubernetes CPU
+    limit gives an executor's pod; processes started through ``in_group`` land in it."""
+    group = CGROUP_CPU / name
+    group.mkdir(exist_ok=True)
+    period = int((group / "cpu.cfs_period_us").read_text())
+    (group / "cpu.cfs_quota_us").write_text(str(int(cpus * period)))
+    return group
+
+
+def in_group(group: Path) -> list[str]:
+    """A command prefix that moves the command's process into ``group`` before it starts (its
+    children - executor JVMs, Python workers - inherit the group)."""
+    return ["sh", "-c", f'echo $$ > {group}/cgroup.procs && exec "$@"', "sh"]
+
+
+def remove_groups(groups: list[Path]) -> None:
+    """Remove the groups once their processes (executors exit after their worker) are gone."""
+    for group in groups:
+        _wait(f"{group} empty", lambda g=group: not (g / "cgroup.procs").read_text().strip(), 30)
+        group.rmdir()
+
+
+def start_cluster(tmp: str, cores: int = 2, workers: int = 1, pin: bool = False,
+                  cpu_limit: float | None = None) -> tuple[str, list[subprocess.Popen]]:
     """Master + ``workers`` workers of ``cores`` cores on loopback; returns the master URL and
     the processes. ``pin``: worker k and everything it starts (executor JVMs, Python workers)
     on CPUs [k * cores, (k + 1) * cores) only, as on a host of ``cores`` CPUs (Spark's
-    ``--cores`` only counts task slots)."""
+    ``--cores`` only counts task slots). ``cpu_limit``: worker k and everything it starts in a
+    cgroup of at most that many CPUs (``cpu_limit_group``; ``stop`` removes the groups)."""
     import pyspark
 
     home = Path(pyspark.__file__).parent
@@ -72,6 +99,10 @@ def start_cluster(tmp: str, cores: int = 2, workers: int = 1,
     _wait("master", lambda: _state(web_url)["status"] == "ALIVE")
     for k in range(workers):
         cpus = ["taskset", "-c", ",".join(str(k * cores + c) for c in range(cores))] if pin else []
+        if cpu_limit:
+            group = cpu_limit_group(f"lso-bench-{os.getpid()}-worker{k}", cpu_limit)
+            _groups.append(group)
+            cpus = [*in_group(group), *cpus]
         procs.append(subprocess.Popen([*cpus, cls, "org.apache.spark.deploy.worker.Worker", url,
                                        "--host", "127.0.0.1", "--cores", str(cores), "--memory", "2g",
                                        "--webui-port", str(wweb if k == 0 else _port()),
@@ -88,6 +119,11 @@ def stop(procs: list[subprocess.Popen]) -> None:
         except subprocess.TimeoutExpired:
             p.kill()
             p.wait(30)
+    remove_groups(_groups)
+    _groups.clear()
+
+
+_groups: list[Path] = []  # the CPU-limit cgroups start_cluster made
 
 
 def _import_package(task: int, ctx: object) -> int:

@@ -2,7 +2,7 @@
 one, and the Python workers' peak RSS against the fragments a compaction task reads.
 
     python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500] [--warm-job]
-        [--pin] [--conf k=v ...]
+        [--pin] [--cpu-limit CPUS] [--conf k=v ...]
 
 The store is ``moto_server`` behind ``tests/support/latency_store``'s proxy (a child process)
 holding each request ``--latency`` ms. One master and two workers of 1 core each on 127.0.0.1
@@ -15,7 +15,11 @@ holding each request ``--latency`` ms. One master and two workers of 1 core each
   each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance reads
   every result: the same rows. ``--pin``: worker k and the processes it starts on CPU k only
   (``taskset``), as on 1-CPU hosts (Spark's ``--cores 1`` only counts task slots: unpinned, a lone
-  worker's Python threads and JVM spread over both cores). ``--conf k=v``: a user's session
+  worker's Python threads and JVM spread over both cores). ``--cpu-limit C``: worker k and what
+  it starts in a cgroup of at most C CPUs (CFS quota, as a Kubernetes CPU limit; cgroup v1's
+  ``cpu`` controller, root): with C = 0.5 on 2 CPUs the two workers together use at most one,
+  and the store, the proxy and the driver keep the other, as on hosts of their own - the run
+  is bounded by the workers' CPU, which is what the scaling asks about. ``--conf k=v``: a user's session
   settings, e.g. JVM flags in ``spark.{driver,executor}.extraJavaOptions``. The warm-up imports
   the task path in each executor's Python worker; with ``--warm-job`` it is a whole compaction of
   another copy instead (a session that has run a job before: the executors' JVMs past their first
@@ -232,9 +236,14 @@ def main() -> None:
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
     ap.add_argument("--conf", nargs="*", default=[], help="session settings k=v (a user's), both sessions")
     ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
+    ap.add_argument("--cpu-limit", type=float, default=None,
+                    help="each worker and what it starts in a cgroup of at most this many CPUs")
     ap.add_argument("--warm-job", action="store_true", help="warm each session with a whole compaction")
     ap.add_argument("--warm-jobs", type=int, default=0,
                     help="warm each session with N whole compactions (JIT closer to settled)")
+    ap.add_argument("--warm-per-executor", action="store_true",
+                    help="the warm jobs times the session's executors: each executor's JVM has run as many "
+                         "tasks before the timed job in both sessions (a JIT state alike)")
     ap.add_argument("--threads", action="store_true", help="print the JVM threads' CPU of each job")
     ap.add_argument("--out", default=str(ROOT / "bench" / "results" / "cluster_s3_bench.json"))
     args = ap.parse_args()
@@ -247,11 +256,12 @@ def main() -> None:
 
     result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
                     "warm_job": args.warm_job, "warm_jobs": args.warm_jobs or int(args.warm_job),
-                    "pin": args.pin, "conf": extra}
+                    "warm_per_executor": args.warm_per_executor,
+                    "pin": args.pin, "cpu_limit": args.cpu_limit, "conf": extra}
     with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
         client, direct, via = store.client, store.direct, store.via
         expected = ids_of(SOURCE, direct)
-        url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
+        url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin, cpu_limit=args.cpu_limit)
         try:
             seconds: dict[str, list[float]] = {"one": [], "two": []}
             phases: dict[str, list[dict[str, float]]] = {"one": [], "two": []}  # the job's phases
@@ -266,7 +276,9 @@ def main() -> None:
                     cores = 1 if name == "one" else 2
                     spark = session(url, cores, f"cluster-s3 {name}", extra)
                     try:
-                        for _ in range(args.warm_jobs or int(args.warm_job)):
+                        warm = (args.warm_jobs or int(args.warm_job)) * (cores if args.warm_per_executor
+                                                                        else 1)
+                        for _ in range(warm):
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
                         threads0 = jvm_threads() if args.threads else {}
