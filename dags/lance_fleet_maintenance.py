@@ -12,7 +12,8 @@ the driver). Storage options: the worker's environment (``LSO_STORAGE_OPTIONS``)
 ``lance_maintenance`` DAG.
 
 Exit codes as the jobs': 0 every table fine; 3 (every failed table had a commit conflict) is
-left to the retries; 2, 4 and 5 fail the task without retrying; 1 (tables failed otherwise) is
+left to the retries; 2, 4, 5 and 8 (the store refused access to every failed table) fail the
+task without retrying; 1 (tables failed otherwise) is
 retried once - a re-run measures again and does only what is left. Paths: ``LSO_JOBS_DIR``,
 ``LSO_CONF_DIR`` as in ``lance_maintenance``.
 """
@@ -38,13 +39,14 @@ JOBS_DIR = Path(os.environ.get("LSO_JOBS_DIR", REPO / "jobs"))
 CONF_DIR = Path(os.environ.get("LSO_CONF_DIR", REPO / "conf"))
 LOG4J2 = CONF_DIR / "log4j2.properties"
 CONN_ID = "spark_default"
-NO_RETRY = (2, 4, 5)
+NO_RETRY = (2, 4, 5, 8)
 EXIT_MEANINGS = {
     1: "tables failed (see the job's JSON line: one entry per table)",
     2: "bad usage, option values or policy",
     3: "commit conflicts: nothing changed on those tables, running again is safe",
     4: "incompatible concurrent changes: look at those tables first",
     5: "commit state unknown on a table: check its latest version before anything else",
+    8: "the store refused access to the failed tables (credentials or policy): fix them, do not retry",
 }
 
 

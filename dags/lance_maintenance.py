@@ -15,9 +15,10 @@ and shown in the UI: give them to the worker's environment (``LSO_STORAGE_OPTION
 named by the ``config_<job>`` param (a path on the worker, passed as ``--config``).
 
 A failed job fails its task; the log says the job's exit code and what it means. Exit 3 (a
-commit conflict: nothing changed) is left to the task's retries; 2, 4, 5 and 6 fail the task
-without retrying (5: the commit may have landed - look before running again; 6: no dataset at
-the URI; 7: the table is inconsistent - see the validate task's findings).
+commit conflict: nothing changed) is left to the task's retries; 2, 4, 5, 6, 7 and 8 fail the
+task without retrying (5: the commit may have landed - look before running again; 6: no dataset
+at the URI; 7: the table is inconsistent - see the validate task's findings; 8: the store refused
+the connection's credentials).
 
 Paths, from the environment of the Airflow worker: ``LSO_JOBS_DIR`` (default: ``jobs/`` beside
 this file's folder), ``LSO_CONF_DIR`` (default: ``conf/`` there; its ``spark-defaults.conf``
@@ -92,8 +93,10 @@ EXIT_MEANINGS = {
     6: "no dataset at the URI, no such table or namespace root: fix the uri / table param",
     7: "the table is inconsistent (its manifest contradicts itself or its files): nothing was changed; "
        "see the validate task's findings",
+    8: "the store refused access (credentials missing, invalid or expired, or not allowed): nothing was "
+       "changed; fix the connection's credentials or the bucket's policy",
 }
-NO_RETRY = (2, 4, 5, 6, 7)
+NO_RETRY = (2, 4, 5, 6, 7, 8)
 
 
 def job_args(job: str, params: dict[str, Any]) -> list[str]:

@@ -18,8 +18,9 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.io.denied import refused
 from lance_spark_ops.spark.files.vacuuming import parse_duration
-from lance_spark_ops.spark.runtime.cli import EXIT_FAILED, EXIT_OK, Job, run_job
+from lance_spark_ops.spark.runtime.cli import EXIT_ACCESS, EXIT_FAILED, EXIT_OK, Job, run_job
 
 MAX_FAILURES_SHOWN = 100
 
@@ -69,6 +70,8 @@ class _Printed(dict):
         out = {k: v for k, v in vars(metrics).items() if k not in ("removed_paths", "failures")}
         super().__init__(out, failures=metrics.failures[:MAX_FAILURES_SHOWN])
         self.removed_paths = metrics.removed_paths
+        # every failed delete refused by the store (credentials, policy): exit 8, not a retry
+        self.all_refused = bool(metrics.failures) and all(refused(err) for _, err in metrics.failures)
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: VacuumOptions) -> _Printed:
@@ -90,7 +93,7 @@ def _report(metrics: _Printed) -> Iterator[str]:
 
 
 JOB = Job("vacuum", _run, VacuumOptions, __doc__.split("\n\n")[0], report=_report,
-          status=lambda m: EXIT_FAILED if m["failed_deletes"] else EXIT_OK)
+          status=lambda m: EXIT_ACCESS if m.all_refused else EXIT_FAILED if m["failed_deletes"] else EXIT_OK)
 
 
 def main(argv: list[str] | None = None) -> int:

@@ -11,6 +11,7 @@ from __future__ import annotations
 from lance_spark_ops._lazy import lazy_exports
 from lance_spark_ops._version import __version__
 from lance_spark_ops.errors import (
+    AccessDeniedError,
     CommitConflict,
     CommitError,
     CommitStateUnknown,
@@ -36,6 +37,7 @@ _LAZY = {
 }
 
 __all__ = [
+    "AccessDeniedError",
     "CommitConflict",
     "CommitError",
     "CommitStateUnknown",

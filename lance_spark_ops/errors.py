@@ -77,5 +77,11 @@ class WriteRefused(LanceError):
     ServiceUnavailable): unlike a dropped connection or a timeout, safe to try again."""
 
 
+class AccessDeniedError(LanceError):
+    """The store refused access: credentials missing, invalid or expired, or a policy that does
+    not allow the request (S3 403 AccessDenied, 401s, no credentials found). Retrying does not
+    help; the credentials or the policy need fixing (jobs exit 8)."""
+
+
 class InvalidInputError(LanceError):
     """An argument given by the caller is invalid."""

@@ -43,6 +43,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import (
+    AccessDeniedError,
     CommitConflict,
     CorruptFileError,
     LanceError,
@@ -52,6 +53,7 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.io import remote, s3_session
 from lance_spark_ops.io.budget import IOBudget, io_budget, upload_window
+from lance_spark_ops.io.denied import access_denied, refused
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
@@ -334,8 +336,9 @@ class ObjectStore:
     # -- reads -----------------------------------------------------------
     @contextmanager
     def _typed(self, op: str, rel: str) -> Iterator[None]:
-        """A missing object -> NotFoundError; any other failure of a remote store (denied,
-        unreachable, throttled ...) -> LanceError naming the operation and object. Local
+        """A missing object -> NotFoundError; access refused (credentials, policy, a local
+        file's permissions) -> AccessDeniedError; any other failure of a remote store
+        (unreachable, throttled ...) -> LanceError naming the operation and object. Other local
         errors pass unchanged. Messages come from the backend and hold no credentials."""
         try:
             yield
@@ -344,6 +347,8 @@ class ObjectStore:
         except (FileNotFoundError, NotADirectoryError) as e:  # the latter: a parent is a plain file
             raise NotFoundError("file not found", path=self.uri(rel)) from e
         except Exception as e:
+            if access_denied(e):
+                raise AccessDeniedError(f"{op} refused: {type(e).__name__}: {e}", path=self.uri(rel)) from e
             if self.protocol in ("file", "local", "memory"):
                 raise
             raise LanceError(f"{op} failed: {type(e).__name__}: {e}", path=self.uri(rel)) from e
@@ -521,6 +526,8 @@ class ObjectStore:
             fd = os.open(self.full_path(rel), _O_READ)
         except FileNotFoundError as e:
             raise NotFoundError("file not found", path=self.uri(rel)) from e
+        except PermissionError as e:
+            raise AccessDeniedError(f"read refused: {e}", path=self.uri(rel)) from e
         try:
             size = os.fstat(fd).st_size
             start = 0 if size <= whole_below else max(0, size - max_size)
@@ -564,6 +571,8 @@ class ObjectStore:
             f = open(path, "rb", buffering=0)  # noqa: SIM115 - closed below
         except FileNotFoundError as e:
             raise NotFoundError("file not found", path=path) from e
+        except PermissionError as e:
+            raise AccessDeniedError(f"read refused: {e}", path=path) from e
         with f:
             for start, end, _ in requests:
                 if start < 0:
@@ -803,8 +812,9 @@ class ObjectStore:
         if len(rels) > 1 and self._remote_async():
             failed = self.delete_batch(rels)
             if failed:
-                raise LanceError(f"{len(failed)} of {len(rels)} deletes failed, first: {failed[0][1]}",
-                                 path=self.uri(failed[0][0]))
+                cls = AccessDeniedError if all(refused(err) for _, err in failed) else LanceError
+                raise cls(f"{len(failed)} of {len(rels)} deletes failed, first: {failed[0][1]}",
+                          path=self.uri(failed[0][0]))
             return
         for rel in rels:
             self.delete(rel)

@@ -281,3 +281,19 @@ def test_appends_race_and_none_is_lost(remote: Remote) -> None:
     ds = remote.pylance("a.lance")
     assert ds.version == 1 + 2 * ROUNDS
     assert sorted(ds.to_table(columns=["id"]).column("id").to_pylist()) == sorted(want)
+
+
+def test_azure_wrong_key_is_access_denied(azure: Azure) -> None:
+    """A wrong account key: Azurite refuses the signature (403) and the open fails as
+    ``AccessDeniedError`` naming the table (jobs exit 8), not as a generic failure."""
+    import base64
+
+    from lance_spark_ops.errors import AccessDeniedError
+
+    uri = azure.uri("t.lance")
+    lance.write_dataset(table(10), uri, storage_options=azure.options)
+    wrong = {**azure.options, "azure_storage_account_key": base64.b64encode(b"not the key" * 4).decode()}
+    with pytest.raises(AccessDeniedError) as info:
+        Dataset.open(uri, storage_options=wrong)
+    assert "t.lance" in str(info.value)
+    assert Dataset.open(uri, storage_options=azure.options).version == 1  # the right key still reads it

@@ -132,7 +132,7 @@ def test_conditional_put_switch_and_missing_backend() -> None:
 
 def test_remote_failures_are_typed_without_secrets(monkeypatch: pytest.MonkeyPatch) -> None:
     pytest.importorskip("s3fs")
-    from lance_spark_ops.errors import LanceError, NotFoundError
+    from lance_spark_ops.errors import AccessDeniedError, LanceError, NotFoundError
 
     store = ObjectStore("s3://bucket/ds", {"aws_access_key_id": "AK", "aws_secret_access_key": SECRET,
                                            "aws_endpoint": "http://127.0.0.1:9", "aws_region": "r"})
@@ -143,10 +143,17 @@ def test_remote_failures_are_typed_without_secrets(monkeypatch: pytest.MonkeyPat
     def missing(*args: object, **kwargs: object) -> bytes:
         raise FileNotFoundError("bucket/ds/x")
 
-    monkeypatch.setattr(store.fs, "cat_file", denied)
-    with pytest.raises(LanceError, match="read failed: PermissionError: Access Denied") as e:
+    def unreachable(*args: object, **kwargs: object) -> bytes:
+        raise ConnectionError("Connect timeout on endpoint URL")
+
+    monkeypatch.setattr(store.fs, "cat_file", unreachable)
+    with pytest.raises(LanceError, match="read failed: ConnectionError: Connect timeout") as e:
         store.read("x")
     assert type(e.value) is LanceError and e.value.path == "s3://bucket/ds/x" and SECRET not in str(e.value)
+    monkeypatch.setattr(store.fs, "cat_file", denied)
+    with pytest.raises(AccessDeniedError, match="read refused: PermissionError: Access Denied") as e:
+        store.read("x")
+    assert e.value.path == "s3://bucket/ds/x" and SECRET not in str(e.value)
     monkeypatch.setattr(store.fs, "cat_file", missing)
     with pytest.raises(NotFoundError):
         store.read_range("x", 0, 10)

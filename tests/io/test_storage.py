@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops import LanceFileReader
-from lance_spark_ops.errors import CommitConflict, NotFoundError
+from lance_spark_ops.errors import AccessDeniedError, CommitConflict, NotFoundError
 from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer, coalesce_ranges
 
 
@@ -152,3 +152,30 @@ def test_s3_clients_share_one_tls_verify_context() -> None:
     assert SharedContextSession(verify=True)._build_ssl_contexts(None)[0] is ctx
     off = SharedContextSession(verify=False)._build_ssl_contexts(None)[0]
     assert off is not ctx and off.verify_mode == ssl.CERT_NONE and not off.check_hostname
+
+
+def test_local_permission_errors_are_access_denied(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A local file the process may not read fails as the store's refusals do (exit 8), on
+    each read path: a footer's tail, ranged reads, a whole read. (Root reads any file, so the
+    refusal is the operating system's error, raised where each path opens the file.)"""
+    import builtins
+
+    from lance_spark_ops.io import storage
+
+    store = ObjectStore(str(tmp_path))
+    store.write("f.lance", b"x" * 100)
+
+    def refuse(*a: object, **k: object) -> object:
+        raise PermissionError(13, "Permission denied", str(tmp_path / "f.lance"))
+
+    with monkeypatch.context() as m:
+        m.setattr(storage.os, "open", refuse)
+        with pytest.raises(AccessDeniedError, match="read refused") as e:
+            store.read_tail("f.lance", 10)
+        assert e.value.path.endswith("f.lance")
+    with monkeypatch.context() as m:
+        m.setattr(builtins, "open", refuse)
+        with pytest.raises(AccessDeniedError, match="read refused"):
+            store.read_ranges("f.lance", [(0, 10)])
+        with pytest.raises(AccessDeniedError, match="read refused: PermissionError"):
+            store.read("f.lance")

@@ -316,7 +316,7 @@ def test_dataset_present_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
     before; a store failure raises (typed) rather than reading as absent."""
     import fsspec
 
-    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.errors import AccessDeniedError, LanceError
     from lance_spark_ops.io.storage import ObjectStore
     from lance_spark_ops.table.dataset import dataset_present
 
@@ -326,12 +326,19 @@ def test_dataset_present_object_store(monkeypatch: pytest.MonkeyPatch) -> None:
     assert dataset_present(uri)
     store = ObjectStore(uri)
 
+    def unreachable(path: str, **kw: Any) -> Any:
+        raise ConnectionError("no route to host")
+
+    store.protocol = "s3"  # as a remote store: its errors are typed
+    monkeypatch.setattr(store.fs, "info", unreachable)
+    with pytest.raises(LanceError, match="info failed: ConnectionError"):
+        store.present("_versions")
+
     def denied(path: str, **kw: Any) -> Any:
         raise PermissionError("denied")
 
-    store.protocol = "s3"  # as a remote store: its errors are typed
     monkeypatch.setattr(store.fs, "info", denied)
-    with pytest.raises(LanceError, match="info failed: PermissionError"):
+    with pytest.raises(AccessDeniedError, match="info refused: PermissionError"):
         store.present("_versions")
 
 
@@ -347,7 +354,7 @@ def test_dag_exit_codes_match_cli() -> None:
               for t in n.targets if isinstance(t, ast.Name) and t.id in ("EXIT_MEANINGS", "NO_RETRY")}
     documented = {int(line.split()[0]) for line in cli.EPILOG.split("exit codes:")[1].splitlines()
                   if line[:3].strip().isdigit()}
-    assert documented == {0, 1, 2, 3, 4, 5, 6, 7} and set(values["EXIT_MEANINGS"]) == documented - {0}
+    assert documented == {0, 1, 2, 3, 4, 5, 6, 7, 8} and set(values["EXIT_MEANINGS"]) == documented - {0}
     assert set(values["NO_RETRY"]) == documented - {0, 1, cli.EXIT_RETRY}
 
 

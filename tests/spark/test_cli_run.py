@@ -11,6 +11,7 @@ from typing import Any
 import pytest
 
 from lance_spark_ops.errors import (
+    AccessDeniedError,
     CommitConflict,
     CommitStateUnknown,
     IncompatibleTransaction,
@@ -69,6 +70,7 @@ def last_json(out: str) -> dict:
     (IncompatibleTransaction("dataset was overwritten"), 4),
     (CommitStateUnknown("timeout after put"), 5),
     (NotFoundError("no such dataset", path="/x"), 1),
+    (AccessDeniedError("read refused: PermissionError: Access Denied", path="s3://b/t/data/x.lance"), 8),
     (RuntimeError("boom"), 1),
 ])
 def test_exit_codes_and_last_line(capsys: pytest.CaptureFixture[str], error: Exception | None,

@@ -44,12 +44,20 @@ FAULT_KINDS = ("slowdown", "timeout", "reset")
 # landed (moto completes twice), given here to the first try after it was forwarded
 _NO_SUCH_UPLOAD = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code>'
                    b"<Message>The specified upload does not exist.</Message></Error>")
-ANSWER_KINDS = ("nosuchupload",)
+# S3's answer to a request its credentials or the bucket's policy do not allow (not forwarded)
+_ACCESS_DENIED = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>AccessDenied</Code>'
+                  b"<Message>Access Denied</Message></Error>")
+ANSWER_KINDS = ("nosuchupload", "accessdenied")
 
 
 def _answer_404() -> bytes:
     return (b"HTTP/1.1 404 Not Found\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s"
             % (len(_NO_SUCH_UPLOAD), _NO_SUCH_UPLOAD))
+
+
+def _answer_403() -> bytes:
+    return (b"HTTP/1.1 403 Forbidden\r\nContent-Type: application/xml\r\nContent-Length: %d\r\n\r\n%s"
+            % (len(_ACCESS_DENIED), _ACCESS_DENIED))
 
 
 def classify(method: str, target: str, headers: dict[str, str]) -> str:
@@ -89,7 +97,8 @@ class Fault:
     path contains ``path_contains`` get ``kind``: ``slowdown`` (a 503 SlowDown answer, the
     request not forwarded), ``timeout`` (no answer: the connection is held ``hold_s`` and then
     reset; forwarded first when ``forward``), ``reset`` (the connection reset, RST; forwarded
-    first when ``forward``: an ambiguous failure) or ``nosuchupload`` (a 404 NoSuchUpload answer:
+    first when ``forward``: an ambiguous failure), ``accessdenied`` (a 403 AccessDenied answer,
+    not forwarded) or ``nosuchupload`` (a 404 NoSuchUpload answer:
     with ``forward``, after the request was forwarded - S3's answer to a completion retried
     after its first try landed; without, a multipart upload that is gone)."""
 
@@ -370,6 +379,10 @@ class LatencyProxy:
                         writer.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
                                      b"Content-Length: %d\r\n\r\n%s" % (len(_SLOWDOWN), _SLOWDOWN))
                         await writer.drain()
+                        continue
+                    if fault is not None and fault.kind == "accessdenied":
+                        await asyncio.sleep(self.delay_ms / 1000)
+                        await self._send(writer, _answer_403())
                         continue
                     if fault is not None and fault.kind == "nosuchupload" and not fault.forward:
                         await asyncio.sleep(self.delay_ms / 1000)

@@ -24,6 +24,7 @@ from typing import Any
 
 from lance_spark_ops.config_file import load_config
 from lance_spark_ops.errors import (
+    AccessDeniedError,
     CommitConflict,
     CommitStateUnknown,
     DatasetNotFound,
@@ -59,13 +60,14 @@ EXIT_INCOMPATIBLE = 4  # IncompatibleTransaction: a concurrent change makes the 
 EXIT_UNKNOWN = 5  # CommitStateUnknown: the commit may have landed; check before anything else
 EXIT_NOT_FOUND = 6  # DatasetNotFound: no dataset at the URI (checked before Spark starts); do not retry
 EXIT_INCONSISTENT = 7  # InconsistentDatasetError / validate findings: the table contradicts itself
+EXIT_ACCESS = 8  # AccessDeniedError: the store refused the credentials or the request; do not retry
 DEBUG_ENV = "LSO_DEBUG"  # =1: a failed job prints the traceback of a typed error too
 
 
 EXIT_CODES: tuple[tuple[type[BaseException], int], ...] = (
     (CommitStateUnknown, EXIT_UNKNOWN), (IncompatibleTransaction, EXIT_INCOMPATIBLE),
     (CommitConflict, EXIT_RETRY), (InvalidInputError, EXIT_USAGE), (DatasetNotFound, EXIT_NOT_FOUND),
-    (InconsistentDatasetError, EXIT_INCONSISTENT))
+    (InconsistentDatasetError, EXIT_INCONSISTENT), (AccessDeniedError, EXIT_ACCESS))
 ADVICE = {
     EXIT_RETRY: "a concurrent writer committed first; nothing was changed - running the job again is safe",
     EXIT_INCOMPATIBLE: "a concurrent change (e.g. an overwrite) makes this operation impossible; nothing "
@@ -74,6 +76,8 @@ ADVICE = {
                   "version before running again, and do not delete files by hand",
     EXIT_INCONSISTENT: "the table's manifest contradicts itself or its files; nothing was changed - run "
                        "jobs/validate.py on it for every finding, do not retry",
+    EXIT_ACCESS: "the store refused access (credentials missing, invalid or expired, or not allowed by its "
+                 "policy); nothing was changed - fix the credentials or the policy, do not retry",
 }
 EPILOG = f"""\
 options come from, lowest precedence first: the defaults, --config FILE, the environment
@@ -103,6 +107,8 @@ exit codes:
   6  no dataset at the URI, no such table or namespace root (DatasetNotFound, checked before
      Spark starts): fix the URI or name; do not retry
   7  inconsistent table (InconsistentDatasetError; validate: findings): nothing changed; do not retry
+  8  access refused by the store (AccessDeniedError: credentials missing, invalid or expired, or
+     not allowed): fix the credentials or the policy; do not retry
 """
 METAVARS = {int: "N", float: "X", str: "TEXT"}
 POSITIONAL = "positional_"  # argparse dest prefix of Job.positional arguments
