@@ -27,7 +27,7 @@ from typing import Any
 
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget
-from lance_spark_ops.io.options import PROVIDER_KEY, plain_options
+from lance_spark_ops.io.options import PROVIDER_KEY, duration_seconds, plain_options
 
 CARRIER_ENV = "LSO_IO_CARRIER"  # "fsspec": every request through fsspec
 
@@ -104,7 +104,7 @@ def client_options(storage_options: Mapping[str, Any], endpoint: str | None) -> 
         out["allow_http"] = True
     for key in ("timeout", "connect_timeout"):
         if opts.get(key):
-            out[key] = str(opts[key])
+            out[key] = f"{duration_seconds(key, opts[key])}s"  # obstore takes no bare number
     return out
 
 

@@ -26,19 +26,21 @@ import functools
 import inspect
 import json
 import os
+import re
 from collections.abc import Callable, Mapping
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
 
 __all__ = ["EXPIRY_KEY", "PROVIDER_KEY", "SECRET_KEYS", "conditional_put_disabled", "expiry_of",
-           "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at"]
+           "duration_seconds", "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at"]
 
 EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch milliseconds)
 PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
 
 # object_store's client options and Lance's own: meaningful to pylance, no fsspec equivalent
-# needed (timeouts/retries are the backend's defaults; http is allowed by an http:// endpoint).
+# needed (retries are the backend's defaults; http is allowed by an http:// endpoint). The
+# timeouts are here for backends without one; S3, GCS and Azure translate them (below).
 _IGNORED_COMMON = frozenset({
     "allow_http", "aws_allow_http", "azure_allow_http", "google_allow_http", "allow_invalid_certificates",
     "connect_timeout", "timeout", "pool_idle_timeout", "pool_max_idle_per_host", "http1_only", "http2_only",
@@ -87,6 +89,39 @@ def _json_dict(key: str, v: Any) -> Any:
         raise InvalidInputError(f"storage option {key!r} must be a service account key in JSON") from None
 
 
+# object_store's durations (humantime: "30s", "500ms", "1m 30s"); a bare number is seconds
+_DURATION_UNITS = {
+    "ns": 1e-9, "nsec": 1e-9, "us": 1e-6, "usec": 1e-6, "ms": 1e-3, "msec": 1e-3, "s": 1.0, "sec": 1.0,
+    "secs": 1.0, "second": 1.0, "seconds": 1.0, "m": 60.0, "min": 60.0, "mins": 60.0, "minute": 60.0,
+    "minutes": 60.0, "h": 3600.0, "hr": 3600.0, "hrs": 3600.0, "hour": 3600.0, "hours": 3600.0,
+}
+_DURATION_PART = re.compile(r"\s*(\d+(?:\.\d+)?)\s*([a-z]+)")
+
+
+def duration_seconds(key: str, v: Any) -> float:
+    """A timeout option's value in seconds: object_store's duration text or a number of seconds."""
+    if isinstance(v, (int, float)) and not isinstance(v, bool):
+        seconds = float(v)
+    else:
+        text = str(v).strip().lower()
+        try:
+            seconds = float(text)
+        except ValueError:
+            parts = list(_DURATION_PART.finditer(text))
+            whole = bool(parts) and "".join(m.group(0) for m in parts).strip() == text
+            if not whole or any(m.group(2) not in _DURATION_UNITS for m in parts):
+                raise InvalidInputError(f"storage option {key!r} must be a duration such as 30s, 500ms or "
+                                        f"1m 30s, not {v!r}") from None
+            seconds = sum(float(m.group(1)) * _DURATION_UNITS[m.group(2)] for m in parts)
+    if not seconds > 0:
+        raise InvalidInputError(f"storage option {key!r} must be a positive duration, not {v!r}")
+    return seconds
+
+
+def _whole_seconds(key: str, v: Any) -> int:
+    return max(1, round(duration_seconds(key, v)))
+
+
 def _aliases(target: str, conv: _Conv, *names: str) -> dict[str, tuple[str, _Conv]]:
     return {n: (target, conv) for n in names}
 
@@ -119,6 +154,9 @@ _S3: dict[str, tuple[str, _Conv]] = {
                "aws_s3_role_arn", "aws_s3_role_session_name", "aws_web_identity_token_file", "aws_role_arn",
                "aws_role_session_name"),
     **_aliases("profile", _same, "aws_profile", "profile"),
+    # object_store's per-request timeout: botocore's wait for the answer's bytes is the nearest
+    **_aliases("config_kwargs.read_timeout", duration_seconds, "timeout"),
+    **_aliases("config_kwargs.connect_timeout", duration_seconds, "connect_timeout"),
 }
 # endpoint_url (s3fs's own name) is accepted directly; "token" is both pylance's and s3fs's
 _S3_ENV = ("AWS_ACCESS_KEY_ID", "AWS_SECRET_ACCESS_KEY", "AWS_SESSION_TOKEN", "AWS_ENDPOINT_URL_S3",
@@ -133,6 +171,7 @@ _GCS: dict[str, tuple[str, _Conv]] = {
     **_aliases("token", lambda k, v: "anon" if _truthy(k, v) else None, "google_skip_signature",
                "skip_signature"),
     **_aliases("", _same, "google_bucket", "google_bucket_name", "bucket", "bucket_name"),
+    **_aliases("requests_timeout", duration_seconds, "timeout"),  # gcsfs: each request's total time
 }
 _GCS_ENV = ("GOOGLE_SERVICE_ACCOUNT", "GOOGLE_SERVICE_ACCOUNT_PATH", "GOOGLE_SERVICE_ACCOUNT_KEY",
             "GOOGLE_APPLICATION_CREDENTIALS")
@@ -154,6 +193,8 @@ _AZURE: dict[str, tuple[str, _Conv]] = {
     **_aliases("anon", _anon, "azure_skip_signature", "skip_signature"),
     **_aliases("", _same, "azure_container_name", "container_name", "azure_use_fabric_endpoint",
                "use_fabric_endpoint", "azure_msi_endpoint", "azure_identity_endpoint"),
+    **_aliases("read_timeout", _whole_seconds, "timeout"),  # adlfs: whole seconds between reads
+    **_aliases("connection_timeout", _whole_seconds, "connect_timeout"),
 }
 _AZURE_ENV = ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
               "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET",

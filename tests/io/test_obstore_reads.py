@@ -32,7 +32,10 @@ def test_static_keys_and_aliases() -> None:
                                               "virtual_hosted_style_request": True}
     assert obstore_reads.client_options(STATIC, "http://127.0.0.1:9") == {"allow_http": True}
     assert obstore_reads.client_options({**STATIC, "timeout": "5s"}, "https://s3") == {"allow_http": True,
-                                                                                       "timeout": "5s"}
+                                                                                       "timeout": "5.0s"}
+    # a bare number is seconds here; obstore itself refuses one ("failed to parse as Duration")
+    assert obstore_reads.client_options({**STATIC, "connect_timeout": 3}, "https://s3") == {
+        "allow_http": True, "connect_timeout": "3.0s"}
 
 
 def test_environment_credentials(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -27,6 +27,35 @@ def test_pylance_s3_keys_become_s3fs_arguments() -> None:
         "anon": True, "use_listings_cache": False}
 
 
+@pytest.mark.parametrize("protocol, expected", [
+    ("s3", {"config_kwargs": {"read_timeout": 30.0, "connect_timeout": 1.5}}),  # botocore's Config
+    ("gs", {"requests_timeout": 30.0}),  # gcsfs: each request's total time (no connect timeout)
+    ("az", {"read_timeout": 30, "connection_timeout": 2}),  # adlfs: whole seconds
+])
+def test_timeouts_reach_each_backend(protocol: str, expected: dict) -> None:
+    """pylance's ``timeout`` / ``connect_timeout`` (object_store durations) become each fsspec
+    backend's own timeouts instead of being dropped."""
+    got = fsspec_options(protocol, {"timeout": "30s", "connect_timeout": "1500ms"}, env={})
+    assert {k: v for k, v in got.items() if k != "use_listings_cache"} == expected
+
+
+@pytest.mark.parametrize("value, seconds", [("30s", 30.0), ("500ms", 0.5), ("1m 30s", 90.0),
+                                            ("2 minutes", 120.0), ("1h", 3600.0), ("45", 45.0), (7, 7.0),
+                                            (0.25, 0.25)])
+def test_durations(value: object, seconds: float) -> None:
+    from lance_spark_ops.io.options import duration_seconds
+
+    assert duration_seconds("timeout", value) == seconds
+
+
+@pytest.mark.parametrize("value", ["", "soon", "30 s later", "0s", "-5s", True])
+def test_bad_durations_are_refused(value: object) -> None:
+    from lance_spark_ops.io.options import duration_seconds
+
+    with pytest.raises(InvalidInputError, match="'timeout'"):
+        duration_seconds("timeout", value)
+
+
 def test_fsspec_keys_pass_through_and_merge() -> None:
     got = fsspec_options("s3", {"key": "K", "secret": "S", "client_kwargs": {"verify": False},
                                 "aws_region": "us-east-1", "use_listings_cache": True}, env={})
