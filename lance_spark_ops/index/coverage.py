@@ -33,7 +33,7 @@ import pyarrow as pa
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import index_pb2
-from lance_spark_ops.errors import CorruptFileError, LanceError, UnsupportedError
+from lance_spark_ops.errors import AccessDeniedError, CorruptFileError, LanceError, UnsupportedError
 from lance_spark_ops.io.storage import ObjectStore
 
 BTREE_DATA = "page_data.lance"
@@ -61,6 +61,8 @@ def covered_fragments(store: ObjectStore, where: str, name: str) -> BitMap:
 
     try:
         files = set(store.list(where))
+    except AccessDeniedError:  # the store refuses us: not a question of the index's layout
+        raise
     except LanceError as e:
         raise UnsupportedError(f"index {name!r}: its directory cannot be listed ({e}); its fragment "
                                "bitmap cannot be recomputed", path=store.uri(where)) from e

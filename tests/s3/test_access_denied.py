@@ -110,3 +110,18 @@ def test_vacuum_deletes_refused(spark, slow_s3: SlowS3, monkeypatch: pytest.Monk
     after = _after(slow_s3, uri)
     assert after.version == version and after.to_table().sort_by("id").equals(expected)
     assert len(after.versions()) == version  # nothing removed
+
+
+def test_validate_refused_is_not_a_finding(slow_s3: SlowS3) -> None:
+    """``validate`` whose reads of data and deletion files are refused: the store's refusal,
+    not findings about the table (which would say "inconsistent", exit 7); unrefused, the same
+    table validates clean."""
+    from lance_spark_ops.spark import validate
+
+    uri, _ = _dataset(slow_s3, "denied-validate.lance")
+    assert validate(None, uri, storage_options=slow_s3.options).consistent
+    slow_s3.proxy.inject("accessdenied", count=10_000, ops=["GET", "HEAD"], path_contains="/data/")
+    slow_s3.proxy.inject("accessdenied", count=10_000, ops=["GET", "HEAD"], path_contains="/_deletions/")
+    with pytest.raises(AccessDeniedError) as info:
+        validate(None, uri, storage_options=slow_s3.options)
+    assert exit_code(info.value) == EXIT_ACCESS

@@ -13,7 +13,7 @@ from typing import Any
 
 import numpy as np
 
-from lance_spark_ops.errors import LanceError, NotFoundError
+from lance_spark_ops.errors import AccessDeniedError, LanceError, NotFoundError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
@@ -59,11 +59,15 @@ def check_fragments(task: FragmentsTask, ctx: TaskContext) -> dict[str, Any]:
             except NotFoundError:
                 out.append(_finding("missing_file", "the data file does not exist", frag.id, df.path))
                 continue
+            except AccessDeniedError:  # the store refuses us: nothing to say about the table
+                raise
             except LanceError as e:
                 out.append(_finding("data_file", e.message, frag.id, df.path))
                 continue
             try:
                 reader = LanceFileReader(rel, store=store, legacy=df.is_legacy)
+            except AccessDeniedError:
+                raise
             except LanceError as e:
                 out.append(_finding("footer", f"the data file does not open: {e.message}", frag.id, df.path))
                 continue
@@ -93,6 +97,8 @@ def check_fragments(task: FragmentsTask, ctx: TaskContext) -> dict[str, Any]:
                 out.append(_finding("missing_file", "the deletion file does not exist", frag.id,
                                     f"_deletions/{frag.id}-{d.read_version}-{d.id}"))
                 deleted = None
+            except AccessDeniedError:
+                raise
             except LanceError as e:
                 out.append(_finding("deletion_file", e.message, frag.id))
                 deleted = None
