@@ -36,6 +36,7 @@ from urllib.parse import parse_qs, urlsplit
 from tests.support.processes import free_port, stop_process, wait_http
 
 CONTROL = "/__latency__/"
+KEY_BUFFER_BYTES = 1 << 30  # MotoServer's objects stay in memory up to this size
 READY_SECONDS = 30.0
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
@@ -508,7 +509,9 @@ class MotoServer(_Child):
             raise RuntimeError("moto's server is not installed (moto[server], in the test extra)") from e
         self.port = free_port()
         root = str(Path(__file__).resolve().parents[2])
-        env = {**os.environ, **(self.env or {}),
+        # objects held in memory, not spooled to a temporary file past moto's 5 MiB default (each
+        # part and completed object then written to disk on the client's CPUs, which S3 spares them)
+        env = {"MOTO_S3_DEFAULT_KEY_BUFFER_SIZE": str(KEY_BUFFER_BYTES), **os.environ, **(self.env or {}),
                "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
         self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.moto_store", "-H", "127.0.0.1",
                                       "-p", str(self.port)], cwd=root, env=env,
