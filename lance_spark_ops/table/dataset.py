@@ -27,6 +27,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.commit.commit import DEFAULT_MAX_RETRIES, CommitResult, commit_transaction
 from lance_spark_ops.table.commit.handler import (
     CommitHandler,
+    ExternalManifestCommitHandler,
     ExternalManifestStore,
     PutIfNotExistsCommitHandler,
     handler_for,
@@ -137,7 +138,14 @@ class Dataset:
         if rel is None:
             raise NotFoundError(f"version {version} does not exist (versions {min(versions)}.."
                                 f"{max(versions)})", path=store.uri(""))
-        return cls._parsed(store, store.read(rel), rel, version, listing.scheme, manifest_store)
+        try:
+            data = store.read(rel)
+        except NotFoundError as e:
+            if isinstance(handler, ExternalManifestCommitHandler):  # its record is trusted, as pylance's
+                raise NotFoundError(f"the manifest store records version {version} at {rel!r}, which is "
+                                    "missing", path=store.uri(rel)) from e
+            raise
+        return cls._parsed(store, data, rel, version, listing.scheme, manifest_store)
 
     @classmethod
     def _parsed(cls, store: ObjectStore, data: bytes, rel: str, version: int, scheme: ManifestNamingScheme,

@@ -78,3 +78,36 @@ def test_s3_ddb_uri_written_by_us_read_by_pylance(s3: S3) -> None:
     assert Dataset.open(uri, storage_options=s3.ddb_options).version == 2
     with pytest.raises(InvalidInputError, match="ddbTableName"):
         Dataset.open(f"s3+ddb://{s3.bucket}/ours.lance?table={name}", storage_options=s3.ddb_options)
+
+
+def test_open_and_commit_ask_the_store_not_the_listing(slow_s3) -> None:  # type: ignore[no-untyped-def]
+    """Through DynamoDB the latest version is the store's record (one query, as pylance
+    resolves it): opening a table of 12 versions pylance wrote lists nothing of ``_versions/``
+    and reads one manifest; a version asked for by number and an append (which looks up the
+    versions after the one it read) list nothing either. pylance reads every result."""
+    import lance
+
+    s3 = slow_s3.direct
+    name = f"recent{s3.bucket}"
+    create_manifest_table(name, s3.ddb_options)
+    uri = f"s3+ddb://{s3.bucket}/many.lance?ddbTableName={name}"
+    for i in range(12):
+        lance.write_dataset(table(5, 5 * i), uri, mode="append" if i else "create",
+                            storage_options=s3.ddb_options)
+    via = {**slow_s3.options, "dynamodb_endpoint": s3.endpoint}  # S3 requests through the proxy
+    slow_s3.proxy.reset()
+    ds = Dataset.open(uri, storage_options=via)
+    ops = slow_s3.proxy.stats()["ops"]
+    assert ds.version == 12 and ops == {"GET": 1}, ops
+    assert ds.to_table().sort_by("id").equals(lance.dataset(uri, storage_options=s3.ddb_options)
+                                              .to_table().sort_by("id"))
+    slow_s3.proxy.reset()
+    assert Dataset.open(uri, version=7, storage_options=via).count_rows() == 35
+    assert "LIST" not in slow_s3.proxy.stats()["ops"]
+    slow_s3.proxy.reset()
+    assert write_dataset(table(5, 100), uri, mode="append", storage_options=via).version == 13
+    # (the finalising of the staged manifest asks s3fs about that one key: not a version listing)
+    listings = [target for op, target, _ in slow_s3.proxy.stats()["log"] if op == "LIST"]
+    assert not [t for t in listings if "_versions%2F&" in t or t.endswith("_versions%2F")], listings
+    theirs = lance.dataset(uri, storage_options=s3.ddb_options)
+    assert theirs.version == 13 and theirs.count_rows() == 65

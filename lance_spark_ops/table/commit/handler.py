@@ -68,6 +68,7 @@ class VersionListing:
 
 
 RECENT_PAGE = 64  # keys of the one LIST page that finds the latest versions (V2 naming)
+RECENT_LOOKUPS = 16  # versions after a known one looked up one by one in an external store
 
 
 class CommitHandler(ABC):
@@ -292,8 +293,25 @@ class ExternalManifestCommitHandler(CommitHandler):
         return listing
 
     def recent_versions(self, store: ObjectStore, since: int | None = None) -> VersionListing:
-        """The KV store names the latest version: the whole listing, finalised (``list_versions``)."""
-        return self.list_versions(store)
+        """The KV store's latest version (one query, as pylance resolves it: a final path is
+        trusted, a staged one finalised) and each version after ``since`` looked up there; with
+        no record (a table committed without the store) or more than ``RECENT_LOOKUPS``
+        versions after ``since``, the whole listing (``list_versions``)."""
+        base = self.base_uri(store)
+        latest = self.kv.get_latest(base)
+        if latest is None:
+            return self.list_versions(store)
+        version, path = latest
+        first = version if since is None else min(since + 1, version)
+        if version - first > RECENT_LOOKUPS:
+            return self.list_versions(store)
+        paths: dict[int, str] = {}
+        for v in range(first, version + 1):
+            rel = path if v == version else self.kv.get(base, v)
+            if rel is None:  # a gap in the store's records: the listing knows better
+                return self.list_versions(store)
+            paths[v] = rel if _is_final(rel) else self.finalize(store, v, rel)
+        return VersionListing(_scheme_of(paths[version], store), paths, complete=False)
 
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Path of ``version``: from the listing, else from the KV store (finalised here)."""
