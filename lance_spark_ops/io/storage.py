@@ -795,8 +795,10 @@ class ObjectStore:
                 raise
 
     def copy(self, src: str, dst: str) -> None:
+        """Copy one object (server-side on object stores). ``cp_file``, not ``copy``: fsspec's
+        ``copy`` first asks whether either path is a directory (a LIST each on S3)."""
         with self._typed("copy", src):
-            self.fs.copy(self.full_path(src), self.full_path(dst))
+            self.fs.cp_file(self.full_path(src), self.full_path(dst))
 
     def delete(self, rel: str) -> None:
         try:

@@ -320,8 +320,9 @@ class ExternalManifestCommitHandler(CommitHandler):
         path = self.kv.get(self.base_uri(store), version)
         return None if path is None else self.finalize(store, version, path)
 
-    def finalize(self, store: ObjectStore, version: int, path: str) -> str:
-        """Finish steps 3-4 for a recorded ``path``; the final path. Errors if it cannot be repaired."""
+    def finalize(self, store: ObjectStore, version: int, path: str, size: int | None = None) -> str:
+        """Finish steps 3-4 for a recorded ``path`` (of ``size`` bytes when known); the final
+        path. Errors if it cannot be repaired."""
         if _is_final(path):
             if not store.exists(path):
                 raise NotFoundError(f"the manifest store records version {version} at {path!r}, which is "
@@ -340,7 +341,8 @@ class ExternalManifestCommitHandler(CommitHandler):
                 raise NotFoundError(f"version {version} is staged at {path!r} but neither it nor {final!r} "
                                     "exists; refusing to load", path=store.uri(path)) from None
             return final
-        size = store.size(final)
+        if size is None:
+            size = store.size(final)
         self.kv.put_if_exists(self.base_uri(store), version, final, size)
         store.delete(path)
         return final
@@ -358,7 +360,7 @@ class ExternalManifestCommitHandler(CommitHandler):
             # The KV store may or may not hold our staged path: keep the file (landed() decides).
             raise
         try:
-            return self.finalize(store, version, staged)
+            return self.finalize(store, version, staged, len(data))
         except Exception:  # noqa: BLE001 - committed at step 2; readers will finish the copy
             return staged
 
