@@ -124,8 +124,9 @@ class Dataset:
                 pass
             else:
                 return cls._parsed(store, data, rel, version, ManifestNamingScheme.V2, manifest_store)
-        # the newest versions only (one short LIST page under the V2 naming scheme)
-        listing = handler.recent_versions(store, None if version is None else version - 1)
+        # the newest versions only (one short LIST page under the V2 naming scheme; an external
+        # store's record)
+        listing = handler.listing_for(store, version)
         if listing.scheme is None or not listing.paths:
             raise NotFoundError("no Lance dataset here: _versions/ holds no manifest", path=store.uri(""))
         if version is None:

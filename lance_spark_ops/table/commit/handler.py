@@ -99,6 +99,10 @@ class CommitHandler(ABC):
                 return listing
         return self.list_versions(store)
 
+    def listing_for(self, store: ObjectStore, version: int | None) -> VersionListing:
+        """A listing holding ``version`` (None: the latest), for opening it."""
+        return self.recent_versions(store, None if version is None else version - 1)
+
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Relative path of ``version`` (None when it does not exist)."""
         return listing.paths.get(version)
@@ -312,6 +316,15 @@ class ExternalManifestCommitHandler(CommitHandler):
                 return self.list_versions(store)
             paths[v] = rel if _is_final(rel) else self.finalize(store, v, rel)
         return VersionListing(_scheme_of(paths[version], store), paths, complete=False)
+
+    def listing_for(self, store: ObjectStore, version: int | None) -> VersionListing:
+        """A version asked for by number: its record alone (one lookup); else as for the latest."""
+        if version is not None:
+            rel = self.kv.get(self.base_uri(store), version)
+            if rel is not None:
+                final = rel if _is_final(rel) else self.finalize(store, version, rel)
+                return VersionListing(_scheme_of(final, store), {version: final}, complete=False)
+        return super().listing_for(store, version)
 
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Path of ``version``: from the listing, else from the KV store (finalised here)."""
