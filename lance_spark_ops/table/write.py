@@ -268,7 +268,8 @@ def write_dataset(data: Data, uri: str, schema: pa.Schema | None = None, mode: s
             max_retries=max_retries, enable_v2_manifest_paths=enable_v2_manifest_paths,
             enable_stable_row_ids=enable_stable_row_ids and existing is None,
             data_storage_version=version if isinstance(op, Overwrite) else None,
-            must_create=mode == "create"))
+            must_create=mode == "create",
+            known_manifests={existing.version: existing.manifest_file} if existing is not None else None))
     except CommitStateUnknown:
         raise
     except Exception:  # surely not committed; an interrupt may have committed: keep files then

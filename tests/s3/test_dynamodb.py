@@ -110,5 +110,6 @@ def test_open_and_commit_ask_the_store_not_the_listing(slow_s3) -> None:  # type
     # the staged manifest finalised: its size (s3fs's copy asks), the copy, the delete
     ops = slow_s3.proxy.stats()["ops"]
     assert "LIST" not in ops and ops["HEAD"] == ops["COPY"] == ops["DELETE"] == 1, ops
+    assert ops["GET"] == 1, ops  # the open's manifest, which the commit does not read again
     theirs = lance.dataset(uri, storage_options=s3.ddb_options)
     assert theirs.version == 13 and theirs.count_rows() == 65
