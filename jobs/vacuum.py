@@ -18,7 +18,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from lance_spark_ops.errors import InvalidInputError
-from lance_spark_ops.io.denied import refused
+from lance_spark_ops.io.denied import all_refused
 from lance_spark_ops.spark.files.vacuuming import parse_duration
 from lance_spark_ops.spark.runtime.cli import EXIT_ACCESS, EXIT_FAILED, EXIT_OK, Job, run_job
 
@@ -71,7 +71,7 @@ class _Printed(dict):
         super().__init__(out, failures=metrics.failures[:MAX_FAILURES_SHOWN])
         self.removed_paths = metrics.removed_paths
         # every failed delete refused by the store (credentials, policy): exit 8, not a retry
-        self.all_refused = bool(metrics.failures) and all(refused(err) for _, err in metrics.failures)
+        self.all_refused = all_refused(metrics.failures)
 
 
 def _run(spark: Any, uri: str, storage_options: dict[str, Any], opts: VacuumOptions) -> _Printed:

@@ -11,6 +11,8 @@ an ``HttpResponseError`` whose ``status_code`` is 401 / 403."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 # exception classes, by name (their packages are optional): no credentials found, or refused
 _DENIED_CLASSES = frozenset({
     "NoCredentialsError", "PartialCredentialsError", "CredentialRetrievalError",  # botocore
@@ -27,11 +29,20 @@ _DENIED_TEXT_CLASSES = frozenset({"PermissionError", "AccessDeniedError"})  # as
 _CHAIN = 8  # causes followed at most (a cycle or a very long chain stops there)
 
 
+def botocore_answer(e: BaseException | None) -> tuple[str, int | None] | None:
+    """The S3 error code and HTTP status of botocore's error ``e`` (None: not one)."""
+    response = getattr(e, "response", None)
+    if not isinstance(response, dict):
+        return None
+    return (str(response.get("Error", {}).get("Code", "")),
+            response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+
+
 def _denied_one(e: BaseException) -> bool:
     if isinstance(e, PermissionError) or type(e).__name__ in _DENIED_CLASSES:
         return True
-    response = getattr(e, "response", None)
-    if isinstance(response, dict) and str(response.get("Error", {}).get("Code", "")) in _DENIED_CODES:
+    answer = botocore_answer(e)
+    if answer is not None and answer[0] in _DENIED_CODES:
         return True
     status = getattr(e, "status_code", None)  # azure-core
     if status is None and type(e).__name__ == "HttpError":  # gcsfs: ``code`` is the HTTP status
@@ -58,3 +69,8 @@ def refused(error_text: str) -> bool:
     answer, ``"ErrorClass: message"`` of a delete that raised - is a refusal of access."""
     head = error_text.split(":", 1)[0].strip()
     return head in _DENIED_CODES or head in _DENIED_CLASSES or head in _DENIED_TEXT_CLASSES
+
+
+def all_refused(failures: Sequence[tuple[str, str]]) -> bool:
+    """Whether there are failures, ``(path, error text)``, and the store refused every one."""
+    return bool(failures) and all(refused(err) for _, err in failures)

@@ -53,7 +53,7 @@ from lance_spark_ops.errors import (
 )
 from lance_spark_ops.io import remote, s3_session
 from lance_spark_ops.io.budget import IOBudget, io_budget, upload_window
-from lance_spark_ops.io.denied import access_denied, refused
+from lance_spark_ops.io.denied import access_denied, all_refused, botocore_answer
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
@@ -121,12 +121,7 @@ class ScratchBuffer:
 
 def _s3_answer(e: BaseException) -> tuple[str, int | None] | None:
     """The error code and HTTP status of the botocore error behind ``e`` (None: not one)."""
-    cause = e.__cause__ or e.__context__
-    response = getattr(cause, "response", None)
-    if not isinstance(response, dict):
-        return None
-    return (str(response.get("Error", {}).get("Code", "")),
-            response.get("ResponseMetadata", {}).get("HTTPStatusCode"))
+    return botocore_answer(e.__cause__ or e.__context__)
 
 
 def _lost_condition(e: BaseException) -> bool:
@@ -814,7 +809,7 @@ class ObjectStore:
         if len(rels) > 1 and self._remote_async():
             failed = self.delete_batch(rels)
             if failed:
-                cls = AccessDeniedError if all(refused(err) for _, err in failed) else LanceError
+                cls = AccessDeniedError if all_refused(failed) else LanceError
                 raise cls(f"{len(failed)} of {len(rels)} deletes failed, first: {failed[0][1]}",
                           path=self.uri(failed[0][0]))
             return

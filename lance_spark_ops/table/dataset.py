@@ -31,6 +31,7 @@ from lance_spark_ops.table.commit.handler import (
     ExternalManifestStore,
     PutIfNotExistsCommitHandler,
     handler_for,
+    missing_record,
 )
 from lance_spark_ops.table.deletion import deleted_offsets, keep_mask
 from lance_spark_ops.table.format.feature_flags import check_readable, check_writable
@@ -143,8 +144,7 @@ class Dataset:
             data = store.read(rel)
         except NotFoundError as e:
             if isinstance(handler, ExternalManifestCommitHandler):  # its record is trusted, as pylance's
-                raise NotFoundError(f"the manifest store records version {version} at {rel!r}, which is "
-                                    "missing", path=store.uri(rel)) from e
+                raise missing_record(store, version, rel) from e
             raise
         return cls._parsed(store, data, rel, version, listing.scheme, manifest_store)
 

@@ -314,7 +314,7 @@ class ExternalManifestCommitHandler(CommitHandler):
             rel = path if v == version else self.kv.get(base, v)
             if rel is None:  # a gap in the store's records: the listing knows better
                 return self.list_versions(store)
-            paths[v] = rel if _is_final(rel) else self.finalize(store, v, rel)
+            paths[v] = self._trusted(store, v, rel)
         return VersionListing(_scheme_of(paths[version], store), paths, complete=False)
 
     def listing_for(self, store: ObjectStore, version: int | None) -> VersionListing:
@@ -322,9 +322,13 @@ class ExternalManifestCommitHandler(CommitHandler):
         if version is not None:
             rel = self.kv.get(self.base_uri(store), version)
             if rel is not None:
-                final = rel if _is_final(rel) else self.finalize(store, version, rel)
+                final = self._trusted(store, version, rel)
                 return VersionListing(_scheme_of(final, store), {version: final}, complete=False)
         return super().listing_for(store, version)
+
+    def _trusted(self, store: ObjectStore, version: int, rel: str) -> str:
+        """A recorded path taken on the store's word (no request), as pylance does; a staged one finalised."""
+        return rel if _is_final(rel) else self.finalize(store, version, rel)
 
     def resolve(self, store: ObjectStore, version: int, listing: VersionListing) -> str | None:
         """Path of ``version``: from the listing, else from the KV store (finalised here)."""
@@ -338,8 +342,7 @@ class ExternalManifestCommitHandler(CommitHandler):
         path. Errors if it cannot be repaired."""
         if _is_final(path):
             if not store.exists(path):
-                raise NotFoundError(f"the manifest store records version {version} at {path!r}, which is "
-                                    "missing", path=store.uri(path))
+                raise missing_record(store, version, path)
             return path
         cut = path.rfind(".manifest-")
         final = path[: cut + len(".manifest")] if cut >= 0 else ""
@@ -389,6 +392,12 @@ class ExternalManifestCommitHandler(CommitHandler):
             return store.read(path) == data
         except Exception:  # noqa: BLE001
             return None
+
+
+def missing_record(store: ObjectStore, version: int, rel: str) -> NotFoundError:
+    """The error of a manifest an external store records at ``rel`` that is not there."""
+    return NotFoundError(f"the manifest store records version {version} at {rel!r}, which is missing",
+                         path=store.uri(rel))
 
 
 def _scheme_of(rel: str, store: ObjectStore) -> ManifestNamingScheme:
