@@ -28,6 +28,7 @@ from lance_spark_ops.io.budget import IOBudget, upload_window
 
 T = TypeVar("T")
 S3_DELETE_BATCH = 1000  # DeleteObjects takes at most 1 000 keys a call
+LIST_PAGE = 1000  # keys a listing page asks for (S3's and GCS's most; Azure takes up to 5 000)
 
 
 def is_async(fs: Any) -> bool:
@@ -219,6 +220,56 @@ async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
         token = page.get("NextContinuationToken")
         if not page.get("IsTruncated") or not token:
             return out
+
+
+async def find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
+    """Every object under the prefix ``path/`` (recursively), ``{bucket/key: info}`` with
+    ``size`` and a modification time, by listing pages alone (``can_list_page`` backends).
+    The fsspec ``find``s ask more of an absent prefix: s3fs HEADs ``path``, gcsfs lists it
+    again without the slash, adlfs HEADs it before and after its listing (4 requests)."""
+    if is_s3(fs):
+        return await s3_find(fs, path)
+    if is_gcs(fs):
+        return await _gcs_find(fs, path)
+    return await _azure_find(fs, path)
+
+
+async def _gcs_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
+    bucket, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    out: dict[str, dict[str, Any]] = {}
+    token = None
+    while True:
+        kw = {"pageToken": token} if token else {}
+        page = await fs._call_list_objects(bucket, prefix=prefix or None, maxResults=LIST_PAGE, **kw)
+        for obj in page.get("items", []):
+            name = str(obj["name"])
+            if not name.endswith("/"):  # a console-made "folder" placeholder is no file
+                out[f"{bucket}/{name}"] = {"name": f"{bucket}/{name}", "size": int(obj.get("size") or 0),
+                                           "updated": obj.get("updated"), "type": "file"}
+        token = page.get("nextPageToken")
+        if not token:
+            return out
+
+
+async def _azure_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
+    from azure.core.exceptions import ResourceNotFoundError
+
+    container, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    out: dict[str, dict[str, Any]] = {}
+    try:
+        async with fs.service_client.get_container_client(container=container) as cc:
+            async for blob in cc.list_blobs(name_starts_with=prefix or None, include=["metadata"],
+                                            results_per_page=LIST_PAGE):
+                if (blob.metadata or {}).get("hdi_isfolder") == "true":  # a directory (HNS accounts)
+                    continue
+                name = f"{container}/{blob.name}"
+                out[name] = {"name": name, "size": int(blob.size or 0), "last_modified": blob.last_modified,
+                             "type": "file"}
+    except ResourceNotFoundError:  # no such container: nothing under the prefix
+        return {}
+    return out
 
 
 async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[tuple[str, str]]:

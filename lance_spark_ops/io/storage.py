@@ -663,13 +663,13 @@ class ObjectStore:
 
     def find(self, rel: str) -> dict[str, dict[str, Any]]:
         """Every object under ``rel`` (recursively), ``{full path: fsspec info}``; empty when it
-        is absent. On S3 listing pages only (no HEAD after an empty listing, as s3fs's ``find``
-        does); elsewhere fsspec's ``find``."""
+        is absent. On S3, GCS and Azure listing pages only (``io.remote.find``: an absent prefix
+        is one request, not the fsspec ``find``'s two to four); elsewhere fsspec's ``find``."""
         path = self.full_path(rel)
         try:
             with self._typed("list", rel):
-                if self._remote_async() and remote.is_s3(self.fs):
-                    return remote.run(self.fs, remote.s3_find, self.fs, path)
+                if self._remote_async() and remote.can_list_page(self.fs):
+                    return remote.run(self.fs, remote.find, self.fs, path)
                 return dict(self.fs.find(path, detail=True, withdirs=False))
         except NotFoundError:
             return {}

@@ -11,6 +11,7 @@ gcp-storage-emulator answers listings whole; ``gcs_server.py`` pages them as GCS
 from __future__ import annotations
 
 import json
+import time
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
@@ -172,6 +173,36 @@ def test_footer_of_unknown_size(counted: Counted) -> None:
     counted.proxy.reset()
     size, whole = store.read_tail("blob.bin", 1 << 10, whole_below=512 << 10)
     assert size == len(payload) and whole == payload
+
+
+def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ObjectStore.find`` (vacuum's and cleanup's listings): an absent prefix is one listing
+    request (gcsfs's ``find`` lists it twice, adlfs's HEADs it twice besides), a present one its
+    pages and nothing else, and it finds what the backend's own ``find`` finds, sizes and
+    modification times included, nested keys too (three pages of two keys here)."""
+    from lance_spark_ops.io import remote
+    from lance_spark_ops.table.cleanup_scan import list_files
+
+    fs = counted.direct.fs()
+    names = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
+    for i, n in enumerate(names):
+        fs.pipe_file(f"{counted.prefix('t')}/{n}", b"x" * (10 + i))
+    fs.pipe_file(f"{counted.prefix('t')}/database.txt", b"not under data/")  # shares the prefix's letters
+    store = counted.store("t")
+    counted.proxy.reset()
+    assert store.find_rel("_refs/tags") == []
+    assert counted.proxy.stats()["ops"] == {"LIST": 1}
+    monkeypatch.setattr(remote, "LIST_PAGE", 2)
+    counted.proxy.reset()
+    found = store.find_rel("data", detail=True)
+    assert counted.proxy.stats()["ops"] == {"LIST": 3}
+    theirs = fs.find(f"{counted.prefix('t')}/data", detail=True)
+    root = counted.prefix("t") + "/"
+    assert {p: i["size"] for p, i in found.items()} == {p[len(root):]: i["size"] for p, i in theirs.items()}
+    assert sorted(found) == sorted(names)
+    listed = list_files(store, "data")  # the vacuum's view: each file's time read from the listing
+    assert sorted(f.path for f in listed) == sorted(names)
+    assert all(abs(f.mtime - time.time()) < 600 for f in listed), listed
 
 
 def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
