@@ -213,13 +213,57 @@ async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     token = None
     while True:
         kw = {"ContinuationToken": token} if token else {}
-        page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, **kw)
+        page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=LIST_PAGE, **kw)
         for obj in page.get("Contents", []):
             out[f"{bucket}/{obj['Key']}"] = {"name": f"{bucket}/{obj['Key']}", "size": obj.get("Size", 0),
                                             "LastModified": obj.get("LastModified"), "type": "file"}
         token = page.get("NextContinuationToken")
         if not page.get("IsTruncated") or not token:
             return out
+
+
+async def list_dir(fs: Any, path: str) -> list[str]:
+    """Names of the objects and "directories" (common prefixes) directly under ``path/``, by
+    listing pages alone (``can_list_page`` backends): one request a page of ``LIST_PAGE``
+    entries, where adlfs's ``ls`` lists twice (and HEADs an absent prefix), and s3fs's and
+    gcsfs's ``ls`` ask again of an absent one."""
+    bucket, key = fs.split_path(path)[:2]
+    prefix = key.rstrip("/") + "/" if key else ""
+    names: set[str] = set()
+    if is_s3(fs):
+        token = None
+        while True:
+            kw = {"ContinuationToken": token} if token else {}
+            page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
+                                     MaxKeys=LIST_PAGE, **kw)
+            names.update(str(o["Key"]) for o in page.get("Contents", []))
+            names.update(str(p["Prefix"]) for p in page.get("CommonPrefixes", []))
+            token = page.get("NextContinuationToken")
+            if not page.get("IsTruncated") or not token:
+                break
+    elif is_gcs(fs):
+        token = None
+        while True:
+            kw = {"pageToken": token} if token else {}
+            page = await fs._call_list_objects(bucket, delimiter="/", prefix=prefix or None,
+                                               maxResults=LIST_PAGE, **kw)
+            names.update(str(o["name"]) for o in page.get("items", []))
+            names.update(str(p) for p in page.get("prefixes", []))
+            token = page.get("nextPageToken")
+            if not token:
+                break
+    else:
+        from azure.core.exceptions import ResourceNotFoundError
+
+        try:
+            async with fs.service_client.get_container_client(container=bucket) as cc:
+                async for item in cc.walk_blobs(name_starts_with=prefix or None, delimiter="/",
+                                                results_per_page=LIST_PAGE):
+                    names.add(str(item.name))  # a blob, or a BlobPrefix ("name/")
+        except ResourceNotFoundError:
+            return []
+    # a key equal to the prefix ("dir/", a folder placeholder) is the directory itself
+    return sorted({n[len(prefix):].rstrip("/") for n in names} - {""})
 
 
 async def find(fs: Any, path: str) -> dict[str, dict[str, Any]]:

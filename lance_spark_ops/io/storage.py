@@ -636,6 +636,8 @@ class ObjectStore:
             with self._typed("list", rel):
                 if self.is_local:  # names straight from the directory (fsspec builds a path per entry)
                     return sorted(os.listdir(path)) if os.path.isdir(path) else []
+                if self._remote_async() and remote.can_list_page(self.fs):  # pages alone
+                    return remote.run(self.fs, remote.list_dir, self.fs, path)
                 entries = self.fs.ls(path, detail=False)
         except NotFoundError:
             return []

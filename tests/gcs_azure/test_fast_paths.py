@@ -205,6 +205,29 @@ def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     assert all(abs(f.mtime - time.time()) < 600 for f in listed), listed
 
 
+def test_list_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ObjectStore.list`` (the full version listing, ``_indices``' directories, branches): the
+    objects and directories directly under a prefix from its listing pages alone (adlfs's ``ls``
+    lists twice, and HEADs an absent prefix; gcsfs's asks again of one), as the backend's own
+    ``ls`` names them."""
+    from lance_spark_ops.io import remote
+
+    fs = counted.direct.fs()
+    for n in ["_indices/u1/a.idx", "_indices/u1/b.idx", "_indices/u2/a.idx", "_indices/top.bin",
+              "_indices/u3/deep/c.idx", "_indicesX/not-under.bin"]:
+        fs.pipe_file(f"{counted.prefix('t')}/{n}", b"x")
+    store = counted.store("t")
+    counted.proxy.reset()
+    assert store.list("_refs/branches") == []
+    assert counted.proxy.stats()["ops"] == {"LIST": 1}
+    monkeypatch.setattr(remote, "LIST_PAGE", 2)
+    counted.proxy.reset()
+    names = store.list("_indices")
+    assert counted.proxy.stats()["ops"] == {"LIST": 2}  # four entries, two a page
+    theirs = sorted(p.rstrip("/").rsplit("/", 1)[1] for p in fs.ls(f"{counted.prefix('t')}/_indices"))
+    assert names == theirs == ["top.bin", "u1", "u2", "u3"]
+
+
 def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
     """An output above one part is staged as blocks, several in flight, and committed by one Put
     Block List; a smaller one is one Put Blob; ``discard`` commits nothing."""

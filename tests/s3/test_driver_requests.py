@@ -156,3 +156,31 @@ def test_namespace_listing_checks_tables_side_by_side(slow_s3: SlowS3) -> None:
     # pylance names every *.lance directory; ours skips (and warns of) the one without _versions/
     assert sorted(theirs.list_tables(ListTablesRequest(id=[])).tables) == ["junk", *got]
     assert got == [f"t{i}" for i in range(6)]
+
+
+def test_listings_are_pages_alone(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``ObjectStore.list`` and ``find`` on S3: an absent prefix is one LIST (s3fs's ``ls`` lists
+    its parent too, its ``find`` HEADs it), a present one its pages; the names and sizes are
+    s3fs's own."""
+    from lance_spark_ops.io import remote
+
+    fs = ObjectStore(slow_s3.uri("t"), slow_s3.direct.options).fs
+    root = slow_s3.uri("t").removeprefix("s3://")
+    for i, n in enumerate(["_indices/u1/a.idx", "_indices/u1/b.idx", "_indices/u2/a.idx", "_indices/top.bin",
+                           "_indices/u3/deep/c.idx", "_indicesX/not-under.bin"]):
+        fs.pipe_file(f"{root}/{n}", b"x" * (i + 1))
+    store = ObjectStore(slow_s3.uri("t"), slow_s3.options)
+    slow_s3.proxy.reset()
+    assert store.list("_refs/branches") == [] and store.find_rel("_refs/tags") == []
+    assert _ops(slow_s3) == {"LIST": 2}
+    monkeypatch.setattr(remote, "LIST_PAGE", 2)
+    slow_s3.proxy.reset()
+    names = store.list("_indices")
+    assert _ops(slow_s3) == {"LIST": 2}  # four entries, two a page
+    assert names == sorted(p.rstrip("/").rsplit("/", 1)[1] for p in fs.ls(f"{root}/_indices", refresh=True))
+    slow_s3.proxy.reset()
+    found = store.find_rel("_indices", detail=True)
+    assert _ops(slow_s3) == {"LIST": 3}  # five keys, two a page
+    theirs = fs.find(f"{root}/_indices", detail=True)
+    assert {p: i["size"] for p, i in found.items()} == {p[len(root) + 1:]: i["size"]
+                                                          for p, i in theirs.items()}
