@@ -119,14 +119,43 @@ async def _gcs_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return len(data), bytes(memoryview(data)[max(0, len(data) - n):])
 
 
+async def _azure_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
+    """Azure has no suffix ranges: a ranged read of the first ``n`` bytes, whose Content-Range
+    names the size, is the whole object when it is at most ``n`` bytes (one request where a
+    size request and a read were two); a larger one's last ``n`` bytes are a second read."""
+    from azure.core.exceptions import HttpResponseError, ResourceNotFoundError
+
+    container, key, version_id = fs.split_path(path)
+    try:
+        async with fs.service_client.get_blob_client(container, key) as blob:
+            stream = await blob.download_blob(offset=0, length=n, version_id=version_id)
+            data = await stream.readall()
+    except ResourceNotFoundError as e:
+        raise FileNotFoundError(path) from e
+    except HttpResponseError as e:
+        if e.status_code != 416:  # "InvalidRange": an empty blob has no first byte
+            raise
+        size = int((await fs._info(path))["size"])
+        if size:  # it grew since: read it as any other
+            return await _azure_tail(fs, path, n)
+        return 0, b""
+    content_range = str(stream.properties.content_range or "")  # "bytes 0-99/12345"
+    size = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else len(data)
+    if size <= n:
+        return size, data[:size]
+    return size, await fs._cat_file(path, start=size - n, end=size)
+
+
 async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     """(object size, its last ``n`` bytes or all of it when smaller): one suffix request on
-    S3 and GCS (the size from Content-Range), else (Azure has no suffix ranges) a size
-    request and a ranged read."""
+    S3 and GCS (the size from Content-Range); on Azure one ranged read of an object of at most
+    ``n`` bytes, two of a larger one (``_azure_tail``); elsewhere a size request and a read."""
     if is_s3(fs):
         return await _s3_tail(fs, path, n)
     if is_gcs(fs):
         return await _gcs_tail(fs, path, n)
+    if is_azure(fs):
+        return await _azure_tail(fs, path, n)
     size = int((await fs._info(path))["size"])
     start = max(0, size - n)
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""

@@ -542,6 +542,7 @@ class ObjectStore:
                 size = self._sizes.get(path)
                 if size is None and self._remote_async():
                     size, data = remote.run(self.fs, remote.tail, self.fs, path, max(max_size, whole_below))
+                    self.note_size(rel, size)  # a later read of this object asks no size (Azure)
                     if len(data) != min(size, max(max_size, whole_below)):
                         raise LanceError(f"short read of the last {max(max_size, whole_below)} bytes: got "
                                          f"{len(data)} of {size}", path=self.uri(rel))

@@ -160,19 +160,31 @@ def _pylance_view(env: Counted, name: str, tmp: Path) -> Any:
 
 def test_footer_of_unknown_size(counted: Counted) -> None:
     """A footer whose object size is not known (no manifest size): one suffix request on GCS
-    (``Range: bytes=-N``, the size from Content-Range); Azure has no suffix ranges, so a size
-    request and a ranged read. gcp-storage-emulator ignores the range and answers the whole
-    object, which the read takes apart just the same."""
+    (``Range: bytes=-N``, the size from Content-Range). Azure has no suffix ranges: a ranged
+    read of the first N bytes names the size and is the whole of a small object (one request),
+    a larger one's tail a second read; no size request on either. The size is kept: the next
+    read of the object is one ranged read. gcp-storage-emulator ignores the range and answers
+    the whole object, which the read takes apart just the same."""
     payload = np.random.default_rng(1).integers(0, 255, 300_000, dtype=np.uint8).tobytes()
-    counted.direct.fs().pipe_file(f"{counted.prefix('t')}/blob.bin", payload)
+    fs = counted.direct.fs()
+    fs.pipe_file(f"{counted.prefix('t')}/blob.bin", payload)
+    fs.pipe_file(f"{counted.prefix('t')}/empty.bin", b"")
     store = counted.store("t")
     counted.proxy.reset()
     size, tail = store.read_tail("blob.bin", 64 << 10)
     assert size == len(payload) and tail == payload[-(64 << 10):]
-    assert counted.proxy.stats()["total"] == (1 if counted.kind == "gcs" else 2)
+    assert counted.proxy.stats()["ops"] == {"GET": 1 if counted.kind == "gcs" else 2}
     counted.proxy.reset()
     size, whole = store.read_tail("blob.bin", 1 << 10, whole_below=512 << 10)
     assert size == len(payload) and whole == payload
+    assert counted.proxy.stats()["ops"] == {"GET": 1}  # the size known from the first read
+    fresh = counted.store("t")
+    counted.proxy.reset()
+    assert fresh.read_tail("blob.bin", 1 << 10, whole_below=512 << 10) == (len(payload), payload)
+    assert counted.proxy.stats()["ops"] == {"GET": 1}  # at most N bytes: read whole at once
+    counted.proxy.reset()
+    assert fresh.read_tail("empty.bin", 1 << 10) == (0, b"")
+    assert "GET" in counted.proxy.stats()["ops"]
 
 
 def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
