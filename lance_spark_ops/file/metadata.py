@@ -125,9 +125,11 @@ def _column_metadata(raw: memoryview, index: int, file_size: int, path: str) -> 
 _TWINS = cache.region("file.twins", max_entries=64)
 
 
-def load_metadata(store: ObjectStore, rel: str) -> FileMetadata:
+def load_metadata(store: ObjectStore, rel: str, tail_read: tuple[int, bytes] | None = None) -> FileMetadata:
+    """The file's metadata from its tail (``tail_read``: that tail, (size, bytes), already read
+    by ``store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)``)."""
     path = store.uri(rel)
-    size, tail = store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
+    size, tail = tail_read if tail_read is not None else store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
     if size < FOOTER_SIZE:
         raise CorruptFileError(f"file is {size} bytes, too small for a Lance footer", path=path)
     tail_start = size - len(tail)

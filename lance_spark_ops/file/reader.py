@@ -34,7 +34,7 @@ from lance_spark_ops.errors import (
     UnsupportedError,
 )
 from lance_spark_ops.file.columns import column_ranges, make_page_decoder, page_fetch, page_layout
-from lance_spark_ops.file.metadata import FileMetadata, load_metadata
+from lance_spark_ops.file.metadata import TAIL_READ, WHOLE_FILE_READ, FileMetadata, load_metadata
 from lance_spark_ops.file.projection import ColumnSelection
 from lance_spark_ops.io.storage import ObjectStore, ScratchBuffer
 
@@ -47,11 +47,14 @@ _PROTOTYPES = region("file.decoder_prototypes", max_entries=1024)
 _PROTOTYPE_BYTES = 2048  # charged per prototype: a decoder's fields, its layout shared
 
 
-def _has_legacy_footer(store: ObjectStore, rel: str) -> bool:
+def _tail_if_current(store: ObjectStore, rel: str) -> tuple[int, bytes] | None:
+    """The file's tail as ``load_metadata`` reads it (size, bytes), or None when its footer is
+    a v1 (legacy) one: a file of unknown kind is then one tail read, not a footer probe and a
+    tail read (two round trips on an object store)."""
     from lance_spark_ops.file.legacy import is_legacy_footer
 
-    size, tail = store.read_tail(rel, 16)  # one request (a size and a read before)
-    return size >= 16 and is_legacy_footer(tail)
+    size, tail = store.read_tail(rel, TAIL_READ, WHOLE_FILE_READ)
+    return None if size >= 16 and is_legacy_footer(tail[-16:]) else (size, tail)
 
 
 _RANGES = region("file.column_ranges", max_entries=256)
@@ -78,13 +81,18 @@ class LanceFileReader(ColumnSelection):
 
     def __new__(cls, uri: str, *, storage_options: dict[str, Any] | None = None,
                 store: ObjectStore | None = None, legacy: bool | None = None) -> Any:
+        read = None
         if cls is LanceFileReader and legacy is not False:
             st, rel = (store, uri) if store is not None else ObjectStore.for_file(uri, storage_options)
-            if legacy or _has_legacy_footer(st, rel):
+            if not legacy:
+                read = _tail_if_current(st, rel)
+            if legacy or read is None:
                 from lance_spark_ops.file.legacy import LegacyFileReader
 
                 return LegacyFileReader(rel, store=st)
-        return super().__new__(cls)
+        obj = super().__new__(cls)
+        obj._tail_read = read  # handed to ``__init__``'s ``load_metadata``
+        return obj
 
     def __init__(self, uri: str, *, storage_options: dict[str, Any] | None = None,
                  store: ObjectStore | None = None, legacy: bool | None = None) -> None:
@@ -94,7 +102,8 @@ class LanceFileReader(ColumnSelection):
             rel = uri
         self._store = store
         self._rel = rel
-        self._meta: FileMetadata = load_metadata(store, rel)
+        read, self._tail_read = getattr(self, "_tail_read", None), None
+        self._meta: FileMetadata = load_metadata(store, rel, read)
         self.path = self._meta.path
         self.schema: pa.Schema = self._meta.arrow_schema or self._meta.schema.to_arrow()
         self._ranges = _column_ranges(self.schema, self.version)

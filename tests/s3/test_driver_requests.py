@@ -184,3 +184,25 @@ def test_listings_are_pages_alone(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPat
     theirs = fs.find(f"{root}/_indices", detail=True)
     assert {p: i["size"] for p, i in found.items()} == {p[len(root) + 1:]: i["size"]
                                                           for p, i in theirs.items()}
+
+
+@pytest.mark.parametrize("rows", [1_000, 200_000])  # read whole with its tail; larger than that read
+def test_file_of_unknown_kind_opens_in_one_request(slow_s3: SlowS3, tmp_path, rows: int) -> None:
+    """A Lance file the manifest gives no version or size of (an index's page files): opening
+    it is one suffix read, which both tells a v1 footer from a v2 one and holds the metadata
+    (a 16-byte footer probe and then the tail were two); its rows are pylance's."""
+    from lance.file import LanceFileReader as PyReader
+    from lance.file import LanceFileWriter as PyWriter
+
+    from lance_spark_ops.file.reader import LanceFileReader
+
+    table = pa.table({"id": np.arange(rows, dtype=np.int64), "x": np.arange(rows, dtype=np.float64) / 7})
+    local = tmp_path / "page_data.lance"
+    with PyWriter(str(local), table.schema) as w:
+        w.write_batch(table)
+    fs = ObjectStore(slow_s3.uri("t"), slow_s3.direct.options).fs
+    fs.put_file(str(local), f"{slow_s3.uri('t').removeprefix('s3://')}/page_data.lance")
+    slow_s3.proxy.reset()
+    reader = LanceFileReader("page_data.lance", store=ObjectStore(slow_s3.uri("t"), slow_s3.options))
+    assert _ops(slow_s3) == {"GET": 1}
+    assert reader.read().equals(PyReader(str(local)).read_all().to_table())
