@@ -102,9 +102,7 @@ class FtsBuilder(SegmentBuilder):
             read_segment_metadata,
             write_metadata,
         )
-        from lance_spark_ops.table.dataset import Dataset
-
-        ds = Dataset.open(req.uri, version=req.read_version, storage_options=req.storage_options)
+        ds = job.dataset(req.uri, req.read_version, req.storage_options)  # the plan's open
         if req.model_from is not None:  # a delta / merge tokenizes as the model segment did
             params = params_of_segment(ds, table_pb2.IndexMetadata.FromString(req.model_from))
         else:

@@ -601,7 +601,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
     metrics = IndexMetrics(uri)
     with Job(spark, "optimize_indices", uri, metrics, tuning) as job:
         with job.phase("plan"):
-            ds = _open(uri, storage_options)
+            ds = _open(uri, storage_options, job)
             metrics.read_version = ds.version
             for name, s in check_optimize(ds, index_names, num_indices_to_merge, merge_policy,
                                           tier_fanout).items():
@@ -623,7 +623,7 @@ def optimize_indices(spark: Any, uri: str, *, index_names: Sequence[str] | None 
         def attempt() -> Dataset | None:
             """Plan on the latest version (pylance's optimize, or one tiered round), build, commit."""
             with job.phase("plan"):
-                ds = known.pop("next", None) or _open(uri, storage_options)
+                ds = known.pop("next", None) or _open(uri, storage_options, job)
                 known["last"] = ds
                 segs = check_optimize(ds, index_names, num_indices_to_merge, merge_policy, tier_fanout)
                 plans: list[SegmentPlan] = []
