@@ -5,8 +5,9 @@ one loop per process in a thread; the calling thread blocks on the gathered resu
 uploads and prefetches, carries on and collects later).
 
 The carrier was measured against obstore (``bench/io_carrier_bench.py``; docs/object_stores.md):
-level for whole objects (what prefetch, small footers and coalesced batches issue), so fsspec
-stays and no dependency is added; obstore is ~3x less CPU per request for many small ranges.
+the two are level for whole objects in flight, obstore takes ~3x less CPU (and GIL) per request.
+So fsspec carries listings, uploads, deletes and reads on every store, and on S3 obstore takes
+a task's prefetch and direct ranged reads where the options allow (``io.obstore_reads``).
 """
 
 from __future__ import annotations
