@@ -136,10 +136,7 @@ async def _azure_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     except HttpResponseError as e:
         if e.status_code != 416:  # "InvalidRange": an empty blob has no first byte
             raise
-        size = int((await fs._info(path))["size"])
-        if size:  # it grew since: read it as any other
-            return await _azure_tail(fs, path, n)
-        return 0, b""
+        return await _sized_tail(fs, path, n)  # its size, and nothing to read when it is 0
     content_range = str(stream.properties.content_range or "")  # "bytes 0-99/12345"
     size = int(content_range.rsplit("/", 1)[1]) if "/" in content_range else len(data)
     if size <= n:
@@ -157,6 +154,11 @@ async def tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
         return await _gcs_tail(fs, path, n)
     if is_azure(fs):
         return await _azure_tail(fs, path, n)
+    return await _sized_tail(fs, path, n)
+
+
+async def _sized_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
+    """A size request, then a ranged read of the last ``n`` bytes (none of an empty object)."""
     size = int((await fs._info(path))["size"])
     start = max(0, size - n)
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
