@@ -304,6 +304,19 @@ class ObjectStore:
             return True
         return self.protocol in _CONDITIONAL_PUT and not conditional_put_disabled(self.storage_options)
 
+    @property
+    def lists_in_key_order(self) -> bool:
+        """Whether a listing comes in key order, so that one page of ``_versions/`` under the V2
+        naming scheme holds the newest versions: S3, GCS and Azure list so, an S3 Express One
+        Zone directory bucket (a name ending in ``--x-s3``, or the ``s3_express`` option) does not,
+        and there pylance reads the whole listing too."""
+        if self.protocol not in ("s3", "s3a"):
+            return True
+        bucket = self.root_path.lstrip("/").split("/", 1)[0]
+        flag = next((self.storage_options.get(k) for k in ("s3_express", "aws_s3_express")
+                     if k in self.storage_options), None)
+        return not (bucket.endswith("--x-s3") or str(flag).strip().lower() == "true")
+
     # -- paths -----------------------------------------------------------
     @classmethod
     def for_file(cls, uri: str, storage_options: dict[str, Any] | None = None) -> tuple[ObjectStore, str]:
@@ -644,15 +657,19 @@ class ObjectStore:
             return []
         return sorted(posixpath.basename(str(e).rstrip("/")) for e in entries)
 
-    def list_page(self, rel: str, limit: int) -> tuple[list[tuple[str, int]], bool] | None:
+    def list_page(self, rel: str, limit: int,
+                  any_order: bool = False) -> tuple[list[tuple[str, int]], bool] | None:
         """The first ``limit`` objects directly under ``rel`` in key order, (name, size), and
         whether they are all of them: one listing request of ``limit`` keys on S3, GCS and Azure
         (where a full ``list`` pages through every key); on local disks the whole directory (as
         cheap as a part of it, so never cut); None on stores whose listing is not read page by
-        page here (use ``list``)."""
+        page here, or (unless ``any_order``: any ``limit`` objects will do) not in key order
+        (``lists_in_key_order``): use ``list``."""
         if self.is_local:
             return [(n, 0) for n in self.list(rel)], True
         if not (self._remote_async() and remote.can_list_page(self.fs)):
+            return None
+        if not (any_order or self.lists_in_key_order):
             return None
         try:
             with self._typed("list", rel):

@@ -170,7 +170,7 @@ class DirectoryNamespace(LanceNamespace):
     def _holds_table(self, entry: str) -> bool:
         """Whether ``entry`` has a manifest in ``_versions/`` (the first key of one short LIST
         page on S3) or a reservation marker."""
-        page = self.store.list_page(f"{entry}/{VERSIONS_DIR}", 1)
+        page = self.store.list_page(f"{entry}/{VERSIONS_DIR}", 1, any_order=True)
         found = bool(page[0]) if page is not None else bool(self.store.list(f"{entry}/{VERSIONS_DIR}"))
         return found or self.store.exists(f"{entry}/{RESERVED_MARKER}")
 

@@ -13,7 +13,7 @@ import pyarrow as pa
 import pytest
 
 from lance_spark_ops.io.storage import ObjectStore
-from lance_spark_ops.table.commit.handler import PutIfNotExistsCommitHandler
+from lance_spark_ops.table.commit.handler import RECENT_PAGE, PutIfNotExistsCommitHandler
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.transaction import ReserveFragments
 from lance_spark_ops.table.write import write_dataset
@@ -206,3 +206,23 @@ def test_file_of_unknown_kind_opens_in_one_request(slow_s3: SlowS3, tmp_path, ro
     reader = LanceFileReader("page_data.lance", store=ObjectStore(slow_s3.uri("t"), slow_s3.options))
     assert _ops(slow_s3) == {"GET": 1}
     assert reader.read().equals(PyReader(str(local)).read_all().to_table())
+
+
+def test_directory_buckets_are_listed_whole(slow_s3: SlowS3) -> None:
+    """An S3 Express One Zone directory bucket (``--x-s3``, or the ``s3_express`` option) lists
+    keys out of order, so one page of ``_versions/`` need not hold the newest: the open reads the
+    whole listing there (as pylance does), and finds the version pylance finds."""
+    import lance
+
+    opts = slow_s3.options  # the test's endpoint and keys: no credential lookup anywhere
+    assert not ObjectStore("s3://tables--usw2-az1--x-s3/t.lance", opts).lists_in_key_order
+    assert not ObjectStore("s3://tables/t.lance", {**opts, "s3_express": "true"}).lists_in_key_order
+    assert ObjectStore("s3://tables/t.lance", {**opts, "s3_express": "false"}).lists_in_key_order
+    uri = _versions(slow_s3, "express.lance", 10)
+    slow_s3.proxy.reset()
+    ds = Dataset.open(uri, storage_options={**slow_s3.options, "s3_express": "true"})
+    lists = [target for op, target, _ in slow_s3.proxy.stats()["log"] if op == "LIST"]
+    assert len(lists) == 1 and f"max-keys={RECENT_PAGE}" not in lists[0], lists  # all, not a page
+    theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
+    assert ds.version == theirs.version == 10
+    assert ds.to_table().equals(theirs.to_table())
