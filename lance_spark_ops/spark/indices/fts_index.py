@@ -147,7 +147,7 @@ class FtsBuilder(SegmentBuilder):
                                 job.tuning.fts_rows_per_part):
                 specs.append(PartitionSpec(req.uri, req.read_version, req.column, params, req.row_ids, dst,
                                            next_id, tuple(ranges), req.file_version,
-                                           dict(req.storage_options), only))
+                                           dict(req.storage_options), only, ds.timestamp))
                 next_id += 1
         results = job.run_tasks(specs, build_partition_task) if specs else []
         from lance_spark_ops.spark.runtime.runner import TaskFailed

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -21,6 +22,7 @@ from lance_spark_ops.index.fts.layout import doc_file, invert_file, metadata_sch
 from lance_spark_ops.index.fts.postings import build_partition
 from lance_spark_ops.index.fts.tokenizer import Analyzer, TokenizerParams
 from lance_spark_ops.spark.runtime.runner import TaskContext
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 
 
@@ -40,6 +42,7 @@ class PartitionSpec:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     # docs files of an old segment: index exactly the rows they list (deleted ones included)
     only_rows_of: tuple[str, ...] | None = None
+    timestamp: datetime | None = None  # the version's commit time, as the driver opened it
 
 
 @dataclass(frozen=True)
@@ -54,7 +57,7 @@ def _write(ds: Dataset, rel: str, table: pa.Table, version: str) -> int:
 
 
 def build_partition_task(spec: PartitionSpec, ctx: TaskContext) -> PartitionResult:
-    ds = Dataset.open(spec.uri, version=spec.version, storage_options=spec.storage_options)
+    ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)  # once per worker
     only = None
     if spec.only_rows_of is not None:
         only = _listed_rows(ds, spec.only_rows_of, {f for f, _, _ in spec.ranges})

@@ -33,7 +33,7 @@ def measure_drift(job: Job, ds: Dataset, req: SegmentRequest, newest: Any, old_f
     if not old_fragments or not new_fragments:
         return None
     model = read_model(ds, req.kind, newest)
-    src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
+    src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options), ds.timestamp)
     slots = max(1, default_parallelism(job.spark))
     if takeable(ds, req.column, req.field_id):
         old, new = _spread(ds, old_fragments), _spread(ds, new_fragments)

@@ -161,7 +161,8 @@ class VectorSegmentBuilder(SegmentBuilder):
         live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
         seg_dir = f"_indices/{uuid_str(req.new_uuid)}"
         work_dir = f"{seg_dir}/_build"
-        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
+        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options),
+                     ds.timestamp)
         slots = max(1, default_parallelism(job.spark))
         try:
             reuse = req.model_from if req.model_from is not None else (req.merge_with or (None,))[-1]
@@ -577,7 +578,8 @@ class _Merge:
             model = replace(model, centroids=twin.centroids, codebook=twin.codebook)
         olds, refit = foldable(ds, req.kind, model, req.merge_with, models)
         live = {fid: ds.live_rows(f) for fid, f in ds.fragments_with_ids(req.fragment_ids).items()}
-        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options))
+        src = Source(req.uri, req.read_version, req.column, req.row_ids, dict(req.storage_options),
+                     ds.timestamp)
         return cls(req, ds, src, model, olds, {**live, **_refit_rows(ds, refit, live)})
 
     @property

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import io
 from dataclasses import dataclass, field, replace
+from datetime import datetime
 from typing import Any
 
 import numpy as np
@@ -39,6 +40,7 @@ from lance_spark_ops.index.vector.kmeans import Partial, assign, fit, partial_su
 from lance_spark_ops.index.vector.quantizers import pq_train_sub, pq_uses_residual, residuals, sq_bounds
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 
 
@@ -51,9 +53,11 @@ class Source:
     column: str
     row_ids: bool  # the index names rows by stable row id, else by row address
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    timestamp: datetime | None = None  # the version's commit time, as the driver opened it
 
     def dataset(self) -> Dataset:
-        return Dataset.open(self.uri, self.read_version, storage_options=self.storage_options)
+        """The version, parsed once per Python worker for all its tasks (``open_dataset``)."""
+        return open_dataset(self.uri, self.read_version, self.storage_options, self.timestamp)
 
     def store(self) -> ObjectStore:
         return ObjectStore(self.uri, self.storage_options)
