@@ -18,7 +18,7 @@ import concurrent.futures
 import hashlib
 import threading
 import uuid as uuidlib
-from collections.abc import Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from typing import Any, TypeVar
 
@@ -164,13 +164,44 @@ async def _sized_tail(fs: Any, path: str, n: int) -> tuple[int, bytes]:
     return size, (await fs._cat_file(path, start=start, end=size)) if size > start else b""
 
 
+def _bucket_prefix(fs: Any, path: str) -> tuple[str, str]:
+    """(bucket or container, the key prefix ``key/`` under it; "" at its root) of ``path``."""
+    bucket, key = fs.split_path(path)[:2]
+    return bucket, (key.rstrip("/") + "/" if key else "")
+
+
+async def _s3_pages(fs: Any, bucket: str, prefix: str, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+    """Every ListObjectsV2 page of ``prefix`` (``LIST_PAGE`` keys each), in order."""
+    token = None
+    while True:
+        kw = {"ContinuationToken": token} if token else {}
+        page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=LIST_PAGE,
+                                 **kwargs, **kw)
+        yield page
+        token = page.get("NextContinuationToken")
+        if not page.get("IsTruncated") or not token:
+            return
+
+
+async def _gcs_pages(fs: Any, bucket: str, prefix: str, **kwargs: Any) -> AsyncIterator[dict[str, Any]]:
+    """Every objects.list page of ``prefix`` (``LIST_PAGE`` entries each), in order."""
+    token = None
+    while True:
+        kw = {"pageToken": token} if token else {}
+        page = await fs._call_list_objects(bucket, prefix=prefix or None, maxResults=LIST_PAGE,
+                                           **kwargs, **kw)
+        yield page
+        token = page.get("nextPageToken")
+        if not token:
+            return
+
+
 async def s3_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
     """The first ``limit`` objects directly under ``path`` in key order, (name, size), and
     whether they are all: one LIST request of ``limit`` keys (no listing cache)."""
     from s3fs.core import _error_wrapper
 
-    bucket, key, _ = fs.split_path(path)
-    prefix = key.rstrip("/") + "/" if key else ""
+    bucket, prefix = _bucket_prefix(fs, path)
 
     async def call() -> Any:
         return await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
@@ -207,8 +238,7 @@ async def list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int
 
 
 async def _gcs_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[str, int]], bool]:
-    bucket, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    bucket, prefix = _bucket_prefix(fs, path)
     page = await fs._call_list_objects(bucket, delimiter="/", prefix=prefix or None, maxResults=max(1, limit))
     items = [(str(o["name"])[len(prefix):], int(o.get("size") or 0)) for o in page.get("items", [])]
     return items, not page.get("nextPageToken")
@@ -218,8 +248,7 @@ async def _azure_list_page(fs: Any, path: str, limit: int) -> tuple[list[tuple[s
     from azure.core.exceptions import ResourceNotFoundError
     from azure.storage.blob import BlobProperties
 
-    container, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    container, prefix = _bucket_prefix(fs, path)
     items: list[tuple[str, int]] = []
     try:
         async with fs.service_client.get_container_client(container=container) as cc:
@@ -239,19 +268,13 @@ async def s3_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     """Every object under the prefix ``path/`` on S3 (recursively): ``{bucket/key: info}`` with
     ``size`` and ``LastModified``, by ListObjectsV2 pages alone. s3fs's ``find`` follows an
     empty listing with a HEAD of ``path`` (is it a file?): one request more per absent prefix."""
-    bucket, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    bucket, prefix = _bucket_prefix(fs, path)
     out: dict[str, dict[str, Any]] = {}
-    token = None
-    while True:
-        kw = {"ContinuationToken": token} if token else {}
-        page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, MaxKeys=LIST_PAGE, **kw)
+    async for page in _s3_pages(fs, bucket, prefix):
         for obj in page.get("Contents", []):
             out[f"{bucket}/{obj['Key']}"] = {"name": f"{bucket}/{obj['Key']}", "size": obj.get("Size", 0),
                                             "LastModified": obj.get("LastModified"), "type": "file"}
-        token = page.get("NextContinuationToken")
-        if not page.get("IsTruncated") or not token:
-            return out
+    return out
 
 
 async def list_dir(fs: Any, path: str) -> list[str]:
@@ -259,31 +282,16 @@ async def list_dir(fs: Any, path: str) -> list[str]:
     listing pages alone (``can_list_page`` backends): one request a page of ``LIST_PAGE``
     entries, where adlfs's ``ls`` lists twice (and HEADs an absent prefix), and s3fs's and
     gcsfs's ``ls`` ask again of an absent one."""
-    bucket, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    bucket, prefix = _bucket_prefix(fs, path)
     names: set[str] = set()
     if is_s3(fs):
-        token = None
-        while True:
-            kw = {"ContinuationToken": token} if token else {}
-            page = await fs._call_s3("list_objects_v2", Bucket=bucket, Prefix=prefix, Delimiter="/",
-                                     MaxKeys=LIST_PAGE, **kw)
+        async for page in _s3_pages(fs, bucket, prefix, Delimiter="/"):
             names.update(str(o["Key"]) for o in page.get("Contents", []))
             names.update(str(p["Prefix"]) for p in page.get("CommonPrefixes", []))
-            token = page.get("NextContinuationToken")
-            if not page.get("IsTruncated") or not token:
-                break
     elif is_gcs(fs):
-        token = None
-        while True:
-            kw = {"pageToken": token} if token else {}
-            page = await fs._call_list_objects(bucket, delimiter="/", prefix=prefix or None,
-                                               maxResults=LIST_PAGE, **kw)
+        async for page in _gcs_pages(fs, bucket, prefix, delimiter="/"):
             names.update(str(o["name"]) for o in page.get("items", []))
             names.update(str(p) for p in page.get("prefixes", []))
-            token = page.get("nextPageToken")
-            if not token:
-                break
     else:
         from azure.core.exceptions import ResourceNotFoundError
 
@@ -311,28 +319,21 @@ async def find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
 
 
 async def _gcs_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
-    bucket, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    bucket, prefix = _bucket_prefix(fs, path)
     out: dict[str, dict[str, Any]] = {}
-    token = None
-    while True:
-        kw = {"pageToken": token} if token else {}
-        page = await fs._call_list_objects(bucket, prefix=prefix or None, maxResults=LIST_PAGE, **kw)
+    async for page in _gcs_pages(fs, bucket, prefix):
         for obj in page.get("items", []):
             name = str(obj["name"])
             if not name.endswith("/"):  # a console-made "folder" placeholder is no file
                 out[f"{bucket}/{name}"] = {"name": f"{bucket}/{name}", "size": int(obj.get("size") or 0),
                                            "updated": obj.get("updated"), "type": "file"}
-        token = page.get("nextPageToken")
-        if not token:
-            return out
+    return out
 
 
 async def _azure_find(fs: Any, path: str) -> dict[str, dict[str, Any]]:
     from azure.core.exceptions import ResourceNotFoundError
 
-    container, key = fs.split_path(path)[:2]
-    prefix = key.rstrip("/") + "/" if key else ""
+    container, prefix = _bucket_prefix(fs, path)
     out: dict[str, dict[str, Any]] = {}
     try:
         async with fs.service_client.get_container_client(container=container) as cc:
