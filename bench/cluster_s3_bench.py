@@ -2,14 +2,18 @@
 one, and the Python workers' peak RSS against the fragments a compaction task reads.
 
     python bench/cluster_s3_bench.py [--latency 20] [--rounds 2] [--rss-fragments 50 500] [--warm-job]
-        [--pin] [--cpu-limit CPUS] [--conf k=v ...]
+        [--pin] [--cpu-limit CPUS] [--store moto|lean] [--fragments 48] [--conf k=v ...]
 
 The store is ``moto_server`` behind ``tests/support/latency_store``'s proxy (a child process)
-holding each request ``--latency`` ms. One master and two workers of 1 core each on 127.0.0.1
+holding each request ``--latency`` ms, or with ``--store lean`` ``tests/support/lean_s3`` (one
+process holding each request itself, ~0.7 ms of CPU a request against moto's and the proxy's
+~3-5: real S3 spends none of the cluster's CPU, and on these 2 CPUs moto's share of a two-worker
+job was what the scaling measured). One master and two workers of 1 core each on 127.0.0.1
 (``cluster_bench.start_cluster``).
 
 - scaling: object_store_bench's dataset (48 fragments x 20 000 rows, a sixth deleted, written
-  by pylance), compacted with ``target_rows_per_fragment=100 000`` (8 groups: 8 tasks) in a
+  by pylance; ``--fragments`` more of them), compacted with ``target_rows_per_fragment=100 000``
+  (8 groups: 8 tasks; a task per 6 fragments) in a
   session given one core (``spark.cores.max=1``: one executor on one worker) and in one given
   two (two 1-core executors, one per worker); alternating, each on a fresh server-side copy,
   each session warmed first. Reported: the two times and two / one (target <= 0.6). pylance reads
@@ -36,6 +40,7 @@ Results: ``bench/results/cluster_s3_bench.json``.
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import statistics
@@ -56,9 +61,10 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 from cluster_bench import start_cluster, stop  # noqa: E402
-from object_store_bench import build, copy_prefix, ids_of, upload  # noqa: E402
+from object_store_bench import FRAGMENTS, build, copy_prefix, ids_of, upload  # noqa: E402
 
 from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
+from tests.support.lean_s3 import LeanS3Process  # noqa: E402
 
 SCALE_TARGET_ROWS = 100_000
 RSS_ROWS = 10_000
@@ -80,28 +86,49 @@ class BenchStore:
         copy_prefix(self.client, "bench-src", "ds.lance", bucket, "ds.lance")
         return f"s3://{bucket}/ds.lance"
 
+    def drop(self, uri: str) -> None:
+        """Delete a copy's bucket and every object in it: a store holding every round's copies
+        and outputs grows by ~0.3 GB a job here, and its CPU a request grew with it (the lean
+        store's from 0.4 to 1.0 CPU s a job over three rounds of 192 fragments)."""
+        bucket = uri.split("/")[2]
+        for page in self.client.get_paginator("list_objects_v2").paginate(Bucket=bucket):
+            keys = [{"Key": o["Key"]} for o in page.get("Contents", [])]
+            if keys:
+                self.client.delete_objects(Bucket=bucket, Delete={"Objects": keys, "Quiet": True})
+        self.client.delete_bucket(Bucket=bucket)
+
     def warm_job(self, spark: Any) -> None:
-        """A whole untimed compaction of another copy (``--warm-job``)."""
+        """A whole untimed compaction of another copy (``--warm-job``), dropped after."""
         from lance_spark_ops.spark import compact
 
-        compact(spark, self.fresh_copy("warm"), target_rows_per_fragment=SCALE_TARGET_ROWS,
-                storage_options=self.via)
+        uri = self.fresh_copy("warm")
+        compact(spark, uri, target_rows_per_fragment=SCALE_TARGET_ROWS, storage_options=self.via)
+        self.drop(uri)
 
 
 SOURCE = "s3://bench-src/ds.lance"
 
 
 @contextmanager
-def bench_store(latency_ms: float) -> Iterator[BenchStore]:
-    """Start moto and the proxy (``latency_ms`` a request) and write the dataset; stop both after."""
+def bench_store(latency_ms: float, kind: str = "moto", fragments: int = FRAGMENTS) -> Iterator[BenchStore]:
+    """Start the store (``latency_ms`` a request) and write the dataset; stop it after. ``kind``:
+    ``moto`` behind the latency proxy, or ``lean`` (``tests.support.lean_s3``: one process that
+    holds each request itself and costs the machine little CPU, as S3 costs a cluster none)."""
     import boto3
 
-    with MotoServer() as moto, ProxyProcess(moto.endpoint, delay_ms=latency_ms) as proxy:
-        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
+    with contextlib.ExitStack() as stack:
+        if kind == "lean":
+            lean = stack.enter_context(LeanS3Process(delay_ms=latency_ms))
+            direct, delayed = lean.direct, lean.endpoint
+        else:
+            moto = stack.enter_context(MotoServer())
+            proxy = stack.enter_context(ProxyProcess(moto.endpoint, delay_ms=latency_ms))
+            direct, delayed = moto.endpoint, proxy.endpoint
+        client = boto3.client("s3", endpoint_url=direct, aws_access_key_id="testing",
                               aws_secret_access_key="testing-secret", region_name="us-east-1")
-        store = BenchStore(moto.endpoint, client, s3_options(moto.endpoint), s3_options(proxy.endpoint))
-        create_bucket(moto.endpoint, "bench-src")
-        build(SOURCE, store.direct)
+        store = BenchStore(direct, client, s3_options(direct), s3_options(delayed))
+        create_bucket(direct, "bench-src")
+        build(SOURCE, store.direct, fragments=fragments)
         yield store
 
 
@@ -182,6 +209,8 @@ def cpu_by_kind() -> dict[str, float]:
             kind = "moto"
         elif "latency_store" in cmd:
             kind = "proxy"
+        elif "lean_s3" in cmd:
+            kind = "lean store"
         elif (jvm := _jvm_kind(cmd)) is not None:
             kind = f"jvm {jvm}"
         elif "pyspark" in cmd:
@@ -231,6 +260,10 @@ def rss_dataset(path: Path, fragments: int) -> None:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", type=float, default=20)
+    ap.add_argument("--fragments", type=int, default=FRAGMENTS,
+                    help="fragments of the scaling dataset (48: the issue's; tasks = fragments / 6)")
+    ap.add_argument("--store", choices=("moto", "lean"), default="moto",
+                    help="moto behind the latency proxy, or tests.support.lean_s3 (little CPU a request)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--rss-fragments", type=int, nargs="*", default=[50, 500])
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
@@ -254,11 +287,12 @@ def main() -> None:
     from lance_spark_ops.spark import compact
     from lance_spark_ops.spark.runtime.tuning import Tuning
 
-    result: dict = {"latency_ms": args.latency, "scale_target_rows": SCALE_TARGET_ROWS,
+    result: dict = {"latency_ms": args.latency, "store": args.store, "fragments": args.fragments,
+                    "scale_target_rows": SCALE_TARGET_ROWS,
                     "warm_job": args.warm_job, "warm_jobs": args.warm_jobs or int(args.warm_job),
                     "warm_per_executor": args.warm_per_executor,
                     "pin": args.pin, "cpu_limit": args.cpu_limit, "conf": extra}
-    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
+    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency, args.store, args.fragments) as store:
         client, direct, via = store.client, store.direct, store.via
         expected = ids_of(SOURCE, direct)
         url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin, cpu_limit=args.cpu_limit)
@@ -299,6 +333,7 @@ def main() -> None:
                         spark.stop()
                     if not np.array_equal(ids_of(uri, direct), expected):
                         raise AssertionError("compacted rows differ")
+                    store.drop(uri)
                     seconds[name].append(took)
                     phases[name].append({k: round(v, 3) for k, v in m.seconds.items()})
                     tasks[name] = m.tasks

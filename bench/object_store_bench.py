@@ -69,12 +69,13 @@ def make_table(start: int, n: int) -> pa.Table:
                      "v": pa.FixedSizeListArray.from_arrays(pa.array(vec.ravel()), 16)})
 
 
-def build(uri: str, opts: dict[str, str], delete: bool = True) -> int:
-    """The issue's dataset (``delete``: a sixth of the rows deleted); returns its live rows."""
+def build(uri: str, opts: dict[str, str], delete: bool = True, fragments: int = FRAGMENTS) -> int:
+    """The issue's dataset (``delete``: a sixth of the rows deleted; ``fragments`` of ``ROWS``
+    rows); returns its live rows."""
     import lance
 
     ds = None
-    for f in range(FRAGMENTS):
+    for f in range(fragments):
         ds = lance.write_dataset(make_table(f * ROWS, ROWS), uri, mode="append" if f else "create",
                                  storage_options=opts, data_storage_version="2.1")
     assert ds is not None
