@@ -13,6 +13,7 @@ process's RSS before the task, its peak, Arrow's peak allocation and the task's 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import subprocess
@@ -99,25 +100,36 @@ def main() -> None:
     ap.add_argument("--trace", action="store_true")
     ap.add_argument("--cache", default="/tmp/lso-bench-rss")
     ap.add_argument("--out", default=None)
+    ap.add_argument("--store", choices=("moto", "lean"), default="moto",
+                    help="moto behind the latency proxy, or tests.support.lean_s3")
     args = ap.parse_args()
     import boto3
     from cluster_s3_bench import rss_dataset
     from object_store_bench import upload
 
     from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options
+    from tests.support.lean_s3 import LeanS3Process
 
-    result: dict = {"latency_ms": args.latency, "io_max_bytes": os.environ.get("LSO_IO_MAX_BYTES"), "rss": {}}
-    with MotoServer() as moto, ProxyProcess(moto.endpoint, delay_ms=args.latency) as proxy:
-        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
+    result: dict = {"latency_ms": args.latency, "io_max_bytes": os.environ.get("LSO_IO_MAX_BYTES"),
+                    "store": args.store, "rss": {}}
+    with contextlib.ExitStack() as stack:
+        if args.store == "lean":
+            lean = stack.enter_context(LeanS3Process(delay_ms=args.latency))
+            direct, delayed = lean.direct, lean.endpoint
+        else:
+            moto = stack.enter_context(MotoServer())
+            direct = moto.endpoint
+            delayed = stack.enter_context(ProxyProcess(moto.endpoint, delay_ms=args.latency)).endpoint
+        client = boto3.client("s3", endpoint_url=direct, aws_access_key_id="testing",
                               aws_secret_access_key="testing-secret", region_name="us-east-1")
         for n in args.fragments:
             local = Path(f"{args.cache}-{n}")
             rss_dataset(local, n)
             bucket = f"rss-{n}-{uuid.uuid4().hex[:8]}"
-            create_bucket(moto.endpoint, bucket)
+            create_bucket(direct, bucket)
             upload(client, local, bucket, "ds.lance")
             p = subprocess.run([sys.executable, "-c", CHILD, f"s3://{bucket}/ds.lance",
-                                json.dumps(s3_options(proxy.endpoint)), "1" if args.trace else "0"],
+                                json.dumps(s3_options(delayed)), "1" if args.trace else "0"],
                                capture_output=True, text=True, check=False,
                                env={**os.environ, "PYTHONPATH": str(ROOT)})
             if p.returncode:
