@@ -13,7 +13,8 @@ returns None), which also names what is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Iterator, Sequence
+from contextlib import contextmanager
 from dataclasses import dataclass
 
 import numpy as np
@@ -79,6 +80,17 @@ class FragmentBatch:
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)
+
+    @contextmanager
+    def fetched_ahead(self, data: bool = True, data_max_bytes: int | None = None) -> Iterator[None]:
+        """``prefetch`` for the block's reads, and what it holds dropped after
+        (``Dataset.stop_prefetch``): a task that reads its fragments one after another - a
+        deletion file, a small data file each - waits one round trip per file otherwise."""
+        self.prefetch(data, data_max_bytes)
+        try:
+            yield
+        finally:
+            self.ds.stop_prefetch()
 
     def release(self) -> None:
         """The reads of the batch's files are over: what ``prefetch`` holds of them is dropped

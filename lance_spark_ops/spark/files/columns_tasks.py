@@ -29,6 +29,7 @@ from __future__ import annotations
 
 import uuid
 from collections.abc import Callable, Iterator
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -39,6 +40,7 @@ import pyarrow.compute as pc
 
 from lance_spark_ops.errors import InvalidInputError, SchemaError
 from lance_spark_ops.file.legacy.writer import LegacyFileWriter
+from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.file.schema import LanceSchema
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io.storage import ObjectStore
@@ -47,12 +49,14 @@ from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.spark.runtime.task_common import DATA_DIR, attempt_id
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS
 from lance_spark_ops.table.format.fragment import DataFile
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 ROW_ADDR = "_rowaddr"
 RESULT_SCHEMA = "fragment_id long, path string, rows long, size long"
 _RESULT_ARROW = pa.schema([("fragment_id", pa.int64()), ("path", pa.string()), ("rows", pa.int64()),
                            ("size", pa.int64())])
 _PAD_ROWS = 64 * 1024
+CLOSES_IN_FLIGHT = 4  # per task, object stores only (see ``ColumnFileWriter``)
 BatchFunction = Callable[[pa.RecordBatch], "pa.RecordBatch | pa.Table | dict[str, Any]"]
 
 
@@ -110,6 +114,11 @@ class ColumnFileWriter:
         self._name = ""
         self._cursor = 0
         self._seen: set[int] = set()
+        # object stores: files whose close (last pages, the upload's end) runs while the next
+        # fragment is read and written - each close is a round trip, a fragment's files one after
+        # another waited one apiece; settled in order, at most ``CLOSES_IN_FLIGHT`` at once
+        self._closing: list[tuple[int, str, LanceFileWriter | LegacyFileWriter, Future]] = []
+        self._pool: ThreadPoolExecutor | None = None
 
     # -- per fragment ------------------------------------------------------------------------
     def _open(self, fid: int) -> None:
@@ -146,9 +155,33 @@ class ColumnFileWriter:
         if self._writer is None or self._fid is None:
             return
         self._pad(self.spec.physical_rows[self._fid])
-        rows, size = self._writer.close()
-        self.written.append(WrittenFile(self._fid, self._name, rows, size))
+        if self.store.is_local:
+            rows, size = self._writer.close()
+            self.written.append(WrittenFile(self._fid, self._name, rows, size))
+            self._writer, self._fid = None, None
+            return
+        if self._pool is None:
+            self._pool = ThreadPoolExecutor(CLOSES_IN_FLIGHT, thread_name_prefix="lso-column-close")
+        self._closing.append((self._fid, self._name, self._writer, self._pool.submit(self._writer.close)))
         self._writer, self._fid = None, None
+        while len(self._closing) > CLOSES_IN_FLIGHT:
+            self._settle()
+
+    def _settle(self) -> None:
+        """Wait for the oldest close; a file whose close failed is aborted, as a failed close in
+        turn was, and the error raised."""
+        fid, name, writer, closing = self._closing.pop(0)
+        try:
+            rows, size = closing.result()
+        except BaseException:
+            writer.abort()
+            raise
+        self.written.append(WrittenFile(fid, name, rows, size))
+
+    def _stop_pool(self) -> None:
+        pool, self._pool = self._pool, None
+        if pool is not None:
+            pool.shutdown(wait=True)
 
     # -- the stream ------------------------------------------------------------------------------
     def _values(self, batch: pa.RecordBatch) -> list[pa.Array]:
@@ -223,11 +256,20 @@ class ColumnFileWriter:
 
     def close(self) -> list[WrittenFile]:
         self._finish()
+        while self._closing:
+            self._settle()
+        self._stop_pool()
         return self.written
 
     def abort(self) -> None:
         if self._writer is not None:
             self._writer.abort()
+        while self._closing:  # every close over first: the files that landed are deleted below
+            try:
+                self._settle()
+            except BaseException:  # noqa: BLE001, S112 - aborted in _settle; the first error is the task's
+                continue
+        self._stop_pool()
         self.store.delete_many(f"{DATA_DIR}/{w.path}" for w in self.written)
 
 
@@ -342,14 +384,18 @@ def run_function_task(spec: ColumnWriteSpec, fn: BatchFunction, task: FunctionTa
     from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 
     ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
-    if isinstance(fn, SqlColumns):
-        return _run_sql_task(ds, spec, fn, task, ctx.attempt)
-    cols = list(task.read_columns) if task.read_columns is not None else None
+    # object stores: the fragments' deletion files and small data files in flight together (a
+    # fragment read in turn waits a round trip for each)
+    ahead = FragmentBatch(ds, [ds.fragment(fid) for fid in task.fragment_ids])
+    with ahead.fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
+        if isinstance(fn, SqlColumns):
+            return _run_sql_task(ds, spec, fn, task, ctx.attempt)
+        cols = list(task.read_columns) if task.read_columns is not None else None
 
-    def stream() -> Iterator[pa.RecordBatch]:
-        for fid in task.fragment_ids:
-            for batch in ds.scan_fragment(fid, cols, with_row_address=True, batch_rows=task.batch_rows):
-                yield apply_function(fn, batch, spec.schema)
+        def stream() -> Iterator[pa.RecordBatch]:
+            for fid in task.fragment_ids:
+                for batch in ds.scan_fragment(fid, cols, with_row_address=True, batch_rows=task.batch_rows):
+                    yield apply_function(fn, batch, spec.schema)
 
-    return write_stream(spec, stream(), ctx.attempt)
+        return write_stream(spec, stream(), ctx.attempt)
 

@@ -41,6 +41,7 @@ from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.deletion import keep_mask
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile, SequenceMeta
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.rowids import decode_row_ids
 
 PAIRS_SCHEMA = "row_id long, row_addr long"
@@ -100,7 +101,9 @@ def run_sequence_rebuild(spec: SequenceSpec, ctx: TaskContext) -> list[FragmentS
     """Executor entry point: re-encode the sequences of ``spec.fragment_ids``."""
     ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     by_id = {f.id: f for f in ds.fragments}
-    return [rebuild_fragment_sequence(ds, by_id[fid]) for fid in spec.fragment_ids]
+    frags = [by_id[fid] for fid in spec.fragment_ids]
+    with FragmentBatch(ds, frags).fetched_ahead(data=False):  # object stores: deletion files together
+        return [rebuild_fragment_sequence(ds, f) for f in frags]
 
 
 # -- the lookup index ------------------------------------------------------------------------
@@ -116,8 +119,15 @@ def live_pairs(ds: Dataset, frag: DataFragment) -> tuple[np.ndarray, np.ndarray]
 
 def _pairs_batches(ds: Dataset, fragment_ids: list[int]) -> Iterator[pa.RecordBatch]:
     by_id = {f.id: f for f in ds.fragments}
-    for fid in fragment_ids:
-        ids, addrs = live_pairs(ds, by_id[fid])
+    frags = [by_id[fid] for fid in fragment_ids]
+    with FragmentBatch(ds, frags).fetched_ahead(data=False):  # object stores: deletion files together
+        yield from _fragment_pairs(ds, frags)
+
+
+def _fragment_pairs(ds: Dataset, frags: list[DataFragment]) -> Iterator[pa.RecordBatch]:
+    for frag in frags:
+        fid = frag.id
+        ids, addrs = live_pairs(ds, frag)
         if ids.size and int(ids.max()) >= 1 << 63:
             raise UnsupportedError(f"fragment {fid} holds row id {int(ids.max())} >= 2**63, which the index "
                                    "build cannot sort as a Spark long", path=ds.uri)

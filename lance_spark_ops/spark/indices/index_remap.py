@@ -54,6 +54,7 @@ from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.format.fragment_run import fragment_ids
 from lance_spark_ops.table.format.transaction import Rewrite, RewriteGroup
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 from lance_spark_ops.table.index_entries import (
     effective_bitmaps,
     frag_reuse_entry,
@@ -288,16 +289,23 @@ def _reuse_version(ds: Dataset, groups: list[RewriteGroup], dataset_version: int
     from lance_spark_ops._pb import table_pb2
 
     version = table_pb2.FragmentReuseIndexDetails.Version(dataset_version=dataset_version)
-    for g in groups:
-        ids = [f.id for f in g.old_fragments]
-        if ids != sorted(ids):
-            raise InvalidInputError(f"rewrite group {ids}: a fragment reuse index needs old fragments in "
-                                    "ascending id order (pylance maps sorted addresses)")
-        masks = [ds.dense_live_mask(f) for f in g.old_fragments]
-        survivors = surviving_addresses(ids, masks)
-        olds = [_digest(f, len(m), int((~m).sum())) for f, m in zip(g.old_fragments, masks, strict=True)]
-        version.groups.append(make_group(olds, survivors, [_digest(f) for f in g.new_fragments]))
+    # object stores: every old fragment's deletion file in flight together
+    with FragmentBatch(ds, [f for g in groups for f in g.old_fragments]).fetched_ahead(data=False):
+        for g in groups:
+            _add_group(ds, version, g)
     return version
+
+
+def _add_group(ds: Dataset, version: Any, g: RewriteGroup) -> None:
+    """One rewrite group of a fragment reuse index version."""
+    ids = [f.id for f in g.old_fragments]
+    if ids != sorted(ids):
+        raise InvalidInputError(f"rewrite group {ids}: a fragment reuse index needs old fragments in "
+                                "ascending id order (pylance maps sorted addresses)")
+    masks = [ds.dense_live_mask(f) for f in g.old_fragments]
+    survivors = surviving_addresses(ids, masks)
+    olds = [_digest(f, len(m), int((~m).sum())) for f, m in zip(g.old_fragments, masks, strict=True)]
+    version.groups.append(make_group(olds, survivors, [_digest(f) for f in g.new_fragments]))
 
 
 def _digest(f: DataFragment, rows: int | None = None, deleted: int | None = None) -> FragDigest:

@@ -66,6 +66,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.indices.fts_index_tasks import tokenize_rows, write_partition
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 Group = tuple[tuple[int, ...], tuple[tuple[int, int], ...]]  # old fragment ids, new (id, rows)
 
@@ -135,16 +136,18 @@ def address_map(ds: Dataset, groups: tuple[Group, ...]) -> RowAddressMap:
     ``RowAddressMap.concat`` cost ~2x on a 5M-row map)."""
     by_id = ds.fragments_with_ids(i for old_ids, _ in groups for i in old_ids)
     olds, news, all_ids = [], [], []
-    for old_ids, new in groups:
-        masks = []
-        for i in old_ids:
-            keep = ds.live_mask(by_id[i])
-            masks.append(keep if keep is not None else np.ones(ds.physical_rows(by_id[i]), dtype=bool))
-        olds.append(surviving_addresses(old_ids, masks))
-        news.append(new_addresses(new))
-        if olds[-1].size != news[-1].size:  # per group, as from_pairs checks the whole
-            raise ValueError(f"{olds[-1].size} surviving old rows but {news[-1].size} new rows")
-        all_ids.extend(old_ids)
+    # object stores: the old fragments' deletion files in flight together, not one round trip each
+    with FragmentBatch(ds, [by_id[i] for old_ids, _ in groups for i in old_ids]).fetched_ahead(data=False):
+        for old_ids, new in groups:
+            masks = []
+            for i in old_ids:
+                keep = ds.live_mask(by_id[i])
+                masks.append(keep if keep is not None else np.ones(ds.physical_rows(by_id[i]), dtype=bool))
+            olds.append(surviving_addresses(old_ids, masks))
+            news.append(new_addresses(new))
+            if olds[-1].size != news[-1].size:  # per group, as from_pairs checks the whole
+                raise ValueError(f"{olds[-1].size} surviving old rows but {news[-1].size} new rows")
+            all_ids.extend(old_ids)
     if not olds:
         return RowAddressMap.concat([])
     return RowAddressMap.from_pairs(np.concatenate(olds), np.concatenate(news), all_ids)

@@ -42,6 +42,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 
 @dataclass(frozen=True)
@@ -323,6 +324,12 @@ def take_vectors(ds: Dataset, column: str, field_id: int, addrs: np.ndarray
     bounds = dict(zip(fids.tolist(), zip(starts.tolist(), [*starts[1:].tolist(), addrs.size], strict=True),
                       strict=True))
     frags = ds.fragments_with_ids(fids.astype(np.int64).tolist())
+    with FragmentBatch(ds, list(frags.values())).fetched_ahead(data=False):  # deletion files together
+        return _take_from(ds, column, field_id, addrs, frags, bounds)
+
+
+def _take_from(ds: Dataset, column: str, field_id: int, addrs: np.ndarray, frags: dict[int, Any],
+               bounds: dict[int, tuple[int, int]]) -> tuple[np.ndarray, np.ndarray, np.ndarray | None]:
     out_ids, out_x, out_valid = [], [], []
     for fid, frag in frags.items():
         a, b = bounds[fid]
@@ -362,10 +369,12 @@ def live_addresses(ds: Dataset, addrs: np.ndarray) -> np.ndarray:
     """Which row addresses name a live row (fragment present, not deleted)."""
     out = np.zeros(addrs.size, bool)
     fids = addrs >> np.uint64(32)
-    for fid, frag in ds.fragments_with_ids(np.unique(fids).astype(np.int64).tolist()).items():
-        at = np.flatnonzero(fids == np.uint64(fid))
-        live = ds.live_mask(frag)
-        out[at] = True if live is None else live[(addrs[at] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
+    frags = ds.fragments_with_ids(np.unique(fids).astype(np.int64).tolist())
+    with FragmentBatch(ds, list(frags.values())).fetched_ahead(data=False):  # deletion files together
+        for fid, frag in frags.items():
+            at = np.flatnonzero(fids == np.uint64(fid))
+            live = ds.live_mask(frag)
+            out[at] = True if live is None else live[(addrs[at] & np.uint64(0xFFFFFFFF)).astype(np.int64)]
     return out
 
 

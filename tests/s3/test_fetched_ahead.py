@@ -1,0 +1,129 @@
+"""Tasks that read their fragments one after another fetch the small files ahead, many in flight
+(``FragmentBatch.fetched_ahead``): add_columns (deletion and small data files) and the row-id
+index rebuild (deletion files); add_columns' new files close in the background, so their
+uploads overlap the next fragments. Checked by what the tasks schedule and by a barrier, never
+by time; pylance reads every result."""
+
+from __future__ import annotations
+
+import threading
+
+import numpy as np
+import pyarrow as pa
+import pyarrow.compute as pc
+import pytest
+
+from lance_spark_ops.errors import LanceError
+from lance_spark_ops.file.writer import LanceFileWriter
+from lance_spark_ops.io.storage import ObjectStore
+from tests.s3.conftest import SlowS3
+
+FRAGMENTS = 8
+
+
+def _write(slow: SlowS3, name: str, **kw: object) -> str:
+    import lance
+
+    ids = np.arange(FRAGMENTS * 500, dtype=np.int64)
+    uri = slow.uri(name)
+    lance.write_dataset(pa.table({"id": ids, "val": ids * 10}), uri, storage_options=slow.direct.options,
+                        max_rows_per_file=500, data_storage_version="2.1", **kw)
+    lance.dataset(uri, storage_options=slow.direct.options).delete("id % 7 = 0")
+    return uri
+
+
+def _pylance(slow: SlowS3, uri: str):  # type: ignore[no-untyped-def]
+    import lance
+
+    return lance.dataset(uri, storage_options=slow.direct.options)
+
+
+@pytest.fixture
+def scheduled(monkeypatch: pytest.MonkeyPatch) -> list[list[str]]:
+    """The relative paths of each ``ObjectStore.prefetch`` call, in order."""
+    calls: list[list[str]] = []
+    real = ObjectStore.prefetch
+
+    def spy(self: ObjectStore, items):  # type: ignore[no-untyped-def]
+        items = list(items)
+        calls.append([rel for rel, _ in items])
+        return real(self, items)
+
+    monkeypatch.setattr(ObjectStore, "prefetch", spy)
+    return calls
+
+
+def _column_fn():  # type: ignore[no-untyped-def]
+    from lance_spark_ops.spark.files.columns import ColumnFunction
+
+    return ColumnFunction(lambda b: {"w": pc.multiply(b.column("id"), 3)}, pa.schema([("w", pa.int64())]),
+                          ("id",))
+
+
+def test_add_columns_fetches_ahead_and_closes_in_the_background(
+        slow_s3: SlowS3, scheduled: list[list[str]], monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.spark.files.columns import add_columns
+
+    uri = _write(slow_s3, "ahead-ac.lance")
+    expected = _pylance(slow_s3, uri).to_table().sort_by("id")
+    # the first two new files' closes meet at a barrier: closed in turn, the first would wait
+    # for a second that never starts, and the barrier breaks (the test fails, it does not hang)
+    barrier, real_close, seen = threading.Barrier(2, timeout=30), LanceFileWriter.close, []
+
+    def close(self: LanceFileWriter):  # type: ignore[no-untyped-def]
+        seen.append(threading.current_thread().name)
+        if len(seen) <= 2:
+            barrier.wait()
+        return real_close(self)
+
+    monkeypatch.setattr(LanceFileWriter, "close", close)
+    add_columns(None, uri, _column_fn(), storage_options=slow_s3.options)
+    assert len(seen) == FRAGMENTS and all(name.startswith("lso-column-close") for name in seen), seen
+    # one call naming every fragment's deletion file and data file before any was read
+    (call,) = scheduled
+    assert sum("_deletions/" in rel for rel in call) == FRAGMENTS
+    assert sum("data/" in rel for rel in call) == FRAGMENTS
+    got = _pylance(slow_s3, uri).to_table().sort_by("id")
+    assert got.column("w").equals(pc.multiply(got.column("id"), 3))
+    assert got.drop_columns(["w"]).equals(expected)
+
+
+def test_add_columns_close_failure_leaves_no_file(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    from lance_spark_ops.spark.files.columns import add_columns
+
+    uri = _write(slow_s3, "ahead-fail.lance")
+    before = _pylance(slow_s3, uri)
+    client = slow_s3.direct.client()
+    files = {o["Key"] for o in client.list_objects_v2(Bucket=slow_s3.direct.bucket)["Contents"]}
+    real_close, calls = LanceFileWriter.close, []
+
+    def close(self: LanceFileWriter):  # type: ignore[no-untyped-def]
+        calls.append(1)
+        if len(calls) == 3:
+            raise LanceError("injected: the third file's upload failed")
+        return real_close(self)
+
+    monkeypatch.setattr(LanceFileWriter, "close", close)
+    with pytest.raises(LanceError, match="injected"):
+        add_columns(None, uri, _column_fn(), storage_options=slow_s3.options)
+    after = {o["Key"] for o in client.list_objects_v2(Bucket=slow_s3.direct.bucket)["Contents"]}
+    assert after == files  # the closes that landed, before and after the failed one, deleted
+    assert _pylance(slow_s3, uri).version == before.version
+
+
+def test_row_id_rebuild_fetches_deletion_files_ahead(slow_s3: SlowS3, scheduled: list[list[str]]) -> None:
+    from lance_spark_ops.spark.files.row_id_index import rebuild_row_id_index
+
+    uri = _write(slow_s3, "ahead-rid.lance", enable_stable_row_ids=True)
+    ds = _pylance(slow_s3, uri)
+    before = ds.to_table(columns=["id", "val"], with_row_id=True).sort_by("_rowid")
+    deletions = {f.metadata.deletion_file.path(f.fragment_id) for f in ds.get_fragments()
+                 if f.metadata.deletion_file is not None}
+    assert len(deletions) == FRAGMENTS
+    rebuild_row_id_index(None, uri, storage_options=slow_s3.options)
+    # every task's deletion files in one call, ahead of its reads: each phase names them all
+    per_call = [{rel for rel in call if "_deletions/" in rel} for call in scheduled]
+    assert per_call and all(len(c) > 1 for c in per_call), per_call
+    assert set().union(*per_call) == {f"_deletions/{p.rsplit('/', 1)[-1]}" for p in deletions}
+    after = _pylance(slow_s3, uri)
+    assert after.to_table(columns=["id", "val"], with_row_id=True).sort_by("_rowid").equals(before)
