@@ -127,3 +127,25 @@ def test_row_id_rebuild_fetches_deletion_files_ahead(slow_s3: SlowS3, scheduled:
     assert set().union(*per_call) == {f"_deletions/{p.rsplit('/', 1)[-1]}" for p in deletions}
     after = _pylance(slow_s3, uri)
     assert after.to_table(columns=["id", "val"], with_row_id=True).sort_by("_rowid").equals(before)
+
+
+def test_datasource_partition_fetches_its_fragments_ahead(slow_s3: SlowS3,
+                                                          scheduled: list[list[str]]) -> None:
+    """A partition of several fragments (``max_rows_per_partition``) names every fragment's
+    deletion and data file in one call before reading; its rows are pylance's."""
+    import json
+
+    from lance_spark_ops.spark.datasource.options import ReadOptions
+    from lance_spark_ops.spark.datasource.reader import LanceReader
+
+    uri = _write(slow_s3, "ahead-read.lance")
+    opts = ReadOptions.parse({"path": uri, "storage_options": json.dumps(slow_s3.options),
+                              "max_rows_per_partition": "2000", "columns": "id,val"})
+    reader = LanceReader(opts, None)
+    parts = reader.partitions()
+    assert len(parts) == FRAGMENTS // 4
+    got = pa.Table.from_batches([b for p in parts for b in reader.read(p)])
+    assert [len(c) for c in scheduled] == [8] * len(parts), scheduled  # 4 deletion + 4 data files each
+    assert all(sum("_deletions/" in rel for rel in c) == 4 for c in scheduled)
+    expected = _pylance(slow_s3, uri).to_table(columns=["id", "val"])
+    assert got.sort_by("id").equals(expected.sort_by("id"))

@@ -18,11 +18,13 @@ import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
 from lance_spark_ops.errors import NotFoundError, SchemaError
+from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.spark.datasource import filters as F
 from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, ReadOptions
 from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 Slice = tuple[int, int, int | None]
 
@@ -115,6 +117,16 @@ class LanceReader(DataSourceReader):
         if not slices:
             return
         ds = open_dataset(self.opts.uri, self.version, self.opts.storage_options, self.timestamp)
+        # object stores: the partition's deletion files and small data files in flight together
+        # (read in turn, a fragment waited a round trip for its data file, then one for its
+        # deletion file)
+        order = list(dict.fromkeys(fid for fid, _, _ in slices))  # in the order they are read
+        found = ds.fragments_with_ids(order)
+        frags = [found[fid] for fid in order if fid in found]  # an absent one: scan_fragment says so
+        with FragmentBatch(ds, frags).fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
+            yield from self._scan(ds, slices)
+
+    def _scan(self, ds: Dataset, slices: Sequence[Slice]) -> Iterator[pa.RecordBatch]:
         cols = list(self.opts.columns) if self.opts.columns is not None else None
         for fid, first, last in slices:
             row_range = None if last is None else (first, last)
