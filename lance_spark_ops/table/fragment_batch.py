@@ -22,6 +22,7 @@ import pyarrow as pa
 
 from lance_spark_ops.errors import CorruptFileError, InconsistentDatasetError, InvalidInputError, LanceError
 from lance_spark_ops.file.reader import LanceFileReader
+from lance_spark_ops.io.budget import IOBudget
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -80,6 +81,15 @@ class FragmentBatch:
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)
+
+    def read_window(self, budget: IOBudget) -> int:
+        """Fragments a task may read ahead of the one it works on: as many as the byte budget
+        holds of the largest one's data files (at most ``budget.max_requests``; 1 when a size
+        is unknown: a fragment at a time)."""
+        sizes = [sum(df.file_size_bytes or 0 for df in f.files) for f in self.fragments]
+        if not sizes or any(s <= 0 for s in sizes):
+            return 1
+        return max(1, min(budget.max_requests, budget.max_bytes // max(sizes)))
 
     @contextmanager
     def fetched_ahead(self, data: bool = True, data_max_bytes: int | None = None) -> Iterator[None]:

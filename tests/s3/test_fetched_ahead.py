@@ -149,3 +149,34 @@ def test_datasource_partition_fetches_its_fragments_ahead(slow_s3: SlowS3,
     assert all(sum("_deletions/" in rel for rel in c) == 4 for c in scheduled)
     expected = _pylance(slow_s3, uri).to_table(columns=["id", "val"])
     assert got.sort_by("id").equals(expected.sort_by("id"))
+
+
+def test_inverted_build_fetches_ahead(slow_s3: SlowS3, scheduled: list[list[str]]) -> None:
+    """The INVERTED build's tokenizing task names every fragment's deletion and data file in one
+    call before reading; pylance's full-text answers through our index are its answers through
+    its own on a twin."""
+    import lance
+
+    from lance_spark_ops.spark.indices.indexing import create_index
+
+    words = np.array(["lance", "spark", "object", "store", "latency", "proxy"])
+    ids = np.arange(FRAGMENTS * 500, dtype=np.int64)
+    text = pa.array([f"{words[i % 6]} {words[(i * 5) % 6]}" for i in ids.tolist()])
+    table = pa.table({"id": ids, "text": text})
+    uris = []
+    for side in ("ours", "theirs"):
+        uri = slow_s3.uri(f"ahead-fts-{side}.lance")
+        lance.write_dataset(table, uri, storage_options=slow_s3.direct.options, max_rows_per_file=500,
+                            data_storage_version="2.1")
+        _pylance(slow_s3, uri).delete("id % 7 = 0")
+        uris.append(uri)
+    _pylance(slow_s3, uris[1]).create_scalar_index("text", "INVERTED", name="t")
+    create_index(None, uris[0], "text", "INVERTED", name="t", storage_options=slow_s3.options)
+    (call,) = [c for c in scheduled if any("_deletions/" in rel for rel in c)]
+    assert sum("_deletions/" in rel for rel in call) == FRAGMENTS
+    assert sum("data/" in rel for rel in call) == FRAGMENTS
+    a, b = _pylance(slow_s3, uris[0]), _pylance(slow_s3, uris[1])
+    for q in ("lance", "object store"):
+        got = sorted(a.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
+        want = sorted(b.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
+        assert got and got == want, q

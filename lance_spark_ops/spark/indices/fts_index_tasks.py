@@ -9,6 +9,7 @@ chose: attempts write the same paths with the same bytes, leaving no orphan.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -17,6 +18,8 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_spark_ops.concurrency import map_concurrently, read_ahead
+from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.file.writer import LanceFileWriter, write_table
 from lance_spark_ops.index.fts.layout import doc_file, invert_file, metadata_schema, token_file
 from lance_spark_ops.index.fts.postings import build_partition
@@ -24,6 +27,7 @@ from lance_spark_ops.index.fts.tokenizer import Analyzer, TokenizerParams
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 
 @dataclass(frozen=True)
@@ -104,26 +108,40 @@ def tokenize_rows(ds: Dataset, column: str, params: TokenizerParams, row_ids: bo
     ids, nts, docs_l, toks_l, pos_l = [], [], [], [], []
     vocab: dict[str, int] = {}
     ndocs = 0
-    for frag_id, start, stop in ranges:
+
+    def scan(r: tuple[int, int | None, int | None]) -> Iterator[pa.RecordBatch]:
+        frag_id, start, stop = r
         rr = None if start is None else (start, stop)
-        for b in ds.scan_fragment(frag_id, [column], with_row_id=row_ids,
-                                  with_row_address=not row_ids, row_range=rr,
-                                  include_deleted=only is not None):
-            col = b.column(column)
-            valid = col.is_valid()
-            if only is not None:
-                listed = np.isin(b.column(id_col).to_numpy(zero_copy_only=False), only)
-                valid = pc.and_(valid, pa.array(listed))
-            tk = analyzer.tokenize(col.filter(valid))
-            keep = tk.num_tokens > 0
-            new_doc = np.cumsum(keep) - 1
-            ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False)[keep])
-            nts.append(tk.num_tokens[keep])
-            gid = np.array([vocab.setdefault(t, len(vocab)) for t in tk.vocab], dtype=np.uint32)
-            docs_l.append((new_doc[tk.doc] + ndocs).astype(np.uint32))
-            toks_l.append(gid[tk.token] if len(gid) else np.empty(0, np.uint32))
-            pos_l.append(tk.position)
-            ndocs += int(keep.sum())
+        return ds.scan_fragment(frag_id, [column], with_row_id=row_ids, with_row_address=not row_ids,
+                                row_range=rr, include_deleted=only is not None)
+
+    order = list(dict.fromkeys(int(f) for f, _, _ in ranges))
+    found = ds.fragments_with_ids(order)
+    batch = FragmentBatch(ds, [found[f] for f in order if f in found])  # an absent one: the scan says so
+    # object stores: deletion files and small data files in flight together, and the next
+    # fragments' columns read while this one is tokenized (as many as the byte budget holds);
+    # elsewhere batch by batch
+    window = 1 if ds.store.is_local else batch.read_window(ds.store.budget)
+    with batch.fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
+        pieces = (read_ahead(lambda r: list(scan(r)), ranges, window) if window > 1
+                  else (scan(r) for r in ranges))
+        for batches in pieces:
+            for b in batches:
+                col = b.column(column)
+                valid = col.is_valid()
+                if only is not None:
+                    listed = np.isin(b.column(id_col).to_numpy(zero_copy_only=False), only)
+                    valid = pc.and_(valid, pa.array(listed))
+                tk = analyzer.tokenize(col.filter(valid))
+                keep = tk.num_tokens > 0
+                new_doc = np.cumsum(keep) - 1
+                ids.append(b.column(id_col).filter(valid).to_numpy(zero_copy_only=False)[keep])
+                nts.append(tk.num_tokens[keep])
+                gid = np.array([vocab.setdefault(t, len(vocab)) for t in tk.vocab], dtype=np.uint32)
+                docs_l.append((new_doc[tk.doc] + ndocs).astype(np.uint32))
+                toks_l.append(gid[tk.token] if len(gid) else np.empty(0, np.uint32))
+                pos_l.append(tk.position)
+                ndocs += int(keep.sum())
 
     def cat(parts: list[np.ndarray], dtype: Any) -> np.ndarray:
         return np.concatenate(parts).astype(dtype, copy=False) if parts else np.empty(0, dtype)
@@ -137,11 +155,11 @@ def write_partition(ds: Dataset, dst: str, part_id: int, tk: Tokenized, with_pos
     """``part_<id>_{invert,tokens,docs}.lance`` of a token stream; (name, size) each."""
     docs, tokens, invert = build_partition(tk.row_ids, tk.num_tokens, tk.doc, tk.token, tk.position, tk.vocab,
                                            with_position)
-    files = []
-    for name, table in ((invert_file(part_id), invert), (token_file(part_id), tokens),
-                        (doc_file(part_id), docs)):
-        files.append((name, _write(ds, f"{dst}/{name}", table, file_version)))
-    return files
+    named = [(invert_file(part_id), invert), (token_file(part_id), tokens), (doc_file(part_id), docs)]
+    # object stores: the three uploads in flight together (one round trip, not three in turn)
+    sizes = map_concurrently(lambda nt: _write(ds, f"{dst}/{nt[0]}", nt[1], file_version), named,
+                             max_workers=1 if ds.store.is_local else len(named))
+    return [(name, size) for (name, _), size in zip(named, sizes, strict=True)]
 
 
 def _listed_rows(ds: Dataset, docs_files: tuple[str, ...], fragments: set[int]) -> np.ndarray:
