@@ -24,6 +24,13 @@ with its one-time costs). Operations:
 - ``btree``: ``create_index`` BTREE on the int64 column (pylance ``create_scalar_index``)
 - ``ivf_pq``: ``create_index`` IVF_PQ on the 16-d vector column, ``IVF_PQ_PARAMS`` on both
   sides (pylance ``create_index``); pylance then answers a nearest query through it
+- ``inverted``: ``create_index`` INVERTED on the string column (pylance ``create_scalar_index``);
+  pylance then answers a full-text query through it, the same ids on both sides
+- ``add_columns``: a column computed from ``id`` by a batch function (pylance ``add_columns``
+  with ``read_columns=["id"]``); pylance reads the new column
+- ``read``: the ``lance`` data source read of two columns into Arrow on the driver
+  (``toArrow``; partitions of 8 fragments, ``max_rows_per_partition``) against pylance's
+  ``to_table`` of them; the same rows
 - ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
 - ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
   ``optimize.compact_files`` planning through ``Compaction.plan``)
@@ -156,6 +163,12 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
             ds.create_scalar_index("id", "BTREE")
         elif op == "ivf_pq":
             ds.create_index("v", "IVF_PQ", **IVF_PQ_PARAMS)
+        elif op == "inverted":
+            ds.create_scalar_index("s", "INVERTED")
+        elif op == "add_columns":
+            ds.add_columns(_times_three, read_columns=["id"])
+        elif op == "read":
+            return ds.to_table(columns=["id", "x"])
         elif op == "vacuum":
             ds.cleanup_old_versions(older_than=_zero(), delete_unverified=True)
         elif op == "open":
@@ -178,6 +191,18 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         create_index(spark, uri, "id", "BTREE", storage_options=opts)
     elif op == "ivf_pq":
         create_index(spark, uri, "v", "IVF_PQ", storage_options=opts, **IVF_PQ_PARAMS)
+    elif op == "inverted":
+        create_index(spark, uri, "s", "INVERTED", storage_options=opts)
+    elif op == "add_columns":
+        from lance_spark_ops.spark.files.columns import ColumnFunction, add_columns
+
+        fn = ColumnFunction(_times_three, pa.schema([("w", pa.int64())]), ("id",))
+        add_columns(spark, uri, fn, storage_options=opts)
+    elif op == "read":
+        from lance_spark_ops.spark.datasource.read import read_lance
+
+        return read_lance(spark, uri, columns=["id", "x"], storage_options=opts,
+                          max_rows_per_partition=8 * ROWS).toArrow()
     elif op == "vacuum":
         vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
     elif op == "open":
@@ -186,6 +211,13 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
         m = compact(spark, uri, target_rows_per_fragment=TARGET_ROWS, dry_run=True, storage_options=opts)
         return sorted(sorted(t) for t in m.plan)
     return None
+
+
+def _times_three(batch: pa.RecordBatch) -> pa.RecordBatch:
+    """``add_columns``' function on both sides: ``w = id * 3``."""
+    import pyarrow.compute as pc
+
+    return pa.record_batch([pc.multiply(batch.column("id"), 3)], names=["w"])
 
 
 def _zero():
@@ -233,6 +265,18 @@ def check(op: str, uri: str, opts: dict[str, str], expected: np.ndarray | pa.Tab
         got = ds.to_table(filter=f"id = {int(expected[len(expected) // 2])}", columns=["id"]).num_rows
         if got != 1:
             raise AssertionError("indexed lookup answered wrong")
+        return
+    if op == "inverted":
+        got = ds.to_table(full_text_query="w0042", columns=["id"]).column("id").to_numpy()
+        want = expected[expected % 1000 == 42]
+        if not np.array_equal(np.sort(got), want):
+            raise AssertionError(f"full-text query answered {got.size} rows, {want.size} expected")
+        return
+    if op == "add_columns":
+        t = ds.to_table(columns=["id", "w"])
+        if not np.array_equal(t.column("w").to_numpy(), t.column("id").to_numpy() * 3) \
+                or not np.array_equal(np.sort(t.column("id").to_numpy()), expected):
+            raise AssertionError("add_columns: the new column or the rows differ")
         return
     if op == "binary_clean":
         ds = lance.dataset(uri, storage_options=opts)
@@ -361,7 +405,11 @@ def main() -> None:
                         plans[side] = run_side(side, op, uri, via, spark, args)
                         took = time.perf_counter() - t0
                         stats = proxy.stats()
-                        if op != "open_big":
+                        if op == "read":
+                            if not np.array_equal(np.sort(plans[side].column("id").to_numpy()), expected):
+                                raise AssertionError(f"read: {side}'s rows differ")
+                            plans.pop(side)
+                        elif op != "open_big":
                             check(op, uri, direct, clean if op == "binary_clean" else expected, args)
                         if op == "vacuum":  # both sides vacuum the same copy: the same files must go
                             plans[side] = before - keys_under(client, bucket, "ds.lance")

@@ -17,6 +17,7 @@ from typing import Any
 import pyarrow as pa
 from pyspark.sql.datasource import DataSourceReader, InputPartition
 
+from lance_spark_ops.concurrency import read_ahead
 from lance_spark_ops.errors import NotFoundError, SchemaError
 from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.spark.datasource import filters as F
@@ -122,21 +123,29 @@ class LanceReader(DataSourceReader):
         # deletion file)
         order = list(dict.fromkeys(fid for fid, _, _ in slices))  # in the order they are read
         found = ds.fragments_with_ids(order)
-        frags = [found[fid] for fid in order if fid in found]  # an absent one: scan_fragment says so
-        with FragmentBatch(ds, frags).fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
-            yield from self._scan(ds, slices)
+        batch = FragmentBatch(ds, [found[fid] for fid in order if fid in found])  # absent: the scan says so
+        # and the next slices read while this one goes to Spark, as many as the byte budget
+        # holds of the largest fragment (a footer and page reads each, in turn otherwise);
+        # elsewhere, or one slice, batch by batch
+        window = 1 if ds.store.is_local or len(slices) < 2 else batch.read_window(ds.store.budget)
+        with batch.fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
+            pieces = (read_ahead(lambda s: list(self._scan(ds, s)), slices, window) if window > 1
+                      else (self._scan(ds, s) for s in slices))
+            for piece in pieces:
+                yield from piece
 
-    def _scan(self, ds: Dataset, slices: Sequence[Slice]) -> Iterator[pa.RecordBatch]:
+    def _scan(self, ds: Dataset, piece: Slice) -> Iterator[pa.RecordBatch]:
+        """One slice's live rows as Spark batches, filters applied."""
+        fid, first, last = piece
         cols = list(self.opts.columns) if self.opts.columns is not None else None
-        for fid, first, last in slices:
-            row_range = None if last is None else (first, last)
-            for batch in ds.scan_fragment(fid, cols, self.opts.with_row_id, self.opts.with_row_address,
-                                          self.opts.batch_rows, row_range=row_range):
-                if batch.num_rows == 0:
-                    continue
-                out = to_spark_batch(batch, self.target)
-                if not out.schema.equals(self.spark_arrow):
-                    out = out.cast(self.spark_arrow)  # timestamps with a zone: Spark wants UTC
-                out = F.apply(self.filters, out)
-                if out.num_rows:
-                    yield out
+        row_range = None if last is None else (first, last)
+        for batch in ds.scan_fragment(fid, cols, self.opts.with_row_id, self.opts.with_row_address,
+                                      self.opts.batch_rows, row_range=row_range):
+            if batch.num_rows == 0:
+                continue
+            out = to_spark_batch(batch, self.target)
+            if not out.schema.equals(self.spark_arrow):
+                out = out.cast(self.spark_arrow)  # timestamps with a zone: Spark wants UTC
+            out = F.apply(self.filters, out)
+            if out.num_rows:
+                yield out
