@@ -180,3 +180,34 @@ def test_inverted_build_fetches_ahead(slow_s3: SlowS3, scheduled: list[list[str]
         got = sorted(a.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
         want = sorted(b.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
         assert got and got == want, q
+
+
+def test_validation_checks_fragments_together(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Fragments are checked several at once (the first two checks meet at a barrier: in turn,
+    the barrier breaks), and the findings are those of a check in turn: a missing data file and
+    a missing deletion file, each named, in manifest order (a data file gone on S3 used to be a
+    ``footer`` finding: its size came from the manifest, and the footer's read found it gone)."""
+    from lance_spark_ops.spark.files import validation_tasks
+    from lance_spark_ops.spark.files.validation import validate
+
+    uri = _write(slow_s3, "ahead-val.lance")
+    frags = _pylance(slow_s3, uri).get_fragments()
+    client, bucket = slow_s3.direct.client(), slow_s3.direct.bucket
+    prefix = uri.split(f"{bucket}/", 1)[1]
+    gone_data = f"{prefix}/data/{frags[2].data_files()[0].path}"
+    gone_del = f"{prefix}/{frags[5].metadata.deletion_file.path(frags[5].fragment_id)}"
+    client.delete_objects(Bucket=bucket, Delete={"Objects": [{"Key": gone_data}, {"Key": gone_del}]})
+    barrier, real, calls = threading.Barrier(2, timeout=30), validation_tasks._check_fragment, []
+
+    def check(ds, frag, trust):  # type: ignore[no-untyped-def]
+        calls.append(frag.id)
+        if len(calls) <= 2:
+            barrier.wait()
+        return real(ds, frag, trust)
+
+    monkeypatch.setattr(validation_tasks, "_check_fragment", check)
+    m = validate(None, uri, storage_options=slow_s3.options)
+    missing = [(f["check"], f["fragment"]) for f in m.findings if f["check"] == "missing_file"]
+    want = [("missing_file", frags[2].fragment_id), ("missing_file", frags[5].fragment_id)]
+    assert missing == want, m.findings
+    assert not m.consistent

@@ -13,11 +13,12 @@ from typing import Any
 
 import numpy as np
 
+from lance_spark_ops.concurrency import read_ahead
 from lance_spark_ops.errors import AccessDeniedError, LanceError, NotFoundError
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.spark.runtime.runner import TaskContext
 from lance_spark_ops.table.dataset import Dataset
-from lance_spark_ops.table.format.fragment import ExternalFile
+from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile
 from lance_spark_ops.table.paths import external_file_path
 from lance_spark_ops.table.validate import Finding, deletion_finding, file_findings
 
@@ -49,83 +50,99 @@ def check_fragments(task: FragmentsTask, ctx: TaskContext) -> dict[str, Any]:
     trust = ds.manifest.writer_version is not None
     out: list[dict[str, Any]] = []
     files = 0
-    for frag in ds.fragments[a:b]:
-        rows = None
-        for df in frag.files:
-            files += 1
-            try:
-                store, rel = ds.base_resolver.data_file(df, f"fragment {frag.id}")
-                size = store.size(rel)
-            except NotFoundError:
-                out.append(_finding("missing_file", "the data file does not exist", frag.id, df.path))
-                continue
-            except AccessDeniedError:  # the store refuses us: nothing to say about the table
-                raise
-            except LanceError as e:
-                out.append(_finding("data_file", e.message, frag.id, df.path))
-                continue
-            try:
-                reader = LanceFileReader(rel, store=store, legacy=df.is_legacy)
-            except AccessDeniedError:
-                raise
-            except LanceError as e:
-                out.append(_finding("footer", f"the data file does not open: {e.message}", frag.id, df.path))
-                continue
-            n = reader.num_rows
-            if rows is not None and n != rows:
-                out.append(_finding("file_rows", f"data file has {n} rows, the fragment's first {rows}",
-                                    frag.id, df.path))
-            rows = n if rows is None else rows
-            recorded = ds.recorded_physical_rows.get(frag.id)
-            if recorded is not None and recorded != n:
-                out.append(_finding("physical_rows_unverified", f"data file has {n} rows, the fragment "
-                                    f"records {recorded} in a manifest naming no writer (Lance <= 0.8, "
-                                    "lance#1531): read with the file's count, repaired by the next commit",
-                                    frag.id, df.path))
-            out.extend(asdict(f) for f in file_findings(
-                frag, df, footer_rows=n, footer_version=None if df.is_legacy else reader.version,
-                object_size=size, trust_counts=trust))
-            if df.file_size_bytes and df.is_legacy and df.file_size_bytes != size:
-                out.append(_finding("file_size", f"the object has {size} bytes, the manifest records "
-                                    f"{df.file_size_bytes}", frag.id, df.path))
-        d = frag.deletion_file
-        if d is not None:
-            files += 1
-            try:
-                deleted = ds.deleted_offsets(frag)
-            except NotFoundError:
-                out.append(_finding("missing_file", "the deletion file does not exist", frag.id,
-                                    f"_deletions/{frag.id}-{d.read_version}-{d.id}"))
-                deleted = None
-            except AccessDeniedError:
-                raise
-            except LanceError as e:
-                out.append(_finding("deletion_file", e.message, frag.id))
-                deleted = None
-            if deleted is not None:
-                found = deletion_finding(frag, len(np.unique(deleted)))
-                if found is not None:
-                    out.append(asdict(found))
-                n = rows if rows is not None else frag.physical_rows
-                if n is not None and len(deleted) and int(np.max(deleted)) >= n:
-                    top = int(np.max(deleted))
-                    out.append(_finding("deletion_range", f"deleted offset {top} is past the fragment's {n} "
-                                        "rows", frag.id))
-        for meta, what in ((frag.row_id_meta, "row-id sequence"),
-                           (frag.created_at_version_meta, "created-at versions"),
-                           (frag.last_updated_at_version_meta, "last-updated-at versions")):
-            if isinstance(meta, ExternalFile):
-                files += 1
-                rel = external_file_path(meta, what, ds.store.uri(ds.manifest_path))
-                try:
-                    size = ds.store.size(rel)
-                except NotFoundError:
-                    out.append(_finding("missing_file", f"the {what} file does not exist", frag.id, rel))
-                    continue
-                if meta.offset + meta.size > size:
-                    out.append(_finding("file_size", f"the {what} lies at {meta.offset}+{meta.size}, past "
-                                        f"the object's {size} bytes", frag.id, rel))
+    # object stores: several fragments checked at once, each its own round trips (a footer, a
+    # deletion file; in turn they were one request in flight); findings in manifest order, and
+    # an error raised when its fragment's turn comes, as before
+    window = 1 if ds.store.is_local else ds.store.budget.max_requests
+    for found, n in read_ahead(lambda frag: _check_fragment(ds, frag, trust), ds.fragments[a:b], window):
+        out.extend(found)
+        files += n
     return {"findings": out, "files": files}
+
+
+def _check_fragment(ds: Dataset, frag: DataFragment, trust: bool) -> tuple[list[dict[str, Any]], int]:
+    """One fragment's findings and the files it checked."""
+    out: list[dict[str, Any]] = []
+    files = 0
+    rows = None
+    for df in frag.files:
+        files += 1
+        try:
+            store, rel = ds.base_resolver.data_file(df, f"fragment {frag.id}")
+            size = store.size(rel)
+        except NotFoundError:
+            out.append(_finding("missing_file", "the data file does not exist", frag.id, df.path))
+            continue
+        except AccessDeniedError:  # the store refuses us: nothing to say about the table
+            raise
+        except LanceError as e:
+            out.append(_finding("data_file", e.message, frag.id, df.path))
+            continue
+        try:
+            reader = LanceFileReader(rel, store=store, legacy=df.is_legacy)
+        except NotFoundError:  # an object store, its size from the manifest: the read finds it gone
+            out.append(_finding("missing_file", "the data file does not exist", frag.id, df.path))
+            continue
+        except AccessDeniedError:
+            raise
+        except LanceError as e:
+            out.append(_finding("footer", f"the data file does not open: {e.message}", frag.id, df.path))
+            continue
+        n = reader.num_rows
+        if rows is not None and n != rows:
+            out.append(_finding("file_rows", f"data file has {n} rows, the fragment's first {rows}",
+                                frag.id, df.path))
+        rows = n if rows is None else rows
+        recorded = ds.recorded_physical_rows.get(frag.id)
+        if recorded is not None and recorded != n:
+            out.append(_finding("physical_rows_unverified", f"data file has {n} rows, the fragment "
+                                f"records {recorded} in a manifest naming no writer (Lance <= 0.8, "
+                                "lance#1531): read with the file's count, repaired by the next commit",
+                                frag.id, df.path))
+        out.extend(asdict(f) for f in file_findings(
+            frag, df, footer_rows=n, footer_version=None if df.is_legacy else reader.version,
+            object_size=size, trust_counts=trust))
+        if df.file_size_bytes and df.is_legacy and df.file_size_bytes != size:
+            out.append(_finding("file_size", f"the object has {size} bytes, the manifest records "
+                                f"{df.file_size_bytes}", frag.id, df.path))
+    d = frag.deletion_file
+    if d is not None:
+        files += 1
+        try:
+            deleted = ds.deleted_offsets(frag)
+        except NotFoundError:
+            out.append(_finding("missing_file", "the deletion file does not exist", frag.id,
+                                f"_deletions/{frag.id}-{d.read_version}-{d.id}"))
+            deleted = None
+        except AccessDeniedError:
+            raise
+        except LanceError as e:
+            out.append(_finding("deletion_file", e.message, frag.id))
+            deleted = None
+        if deleted is not None:
+            found = deletion_finding(frag, len(np.unique(deleted)))
+            if found is not None:
+                out.append(asdict(found))
+            n = rows if rows is not None else frag.physical_rows
+            if n is not None and len(deleted) and int(np.max(deleted)) >= n:
+                top = int(np.max(deleted))
+                out.append(_finding("deletion_range", f"deleted offset {top} is past the fragment's {n} "
+                                    "rows", frag.id))
+    for meta, what in ((frag.row_id_meta, "row-id sequence"),
+                       (frag.created_at_version_meta, "created-at versions"),
+                       (frag.last_updated_at_version_meta, "last-updated-at versions")):
+        if isinstance(meta, ExternalFile):
+            files += 1
+            rel = external_file_path(meta, what, ds.store.uri(ds.manifest_path))
+            try:
+                size = ds.store.size(rel)
+            except NotFoundError:
+                out.append(_finding("missing_file", f"the {what} file does not exist", frag.id, rel))
+                continue
+            if meta.offset + meta.size > size:
+                out.append(_finding("file_size", f"the {what} lies at {meta.offset}+{meta.size}, past "
+                                    f"the object's {size} bytes", frag.id, rel))
+    return out, files
 
 
 def check_indices(task: IndicesTask, ctx: TaskContext) -> dict[str, Any]:
