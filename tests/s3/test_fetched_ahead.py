@@ -211,3 +211,25 @@ def test_validation_checks_fragments_together(slow_s3: SlowS3, monkeypatch: pyte
     want = [("missing_file", frags[2].fragment_id), ("missing_file", frags[5].fragment_id)]
     assert missing == want, m.findings
     assert not m.consistent
+
+
+def test_validation_of_index_files_on_s3(slow_s3: SlowS3) -> None:
+    """An index's files sized together: a file removed is one missing_file finding naming it, a
+    file cut short one file_size finding, the other files none."""
+    from lance_spark_ops.spark.files.validation import validate
+
+    uri = _write(slow_s3, "ahead-idx.lance")
+    ds = _pylance(slow_s3, uri)
+    ds.create_scalar_index("val", "BTREE", name="v_idx")
+    client, bucket = slow_s3.direct.client(), slow_s3.direct.bucket
+    prefix = uri.split(f"{bucket}/", 1)[1]
+    listed = client.list_objects_v2(Bucket=bucket, Prefix=f"{prefix}/_indices/")["Contents"]
+    keys = sorted(o["Key"] for o in listed)
+    assert len(keys) >= 2, keys
+    client.delete_object(Bucket=bucket, Key=keys[0])
+    body = client.get_object(Bucket=bucket, Key=keys[1])["Body"].read()
+    client.put_object(Bucket=bucket, Key=keys[1], Body=body[:-3])
+    m = validate(None, uri, storage_options=slow_s3.options)
+    got = sorted((f["check"], f["file"].rsplit("/", 1)[-1]) for f in m.findings if "v_idx" in f["detail"])
+    names = [k.rsplit("/", 1)[-1] for k in keys]
+    assert got == sorted([("missing_file", names[0]), ("file_size", names[1])])
