@@ -29,8 +29,8 @@ with its one-time costs). Operations:
 - ``add_columns``: a column computed from ``id`` by a batch function (pylance ``add_columns``
   with ``read_columns=["id"]``); pylance reads the new column
 - ``read``: the ``lance`` data source read of two columns into Arrow on the driver
-  (``toArrow``; partitions of 8 fragments, ``max_rows_per_partition``) against pylance's
-  ``to_table`` of them; the same rows
+  (``toArrow``; default partitions: here two of 24 fragments, packed by bytes) against
+  pylance's ``to_table`` of them; the same rows
 - ``vacuum``: cleanup of ``--versions`` old versions (pylance ``cleanup_old_versions``)
 - ``open``: open the latest version and plan a compaction (pylance: ``lance.dataset`` and
   ``optimize.compact_files`` planning through ``Compaction.plan``)
@@ -201,8 +201,7 @@ def run_side(side: str, op: str, uri: str, opts: dict[str, str], spark, args) ->
     elif op == "read":
         from lance_spark_ops.spark.datasource.read import read_lance
 
-        return read_lance(spark, uri, columns=["id", "x"], storage_options=opts,
-                          max_rows_per_partition=8 * ROWS).toArrow()
+        return read_lance(spark, uri, columns=["id", "x"], storage_options=opts).toArrow()
     elif op == "vacuum":
         vacuum(spark, uri, older_than=_zero(), delete_unverified=True, storage_options=opts)
     elif op == "open":

@@ -79,6 +79,17 @@ def test_plan_slices() -> None:
     assert plan_slices([(0, 10), (1, 4), (2, 5), (3, 25)], 10) == [
         [(0, 0, 10)], [(1, 0, 4), (2, 0, 5)], [(3, 0, 8)], [(3, 8, 17)], [(3, 17, 25)]]
     assert plan_slices([(3, 25), (4, None)], 10, split=False) == [[(3, 0, 25)], [(4, 0, None)]]
+    # by bytes: neighbours while their files and 4 MiB apiece fit; an unknown size or a split
+    # piece stands alone; max_rows (the user's) packs by rows instead
+    mib = 1 << 20
+    sizes = [(0, 10, 20 * mib), (1, 10, 20 * mib), (2, 10, 76 * mib), (3, 10, None), (4, 10, mib),
+             (5, 3 << 20, mib), (6, 10, mib)]
+    assert plan_slices(sizes, None, max_bytes=128 * mib) == [
+        [(0, 0, 10), (1, 0, 10), (2, 0, 10)], [(3, 0, 10)], [(4, 0, 10)],
+        [(5, 0, 1 << 20)], [(5, 1 << 20, 2 << 20)], [(5, 2 << 20, 3 << 20)], [(6, 0, 10)]]
+    assert plan_slices(sizes[:3], None, max_bytes=100 * mib) == [[(0, 0, 10), (1, 0, 10)], [(2, 0, 10)]]
+    assert plan_slices(sizes[:3], None, max_bytes=0) == [[(0, 0, 10)], [(1, 0, 10)], [(2, 0, 10)]]
+    assert plan_slices(sizes[:3], 20, max_bytes=128 * mib) == [[(0, 0, 10), (1, 0, 10)], [(2, 0, 10)]]
 
 
 def test_options() -> None:
@@ -99,12 +110,16 @@ def test_options() -> None:
 
 
 def test_read_matches_pylance(spark, dataset: str) -> None:
-    df = _reader(spark, dataset, with_row_id="true", with_row_address="true")
+    # four small fragments share a partition by default (their files within 128 MiB) ...
+    assert _reader(spark, dataset).rdd.getNumPartitions() == 1
+    # ... and one each without packing: the rows the same either way
+    df = _reader(spark, dataset, with_row_id="true", with_row_address="true", max_bytes_per_partition=0)
     assert df.rdd.getNumPartitions() == 4
+    packed = _reader(spark, dataset, with_row_id="true", with_row_address="true").toArrow()
     got = df.toArrow()
     truth = _truth(dataset, with_row_id=True, with_row_address=True)
     assert got.num_rows == truth.num_rows
-    assert _same(got, truth)
+    assert _same(got, truth) and _same(packed, truth)
     # a pinned version, projected, each fragment split into row ranges: same rows, same order
     df = _reader(spark, dataset, version=2, columns="s,a", with_row_id="true", max_rows_per_partition=300)
     assert df.columns == ["s", "a", "_rowid"]

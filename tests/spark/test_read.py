@@ -86,7 +86,8 @@ def test_read_lance_matches_pylance(spark, datasets: dict[str, str]) -> None:
     from lance_spark_ops.spark.datasource.read import read_lance
 
     for version, uri in datasets.items():
-        df = read_lance(spark, uri, with_row_id=True, with_row_address=True)
+        assert read_lance(spark, uri).rdd.getNumPartitions() == 1  # small fragments packed
+        df = read_lance(spark, uri, with_row_id=True, with_row_address=True, max_bytes_per_partition=0)
         assert df.rdd.getNumPartitions() == 4
         assert df.schema["_rowid"].dataType.simpleString() == "bigint"
         assert df.schema["u"].dataType.simpleString() == "int"

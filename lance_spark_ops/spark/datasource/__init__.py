@@ -6,8 +6,10 @@
 
 Read options: ``version``, ``columns`` (JSON list or comma-separated), ``with_row_id``,
 ``with_row_address`` (``_rowid`` / ``_rowaddr`` as Spark ``long``), ``batch_rows``,
-``max_rows_per_partition`` (split fragments into row ranges of at most that many rows and pack
-small neighbours), ``split_fragments`` (false: a fragment is never split), ``fragment_ids``
+``max_bytes_per_partition`` (neighbouring fragments share a partition up to this many bytes of
+data files, default 128 MiB; 0: a partition per fragment), ``max_rows_per_partition`` (split
+fragments into row ranges of at most that many rows and pack small neighbours by rows instead),
+``split_fragments`` (false: a fragment is never split), ``fragment_ids``
 (JSON list). Write options: ``max_rows_per_file``, ``data_storage_version`` (new datasets /
 overwrite; default 2.2), ``enable_stable_row_ids`` (new datasets). Both: ``storage.<key>`` per
 storage option, or ``storage_options`` as one JSON object (keeps key case).

@@ -27,10 +27,16 @@ from lance_spark_ops.table.write import DEFAULT_MAX_ROWS_PER_FILE
 
 STORAGE_PREFIX = "storage."
 DEFAULT_SPLIT_ROWS = 1 << 20  # a fragment larger than this is read by several tasks
+# neighbouring whole fragments share a partition up to this many bytes of data files, each
+# counted with ``PARTITION_OPEN_BYTES`` more (Spark's own file sources: maxPartitionBytes and
+# openCostInBytes): a table of many small fragments is not one Spark task per fragment
+DEFAULT_PARTITION_BYTES = 128 << 20
+PARTITION_OPEN_BYTES = 4 << 20
 
 _COMMON = {"path", "storage_options"}
 READ_KEYS = _COMMON | {"version", "columns", "with_row_id", "with_row_address", "batch_rows",
-                       "max_rows_per_partition", "split_fragments", "fragment_ids", "version_timestamp"}
+                       "max_rows_per_partition", "max_bytes_per_partition", "split_fragments", "fragment_ids",
+                       "version_timestamp"}
 WRITE_KEYS = _COMMON | {"max_rows_per_file", "data_storage_version", "enable_stable_row_ids"}
 
 
@@ -119,6 +125,7 @@ class ReadOptions:
     fragment_ids: tuple[int, ...] | None = None
     version_timestamp: datetime | None = None
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    max_bytes_per_partition: int = DEFAULT_PARTITION_BYTES  # 0: a partition per fragment
 
     @classmethod
     def parse(cls, opts: Mapping[str, str]) -> ReadOptions:
@@ -130,11 +137,14 @@ class ReadOptions:
                 raise InvalidInputError(f"option 'fragment_ids' must be a JSON list of integers, got {raw!r}")
             ids = tuple(raw)
         ts = opts.get("version_timestamp")
+        max_bytes = _int(opts, "max_bytes_per_partition", DEFAULT_PARTITION_BYTES, positive=False)
+        if max_bytes is None or max_bytes < 0:
+            raise InvalidInputError(f"option 'max_bytes_per_partition' must be 0 or more, got {max_bytes}")
         return cls(_uri(opts), _int(opts, "version", None, positive=False), _columns(opts),
                    _bool(opts, "with_row_id", False), _bool(opts, "with_row_address", False),
                    _int(opts, "batch_rows", DEFAULT_BATCH_ROWS) or DEFAULT_BATCH_ROWS,
                    _int(opts, "max_rows_per_partition", None), _bool(opts, "split_fragments", True), ids,
-                   datetime.fromisoformat(ts) if ts else None, storage_options(opts))
+                   datetime.fromisoformat(ts) if ts else None, storage_options(opts), max_bytes)
 
 
 @dataclass(frozen=True)

@@ -32,22 +32,27 @@ def read_lance(spark: Any, uri: str, columns: Sequence[str] | None = None, with_
                with_row_address: bool = False, version: int | None = None, *,
                storage_options: dict[str, Any] | None = None,
                fragment_ids: Sequence[int] | None = None, max_rows_per_partition: int | None = None,
-               batch_rows: int = DEFAULT_BATCH_ROWS) -> Any:
+               batch_rows: int = DEFAULT_BATCH_ROWS, max_bytes_per_partition: int | None = None) -> Any:
     """Live rows of ``uri`` (latest version, or ``version``) as a DataFrame.
 
     ``columns``: top-level columns to read (default all); ``with_row_id`` / ``with_row_address``
-    append ``_rowid`` / ``_rowaddr`` (Spark ``long``). ``fragment_ids`` restricts the scan;
-    ``max_rows_per_partition`` packs neighbouring small fragments into one partition and
-    splits bigger ones into row ranges (default: a partition per fragment, split above 1 Mi rows).
+    append ``_rowid`` / ``_rowaddr`` (Spark ``long``). ``fragment_ids`` restricts the scan.
+    Partitions (``datasource.reader``): a fragment over 1 Mi rows is split into row ranges, and
+    neighbouring whole fragments share a partition up to ``max_bytes_per_partition`` of data
+    files (default 128 MiB; 0: a partition per fragment); ``max_rows_per_partition`` instead
+    splits at that many rows and packs neighbours by rows.
     """
     if isinstance(columns, str):
         raise InvalidInputError(f"columns must be a list of names, got the string {columns!r}")
     if max_rows_per_partition is not None and max_rows_per_partition <= 0:
         raise InvalidInputError(f"max_rows_per_partition must be positive, got {max_rows_per_partition}")
+    if max_bytes_per_partition is not None and max_bytes_per_partition < 0:
+        raise InvalidInputError(f"max_bytes_per_partition must be 0 or more, got {max_bytes_per_partition}")
     ds = Dataset.open(uri, version, storage_options=storage_options)
     spec = ScanSpec(ds.uri, ds.version, tuple(columns) if columns is not None else None, with_row_id,
                     with_row_address, batch_rows, dict(storage_options or {}), ds.timestamp)
-    return _load(spark, ds, spec, fragment_ids, max_rows_per_partition, split=True)
+    return _load(spark, ds, spec, fragment_ids, max_rows_per_partition, split=True,
+                 max_bytes_per_partition=max_bytes_per_partition)
 
 
 def scan_dataframe(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequence[int] | None = None,
@@ -58,7 +63,7 @@ def scan_dataframe(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequen
 
 
 def _load(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequence[int] | None,
-          max_rows_per_partition: int | None, split: bool) -> Any:
+          max_rows_per_partition: int | None, split: bool, max_bytes_per_partition: int | None = None) -> Any:
     from lance_spark_ops.spark.datasource import register_data_source
     from lance_spark_ops.spark.datasource.options import read_option_strings
 
@@ -72,7 +77,7 @@ def _load(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequence[int] |
     opts = read_option_strings(spec.columns, spec.with_row_id, spec.with_row_address, ds.version,
                                spec.storage_options, version_timestamp=spec.timestamp or ds.timestamp,
                                batch_rows=spec.batch_rows, max_rows_per_partition=max_rows_per_partition,
-                               split_fragments=split,
+                               max_bytes_per_partition=max_bytes_per_partition, split_fragments=split,
                                fragment_ids=sorted({int(i) for i in fragment_ids})
                                if fragment_ids is not None else None)
     register_data_source(spark)

@@ -1,11 +1,13 @@
 """Reading side of the ``lance`` data source: partition planning and the per-partition scan.
 
 A partition is a list of fragment slices ``(fragment id, first, last)`` (physical rows
-``first..last``; ``last`` None = to the end). By default every fragment is one partition and a
-fragment over ``DEFAULT_SPLIT_ROWS`` physical rows is split into equal row ranges;
-``max_rows_per_partition`` both splits at that size and packs neighbouring small fragments
-together; ``split_fragments=false`` never splits (``add_columns`` needs each fragment whole in
-one partition). Each partition yields its live rows in physical order.
+``first..last``; ``last`` None = to the end). By default a fragment over ``DEFAULT_SPLIT_ROWS``
+physical rows is split into equal row ranges, and neighbouring whole fragments share a
+partition up to ``max_bytes_per_partition`` of data files (128 MiB, each fragment counted 4 MiB
+more, as Spark's file sources pack files; 0: a partition per fragment; a fragment whose file
+sizes the manifest lacks gets its own); ``max_rows_per_partition`` instead both splits at that
+size and packs neighbours by rows; ``split_fragments=false`` never splits (``add_columns`` needs
+each fragment whole in one partition). Each partition yields its live rows in physical order.
 """
 
 from __future__ import annotations
@@ -21,10 +23,11 @@ from lance_spark_ops.concurrency import read_ahead
 from lance_spark_ops.errors import NotFoundError, SchemaError
 from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.spark.datasource import filters as F
-from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, ReadOptions
+from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, PARTITION_OPEN_BYTES, ReadOptions
 from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import Dataset
+from lance_spark_ops.table.format.fragment import DataFragment
 from lance_spark_ops.table.fragment_batch import FragmentBatch
 
 Slice = tuple[int, int, int | None]
@@ -38,27 +41,43 @@ class LancePartition(InputPartition):
         self.slices: tuple[Slice, ...] = tuple(slices)
 
 
-def plan_slices(sizes: Sequence[tuple[int, int | None]], max_rows: int | None,
-                split: bool = True) -> list[list[Slice]]:
-    """Group fragments ``(id, physical rows or None)`` into partitions (see the module doc)."""
+def plan_slices(sizes: Sequence[tuple[int, int | None] | tuple[int, int | None, int | None]],
+                max_rows: int | None, split: bool = True, max_bytes: int = 0) -> list[list[Slice]]:
+    """Group fragments ``(id, physical rows or None[, data file bytes or None])`` into
+    partitions (see the module doc; ``max_bytes`` packs by bytes when ``max_rows`` is None)."""
     limit = max_rows if max_rows is not None else DEFAULT_SPLIT_ROWS
     groups: list[list[Slice]] = []
     rows = 0
-    for fid, n in sizes:
+    held: int | None = None  # bytes the last group holds (with open costs); None: it takes no more
+    for entry in sizes:
+        fid, n = entry[0], entry[1]
+        nbytes = entry[2] if len(entry) > 2 else None
         if n is not None and split and n > limit:
             k = math.ceil(n / limit)
             bounds = [round(i * n / k) for i in range(k + 1)]
             groups.extend([[(fid, bounds[i], bounds[i + 1])] for i in range(k)])
-            rows = limit  # nothing packs onto a split piece
+            rows, held = limit, None  # nothing packs onto a split piece
             continue
         size = n if n is not None else limit
-        if max_rows is not None and groups and rows + size <= max_rows:
+        cost = None if nbytes is None else nbytes + PARTITION_OPEN_BYTES
+        if max_rows is not None:
+            if groups and rows + size <= max_rows:
+                groups[-1].append((fid, 0, n))
+                rows += size
+                continue
+        elif max_bytes and cost is not None and held is not None and held + cost <= max_bytes:
             groups[-1].append((fid, 0, n))
-            rows += size
-        else:
-            groups.append([(fid, 0, n)])
-            rows = size
+            held += cost
+            continue
+        groups.append([(fid, 0, n)])
+        rows, held = size, cost
     return groups
+
+
+def _file_bytes(fragment: DataFragment) -> int | None:
+    """Bytes of the fragment's data files as the manifest records them (None: one it does not)."""
+    sizes = [df.file_size_bytes for df in fragment.files]
+    return sum(sizes) if sizes and all(sizes) else None
 
 
 def open_pinned(opts: ReadOptions) -> Dataset:
@@ -101,7 +120,7 @@ class LanceReader(DataSourceReader):
             if missing:
                 raise NotFoundError(f"no fragment(s) {missing} in version {ds.version}", path=ds.uri)
             frags = [f for f in frags if f.id in wanted]
-        return [(f.id, f.physical_rows) for f in frags]
+        return [(f.id, f.physical_rows, _file_bytes(f)) for f in frags]
 
     def pushFilters(self, filters: list[Any]) -> Iterator[Any]:  # noqa: N802 (pyspark's name)
         """Keep the filters ``filters.accepts``; hand the rest back to Spark."""
@@ -110,7 +129,8 @@ class LanceReader(DataSourceReader):
         yield from rejected
 
     def partitions(self) -> list[InputPartition]:
-        groups = plan_slices(self.sizes, self.opts.max_rows_per_partition, self.opts.split_fragments)
+        groups = plan_slices(self.sizes, self.opts.max_rows_per_partition, self.opts.split_fragments,
+                             self.opts.max_bytes_per_partition)
         return [LancePartition(g) for g in groups]
 
     def read(self, partition: InputPartition) -> Iterator[pa.RecordBatch]:
