@@ -42,6 +42,11 @@ class SimpleFile:
     keep: np.ndarray | None
 
 
+# fragments read ahead at most (``FragmentBatch.read_window``): a round trip of 20-50 ms against
+# a few ms of work per small fragment
+READ_AHEAD = 8
+
+
 class FragmentBatch:
     """Fragments of one ``Dataset`` version (a task's share), asked about together."""
 
@@ -84,12 +89,13 @@ class FragmentBatch:
 
     def read_window(self, budget: IOBudget) -> int:
         """Fragments a task may read ahead of the one it works on: as many as the byte budget
-        holds of the largest one's data files (at most ``budget.max_requests``; 1 when a size
-        is unknown: a fragment at a time)."""
+        holds of the largest one's data files, at most ``READ_AHEAD`` (what is read ahead is
+        held decoded, larger than its file's bytes); 1 when a size is unknown: a fragment at a
+        time."""
         sizes = [sum(df.file_size_bytes or 0 for df in f.files) for f in self.fragments]
         if not sizes or any(s <= 0 for s in sizes):
             return 1
-        return max(1, min(budget.max_requests, budget.max_bytes // max(sizes)))
+        return max(1, min(READ_AHEAD, budget.max_requests, budget.max_bytes // max(sizes)))
 
     @contextmanager
     def fetched_ahead(self, data: bool = True, data_max_bytes: int | None = None) -> Iterator[None]:
