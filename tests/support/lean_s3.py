@@ -51,6 +51,8 @@ READY_SECONDS = 30.0
 _XML = b'<?xml version="1.0" encoding="UTF-8"?>\n'
 _KEY = re.compile(rb"<Key>(.*?)</Key>", re.S)
 _PART = re.compile(rb"<PartNumber>\s*(\d+)\s*</PartNumber>")
+_LIST_KEYS = {"list-type", "prefix", "delimiter", "max-keys", "continuation-token", "start-after", "marker",
+              "encoding-type", "fetch-owner"}
 _REASON = {200: "OK", 204: "No Content", 206: "Partial Content", 304: "Not Modified",
            400: "Bad Request", 404: "Not Found", 409: "Conflict", 412: "Precondition Failed",
            416: "Requested Range Not Satisfiable", 501: "Not Implemented"}
@@ -293,7 +295,7 @@ class LeanS3:
                     _XML + b"<LocationConstraint>us-east-1</LocationConstraint>", "GET"
             if method == "GET" and "uploads" in query:
                 return (*self._list_uploads(name, bucket, query), "LIST")
-            if method == "GET":
+            if method == "GET" and set(query) <= _LIST_KEYS:
                 return (*self._list(name, bucket, query), "LIST")
             if method == "POST" and "delete" in query:
                 return (*self._delete_many(bucket, body), "DELETE")
