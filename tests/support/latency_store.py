@@ -19,21 +19,18 @@ from __future__ import annotations
 import argparse
 import asyncio
 import json
-import os
 import socket
 import struct
-import subprocess
 import sys
 import threading
 import time
 import urllib.request
 from collections import Counter
 from dataclasses import dataclass, field
-from pathlib import Path
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.processes import free_port, stop_process, wait_http
+from tests.support.processes import ChildServer, free_port
 
 CONTROL = "/__latency__/"
 KEY_BUFFER_BYTES = 1 << 30  # MotoServer's objects stay in memory up to this size
@@ -477,20 +474,7 @@ class ProxyClient:
         self._call("fault", {"kind": kind, **kwargs})
 
 
-class _Child:
-    proc: subprocess.Popen | None = None
-
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is None:
-            return
-        stop_process(proc)
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
-
-
-class MotoServer(_Child):
+class MotoServer(ChildServer):
     """moto's S3 server on 127.0.0.1:<free port>, started and stopped by its owner
     (``tests.support.moto_store``: ``moto_server`` without its per-request lookup lock)."""
 
@@ -508,26 +492,18 @@ class MotoServer(_Child):
         except ImportError as e:
             raise RuntimeError("moto's server is not installed (moto[server], in the test extra)") from e
         self.port = free_port()
-        root = str(Path(__file__).resolve().parents[2])
         # objects held in memory, not spooled to a temporary file past moto's 5 MiB default (each
         # part and completed object then written to disk on the client's CPUs, which S3 spares them)
-        env = {"MOTO_S3_DEFAULT_KEY_BUFFER_SIZE": str(KEY_BUFFER_BYTES), **os.environ, **(self.env or {}),
-               "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen([sys.executable, "-m", "tests.support.moto_store", "-H", "127.0.0.1",
-                                      "-p", str(self.port)], cwd=root, env=env,
-                                     stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-        try:
-            wait_http(f"{self.endpoint}/moto-api/", self.proc, "moto_server", READY_SECONDS)
-        except BaseException:
-            self.stop()
-            raise
+        cmd = [sys.executable, "-m", "tests.support.moto_store", "-H", "127.0.0.1", "-p", str(self.port)]
+        self.launch(cmd, f"{self.endpoint}/moto-api/", "moto_server", READY_SECONDS, env=self.env,
+                    defaults={"MOTO_S3_DEFAULT_KEY_BUFFER_SIZE": str(KEY_BUFFER_BYTES)}, quiet=True)
         return self
 
     def __enter__(self) -> MotoServer:
         return self.start()
 
 
-class ProxyProcess(_Child, ProxyClient):
+class ProxyProcess(ChildServer, ProxyClient):
     """A ``LatencyProxy`` in a child process (``python -m tests.support.latency_store``),
     controlled over HTTP: the bench keeps the proxy's work off the GIL it measures."""
 
@@ -537,19 +513,12 @@ class ProxyProcess(_Child, ProxyClient):
 
     def start(self) -> ProxyProcess:
         port = free_port()
-        root = str(Path(__file__).resolve().parents[2])
         cmd = [sys.executable, "-m", "tests.support.latency_store", "--upstream", self.upstream,
                "--port", str(port), "--delay-ms", str(self.delay_ms)]
         if self.bandwidth_bps:
             cmd += ["--bandwidth-bps", str(self.bandwidth_bps)]
-        env = {**os.environ, "PYTHONPATH": os.pathsep.join([root, os.environ.get("PYTHONPATH", "")])}
-        self.proc = subprocess.Popen(cmd, cwd=root, env=env, stdout=subprocess.DEVNULL)
         self.endpoint = f"http://127.0.0.1:{port}"
-        try:
-            wait_http(f"{self.endpoint}{CONTROL}stats", self.proc, "latency proxy", READY_SECONDS)
-        except BaseException:
-            self.stop()
-            raise
+        self.launch(cmd, f"{self.endpoint}{CONTROL}stats", "latency proxy", READY_SECONDS)
         return self
 
     def __enter__(self) -> ProxyProcess:

@@ -34,17 +34,15 @@ import itertools
 import json
 import re
 import signal
-import subprocess
 import sys
 import threading
 import time
 from collections import Counter
 from dataclasses import dataclass, field
 from email.utils import formatdate
-from pathlib import Path
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from tests.support.processes import free_port, stop_process, wait_http
+from tests.support.processes import ChildServer, free_port
 
 CONTROL = "/__lean__/"
 READY_SECONDS = 30.0
@@ -503,29 +501,22 @@ class LeanS3:
         return (*self._unsupported(method, f"upload {key}"), method)
 
 
-class LeanS3Process:
+class LeanS3Process(ChildServer):
     """``LeanS3`` in a child process (``python -m tests.support.lean_s3``), so its CPU is its own
     process's (the bench counts it apart) and off the GIL of the process that measures."""
 
     def __init__(self, delay_ms: float = 0.0, log: bool = False) -> None:
         self.delay_ms, self.log = delay_ms, log
         self.port, self.direct_port = free_port(), free_port()
-        self.proc: subprocess.Popen | None = None
 
     endpoint = LeanS3.endpoint
     direct = LeanS3.direct
 
     def start(self) -> LeanS3Process:
-        root = str(Path(__file__).resolve().parents[2])
         cmd = [sys.executable, "-m", "tests.support.lean_s3", "--port", str(self.port),
                "--direct-port", str(self.direct_port), "--delay-ms", str(self.delay_ms)]
         cmd += ["--log"] if self.log else []
-        self.proc = subprocess.Popen(cmd, cwd=root, stdout=subprocess.DEVNULL)
-        try:
-            wait_http(f"{self.direct}{CONTROL}stats", self.proc, "lean S3 store", READY_SECONDS)
-        except BaseException:
-            self.stop()
-            raise
+        self.launch(cmd, f"{self.direct}{CONTROL}stats", "lean S3 store", READY_SECONDS)
         return self
 
     def stats(self) -> dict:
@@ -534,16 +525,8 @@ class LeanS3Process:
         with urllib.request.urlopen(f"{self.direct}{CONTROL}stats", timeout=10) as r:
             return json.loads(r.read())
 
-    def stop(self) -> None:
-        proc, self.proc = self.proc, None
-        if proc is not None:
-            stop_process(proc)
-
     def __enter__(self) -> LeanS3Process:
         return self.start()
-
-    def __exit__(self, *exc: object) -> None:
-        self.stop()
 
 
 def main(argv: list[str] | None = None) -> None:

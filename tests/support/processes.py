@@ -1,15 +1,20 @@
 """The test servers' shared plumbing: a free loopback port, a bounded wait until a child server
-answers HTTP, and stopping a child (terminate, then kill)."""
+answers HTTP, stopping a child (terminate, then kill), and ``ChildServer``, a server in a child
+process that its owner starts and stops."""
 
 from __future__ import annotations
 
+import os
 import socket
 import subprocess
 import time
 import urllib.error
 import urllib.request
+from pathlib import Path
 
-__all__ = ["free_port", "stop_process", "wait_http"]
+__all__ = ["ChildServer", "free_port", "stop_process", "wait_http"]
+
+ROOT = str(Path(__file__).resolve().parents[2])  # the checkout: children run ``-m tests.support...``
 
 
 def free_port() -> int:
@@ -43,3 +48,33 @@ def stop_process(proc: subprocess.Popen, seconds: float = 10.0) -> None:
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait(timeout=seconds)
+
+
+class ChildServer:
+    """A server in a child process: ``launch`` starts it and waits (bounded) until ``ready_url``
+    answers, stopping it when it does not; ``stop`` (and leaving a ``with``) ends it."""
+
+    proc: subprocess.Popen | None = None
+
+    def launch(self, cmd: list[str], ready_url: str, what: str, seconds: float,
+               env: dict[str, str] | None = None, defaults: dict[str, str] | None = None,
+               quiet: bool = False) -> None:
+        """Run ``cmd`` from the checkout (on ``PYTHONPATH``; this process's environment over
+        ``defaults``, ``env`` over both; ``quiet``: its stderr dropped too) and wait for ``ready_url``."""
+        full = {**(defaults or {}), **os.environ, **(env or {}),
+                "PYTHONPATH": os.pathsep.join([ROOT, os.environ.get("PYTHONPATH", "")])}
+        self.proc = subprocess.Popen(cmd, cwd=ROOT, env=full, stdout=subprocess.DEVNULL,
+                                     stderr=subprocess.DEVNULL if quiet else None)
+        try:
+            wait_http(ready_url, self.proc, what, seconds)
+        except BaseException:
+            self.stop()
+            raise
+
+    def stop(self) -> None:
+        proc, self.proc = self.proc, None
+        if proc is not None:
+            stop_process(proc)
+
+    def __exit__(self, *exc: object) -> None:
+        self.stop()
