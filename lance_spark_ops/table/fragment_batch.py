@@ -13,7 +13,7 @@ returns None), which also names what is wrong.
 
 from __future__ import annotations
 
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from dataclasses import dataclass
 
@@ -86,6 +86,14 @@ class FragmentBatch:
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)
+
+    @classmethod
+    def of(cls, ds: Dataset, ids: Iterable[int]) -> FragmentBatch:
+        """The fragments with these ids, in the order first named (repeats and absent ones left
+        out: the scan that reads an absent one says what is wrong)."""
+        order = list(dict.fromkeys(int(i) for i in ids))
+        found = ds.fragments_with_ids(order)
+        return cls(ds, [found[i] for i in order if i in found])
 
     def read_window(self, budget: IOBudget) -> int:
         """Fragments a task may read ahead of the one it works on: as many as the byte budget

@@ -141,9 +141,7 @@ class LanceReader(DataSourceReader):
         # object stores: the partition's deletion files and small data files in flight together
         # (read in turn, a fragment waited a round trip for its data file, then one for its
         # deletion file)
-        order = list(dict.fromkeys(fid for fid, _, _ in slices))  # in the order they are read
-        found = ds.fragments_with_ids(order)
-        batch = FragmentBatch(ds, [found[fid] for fid in order if fid in found])  # absent: the scan says so
+        batch = FragmentBatch.of(ds, (fid for fid, _, _ in slices))
         # and the next slices read while this one goes to Spark, as many as the byte budget
         # holds of the largest fragment (a footer and page reads each, in turn otherwise);
         # elsewhere, or one slice, batch by batch

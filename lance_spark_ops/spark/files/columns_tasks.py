@@ -386,7 +386,7 @@ def run_function_task(spec: ColumnWriteSpec, fn: BatchFunction, task: FunctionTa
     ds = open_dataset(spec.uri, spec.version, spec.storage_options, spec.timestamp)
     # object stores: the fragments' deletion files and small data files in flight together (a
     # fragment read in turn waits a round trip for each)
-    ahead = FragmentBatch(ds, [ds.fragment(fid) for fid in task.fragment_ids])
+    ahead = FragmentBatch.of(ds, task.fragment_ids)
     with ahead.fetched_ahead(data_max_bytes=WHOLE_FILE_READ):
         if isinstance(fn, SqlColumns):
             return _run_sql_task(ds, spec, fn, task, ctx.attempt)

@@ -115,9 +115,7 @@ def tokenize_rows(ds: Dataset, column: str, params: TokenizerParams, row_ids: bo
         return ds.scan_fragment(frag_id, [column], with_row_id=row_ids, with_row_address=not row_ids,
                                 row_range=rr, include_deleted=only is not None)
 
-    order = list(dict.fromkeys(int(f) for f, _, _ in ranges))
-    found = ds.fragments_with_ids(order)
-    batch = FragmentBatch(ds, [found[f] for f in order if f in found])  # an absent one: the scan says so
+    batch = FragmentBatch.of(ds, (f for f, _, _ in ranges))
     # object stores: deletion files and small data files in flight together, and the next
     # fragments' columns read while this one is tokenized (as many as the byte budget holds);
     # elsewhere batch by batch
