@@ -61,6 +61,9 @@ from lance_spark_ops.table.scan import FragmentScan, output_schema
 from lance_spark_ops.table.validate import Finding, manifest_findings, refusal
 
 DEFAULT_BATCH_ROWS = 64 * 1024
+# A manifest file at most this big keeps its bytes (``Dataset.manifest_bytes``): the driver hands
+# them to its tasks, which then parse the version instead of reading it (``scan_tasks.ship``).
+SHIPPED_MANIFEST_BYTES = 256 * 1024
 
 
 
@@ -101,6 +104,7 @@ class Dataset:
         self.naming_scheme = naming_scheme
         self.manifest_path = f"{VERSIONS_DIR}/{manifest_name}"
         self.manifest_store = manifest_store
+        self.manifest_bytes: bytes | None = None  # the file as read, when small (see ``_parsed``)
         self.paths_kept = PATHS_KEPT  # checked file paths its resolver remembers (``BaseResolver``)
 
     # -- opening ---------------------------------------------------------
@@ -158,7 +162,22 @@ class Dataset:
                                    path=path)
         check_readable(mf.manifest.reader_feature_flags, path)
         check_manifest(mf.manifest, path)
-        return cls(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store)
+        ds = cls(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store)
+        if len(data) <= SHIPPED_MANIFEST_BYTES:
+            ds.manifest_bytes = bytes(data)
+        return ds
+
+    @classmethod
+    def from_manifest_bytes(cls, uri: str | ObjectStore, data: bytes, rel: str, version: int, *,
+                            storage_options: dict[str, Any] | None = None) -> Dataset:
+        """Version ``version`` from its manifest file's bytes (``data``, the file at ``rel``
+        under ``uri`` as another process read it: ``Dataset.manifest_bytes``); nothing is read.
+        The checks are ``open``'s."""
+        store = uri if isinstance(uri, ObjectStore) else ObjectStore(uri, storage_options or {})
+        scheme = detect_scheme(rel.rsplit("/", 1)[-1])
+        if scheme is None:
+            raise InvalidInputError(f"{rel} is not a manifest file name", path=store.uri(rel))
+        return cls._parsed(store, data, rel, version, scheme, None)
 
     @classmethod
     def open_slice(cls, uri: str | ObjectStore, slc: ManifestSlice, *,

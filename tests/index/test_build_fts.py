@@ -365,3 +365,64 @@ def test_files_equal_pylance_v1_writer(tmp_path, monkeypatch, with_position):
     cols = ["_posting", "_max_score", "_length"] + (["_position"] if with_position else [])
     rows = [sorted(repr(r) for r in read(u, "invert").select(cols).to_pylist()) for u in ("ours", "theirs")]
     assert len(rows[0]) > 30 and rows[0] == rows[1]
+
+
+def test_metadata_written_while_partitions_are_built(tmp_path, monkeypatch):
+    """``metadata.lance`` names only the planned partitions and the params, so the driver writes
+    it while the partition tasks run (on an object store a round trip off the job's end): the
+    first partition task and the metadata write meet at a barrier (in turn, the barrier breaks),
+    and pylance answers as from its own index on a twin."""
+    import threading
+
+    from lance_spark_ops.spark.indices import fts_index_tasks as ft
+
+    met = threading.Barrier(2, timeout=30)
+    write_metadata, build_partition = ft.write_metadata, ft.build_partition_task
+
+    def metadata(*a, **kw):
+        met.wait()
+        return write_metadata(*a, **kw)
+
+    def partition(spec, ctx):
+        if spec.part_id == 0:  # tasks run in this process, in turn (no Spark)
+            met.wait()
+        return build_partition(spec, ctx)
+
+    monkeypatch.setattr(ft, "write_metadata", metadata)
+    monkeypatch.setattr(ft, "build_partition_task", partition)
+    ours, theirs = twins(tmp_path, 1200, "2.1", False, {}, fragments=3)
+    build_fts(None, ours)
+    check_same(ours, theirs, QUERIES)
+
+
+def test_failed_build_leaves_no_metadata(tmp_path, monkeypatch):
+    """A partition task fails while the metadata write is still on its way: the build waits for
+    the write before its cleanup, so no file of the segment is left and the version is as it was."""
+    import os
+    import threading
+
+    from lance_spark_ops.errors import CorruptFileError
+    from lance_spark_ops.spark.indices import fts_index_tasks as ft
+    from lance_spark_ops.spark.indices.indexing import create_index
+
+    failed = threading.Event()
+    write_metadata = ft.write_metadata
+
+    def metadata(*a, **kw):
+        assert failed.wait(30)  # lands after the task failed
+        return write_metadata(*a, **kw)
+
+    def partition(spec, ctx):
+        failed.set()
+        raise CorruptFileError("injected", path=spec.uri)
+
+    monkeypatch.setattr(ft, "write_metadata", metadata)
+    monkeypatch.setattr(ft, "build_partition_task", partition)
+    uri = str(tmp_path / "t")
+    make(uri, 600, "2.1", False, fragments=2)
+    before = lance.dataset(uri).version
+    with pytest.raises(CorruptFileError, match="injected"):
+        create_index(None, uri, "text", "INVERTED")
+    assert lance.dataset(uri).version == before
+    left = [os.path.join(d, f) for d, _, fs in os.walk(os.path.join(uri, "_indices")) for f in fs]
+    assert not left, left

@@ -71,6 +71,11 @@ def _versions_listed(st: dict) -> int:
     return sum(op == "LIST" and "_versions%2F" in path for op, path, _ in st["log"])
 
 
+def _manifest_reads(st: dict) -> int:
+    """GETs of manifest files (the driver ships small ones to its tasks: ``scan_tasks.ship``)."""
+    return sum(op == "GET" and path.endswith(".manifest") for op, path, _ in st["log"])
+
+
 def _sorted(t: pa.Table) -> pa.Table:
     return t.sort_by("id")
 
@@ -117,6 +122,7 @@ def test_add_columns(slow_s3: SlowS3) -> None:
     assert _by_op(st, "/data/")["PUT"] == 8
     _no_size_requests(st)
     assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
+    assert _manifest_reads(st) == 1  # the open's: the tasks parse what it shipped them
     got = _sorted(_pylance(slow_s3, uri).to_table())
     assert got.column("w").equals(pc.multiply(got.column("id"), 3))
     assert got.drop_columns(["w"]).equals(expected)
@@ -142,6 +148,9 @@ def test_rebuild_row_id_index(spark, slow_s3: SlowS3) -> None:  # type: ignore[n
     assert not _data_reads(st)
     _no_size_requests(st)
     assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
+    # the open's (the sequence tasks on Spark's executors parse what it shipped them) and the
+    # index tasks' of the version committed
+    assert _manifest_reads(st) == 2
     after = _pylance(slow_s3, uri)
     assert after.to_table(columns=["id", "val"], with_row_id=True).sort_by("_rowid").equals(before)
     sample = before.column("_rowid").to_pylist()[::53]
@@ -181,6 +190,7 @@ def test_create_inverted_index(slow_s3: SlowS3) -> None:
     reads = _data_reads(st)
     assert len(reads) == 8 and max(reads.values()) <= 2, reads
     _no_size_requests(st)
+    assert _manifest_reads(st) == 1  # the plan's: the partition tasks parse what it shipped them
     a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
     assert a.version == m.new_version
     assert _index_stats(a, "text_idx") == _index_stats(b, "text_idx")
@@ -227,6 +237,7 @@ def test_create_btree_index(spark, slow_s3: SlowS3, where: str,  # type: ignore[
             got_bytes[path.rsplit("/", 1)[1]] += hi - lo + 1
     assert all(got_bytes[f] < size // 4 for f, size in files.items()), (got_bytes, files)
     _no_size_requests(st)
+    assert _manifest_reads(st) == 1  # the plan's: a Spark task parses what it shipped it
     # the commit puts the next version on the plan's word (``expected_latest``): no listing after
     # the index files are up
     ops = [op for op, _, _ in st["log"]]
@@ -302,11 +313,10 @@ def test_optimize_indices(slow_s3: SlowS3) -> None:
     # one open (its LIST and manifest read) planned on and committed from; the segments counted
     # after from the version committed
     assert _versions_listed(st) == 1
-    # the plan's manifest read, the tasks' (run here in-process) through the process's cache of
-    # versions (BTREE parts and INVERTED partitions share one), the BTREE merge's; the builders
-    # take the plan's open (they read it again before: 6 reads)
-    manifest_reads = [p for op, p, _ in st["log"] if op == "GET" and p.endswith(".manifest")]
-    assert len(manifest_reads) == 3, manifest_reads
+    # the plan's manifest read alone: the builders take the plan's open (they read it again
+    # before: 6 reads), and the tasks (BTREE parts and merge, INVERTED partitions; run here
+    # in-process) parse the bytes the driver shipped them (before: 3 reads)
+    assert _manifest_reads(st) == 1
     a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
     for name in ("id_idx", "text_idx"):
         sa, sb = _index_stats(a, name), _index_stats(b, name)
@@ -396,27 +406,35 @@ def test_report_and_maintain_over_a_namespace_on_s3(slow_s3: SlowS3, tmp_path: P
 # -- the lance data source -----------------------------------------------------------------------------
 
 @pytest.mark.spark
-def test_datasource_read(spark, slow_s3: SlowS3) -> None:  # type: ignore[no-untyped-def]
-    """``spark.read.format("lance")`` through the proxy, a projection and a filter: each data
-    file read in at most 2 GETs (footer, the selected columns' pages), no HEAD; the rows are
-    pylance's."""
+@pytest.mark.parametrize("how", ["format", "read_lance"])
+def test_datasource_read(spark, slow_s3: SlowS3, how: str) -> None:  # type: ignore[no-untyped-def]
+    """``spark.read.format("lance")`` (or ``read_lance``) through the proxy, a projection and a
+    filter: each data file read in at most 2 GETs (footer, the selected columns' pages), no
+    HEAD, the manifest read twice; the rows are pylance's."""
     import json
 
-    uri = _write(slow_s3, "ds.lance")
+    from lance_spark_ops.spark import read_lance, register_data_source
+
+    uri = _write(slow_s3, f"ds-{how}.lance")
     _pylance(slow_s3, uri).delete("id % 5 = 0")
     expected = _sorted(_pylance(slow_s3, uri).to_table(columns=["id", "val"], filter="val >= 1000"))
-    from lance_spark_ops.spark import register_data_source
-
     register_data_source(spark)
     slow_s3.proxy.reset()
-    df = (spark.read.format("lance").option("storage_options", json.dumps(slow_s3.options)).load(uri)
-          .select("id", "val").where("val >= 1000"))
+    if how == "format":
+        df = spark.read.format("lance").option("storage_options", json.dumps(slow_s3.options)).load(uri)
+    else:
+        df = read_lance(spark, uri, storage_options=slow_s3.options)
+    df = df.select("id", "val").where("val >= 1000")
     got = _sorted(pa.Table.from_pylist([r.asDict() for r in df.collect()], schema=expected.schema))
     st = _counted(slow_s3)
     assert got.equals(expected)
     reads = _data_reads(st)
     assert len(reads) == 8 and max(reads.values()) <= 2, reads
     _no_size_requests(st)
+    # format: the source's schema (in a Python worker of Spark's) and the reader's plan (another);
+    # read_lance: the driver's open (it hands Spark the schema) and the reader's plan. The tasks
+    # parse the manifest the reader shipped them.
+    assert _manifest_reads(st) == 2
 
 
 READ_FAULTS = [

@@ -21,7 +21,7 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError, NotFoundError
 from lance_spark_ops.namespace.target import with_table_target
 from lance_spark_ops.spark.runtime.scan_tasks import ScanSpec
-from lance_spark_ops.spark.runtime.spark_types import spark_target_schema
+from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema
 from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 
 __all__ = ["read_lance", "scan_dataframe"]
@@ -70,6 +70,9 @@ def _load(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequence[int] |
     arrow_schema = ds.output_schema(list(spec.columns) if spec.columns is not None else None,
                                     spec.with_row_id, spec.with_row_address)
     spark_target_schema(arrow_schema)  # raises on a type Spark cannot hold, naming the column
+    # given the schema, Spark does not ask the source for it (an open of the version, in a
+    # Python worker of its own, before the reader's)
+    schema = spark_schema(arrow_schema)
     if fragment_ids is not None:
         missing = sorted({int(i) for i in fragment_ids} - {f.id for f in ds.fragments})
         if missing:
@@ -81,4 +84,4 @@ def _load(spark: Any, ds: Dataset, spec: ScanSpec, fragment_ids: Sequence[int] |
                                fragment_ids=sorted({int(i) for i in fragment_ids})
                                if fragment_ids is not None else None)
     register_data_source(spark)
-    return spark.read.format("lance").options(**opts).load(spec.uri)
+    return spark.read.format("lance").schema(schema).options(**opts).load(spec.uri)

@@ -24,7 +24,7 @@ from lance_spark_ops.errors import NotFoundError, SchemaError
 from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.spark.datasource import filters as F
 from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, PARTITION_OPEN_BYTES, ReadOptions
-from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset, receive, ship
 from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -106,6 +106,7 @@ class LanceReader(DataSourceReader):
             raise SchemaError(f"the schema given to the lance source ({schema.simpleString()}) is not the "
                               f"dataset's ({expected.simpleString()}); leave it out", path=opts.uri)
         self.version, self.timestamp = ds.version, ds.timestamp
+        self.shipped = ship(ds)  # the manifest for the tasks (pickled with this reader), when small
         self.target = spark_target_schema(arrow)
         self.spark_arrow = to_arrow_schema(expected, timezone="UTC")
         self.types = {f.name: f.dataType for f in expected.fields}
@@ -137,6 +138,7 @@ class LanceReader(DataSourceReader):
         slices = getattr(partition, "slices", ())
         if not slices:
             return
+        receive([self.shipped] if self.shipped is not None else [])
         ds = open_dataset(self.opts.uri, self.version, self.opts.storage_options, self.timestamp)
         # object stores: the partition's deletion files and small data files in flight together
         # (read in turn, a fragment waited a round trip for its data file, then one for its

@@ -413,7 +413,7 @@ def add_columns(spark: Any, uri: str, columns: Any, *, on: str | None = None,
     metrics = AddColumnsMetrics(uri, 0)
     with Job(spark, "add_columns", uri, metrics, tuning) as job:
         with job.phase("plan"):
-            ds = Dataset.open(uri, storage_options=storage_options)
+            ds = job.opened(Dataset.open(uri, storage_options=storage_options))  # shipped to the tasks
             ds.check_writable()
             ds.check_consistent("add_columns")
             plan = _plan(spark, ds, columns, on, sql_engine)

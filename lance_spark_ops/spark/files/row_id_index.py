@@ -130,7 +130,7 @@ def _sequences_and_commit(job: Job, ds: Dataset, metrics: RowIdIndexMetrics, fra
         return new_ds
 
     def on_conflict(_n: int, _error: Exception) -> None:
-        current.append(Dataset.open(current[-1].store))
+        current.append(job.opened(Dataset.open(current[-1].store)))
 
     return job.retrying(attempt, retries=max_attempts - 1, what="row-id sequence commit",
                         on_conflict=on_conflict)
@@ -188,7 +188,7 @@ def rebuild_row_id_index(spark: Any, uri: str, *, storage_options: dict[str, Any
     Spark's range partitioning)."""
     metrics = RowIdIndexMetrics(uri=uri, read_version=0)
     with Job(spark, "rebuild_row_id_index", uri, metrics, tuning) as job:
-        ds = Dataset.open(uri, storage_options=storage_options)
+        ds = job.opened(Dataset.open(uri, storage_options=storage_options))  # shipped to the tasks
         ds.check_consistent("rebuild_row_id_index")
         metrics.read_version, metrics.fragments = ds.version, len(ds.fragments)
         if not ds.uses_stable_row_ids:

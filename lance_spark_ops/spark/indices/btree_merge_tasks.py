@@ -92,6 +92,7 @@ class FinishSpec:
     value_type: Any
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    timestamp: Any = None  # the version's commit time, as the driver opened it (``open_dataset``)
 
 
 def old_run(ds: Dataset, index: Any, value_type: pa.DataType) -> Run | None:
@@ -206,7 +207,7 @@ def run_finish(spec: FinishSpec, ctx: TaskContext) -> tuple[tuple[str, int], ...
     """Executor entry point: page_data from the ranges (pieces' pages, runs' spans),
     page_lookup, then delete the pieces and parts. An attempt finding one of them gone (an
     earlier attempt finished) returns the files it left."""
-    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     store: ObjectStore = ds.store
     dst = segment_dir(spec.new_uuid)
     finals = (bt.PAGE_DATA, bt.PAGE_LOOKUP)

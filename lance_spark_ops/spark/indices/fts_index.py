@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import pyarrow as pa
@@ -149,17 +150,22 @@ class FtsBuilder(SegmentBuilder):
                                            next_id, tuple(ranges), req.file_version,
                                            dict(req.storage_options), only, ds.timestamp))
                 next_id += 1
-        results = job.run_tasks(specs, build_partition_task) if specs else []
+        part_ids += [s.part_id for s in specs]
+        # metadata.lance names the partitions and the params, known now: it is written while the
+        # tasks run (the pool's exit waits for it, so a failed build's cleanup comes after it)
+        with ThreadPoolExecutor(1, thread_name_prefix="fts-metadata") as pool:
+            metadata = pool.submit(write_metadata, ds, dst, part_ids, params, req.file_version)
+            results = job.run_tasks(specs, build_partition_task) if specs else []
+            metadata_bytes = metadata.result()
         from lance_spark_ops.spark.runtime.runner import TaskFailed
 
         rows = 0
         for r in results:
             if isinstance(r, TaskFailed):
                 raise r.error
-            part_ids.append(r.part_id)
             files.extend(r.files)
             rows += r.docs
-        files.append(("metadata.lance", write_metadata(ds, dst, part_ids, params, req.file_version)))
+        files.append(("metadata.lance", metadata_bytes))
         return BuiltSegment(tuple(files), details_of(params), INDEX_VERSION, rows)
 
 

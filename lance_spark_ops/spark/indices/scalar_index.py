@@ -174,7 +174,8 @@ class ScalarBuilder(SegmentBuilder):
                           job.tuning.btree_sample_rows, r)
                  for r in ranges]
         merge = MergeSpec(req.uri, req.read_version, req.kind, req.column, req.new_uuid, (), (),
-                          tuple(req.merge_with), params, value_type, req.file_version, req.storage_options)
+                          tuple(req.merge_with), params, value_type, req.file_version, req.storage_options,
+                          ds.timestamp)
         if len(parts) == 1 and (req.kind != "BTREE" or not req.merge_with):
             # one task indexes and merges (a stage less; one BTREE run has nothing to range-merge)
             if _on_driver(job, ds, [n for _, n in sizes]):
@@ -244,7 +245,7 @@ def _range_merge(job: Job, req: SegmentRequest, ds: Dataset, done: list[Part], v
                                path=req.uri)
     finish = bm.FinishSpec(req.uri, req.read_version, req.new_uuid, sources, tuple(outs),
                            tuple(p.file for p in done if p.file is not None), value_type, req.file_version,
-                           req.storage_options)
+                           req.storage_options, ds.timestamp)
     (written,) = job.run_tasks([finish], bm.run_finish)
     return written
 

@@ -104,6 +104,7 @@ class MergeSpec:
     value_type: Any                # pa.DataType of the keys / values
     file_version: str
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
+    timestamp: Any = None  # the version's commit time, as the driver opened it (``open_dataset``)
 
 
 def segment_dir(new_uuid: bytes) -> str:
@@ -262,7 +263,7 @@ def run_merge(spec: MergeSpec, ctx: TaskContext, inline: tuple = ()) -> tuple[tu
 
     The parts are deleted only once every final file is written, so an attempt that finds a
     part gone (an earlier attempt finished, its result lost) returns the files it left."""
-    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     dst = segment_dir(spec.new_uuid)
     finals = FINAL_FILES[spec.kind]
     if not all(ds.store.exists(f"{dst}/{p}") for p in spec.parts) and all(

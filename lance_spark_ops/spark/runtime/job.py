@@ -61,6 +61,7 @@ from lance_spark_ops.spark.runtime.runner import (
     run_tasks_in_driver,
     run_tasks_locally,
 )
+from lance_spark_ops.spark.runtime.scan_tasks import ShippedManifest, ship
 from lance_spark_ops.spark.runtime.session import is_classic, set_description
 from lance_spark_ops.spark.runtime.tuning import DEFAULT_TUNING, Tuning
 from lance_spark_ops.table.commit.retry import retry_on_conflict
@@ -258,13 +259,14 @@ class Job:
             order.sort(key=lambda i: -costs[i])
         submitted = [tasks[i] for i in order]
         budget = self.tuning.cache_bytes
+        shipped = self._shipped()
         if self.spark is None:
-            out = run_tasks_locally(self.job_id, submitted, fn, budget)
+            out = run_tasks_locally(self.job_id, submitted, fn, budget, shipped)
         elif in_driver:
-            out = run_tasks_in_driver(self.job_id, submitted, fn, budget)
+            out = run_tasks_in_driver(self.job_id, submitted, fn, budget, shipped=shipped)
         else:
             out = run_tasks(self.spark, self.job_id, submitted, fn, cache_bytes=budget,
-                            inline_bytes=self.tuning.task_inline_bytes)
+                            inline_bytes=self.tuning.task_inline_bytes, shipped=shipped)
             self.stray_attempts |= speculation_on(self.spark)
         self.stray_attempts |= not all(first_attempt(attempt) for attempt, _ in out.values())
         if self._phases:
@@ -273,6 +275,18 @@ class Job:
         for j, i in enumerate(order):
             results[i] = out[j][1]
         return results  # type: ignore[return-value] - every slot filled above
+
+    def _shipped(self) -> list[ShippedManifest]:
+        """The manifests of the versions this job opened, for its tasks' ``open_dataset``: those
+        that kept their bytes, newest first, up to ``Tuning.slice_inline_job_bytes`` in all (every
+        task's closure carries them)."""
+        out, left = [], self.tuning.slice_inline_job_bytes
+        for ds in sorted(self._opened.values(), key=lambda d: -d.version):
+            s = ship(ds)
+            if s is not None and len(s.data) <= left:
+                out.append(s)
+                left -= len(s.data)
+        return out
 
     def retrying(self, attempt: Callable[[int], Any], *, retries: int, what: str | None = None,
                  on_conflict: Callable[[int, Any], None] | None = None) -> Any:

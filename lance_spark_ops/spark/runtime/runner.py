@@ -7,6 +7,9 @@ fragment metadata) travel through Spark; data moves executor <-> storage directl
 DataFrame built from a Python RDD of descriptors costs a second Python stage per task,
 ~0.1 s a job; PySpark broadcasts a closure over 1 MB by itself.)
 
+The closure also carries the small manifest files the driver read (``scan_tasks.ship``): a
+task's ``open_dataset`` of one parses it rather than reading it from the store.
+
 The closure is unpickled whole by every task, and over Spark Connect it travels in the plan
 (gRPC's message limit is 128 MiB by default). So a job whose descriptors exceed
 ``Tuning.task_inline_bytes`` in all (a vacuum deleting millions of files) runs as consecutive
@@ -31,6 +34,7 @@ import pyarrow as pa
 
 from lance_spark_ops.cache import configure as configure_cache
 from lance_spark_ops.errors import LanceError
+from lance_spark_ops.spark.runtime.scan_tasks import ShippedManifest, receive
 from lance_spark_ops.spark.runtime.session import set_description
 from lance_spark_ops.spark.runtime.task_common import attempt_id
 from lance_spark_ops.spark.runtime.tuning import TASK_INLINE_BYTES
@@ -82,11 +86,12 @@ def _outcome(fn: Callable[[Any, TaskContext], Any], task: Any, ctx: TaskContext)
 
 
 def _make_mapper(job_id: str, fn: Callable[[Any, TaskContext], Any], payloads: dict[int, bytes],
-                 cache_bytes: int | None = None
+                 cache_bytes: int | None = None, shipped: Sequence[ShippedManifest] = ()
                  ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """The ``mapInArrow`` function over rows of task ids; ``payloads``: their descriptors."""
     def mapper(batches: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
         freeze_imported()  # keep modules out of the worker's per-task gc.collect()
+        receive(shipped)
         attempt = attempt_id()
         for batch in batches:
             ids = batch.column(0).to_pylist()
@@ -119,11 +124,13 @@ def waves(sizes: Sequence[int], limit: int) -> list[range]:
 
 def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
               description: str = "", cache_bytes: int | None = None,
-              inline_bytes: int = TASK_INLINE_BYTES) -> dict[int, tuple[str, Any]]:
+              inline_bytes: int = TASK_INLINE_BYTES,
+              shipped: Sequence[ShippedManifest] = ()) -> dict[int, tuple[str, Any]]:
     """Run ``fn(task, ctx)`` for each task on executors; returns ``{task_id: (attempt, result)}``.
     ``cache_bytes``: the process cache's budget in the tasks' processes (None: theirs);
     ``inline_bytes``: the most descriptor bytes one Spark job's closure carries (see the
-    module). A task's ``LanceError`` is raised once its wave is done; later waves do not run."""
+    module); ``shipped``: manifests for the tasks' ``open_dataset``. A task's ``LanceError``
+    is raised once its wave is done; later waves do not run."""
     if not tasks:
         return {}
     payloads = [pickle.dumps(t) for t in tasks]
@@ -133,7 +140,7 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
     try:
         for wave in waves([len(p) for p in payloads], inline_bytes):
             rows = spark.range(wave.start, wave.stop, 1, len(wave))  # task i alone in its partition
-            mapper = _make_mapper(job_id, fn, {i: payloads[i] for i in wave}, cache_bytes)
+            mapper = _make_mapper(job_id, fn, {i: payloads[i] for i in wave}, cache_bytes, shipped)
             for row in rows.mapInArrow(mapper, result_schema()).collect():
                 out.setdefault(int(row["task_id"]), (row["attempt"], pickle.loads(row["result"])))
             failed = [i for i in wave if isinstance(out[i][1], TaskFailed)]  # earlier waves had none
@@ -146,21 +153,25 @@ def run_tasks(spark: Any, job_id: str, tasks: Sequence[Any], fn: Callable[[Any, 
 
 
 def run_tasks_locally(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-                      cache_bytes: int | None = None) -> dict[int, tuple[str, Any]]:
+                      cache_bytes: int | None = None,
+                      shipped: Sequence[ShippedManifest] = ()) -> dict[int, tuple[str, Any]]:
     """Same contract as ``run_tasks`` without Spark (tests, dry runs, tiny datasets)."""
     configure_cache(cache_bytes)
+    receive(shipped)
     return {i: ("local", fn(t, TaskContext(job_id, i, "local", cache_bytes)))
             for i, t in enumerate(tasks)}
 
 
 def run_tasks_in_driver(job_id: str, tasks: Sequence[Any], fn: Callable[[Any, TaskContext], Any],
-                        cache_bytes: int | None = None, attempts: int = 4) -> dict[int, tuple[str, Any]]:
+                        cache_bytes: int | None = None, attempts: int = 4,
+                        shipped: Sequence[ShippedManifest] = ()) -> dict[int, tuple[str, Any]]:
     """``run_tasks``' contract in this (the driver's) process, for a job too small to be worth
     a Spark job: an attempt that fails with anything but a ``LanceError`` is run again under a
     new attempt id, up to ``attempts`` in all (Spark's ``spark.task.maxFailures`` default), so
     its files never collide with a later attempt's; a ``LanceError`` is raised at once, as
     ``run_tasks`` raises a task's. No Spark call is made (Spark Connect sessions work alike)."""
     configure_cache(cache_bytes)
+    receive(shipped)
     out: dict[int, tuple[str, Any]] = {}
     for i, task in enumerate(tasks):
         for n in range(attempts):

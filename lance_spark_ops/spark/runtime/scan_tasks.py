@@ -3,13 +3,14 @@ in Spark's Arrow form (``spark.runtime.spark_types``).
 
 The descriptor DataFrame holds one row per partition: ``(part, fragment_ids)``. The task opens
 the dataset version it was planned on (cached per Python worker, so a reused worker parses the
-manifest once) and streams each fragment's live rows through ``Dataset.scan_fragment`` in
-physical order. Nothing but the small descriptors travels through Spark to the executor.
+manifest once; from the bytes the driver read when it shipped them, ``ship``) and streams each
+fragment's live rows through ``Dataset.scan_fragment`` in physical order. Nothing but the small
+descriptors (and small manifests) travels through Spark to the executor.
 """
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -24,6 +25,39 @@ from lance_spark_ops.table.dataset import DEFAULT_BATCH_ROWS, Dataset
 DESCRIPTOR_SCHEMA = "part long, fragment_ids array<long>"
 _datasets = region("spark.scan_datasets", max_entries=4)
 DATASET_BYTES = 16 << 20  # charged per opened version (its parsed manifest; a nominal size)
+_shipped = region("spark.shipped_manifests", max_entries=8)
+
+
+def _key(uri: str, version: int, storage_options: dict[str, Any] | None, timestamp: datetime | None) -> tuple:
+    so_key = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
+    return (uri, version, so_key, timestamp)
+
+
+@dataclass(frozen=True)
+class ShippedManifest:
+    """A version's manifest file as the driver read it (``path`` relative to the dataset), sent
+    to the tasks in their closure: ``open_dataset`` parses it instead of reading it, one round
+    trip fewer per task and worker on an object store. Only small files travel
+    (``Dataset.manifest_bytes``)."""
+
+    key: tuple = field(repr=False)  # ``open_dataset``'s cache key (its options hold secrets)
+    path: str
+    data: bytes = field(repr=False)
+
+
+def ship(ds: Dataset) -> ShippedManifest | None:
+    """``ds``'s manifest file for ``receive`` in the tasks' processes (None when it kept no bytes)."""
+    if ds.manifest_bytes is None:
+        return None
+    return ShippedManifest(_key(ds.uri, ds.version, ds.store.storage_options, ds.timestamp),
+                           ds.manifest_path, ds.manifest_bytes)
+
+
+def receive(shipped: Iterable[ShippedManifest]) -> None:
+    """Note manifests the driver shipped, for this process's next ``open_dataset`` of them."""
+    for s in shipped:
+        if _datasets.get(s.key) is None and _shipped.get(s.key) is None:
+            _shipped.put(s.key, s, len(s.data))
 
 
 @dataclass(frozen=True)
@@ -48,11 +82,12 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
     cache key, so a dataset deleted and written again at the same URI (same version number,
     other content) is not served from a reused worker's cache; a version whose time differs
     on opening was replaced after planning, which is an error."""
-    so_key = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
-    key = (uri, version, so_key, timestamp)
+    key = _key(uri, version, storage_options, timestamp)
     ds = _datasets.get(key)
     if ds is None:
-        ds = Dataset.open(uri, version, storage_options=storage_options)
+        got = _shipped.get(key)
+        ds = (Dataset.from_manifest_bytes(uri, got.data, got.path, version, storage_options=storage_options)
+              if got is not None else Dataset.open(uri, version, storage_options=storage_options))
         if timestamp is not None and ds.timestamp != timestamp:
             raise IncompatibleTransaction(f"version {version} was committed at {ds.timestamp}, not at "
                                           f"{timestamp} as planned: the dataset was replaced", path=uri)
@@ -63,8 +98,7 @@ def open_dataset(uri: str, version: int, storage_options: dict[str, Any] | None 
 def keep_open(ds: Dataset, uri: str, storage_options: dict[str, Any] | None = None) -> None:
     """Hand ``open_dataset`` a version this process holds open already (a driver running a small
     task itself: no second read of the manifest)."""
-    so_key = tuple(sorted((str(k), str(v)) for k, v in (storage_options or {}).items()))
-    _datasets.put((uri, ds.version, so_key, ds.timestamp), ds, DATASET_BYTES)
+    _datasets.put(_key(uri, ds.version, storage_options, ds.timestamp), ds, DATASET_BYTES)
 
 
 def scan_fragments(spec: ScanSpec, fragment_ids: Sequence[int]) -> Iterator[pa.RecordBatch]:
