@@ -350,6 +350,7 @@ def test_remap_indices(slow_s3: SlowS3) -> None:
     assert not _data_reads(st)
     _no_size_requests(st)
     assert _versions_listed(st) == 1  # the open; the commit puts on top of it unlisted
+    assert _manifest_reads(st) == 1  # the open's: the remap task parses what it shipped it
     a = _pylance(slow_s3, uri)
     (idx,) = [i for i in index_segments(a) if i["name"] == "id_idx"]
     assert set(idx["fragment_ids"]) == {f.fragment_id for f in a.get_fragments()}

@@ -386,8 +386,9 @@ def make_remapper(job: Job) -> Any:
         kinds = vector_kinds(ds, indices)
         specs = [IndexRemapSpec(ds.uri, ds.version, i.SerializeToString(), uuidlib.uuid4().bytes, spec_groups,
                                 reuse, dict(ds.store.storage_options), kinds.get(bytes(i.uuid.uuid), ""),
-                                job.tuning.btree_stream_rows)
+                                job.tuning.btree_stream_rows, ds.timestamp)
                  for i in indices]
+        job.opened(ds)  # its manifest shipped to the tasks
         try:
             with job.phase("remap_indices", tasks=len(specs)):
                 out = job.run_tasks(specs, run_index_remap)

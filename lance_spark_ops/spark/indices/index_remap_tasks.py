@@ -65,6 +65,7 @@ from lance_spark_ops.index.vector.ivf import (
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.indices.fts_index_tasks import tokenize_rows, write_partition
 from lance_spark_ops.spark.runtime.runner import TaskContext
+from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.fragment_batch import FragmentBatch
 
@@ -84,6 +85,7 @@ class IndexRemapSpec:
     storage_options: dict[str, Any] = field(default_factory=dict, repr=False)
     kind: str = ""  # the type read from the index's files when its details do not say (pylance <= 5)
     stream_rows: int = 1 << 20  # BTREE page_data rows remapped and written at a time (``Tuning``)
+    timestamp: Any = None  # the version's commit time, as the driver opened it (``open_dataset``)
 
 
 @dataclass(frozen=True)
@@ -323,7 +325,7 @@ def _column_of(ds: Dataset, index: Any) -> str:
 def run_index_remap(spec: IndexRemapSpec, ctx: TaskContext) -> bytes | tuple[bytes, GraphWork]:
     """Executor entry point; returns a serialized ``Transaction.Rewrite.RewrittenIndex`` (for an
     IVF_HNSW_* index: and the graph work left, ``index.idx`` not yet listed)."""
-    ds = Dataset.open(spec.uri, spec.read_version, storage_options=spec.storage_options)
+    ds = open_dataset(spec.uri, spec.read_version, spec.storage_options, spec.timestamp)
     index = table_pb2.IndexMetadata.FromString(spec.index)
     version_pb = table_pb2.FragmentReuseIndexDetails.Version
     maps = [version_map(version_pb.FromString(v)) for v in spec.reuse_versions]
