@@ -30,6 +30,7 @@ from pyspark.sql.datasource import DataSource, DataSourceReader
 from lance_spark_ops.spark.datasource.options import ReadOptions, WriteOptions
 from lance_spark_ops.spark.datasource.reader import LanceReader, open_pinned, scan_arrow_schema
 from lance_spark_ops.spark.datasource.writer import LanceWriter
+from lance_spark_ops.spark.runtime.scan_tasks import ship
 from lance_spark_ops.spark.runtime.spark_types import spark_schema
 
 __all__ = ["LanceDataSource", "LanceDataSourceNoPushdown", "register_data_source"]
@@ -48,6 +49,9 @@ class _Base(DataSource):
         ds = open_pinned(opts)
         self.options["version"] = str(ds.version)
         self.options["version_timestamp"] = ds.timestamp.isoformat()
+        # Spark pickles this source after asking it for the schema and hands it to the worker
+        # that plans the read: the reader there parses this manifest instead of reading it
+        self.shipped = ship(ds)
         return spark_schema(scan_arrow_schema(ds, opts))
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
@@ -58,7 +62,7 @@ class LanceDataSource(_Base):
     """The ``lance`` source with filter pushdown (the session must enable it, see PUSHDOWN_CONF)."""
 
     def reader(self, schema: Any) -> LanceReader:
-        return LanceReader(ReadOptions.parse(self.options), schema)
+        return LanceReader(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
 
 
 class _ReaderNoPushdown(LanceReader):
@@ -69,7 +73,7 @@ class LanceDataSourceNoPushdown(_Base):
     """The ``lance`` source for sessions that keep Python filter pushdown off."""
 
     def reader(self, schema: Any) -> LanceReader:
-        return _ReaderNoPushdown(ReadOptions.parse(self.options), schema)
+        return _ReaderNoPushdown(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
 
 
 def register_data_source(spark: Any, filter_pushdown: bool = True) -> None:

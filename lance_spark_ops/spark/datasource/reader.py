@@ -24,7 +24,7 @@ from lance_spark_ops.errors import NotFoundError, SchemaError
 from lance_spark_ops.file.metadata import WHOLE_FILE_READ
 from lance_spark_ops.spark.datasource import filters as F
 from lance_spark_ops.spark.datasource.options import DEFAULT_SPLIT_ROWS, PARTITION_OPEN_BYTES, ReadOptions
-from lance_spark_ops.spark.runtime.scan_tasks import open_dataset, receive, ship
+from lance_spark_ops.spark.runtime.scan_tasks import ShippedManifest, open_dataset, receive, ship
 from lance_spark_ops.spark.runtime.spark_types import spark_schema, spark_target_schema, to_spark_batch
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.format.fragment import DataFragment
@@ -95,10 +95,11 @@ def scan_arrow_schema(ds: Dataset, opts: ReadOptions) -> pa.Schema:
 class LanceReader(DataSourceReader):
     """Plans partitions on the driver and scans them on executors (pickled in between)."""
 
-    def __init__(self, opts: ReadOptions, schema: Any) -> None:
+    def __init__(self, opts: ReadOptions, schema: Any, shipped: ShippedManifest | None = None) -> None:
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.opts = opts
+        receive([shipped] if shipped is not None else [])  # the source's, when it opened the version
         ds = open_pinned(opts)
         arrow = scan_arrow_schema(ds, opts)
         expected = spark_schema(arrow)
