@@ -62,7 +62,8 @@ class Tuning:
     # ``slice_inline_job_bytes`` for all of a job's tasks: the task then reads nothing of the
     # manifest (a round trip per task on an object store); beyond, it reads its ranges. The
     # job's bound is small because every task's closure holds all descriptors (``run_tasks``;
-    # PySpark broadcasts a closure past 1 MiB)
+    # PySpark broadcasts a closure past 1 MiB). The job's bound also caps the manifest files
+    # other jobs ship to their tasks (``Job.run_tasks``, ``scan_tasks.ship``)
     slice_inline_bytes: int = 64 * 1024
     slice_inline_job_bytes: int = 1 << 20
     # the pickled task descriptors one Spark job's closure carries at most; a job's beyond run as
