@@ -184,7 +184,8 @@ class Job:
         _ensure_progress_output()
 
     def opened(self, ds: Dataset) -> Dataset:
-        """Note ``ds`` as this job's open of its version (``dataset`` hands it out again)."""
+        """Note ``ds`` as this job's open of its version (``dataset`` hands it out again, and
+        ``run_tasks`` ships its manifest to the tasks when small)."""
         self._opened[(ds.uri, ds.version)] = ds
         return ds
 
