@@ -64,6 +64,7 @@ from lance_spark_ops.io.options import (
     redact,
     refresh_at,
 )
+from lance_spark_ops.io.tails import TailFetcher
 
 # Ranges closer than this are fetched in one request (cloud stores charge per request).
 DEFAULT_COALESCE_GAP = 64 * 1024
@@ -242,6 +243,7 @@ class ObjectStore:
         self.budget: IOBudget = io_budget(self.protocol in ("file", "local", "memory"))
         self._sizes: dict[str, int] = {}  # full path -> size, from the manifest (note_size)
         self._prefetcher: Any = None
+        self._tails: TailFetcher | None = None  # footer reads fetched ahead (``prefetch_tails``)
         self._direct: tuple[int, Any] | None = None  # (id of the options, their obstore reader or None)
 
     def _when(self, options: dict[str, Any]) -> float | None:
@@ -404,6 +406,21 @@ class ObjectStore:
             got.append((self.full_path(rel), int(size) if size else None))
         self._prefetcher.schedule(got)
 
+    def prefetch_tails(self, items: Iterable[tuple[str, int]], max_size: int) -> None:
+        """Fetch the last ``max_size`` bytes of these objects ((rel, size), sizes known) ahead of
+        their ``read_tail``, many in flight at once (``io.tails``): a task opening several files
+        too big to prefetch whole then waits one round trip for all their footers. At most an
+        eighth of the byte budget is held this way; a no-op on local stores."""
+        if self.is_local:
+            return
+        todo = []
+        for rel, size in list(items)[:max(1, self.budget.max_bytes // (8 * max_size))]:
+            self.note_size(rel, size)
+            todo.append((self.full_path(rel), rel, max(0, int(size) - max_size), min(int(size), max_size)))
+        if self._tails is None:
+            self._tails = TailFetcher(self.read_range, self.budget.max_requests)
+        self._tails.schedule(todo)
+
     def _bulk_reader(self) -> Any:
         """The coroutine function a prefetch fetches with on S3 when obstore can carry it
         (``io.obstore_reads``: spans of this store's bucket; others through fsspec), else None."""
@@ -452,6 +469,9 @@ class ObjectStore:
         p, self._prefetcher = self._prefetcher, None
         if p is not None:
             p.close()
+        t, self._tails = self._tails, None
+        if t is not None:
+            t.close()
 
     def _upload_window(self) -> int:
         """Parts of an upload in flight: half the byte budget beside a prefetch, all of it
@@ -548,6 +568,12 @@ class ObjectStore:
         the size is known; else one suffix request of ``max(max_size, whole_below)`` bytes."""
         got = self._fetched(rel)
         path = self.full_path(rel)
+        ahead = self._tails.take(path) if got is None and self._tails is not None else None
+        if ahead is not None:  # fetched with the task's other footers (``prefetch_tails``)
+            size = self._sizes.get(path)
+            start = None if size is None else (0 if size <= whole_below else max(0, size - max_size))
+            if start is not None and ahead[0] <= start and ahead[0] + len(ahead[1]) == size:
+                return size, bytes(memoryview(ahead[1])[start - ahead[0]:])
         with self._typed("ranged read", rel):
             if got is not None:
                 size = len(got)

@@ -21,6 +21,7 @@ import numpy as np
 import pyarrow as pa
 
 from lance_spark_ops.errors import CorruptFileError, InconsistentDatasetError, InvalidInputError, LanceError
+from lance_spark_ops.file.metadata import TAIL_READ, WHOLE_FILE_READ
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.io.budget import IOBudget
 from lance_spark_ops.io.storage import ObjectStore
@@ -62,10 +63,13 @@ class FragmentBatch:
         only, many in flight within the task's byte budget). A task that reads every byte of its
         fragments (re-encode, binary copy) calls this first; one that reads a few columns passes
         ``data_max_bytes``: files up to that size are fetched whole (one request, in flight with
-        the others, beats a footer and then page reads in turn), larger ones are read as usual.
+        the others, beats a footer and then page reads in turn); of larger ones (read whole
+        only below ``WHOLE_FILE_READ``) the footer reads go out together
+        (``ObjectStore.prefetch_tails``), so opening each waits for no round trip of its own.
         A file that does not resolve is left to the read that names what is wrong."""
         ds = self.ds
         plan: dict[int, tuple[ObjectStore, list[tuple[str, int | None]]]] = {}
+        tails: dict[int, tuple[ObjectStore, list[tuple[str, int]]]] = {}
 
         def add(store: ObjectStore, rel: str, size: int | None) -> None:
             plan.setdefault(id(store), (store, []))[1].append((rel, size))
@@ -81,11 +85,16 @@ class FragmentBatch:
                     store, rel = ds.base_resolver.data_file(df, f"fragment {f.id}")
                 except LanceError:
                     continue
-                if data_max_bytes is None or 0 < (df.file_size_bytes or 0) <= data_max_bytes:
+                size = df.file_size_bytes or 0
+                if data_max_bytes is None or 0 < size <= data_max_bytes:
                     add(store, rel, df.file_size_bytes)
+                elif size > WHOLE_FILE_READ:
+                    tails.setdefault(id(store), (store, []))[1].append((rel, size))
         for store, items in plan.values():
             if not store.is_local:
                 store.prefetch(items)
+        for store, named in tails.values():
+            store.prefetch_tails(named, TAIL_READ)
 
     @classmethod
     def of(cls, ds: Dataset, ids: Iterable[int]) -> FragmentBatch:

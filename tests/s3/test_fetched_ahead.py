@@ -233,3 +233,56 @@ def test_validation_of_index_files_on_s3(slow_s3: SlowS3) -> None:
     got = sorted((f["check"], f["file"].rsplit("/", 1)[-1]) for f in m.findings if "v_idx" in f["detail"])
     names = [k.rsplit("/", 1)[-1] for k in keys]
     assert got == sorted([("missing_file", names[0]), ("file_size", names[1])])
+
+
+def test_footers_of_large_files_go_out_together(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Files too big to fetch whole (> 512 KiB): a task reading one column of each asks for
+    every file's footer in one call before its reads (``ObjectStore.prefetch_tails``), where it
+    read them a read-ahead window (8) at a time, footer then pages; the footers fetched ahead
+    are the ones its reads use (each file read in exactly two GETs: its last 64 KiB, then the
+    column's pages), and pylance's full-text answers through our index are its answers
+    through its own on a twin."""
+    import lance
+
+    from lance_spark_ops.spark.indices.indexing import create_index
+
+    calls: list[list[tuple[str, int]]] = []
+    real = ObjectStore.prefetch_tails
+
+    def spy(self: ObjectStore, items, max_size: int) -> None:  # type: ignore[no-untyped-def]
+        items = list(items)
+        calls.append(items)
+        real(self, items, max_size)
+
+    monkeypatch.setattr(ObjectStore, "prefetch_tails", spy)
+    n, frags = 120_000, 12  # > READ_AHEAD fragments, each file ~0.7 MB (a 16-d vector column)
+    rng = np.random.default_rng(5)
+    words = np.array(["lance", "spark", "object", "store", "latency", "proxy"])
+    ids = np.arange(n, dtype=np.int64)
+    vec = pa.FixedSizeListArray.from_arrays(pa.array(rng.standard_normal(n * 16).astype(np.float32)), 16)
+    text = pa.array([f"{words[i % 6]} {words[(i * 5) % 6]}" for i in ids.tolist()])
+    table = pa.table({"id": ids, "text": text, "vec": vec})
+    uris = []
+    for side in ("ours", "theirs"):
+        uri = slow_s3.uri(f"tails-{side}.lance")
+        lance.write_dataset(table, uri, storage_options=slow_s3.direct.options, max_rows_per_file=n // frags,
+                            data_storage_version="2.1")
+        uris.append(uri)
+    sizes = {f.data_files()[0].path.rsplit("/", 1)[-1]: f.data_files()[0].file_size_bytes
+             for f in _pylance(slow_s3, uris[0]).get_fragments()}
+    assert len(sizes) == frags and min(sizes.values()) > 512 * 1024, sizes
+    _pylance(slow_s3, uris[1]).create_scalar_index("text", "INVERTED", name="t")
+    slow_s3.proxy.reset()
+    create_index(None, uris[0], "text", "INVERTED", name="t", storage_options=slow_s3.options)
+    (call,) = calls
+    assert sorted(rel.rsplit("/", 1)[-1] for rel, _ in call) == sorted(sizes), call
+    reads = [(path.rsplit("/", 1)[-1], r) for op, path, r in slow_s3.proxy.stats()["log"]
+             if op == "GET" and "/data/" in path]
+    assert sorted(name for name, _ in reads) == sorted(list(sizes) * 2), reads
+    tails = sorted(name for name, r in reads if r == f"bytes={sizes[name] - 64 * 1024}-{sizes[name] - 1}")
+    assert tails == sorted(sizes), reads
+    a, b = _pylance(slow_s3, uris[0]), _pylance(slow_s3, uris[1])
+    for q in ("lance", "object store"):
+        got = sorted(a.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
+        want = sorted(b.to_table(columns=["id"], full_text_query=q).column("id").to_pylist())
+        assert got and got == want, q
