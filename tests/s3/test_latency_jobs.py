@@ -267,6 +267,7 @@ def test_create_ivf_pq_index(slow_s3: SlowS3) -> None:
     reads = _data_reads(st)
     assert len(reads) == 8 and max(reads.values()) <= 3, reads
     _no_size_requests(st)
+    assert _manifest_reads(st) == 1  # the plan's: every pass's tasks parse what it shipped them
     a, b = _pylance(slow_s3, ours), _pylance(slow_s3, theirs)
     assert a.version == m.new_version
     assert _index_stats(a, "vec_idx") == _index_stats(b, "vec_idx")
