@@ -234,8 +234,12 @@ class Dataset:
     @classmethod
     def from_commit(cls, result: CommitResult) -> Dataset:
         """The version a commit just wrote (``commit_transaction``'s result)."""
-        return cls(result.store, result.manifest_file, result.naming_scheme, result.manifest_name,
-                   manifest_store=result.handler)
+        ds = cls(result.store, result.manifest_file, result.naming_scheme, result.manifest_name,
+                 manifest_store=result.handler)
+        data = result.manifest_bytes
+        if data is not None and len(data) <= SHIPPED_MANIFEST_BYTES:
+            ds.manifest_bytes = bytes(data)
+        return ds
 
     def checkout(self, version: int) -> Dataset:
         return Dataset.open(self.store, version, manifest_store=self.manifest_store)

@@ -105,3 +105,16 @@ def test_tasks_of_a_job_read_no_manifest(tmp_path: Path) -> None:
     with Job(None, "test", uri) as job:
         job.opened(ds)
         assert job.run_tasks([0, 1], task) == [300, 300]
+
+
+def test_a_committed_version_keeps_the_bytes_it_wrote(tmp_path: Path) -> None:
+    """``Dataset.from_commit`` holds the manifest file the commit wrote, byte for byte, so the
+    next phase's tasks (the row-id lookup over the version just committed) parse it too."""
+    from lance_spark_ops.table.format.transaction import Delete
+
+    uri = str(tmp_path / "t")
+    _write(uri)
+    ds = Dataset.open(uri)
+    new = ds.commit(Delete([], [ds.fragments[0].id], "id < 100"))
+    assert new.manifest_bytes == Path(uri, new.manifest_path).read_bytes()
+    assert lance.dataset(uri).count_rows() == 200

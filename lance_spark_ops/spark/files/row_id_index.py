@@ -45,7 +45,7 @@ from lance_spark_ops.spark.files.row_id_index_tasks import (
 )
 from lance_spark_ops.spark.runtime.job import Job
 from lance_spark_ops.spark.runtime.runner import typed_worker_error
-from lance_spark_ops.spark.runtime.scan_tasks import group_fragments
+from lance_spark_ops.spark.runtime.scan_tasks import group_fragments, ship
 from lance_spark_ops.spark.runtime.session import default_parallelism
 from lance_spark_ops.spark.runtime.tuning import Tuning
 from lance_spark_ops.table.dataset import Dataset
@@ -149,8 +149,8 @@ def build_index(job: Job, ds: Dataset, rows_per_partition: int = 1 << 20,
         if groups:
             with job.cleanup_on_failure(ds.store, referenced=set, directory=index_dir(ds.version)):
                 ids = spark.range(0, len(groups), 1, len(groups))  # row i alone in partition i
-                pairs = ids.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, groups, ds.timestamp),
-                                       PAIRS_SCHEMA)
+                pairs = ids.mapInArrow(make_pairs_mapper(ds.uri, ds.version, so, groups, ds.timestamp,
+                                                         ship(ds)), PAIRS_SCHEMA)
                 ranged = pairs.repartitionByRange(k, "row_id").sortWithinPartitions("row_id")
                 writer = make_part_writer(ds.uri, ds.version, job.job_id, file_version, so)
                 try:

@@ -37,7 +37,7 @@ from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.row_id_index import PART_SCHEMA, index_dir
 from lance_spark_ops.spark.files.row_id_sequences import compact_sequence
 from lance_spark_ops.spark.runtime.runner import TaskContext
-from lance_spark_ops.spark.runtime.scan_tasks import open_dataset
+from lance_spark_ops.spark.runtime.scan_tasks import ShippedManifest, open_dataset, receive
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.deletion import keep_mask
 from lance_spark_ops.table.format.fragment import DataFragment, ExternalFile, SequenceMeta
@@ -139,12 +139,14 @@ def _fragment_pairs(ds: Dataset, frags: list[DataFragment]) -> Iterator[pa.Recor
 
 
 def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any], groups: list[list[int]],
-                      timestamp: datetime | None = None
+                      timestamp: datetime | None = None, shipped: ShippedManifest | None = None
                       ) -> Callable[[Iterator[pa.RecordBatch]], Iterator[pa.RecordBatch]]:
     """``mapInArrow`` function over ``spark.range(len(groups))``: row ``i`` stands for the
-    fragments ``groups[i]``; yields their live ``(row_id, row_addr)`` pairs."""
+    fragments ``groups[i]``; yields their live ``(row_id, row_addr)`` pairs. ``shipped``: the
+    version's manifest as the driver holds it (``scan_tasks.ship``)."""
 
     def mapper(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
+        receive([shipped] if shipped is not None else [])
         ds = open_dataset(uri, version, storage_options, timestamp)
         for batch in ids:
             for i in batch.column(0).to_pylist():

@@ -117,6 +117,7 @@ class CommitResult:
     naming_scheme: ManifestNamingScheme
     manifest_name: str  # file name under _versions/
     handler: CommitHandler
+    manifest_bytes: bytes | None = field(default=None, repr=False)  # the file as written (None: not kept)
 
     @property
     def version(self) -> int:
@@ -349,7 +350,7 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
         # after the backoff like a lost race. A retry of the client before it may still have
         # landed: read back now, and later attempts know our transaction by its uuid.
         if att.handler.landed(store, version, scheme, data):
-            return _landed(att, built, scheme.manifest_path(version), scheme, txn_name)
+            return _landed(att, built, scheme.manifest_path(version), scheme, txn_name, data)
         att.refused = e
         return None
     except Exception as e:  # noqa: BLE001 - decide whether it landed
@@ -365,7 +366,7 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
         # Interrupted (KeyboardInterrupt, SystemExit ...): keep our files unless surely not landed.
         att.unknown = att.handler.landed(store, version, scheme, data) is not False
         raise
-    return _landed(att, built, rel, scheme, txn_name)
+    return _landed(att, built, rel, scheme, txn_name, data)
 
 
 def _expected_listing(att: _Attempt) -> VersionListing | None:
@@ -437,7 +438,7 @@ def _storage_findings(manifest: Any) -> list[Finding]:
 
 
 def _landed(att: _Attempt, built: ManifestFile, rel: str, scheme: ManifestNamingScheme,
-            txn_name: str | None) -> CommitResult:
+            txn_name: str | None, data: bytes | None = None) -> CommitResult:
     store = att.store
     mf = replace(built, path=store.uri(rel))  # what the bytes written hold, without parsing them again
     _write_hint(store, mf.manifest.version)
@@ -446,7 +447,7 @@ def _landed(att: _Attempt, built: ManifestFile, rel: str, scheme: ManifestNaming
         att.cleanup(keep_txn=txn_name, keep_files=keep)
     except Exception:  # noqa: BLE001 - leftovers are harmless; the commit landed
         pass
-    return CommitResult(store, mf, scheme, rel.rsplit("/", 1)[-1], att.handler)
+    return CommitResult(store, mf, scheme, rel.rsplit("/", 1)[-1], att.handler, data)
 
 
 def _referenced(txn: Transaction, rel: str) -> bool:
