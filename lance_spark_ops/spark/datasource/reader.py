@@ -99,7 +99,7 @@ class LanceReader(DataSourceReader):
         from pyspark.sql.pandas.types import to_arrow_schema
 
         self.opts = opts
-        receive([shipped] if shipped is not None else [])  # the source's, when it opened the version
+        receive([shipped])  # the source's, when it opened the version
         ds = open_pinned(opts)
         arrow = scan_arrow_schema(ds, opts)
         expected = spark_schema(arrow)
@@ -139,7 +139,7 @@ class LanceReader(DataSourceReader):
         slices = getattr(partition, "slices", ())
         if not slices:
             return
-        receive([self.shipped] if self.shipped is not None else [])
+        receive([self.shipped])
         ds = open_dataset(self.opts.uri, self.version, self.opts.storage_options, self.timestamp)
         # object stores: the partition's deletion files and small data files in flight together
         # (read in turn, a fragment waited a round trip for its data file, then one for its

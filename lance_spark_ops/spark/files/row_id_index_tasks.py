@@ -146,7 +146,7 @@ def make_pairs_mapper(uri: str, version: int, storage_options: dict[str, Any], g
     version's manifest as the driver holds it (``scan_tasks.ship``)."""
 
     def mapper(ids: Iterator[pa.RecordBatch]) -> Iterator[pa.RecordBatch]:
-        receive([shipped] if shipped is not None else [])
+        receive([shipped])
         ds = open_dataset(uri, version, storage_options, timestamp)
         for batch in ids:
             for i in batch.column(0).to_pylist():

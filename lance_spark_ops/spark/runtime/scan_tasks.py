@@ -53,10 +53,11 @@ def ship(ds: Dataset) -> ShippedManifest | None:
                            ds.manifest_path, ds.manifest_bytes)
 
 
-def receive(shipped: Iterable[ShippedManifest]) -> None:
-    """Note manifests the driver shipped, for this process's next ``open_dataset`` of them."""
+def receive(shipped: Iterable[ShippedManifest | None]) -> None:
+    """Note manifests the driver shipped, for this process's next ``open_dataset`` of them
+    (None entries: versions that kept no bytes, ``ship``)."""
     for s in shipped:
-        if _datasets.get(s.key) is None and _shipped.get(s.key) is None:
+        if s is not None and _datasets.get(s.key) is None and _shipped.get(s.key) is None:
             _shipped.put(s.key, s, len(s.data))
 
 
