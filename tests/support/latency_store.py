@@ -30,7 +30,7 @@ from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import parse_qs, urlsplit
 
-from tests.support.processes import ChildServer, free_port
+from tests.support.processes import ChildServer, free_port, serve_until_terminated
 
 CONTROL = "/__latency__/"
 KEY_BUFFER_BYTES = 1 << 30  # MotoServer's objects stay in memory up to this size
@@ -547,12 +547,7 @@ def main(argv: list[str] | None = None) -> None:
     a = p.parse_args(argv)
     proxy = LatencyProxy(a.upstream, a.delay_ms, a.bandwidth_bps, port=a.port).start()
     print(proxy.endpoint, flush=True)
-    stop = threading.Event()
-    import signal
-
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    proxy.stop()
+    serve_until_terminated(proxy.stop)
 
 
 if __name__ == "__main__":

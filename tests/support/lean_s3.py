@@ -33,7 +33,6 @@ import html
 import itertools
 import json
 import re
-import signal
 import sys
 import threading
 import time
@@ -42,7 +41,7 @@ from dataclasses import dataclass, field
 from email.utils import formatdate
 from urllib.parse import parse_qsl, quote, unquote, urlsplit
 
-from tests.support.processes import ChildServer, free_port
+from tests.support.processes import ChildServer, free_port, serve_until_terminated
 
 CONTROL = "/__lean__/"
 READY_SECONDS = 30.0
@@ -536,11 +535,7 @@ def main(argv: list[str] | None = None) -> None:
     p.add_argument("--delay-ms", type=float, default=0.0)
     p.add_argument("--log", action="store_true", help="keep a timeline of the delayed requests (stats' log)")
     a = p.parse_args(argv)
-    store = LeanS3(a.delay_ms, a.port, a.direct_port, a.log).start()
-    stop = threading.Event()
-    signal.signal(signal.SIGTERM, lambda *_: stop.set())
-    stop.wait()
-    store.stop()
+    serve_until_terminated(LeanS3(a.delay_ms, a.port, a.direct_port, a.log).start().stop)
 
 
 if __name__ == "__main__":

@@ -1,18 +1,21 @@
 """The test servers' shared plumbing: a free loopback port, a bounded wait until a child server
-answers HTTP, stopping a child (terminate, then kill), and ``ChildServer``, a server in a child
-process that its owner starts and stops."""
+answers HTTP, stopping a child (terminate, then kill), ``ChildServer``, a server in a child
+process that its owner starts and stops, and ``serve_until_terminated``, that child's side."""
 
 from __future__ import annotations
 
 import os
+import signal
 import socket
 import subprocess
+import threading
 import time
 import urllib.error
 import urllib.request
+from collections.abc import Callable
 from pathlib import Path
 
-__all__ = ["ChildServer", "free_port", "stop_process", "wait_http"]
+__all__ = ["ChildServer", "free_port", "serve_until_terminated", "stop_process", "wait_http"]
 
 ROOT = str(Path(__file__).resolve().parents[2])  # the checkout: children run ``-m tests.support...``
 
@@ -38,6 +41,14 @@ def wait_http(url: str, proc: subprocess.Popen, what: str, seconds: float = 60.0
             if proc.poll() is not None or time.monotonic() > deadline:
                 raise RuntimeError(f"{what} did not start ({url})") from None
             time.sleep(0.05)  # polling a child process's readiness, not synchronising threads
+
+
+def serve_until_terminated(stop: Callable[[], None]) -> None:
+    """A child server's main thread: wait for SIGTERM (``ChildServer.stop``), then ``stop`` it."""
+    done = threading.Event()
+    signal.signal(signal.SIGTERM, lambda *_: done.set())
+    done.wait()
+    stop()
 
 
 def stop_process(proc: subprocess.Popen, seconds: float = 10.0) -> None:
