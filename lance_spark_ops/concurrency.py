@@ -1,7 +1,8 @@
 """One way to run a few driver-side calls at once: ``map_concurrently`` on a short-lived thread
 pool (Spark runs the jobs these calls submit side by side). Fewer than two calls, or one worker,
 run in the calling thread: no pool for nothing to overlap. ``read_ahead``: the same for a task's
-reads of one item after another (results in order, a bounded window running ahead)."""
+reads of one item after another (results in order, a bounded window running ahead). ``beside``:
+one call on a thread while the caller's block runs, joined when the block ends."""
 
 from __future__ import annotations
 
@@ -10,7 +11,8 @@ import os
 from collections import deque
 from collections.abc import Callable, Iterable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
-from typing import TypeVar
+from contextlib import contextmanager
+from typing import Any, TypeVar
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -32,6 +34,15 @@ def map_concurrently(fn: Callable[[T], R], items: Iterable[T], max_workers: int 
         return [fn(x) for x in items]
     with ThreadPoolExecutor(max_workers=min(len(items), max_workers)) as pool:
         return list(pool.map(fn, items))
+
+
+@contextmanager
+def beside(fn: Callable[..., R], *args: Any, name: str = "lso-beside") -> Iterator[Future[R]]:
+    """Run ``fn(*args)`` on a thread of its own while the ``with`` block runs; the block's end
+    (an error's too) waits for it, so nothing the call touches is cleaned up under it. Its
+    outcome is the yielded future's: an error the caller never asks for is dropped."""
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix=name) as pool:
+        yield pool.submit(fn, *args)
 
 
 def read_ahead(fn: Callable[[T], R], items: Iterable[T], window: int) -> Iterator[R]:

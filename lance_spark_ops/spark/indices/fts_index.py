@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import json
 from collections.abc import Mapping
-from concurrent.futures import ThreadPoolExecutor
 from typing import Any, cast
 
 import pyarrow as pa
@@ -25,6 +24,7 @@ from google.protobuf import any_pb2
 from pyroaring import BitMap
 
 from lance_spark_ops._pb import table_pb2
+from lance_spark_ops.concurrency import beside
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.layout import params_from_metadata, remappable_fts_layout
 from lance_spark_ops.index.fts.tokenizer import DEFAULT_PARAMS, TokenizerParams
@@ -152,9 +152,9 @@ class FtsBuilder(SegmentBuilder):
                 next_id += 1
         part_ids += [s.part_id for s in specs]
         # metadata.lance names the partitions and the params, known now: it is written while the
-        # tasks run (the pool's exit waits for it, so a failed build's cleanup comes after it)
-        with ThreadPoolExecutor(1, thread_name_prefix="fts-metadata") as pool:
-            metadata = pool.submit(write_metadata, ds, dst, part_ids, params, req.file_version)
+        # tasks run (the block's end waits for it, so a failed build's cleanup comes after it)
+        with beside(write_metadata, ds, dst, part_ids, params, req.file_version,
+                    name="fts-metadata") as metadata:
             results = job.run_tasks(specs, build_partition_task) if specs else []
             metadata_bytes = metadata.result()
         from lance_spark_ops.spark.runtime.runner import TaskFailed

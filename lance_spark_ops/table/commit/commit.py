@@ -9,9 +9,10 @@ One attempt (Lance's ``commit_transaction``)::
         incompatible -> IncompatibleTransaction; retryable -> CommitConflict
         rebase -> adjust ours (``rebase``), e.g. merge two deletes' deletion vectors
     build manifest L + 1 from manifest L and ours (``operations.build_manifest``)
-    write _transactions/{read_version}-{uuid}.txn (the raw Transaction protobuf)
-    write the manifest file with the same bytes inline and the index section, through the
-        commit handler's put-if-not-exists of _versions/<name of L + 1>
+    write the manifest file with our transaction inline and the index section, through the
+        commit handler's put-if-not-exists of _versions/<name of L + 1>, and beside that put
+        _transactions/{read_version}-{uuid}.txn (the same Transaction bytes; Lance writes it
+        first, a round trip of its own: readers since Lance 0.40 take the inline copy)
     lost the race -> sleep (backoff with jitter) and go again; won -> write
         _versions/latest_version_hint.json (best effort) and return the new version
 
@@ -22,17 +23,20 @@ caller, who deletes them when the commit raises ``CommitConflict`` or
 files made by a rebase - are deleted by it when it surely did not land, and superseded ones
 (an earlier attempt's transaction file) after it landed. A manifest is only ever created
 whole (temp file + link, conditional put, or a staged copy), so a crash leaves no partial
-manifest: at worst an unreferenced transaction file.
+manifest: at worst an unreferenced transaction file. A version whose transaction file
+failed twice while its manifest landed stays committed (a warning names the file).
 """
 
 from __future__ import annotations
 
+import logging
 import time
 import uuid as uuidlib
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from lance_spark_ops.concurrency import beside
 from lance_spark_ops.errors import (
     CommitConflict,
     CommitError,
@@ -88,6 +92,8 @@ from lance_spark_ops.table.validate import Finding, check_before_rewrite, manife
 REWRITES = (Rewrite, ReserveFragments, Merge, DataReplacement, CreateIndex, Update)
 
 __all__ = ["DEFAULT_MAX_RETRIES", "CommitResult", "commit_transaction", "load_transaction"]
+
+logger = logging.getLogger("lance_spark_ops")
 
 DEFAULT_MAX_RETRIES = 20
 
@@ -340,6 +346,34 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
     version = (latest or 0) + 1
     scheme = listing.scheme or default_scheme
     data, txn_name, built = _build(att, previous, listing, options)
+    txn_bytes = built.transaction_bytes
+    if txn_name is None or txn_bytes is None or att.txn_files.get(txn_name) == txn_bytes:
+        return _put(att, version, scheme, data, built, txn_name)
+    # The transaction file goes out beside the manifest's put (one round trip a commit, not
+    # two): the manifest carries the same bytes inline, which is where pylance 14 and this
+    # library read a version's transaction. Recorded first, so a failed commit deletes it.
+    att.txn_files[txn_name] = txn_bytes
+    rel = f"{TRANSACTIONS_DIR}/{txn_name}"
+    with beside(att.store.write, rel, txn_bytes, name="lso-txn") as txn_put:
+        result = _put(att, version, scheme, data, built, txn_name)  # an error: raised once it is done
+    error = txn_put.exception()
+    if error is None:
+        return result
+    if result is None:  # nothing landed and the transaction file failed: the commit fails, as before
+        raise error
+    try:  # landed: the file is the record older Lance releases read; one more try
+        att.store.write(rel, txn_bytes)
+    except Exception as again:  # noqa: BLE001 - the version is committed; its transaction is inline
+        logger.warning("version %d is committed, but its transaction file %s was not written (%r); "
+                       "its manifest holds the same transaction", result.version, store.uri(rel), again)
+    return result
+
+
+def _put(att: _Attempt, version: int, scheme: ManifestNamingScheme, data: bytes, built: ManifestFile,
+         txn_name: str | None) -> CommitResult | None:
+    """Put manifest ``version``: the landed commit, or None when another writer took it first
+    or the store refused the put."""
+    store = att.store
     att.refused = None
     try:
         rel = att.handler.commit(store, version, scheme, data)
@@ -392,7 +426,7 @@ def _expected_listing(att: _Attempt) -> VersionListing | None:
 def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing,
            options: BuildOptions) -> tuple[bytes, str | None, ManifestFile]:
     """Manifest file bytes for the next version (and what they hold, so that a landed commit
-    need not parse them again); writes the transaction file first."""
+    need not parse them again) and the name of its transaction file (None: not written)."""
     restored = None
     if isinstance(att.txn.operation, Restore):
         restored = att.manifest_file(att.txn.operation.version, listing)
@@ -420,9 +454,6 @@ def _build(att: _Attempt, previous: ManifestFile | None, listing: VersionListing
     if mixed:  # Lance's check_storage_version, on every commit
         raise InconsistentDatasetError(f"{mixed[0].detail}", path=att.store.uri(""))
     txn_bytes = att.txn.to_bytes()
-    if txn_name is not None and att.txn_files.get(txn_name) != txn_bytes:
-        att.txn_files[txn_name] = txn_bytes
-        att.store.write(f"{TRANSACTIONS_DIR}/{txn_name}", txn_bytes)
     section = index_section(new_indices)
     data = serialize_manifest_file(manifest, txn_bytes, section)
     built = ManifestFile(manifest, txn_bytes, section.SerializeToString() if section is not None else None)
