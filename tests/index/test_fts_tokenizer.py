@@ -166,3 +166,25 @@ def test_full_blocks_are_the_per_block_bytes() -> None:
     want = [scores[k].astype("<f4").tobytes() + sb + bytes([int(bits[k])]) + pk
             for k, (sb, pk) in enumerate(zip(sorted_blocks(docs), pack4x(freqs, bits), strict=True))]
     assert full_blocks(scores, docs, freqs).to_pylist() == want
+
+
+def test_pack4x_matrix_is_bitpacker4x() -> None:
+    """Every bit width against BitPacker4x's definition, one lane at a time as a Python int:
+    value j of lane l (the block's value 4 j + l) at bits [j b, (j + 1) b), the lane's words
+    little-endian, word w of lane l at byte 16 w + 4 l; bits above ``b`` are not packed."""
+    import numpy as np
+
+    from lance_spark_ops.index.fts.postings import pack4x_matrix
+
+    rng = np.random.default_rng(4)
+    for b in range(1, 33):
+        blocks = rng.integers(0, 1 << 32, (3, 128), dtype=np.uint64).astype(np.uint32)
+        blocks[0] &= np.uint32((1 << b) - 1) if b < 32 else np.uint32(0xFFFFFFFF)
+        got = pack4x_matrix(blocks, b)
+        for k, block in enumerate(blocks.tolist()):
+            want = bytearray(16 * b)
+            for lane in range(4):
+                acc = sum((block[4 * j + lane] & ((1 << b) - 1)) << (j * b) for j in range(32))
+                for w in range(b):
+                    want[16 * w + 4 * lane:16 * w + 4 * lane + 4] = ((acc >> (32 * w)) & 0xFFFFFFFF).to_bytes(4, "little")
+            assert got[k].tobytes() == bytes(want), (b, k)

@@ -61,15 +61,23 @@ def _num_bits(x: np.ndarray) -> np.ndarray:
 
 
 def pack4x_matrix(blocks: np.ndarray, b: int) -> np.ndarray:
-    """BitPacker4x of blocks all packed with ``b`` bits: (n, 16 b) uint8, one block a row."""
+    """BitPacker4x of blocks all packed with ``b`` bits: (n, 16 b) uint8, one block a row.
+
+    Value i of a lane starts at bit i b of the lane's words: it is shifted into a 64-bit
+    accumulator of word (i b) // 32 and what passes bit 32 is carried into the next word (the
+    values' bit ranges never overlap, so OR assembles them): 32 vectorised steps over all the
+    blocks and lanes at once, ~10x faster than expanding every value into its bits."""
     n = len(blocks)
     v = blocks.astype(np.uint64).reshape(n, 32, 4)                       # [block, i, lane]
-    shifts = np.arange(b, dtype=np.uint64)
-    bitmat = ((v[..., None] >> shifts) & 1).astype(np.uint8)            # [block, i, lane, bit]
-    lane_bits = bitmat.transpose(0, 2, 1, 3).reshape(n, 4, 32 * b)
-    lane_bytes = np.packbits(lane_bits, axis=2, bitorder="little")      # [block, lane, 4 b]
-    words = lane_bytes.reshape(n, 4, b, 4).transpose(0, 2, 1, 3)
-    return np.ascontiguousarray(words).reshape(n, -1)
+    if b < 32:
+        v &= np.uint64((1 << b) - 1)
+    acc = np.zeros((n, b + 1, 4), dtype=np.uint64)                      # [block, word, lane]
+    for i in range(32):
+        w, s = divmod(i * b, 32)
+        acc[:, w, :] |= v[:, i, :] << np.uint64(s)
+    words = acc[:, :b, :] & np.uint64(0xFFFFFFFF)
+    words[:, 1:, :] |= acc[:, :b - 1, :] >> np.uint64(32)
+    return np.ascontiguousarray(words.astype("<u4")).view(np.uint8).reshape(n, 16 * b)
 
 
 def pack4x(blocks: np.ndarray, bits: np.ndarray) -> list[bytes]:
