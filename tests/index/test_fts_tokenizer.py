@@ -188,3 +188,19 @@ def test_pack4x_matrix_is_bitpacker4x() -> None:
                 for w in range(b):
                     want[16 * w + 4 * lane:16 * w + 4 * lane + 4] = ((acc >> (32 * w)) & 0xFFFFFFFF).to_bytes(4, "little")
             assert got[k].tobytes() == bytes(want), (b, k)
+
+
+def test_unpack4x_inverts_pack4x_at_every_width() -> None:
+    import numpy as np
+
+    from lance_spark_ops.index.fts.postings import pack4x_matrix, unpack4x
+
+    rng = np.random.default_rng(5)
+    blocks = rng.integers(0, 1 << 32, (33 * 3, 128), dtype=np.uint64).astype(np.uint32)
+    bits = np.repeat(np.arange(33), 3).astype(np.uint8)
+    blocks[bits < 32] &= ((np.uint64(1) << bits[bits < 32].astype(np.uint64)) - 1)[:, None].astype(np.uint32)
+    packed = [pack4x_matrix(blocks[k:k + 1], int(bits[k]))[0] if bits[k] else np.zeros(0, np.uint8)
+              for k in range(len(blocks))]
+    starts = np.concatenate([[0], np.cumsum([len(p) for p in packed])[:-1]]) + 3
+    data = np.concatenate([np.full(3, 0xFF, np.uint8), *packed, np.full(5, 0xFF, np.uint8)])
+    assert np.array_equal(unpack4x(data, starts, bits), blocks)
