@@ -92,6 +92,29 @@ def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3,
     assert theirs.version == 12 and theirs.count_rows() == 110
 
 
+def test_commit_puts_its_transaction_file_beside_the_manifest(slow_s3: SlowS3) -> None:
+    """A commit's puts are one round trip: the proxy holds every request 1 s, and the
+    transaction file's PUT and the manifest's conditional PUT are in flight together (one after
+    the other, the second would start after the first ended). pylance reads the version and
+    its transaction."""
+    import lance
+
+    uri = _versions(slow_s3, "beside.lance", 2)
+    ds = Dataset.open(uri, storage_options=slow_s3.options)
+    slow_s3.proxy.reset()
+    slow_s3.proxy.configure(delay_ms=1000)
+    new = ds.commit(ReserveFragments(2))
+    slow_s3.proxy.configure(delay_ms=2)
+    puts = {("txn" if "/_transactions/" in e[1] else "manifest"): e
+            for e in slow_s3.proxy.stats()["timeline"] if e[0] == "PUT"}
+    assert set(puts) == {"txn", "manifest"}, slow_s3.proxy.stats()["timeline"]
+    txn, manifest = puts["txn"], puts["manifest"]
+    assert txn[3] < manifest[4] and manifest[3] < txn[4], puts  # [op, path, range, start, end]
+    theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
+    assert theirs.version == new.version == 3 and theirs.count_rows() == 20
+    assert theirs.read_transaction(3) is not None
+
+
 def test_small_vacuum_runs_on_the_driver(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
     """A vacuum of 12 old versions: manifests read, prefixes listed and files deleted on the
     driver (no task), the deletes in one DeleteObjects call; it removes what pylance's
