@@ -186,7 +186,8 @@ def test_pack4x_matrix_is_bitpacker4x() -> None:
             for lane in range(4):
                 acc = sum((block[4 * j + lane] & ((1 << b) - 1)) << (j * b) for j in range(32))
                 for w in range(b):
-                    want[16 * w + 4 * lane:16 * w + 4 * lane + 4] = ((acc >> (32 * w)) & 0xFFFFFFFF).to_bytes(4, "little")
+                    at = 16 * w + 4 * lane
+                    want[at:at + 4] = ((acc >> (32 * w)) & 0xFFFFFFFF).to_bytes(4, "little")
             assert got[k].tobytes() == bytes(want), (b, k)
 
 
