@@ -119,3 +119,30 @@ def test_failed_transaction_file_and_lost_race_fail_the_commit(tmp_path: Path,
     assert _listing(uri, "_transactions") == txns
     assert Dataset.open(uri).versions() == [1]
     assert_same_as_pylance(uri)
+
+
+def test_transaction_file_first_when_asked(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """``LSO_TRANSACTION_FILE_FIRST=1`` (tables older writers commit to): the file is written
+    before the manifest's put is tried, so a failed file means no put at all."""
+    uri = _ds(tmp_path)
+    txns = _listing(uri, "_transactions")
+    monkeypatch.setenv("LSO_TRANSACTION_FILE_FIRST", "1")
+    _fail_txn_writes(monkeypatch, 1)
+
+    class Counted(PutIfNotExistsCommitHandler):
+        puts = 0
+
+        def commit(self, store, version, scheme, data):  # type: ignore[no-untyped-def]
+            Counted.puts += 1
+            return super().commit(store, version, scheme, data)
+
+    with pytest.raises(LanceError, match="injected"):
+        commit_transaction(uri, Append([pylance_fragment(uri, table(3, 500), "2.0")]), 1,
+                           manifest_store=Counted())
+    assert Counted.puts == 0 and _listing(uri, "_transactions") == txns
+    result = commit_transaction(uri, Append([pylance_fragment(uri, table(3, 600), "2.0")]), 1,
+                                manifest_store=Counted())
+    assert Counted.puts == 1 and result.version == 2
+    name = result.manifest_file.manifest.transaction_file
+    assert (Path(uri) / "_transactions" / name).read_bytes() == result.manifest_file.transaction_bytes
+    assert_same_as_pylance(uri)

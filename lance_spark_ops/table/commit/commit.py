@@ -12,7 +12,8 @@ One attempt (Lance's ``commit_transaction``)::
     write the manifest file with our transaction inline and the index section, through the
         commit handler's put-if-not-exists of _versions/<name of L + 1>, and beside that put
         _transactions/{read_version}-{uuid}.txn (the same Transaction bytes; Lance writes it
-        first, a round trip of its own: readers since Lance 0.40 take the inline copy)
+        first, a round trip of its own: readers since Lance 0.40 take the inline copy;
+        LSO_TRANSACTION_FILE_FIRST=1 keeps Lance's order)
     lost the race -> sleep (backoff with jitter) and go again; won -> write
         _versions/latest_version_hint.json (best effort) and return the new version
 
@@ -30,6 +31,7 @@ failed twice while its manifest landed stays committed (a warning names the file
 from __future__ import annotations
 
 import logging
+import os
 import time
 import uuid as uuidlib
 from collections.abc import Mapping
@@ -350,10 +352,14 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
     if txn_name is None or txn_bytes is None or att.txn_files.get(txn_name) == txn_bytes:
         return _put(att, version, scheme, data, built, txn_name)
     # The transaction file goes out beside the manifest's put (one round trip a commit, not
-    # two): the manifest carries the same bytes inline, which is where pylance 14 and this
-    # library read a version's transaction. Recorded first, so a failed commit deletes it.
+    # two): the manifest carries the same bytes inline, which is where pylance 14 (Lance since
+    # 0.40) and this library read a version's transaction. Recorded first, so a failed commit
+    # deletes it. Older releases read the file: LSO_TRANSACTION_FILE_FIRST=1 writes it first.
     att.txn_files[txn_name] = txn_bytes
     rel = f"{TRANSACTIONS_DIR}/{txn_name}"
+    if transaction_file_first():
+        att.store.write(rel, txn_bytes)
+        return _put(att, version, scheme, data, built, txn_name)
     with beside(att.store.write, rel, txn_bytes, name="lso-txn") as txn_put:
         result = _put(att, version, scheme, data, built, txn_name)  # an error: raised once it is done
     error = txn_put.exception()
@@ -367,6 +373,13 @@ def _attempt(att: _Attempt, options: BuildOptions, default_scheme: ManifestNamin
         logger.warning("version %d is committed, but its transaction file %s was not written (%r); "
                        "its manifest holds the same transaction", result.version, store.uri(rel), again)
     return result
+
+
+def transaction_file_first() -> bool:
+    """``LSO_TRANSACTION_FILE_FIRST=1`` (the committing process's environment): write each
+    transaction file before its manifest, as Lance does, for tables that writers older than
+    Lance 0.40 commit to concurrently (they read a version's transaction from its file)."""
+    return os.environ.get("LSO_TRANSACTION_FILE_FIRST", "").strip().lower() in ("1", "true", "yes")
 
 
 def _put(att: _Attempt, version: int, scheme: ManifestNamingScheme, data: bytes, built: ManifestFile,
