@@ -131,6 +131,27 @@ def test_fast_split_cuts_the_regex_pieces(base: str) -> None:
     assert pieces(_split(texts, base)) == pieces(pc.split_pattern_regex(texts, _SPLIT[base]))
 
 
+@pytest.mark.parametrize("kind", [pa.string(), pa.large_string()])
+def test_fast_split_check_is_the_regex(kind: pa.DataType) -> None:
+    """The byte-table check that picks the fast split answers as the regex it replaced
+    (``[^0-9A-Za-z ]`` nowhere), on slices (offsets not at 0), nulls, empty and non-ASCII texts."""
+    import numpy as np
+    import pyarrow.compute as pc
+
+    from lance_spark_ops.index.fts.tokenizer import _only_alnum_space
+
+    rng = np.random.default_rng(3)
+    for alphabet in ("ab Z09 ", "ab Z09 .", "ab é", "a\tb", "ab\x00"):
+        for _ in range(30):
+            n = int(rng.integers(0, 8))
+            texts = ["".join(rng.choice(list(alphabet), rng.integers(0, 6))) for _ in range(n)]
+            arr = pa.array([*texts, None] if rng.random() < 0.5 else texts, kind)
+            lo = int(rng.integers(0, len(arr) + 1))
+            for a in (arr, arr.slice(lo), arr.slice(0, lo)):
+                want = not pc.any(pc.match_substring_regex(a, "[^0-9A-Za-z ]")).as_py()
+                assert _only_alnum_space(a) == want, (a, want)
+
+
 def test_occurrence_order_is_the_three_key_sort() -> None:
     import numpy as np
 
