@@ -94,9 +94,11 @@ def test_commits_check_versions_beyond_the_page(slow_s3: SlowS3,
 
 def test_commit_puts_its_transaction_file_beside_the_manifest(slow_s3: SlowS3) -> None:
     """A commit's puts are one round trip: the proxy holds every request 1 s, and the
-    transaction file's PUT and the manifest's conditional PUT are in flight together (one after
-    the other, the second would start after the first ended). pylance reads the version and
-    its transaction."""
+    transaction file's PUT and the manifest's conditional PUT reach it within half a second of
+    each other (one after the other, the second would start after the first's answer, at least
+    1 s later). Start times only: the proxy notes a request's end after answering it, so the
+    commit may return before both ends are noted. pylance reads the version and its
+    transaction."""
     import lance
 
     uri = _versions(slow_s3, "beside.lance", 2)
@@ -109,7 +111,7 @@ def test_commit_puts_its_transaction_file_beside_the_manifest(slow_s3: SlowS3) -
             for e in slow_s3.proxy.stats()["timeline"] if e[0] == "PUT"}
     assert set(puts) == {"txn", "manifest"}, slow_s3.proxy.stats()["timeline"]
     txn, manifest = puts["txn"], puts["manifest"]
-    assert txn[3] < manifest[4] and manifest[3] < txn[4], puts  # [op, path, range, start, end]
+    assert abs(manifest[3] - txn[3]) < 0.5, puts  # [op, path, range, start, end]
     theirs = lance.dataset(uri, storage_options=slow_s3.direct.options)
     assert theirs.version == new.version == 3 and theirs.count_rows() == 20
     assert theirs.read_transaction(3) is not None
