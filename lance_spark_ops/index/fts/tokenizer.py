@@ -24,6 +24,7 @@ import numpy as np
 import pyarrow as pa
 import pyarrow.compute as pc
 
+from lance_spark_ops.encoding.blocks_from_arrow import arrow_to_block
 from lance_spark_ops.errors import InvalidInputError, UnsupportedError
 from lance_spark_ops.index.fts.alnum import split_pattern
 from lance_spark_ops.index.fts.stop_words import ENGLISH_STOP_WORDS
@@ -196,16 +197,10 @@ def _only_alnum_space(texts: pa.Array) -> bool:
     """Whether the texts' bytes are all ASCII letters, digits and spaces: one table lookup over
     the value buffer (the bytes between the first and last offsets; a null slot's bytes, if
     any, count too - at worst the slower split), not a regex over every string."""
-    if len(texts) == 0:
+    block = arrow_to_block(texts)  # zero-copy views of the offsets and the value bytes
+    if block.num_values == 0:
         return True
-    wide = pa.types.is_large_string(texts.type) or pa.types.is_large_binary(texts.type)
-    width = 8 if wide else 4
-    offsets = np.frombuffer(texts.buffers()[1], dtype=np.int64 if wide else np.int32, count=len(texts) + 1,
-                            offset=width * texts.offset)
-    data = texts.buffers()[2]
-    if data is None or offsets[-1] == offsets[0]:
-        return True
-    return bool(_ALNUM_SPACE[np.frombuffer(data, np.uint8)[offsets[0]:offsets[-1]]].all())
+    return bool(_ALNUM_SPACE[block.data[int(block.offsets[0]):int(block.offsets[-1])]].all())
 
 
 def _split(texts: pa.Array, base: str) -> pa.Array:
