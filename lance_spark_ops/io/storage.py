@@ -219,6 +219,12 @@ class _TypedOutput:
         self.close()
 
 
+def _tail_start(size: int, max_size: int, whole_below: int) -> int:
+    """Where ``read_tail`` of an object of ``size`` bytes starts: 0 for a small one (at most
+    ``whole_below``), else its last ``max_size`` bytes."""
+    return 0 if size <= whole_below else max(0, size - max_size)
+
+
 @dataclass(repr=False)
 class ObjectStore:
     """An fsspec filesystem plus a root URI; paths given to methods are relative to the root
@@ -558,7 +564,7 @@ class ObjectStore:
             raise AccessDeniedError(f"read refused: {e}", path=self.uri(rel)) from e
         try:
             size = os.fstat(fd).st_size
-            start = 0 if size <= whole_below else max(0, size - max_size)
+            start = _tail_start(size, max_size, whole_below)
             return size, _pread_all(fd, size - start, start)
         finally:
             os.close(fd)
@@ -571,7 +577,7 @@ class ObjectStore:
         ahead = self._tails.take(path) if got is None and self._tails is not None else None
         if ahead is not None:  # fetched with the task's other footers (``prefetch_tails``)
             size = self._sizes.get(path)
-            start = None if size is None else (0 if size <= whole_below else max(0, size - max_size))
+            start = None if size is None else _tail_start(size, max_size, whole_below)
             if start is not None and ahead[0] <= start and ahead[0] + len(ahead[1]) == size:
                 return size, bytes(memoryview(ahead[1])[start - ahead[0]:])
         with self._typed("ranged read", rel):
@@ -585,11 +591,11 @@ class ObjectStore:
                     if len(data) != min(size, max(max_size, whole_below)):
                         raise LanceError(f"short read of the last {max(max_size, whole_below)} bytes: got "
                                          f"{len(data)} of {size}", path=self.uri(rel))
-                    start = 0 if size <= whole_below else max(0, size - max_size)
+                    start = _tail_start(size, max_size, whole_below)
                     return size, bytes(memoryview(data)[len(data) - (size - start):])
                 if size is None:
                     size = int(self.fs.size(path))
-            start = 0 if size <= whole_below else max(0, size - max_size)
+            start = _tail_start(size, max_size, whole_below)
             if got is not None:
                 return size, bytes(got[start:size])
         return size, self.read_range(rel, start, size - start)
