@@ -163,9 +163,13 @@ class Dataset:
         check_readable(mf.manifest.reader_feature_flags, path)
         check_manifest(mf.manifest, path)
         ds = cls(store, mf, scheme, rel.rsplit("/", 1)[-1], manifest_store)
-        if len(data) <= SHIPPED_MANIFEST_BYTES:
-            ds.manifest_bytes = bytes(data)
+        ds._keep_manifest_bytes(data)
         return ds
+
+    def _keep_manifest_bytes(self, data: bytes | bytearray | memoryview | None) -> None:
+        """Keep the manifest file as read or written when it is small (``manifest_bytes``)."""
+        if data is not None and len(data) <= SHIPPED_MANIFEST_BYTES:
+            self.manifest_bytes = bytes(data)
 
     @classmethod
     def from_manifest_bytes(cls, uri: str | ObjectStore, data: bytes, rel: str, version: int, *,
@@ -236,9 +240,7 @@ class Dataset:
         """The version a commit just wrote (``commit_transaction``'s result)."""
         ds = cls(result.store, result.manifest_file, result.naming_scheme, result.manifest_name,
                  manifest_store=result.handler)
-        data = result.manifest_bytes
-        if data is not None and len(data) <= SHIPPED_MANIFEST_BYTES:
-            ds.manifest_bytes = bytes(data)
+        ds._keep_manifest_bytes(result.manifest_bytes)
         return ds
 
     def checkout(self, version: int) -> Dataset:
