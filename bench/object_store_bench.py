@@ -1,16 +1,19 @@
 """Ours against pylance on an S3 store at a real request latency, in one run.
 
     python bench/object_store_bench.py [--latencies 0 20 50] [--rounds 2]
-        [--ops compact binary binary_clean btree vacuum open]
+        [--ops compact binary binary_clean btree vacuum open] [--bandwidth-mbps 90]
 
 The store is ``moto_server`` on loopback behind ``tests/support/latency_store``'s proxy (in a
 child process, off this process's GIL), which holds every request N ms and counts requests by
-method and S3 operation. The dataset is issue #39's: 48 fragments x 20 000 rows (int64,
-float64, a short string, a 16-d float32 vector), a sixth of the rows deleted, written by pylance;
-every run works on a fresh server-side copy made untimed, and ours and pylance alternate which
-goes first from round to round. Our side is Spark ``local[2]`` (workers warmed first, and the
-driver's imports: a one-task compaction runs in the driver); pylance's
-``compact_files(num_threads=2)``. After every run pylance reads the result and it must hold the
+method and S3 operation; with ``--bandwidth-mbps N`` it also carries each connection's bytes (an
+answer's and an upload's) at N MB/s (S3 serves a single connection ~85-90 MB/s: AWS's
+performance guidance; 0, the default, leaves loopback's rate). The dataset is issue #39's: 48
+fragments x 20 000 rows (int64, float64, a short string, a 16-d float32 vector), a sixth of the
+rows deleted, written by pylance; every run works on a fresh server-side copy made untimed, and
+ours and pylance alternate which goes first from round to round. Our side is Spark ``local[2]``
+(workers warmed first, and the driver's imports: a one-task compaction runs in the driver);
+pylance's ``compact_files(num_threads=2)``. After every run pylance reads the result and it must
+hold the
 same rows. ``--warm-rounds K``: K untimed rounds of each op (both sides, checked the same way)
 before the timed ones, for a steady state (without it each side's first run of an op is timed
 with its one-time costs). Operations:
@@ -315,6 +318,8 @@ def main() -> None:
                     help="untimed rounds of each op and latency first, both sides (a steady state: "
                          "each side's first run of an op pays its one-time costs there)")
     ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
+    ap.add_argument("--bandwidth-mbps", type=float, default=0.0,
+                    help="each connection's rate through the proxy, MB/s (0: uncapped)")
     ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
     ap.add_argument("--big-versions", type=int, default=1000, help="versions of open_big's dataset")
     ap.add_argument("--big-cache", default="/tmp/lso-bench-big", help="open_big's dataset on local disk")
@@ -375,7 +380,7 @@ def main() -> None:
         requests: dict = {}
         n = 0
         for latency in args.latencies:
-            proxy.configure(delay_ms=latency)
+            proxy.configure(delay_ms=latency, bandwidth_bps=args.bandwidth_mbps * 1e6 or None)
             for op in args.ops:
                 for r in range(-args.warm_rounds, args.rounds):
                     order = ["ours", "pylance"] if (r + n) % 2 == 0 else ["pylance", "ours"]
@@ -435,6 +440,7 @@ def main() -> None:
     result = {"dataset": {"fragments": FRAGMENTS, "rows_per_fragment": ROWS, "live_rows": int(live),
                           "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
               "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
+              "bandwidth_mbps_per_connection": args.bandwidth_mbps or None,
               "warm_rounds": args.warm_rounds,
               "vacuum_versions": args.versions,
               "open_big": {"versions": args.big_versions, "fragments": args.big_versions * 10},

@@ -62,6 +62,32 @@ def test_proxy_counts_operations_and_holds_requests(slow_s3: SlowS3) -> None:
     assert proxy.stats()["faults"] == {"slowdown": 1}
 
 
+def test_proxy_caps_bandwidth_both_ways(slow_s3: SlowS3) -> None:
+    """With a bandwidth cap an upload's body and a download's answer each take at least their
+    size over the rate (lower bounds only: pacing cannot make a transfer faster)."""
+    import time
+
+    import boto3
+
+    proxy = slow_s3.proxy
+    client = boto3.client("s3", endpoint_url=proxy.endpoint, aws_access_key_id="testing",
+                          aws_secret_access_key="testing-secret", region_name="us-east-1")
+    bucket, body = slow_s3.direct.bucket, bytes(range(256)) * 4096  # 1 MiB
+    proxy.configure(bandwidth_bps=4 << 20)  # 4 MiB/s: 0.25 s a MiB
+    try:
+        t0 = time.perf_counter()
+        client.put_object(Bucket=bucket, Key="bw/x", Body=body)
+        put = time.perf_counter() - t0
+        t0 = time.perf_counter()
+        got = client.get_object(Bucket=bucket, Key="bw/x")["Body"].read()
+        get = time.perf_counter() - t0
+    finally:
+        proxy.configure(bandwidth_bps=None)
+    assert got == body
+    assert put >= 0.25 and get >= 0.25, (put, get)
+    assert proxy.stats()["bytes_in"]["PUT"] == len(body)
+
+
 def test_proxy_keeps_client_connections_alive(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's server closes every connection; the proxy keeps its client's open, as S3 does (a
     client then pays one connection for many requests, not one per request). Through s3fs,

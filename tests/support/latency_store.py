@@ -1,7 +1,7 @@
 """A latency-faithful S3 store for tests and benches: ``moto_server`` on 127.0.0.1 behind a
-loopback HTTP proxy that holds each request N ms, optionally caps bandwidth per connection,
-counts requests and bytes by method and S3 operation, and injects faults (503 SlowDown,
-timeouts, connection resets).
+loopback HTTP proxy that holds each request N ms, optionally caps bandwidth per connection
+(answers and request bodies alike), counts requests and bytes by method and S3 operation, and
+injects faults (503 SlowDown, timeouts, connection resets).
 
 Clients (s3fs in our executors, pylance's object_store) point ``aws_endpoint`` at the proxy.
 The proxy answers its own control requests under ``/__latency__/`` (JSON: ``stats``,
@@ -311,6 +311,11 @@ class LatencyProxy:
                     return f
         return None
 
+    def _upload_seconds(self, n: int) -> float:
+        """How long a request body of ``n`` bytes takes at the connection's capped rate."""
+        bps = self.bandwidth_bps
+        return n / bps if bps and n >= 16384 else 0.0
+
     async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
         bps = self.bandwidth_bps
         if not bps or len(data) < 16384:
@@ -321,11 +326,13 @@ class LatencyProxy:
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         for i in range(0, len(data), chunk):
-            writer.write(data[i:i + chunk])
-            await writer.drain()
-            due = t0 + (i + chunk) / bps
+            # a slice is sent once the rate has carried it: the last byte arrives at size / rate
+            piece = data[i:i + chunk]
+            due = t0 + (i + len(piece)) / bps
             if due > loop.time():
                 await asyncio.sleep(due - loop.time())
+            writer.write(piece)
+            await writer.drain()
 
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
@@ -426,7 +433,9 @@ class LatencyProxy:
                             await asyncio.sleep(fault.hold_s)
                         _reset(writer)
                         return
-                    wait = t0 + self.delay_ms / 1000 - loop.time()
+                    # the request's body took its time at the capped rate too (read here at
+                    # loopback speed): the answer waits for it, as a client's upload would
+                    wait = t0 + self.delay_ms / 1000 + self._upload_seconds(len(body)) - loop.time()
                     if wait > 0:
                         await asyncio.sleep(wait)
                     await self._send(writer, rhead + rbody)
