@@ -13,8 +13,7 @@ rows deleted, written by pylance; every run works on a fresh server-side copy ma
 ours and pylance alternate which goes first from round to round. Our side is Spark ``local[2]``
 (workers warmed first, and the driver's imports: a one-task compaction runs in the driver);
 pylance's ``compact_files(num_threads=2)``. After every run pylance reads the result and it must
-hold the
-same rows. ``--warm-rounds K``: K untimed rounds of each op (both sides, checked the same way)
+hold the same rows. ``--warm-rounds K``: K untimed rounds of each op (both sides, checked the same way)
 before the timed ones, for a steady state (without it each side's first run of an op is timed
 with its one-time costs). Operations:
 
