@@ -3,7 +3,7 @@ rewrite task's start and end in its worker, and every request with its wall-cloc
 the latency proxy's log (issue #39: find the largest cost before cutting it).
 
     python bench/compact_timeline.py [--latency 20] [--rounds 2] [--mode reencode] [--clean]
-        [--pylance] [--local | --driver-bytes N]
+        [--pylance] [--local | --driver-bytes N] [--bandwidth-mbps N]
 
 The store and dataset are ``object_store_bench``'s (48 fragments x 20 000 rows, a sixth
 deleted; ``--clean``: none deleted, ``binary_clean``'s source, where a binary copy moves pages);
@@ -76,6 +76,8 @@ def groups(times: list, t0: float) -> list[dict]:
 def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", type=float, default=20)
+    ap.add_argument("--bandwidth-mbps", type=float, default=0.0,
+                    help="each connection's rate, MB/s (0: uncapped)")
     ap.add_argument("--rounds", type=int, default=2)
     ap.add_argument("--mode", default="reencode")
     ap.add_argument("--clean", action="store_true", help="the dataset without deleted rows")
@@ -114,7 +116,7 @@ def main() -> None:
         run_tasks(spark, "warm", list(range(default_parallelism(spark))), _import_package)
         for side in ("ours", "pylance"):
             run_side(side, "open", f"s3://bench-src/{source}", via, spark, args)
-        proxy.configure(delay_ms=args.latency, log=True)
+        proxy.configure(delay_ms=args.latency, log=True, bandwidth_bps=args.bandwidth_mbps * 1e6 or None)
         for r in range(args.rounds):
             for side in ("ours", "pylance") if args.pylance else ("ours",):
                 bucket = f"bench-{uuid.uuid4().hex[:12]}"

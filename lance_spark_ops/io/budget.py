@@ -13,7 +13,7 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
 - ``LSO_IO_MAX_BYTES``: bytes in flight or fetched ahead and not yet consumed, per task
   (object stores: 64 MiB; local: 32 MiB). One budget bounds what a rewrite task holds of its
   I/O: its output's upload holds up to ``upload_share`` (half: the parts in flight and the part
-  being filled; 3 parts of 8 MiB by default) and the prefetch of its next files the rest
+  being filled; 5 parts of 5 MiB in flight by default) and the prefetch of its next files the rest
   (``prefetch_share``; files the task is done with are dropped at once, files it is reading are
   kept); once the task has read its last input (the prefetch stopped), the upload may hold the
   whole budget, so the parts left at the writer's close go out together. Its file writer
@@ -26,10 +26,12 @@ with ``spark.executorEnv.LSO_IO_MAX_REQUESTS`` ...):
   large outputs' uploads (one 5 MiB part in flight: a 60 MB compaction at 20 ms took 2.2x the
   time, ``bench/rewrite_rss_profile.py``, ``bench/object_store_bench.py``).
 - ``LSO_IO_PART_BYTES``: part size of concurrent multipart uploads and of ranged reads of a
-  large object (8 MiB; for an ``LSO_IO_MAX_BYTES`` under 32 MiB a quarter of it, at least 5
-  MiB: ``default_part_bytes``; S3 needs >= 5 MiB). Smaller parts start uploading sooner while
-  the writer encodes, so less is left to upload after its last page. Under ~16 MiB of budget
-  the upload's two parts leave the prefetch little room (each read then a round trip).
+  large object (5 MiB, S3's smallest part; S3 needs >= 5 MiB). S3 carries ~90 MB/s on one
+  connection, so a part's bytes take as long as its round trip or longer: within the upload's
+  byte share smaller parts keep more connections busy. At 20 ms and 90 MB/s a connection, a
+  60 MB compaction's upload had 2 parts of 8 MiB in flight (0.82-0.84 s) against 4 of 5 MiB
+  (0.66-0.68 s; 0.63-0.67 against 0.60 s with no bandwidth cap: ``bench/object_store_bench.py
+  --bandwidth-mbps``). Smaller parts also start uploading sooner while the writer encodes.
 """
 
 from __future__ import annotations
@@ -49,7 +51,7 @@ class IOBudget:
 
     max_requests: int
     max_bytes: int
-    part_bytes: int = 8 * MIB
+    part_bytes: int = MIN_PART_BYTES  # see the module docstring (LSO_IO_PART_BYTES)
 
     def __post_init__(self) -> None:
         if self.max_requests < 1 or self.max_bytes < 1:
@@ -118,18 +120,9 @@ def _env_int(name: str, default: int) -> int:
         raise InvalidInputError(f"environment variable {name} must be an integer, got {raw!r}") from None
 
 
-def default_part_bytes(max_bytes: int) -> int:
-    """The part size when ``LSO_IO_PART_BYTES`` is not set: 8 MiB, smaller for a budget under
-    four of them (at least S3's 5 MiB). With 8 MiB parts a 16 MiB budget would leave the
-    prefetch nothing (the upload's share is two parts): every read a round trip of its own,
-    a 500-fragment task 10x slower (``bench/rewrite_rss_profile.py``)."""
-    part = IOBudget.part_bytes
-    return part if max_bytes >= 4 * part else max(MIN_PART_BYTES, max_bytes // 4)
-
-
 def io_budget(local: bool) -> IOBudget:
     """The budget for a local store or an object store, with the environment's overrides."""
     base = LOCAL_BUDGET if local else OBJECT_STORE_BUDGET
     max_bytes = _env_int("LSO_IO_MAX_BYTES", base.max_bytes)
     return IOBudget(_env_int("LSO_IO_MAX_REQUESTS", base.max_requests), max_bytes,
-                    _env_int("LSO_IO_PART_BYTES", default_part_bytes(max_bytes)))
+                    _env_int("LSO_IO_PART_BYTES", base.part_bytes))

@@ -228,20 +228,19 @@ def test_upload_window_takes_the_whole_budget_once_reading_is_over() -> None:
     assert fs.max_in_flight == whole
 
 
-@pytest.mark.parametrize(("max_mib", "part_mib", "prefetch_with_8_mib_parts"),
-                         [(64, 8, 32 * MIB), (32, 8, 16 * MIB), (24, 6, 8 * MIB), (16, 5, 1), (8, 5, 1),
-                          (256, 8, 128 * MIB)])
-def test_part_size_follows_a_small_budget(monkeypatch: pytest.MonkeyPatch, max_mib: int, part_mib: int,
-                                          prefetch_with_8_mib_parts: int) -> None:
-    """Unset, the part size is 8 MiB, a quarter of a budget under 32 MiB (at least S3's 5
-    MiB): a 16 MiB budget keeps 6 MiB for the prefetch (8 MiB parts left it one byte); a part
-    size set in the environment is taken as it is."""
+@pytest.mark.parametrize(("max_mib", "prefetch_with_8_mib_parts"),
+                         [(64, 32 * MIB), (32, 16 * MIB), (24, 8 * MIB), (16, 1), (8, 1), (256, 128 * MIB)])
+def test_part_size_default_and_override(monkeypatch: pytest.MonkeyPatch, max_mib: int,
+                                        prefetch_with_8_mib_parts: int) -> None:
+    """Unset, the part size is S3's smallest, 5 MiB, whatever the budget: a 16 MiB budget keeps
+    6 MiB for the prefetch (8 MiB parts left it one byte); a part size set in the environment
+    is taken as it is."""
     from lance_spark_ops.io.budget import io_budget, prefetch_share
 
     monkeypatch.setenv("LSO_IO_MAX_BYTES", str(max_mib * MIB))
     monkeypatch.delenv("LSO_IO_PART_BYTES", raising=False)
     budget = io_budget(local=False)
-    assert budget.part_bytes == part_mib * MIB
+    assert budget.part_bytes == 5 * MIB
     if max_mib >= 16:
         assert prefetch_share(budget) >= max_mib * MIB // 4
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(8 * MIB))
