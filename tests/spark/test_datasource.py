@@ -92,6 +92,19 @@ def test_plan_slices() -> None:
     assert plan_slices(sizes[:3], 20, max_bytes=128 * mib) == [[(0, 0, 10), (1, 0, 10)], [(2, 0, 10)]]
 
 
+def test_source_module_imports_no_table_layer() -> None:
+    """Spark makes the source in a fresh planner process (``create_data_source``) that imports
+    its module: that module alone, not the table and file layers it reads with."""
+    import subprocess
+    import sys
+
+    code = ("import sys, lance_spark_ops.spark.datasource as d; "
+            "print(sorted(m for m in sys.modules if m.startswith(('lance_spark_ops.table', "
+            "'lance_spark_ops.file', 'lance_spark_ops.io', 'pyarrow'))))")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
+    assert out.stdout.strip() == "[]", out.stdout
+
+
 def test_options() -> None:
     opts = ReadOptions.parse({"path": "/x", "columns": '["a", "b,c"]', "with_row_id": "TRUE",
                               "storage.region": "eu", "storage_options": '{"Key": 1, "region": "us"}'})

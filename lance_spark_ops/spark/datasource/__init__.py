@@ -23,19 +23,23 @@ source of the same name (lance-spark's JAR on the classpath) takes precedence ov
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from pyspark.sql.datasource import DataSource, DataSourceReader
+from pyspark.sql.datasource import DataSource
 
-from lance_spark_ops.spark.datasource.options import ReadOptions, WriteOptions
-from lance_spark_ops.spark.datasource.reader import LanceReader, open_pinned, scan_arrow_schema
-from lance_spark_ops.spark.datasource.writer import LanceWriter
-from lance_spark_ops.spark.runtime.scan_tasks import ship
-from lance_spark_ops.spark.runtime.spark_types import spark_schema
+if TYPE_CHECKING:
+    from lance_spark_ops.spark.datasource.reader import LanceReader
+    from lance_spark_ops.spark.datasource.writer import LanceWriter
 
 __all__ = ["LanceDataSource", "LanceDataSourceNoPushdown", "register_data_source"]
 
 PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
+
+# The reading and writing machinery is imported where it is used, not here: Spark instantiates
+# this class in Python planner processes of its own (``pyspark.daemon``, which preloads nothing
+# of ours), one after another on a session's first read; the one that only makes the source
+# (``create_data_source``: ``read_lance`` gives the schema, so nothing else is asked of it) then
+# imports this module alone, not the table and file layers (~0.35 s a fresh process).
 
 
 class _Base(DataSource):
@@ -45,6 +49,11 @@ class _Base(DataSource):
 
     def schema(self) -> Any:
         """The dataset's columns as Spark types; pins the version it read for ``reader``."""
+        from lance_spark_ops.spark.datasource.options import ReadOptions
+        from lance_spark_ops.spark.datasource.reader import open_pinned, scan_arrow_schema
+        from lance_spark_ops.spark.runtime.scan_tasks import ship
+        from lance_spark_ops.spark.runtime.spark_types import spark_schema
+
         opts = ReadOptions.parse(self.options)
         ds = open_pinned(opts)
         self.options["version"] = str(ds.version)
@@ -55,6 +64,9 @@ class _Base(DataSource):
         return spark_schema(scan_arrow_schema(ds, opts))
 
     def writer(self, schema: Any, overwrite: bool) -> LanceWriter:
+        from lance_spark_ops.spark.datasource.options import WriteOptions
+        from lance_spark_ops.spark.datasource.writer import LanceWriter
+
         return LanceWriter(WriteOptions.parse(self.options), schema, overwrite)
 
 
@@ -62,18 +74,20 @@ class LanceDataSource(_Base):
     """The ``lance`` source with filter pushdown (the session must enable it, see PUSHDOWN_CONF)."""
 
     def reader(self, schema: Any) -> LanceReader:
+        from lance_spark_ops.spark.datasource.options import ReadOptions
+        from lance_spark_ops.spark.datasource.reader import LanceReader
+
         return LanceReader(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
-
-
-class _ReaderNoPushdown(LanceReader):
-    pushFilters = DataSourceReader.pushFilters  # noqa: N815 - pyspark's own: every filter to Spark
 
 
 class LanceDataSourceNoPushdown(_Base):
     """The ``lance`` source for sessions that keep Python filter pushdown off."""
 
     def reader(self, schema: Any) -> LanceReader:
-        return _ReaderNoPushdown(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
+        from lance_spark_ops.spark.datasource.options import ReadOptions
+        from lance_spark_ops.spark.datasource.reader import ReaderNoPushdown
+
+        return ReaderNoPushdown(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
 
 
 def register_data_source(spark: Any, filter_pushdown: bool = True) -> None:

@@ -170,3 +170,9 @@ class LanceReader(DataSourceReader):
             out = F.apply(self.filters, out)
             if out.num_rows:
                 yield out
+
+
+class ReaderNoPushdown(LanceReader):
+    """``LanceReader`` that hands every filter back to Spark (``LanceDataSourceNoPushdown``)."""
+
+    pushFilters = DataSourceReader.pushFilters  # noqa: N815 - pyspark's own: every filter to Spark
