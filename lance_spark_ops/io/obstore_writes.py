@@ -126,7 +126,9 @@ class ObstoreUpload(PartStream):
         else:
             bodies = self._bodies
             bodies.append(self._cur)
-            self._cur = bytearray()
+            if self._held is not None:  # the object went as one PUT
+                bodies.append(self._held)
+            self._cur, self._held = bytearray(), None
             KEPT_BODIES.give([bodies[i] for i in range(len(bodies)) if _released(bodies, i)],
                              self.budget.part_bytes, self.budget.max_bytes)
         finally:
@@ -136,9 +138,11 @@ class ObstoreUpload(PartStream):
     def _finish(self) -> None:
         import obstore
 
-        if self._writer is None:
-            obstore.put(self._store, self._key, memoryview(self._cur)[:self._fill], use_multipart=False)
+        whole = self.whole_object()
+        if whole is not None:
+            obstore.put(self._store, self._key, whole, use_multipart=False)
             return
+        self._send_held()
         if self._fill:
             self._start_part(memoryview(self._cur)[:self._fill])
         assert self._handed is not None
@@ -177,7 +181,7 @@ class ObstoreUpload(PartStream):
         if self._thread is not None:
             self._thread.shutdown(wait=False)
         self._thread, self._handed = None, None
-        self._cur, self._fill, self._bodies = bytearray(), 0, []
+        self._cur, self._fill, self._bodies, self._held = bytearray(), 0, [], None
 
     def discard(self) -> None:
         """Give the object up: abort the multipart upload, write nothing."""

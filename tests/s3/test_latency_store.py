@@ -325,6 +325,18 @@ def test_multipart_upload_and_discard(slow_s3: SlowS3, monkeypatch: pytest.Monke
     assert _by_op(slow_s3.proxy.stats()["log"], "/small.bin") == {"PUT": 1}
     direct = ObjectStore(slow_s3.uri(f"mp-{carrier}"), slow_s3.direct.options)
     assert direct.read("small.bin") == payload[:1000]
+    # two parts' worth is one PUT too (the first full part waits for a third); given up, nothing
+    two, held = store.open_output("two.bin"), store.open_output("held.bin")
+    slow_s3.proxy.reset()
+    for i in range(0, 10 << 20, 1 << 20):
+        two.write(payload[i:i + (1 << 20)])
+        held.write(payload[i:i + (1 << 20)])
+    two.close()
+    held.discard()
+    log = slow_s3.proxy.stats()["log"]
+    assert _by_op(log, "/two.bin") == {"PUT": 1} and _by_op(log, "/held.bin") == {}
+    assert direct.read("two.bin") == payload[:10 << 20]
+    assert "held.bin" not in direct.list("")
 
 
 @pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
