@@ -1,8 +1,9 @@
-"""A timeline of one BTREE build on S3 at a request latency, ours and pylance's, from the
-latency proxy's request log (issue #39): each request's operation, key and start / end,
-relative to the call, plus our job's phases. Which requests wait on others is read off it.
+"""A timeline of one BTREE (or ``--index INVERTED``) build on S3 at a request latency, ours and
+pylance's, from the latency proxy's request log (issue #39): each request's operation, key and
+start / end, relative to the call, plus our job's phases. Which requests wait on others is read off it.
 
-    python bench/btree_timeline.py [--latency 20] [--side ours pylance] [--out /tmp/t.json]
+    python bench/btree_timeline.py [--latency 20] [--side ours pylance] [--index BTREE|INVERTED]
+        [--out /tmp/t.json]
 
 The dataset is ``object_store_bench``'s (48 fragments x 20 000 rows, a sixth deleted); one
 untimed build on each side first warms imports, clients and Spark workers.
@@ -45,8 +46,11 @@ def main() -> None:
     ap = argparse.ArgumentParser()
     ap.add_argument("--latency", type=float, default=20)
     ap.add_argument("--side", nargs="+", default=["ours", "pylance"])
+    ap.add_argument("--index", choices=("BTREE", "INVERTED"), default="BTREE",
+                    help="BTREE on the int64 column or INVERTED on the string one")
     ap.add_argument("--out", default="")
     args = ap.parse_args()
+    column = "id" if args.index == "BTREE" else "s"
     os.environ.setdefault("PYSPARK_PYTHON", sys.executable)
     import boto3
 
@@ -70,10 +74,10 @@ def main() -> None:
 
         def run(side: str, uri: str):
             if side == "ours":
-                return create_index(spark, uri, "id", "BTREE", storage_options=via)
+                return create_index(spark, uri, column, args.index, storage_options=via)
             import lance
 
-            lance.dataset(uri, storage_options=via).create_scalar_index("id", "BTREE")
+            lance.dataset(uri, storage_options=via).create_scalar_index(column, args.index)
             return None
 
         proxy.configure(delay_ms=args.latency)
