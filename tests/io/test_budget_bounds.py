@@ -6,6 +6,7 @@ task reading 10x more objects, or writing 10x more parts, holds no more."""
 from __future__ import annotations
 
 import asyncio
+import threading
 from typing import Any
 
 import numpy as np
@@ -326,6 +327,7 @@ def test_discard_aborts_after_the_parts_in_flight_are_over() -> None:
         def __init__(self) -> None:
             super().__init__(window=8, parts=100)
             self.events: list[str] = []
+            self.three_running = threading.Event()  # three parts' requests have begun
 
         async def _call_s3(self, method: str, **kw: Any) -> dict[str, Any]:
             if method == "abort_multipart_upload":
@@ -333,6 +335,9 @@ def test_discard_aborts_after_the_parts_in_flight_are_over() -> None:
                 return {}
             if method != "upload_part":
                 return await super()._call_s3(method, **kw)
+            self.started += 1
+            if self.started == 3:
+                self.three_running.set()
             try:
                 await asyncio.Event().wait()  # held until cancelled
             except asyncio.CancelledError:
@@ -346,6 +351,9 @@ def test_discard_aborts_after_the_parts_in_flight_are_over() -> None:
     fs = _SlowToStop()
     up = S3Upload(fs, "bucket/d.lance", budget, window=lambda: 4)
     up.write(bytes(3 * part + 1))  # three parts started, the fourth being filled
+    # the parts' requests running before the discard (the first two are sent together once the
+    # third begins: a cancel could otherwise stop one before its request began)
+    assert fs.three_running.wait(30)
     up.discard()
     assert sorted(fs.events) == ["abort", "part 1 over", "part 2 over", "part 3 over"], fs.events
     assert fs.events[-1] == "abort", fs.events
