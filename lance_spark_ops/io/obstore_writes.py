@@ -8,7 +8,7 @@ against obstore's ~0.08 s, on the same cores that decode and encode (``bench/io_
 sends that body without a copy and drops it when its part is uploaded.
 
 Same contract as ``remote.S3Upload``: parts upload while the writer goes on, at most
-``upload_window`` of them in flight; an object of at most one part is one PUT at ``close``;
+``upload_window`` of them in flight; an object of at most two parts is one PUT at ``close``;
 ``discard`` (or a failure) aborts the multipart upload.
 """
 

@@ -480,8 +480,9 @@ class PartStream:
 
     def write(self, data: Any) -> int:
         """Copy ``data`` into the part being filled (the one copy a part's bytes make here: the
-        part is the request body, sent in one piece). A full part goes out when more follows
-        (an object of at most one part is one PUT at close): the upload runs beside the encoding."""
+        part is the request body, sent in one piece). A full part goes out when more follows,
+        the first once a third begins (an object of at most two parts is one PUT at close): the
+        upload runs beside the encoding."""
         mv = memoryview(data).cast("B")
         n, at = len(mv), 0
         part = self.budget.part_bytes
@@ -541,7 +542,7 @@ class S3Upload(PartStream):
     writer goes on (``window()`` parts in flight, by default ``budget.upload_window``: the
     upload holds at most ``upload_share`` bytes, half the byte budget, while a prefetch keeps to
     the other half; the store widens it once the prefetch is over); an
-    object of at most one part is a single PUT at ``close``. The upload's start is not waited
+    object of at most two parts is a single PUT at ``close``. The upload's start is not waited
     for: the first part awaits it on the loop. ``discard`` aborts the multipart upload (nothing
     is left behind)."""
 
@@ -703,7 +704,7 @@ class S3Upload(PartStream):
 
 class AzureUpload(S3Upload):
     """``S3Upload`` on Azure Blob storage: the parts are blocks (Put Block, several in flight)
-    committed in order by one Put Block List at ``close``; an object of at most one part is one
+    committed in order by one Put Block List at ``close``; an object of at most two parts is one
     Put Blob. ``discard`` commits nothing: Azure drops uncommitted blocks itself (after a week,
     or at the blob's next commit), and has no call to abort them."""
 
