@@ -38,6 +38,7 @@ READY_SECONDS = 30.0
 _SLOWDOWN = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>SlowDown</Code>'
              b"<Message>Please reduce your request rate.</Message></Error>")
 FAULT_KINDS = ("slowdown", "timeout", "reset")
+PACED_MIN_BYTES = 16384  # smaller transfers (headers, small answers) are not paced by the cap
 # not drawn by the fault harness: S3's answer to a retried CompleteMultipartUpload whose first try
 # landed (moto completes twice), given here to the first try after it was forwarded
 _NO_SUCH_UPLOAD = (b'<?xml version="1.0" encoding="UTF-8"?>\n<Error><Code>NoSuchUpload</Code>'
@@ -311,18 +312,24 @@ class LatencyProxy:
                     return f
         return None
 
+    def _rate(self, n: int) -> float | None:
+        """The capped rate a transfer of ``n`` bytes goes at (None: at once - no cap, or under
+        ``PACED_MIN_BYTES``)."""
+        bps = self.bandwidth_bps
+        return bps if bps and n >= PACED_MIN_BYTES else None
+
     def _upload_seconds(self, n: int) -> float:
         """How long a request body of ``n`` bytes takes at the connection's capped rate."""
-        bps = self.bandwidth_bps
-        return n / bps if bps and n >= 16384 else 0.0
+        bps = self._rate(n)
+        return n / bps if bps else 0.0
 
     async def _send(self, writer: asyncio.StreamWriter, data: bytes) -> None:
-        bps = self.bandwidth_bps
-        if not bps or len(data) < 16384:
+        bps = self._rate(len(data))
+        if not bps:
             writer.write(data)
             await writer.drain()
             return
-        chunk = max(16384, int(bps / 50))  # paced in ~20 ms slices
+        chunk = max(PACED_MIN_BYTES, int(bps / 50))  # paced in ~20 ms slices
         loop = asyncio.get_running_loop()
         t0 = loop.time()
         for i in range(0, len(data), chunk):
