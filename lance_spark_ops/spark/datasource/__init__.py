@@ -42,7 +42,11 @@ PUSHDOWN_CONF = "spark.sql.python.filterPushdown.enabled"
 # imports this module alone, not the table and file layers (~0.35 s a fresh process).
 
 
-class _Base(DataSource):
+class LanceDataSource(DataSource):
+    """The ``lance`` source with filter pushdown (the session must enable it, see PUSHDOWN_CONF)."""
+
+    pushdown = True
+
     @classmethod
     def name(cls) -> str:
         return "lance"
@@ -70,24 +74,18 @@ class _Base(DataSource):
         return LanceWriter(WriteOptions.parse(self.options), schema, overwrite)
 
 
-class LanceDataSource(_Base):
-    """The ``lance`` source with filter pushdown (the session must enable it, see PUSHDOWN_CONF)."""
-
     def reader(self, schema: Any) -> LanceReader:
         from lance_spark_ops.spark.datasource.options import ReadOptions
-        from lance_spark_ops.spark.datasource.reader import LanceReader
+        from lance_spark_ops.spark.datasource.reader import LanceReader, ReaderNoPushdown
 
-        return LanceReader(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
+        cls = LanceReader if self.pushdown else ReaderNoPushdown
+        return cls(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
 
 
-class LanceDataSourceNoPushdown(_Base):
+class LanceDataSourceNoPushdown(LanceDataSource):
     """The ``lance`` source for sessions that keep Python filter pushdown off."""
 
-    def reader(self, schema: Any) -> LanceReader:
-        from lance_spark_ops.spark.datasource.options import ReadOptions
-        from lance_spark_ops.spark.datasource.reader import ReaderNoPushdown
-
-        return ReaderNoPushdown(ReadOptions.parse(self.options), schema, getattr(self, "shipped", None))
+    pushdown = False
 
 
 def register_data_source(spark: Any, filter_pushdown: bool = True) -> None:
