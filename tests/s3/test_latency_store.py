@@ -88,6 +88,51 @@ def test_proxy_caps_bandwidth_both_ways(slow_s3: SlowS3) -> None:
     assert proxy.stats()["bytes_in"]["PUT"] == len(body)
 
 
+def test_proxy_resends_on_an_upstream_connection_closed_while_idle() -> None:
+    """An upstream that closes a kept-alive connection while it is idle (Azurite does after 5
+    s; no ``Connection: close`` in its answer) costs the proxy's client nothing: the next request
+    is sent again on a new upstream connection and answered on the client's same connection.
+    Before, the proxy dropped the client's connection, and azure-storage's retry waited ~15-20 s."""
+    import http.client
+    import socket
+    import threading
+
+    from tests.support.latency_store import LatencyProxy
+
+    closed = threading.Semaphore(0)  # released once the upstream has closed a connection
+    server = socket.create_server(("127.0.0.1", 0))
+    accepted: list[int] = []
+
+    def serve() -> None:
+        while True:
+            try:
+                conn, _ = server.accept()
+            except OSError:
+                return
+            with conn:
+                accepted.append(1)
+                data = b""
+                while b"\r\n\r\n" not in data:
+                    data += conn.recv(4096)
+                conn.sendall(b"HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok")
+            closed.release()  # one answer a connection, then closed as an idle timeout would
+
+    threading.Thread(target=serve, daemon=True).start()
+    try:
+        with LatencyProxy(f"http://127.0.0.1:{server.getsockname()[1]}") as proxy:
+            client = http.client.HTTPConnection(proxy.endpoint.removeprefix("http://"), timeout=10)
+            for path in ("/a", "/b", "/c"):
+                client.request("GET", path)
+                answer = client.getresponse()
+                assert (answer.status, answer.read()) == (200, b"ok"), path
+                assert closed.acquire(timeout=10)
+            client.close()
+            assert proxy.stats()["connections"] == 1  # the client's one connection served all three
+        assert len(accepted) == 3
+    finally:
+        server.close()
+
+
 def test_proxy_keeps_client_connections_alive(slow_s3: SlowS3, monkeypatch: pytest.MonkeyPatch) -> None:
     """moto's server closes every connection; the proxy keeps its client's open, as S3 does (a
     client then pays one connection for many requests, not one per request). Through s3fs,

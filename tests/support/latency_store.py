@@ -341,6 +341,27 @@ class LatencyProxy:
             writer.write(piece)
             await writer.drain()
 
+    async def _forward(self, up: tuple[asyncio.StreamReader, asyncio.StreamWriter] | None, request: bytes
+                       ) -> tuple[tuple[asyncio.StreamReader, asyncio.StreamWriter], bytes]:
+        """Send ``request`` upstream and read the answer's head; returns the connection used.
+        A kept-alive upstream connection the server closed while idle (Azurite closes them after
+        5 s) fails before any answer byte: the request is sent again on a new connection, as an
+        HTTP client does with a stale pooled connection, and the client's connection stays up."""
+        async def exchange(conn: tuple[asyncio.StreamReader, asyncio.StreamWriter]) -> bytes:
+            conn[1].write(request)
+            await conn[1].drain()
+            return await conn[0].readuntil(b"\r\n\r\n")
+
+        if up is not None:
+            try:
+                return up, await exchange(up)
+            except (asyncio.IncompleteReadError, ConnectionError) as e:
+                if isinstance(e, asyncio.IncompleteReadError) and e.partial:
+                    raise  # the server answered part of it: not an idle close
+                up[1].close()
+        up = await asyncio.open_connection(*self.upstream)
+        return up, await exchange(up)
+
     async def _handle(self, reader: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
         self._writers.add(writer)
         with self._lock:
@@ -405,13 +426,10 @@ class LatencyProxy:
                             await asyncio.sleep(fault.hold_s)
                         _reset(writer)
                         return
-                    if up is None:
-                        up = await asyncio.open_connection(*self.upstream)
                     # forward without Expect (answered above) and keep the body as received
                     out = [line] + [f"{k}: {v}" for k, v in raw if k.lower() != "expect"]
-                    up[1].write(("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + body)
-                    await up[1].drain()
-                    rhead = await up[0].readuntil(b"\r\n\r\n")
+                    request = ("\r\n".join(out) + "\r\n\r\n").encode("latin-1") + body
+                    up, rhead = await self._forward(up, request)
                     rline, rheaders, _ = _parse_head(rhead[:-4])
                     status = int(rline.split(" ", 2)[1])
                     client_close = False
