@@ -52,7 +52,7 @@ def warm(task, ctx):
 
 
 def _role(cmd: str) -> str | None:
-    if "moto" in cmd:
+    if "moto" in cmd or "lean_s3" in cmd:
         return "moto"
     if "latency_store" in cmd:
         return "proxy"
@@ -174,6 +174,8 @@ def main() -> None:
     ap.add_argument("--conf", nargs="*", default=[])
     ap.add_argument("--pin", action="store_true", help="each worker on its own CPU (a 1-core host)")
     ap.add_argument("--warm-job", action="store_true")
+    ap.add_argument("--warm-jobs", type=int, default=0, help="N whole compactions first (per executor)")
+    ap.add_argument("--store", choices=("moto", "lean"), default="moto")
     ap.add_argument("--out", default="/tmp/cluster_timeline.json")
     args = ap.parse_args()
     extra = dict(c.split("=", 1) for c in args.conf)
@@ -183,7 +185,7 @@ def main() -> None:
 
     compaction.run_rewrite = traced
     report = []
-    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency) as store:
+    with tempfile.TemporaryDirectory() as tmp, bench_store(args.latency, args.store) as store:
         url, procs = start_cluster(tmp, cores=1, workers=2, pin=args.pin)
         try:
             for r in range(args.rounds):
@@ -193,7 +195,8 @@ def main() -> None:
                     log_dir.mkdir()
                     spark = session(url, cores, f"timeline {name}", log_dir, extra)
                     try:
-                        if args.warm_job:  # as cluster_s3_bench --warm-job
+                        # as cluster_s3_bench --warm-job / --warm-jobs N --warm-per-executor
+                        for _ in range(max(int(args.warm_job), args.warm_jobs * cores)):
                             store.warm_job(spark)
                         uri = store.fresh_copy("bench")
                         for f in STAMPS.glob("*.json"):

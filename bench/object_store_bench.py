@@ -1,16 +1,19 @@
-"""Ours against pylance on an S3 store at a real request latency, in one run.
+"""Ours against pylance on an object store at a real request latency, in one run.
 
     python bench/object_store_bench.py [--latencies 0 20 50] [--rounds 2]
-        [--ops compact binary binary_clean btree vacuum open] [--bandwidth-mbps 90]
+        [--ops compact binary binary_clean btree vacuum open] [--bandwidth-mbps 90] [--store s3|azure]
 
-The store is ``moto_server`` on loopback behind ``tests/support/latency_store``'s proxy (in a
-child process, off this process's GIL), which holds every request N ms and counts requests by
-method and S3 operation; with ``--bandwidth-mbps N`` it also carries each connection's bytes (an
-answer's and an upload's) at N MB/s (S3 serves a single connection ~85-90 MB/s: AWS's
+The store (``bench_stores.py``) is ``moto_server`` on loopback, or with ``--store azure`` Azurite
+(``bash .ci/azurite-setup`` installs it; pylance reaches it with its own ``azure_storage_*``
+keys), behind ``tests/support/latency_store``'s proxy (in a child process, off this process's
+GIL), which holds every request N ms and counts requests by method and S3 operation; with
+``--bandwidth-mbps N`` it also carries each connection's bytes (an answer's and an upload's) at
+N MB/s (S3 serves a single connection ~85-90 MB/s: AWS's
 performance guidance; 0, the default, leaves loopback's rate). The dataset is issue #39's: 48
 fragments x 20 000 rows (int64, float64, a short string, a 16-d float32 vector), a sixth of the
-rows deleted, written by pylance; every run works on a fresh server-side copy made untimed, and
-ours and pylance alternate which goes first from round to round. Our side is Spark ``local[2]``
+rows deleted, written by pylance; every run works on a fresh server-side copy made untimed (and
+deleted once checked), and ours and pylance alternate which goes first from round to round. Our
+side is Spark ``local[2]``
 (workers warmed first, and the driver's imports: a one-task compaction runs in the driver);
 pylance's ``compact_files(num_threads=2)``. After every run pylance reads the result and it must
 hold the same rows. ``--warm-rounds K``: K untimed rounds of each op (both sides, checked the same way)
@@ -53,7 +56,6 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
 import numpy as np
@@ -61,7 +63,8 @@ import pyarrow as pa
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
-from tests.support.latency_store import MotoServer, ProxyProcess, create_bucket, s3_options  # noqa: E402
+sys.path.insert(0, str(ROOT / "bench"))
+from bench_stores import STORES, copy_prefix, keys_under, upload  # noqa: E402, F401 - the S3 helpers for other benches
 
 FRAGMENTS, ROWS = 48, 20_000
 TARGET_ROWS = 1_000_000
@@ -106,34 +109,6 @@ def build_big(path: Path, versions: int, per_version: int) -> None:
         ids = np.arange(v * per_version, (v + 1) * per_version, dtype=np.int64)
         lance.write_dataset(pa.table({"id": ids, "x": ids.astype(np.float64)}), str(path),
                             mode="append" if v else "create", max_rows_per_file=1, data_storage_version="2.1")
-
-
-def upload(client, path: Path, bucket: str, prefix: str) -> int:
-    """Every file under ``path`` to ``bucket/prefix/`` (untimed, straight to moto, 16 at once)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    items = [(f, f"{prefix}/{f.relative_to(path).as_posix()}") for f in path.rglob("*") if f.is_file()]
-    with ThreadPoolExecutor(16) as ex:
-        list(ex.map(lambda it: client.upload_file(str(it[0]), bucket, it[1]), items))
-    return len(items)
-
-
-def keys_under(client, bucket: str, prefix: str) -> set[str]:
-    """Every key under ``prefix/``, relative to it (untimed, straight to moto)."""
-    pages = client.get_paginator("list_objects_v2").paginate(Bucket=bucket, Prefix=f"{prefix}/")
-    return {obj["Key"][len(prefix) + 1:] for page in pages for obj in page.get("Contents", [])}
-
-
-def copy_prefix(client, src_bucket: str, src: str, dst_bucket: str, dst: str) -> None:
-    """Server-side copy of every object under ``src/`` (untimed, straight to moto, 16 at once)."""
-    from concurrent.futures import ThreadPoolExecutor
-
-    def one(rel: str) -> None:
-        client.copy_object(Bucket=dst_bucket, Key=f"{dst}/{rel}", CopySource={"Bucket": src_bucket,
-                                                                               "Key": f"{src}/{rel}"})
-
-    with ThreadPoolExecutor(16) as ex:
-        list(ex.map(one, sorted(keys_under(client, src_bucket, src))))
 
 
 def ids_of(uri: str, opts: dict[str, str]) -> np.ndarray:
@@ -317,6 +292,8 @@ def main() -> None:
                     help="untimed rounds of each op and latency first, both sides (a steady state: "
                          "each side's first run of an op pays its one-time costs there)")
     ap.add_argument("--ops", nargs="+", default=["compact", "binary", "btree", "vacuum", "open"])
+    ap.add_argument("--store", choices=sorted(STORES), default="s3",
+                    help="s3: moto; azure: Azurite (bash .ci/azurite-setup installs it); behind the proxy")
     ap.add_argument("--bandwidth-mbps", type=float, default=0.0,
                     help="each connection's rate through the proxy, MB/s (0: uncapped)")
     ap.add_argument("--versions", type=int, default=100, help="old versions vacuum removes")
@@ -329,30 +306,26 @@ def main() -> None:
     from lance_spark_ops.spark.runtime.runner import run_tasks
     from lance_spark_ops.spark.runtime.session import default_parallelism, get_spark
 
-    with MotoServer() as moto, ProxyProcess(moto.endpoint) as proxy:
-        import boto3
-
-        client = boto3.client("s3", endpoint_url=moto.endpoint, aws_access_key_id="testing",
-                              aws_secret_access_key="testing-secret", region_name="us-east-1")
-        create_bucket(moto.endpoint, "bench-src")
-        direct, via = s3_options(moto.endpoint), s3_options(proxy.endpoint)
+    with STORES[args.store]() as store:
+        proxy, direct, via = store.proxy, store.direct, store.via
+        src = store.uri(store.bucket("bench-src"), "ds.lance")
         t0 = time.perf_counter()
-        live = build("s3://bench-src/ds.lance", direct)
-        expected = ids_of("s3://bench-src/ds.lance", direct)
+        live = build(src, direct)
+        expected = ids_of(src, direct)
         print(f"dataset: {FRAGMENTS} fragments x {ROWS} rows, {live} live (built in "
               f"{time.perf_counter() - t0:.1f} s)", flush=True)
         clean = None
         if "binary_clean" in args.ops:
-            build(f"s3://bench-src/{CLEAN}", direct, delete=False)
+            build(store.uri("bench-src", CLEAN), direct, delete=False)
             import lance
 
-            clean = lance.dataset(f"s3://bench-src/{CLEAN}", storage_options=direct).to_table()
+            clean = lance.dataset(store.uri("bench-src", CLEAN), storage_options=direct).to_table()
         if "vacuum" in args.ops:
             t0 = time.perf_counter()
-            create_bucket(moto.endpoint, "bench-vacsrc")
+            store.bucket("bench-vacsrc")
             vac = Path(f"{args.big_cache}-vacuum-{args.versions}")
             prepare_vacuum(vac, args)
-            upload(client, vac, "bench-vacsrc", "ds.lance")
+            store.upload(vac, "bench-vacsrc", "ds.lance")
             print(f"vacuum: {args.versions} old versions made in {time.perf_counter() - t0:.1f} s",
                   flush=True)
         big_uri = None
@@ -360,9 +333,8 @@ def main() -> None:
             t0 = time.perf_counter()
             big = Path(f"{args.big_cache}-{args.big_versions}")
             build_big(big, args.big_versions, 10)
-            create_bucket(moto.endpoint, "bench-big")
-            n_up = upload(client, big, "bench-big", "ds.lance")
-            big_uri = "s3://bench-big/ds.lance"
+            n_up = store.upload(big, store.bucket("bench-big"), "ds.lance")
+            big_uri = store.uri("bench-big", "ds.lance")
             print(f"open_big: {args.big_versions} versions x 10 fragments, {n_up} objects uploaded in "
                   f"{time.perf_counter() - t0:.1f} s", flush=True)
         spark = get_spark("object-store-bench")
@@ -374,7 +346,7 @@ def main() -> None:
         preload()
         # both sides' first use in this process (imports, S3 clients) untimed: a dry-run plan each
         for side in ("ours", "pylance"):
-            run_side(side, "open", "s3://bench-src/ds.lance", via, spark, args)
+            run_side(side, "open", src, via, spark, args)
         seconds: dict = {}
         requests: dict = {}
         n = 0
@@ -388,11 +360,10 @@ def main() -> None:
                         if op == "open_big":  # read-only: the one copy
                             uri = big_uri
                         else:
-                            bucket = f"bench-{uuid.uuid4().hex[:12]}"
-                            create_bucket(moto.endpoint, bucket)
-                            copy_prefix(client, "bench-vacsrc" if op == "vacuum" else "bench-src",
-                                        CLEAN if op == "binary_clean" else "ds.lance", bucket, "ds.lance")
-                            uri = f"s3://{bucket}/ds.lance"
+                            bucket = store.bucket()
+                            store.copy("bench-vacsrc" if op == "vacuum" else "bench-src",
+                                       CLEAN if op == "binary_clean" else "ds.lance", bucket, "ds.lance")
+                            uri = store.uri(bucket, "ds.lance")
                             before = None
                             if op == "vacuum":
                                 # a commit after the copy: the copies' object times (now) are then
@@ -402,7 +373,7 @@ def main() -> None:
 
                                 lance.write_dataset(make_table(20_000_000 + r, 10), uri, mode="append",
                                                     storage_options=direct)
-                                before = keys_under(client, bucket, "ds.lance")
+                                before = store.keys(bucket, "ds.lance")
                         proxy.reset()
                         t0 = time.perf_counter()
                         plans[side] = run_side(side, op, uri, via, spark, args)
@@ -415,10 +386,12 @@ def main() -> None:
                         elif op != "open_big":
                             check(op, uri, direct, clean if op == "binary_clean" else expected, args)
                         if op == "vacuum":  # both sides vacuum the same copy: the same files must go
-                            plans[side] = before - keys_under(client, bucket, "ds.lance")
+                            plans[side] = before - store.keys(bucket, "ds.lance")
                         if op in ("vacuum", "open_big") and len(plans) == 2 \
                                 and plans["ours"] != plans["pylance"]:
                             raise AssertionError(f"{op}: the sides differ (removed files / plans)")
+                        if op != "open_big":
+                            store.drop(bucket)  # checked: the server need not hold it any more
                         if r < 0:  # a warm-up round: checked, not recorded
                             print(f"{latency:>3.0f} ms {op:8s} {side:8s} warm-up: {took:6.2f} s", flush=True)
                             continue
@@ -438,7 +411,7 @@ def main() -> None:
         median.setdefault(op, {})[lat] = m
     result = {"dataset": {"fragments": FRAGMENTS, "rows_per_fragment": ROWS, "live_rows": int(live),
                           "deleted": "1/6", "target_rows_per_fragment": TARGET_ROWS},
-              "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
+              "store": args.store, "spark": "local[2]", "pylance_threads": 2, "rounds": args.rounds,
               "bandwidth_mbps_per_connection": args.bandwidth_mbps or None,
               "warm_rounds": args.warm_rounds,
               "vacuum_versions": args.versions,

@@ -15,8 +15,6 @@ teardown.
 from __future__ import annotations
 
 import json
-import os
-import shutil
 import subprocess
 import sys
 import uuid
@@ -27,13 +25,10 @@ from typing import Any
 
 import pytest
 
+from tests.support.azurite import AzuriteProcess, azure_options, azurite_exe, connection_string
 from tests.support.processes import free_port, stop_process, wait_http
 
-READY_SECONDS = 60.0
 ROOT = Path(__file__).resolve().parents[2]
-# Azurite's well-known development account (public, documented by Microsoft)
-AZURITE_ACCOUNT = "devstoreaccount1"
-AZURITE_KEY = "Eby8vdM02xNOcqFlqUwJPLlmEtlCDXJ1OUzFT50uSRZ6IFsuFq2UVErCz4I6tq/K1SZFPTOtr/KBHBeksoGMGw=="
 
 
 # -- GCS -----------------------------------------------------------------------------------
@@ -90,13 +85,6 @@ def gcs(gcs_endpoint: tuple[str, str]) -> GCS:
 
 
 # -- Azure ---------------------------------------------------------------------------------
-def _azurite_exe() -> str | None:
-    local = ROOT / ".ci-node" / "node_modules" / ".bin" / "azurite-blob"
-    if local.exists():
-        return str(local)
-    return os.environ.get("LSO_AZURITE_BLOB") or shutil.which("azurite-blob")
-
-
 @dataclass
 class Azure:
     endpoint: str  # the account's blob endpoint: http://127.0.0.1:PORT/devstoreaccount1
@@ -105,16 +93,14 @@ class Azure:
     @property
     def options(self) -> dict[str, str]:
         """pylance's storage options for Azurite."""
-        return {"azure_storage_account_name": AZURITE_ACCOUNT, "azure_storage_account_key": AZURITE_KEY,
-                "azure_storage_endpoint": self.endpoint, "allow_http": "true"}
+        return azure_options(self.endpoint)
 
     def uri(self, name: str) -> str:
         return f"az://{self.container}/{name}"
 
     @property
     def connection_string(self) -> str:
-        return (f"DefaultEndpointsProtocol=http;AccountName={AZURITE_ACCOUNT};AccountKey={AZURITE_KEY};"
-                f"BlobEndpoint={self.endpoint};")
+        return connection_string(self.endpoint)
 
     def client(self) -> Any:
         from azure.storage.blob import BlobServiceClient
@@ -133,23 +119,15 @@ class Azure:
 def azurite_endpoint() -> Iterator[str]:
     """Azurite's blob service; installed by ``.ci/azurite-setup`` when missing (skip if it cannot be)."""
     pytest.importorskip("adlfs")
-    exe = _azurite_exe()
+    exe = azurite_exe()
     if exe is None:
         setup = subprocess.run(["bash", str(ROOT / ".ci" / "azurite-setup")], capture_output=True, text=True,
                                timeout=600)
-        exe = _azurite_exe()
+        exe = azurite_exe()
         if exe is None:
             pytest.skip(f"Azurite cannot be installed here: {(setup.stderr or setup.stdout)[-300:]}")
-    port = free_port()
-    proc = subprocess.Popen([exe, "--blobHost", "127.0.0.1", "--blobPort", str(port), "--inMemoryPersistence",
-                             "--silent", "--skipApiVersionCheck", "--loose", "--disableTelemetry"],
-                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
-    endpoint = f"http://127.0.0.1:{port}/{AZURITE_ACCOUNT}"
-    try:
-        wait_http(f"{endpoint}?comp=list", proc, "Azurite")
-        yield endpoint
-    finally:
-        stop_process(proc)
+    with AzuriteProcess(exe) as azurite:
+        yield azurite.endpoint
 
 
 @pytest.fixture
