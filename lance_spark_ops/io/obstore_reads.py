@@ -1,20 +1,25 @@
-"""A task's prefetch GETs on S3 through obstore (the Python binding of the Rust object_store
-crate pylance itself uses), beside s3fs for everything else.
+"""A task's prefetch GETs and direct ranged reads on S3 and Azure Blob storage through obstore
+(the Python binding of the Rust object_store crate pylance itself uses), beside s3fs / adlfs
+for everything else.
 
 Why: a rewrite task decodes and encodes in Python while its prefetch runs, and every s3fs
 request holds the GIL for ~2.5 ms in botocore (building, signing, parsing the answer) on the
 one event-loop thread; under a busy decoder those requests queue for the GIL and the reads
 stretch (``bench/io_carrier_bench.py``; 48 whole 1.3 MB objects at 20 ms beside a thread
 spinning in Python: s3fs 1.5-2.1 s, obstore 0.6-1.0 s). obstore does the HTTP work on Rust
-threads and takes the GIL only to hand the bytes over.
+threads and takes the GIL only to hand the bytes over. adlfs (azure-storage-blob's asyncio
+client) spends the GIL the same way.
 
 Only reads: what ``Prefetcher`` asks (whole objects and ranges) and an ``ObjectStore``'s
 direct ranged reads (footers, the pages of a column scan: ``get_ranges``), and only where the
-options say everything a request needs: static keys (or the ``AWS_*`` key variables, or
-unsigned requests), an endpoint and region as given. Vended credentials, profiles, requester
-pays and instance roles stay on s3fs (botocore resolves them); so does everything when
-``LSO_IO_CARRIER=fsspec`` or obstore is not installed. A failed prefetch or direct read is
-harmless: the read then goes through s3fs, which names what is wrong.
+options say everything a request needs. S3: static keys (or the ``AWS_*`` key variables, or
+unsigned requests), an endpoint and region as given; vended credentials, profiles, requester
+pays and instance roles stay on s3fs (botocore resolves them). Azure: an account name with its
+key or a SAS token (or the ``AZURE_STORAGE_*`` variables of them, or unsigned requests), an
+endpoint as given; service principals, managed identities, connection strings and any option
+adlfs alone reads stay on adlfs. Everything stays on fsspec when ``LSO_IO_CARRIER=fsspec`` or
+obstore is not installed. A failed prefetch or direct read is harmless: the read then goes
+through s3fs / adlfs, which names what is wrong.
 """
 
 from __future__ import annotations
@@ -27,7 +32,13 @@ from typing import Any
 
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget
-from lance_spark_ops.io.options import PROVIDER_KEY, duration_seconds, plain_options
+from lance_spark_ops.io.options import (
+    CLIENT_SETTINGS,
+    PROVIDER_KEY,
+    duration_seconds,
+    plain_options,
+    with_environment,
+)
 
 CARRIER_ENV = "LSO_IO_CARRIER"  # "fsspec": every request through fsspec
 
@@ -50,6 +61,23 @@ _BOTOCORE_ONLY = ("aws_profile", "profile", "aws_request_payer", "request_payer"
 _ENV = {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_ACCESS_KEY",
         "session_token": "AWS_SESSION_TOKEN", "region": ("AWS_REGION", "AWS_DEFAULT_REGION"),
         "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")}
+
+
+# our option names (pylance's Azure keys and their aliases, ``io.options``) -> obstore's Azure keys
+_AZURE_KEYS = {
+    "account_name": ("azure_storage_account_name", "azure_storage_account", "account_name"),
+    "account_key": ("azure_storage_account_key", "azure_storage_access_key", "azure_storage_master_key",
+                    "access_key", "master_key", "account_key"),
+    "sas_key": ("azure_storage_sas_key", "azure_storage_sas_token", "sas_key", "sas_token"),
+    "endpoint": ("azure_storage_endpoint", "azure_endpoint", "endpoint"),
+    "skip_signature": ("azure_skip_signature", "skip_signature"),
+}
+# every option obstore's Azure config honours as adlfs does: its keys, client settings, the
+# container's name (the URI's anyway). Any other option (a service principal, a connection
+# string, adlfs's own keywords ...) keeps the reads on adlfs
+AZURE_OPTION_NAMES = frozenset({*(n for names in _AZURE_KEYS.values() for n in names), *CLIENT_SETTINGS,
+                                "azure_container_name", "container_name"})
+AZURE_PROTOCOLS = ("az", "abfs", "abfss")
 
 
 def _truthy(v: Any) -> bool:
@@ -94,12 +122,36 @@ def s3_config(storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
     return out
 
 
+def azure_config(storage_options: Mapping[str, Any]) -> dict[str, Any] | None:
+    """obstore's Azure config for these options (over the ``AZURE_STORAGE_*`` variables, as
+    adlfs gets them: ``options.with_environment``), or None when they leave something to adlfs
+    (see the module docstring)."""
+    if PROVIDER_KEY in storage_options or os.environ.get("AZURE_STORAGE_CONNECTION_STRING"):
+        return None  # vended credentials; a connection string adlfs prefers to any key
+    opts = with_environment("az", storage_options)
+    if any(str(k).lower() not in AZURE_OPTION_NAMES for k in opts):
+        return None
+    cfg = {ours: _first(opts, names) for ours, names in _AZURE_KEYS.items()}
+    unsigned = _truthy(cfg["skip_signature"])
+    if cfg["account_key"] is not None:
+        cfg["sas_key"] = None  # adlfs signs with the key when both are given
+    signed = cfg["account_key"] is not None or cfg["sas_key"] is not None
+    if cfg["account_name"] is None or not (signed or unsigned):
+        return None  # a managed identity, the Azure CLI ...: adlfs's credential chain
+    out = {k: v for k, v in cfg.items() if v is not None}
+    if "sas_key" in out:
+        out["sas_key"] = str(out["sas_key"]).lstrip("?")
+    if "skip_signature" in out:
+        out["skip_signature"] = _truthy(out["skip_signature"])
+    return out
+
+
 def client_options(storage_options: Mapping[str, Any], endpoint: str | None) -> dict[str, Any]:
     """obstore's client options: http when the endpoint is http:// (as fsspec's translation
     allows it), and pylance's ``timeout`` / ``connect_timeout`` when given."""
     opts = plain_options(dict(storage_options))
     out: dict[str, Any] = {}
-    allow = opts.get("allow_http") or opts.get("aws_allow_http")
+    allow = opts.get("allow_http") or opts.get("aws_allow_http") or opts.get("azure_allow_http")
     if (endpoint or "").startswith("http://") or _truthy(allow):
         out["allow_http"] = True
     for key in ("timeout", "connect_timeout"):
@@ -117,15 +169,12 @@ def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
             "retry_timeout": timedelta(seconds=float(opts.get("client_retry_timeout") or 30))}
 
 
-class S3Reader:
-    """GETs of one bucket through obstore (see the module docstring)."""
+class ObstoreReader:
+    """GETs of one bucket (an Azure container) through an obstore store (see the module
+    docstring); ``S3Reader`` and ``AzureReader`` make the store."""
 
-    def __init__(self, bucket: str, config: dict[str, Any], client: dict[str, Any],
-                 retry: dict[str, Any]) -> None:
-        from obstore.store import S3Store
-
-        self.bucket = bucket
-        self.store = S3Store(bucket, config=config, client_options=client, retry_config=retry)
+    def __init__(self, bucket: str, store: Any) -> None:
+        self.bucket, self.store = bucket, store
 
     async def read_many(self, items: Sequence[tuple[str, int | None, int | None]], budget: IOBudget
                         ) -> list[memoryview]:
@@ -151,7 +200,7 @@ class S3Reader:
     def get_ranges(self, path: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
         """The (start, end) spans of one object (path ``bucket/key``), concurrently and with the
         GIL released while they are in flight; None on any failure or short answer: the caller
-        then reads through s3fs, whose error names what is wrong."""
+        then reads through fsspec (s3fs, adlfs), whose error names what is wrong."""
         import obstore
 
         prefix = f"{self.bucket}/"
@@ -168,24 +217,47 @@ class S3Reader:
         return views
 
 
+
+class S3Reader(ObstoreReader):
+    """An ``ObstoreReader`` of an S3 bucket."""
+
+    def __init__(self, bucket: str, config: dict[str, Any], client: dict[str, Any],
+                 retry: dict[str, Any]) -> None:
+        from obstore.store import S3Store
+
+        super().__init__(bucket, S3Store(bucket, config=config, client_options=client, retry_config=retry))
+
+
+class AzureReader(ObstoreReader):
+    """An ``ObstoreReader`` of an Azure Blob storage container."""
+
+    def __init__(self, container: str, config: dict[str, Any], client: dict[str, Any],
+                 retry: dict[str, Any]) -> None:
+        from obstore.store import AzureStore
+
+        super().__init__(container, AzureStore(container, config=config, client_options=client,
+                                               retry_config=retry))
+
+
 # readers by bucket and options, kept for the process: their connections outlive a task (as s3fs's
 # cached filesystems' do), so a worker's next task does not open (and TLS-handshake) them again
 _READERS = region("io.obstore_readers", max_entries=16)
 
 
 def cached_s3(cache: Any, bucket: str, storage_options: Mapping[str, Any], retry: dict[str, Any],
-              make: Callable[[str, dict[str, Any], dict[str, Any], dict[str, Any]], Any]) -> Any | None:
+              make: Callable[[str, dict[str, Any], dict[str, Any], dict[str, Any]], Any],
+              config_of: Callable[[Mapping[str, Any]], dict[str, Any] | None] = s3_config) -> Any | None:
     """``make(bucket, config, client options, retry)`` for these options, kept in ``cache`` by
-    all four; None when obstore is not to carry them (the carrier is turned off, the options
-    need botocore, obstore is missing or refuses the config: s3fs then)."""
+    all four (and ``make``); None when obstore is not to carry them (the carrier is turned off,
+    ``config_of`` finds the options need s3fs / adlfs, obstore is missing or refuses the config)."""
     if os.environ.get(CARRIER_ENV, "").strip().lower() == "fsspec":
         return None
-    config = s3_config(storage_options)
+    config = config_of(storage_options)
     if config is None:
         return None
     client = client_options(storage_options, config.get("endpoint"))
     # keyed by a digest: the key would otherwise hold the secret in clear in the cache's index
-    key = hashlib.sha256(repr((bucket, sorted(config.items()), sorted(client.items()),
+    key = hashlib.sha256(repr((make.__qualname__, bucket, sorted(config.items()), sorted(client.items()),
                                sorted(retry.items()))).encode()).hexdigest()
     made = cache.get(key)
     if made is None:
@@ -201,3 +273,18 @@ def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | Non
     """An obstore reader for ``bucket`` under these options, or None (s3fs reads: see
     ``cached_s3``)."""
     return cached_s3(_READERS, bucket, storage_options, retry_config(storage_options), S3Reader)
+
+
+def azure_reader(container: str, storage_options: Mapping[str, Any]) -> AzureReader | None:
+    """An obstore reader for an Azure ``container`` under these options, or None (adlfs reads)."""
+    return cached_s3(_READERS, container, storage_options, retry_config(storage_options), AzureReader,
+                     azure_config)
+
+
+def reader_for(protocol: str, bucket: str, storage_options: Mapping[str, Any]) -> ObstoreReader | None:
+    """The obstore reader of a store of ``protocol`` (S3 or Azure), or None (fsspec reads)."""
+    if protocol in ("s3", "s3a"):
+        return s3_reader(bucket, storage_options)
+    if protocol in AZURE_PROTOCOLS and "@" not in bucket:  # container@account.dfs...: adlfs's form
+        return azure_reader(bucket, storage_options)
+    return None

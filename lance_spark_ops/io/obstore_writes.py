@@ -1,5 +1,6 @@
-"""A task's large outputs on S3 uploaded through obstore (the Rust object_store crate's
-multipart writer, as pylance uploads), where ``io.obstore_reads`` can carry the options.
+"""A task's large outputs on S3 and Azure uploaded through obstore (the Rust object_store
+crate's multipart writer, as pylance uploads), where ``io.obstore_reads`` can carry the options
+(on Azure the parts are blocks and the completion a Put Block List, as with adlfs).
 
 Why: through s3fs every 8 MiB part costs the event-loop thread botocore's request building and
 signing plus aiohttp's join of the body with its headers - ~0.2 s of CPU for a 60 MB output
@@ -23,7 +24,7 @@ from typing import Any
 
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget, upload_window
-from lance_spark_ops.io.obstore_reads import OPTION_NAMES, cached_s3
+from lance_spark_ops.io.obstore_reads import OPTION_NAMES, azure_config, cached_s3
 from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
 from lance_spark_ops.io.remote import KEPT_BODIES, PartStream
 
@@ -63,6 +64,23 @@ def _s3_store(bucket: str, config: dict[str, Any], client: dict[str, Any], retry
     return S3Store(bucket, config=config, client_options=client, retry_config=retry)
 
 
+def azure_write_store(container: str, storage_options: Mapping[str, Any]) -> Any | None:
+    """An obstore ``AzureStore`` of ``container`` for uploads under these options, or None (adlfs
+    block uploads: the carrier is turned off, obstore is missing, or the options need adlfs -
+    ``obstore_reads.azure_config`` takes only options obstore honours as adlfs does)."""
+    if "@" in container:  # adlfs's container@account form
+        return None
+    return cached_s3(_STORES, container, storage_options, retry_config(storage_options), _azure_store,
+                     azure_config)
+
+
+def _azure_store(container: str, config: dict[str, Any], client: dict[str, Any],
+                 retry: dict[str, Any]) -> Any:
+    from obstore.store import AzureStore
+
+    return AzureStore(container, config=config, client_options=client, retry_config=retry)
+
+
 def _released(bodies: list[bytearray], i: int) -> bool:
     """Whether obstore is done with ``bodies[i]``: while a part is in flight, its buffer export
     holds a reference to the body; the list and this call's argument are the only others."""
@@ -70,7 +88,7 @@ def _released(bodies: list[bytearray], i: int) -> bool:
 
 
 class ObstoreUpload(PartStream):
-    """A writable stream into one S3 object through an obstore store (see the module
+    """A writable stream into one S3 or Azure object through an obstore store (see the module
     docstring). Parts are handed to obstore's writer on a thread of their own, so the upload's
     start (CreateMultipartUpload) and a full window wait there, not in the encoder."""
 

@@ -33,7 +33,8 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError
 
 __all__ = ["EXPIRY_KEY", "PROVIDER_KEY", "SECRET_KEYS", "conditional_put_disabled", "expiry_of",
-           "duration_seconds", "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at"]
+           "duration_seconds", "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at",
+           "with_environment"]
 
 EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch milliseconds)
 PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
@@ -314,12 +315,11 @@ def _targets(key: str, value: Any, table: dict[str, tuple[str, _Conv]]) -> set[s
     return {"client_kwargs.endpoint_url" if key == "endpoint_url" else key}
 
 
-def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
-                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
-    """Keyword arguments for ``fsspec.filesystem(protocol, ...)`` from pylance-style options.
-
-    Environment variables (``AWS_ACCESS_KEY_ID`` ...) fill what the options leave unset.
-    """
+def with_environment(protocol: str, storage_options: Mapping[str, Any] | None,
+                     env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """``storage_options`` (without the provider) over the backend's environment variables
+    (``AWS_ACCESS_KEY_ID`` ... as their pylance keys): an option overrides every variable
+    that sets what it sets, whichever alias either uses."""
     given = plain_options(storage_options)
     table, env_names = _BACKENDS.get(protocol, ({}, ()))
     env = os.environ if env is None else env
@@ -327,6 +327,17 @@ def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
     from_env = _from_env(table, env_names, env)
     merged = {k: v for k, v in from_env.items() if not _targets(k, v, table) & explicit}
     merged.update(given)
+    return merged
+
+
+def fsspec_options(protocol: str, storage_options: Mapping[str, Any] | None,
+                   env: Mapping[str, str] | None = None) -> dict[str, Any]:
+    """Keyword arguments for ``fsspec.filesystem(protocol, ...)`` from pylance-style options.
+
+    Environment variables (``AWS_ACCESS_KEY_ID`` ...) fill what the options leave unset.
+    """
+    merged = with_environment(protocol, storage_options, env)
+    table = _BACKENDS.get(protocol, ({}, ()))[0]
     native = _fsspec_params(protocol)
     out: dict[str, Any] = {}
     for key, value in merged.items():

@@ -76,6 +76,8 @@ REMOTE_COALESCE_GAP = 1024 * 1024
 _SIZES_KEPT = 1 << 16
 # backends whose pipe_file(mode="create") is an atomic create-if-absent on the server
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
+# where obstore may carry a task's reads (``io.obstore_reads``)
+_OBSTORE_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
 _REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure"}
@@ -428,14 +430,14 @@ class ObjectStore:
         self._tails.schedule(todo)
 
     def _bulk_reader(self) -> Any:
-        """The coroutine function a prefetch fetches with on S3 when obstore can carry it
-        (``io.obstore_reads``: spans of this store's bucket; others through fsspec), else None."""
-        if self.protocol not in ("s3", "s3a"):
+        """The coroutine function a prefetch fetches with on S3 and Azure when obstore can carry
+        it (``io.obstore_reads``: spans of this store's bucket; others through fsspec), else None."""
+        if self.protocol not in _OBSTORE_PROTOCOLS:
             return None
-        from lance_spark_ops.io.obstore_reads import s3_reader
+        from lance_spark_ops.io.obstore_reads import reader_for
 
         bucket = self.root_path.lstrip("/").split("/", 1)[0]
-        reader = s3_reader(bucket, self.storage_options)
+        reader = reader_for(self.protocol, bucket, self.storage_options)
         if reader is None:
             return None
         fs, budget, mine = self.fs, self.budget, f"{bucket}/"
@@ -448,17 +450,18 @@ class ObjectStore:
         return read
 
     def _direct_ranges(self, rel: str, spans: list[tuple[int, int]]) -> list[memoryview] | None:
-        """(start, end) spans of one S3 object through obstore when it can carry them (see
-        ``io.obstore_reads``: ~0.3 ms of GIL a request against s3fs's ~2.5 ms, which queue on
-        one event loop behind a busy decoder); None: read them through s3fs."""
-        if self.protocol not in ("s3", "s3a"):
+        """(start, end) spans of one S3 or Azure object through obstore when it can carry them
+        (see ``io.obstore_reads``: ~0.3 ms of GIL a request against s3fs's ~2.5 ms, which queue
+        on one event loop behind a busy decoder); None: read them through fsspec."""
+        if self.protocol not in _OBSTORE_PROTOCOLS:
             return None
         self.fs  # noqa: B018 - first: it refreshes vended options when they are due
         opts = self.storage_options
         if self._direct is None or self._direct[0] != id(opts):
-            from lance_spark_ops.io.obstore_reads import s3_reader
+            from lance_spark_ops.io.obstore_reads import reader_for
 
-            self._direct = (id(opts), s3_reader(self.root_path.lstrip("/").split("/", 1)[0], opts))
+            self._direct = (id(opts), reader_for(self.protocol, self.root_path.lstrip("/").split("/", 1)[0],
+                                                 opts))
         reader = self._direct[1]
         return None if reader is None else reader.get_ranges(self.full_path(rel), spans)
 
@@ -770,10 +773,9 @@ class ObjectStore:
         path = self.full_path(rel)
         self._ensure_parent(path)
         if self._remote_async() and (remote.is_s3(self.fs) or remote.is_azure(self.fs)):
-            if remote.is_s3(self.fs):
-                carried = self._obstore_upload(path, rel)
-                if carried is not None:
-                    return carried
+            carried = self._obstore_upload(path, rel)
+            if carried is not None:
+                return carried
             upload = remote.S3Upload if remote.is_s3(self.fs) else remote.AzureUpload
             return upload(self.fs, path, self.budget, typed=lambda op: self._typed(op, rel),
                           window=self._upload_window)
@@ -784,11 +786,11 @@ class ObjectStore:
 
     def _obstore_upload(self, path: str, rel: str) -> Any:
         """An upload through obstore when it can carry this store's options (``io.obstore_writes``:
-        about a third of s3fs's CPU per part), else None."""
-        from lance_spark_ops.io.obstore_writes import ObstoreUpload, s3_write_store
+        about a third of s3fs's CPU per part; on Azure blocks, as adlfs's), else None."""
+        from lance_spark_ops.io.obstore_writes import ObstoreUpload, azure_write_store, s3_write_store
 
         bucket, key, _ = self.fs.split_path(path)
-        store = s3_write_store(bucket, self.storage_options)
+        store = (s3_write_store if remote.is_s3(self.fs) else azure_write_store)(bucket, self.storage_options)
         if store is None:
             return None
         return ObstoreUpload(store, key, self.budget, typed=lambda op: self._typed(op, rel),

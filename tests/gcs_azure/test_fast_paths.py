@@ -26,7 +26,8 @@ from lance_spark_ops.table.commit.handler import RECENT_PAGE, PutIfNotExistsComm
 from lance_spark_ops.table.dataset import Dataset
 from lance_spark_ops.table.paths import ManifestNamingScheme
 from lance_spark_ops.table.write import write_dataset
-from tests.gcs_azure.conftest import AZURITE_ACCOUNT, GCS, Azure
+from tests.gcs_azure.conftest import GCS, Azure
+from tests.support.azurite import AZURITE_ACCOUNT
 from tests.support.latency_store import LatencyProxy
 from tests.table.commit_helpers import table
 
@@ -240,15 +241,25 @@ def test_list_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     assert names == theirs == ["top.bin", "u1", "u2", "u3"]
 
 
-def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
-    """An output above one part is staged as blocks, several in flight, and committed by one Put
-    Block List; a smaller one is one Put Blob; ``discard`` commits nothing."""
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
+                                           carrier: str) -> None:
+    """An output above two parts is staged as blocks, several in flight, and committed by one
+    Put Block List; a smaller one is one Put Blob; ``discard`` commits nothing - through obstore's
+    writer where it carries the options, else adlfs's (``LSO_IO_CARRIER=fsspec``)."""
+    from lance_spark_ops.io import obstore_reads
+    from lance_spark_ops.io.obstore_writes import ObstoreUpload
+    from lance_spark_ops.io.remote import AzureUpload
+
     monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
     env = counted_azure
-    store = env.store("mp")
+    store = env.store(f"mp-{carrier}")
     payload = np.random.default_rng(0).integers(0, 255, 23 << 20, dtype=np.uint8).tobytes()
     env.proxy.reset()
     out = store.open_output("big.bin")
+    assert isinstance(out, ObstoreUpload if carrier == "obstore" else AzureUpload)
     for i in range(0, len(payload), 1 << 20):
         out.write(payload[i:i + (1 << 20)])
     out.close()
@@ -256,7 +267,7 @@ def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: 
     puts = [(op, path) for op, path, _ in log if op == "PUT"]
     assert len(puts) == 6 and out.parts_uploaded == 5, log  # 5 blocks + the block list
     assert env.proxy.stats()["total"] == 6, log
-    assert env.direct.fs().cat_file(f"{env.prefix('mp')}/big.bin") == payload
+    assert env.direct.fs().cat_file(f"{env.prefix(f'mp-{carrier}')}/big.bin") == payload
     small = store.open_output("small.bin")
     small.write(payload[:1000])
     small.close()
@@ -264,7 +275,7 @@ def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: 
     gone.write(payload)
     gone.discard()
     assert sorted(store.list("")) == ["big.bin", "small.bin"]
-    assert env.direct.fs().cat_file(f"{env.prefix('mp')}/small.bin") == payload[:1000]
+    assert env.direct.fs().cat_file(f"{env.prefix(f'mp-{carrier}')}/small.bin") == payload[:1000]
 
 
 def test_azure_dataset_of_multi_block_files_read_by_pylance(counted_azure: Counted,
@@ -283,3 +294,103 @@ def test_azure_dataset_of_multi_block_files_read_by_pylance(counted_azure: Count
     assert len(puts) >= 3, puts  # blocks + the block list of the one data file
     got = lance.dataset(env.direct.uri("big.lance"), storage_options=env.direct.options).to_table()
     assert got.sort_by("id").equals(rows)
+
+
+def _rows(n: int, k: int = 4) -> Any:
+    import pyarrow as pa
+
+    ids = np.arange(n, dtype=np.int64)
+    return pa.table({"id": ids, **{f"c{i}": ids * (i + 2) for i in range(k - 2)},
+                     "s": pa.array([f"v{i % 97}" for i in ids.tolist()])})
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_azure_prefetch_carrier(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
+                                carrier: str) -> None:
+    """A compaction's prefetch on Azure fetches its data and deletion files through obstore (Rust
+    threads, off the GIL), as on S3, unless ``LSO_IO_CARRIER=fsspec``: each file one GET either
+    way, and pylance reads the rows it read, in place."""
+    from lance_spark_ops.io import obstore_reads
+    from lance_spark_ops.spark.files.compaction import compact
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    through: list[str] = []
+    real = obstore_reads.AzureReader.read_many
+
+    async def spy(self: obstore_reads.AzureReader, items: list, budget: object) -> object:
+        through.extend(p for p, _, _ in items)
+        return await real(self, items, budget)
+
+    monkeypatch.setattr(obstore_reads.AzureReader, "read_many", spy)
+    env = counted_azure
+    uri = env.direct.uri(f"pre-{carrier}.lance")
+    lance.write_dataset(_rows(16_000), uri, storage_options=env.direct.options, max_rows_per_file=2_000,
+                        data_storage_version="2.1")
+    lance.dataset(uri, storage_options=env.direct.options).delete("id % 5 = 0")
+    expected = lance.dataset(uri, storage_options=env.direct.options).to_table().sort_by("id")
+    env.proxy.reset()
+    compact(None, env.proxied.uri(f"pre-{carrier}.lance"), target_rows_per_fragment=100_000,
+            storage_options=env.proxied.options)
+    log = env.proxy.stats()["log"]
+    gets = sorted(path.split("?")[0] for op, path, _ in log if op == "GET" and "/data/" in path)
+    assert len(gets) == 8 == len(set(gets)), gets  # each input data file once
+    assert sum(op == "GET" and "/_deletions/" in path for op, path, _ in log) == 8
+    if carrier == "obstore":
+        assert sum("/data/" in p for p in through) == 8 and sum("/_deletions/" in p for p in through) == 8
+    else:
+        assert through == []
+    got = lance.dataset(uri, storage_options=env.direct.options)
+    assert len(got.get_fragments()) == 1
+    assert got.to_table().sort_by("id").equals(expected)
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_azure_direct_ranged_reads_carrier(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
+                                           carrier: str) -> None:
+    """A scan's footer and page reads (not prefetched) on Azure go through obstore unless
+    ``LSO_IO_CARRIER=fsspec``, with the same requests either way and pylance's rows. A read
+    obstore cannot serve (a missing blob) falls back to adlfs and fails typed, naming it."""
+    import adlfs
+
+    from lance_spark_ops.errors import NotFoundError
+    from lance_spark_ops.io import obstore_reads
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    env = counted_azure
+    uri = env.direct.uri(f"direct-{carrier}.lance")
+    lance.write_dataset(_rows(100_000, k=6), uri, storage_options=env.direct.options,
+                        data_storage_version="2.1")
+    served: list[str] = []
+    real = obstore_reads.AzureReader.get_ranges
+
+    def spy(self: obstore_reads.AzureReader, path: str, spans: Any) -> Any:
+        got = real(self, path, spans)
+        if got is not None:
+            served.append(path)
+        return got
+
+    monkeypatch.setattr(obstore_reads.AzureReader, "get_ranges", spy)
+    asked: list[str] = []  # adlfs's ranged reads of the data file
+    real_cat = adlfs.AzureBlobFileSystem._cat_file
+
+    async def cat(self: Any, path: str, *a: Any, **k: Any) -> Any:
+        asked.append(path)
+        return await real_cat(self, path, *a, **k)
+
+    monkeypatch.setattr(adlfs.AzureBlobFileSystem, "_cat_file", cat)
+    ds = Dataset.open(env.store(f"direct-{carrier}.lance"))
+    env.proxy.reset()
+    got = ds.to_table()
+    data_gets = [path for op, path, _ in env.proxy.stats()["log"] if op == "GET" and "/data/" in path]
+    assert 1 <= len(data_gets) <= 3, data_gets  # the footer, then the pages coalesced
+    on_data = [p for p in asked if "/data/" in p]
+    if carrier == "obstore":
+        assert any("/data/" in p for p in served) and on_data == [], (served, on_data)
+    else:
+        assert served == [] and on_data, asked
+    assert got.equals(lance.dataset(uri, storage_options=env.direct.options).to_table())
+    store = env.store(f"direct-{carrier}.lance")
+    with pytest.raises(NotFoundError, match="missing.lance"):
+        store.read_ranges("data/missing.lance", [(0, 10), (4096, 10)])

@@ -76,3 +76,66 @@ def test_retries_follow_pylance_client_options() -> None:
     assert obstore_reads.retry_config({}) == {"max_retries": 3, "retry_timeout": timedelta(seconds=30)}
     assert obstore_reads.retry_config({"client_max_retries": "7", "client_retry_timeout": "90"}) == {
         "max_retries": 7, "retry_timeout": timedelta(seconds=90)}
+
+
+AZ = {"azure_storage_account_name": "acct", "azure_storage_account_key": "a2V5",
+      "azure_storage_endpoint": "http://127.0.0.1:9/acct", "allow_http": "true"}
+
+
+@pytest.fixture
+def _no_azure_env(monkeypatch: pytest.MonkeyPatch) -> None:
+    for name in ("AZURE_STORAGE_ACCOUNT_NAME", "AZURE_STORAGE_ACCOUNT_KEY", "AZURE_STORAGE_SAS_KEY",
+                 "AZURE_STORAGE_SAS_TOKEN", "AZURE_STORAGE_CLIENT_ID", "AZURE_STORAGE_CLIENT_SECRET",
+                 "AZURE_STORAGE_TENANT_ID", "AZURE_STORAGE_ENDPOINT", "AZURE_STORAGE_USE_EMULATOR",
+                 "AZURE_STORAGE_CONNECTION_STRING"):
+        monkeypatch.delenv(name, raising=False)
+
+
+@pytest.mark.usefixtures("_no_azure_env")
+def test_azure_keys_sas_and_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert obstore_reads.azure_config(AZ) == {"account_name": "acct", "account_key": "a2V5",
+                                              "endpoint": "http://127.0.0.1:9/acct"}
+    assert obstore_reads.client_options(AZ, "http://127.0.0.1:9/acct") == {"allow_http": True}
+    sas = {"account_name": "acct", "azure_storage_sas_token": "?sv=1&sig=x"}
+    assert obstore_reads.azure_config(sas) == {"account_name": "acct", "sas_key": "sv=1&sig=x"}
+    # a key and a SAS token: signed with the key, as adlfs does
+    assert "sas_key" not in obstore_reads.azure_config({**AZ, "sas_token": "sv=1"})
+    unsigned = {"azure_storage_account_name": "acct", "azure_skip_signature": "true"}
+    assert obstore_reads.azure_config(unsigned) == {"account_name": "acct", "skip_signature": True}
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_NAME", "envacct")
+    monkeypatch.setenv("AZURE_STORAGE_ACCOUNT_KEY", "ZW52")
+    assert obstore_reads.azure_config({}) == {"account_name": "envacct", "account_key": "ZW52"}
+    # an option overrides the variable that sets the same thing
+    assert obstore_reads.azure_config({"azure_storage_account_key": "b3B0"})["account_key"] == "b3B0"
+
+
+@pytest.mark.usefixtures("_no_azure_env")
+@pytest.mark.parametrize("opts", [
+    {},  # a managed identity or the Azure CLI: adlfs's credential chain
+    {"azure_storage_account_name": "acct"},
+    # a service principal
+    {**AZ, "azure_client_id": "id", "azure_client_secret": "s", "azure_tenant_id": "t"},
+    {**AZ, "connection_string": "DefaultEndpointsProtocol=https;AccountName=acct"},  # adlfs's own keyword
+    {**AZ, "azure_storage_use_emulator": "true"},
+    {**AZ, PROVIDER_KEY: object()},  # vended credentials, refreshed by the store
+])
+def test_azure_left_to_adlfs(opts: dict) -> None:
+    assert obstore_reads.azure_config(opts) is None
+    assert obstore_reads.reader_for("az", "ctr", opts) is None
+
+
+@pytest.mark.usefixtures("_no_azure_env")
+def test_azure_reader_per_container_and_switch(monkeypatch: pytest.MonkeyPatch) -> None:
+    pytest.importorskip("obstore")
+    reader = obstore_reads.reader_for("az", "ctr", AZ)
+    assert isinstance(reader, obstore_reads.AzureReader)
+    assert obstore_reads.reader_for("abfs", "ctr", dict(AZ)) is reader
+    assert obstore_reads.reader_for("az", "ctr2", AZ) is not reader
+    # adlfs's container@account form, GCS and local stores stay on fsspec
+    assert obstore_reads.reader_for("abfss", "ctr@acct.dfs.core.windows.net", AZ) is None
+    assert obstore_reads.reader_for("gs", "bkt", AZ) is None
+    monkeypatch.setenv("AZURE_STORAGE_CONNECTION_STRING", "UseDevelopmentStorage=true")
+    assert obstore_reads.reader_for("az", "ctr3", AZ) is None
+    monkeypatch.delenv("AZURE_STORAGE_CONNECTION_STRING")
+    monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    assert obstore_reads.reader_for("az", "ctr", AZ) is None
