@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import concurrent.futures
 import sys
-from collections.abc import Callable, Mapping
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from contextlib import AbstractContextManager, nullcontext
 from datetime import timedelta
 from typing import Any
@@ -26,7 +26,7 @@ from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget, upload_window
 from lance_spark_ops.io.obstore_reads import OPTION_NAMES, azure_config, cached_s3
 from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
-from lance_spark_ops.io.remote import KEPT_BODIES, PartStream
+from lance_spark_ops.io.remote import KEPT_BODIES, PartStream, bounded
 
 # the options an upload through obstore honours as s3fs would: credentials, endpoint and region
 # (``s3_config``), client settings both ignore or obstore takes (``client_options``), and keys
@@ -207,3 +207,32 @@ class ObstoreUpload(PartStream):
             self.closed = True
             self._abort()
             self._drop()
+
+
+# Azure's Blob Batch takes at most 256 sub-requests
+AZURE_DELETE_BATCH = 256
+
+
+async def delete_azure(store: Any, container: str, paths: Sequence[str], budget: IOBudget,
+                       one_by_one: Callable[[Sequence[str]], Awaitable[list[tuple[str, str]]]]
+                       ) -> list[tuple[str, str]]:
+    """Delete ``paths`` (``container/key``) through obstore's Azure store: Blob Batch requests
+    of up to 256 deletes (where adlfs sends one request a blob), ``budget.max_requests`` in
+    flight. A batch that fails in any part - a blob already gone is reported as a failure there,
+    after the rest of the batch was deleted - goes again through ``one_by_one`` (adlfs, one
+    request a blob, missing ones no error), which names each path that fails. Returns (path,
+    error) of those."""
+    import obstore
+
+    prefix = f"{container}/"
+
+    async def batch(chunk: Sequence[str]) -> list[tuple[str, str]]:
+        try:
+            await obstore.delete_async(store, [p[len(prefix):] for p in chunk])
+            return []
+        except Exception:  # noqa: BLE001 - deletes are idempotent: adlfs reports per path
+            return await one_by_one(chunk)
+
+    step = AZURE_DELETE_BATCH
+    calls = [batch(paths[i:i + step]) for i in range(0, len(paths), step)]
+    return [f for part in await bounded(calls, budget.max_requests) for f in part]

@@ -376,6 +376,12 @@ async def delete_many(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[t
             fs.invalidate_cache(p)
         return failed
 
+    return await delete_each(fs, paths, budget)
+
+
+async def delete_each(fs: Any, paths: Sequence[str], budget: IOBudget) -> list[tuple[str, str]]:
+    """``delete_many`` one request per object, ``budget.max_requests`` in flight (missing ones
+    are no error); returns (path, error) of those that failed."""
     async def one(p: str) -> list[tuple[str, str]]:
         try:
             await fs._rm_file(p)

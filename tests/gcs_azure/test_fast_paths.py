@@ -394,3 +394,77 @@ def test_azure_direct_ranged_reads_carrier(counted_azure: Counted, monkeypatch: 
     store = env.store(f"direct-{carrier}.lance")
     with pytest.raises(NotFoundError, match="missing.lance"):
         store.read_ranges("data/missing.lance", [(0, 10), (4096, 10)])
+
+
+@pytest.mark.parametrize("fault", [
+    # a prefetch GET reset twice and a deletion file throttled: obstore retries or the direct
+    # read through adlfs serves it
+    [{"kind": "reset", "count": 2, "ops": ["GET"], "path_contains": "/data/"},
+     {"kind": "slowdown", "count": 1, "ops": ["GET"], "path_contains": "/_deletions/"}],
+    # a block stored and its answer lost: obstore sends the same block again
+    [{"kind": "reset", "count": 1, "ops": ["PUT"], "path_contains": "/data/", "forward": True}],
+    # every upload of the output refused: the job fails typed, nothing committed
+    [{"kind": "accessdenied", "count": 1000, "ops": ["PUT"], "path_contains": "/data/"}],
+], ids=["reads", "block-answer-lost", "upload-refused"])
+def test_azure_carrier_under_faults(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
+                                    fault: list[dict[str, Any]]) -> None:
+    """A compaction on Azure through obstore with the proxy's faults on its reads and its block
+    uploads (outputs above two 5 MiB parts): either pylance reads the rows it read, in a
+    version of its own, or the job fails with a ``LanceError`` and the dataset is as it was."""
+    from lance_spark_ops.errors import LanceError
+    from lance_spark_ops.spark.files.compaction import compact
+
+    monkeypatch.setenv("LSO_IO_PART_BYTES", str(5 << 20))
+    env = counted_azure
+    uri = env.direct.uri("faults.lance")
+    rng = np.random.default_rng(5)
+    import pyarrow as pa
+
+    rows = pa.table({"id": np.arange(1_200_000, dtype=np.int64), "x": rng.random(1_200_000),
+                     "y": rng.random(1_200_000)})
+    lance.write_dataset(rows, uri, storage_options=env.direct.options, max_rows_per_file=200_000,
+                        data_storage_version="2.1")
+    lance.dataset(uri, storage_options=env.direct.options).delete("id % 7 = 0")
+    before = lance.dataset(uri, storage_options=env.direct.options)
+    expected, version = before.to_table().sort_by("id"), before.version
+    for f in fault:
+        env.proxy.inject(**f)
+    try:
+        compact(None, env.proxied.uri("faults.lance"), target_rows_per_fragment=10_000_000,
+                storage_options={**env.proxied.options, "client_max_retries": "2"})
+        failed = None
+    except LanceError as e:
+        failed = e
+    after = lance.dataset(uri, storage_options=env.direct.options)
+    if fault[0]["kind"] == "accessdenied":
+        assert failed is not None and after.version == version, failed
+    else:
+        assert failed is None and after.version == version + 1 and len(after.get_fragments()) == 1
+    assert env.proxy.stats()["faults"], "no fault fired"
+    assert after.to_table().sort_by("id").equals(expected)
+
+
+@pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
+def test_azure_deletes_in_batches(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
+                                  carrier: str) -> None:
+    """``delete_batch`` on Azure through obstore: Blob Batch requests of up to 256 deletes (300
+    blobs: 2 requests, where adlfs sends 300). A batch naming a blob already gone deletes the
+    rest and goes again through adlfs, one request a blob, missing ones no error."""
+    from lance_spark_ops.io import obstore_reads
+
+    if carrier == "fsspec":
+        monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
+    env = counted_azure
+    fs = env.direct.fs()
+    fs.pipe({f"{env.prefix('del')}/f{i:03d}": b"x" for i in range(311)})
+    store = env.store("del")
+    env.proxy.reset()
+    assert store.delete_batch([f"f{i:03d}" for i in range(300)]) == []
+    ops = env.proxy.stats()["ops"]
+    assert ops == ({"POST": 2} if carrier == "obstore" else {"DELETE": 300}), ops
+    env.proxy.reset()
+    assert store.delete_batch([f"f{i:03d}" for i in range(300, 311)] + ["gone"]) == []
+    ops = env.proxy.stats()["ops"]
+    assert ops == ({"POST": 1, "DELETE": 12} if carrier == "obstore" else {"DELETE": 12}), ops
+    fs.invalidate_cache()
+    assert fs.find(env.prefix("del")) == []
