@@ -217,7 +217,6 @@ class ObstoreReader:
         return views
 
 
-
 class S3Reader(ObstoreReader):
     """An ``ObstoreReader`` of an S3 bucket."""
 
@@ -244,7 +243,7 @@ class AzureReader(ObstoreReader):
 _READERS = region("io.obstore_readers", max_entries=16)
 
 
-def cached_s3(cache: Any, bucket: str, storage_options: Mapping[str, Any], retry: dict[str, Any],
+def cached_store(cache: Any, bucket: str, storage_options: Mapping[str, Any], retry: dict[str, Any],
               make: Callable[[str, dict[str, Any], dict[str, Any], dict[str, Any]], Any],
               config_of: Callable[[Mapping[str, Any]], dict[str, Any] | None] = s3_config) -> Any | None:
     """``make(bucket, config, client options, retry)`` for these options, kept in ``cache`` by
@@ -271,13 +270,13 @@ def cached_s3(cache: Any, bucket: str, storage_options: Mapping[str, Any], retry
 
 def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | None:
     """An obstore reader for ``bucket`` under these options, or None (s3fs reads: see
-    ``cached_s3``)."""
-    return cached_s3(_READERS, bucket, storage_options, retry_config(storage_options), S3Reader)
+    ``cached_store``)."""
+    return cached_store(_READERS, bucket, storage_options, retry_config(storage_options), S3Reader)
 
 
 def azure_reader(container: str, storage_options: Mapping[str, Any]) -> AzureReader | None:
     """An obstore reader for an Azure ``container`` under these options, or None (adlfs reads)."""
-    return cached_s3(_READERS, container, storage_options, retry_config(storage_options), AzureReader,
+    return cached_store(_READERS, container, storage_options, retry_config(storage_options), AzureReader,
                      azure_config)
 
 

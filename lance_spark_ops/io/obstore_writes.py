@@ -24,7 +24,7 @@ from typing import Any
 
 from lance_spark_ops.cache import region
 from lance_spark_ops.io.budget import IOBudget, upload_window
-from lance_spark_ops.io.obstore_reads import OPTION_NAMES, azure_config, cached_s3
+from lance_spark_ops.io.obstore_reads import OPTION_NAMES, azure_config, cached_store
 from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
 from lance_spark_ops.io.remote import KEPT_BODIES, PartStream, bounded
 
@@ -55,7 +55,7 @@ def s3_write_store(bucket: str, storage_options: Mapping[str, Any]) -> Any | Non
     of them is not ``_UPLOAD_NEUTRAL``)."""
     if any(str(k).lower() not in _UPLOAD_NEUTRAL for k in plain_options(dict(storage_options))):
         return None
-    return cached_s3(_STORES, bucket, storage_options, retry_config(storage_options), _s3_store)
+    return cached_store(_STORES, bucket, storage_options, retry_config(storage_options), _s3_store)
 
 
 def _s3_store(bucket: str, config: dict[str, Any], client: dict[str, Any], retry: dict[str, Any]) -> Any:
@@ -70,7 +70,7 @@ def azure_write_store(container: str, storage_options: Mapping[str, Any]) -> Any
     ``obstore_reads.azure_config`` takes only options obstore honours as adlfs does)."""
     if "@" in container:  # adlfs's container@account form
         return None
-    return cached_s3(_STORES, container, storage_options, retry_config(storage_options), _azure_store,
+    return cached_store(_STORES, container, storage_options, retry_config(storage_options), _azure_store,
                      azure_config)
 
 
