@@ -789,6 +789,8 @@ class ObjectStore:
         about a third of s3fs's CPU per part; on Azure blocks, as adlfs's), else None."""
         from lance_spark_ops.io.obstore_writes import ObstoreUpload, azure_write_store, s3_write_store
 
+        if "@" in path.split("/", 1)[0]:
+            return None  # adlfs's container@account form: its account is the URI's, not the options'
         bucket, key, _ = self.fs.split_path(path)
         store = (s3_write_store if remote.is_s3(self.fs) else azure_write_store)(bucket, self.storage_options)
         if store is None:

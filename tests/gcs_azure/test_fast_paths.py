@@ -468,3 +468,22 @@ def test_azure_deletes_in_batches(counted_azure: Counted, monkeypatch: pytest.Mo
     assert ops == ({"POST": 1, "DELETE": 12} if carrier == "obstore" else {"DELETE": 12}), ops
     fs.invalidate_cache()
     assert fs.find(env.prefix("del")) == []
+
+
+def test_azure_container_at_account_paths_stay_on_adlfs(counted_azure: Counted) -> None:
+    """``abfss://container@account.dfs.core.windows.net/...`` names its account in the URI:
+    reads, uploads and deletes there stay on adlfs (obstore's store would take the options'
+    account), and the dataset pylance wrote reads the same."""
+    from lance_spark_ops.io.remote import AzureUpload
+
+    env = counted_azure
+    lance.write_dataset(_rows(1_000), env.direct.uri("at.lance"), storage_options=env.direct.options)
+    uri = f"abfss://{env.direct.container}@{AZURITE_ACCOUNT}.dfs.core.windows.net/at.lance"
+    store = ObjectStore(uri, env.proxied.options)
+    assert store._bulk_reader() is None and store._direct_ranges("x", [(0, 1)]) is None
+    out = store.open_output("big.bin")
+    assert isinstance(out, AzureUpload)
+    out.discard()
+    got = Dataset.open(uri, storage_options=env.proxied.options).to_table()
+    want = lance.dataset(env.direct.uri("at.lance"), storage_options=env.direct.options).to_table()
+    assert got.equals(want)
