@@ -36,6 +36,7 @@ from lance_spark_ops.io.options import (
     CLIENT_SETTINGS,
     PROVIDER_KEY,
     duration_seconds,
+    option_names,
     plain_options,
     with_environment,
 )
@@ -63,14 +64,14 @@ _ENV = {"access_key_id": "AWS_ACCESS_KEY_ID", "secret_access_key": "AWS_SECRET_A
         "endpoint": ("AWS_ENDPOINT_URL_S3", "AWS_ENDPOINT_URL", "AWS_ENDPOINT")}
 
 
-# our option names (pylance's Azure keys and their aliases, ``io.options``) -> obstore's Azure keys
+# obstore's Azure keys <- the option names that set them (pylance's aliases, ``io.options``,
+# and adlfs's own keyword where it means the same)
 _AZURE_KEYS = {
-    "account_name": ("azure_storage_account_name", "azure_storage_account", "account_name"),
-    "account_key": ("azure_storage_account_key", "azure_storage_access_key", "azure_storage_master_key",
-                    "access_key", "master_key", "account_key"),
-    "sas_key": ("azure_storage_sas_key", "azure_storage_sas_token", "sas_key", "sas_token"),
-    "endpoint": ("azure_storage_endpoint", "azure_endpoint", "endpoint"),
-    "skip_signature": ("azure_skip_signature", "skip_signature"),
+    "account_name": (*option_names("az", "account_name"), "account_name"),
+    "account_key": (*option_names("az", "account_key"), "account_key"),
+    "sas_key": (*option_names("az", "sas_token"), "sas_token"),
+    "endpoint": option_names("az", "account_host"),
+    "skip_signature": option_names("az", "anon"),
 }
 # every option obstore's Azure config honours as adlfs does: its keys, client settings, the
 # container's name (the URI's anyway). Any other option (a service principal, a connection
@@ -277,7 +278,7 @@ def s3_reader(bucket: str, storage_options: Mapping[str, Any]) -> S3Reader | Non
 def azure_reader(container: str, storage_options: Mapping[str, Any]) -> AzureReader | None:
     """An obstore reader for an Azure ``container`` under these options, or None (adlfs reads)."""
     return cached_store(_READERS, container, storage_options, retry_config(storage_options), AzureReader,
-                     azure_config)
+                        azure_config)
 
 
 def reader_for(protocol: str, bucket: str, storage_options: Mapping[str, Any]) -> ObstoreReader | None:

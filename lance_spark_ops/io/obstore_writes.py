@@ -68,10 +68,8 @@ def azure_write_store(container: str, storage_options: Mapping[str, Any]) -> Any
     """An obstore ``AzureStore`` of ``container`` for uploads under these options, or None (adlfs
     block uploads: the carrier is turned off, obstore is missing, or the options need adlfs -
     ``obstore_reads.azure_config`` takes only options obstore honours as adlfs does)."""
-    if "@" in container:  # adlfs's container@account form
-        return None
     return cached_store(_STORES, container, storage_options, retry_config(storage_options), _azure_store,
-                     azure_config)
+                        azure_config)
 
 
 def _azure_store(container: str, config: dict[str, Any], client: dict[str, Any],

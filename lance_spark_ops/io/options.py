@@ -33,8 +33,8 @@ from typing import Any
 from lance_spark_ops.errors import InvalidInputError
 
 __all__ = ["EXPIRY_KEY", "PROVIDER_KEY", "SECRET_KEYS", "conditional_put_disabled", "expiry_of",
-           "duration_seconds", "filesystem_class", "fsspec_options", "plain_options", "redact", "refresh_at",
-           "with_environment"]
+           "duration_seconds", "filesystem_class", "fsspec_options", "option_names", "plain_options",
+           "redact", "refresh_at", "with_environment"]
 
 EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch milliseconds)
 PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
@@ -313,6 +313,12 @@ def _targets(key: str, value: Any, table: dict[str, tuple[str, _Conv]]) -> set[s
     if isinstance(value, Mapping):
         return {f"{key}.{k}" for k in value}
     return {"client_kwargs.endpoint_url" if key == "endpoint_url" else key}
+
+
+def option_names(protocol: str, target: str) -> tuple[str, ...]:
+    """The pylance option names (aliases) that set the fsspec keyword ``target`` on ``protocol``."""
+    table = _BACKENDS.get(protocol, ({}, ()))[0]
+    return tuple(k for k, (t, _) in table.items() if t == target)
 
 
 def with_environment(protocol: str, storage_options: Mapping[str, Any] | None,

@@ -429,14 +429,23 @@ class ObjectStore:
             self._tails = TailFetcher(self.read_range, self.budget.max_requests)
         self._tails.schedule(todo)
 
+    def _obstore_bucket(self) -> str | None:
+        """The bucket (Azure container) obstore may carry this store's requests for: S3 and
+        Azure, but not adlfs's ``container@account`` form, whose URI names the account (obstore's
+        store would take the options'); None: fsspec carries them."""
+        if self.protocol not in _OBSTORE_PROTOCOLS:
+            return None
+        bucket = self.root_path.lstrip("/").split("/", 1)[0]
+        return None if "@" in bucket else bucket
+
     def _bulk_reader(self) -> Any:
         """The coroutine function a prefetch fetches with on S3 and Azure when obstore can carry
         it (``io.obstore_reads``: spans of this store's bucket; others through fsspec), else None."""
-        if self.protocol not in _OBSTORE_PROTOCOLS:
+        bucket = self._obstore_bucket()
+        if bucket is None:
             return None
         from lance_spark_ops.io.obstore_reads import reader_for
 
-        bucket = self.root_path.lstrip("/").split("/", 1)[0]
         reader = reader_for(self.protocol, bucket, self.storage_options)
         if reader is None:
             return None
@@ -453,15 +462,15 @@ class ObjectStore:
         """(start, end) spans of one S3 or Azure object through obstore when it can carry them
         (see ``io.obstore_reads``: ~0.3 ms of GIL a request against s3fs's ~2.5 ms, which queue
         on one event loop behind a busy decoder); None: read them through fsspec."""
-        if self.protocol not in _OBSTORE_PROTOCOLS:
+        bucket = self._obstore_bucket()
+        if bucket is None:
             return None
         self.fs  # noqa: B018 - first: it refreshes vended options when they are due
         opts = self.storage_options
         if self._direct is None or self._direct[0] != id(opts):
             from lance_spark_ops.io.obstore_reads import reader_for
 
-            self._direct = (id(opts), reader_for(self.protocol, self.root_path.lstrip("/").split("/", 1)[0],
-                                                 opts))
+            self._direct = (id(opts), reader_for(self.protocol, bucket, opts))
         reader = self._direct[1]
         return None if reader is None else reader.get_ranges(self.full_path(rel), spans)
 
@@ -789,9 +798,10 @@ class ObjectStore:
         about a third of s3fs's CPU per part; on Azure blocks, as adlfs's), else None."""
         from lance_spark_ops.io.obstore_writes import ObstoreUpload, azure_write_store, s3_write_store
 
-        if "@" in path.split("/", 1)[0]:
-            return None  # adlfs's container@account form: its account is the URI's, not the options'
-        bucket, key, _ = self.fs.split_path(path)
+        bucket = self._obstore_bucket()
+        if bucket is None:
+            return None
+        key = self.fs.split_path(path)[1]
         store = (s3_write_store if remote.is_s3(self.fs) else azure_write_store)(bucket, self.storage_options)
         if store is None:
             return None
@@ -888,11 +898,11 @@ class ObjectStore:
     def _azure_deletes(self, paths: list[str]) -> Callable[[], Awaitable[list[tuple[str, str]]]] | None:
         """On Azure, when obstore carries the options: deletes in Blob Batch requests of 256
         (``obstore_writes.delete_azure``); None otherwise (``remote.delete_many``)."""
-        if self.protocol not in ("az", "abfs", "abfss") or not paths:
+        container = self._obstore_bucket()
+        if container is None or not remote.is_azure(self.fs) or not paths:
             return None
         from lance_spark_ops.io.obstore_writes import azure_write_store, delete_azure
 
-        container = self.fs.split_path(paths[0])[0]
         if not all(p.startswith(f"{container}/") for p in paths):
             return None
         store = azure_write_store(container, self.storage_options)
