@@ -198,6 +198,23 @@ class ObstoreReader:
 
         return await bounded([one(*it) for it in items], budget.max_requests)
 
+    def get(self, path: str) -> memoryview | None:
+        """A whole object of this bucket (path ``bucket/key``) in one GET; None on any failure
+        but its absence (the caller then reads through fsspec, whose error names what is
+        wrong). Raises ``FileNotFoundError`` when it is absent: asking again would not help."""
+        import obstore
+        from obstore.exceptions import NotFoundError
+
+        prefix = f"{self.bucket}/"
+        if not path.startswith(prefix):
+            return None
+        try:
+            return memoryview(obstore.get(self.store, path[len(prefix):]).bytes())
+        except NotFoundError:
+            raise FileNotFoundError(path) from None
+        except Exception:  # noqa: BLE001 - see the docstring
+            return None
+
     def get_ranges(self, path: str, spans: Sequence[tuple[int, int]]) -> list[memoryview] | None:
         """The (start, end) spans of one object (path ``bucket/key``), concurrently and with the
         GIL released while they are in flight; None on any failure or short answer: the caller

@@ -6,8 +6,9 @@ uploads and prefetches, carries on and collects later).
 
 The carrier was measured against obstore (``bench/io_carrier_bench.py``; docs/object_stores.md):
 the two are level for whole objects in flight, obstore takes ~3x less CPU (and GIL) per request.
-So fsspec carries listings, uploads, deletes and reads on every store, and on S3 obstore takes
-a task's prefetch and direct ranged reads where the options allow (``io.obstore_reads``).
+So these carry every store's requests except where the options let obstore take them: on S3
+and Azure a task's prefetch, direct ranged reads and large uploads (``io.obstore_reads``,
+``io.obstore_writes``), Azure's deletes and listings (``io.obstore_lists``).
 """
 
 from __future__ import annotations

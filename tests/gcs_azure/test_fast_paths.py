@@ -33,7 +33,7 @@ from tests.table.commit_helpers import table
 
 lance = pytest.importorskip("lance")
 
-VERSIONS = 100  # more than a page of ours (64 keys); -m slow: 1 100, more than gcsfs's page (1 000)
+VERSIONS = 100  # more than a page of ours (RECENT_PAGE keys); -m slow: 1 100, more than gcsfs's page (1 000)
 
 
 class Counted:
@@ -114,7 +114,7 @@ def test_latest_version_from_one_listing_page(counted: Counted) -> None:
 
 @pytest.mark.slow
 def test_latest_version_from_one_listing_page_of_1100(counted: Counted) -> None:
-    """1 100 versions: still one request of 64 keys, where gcsfs's full listing takes two pages
+    """1 100 versions: still one request of ``RECENT_PAGE`` keys, where gcsfs's full listing takes two pages
     of 1 000 (Azure's 5 000-key pages would need 5 001 versions to show it)."""
     _one_page(counted, 1100)
 
@@ -192,9 +192,12 @@ def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     """``ObjectStore.find`` (vacuum's and cleanup's listings): an absent prefix is one listing
     request (gcsfs's ``find`` lists it twice, adlfs's HEADs it twice besides), a present one its
     pages and nothing else, and it finds what the backend's own ``find`` finds, sizes and
-    modification times included, nested keys too (three pages of two keys here)."""
-    from lance_spark_ops.io import remote
+    modification times included, nested keys too (three pages of two keys here). Azure's
+    through adlfs here (obstore's pages: ``test_azure_listings_through_obstore``)."""
+    from lance_spark_ops.io import obstore_reads, remote
     from lance_spark_ops.table.cleanup_scan import list_files
+
+    monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
 
     fs = counted.direct.fs()
     names = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
@@ -222,9 +225,10 @@ def test_list_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     """``ObjectStore.list`` (the full version listing, ``_indices``' directories, branches): the
     objects and directories directly under a prefix from its listing pages alone (adlfs's ``ls``
     lists twice, and HEADs an absent prefix; gcsfs's asks again of one), as the backend's own
-    ``ls`` names them."""
-    from lance_spark_ops.io import remote
+    ``ls`` names them. Azure's through adlfs here, as in the test above."""
+    from lance_spark_ops.io import obstore_reads, remote
 
+    monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
     fs = counted.direct.fs()
     for n in ["_indices/u1/a.idx", "_indices/u1/b.idx", "_indices/u2/a.idx", "_indices/top.bin",
               "_indices/u3/deep/c.idx", "_indicesX/not-under.bin"]:
@@ -239,6 +243,54 @@ def test_list_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     assert counted.proxy.stats()["ops"] == {"LIST": 2}  # four entries, two a page
     theirs = sorted(p.rstrip("/").rsplit("/", 1)[1] for p in fs.ls(f"{counted.prefix('t')}/_indices"))
     assert names == theirs == ["top.bin", "u1", "u2", "u3"]
+
+
+def test_azure_listings_through_obstore(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Where obstore carries an Azure store's reads it lists it too (``io.obstore_lists``: adlfs
+    parses ~0.3 ms a blob): ``find`` and ``list`` name what adlfs's ``find`` / ``ls`` name, sizes
+    and times included, in one request of up to 5 000 blobs (adlfs's pages of 2 here would
+    take 3 and 2), without the blob named as the prefix; the latest versions' page stays on
+    adlfs, whose request asks ``RECENT_PAGE`` keys; a missing container lists as empty."""
+    from lance_spark_ops.io import remote
+    from lance_spark_ops.table.cleanup_scan import list_files
+
+    env = counted_azure
+    fs = env.direct.fs()
+    names = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
+    for i, n in enumerate(names):
+        fs.pipe_file(f"{env.prefix('t')}/{n}", b"x" * (10 + i))
+    fs.pipe_file(f"{env.prefix('t')}/_indices/u1/a.idx", b"")  # an empty blob is an object
+    fs.pipe_file(f"{env.prefix('t')}/_indices/top.bin", b"x")
+    fs.pipe_file(f"{env.prefix('t')}/database.txt", b"not under data/")
+    monkeypatch.setattr(remote, "LIST_PAGE", 2)
+    store = env.store("t")
+    env.proxy.reset()
+    found = store.find_rel("data", detail=True)
+    assert env.proxy.stats()["ops"] == {"LIST": 1}
+    theirs = fs.find(f"{env.prefix('t')}/data", detail=True)
+    root = env.prefix("t") + "/"
+    assert {p: i["size"] for p, i in found.items()} == {p[len(root):]: i["size"] for p, i in theirs.items()}
+    assert sorted(found) == sorted(names)
+    listed = list_files(store, "data")
+    assert sorted(f.path for f in listed) == sorted(names)
+    mtimes = {p[len(root):]: i["last_modified"].timestamp() for p, i in theirs.items()}
+    assert all(abs(f.mtime - mtimes[f.path]) < 1 for f in listed), (listed, mtimes)
+    env.proxy.reset()
+    assert store.list("_indices") == ["top.bin", "u1"]
+    assert store.find_rel("_indices", detail=True)["_indices/u1/a.idx"]["size"] == 0
+    assert env.proxy.stats()["ops"] == {"LIST": 2}
+    _fake_versions(env, "many.lance", RECENT_PAGE + 3)
+    many = env.store("many.lance")
+    env.proxy.reset()
+    listing = PutIfNotExistsCommitHandler().recent_versions(many)
+    assert listing.latest == RECENT_PAGE + 3 and not listing.complete
+    assert [p["maxresults"] for p in env.listings()] == [[str(RECENT_PAGE)]]
+    proxied = env.proxied
+    assert isinstance(proxied, Azure)
+    gone = ObjectStore(Azure(proxied.endpoint, "no-such-container").uri("t"), proxied.options)
+    env.proxy.reset()
+    assert gone.find_rel("data") == [] and gone.list("data") == []
+    assert env.proxy.stats()["ops"] == {"LIST": 4}  # obstore's refused, then adlfs's: empty
 
 
 @pytest.mark.parametrize("carrier", ["obstore", "fsspec"])

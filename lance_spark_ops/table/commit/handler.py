@@ -67,7 +67,8 @@ class VersionListing:
         return max(self.paths) if self.paths else None
 
 
-RECENT_PAGE = 64  # keys of the one LIST page that finds the latest versions (V2 naming)
+RECENT_PAGE = 16  # keys of the one LIST page that finds the latest versions (V2 naming): 64 cost
+# adlfs ~20 ms more of parsing (azure-storage-blob models ~0.3 ms a blob), s3fs ~3 ms
 RECENT_LOOKUPS = 16  # versions after a known one looked up one by one in an external store
 
 
