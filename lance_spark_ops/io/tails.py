@@ -11,32 +11,55 @@ failed is not handed out (the file's own read then names what is wrong).
 from __future__ import annotations
 
 import threading
+from collections import deque
 from collections.abc import Callable, Sequence
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import Future
+
+from lance_spark_ops.concurrency import io_pool
 
 __all__ = ["TailFetcher"]
 
 
 class TailFetcher:
-    """Tails ``(key, name, start, length)`` read by ``read(name, start, length)`` on up to
-    ``in_flight`` threads; ``take(key)`` -> ``(start, bytes)`` or None."""
+    """Tails ``(key, name, start, length)`` read by ``read(name, start, length)``, up to
+    ``in_flight`` at a time on the process's ``io_pool``; ``take(key)`` -> ``(start, bytes)`` or
+    None."""
 
     def __init__(self, read: Callable[[str, int, int], bytes], in_flight: int) -> None:
         self._read = read
         self._in_flight = max(1, in_flight)
-        self._pool: ThreadPoolExecutor | None = None
+        self._runners = 0  # calls of ``_run`` on the pool (at most ``in_flight``)
+        self._queue: deque[tuple[Future, str, int, int]] = deque()
         self._held: dict[str, tuple[int, Future]] = {}
         self._lock = threading.Lock()
+        self._closed = False
 
     def schedule(self, items: Sequence[tuple[str, str, int, int]]) -> None:
         with self._lock:
-            todo = [(k, name, s, n) for k, name, s, n in items if n > 0 and k not in self._held]
-            if not todo:
-                return
-            if self._pool is None:
-                self._pool = ThreadPoolExecutor(self._in_flight, thread_name_prefix="lso-tails")
-            for key, name, start, length in todo:
-                self._held[key] = (start, self._pool.submit(self._read, name, start, length))
+            for key, name, start, length in items:
+                if length > 0 and key not in self._held:
+                    fut: Future = Future()
+                    self._held[key] = (start, fut)
+                    self._queue.append((fut, name, start, length))
+            more = min(self._in_flight - self._runners, len(self._queue))
+            self._runners += more
+        for _ in range(more):
+            io_pool().submit(self._run)
+
+    def _run(self) -> None:
+        """Read queued tails one after another until none is left (or the fetcher is closed)."""
+        while True:
+            with self._lock:
+                if self._closed or not self._queue:
+                    self._runners -= 1
+                    return
+                fut, name, start, length = self._queue.popleft()
+            if not fut.set_running_or_notify_cancel():
+                continue
+            try:
+                fut.set_result(self._read(name, start, length))
+            except BaseException as e:  # noqa: BLE001 - handed to ``take``, which drops it
+                fut.set_exception(e)
 
     def take(self, key: str) -> tuple[int, bytes] | None:
         """The tail fetched for ``key`` (waiting for it when in flight), once; None when none
@@ -52,9 +75,10 @@ class TailFetcher:
             return None
 
     def close(self) -> None:
-        """Drop what is held and cancel what has not started."""
+        """Drop what is held and what has not started."""
         with self._lock:
-            pool, self._pool = self._pool, None
-            self._held.clear()
-        if pool is not None:
-            pool.shutdown(wait=False, cancel_futures=True)
+            held, self._held = self._held, {}
+            self._queue.clear()
+            self._closed = True
+        for _, fut in held.values():
+            fut.cancel()

@@ -47,3 +47,36 @@ def test_close_drops_what_is_held() -> None:
     t.close()
     release.set()
     assert t.take("k1") is None and t.take("k2") is None
+
+
+def test_at_most_in_flight_reads_at_once_and_close_stops_the_queue() -> None:
+    """Two of five in flight: the third waits for a slot; closed, the queued ones are never read."""
+    gate = threading.Event()
+    both = threading.Barrier(3, timeout=30)  # the two first reads and this test
+    lock = threading.Lock()
+    running, most, names = [0], [0], []
+
+    def read(name: str, start: int, length: int) -> bytes:
+        with lock:
+            running[0] += 1
+            most[0] = max(most[0], running[0])
+            names.append(name)
+        if name in ("a", "b"):
+            both.wait()
+        gate.wait(30)
+        with lock:
+            running[0] -= 1
+        return name.encode()
+
+    t = TailFetcher(read, in_flight=2)
+    t.schedule([(k, k, 0, 1) for k in "abcde"])
+    both.wait()  # a and b in flight; c, d, e queued behind them
+    assert sorted(names) == ["a", "b"]
+    t.close()
+    gate.set()
+    assert all(t.take(k) is None for k in "abcde")
+    assert most[0] == 2
+    u = TailFetcher(read, in_flight=2)  # a new one reads (the pool's threads are not held)
+    u.schedule([("x", "x", 0, 1)])
+    assert u.take("x") == (0, b"x")
+    assert sorted(names) == ["a", "b", "x"]  # c, d and e never read
