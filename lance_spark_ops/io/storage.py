@@ -78,7 +78,6 @@ _SIZES_KEPT = 1 << 16
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # where obstore may carry a task's reads (``io.obstore_reads``)
 _OBSTORE_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
-_AZURE_PROTOCOLS = frozenset({"az", "abfs", "abfss"})
 _REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure"}
@@ -484,10 +483,8 @@ class ObjectStore:
         """(obstore store, container, key prefix) to list ``rel`` with when obstore lists this
         Azure store (``io.obstore_lists``: adlfs parses a listing at ~0.3 ms of CPU a blob), else
         None: adlfs lists it."""
-        if self.protocol not in _AZURE_PROTOCOLS:
-            return None
         reader = self._obstore_reader()
-        if reader is None:
+        if reader is None or not remote.is_azure(self.fs):
             return None
         container, _, key = self.full_path(rel).lstrip("/").partition("/")
         return (reader.store, container, key) if container == reader.bucket else None

@@ -188,6 +188,28 @@ def test_footer_of_unknown_size(counted: Counted) -> None:
     assert "GET" in counted.proxy.stats()["ops"]
 
 
+DATA_FILES = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
+
+
+def _put_data_files(env: Counted) -> None:
+    """``DATA_FILES`` under table ``t`` (sizes 10, 11, ...), and a key that shares their prefix's
+    letters but is not under ``data/``."""
+    fs = env.direct.fs()
+    for i, n in enumerate(DATA_FILES):
+        fs.pipe_file(f"{env.prefix('t')}/{n}", b"x" * (10 + i))
+    fs.pipe_file(f"{env.prefix('t')}/database.txt", b"not under data/")
+
+
+def _found_as_theirs(env: Counted, found: dict[str, Any]) -> dict[str, Any]:
+    """Checks ``found`` (``find_rel("data", detail=True)``) against the backend's own ``find``:
+    the same keys and sizes, ``DATA_FILES`` and nothing else; returns theirs, by relative key."""
+    root = env.prefix("t") + "/"
+    theirs = {p[len(root):]: i for p, i in env.direct.fs().find(f"{root}data", detail=True).items()}
+    assert {p: i["size"] for p, i in found.items()} == {p: i["size"] for p, i in theirs.items()}
+    assert sorted(found) == sorted(DATA_FILES)
+    return theirs
+
+
 def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.MonkeyPatch) -> None:
     """``ObjectStore.find`` (vacuum's and cleanup's listings): an absent prefix is one listing
     request (gcsfs's ``find`` lists it twice, adlfs's HEADs it twice besides), a present one its
@@ -199,11 +221,7 @@ def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
 
     monkeypatch.setenv(obstore_reads.CARRIER_ENV, "fsspec")
 
-    fs = counted.direct.fs()
-    names = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
-    for i, n in enumerate(names):
-        fs.pipe_file(f"{counted.prefix('t')}/{n}", b"x" * (10 + i))
-    fs.pipe_file(f"{counted.prefix('t')}/database.txt", b"not under data/")  # shares the prefix's letters
+    _put_data_files(counted)
     store = counted.store("t")
     counted.proxy.reset()
     assert store.find_rel("_refs/tags") == []
@@ -212,12 +230,9 @@ def test_find_reads_listing_pages_alone(counted: Counted, monkeypatch: pytest.Mo
     counted.proxy.reset()
     found = store.find_rel("data", detail=True)
     assert counted.proxy.stats()["ops"] == {"LIST": 3}
-    theirs = fs.find(f"{counted.prefix('t')}/data", detail=True)
-    root = counted.prefix("t") + "/"
-    assert {p: i["size"] for p, i in found.items()} == {p[len(root):]: i["size"] for p, i in theirs.items()}
-    assert sorted(found) == sorted(names)
+    _found_as_theirs(counted, found)
     listed = list_files(store, "data")  # the vacuum's view: each file's time read from the listing
-    assert sorted(f.path for f in listed) == sorted(names)
+    assert sorted(f.path for f in listed) == sorted(DATA_FILES)
     assert all(abs(f.mtime - time.time()) < 600 for f in listed), listed
 
 
@@ -256,24 +271,18 @@ def test_azure_listings_through_obstore(counted_azure: Counted, monkeypatch: pyt
 
     env = counted_azure
     fs = env.direct.fs()
-    names = ["data/a.lance", "data/b.lance", "data/sub/c.lance", "data/sub/deeper/d.lance", "data/e.lance"]
-    for i, n in enumerate(names):
-        fs.pipe_file(f"{env.prefix('t')}/{n}", b"x" * (10 + i))
+    _put_data_files(env)
     fs.pipe_file(f"{env.prefix('t')}/_indices/u1/a.idx", b"")  # an empty blob is an object
     fs.pipe_file(f"{env.prefix('t')}/_indices/top.bin", b"x")
-    fs.pipe_file(f"{env.prefix('t')}/database.txt", b"not under data/")
     monkeypatch.setattr(remote, "LIST_PAGE", 2)
     store = env.store("t")
     env.proxy.reset()
     found = store.find_rel("data", detail=True)
     assert env.proxy.stats()["ops"] == {"LIST": 1}
-    theirs = fs.find(f"{env.prefix('t')}/data", detail=True)
-    root = env.prefix("t") + "/"
-    assert {p: i["size"] for p, i in found.items()} == {p[len(root):]: i["size"] for p, i in theirs.items()}
-    assert sorted(found) == sorted(names)
+    theirs = _found_as_theirs(env, found)
     listed = list_files(store, "data")
-    assert sorted(f.path for f in listed) == sorted(names)
-    mtimes = {p[len(root):]: i["last_modified"].timestamp() for p, i in theirs.items()}
+    assert sorted(f.path for f in listed) == sorted(DATA_FILES)
+    mtimes = {p: i["last_modified"].timestamp() for p, i in theirs.items()}
     assert all(abs(f.mtime - mtimes[f.path]) < 1 for f in listed), (listed, mtimes)
     env.proxy.reset()
     assert store.list("_indices") == ["top.bin", "u1"]
