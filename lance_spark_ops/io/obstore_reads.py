@@ -40,6 +40,7 @@ from lance_spark_ops.io.options import (
     plain_options,
     with_environment,
 )
+from lance_spark_ops.io.retries import retry_limits
 
 CARRIER_ENV = "LSO_IO_CARRIER"  # "fsspec": every request through fsspec
 
@@ -165,9 +166,8 @@ def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
     """pylance's ``client_max_retries`` / ``client_retry_timeout`` (seconds) when given; else
     3 retries within 30 s: a prefetch that keeps failing is left to the direct read, which
     retries on its own."""
-    opts = plain_options(dict(storage_options))
-    return {"max_retries": int(opts.get("client_max_retries") or 3),
-            "retry_timeout": timedelta(seconds=float(opts.get("client_retry_timeout") or 30))}
+    retries, timeout_s = retry_limits(storage_options, 3, 30.0)
+    return {"max_retries": retries, "retry_timeout": timedelta(seconds=timeout_s)}
 
 
 class ObstoreReader:

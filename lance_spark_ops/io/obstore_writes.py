@@ -27,6 +27,7 @@ from lance_spark_ops.io.budget import IOBudget, upload_window
 from lance_spark_ops.io.obstore_reads import OPTION_NAMES, azure_config, cached_store
 from lance_spark_ops.io.options import CLIENT_SETTINGS, plain_options
 from lance_spark_ops.io.remote import KEPT_BODIES, PartStream, bounded
+from lance_spark_ops.io.retries import retry_limits
 
 # the options an upload through obstore honours as s3fs would: credentials, endpoint and region
 # (``s3_config``), client settings both ignore or obstore takes (``client_options``), and keys
@@ -44,9 +45,8 @@ _STORES = region("io.obstore_writers", max_entries=16)
 def retry_config(storage_options: Mapping[str, Any]) -> dict[str, Any]:
     """pylance's ``client_max_retries`` / ``client_retry_timeout`` (seconds), with its defaults
     (10 retries within 180 s): an upload has no other carrier to fall back to."""
-    opts = plain_options(dict(storage_options))
-    return {"max_retries": int(opts.get("client_max_retries") or 10),
-            "retry_timeout": timedelta(seconds=float(opts.get("client_retry_timeout") or 180))}
+    retries, timeout_s = retry_limits(storage_options)
+    return {"max_retries": retries, "retry_timeout": timedelta(seconds=timeout_s)}
 
 
 def s3_write_store(bucket: str, storage_options: Mapping[str, Any]) -> Any | None:

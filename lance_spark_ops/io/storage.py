@@ -64,6 +64,7 @@ from lance_spark_ops.io.options import (
     redact,
     refresh_at,
 )
+from lance_spark_ops.io.retries import retry_adlfs_as_object_store
 from lance_spark_ops.io.tails import TailFetcher
 
 # Ranges closer than this are fetched in one request (cloud stores charge per request).
@@ -279,6 +280,8 @@ class ObjectStore:
             raise UnsupportedError(f"unknown storage protocol {self.protocol!r}", path=self.root) from e
         if self.protocol in ("s3", "s3a"):
             s3_session.prime(fs)  # botocore's parsed data shared by the process's S3 clients
+        elif remote.is_azure(fs):
+            retry_adlfs_as_object_store(fs, self.storage_options)  # not the SDK's 18 s waits
         return fs
 
     @property

@@ -302,6 +302,31 @@ def test_azure_listings_through_obstore(counted_azure: Counted, monkeypatch: pyt
     assert env.proxy.stats()["ops"] == {"LIST": 4}  # obstore's refused, then adlfs's: empty
 
 
+def test_adlfs_retries_as_object_store(counted_azure: Counted) -> None:
+    """A request through adlfs (the latest versions' page) whose connections are reset goes
+    again after object_store's backoff (0.1 s, then up to twice the last), where
+    azure-storage-blob's default policy waits 15-21 s; ``client_max_retries`` bounds the tries
+    as it bounds pylance's (a 503 answer: aiohttp itself sends a request again at once when a
+    kept-alive connection is reset, not when it answers)."""
+    from lance_spark_ops.errors import LanceError
+
+    env = counted_azure
+    _fake_versions(env, "retried.lance", 3)
+    env.proxy.reset()
+    env.proxy.inject(kind="reset", count=2, ops=["LIST"])
+    assert PutIfNotExistsCommitHandler().recent_versions(env.store("retried.lance")).latest == 3
+    starts = [entry[3] for entry in env.proxy.stats()["timeline"] if entry[0] == "LIST"]
+    assert len(starts) == 3 and env.proxy.stats()["faults"] == {"reset": 2}, starts
+    gaps = [b - a for a, b in zip(starts, starts[1:], strict=False)]
+    assert max(gaps) < 10, gaps  # the SDK's wait: >= 15 s
+    env.proxy.reset()
+    env.proxy.inject(kind="slowdown", count=100, ops=["LIST"])
+    store = ObjectStore(env.proxied.uri("retried.lance"), {**env.proxied.options, "client_max_retries": "2"})
+    with pytest.raises(LanceError, match="retried.lance/_versions"):
+        PutIfNotExistsCommitHandler().recent_versions(store)
+    assert env.proxy.stats()["ops"] == {"LIST": 3}  # the first try and two retries
+
+
 @pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
 def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
                                            carrier: str) -> None:
@@ -492,7 +517,7 @@ def test_azure_carrier_under_faults(counted_azure: Counted, monkeypatch: pytest.
         env.proxy.inject(**f)
     try:
         compact(None, env.proxied.uri("faults.lance"), target_rows_per_fragment=10_000_000,
-                storage_options={**env.proxied.options, "client_max_retries": "2"})
+                storage_options={**env.proxied.options, "client_max_retries": "1"})
         failed = None
     except LanceError as e:
         failed = e
