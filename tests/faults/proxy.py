@@ -1,7 +1,8 @@
 """Fault runs over the latency proxy (issue #39): the jobs of ``runners.RUNNERS`` (and an
-INVERTED build) on S3 - moto behind ``tests/support/latency_store``'s proxy - under the proxy's
-faults: 503 SlowDown, held requests (then reset) and connection resets before or after the
-server acted (an ambiguous failure: the write landed, the client saw an error).
+INVERTED build) on S3 - moto behind ``tests/support/latency_store``'s proxy - and on Azure
+(Azurite behind it) under the proxy's faults: 503 SlowDown (Azure's ServerBusy is a 503 too),
+held requests (then reset) and connection resets before or after the server acted (an
+ambiguous failure: the write landed, the client saw an error).
 
 A run in four adds a storm of faults the client's retries cannot all absorb, so jobs also fail.
 
@@ -86,16 +87,21 @@ TARGETS = ((["GET"], "/data/"), (["GET"], "/_versions/"), (["GET"], "/_deletions
            (["GET"], ""), (["PUT"], "/data/"), (["PUT"], "/_versions/"), (["PUT"], "/_versions/"),
            (["PUT"], "/_indices/"), (["PUT"], "/_transactions/"), (["LIST"], ""), (["DELETE_OBJECTS"], ""),
            ([], ""))
+# Azure: blocks and block lists are PUTs, its Blob Batch deletes a POST naming the account only
+Targets = tuple[tuple[list[str], str], ...]
+AZURE_TARGETS: Targets = tuple((["POST"], "") if ops == ["DELETE_OBJECTS"] else (ops, path)
+                               for ops, path in TARGETS)
 KINDS = ("slowdown", "reset", "reset_after", "timeout")
 HOLD_S = 1.0  # a held request is reset after this (the client sees a dropped connection)
 
 
-def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> list[dict[str, Any]]:
+def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS,
+                targets: Targets = TARGETS) -> list[dict[str, Any]]:
     """1-3 faults for ``LatencyProxy.inject``."""
     out = []
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
-        ops, path = rng.choice(TARGETS)
+        ops, path = rng.choice(targets)
         f: dict[str, Any] = {"kind": "reset" if kind == "reset_after" else kind, "count": rng.randint(1, 3),
                              "ops": ops, "path_contains": path}
         if kind == "reset_after" or (kind == "timeout" and rng.random() < 0.5):
@@ -109,14 +115,18 @@ def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS) -> list[dict
 STORM_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # botocore (legacy mode): one retry
 
 
-def draw_storm(rng: random.Random) -> dict[str, Any] | None:
+# Azure: one retry for adlfs's client and obstore's stores alike (``io.retries``)
+AZURE_STORM_OPTIONS = {"client_max_retries": "1"}
+
+
+def draw_storm(rng: random.Random, targets: Targets = TARGETS) -> dict[str, Any] | None:
     """A run in four also gets a storm: 6-12 faults in a row on one kind of request, with the
-    client's retries cut to s3fs's own five, so that some requests exhaust them and the job
-    fails (it must then leave the dataset as it was)."""
+    client's retries cut (S3: to s3fs's own five; Azure: to one), so that some requests
+    exhaust them and the job fails (it must then leave the dataset as it was)."""
     if rng.random() >= 0.25:
         return None
     kind = rng.choice(("slowdown", "reset", "reset_after"))
-    ops, path = rng.choice(TARGETS)
+    ops, path = rng.choice(targets)
     return {"kind": "reset" if kind == "reset_after" else kind, "count": rng.randint(6, 12), "ops": ops,
             "path_contains": path, **({"forward": True} if kind == "reset_after" else {})}
 
@@ -145,6 +155,64 @@ def download(client: Any, bucket: str, prefix: str, root: Path) -> dict[str, flo
     return times
 
 
+class S3Target:
+    """A ``tests.s3.conftest.SlowS3`` bucket as a fault run's store: moved with boto3, direct."""
+
+    name, targets, storm_options = "proxy", TARGETS, STORM_OPTIONS
+
+    def __init__(self, slow: Any) -> None:
+        self.slow, self.proxy = slow, slow.proxy
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.slow.options
+
+    def uri(self, prefix: str) -> str:
+        return self.slow.uri(prefix)
+
+    def upload(self, root: Path, prefix: str) -> None:
+        upload(self.slow.direct.client(), self.slow.direct.bucket, root, prefix)
+
+    def download(self, prefix: str, root: Path) -> dict[str, float]:
+        return download(self.slow.direct.client(), self.slow.direct.bucket, prefix, root)
+
+
+class AzureTarget:
+    """An Azurite container behind the proxy as a fault run's store: ``direct`` and
+    ``proxied`` (``tests.gcs_azure.conftest.Azure``) name it without and through the proxy;
+    moved with adlfs, direct."""
+
+    name, targets, storm_options = "proxy-azure", AZURE_TARGETS, AZURE_STORM_OPTIONS
+
+    def __init__(self, direct: Any, proxied: Any, proxy: Any) -> None:
+        self.direct, self.proxied, self.proxy = direct, proxied, proxy
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.proxied.options
+
+    def uri(self, prefix: str) -> str:
+        return self.proxied.uri(prefix)
+
+    def upload(self, root: Path, prefix: str) -> None:
+        fs = self.direct.fs()
+        fs.pipe({f"{self.direct.container}/{prefix}/{path.relative_to(root).as_posix()}": path.read_bytes()
+                 for path in root.rglob("*") if path.is_file()})
+
+    def download(self, prefix: str, root: Path) -> dict[str, float]:
+        shutil.rmtree(root)
+        fs = self.direct.fs()
+        base = f"{self.direct.container}/{prefix}/"
+        times = {}
+        for path, info in fs.find(base, detail=True).items():
+            rel = path[len(base):]
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(fs.cat_file(path))
+            times[rel] = info["last_modified"].timestamp()
+        return times
+
+
 def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, float]) -> list[str]:
     """``runners._vacuum_post_check`` for an uploaded dataset: a data file only old versions
     referenced must be gone unless it is newer than the earliest retained manifest (pylance's
@@ -167,12 +235,12 @@ def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, fl
 
 
 # -- one run ------------------------------------------------------------------------------------------------
-def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[str, ...] = KINDS,
-                       faults: list[dict[str, Any]] | None = None, fired_at_least: int = 0,
-                       options: dict[str, Any] | None = None, must_commit: bool = False,
-                       must_fail: bool = False) -> list[str]:
-    """One run on ``slow`` (``tests.s3.conftest.SlowS3``) under ``faults`` (default: drawn from
-    the seed); returns the violations (empty: all held). ``fired_at_least``: the faults that
+def run_proxy_scenario(job: str, seed: int, tmp: Path, target: S3Target | AzureTarget,
+                       kinds: tuple[str, ...] = KINDS, faults: list[dict[str, Any]] | None = None,
+                       fired_at_least: int = 0, options: dict[str, Any] | None = None,
+                       must_commit: bool = False, must_fail: bool = False) -> list[str]:
+    """One run on ``target``'s store under ``faults`` (default: drawn from the seed); returns
+    the violations (empty: all held). ``fired_at_least``: the faults that
     must have fired when the job committed or failed. ``options``: storage options added to the
     job's (default: the storm's when one is drawn). ``must_commit``: the job must succeed and
     report a new version; ``must_fail``: it must fail (with a typed error naming a file). A
@@ -180,12 +248,12 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
     import lance
 
     runner = PROXY_RUNNERS[job]
-    rng = random.Random(f"proxy/{job}/{seed}")
-    drawn = draw_faults(rng, kinds)
-    storm = draw_storm(rng)
-    extra = options if options is not None else STORM_OPTIONS if storm and faults is None else {}
+    rng = random.Random(f"{target.name}/{job}/{seed}")
+    drawn = draw_faults(rng, kinds, target.targets)
+    storm = draw_storm(rng, target.targets)
+    extra = options if options is not None else target.storm_options if storm and faults is None else {}
     faults = drawn + ([storm] if storm else []) if faults is None else faults
-    label = f"proxy job={job} seed={seed} faults={faults}"
+    label = f"{target.name} job={job} seed={seed} faults={faults}"
     root = tmp / "ds.lance"
     exp = make_dataset(str(root), rng.randrange(1 << 30), stable=runner.stable)
     if runner.prepare:
@@ -193,16 +261,16 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
     ids_before = stable_row_ids(str(root)) if runner.stable else None
     latest_before = lance.dataset(str(root)).version
     job_seed = rng.random()
-    client, bucket, prefix = slow.direct.client(), slow.direct.bucket, f"ds-{job}-{seed}.lance"
-    upload(client, bucket, root, prefix)
-    STATS.runs[f"proxy/{job}"] += 1
-    proxy = slow.proxy
+    prefix = f"ds-{job}-{seed}.lance"
+    target.upload(root, prefix)
+    STATS.runs[f"{target.name}/{job}"] += 1
+    proxy = target.proxy
     proxy.reset()
     for f in faults:
         proxy.inject(**f)
     metrics, exc = None, None
     try:
-        metrics = runner.local(slow.uri(prefix), {**slow.options, **extra}, random.Random(job_seed), None)
+        metrics = runner.local(target.uri(prefix), {**target.options, **extra}, random.Random(job_seed), None)
     except Exception as e:  # noqa: BLE001 - any outcome is allowed; the invariants are checked after
         exc = e
     fired = proxy.stats()["faults"]
@@ -215,7 +283,7 @@ def run_proxy_scenario(job: str, seed: int, tmp: Path, slow: Any, kinds: tuple[s
     STATS.outcomes[_outcome(exc)] += 1
     if isinstance(exc, InvalidInputError | UnsupportedError):  # not a fault: the harness is broken
         raise AssertionError(f"{label}: the job refused its input") from exc
-    times = download(client, bucket, prefix, root)
+    times = target.download(prefix, root)
     ok = exc is None and not _partial(metrics)
     early = []
     if must_commit and (not ok or not _reported(metrics)):

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.faults.proxy import PROXY_RUNNERS, STORM_OPTIONS, run_proxy_scenario
+from tests.faults.proxy import PROXY_RUNNERS, STORM_OPTIONS, S3Target, run_proxy_scenario
 from tests.s3.conftest import SlowS3, latency_proxy, moto_endpoint, s3, slow_s3  # noqa: F401 - fixtures
 
 JOBS = sorted(PROXY_RUNNERS)
@@ -22,7 +22,7 @@ SEEDS = int(os.environ.get("PROXY_FAULT_SEEDS", "6"))
 
 
 def _run(job: str, seed: int, tmp_path: Path, slow: SlowS3) -> None:
-    bad = run_proxy_scenario(job, seed, tmp_path, slow)
+    bad = run_proxy_scenario(job, seed, tmp_path, S3Target(slow))
     assert not bad, "\n".join(bad)
 
 
@@ -46,14 +46,14 @@ COMMIT_LANDED = [{"kind": "reset", "count": 1, "ops": ["PUT"], "path_contains": 
 
 @pytest.mark.parametrize("job", ["add_columns", "create_vector_index"])
 def test_commit_reset_after_it_landed(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
-    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_LANDED, fired_at_least=1)
+    bad = run_proxy_scenario(job, 0, tmp_path, S3Target(slow_s3), faults=COMMIT_LANDED, fired_at_least=1)
     assert not bad, "\n".join(bad)
 
 
 @pytest.mark.slow
 @pytest.mark.parametrize("job", [j for j in JOBS if j != "vacuum"])  # vacuum commits nothing
 def test_commit_reset_after_it_landed_every_job(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
-    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_LANDED, fired_at_least=1)
+    bad = run_proxy_scenario(job, 0, tmp_path, S3Target(slow_s3), faults=COMMIT_LANDED, fired_at_least=1)
     assert not bad, "\n".join(bad)
 
 
@@ -66,7 +66,7 @@ COMMIT_REFUSED = [{"kind": "slowdown", "count": 12, "ops": ["PUT"], "path_contai
 
 @pytest.mark.parametrize("job", ["add_columns", "compact"])
 def test_commit_refused_by_slowdown_is_retried(job: str, tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
-    bad = run_proxy_scenario(job, 0, tmp_path, slow_s3, faults=COMMIT_REFUSED, fired_at_least=12,
+    bad = run_proxy_scenario(job, 0, tmp_path, S3Target(slow_s3), faults=COMMIT_REFUSED, fired_at_least=12,
                              options=STORM_OPTIONS, must_commit=True)
     assert not bad, "\n".join(bad)
 
@@ -78,6 +78,6 @@ UPLOAD_LOST = [{"kind": "reset", "count": 40, "ops": ["PUT"], "path_contains": "
 
 
 def test_failed_upload_is_a_typed_error(tmp_path: Path, slow_s3: SlowS3) -> None:  # noqa: F811
-    bad = run_proxy_scenario("materialize_deletions", 0, tmp_path, slow_s3, faults=UPLOAD_LOST,
+    bad = run_proxy_scenario("materialize_deletions", 0, tmp_path, S3Target(slow_s3), faults=UPLOAD_LOST,
                              fired_at_least=2, options=STORM_OPTIONS, must_fail=True)
     assert not bad, "\n".join(bad)
