@@ -88,9 +88,19 @@ TARGETS = ((["GET"], "/data/"), (["GET"], "/_versions/"), (["GET"], "/_deletions
            (["PUT"], "/_indices/"), (["PUT"], "/_transactions/"), (["LIST"], ""), (["DELETE_OBJECTS"], ""),
            ([], ""))
 # Azure: blocks and block lists are PUTs, its Blob Batch deletes a POST naming the account only
-Targets = tuple[tuple[list[str], str], ...]
+# (operations, path fragment[, body fragment]) of the requests a fault may hit
+Targets = tuple[tuple[list[str], str], ...] | tuple[tuple[list[str], str, str], ...]
 AZURE_TARGETS: Targets = tuple((["POST"], "") if ops == ["DELETE_OBJECTS"] else (ops, path)
                                for ops, path in TARGETS)
+# GCS (gcsfs, JSON API): object names are URL-encoded in a read's path; an upload is a POST
+# naming its object in its body's metadata (the third item: ``body_contains``); deletes go in
+# batches (POST) or one by one (DELETE)
+GCS_TARGETS: tuple[tuple[list[str], str, str], ...] = (
+    (["GET"], "%2Fdata%2F", ""), (["GET"], "%2F_versions%2F", ""), (["GET"], "%2F_deletions%2F", ""),
+    (["GET"], "%2F_indices%2F", ""), (["GET"], "", ""), (["POST"], "/upload/", "/data/"),
+    (["POST"], "/upload/", "/_versions/"), (["POST"], "/upload/", "/_versions/"),
+    (["POST"], "/upload/", "/_indices/"), (["POST"], "/upload/", "/_transactions/"), (["LIST"], "", ""),
+    (["POST"], "/batch/", ""), (["DELETE"], "", ""), ([], "", ""))
 KINDS = ("slowdown", "reset", "reset_after", "timeout")
 HOLD_S = 1.0  # a held request is reset after this (the client sees a dropped connection)
 
@@ -101,9 +111,11 @@ def draw_faults(rng: random.Random, kinds: tuple[str, ...] = KINDS,
     out = []
     for _ in range(rng.randint(1, 3)):
         kind = rng.choice(kinds)
-        ops, path = rng.choice(targets)
+        ops, path, *body = rng.choice(targets)
         f: dict[str, Any] = {"kind": "reset" if kind == "reset_after" else kind, "count": rng.randint(1, 3),
                              "ops": ops, "path_contains": path}
+        if body:
+            f["body_contains"] = body[0]
         if kind == "reset_after" or (kind == "timeout" and rng.random() < 0.5):
             f["forward"] = True  # the server acted first: an ambiguous failure
         if kind == "timeout":
@@ -117,6 +129,7 @@ STORM_OPTIONS = {"config_kwargs": {"retries": {"max_attempts": 1}}}  # botocore 
 
 # Azure: one retry for adlfs's client and obstore's stores alike (``io.retries``)
 AZURE_STORM_OPTIONS = {"client_max_retries": "1"}
+GCS_STORM_OPTIONS: dict[str, Any] = {}  # gcsfs's own retries (6), which no option of pylance's sets
 
 
 def draw_storm(rng: random.Random, targets: Targets = TARGETS) -> dict[str, Any] | None:
@@ -126,9 +139,10 @@ def draw_storm(rng: random.Random, targets: Targets = TARGETS) -> dict[str, Any]
     if rng.random() >= 0.25:
         return None
     kind = rng.choice(("slowdown", "reset", "reset_after"))
-    ops, path = rng.choice(targets)
+    ops, path, *body = rng.choice(targets)
     return {"kind": "reset" if kind == "reset_after" else kind, "count": rng.randint(6, 12), "ops": ops,
-            "path_contains": path, **({"forward": True} if kind == "reset_after" else {})}
+            "path_contains": path, **({"body_contains": body[0]} if body else {}),
+            **({"forward": True} if kind == "reset_after" else {})}
 
 
 # -- moving the dataset -----------------------------------------------------------------------------------
@@ -213,6 +227,46 @@ class AzureTarget:
         return times
 
 
+class GCSTarget:
+    """A gcp-storage-emulator bucket behind the proxy as a fault run's store: ``direct`` and
+    ``proxied`` (``tests.gcs_azure.conftest.GCS``) name it without and through the proxy;
+    moved with gcsfs, direct."""
+
+    name, targets, storm_options = "proxy-gcs", GCS_TARGETS, GCS_STORM_OPTIONS
+
+    def __init__(self, direct: Any, proxied: Any, proxy: Any) -> None:
+        self.direct, self.proxied, self.proxy = direct, proxied, proxy
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.proxied.options
+
+    def uri(self, prefix: str) -> str:
+        return self.proxied.uri(prefix)
+
+    def upload(self, root: Path, prefix: str) -> None:
+        fs = self.direct.fs()
+        for path in root.rglob("*"):  # one at a time: the emulator serves one request at a time
+            if path.is_file():
+                fs.pipe_file(f"{self.direct.bucket}/{prefix}/{path.relative_to(root).as_posix()}",
+                             path.read_bytes())
+
+    def download(self, prefix: str, root: Path) -> dict[str, float]:
+        from datetime import datetime
+
+        shutil.rmtree(root)
+        fs = self.direct.fs()
+        base = f"{self.direct.bucket}/{prefix}/"
+        times = {}
+        for path, info in fs.find(base, detail=True).items():
+            rel = path[len(base):]
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(fs.cat_file(path))
+            times[rel] = datetime.fromisoformat(str(info["updated"]).replace("Z", "+00:00")).timestamp()
+        return times
+
+
 def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, float]) -> list[str]:
     """``runners._vacuum_post_check`` for an uploaded dataset: a data file only old versions
     referenced must be gone unless it is newer than the earliest retained manifest (pylance's
@@ -235,7 +289,7 @@ def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, fl
 
 
 # -- one run ------------------------------------------------------------------------------------------------
-def run_proxy_scenario(job: str, seed: int, tmp: Path, target: S3Target | AzureTarget,
+def run_proxy_scenario(job: str, seed: int, tmp: Path, target: S3Target | AzureTarget | GCSTarget,
                        kinds: tuple[str, ...] = KINDS, faults: list[dict[str, Any]] | None = None,
                        fired_at_least: int = 0, options: dict[str, Any] | None = None,
                        must_commit: bool = False, must_fail: bool = False) -> list[str]:

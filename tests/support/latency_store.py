@@ -107,9 +107,11 @@ class Fault:
     path_contains: str = ""
     hold_s: float = 30.0
     forward: bool = False
+    body_contains: str = ""  # and whose body holds this (a GCS upload names its object there)
 
-    def matches(self, op: str, path: str) -> bool:
-        return self.count > 0 and (not self.ops or op in self.ops) and self.path_contains in path
+    def matches(self, op: str, path: str, body: bytes = b"") -> bool:
+        return (self.count > 0 and (not self.ops or op in self.ops) and self.path_contains in path
+                and (not self.body_contains or self.body_contains.encode() in body))
 
 
 @dataclass
@@ -281,11 +283,12 @@ class LatencyProxy:
                 self.logging = log
 
     def inject(self, kind: str, count: int = 1, ops: tuple[str, ...] | list[str] = (),
-               path_contains: str = "", hold_s: float = 30.0, forward: bool = False) -> None:
+               path_contains: str = "", hold_s: float = 30.0, forward: bool = False,
+               body_contains: str = "") -> None:
         if kind not in FAULT_KINDS + ANSWER_KINDS:
             raise ValueError(f"fault kind must be one of {FAULT_KINDS + ANSWER_KINDS}")
         with self._lock:
-            self._faults.append(Fault(kind, count, tuple(ops), path_contains, hold_s, forward))
+            self._faults.append(Fault(kind, count, tuple(ops), path_contains, hold_s, forward, body_contains))
 
     def _control(self, target: str, body: bytes) -> dict[str, Any]:
         what = urlsplit(target).path[len(CONTROL):]
@@ -303,10 +306,10 @@ class LatencyProxy:
         return {"ok": True}
 
     # -- the proxy ---------------------------------------------------------
-    def _take_fault(self, op: str, path: str) -> Fault | None:
+    def _take_fault(self, op: str, path: str, body: bytes = b"") -> Fault | None:
         with self._lock:
             for f in self._faults:
-                if f.matches(op, path):
+                if f.matches(op, path, body):
                     f.count -= 1
                     self._stats.faults[f.kind] += 1
                     return f
@@ -406,7 +409,7 @@ class LatencyProxy:
                     st.in_flight += 1
                     st.max_in_flight = max(st.max_in_flight, st.in_flight)
                 try:
-                    fault = self._take_fault(op, path)
+                    fault = self._take_fault(op, path, body)
                     if fault is not None and fault.kind == "slowdown":
                         await asyncio.sleep(self.delay_ms / 1000)
                         writer.write(b"HTTP/1.1 503 Slow Down\r\nContent-Type: application/xml\r\n"
