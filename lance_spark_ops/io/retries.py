@@ -58,15 +58,17 @@ def _adlfs_retry_class() -> type:
             settings["lso_deadline"] = time.monotonic() + self.timeout_s
             return settings
 
+        # (``get``: a request already in flight when the class changed has no such state)
         def get_backoff_time(self, settings: dict[str, Any]) -> float:
-            wait = settings["lso_backoff"]
+            wait = settings.get("lso_backoff", INIT_BACKOFF_S)
             settings["lso_backoff"] = next_backoff(wait)
             return wait
 
         def increment(self, settings: dict[str, Any], request: Any, response: Any = None,
                       error: Any = None) -> bool:
             retry = super().increment(settings, request, response, error)
-            return retry and time.monotonic() + settings["lso_backoff"] < settings["lso_deadline"]
+            deadline = settings.get("lso_deadline", float("inf"))
+            return retry and time.monotonic() + settings.get("lso_backoff", INIT_BACKOFF_S) < deadline
 
     return ObjectStoreRetry
 

@@ -62,6 +62,12 @@ def test_adlfs_policy_changed_in_place() -> None:
     waits = [policy.get_backoff_time(settings) for _ in range(4)]
     assert waits[0] == INIT_BACKOFF_S, waits
     assert all(b <= 2 * a for a, b in zip(waits, waits[1:], strict=False)), waits
+    from azure.core.exceptions import ServiceRequestError
+
+    assert policy.increment(settings, request.http_request, error=ServiceRequestError("reset"))
+    assert retry_adlfs_as_object_store(fs, {"client_retry_timeout": "0.001"})  # under the first backoff
+    settings = policy.configure_retries(request)
+    assert not policy.increment(settings, request.http_request, error=ServiceRequestError("reset"))
     assert retry_adlfs_as_object_store(fs, {})  # again: the defaults
     assert policy.total_retries == 10
     other = aio.BlobServiceClient("https://acct.blob.core.windows.net", credential=None,
