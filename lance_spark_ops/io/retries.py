@@ -18,7 +18,8 @@ import time
 from collections.abc import Mapping
 from typing import Any
 
-from lance_spark_ops.io.options import plain_options
+from lance_spark_ops.errors import InvalidInputError
+from lance_spark_ops.io.options import duration_seconds, plain_options
 
 INIT_BACKOFF_S = 0.1
 MAX_BACKOFF_S = 15.0
@@ -30,10 +31,20 @@ RETRY_TIMEOUT_S = 180.0
 def retry_limits(storage_options: Mapping[str, Any], retries: int = MAX_RETRIES,
                  timeout_s: float = RETRY_TIMEOUT_S) -> tuple[int, float]:
     """pylance's ``client_max_retries`` / ``client_retry_timeout`` (seconds) when given, else
-    ``retries`` / ``timeout_s``."""
+    ``retries`` / ``timeout_s``; a value that is no count / duration is an InvalidInputError."""
     opts = plain_options(dict(storage_options))
-    return (int(opts.get("client_max_retries") or retries),
-            float(opts.get("client_retry_timeout") or timeout_s))
+    given, wait = opts.get("client_max_retries"), opts.get("client_retry_timeout")
+    if given is not None and str(given).strip() != "":
+        try:
+            retries = int(str(given).strip())
+        except ValueError:
+            retries = -1
+        if retries < 0:
+            raise InvalidInputError(f"storage option 'client_max_retries' must be a count of retries "
+                                    f"(0 or more), not {given!r}")
+    if wait is not None and str(wait).strip() != "":
+        timeout_s = duration_seconds("client_retry_timeout", wait)
+    return retries, timeout_s
 
 
 def next_backoff(current: float, rng: random.Random | Any = random) -> float:

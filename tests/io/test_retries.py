@@ -7,6 +7,7 @@ import random
 
 import pytest
 
+from lance_spark_ops.errors import InvalidInputError
 from lance_spark_ops.io.retries import (
     INIT_BACKOFF_S,
     MAX_BACKOFF_S,
@@ -40,6 +41,11 @@ def test_limits_from_pylance_options() -> None:
     assert retry_limits({}) == (10, 180.0)
     assert retry_limits({}, 3, 30.0) == (3, 30.0)
     assert retry_limits({"client_max_retries": "2", "client_retry_timeout": "45"}) == (2, 45.0)
+    assert retry_limits({"client_max_retries": 0, "client_retry_timeout": "1m 30s"}) == (0, 90.0)
+    for bad in ({"client_max_retries": "many"}, {"client_max_retries": "-1"},
+                {"client_retry_timeout": "soon"}):
+        with pytest.raises(InvalidInputError, match=next(iter(bad))):
+            retry_limits(bad)
 
 
 def test_adlfs_policy_changed_in_place() -> None:
