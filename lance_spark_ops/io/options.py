@@ -40,8 +40,10 @@ EXPIRY_KEY = "expires_at_millis"  # vended credentials stop working then (epoch 
 PROVIDER_KEY = "storage_options_provider"  # an object giving fresh options (see the module docstring)
 
 # object_store's client options and Lance's own: meaningful to pylance, no fsspec equivalent
-# needed (retries are the backend's defaults; http is allowed by an http:// endpoint). The
-# timeouts are here for backends without one; S3, GCS and Azure translate them (below).
+# needed (retries: obstore's stores and adlfs's client take client_max_retries /
+# client_retry_timeout themselves, ``io.retries``; s3fs and gcsfs keep their own; http is allowed
+# by an http:// endpoint). The timeouts are here for backends without one; S3, GCS and Azure
+# translate them (below).
 _IGNORED_COMMON = frozenset({
     "allow_http", "aws_allow_http", "azure_allow_http", "google_allow_http", "allow_invalid_certificates",
     "connect_timeout", "timeout", "pool_idle_timeout", "pool_max_idle_per_host", "http1_only", "http2_only",
