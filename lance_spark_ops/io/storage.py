@@ -486,8 +486,10 @@ class ObjectStore:
         """(obstore store, container, key prefix) to list ``rel`` with when obstore lists this
         Azure store (``io.obstore_lists``: adlfs parses a listing at ~0.3 ms of CPU a blob), else
         None: adlfs lists it."""
+        if not remote.is_azure(self.fs):
+            return None
         reader = self._obstore_reader()
-        if reader is None or not remote.is_azure(self.fs):
+        if reader is None:
             return None
         container, _, key = self.full_path(rel).lstrip("/").partition("/")
         return (reader.store, container, key) if container == reader.bucket else None

@@ -20,6 +20,7 @@ from __future__ import annotations
 import os
 import random
 import shutil
+from datetime import datetime
 from pathlib import Path
 from typing import Any
 
@@ -191,80 +192,82 @@ class S3Target:
         return download(self.slow.direct.client(), self.slow.direct.bucket, prefix, root)
 
 
-class AzureTarget:
-    """An Azurite container behind the proxy as a fault run's store: ``direct`` and
-    ``proxied`` (``tests.gcs_azure.conftest.Azure``) name it without and through the proxy;
-    moved with adlfs, direct."""
+class _EmulatorTarget:
+    """An emulator's bucket / container behind the proxy as a fault run's store: ``direct``
+    and ``proxied`` (``tests.gcs_azure.conftest``'s ``Azure`` / ``GCS``) name it without and
+    through the proxy; moved with its fsspec filesystem, direct."""
+
+    name: str
+    targets: Targets
+    storm_options: dict[str, Any]
+
+    def __init__(self, direct: Any, proxied: Any, proxy: Any) -> None:
+        self.direct, self.proxied, self.proxy = direct, proxied, proxy
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return self.proxied.options
+
+    def uri(self, prefix: str) -> str:
+        return self.proxied.uri(prefix)
+
+    def _base(self, prefix: str) -> str:
+        raise NotImplementedError
+
+    def _put(self, fs: Any, objects: dict[str, bytes]) -> None:
+        fs.pipe(objects)
+
+    @staticmethod
+    def _modified(info: dict[str, Any]) -> float:
+        raise NotImplementedError
+
+    def upload(self, root: Path, prefix: str) -> None:
+        base = self._base(prefix)
+        self._put(self.direct.fs(), {base + path.relative_to(root).as_posix(): path.read_bytes()
+                                     for path in root.rglob("*") if path.is_file()})
+
+    def download(self, prefix: str, root: Path) -> dict[str, float]:
+        shutil.rmtree(root)
+        fs = self.direct.fs()
+        base = self._base(prefix)
+        times = {}
+        for path, info in fs.find(base, detail=True).items():
+            rel = path[len(base):]
+            dest = root / rel
+            dest.parent.mkdir(parents=True, exist_ok=True)
+            dest.write_bytes(fs.cat_file(path))
+            times[rel] = self._modified(info)
+        return times
+
+
+class AzureTarget(_EmulatorTarget):
+    """An Azurite container behind the proxy (adlfs)."""
 
     name, targets, storm_options = "proxy-azure", AZURE_TARGETS, AZURE_STORM_OPTIONS
 
-    def __init__(self, direct: Any, proxied: Any, proxy: Any) -> None:
-        self.direct, self.proxied, self.proxy = direct, proxied, proxy
+    def _base(self, prefix: str) -> str:
+        return f"{self.direct.container}/{prefix}/"
 
-    @property
-    def options(self) -> dict[str, Any]:
-        return self.proxied.options
-
-    def uri(self, prefix: str) -> str:
-        return self.proxied.uri(prefix)
-
-    def upload(self, root: Path, prefix: str) -> None:
-        fs = self.direct.fs()
-        fs.pipe({f"{self.direct.container}/{prefix}/{path.relative_to(root).as_posix()}": path.read_bytes()
-                 for path in root.rglob("*") if path.is_file()})
-
-    def download(self, prefix: str, root: Path) -> dict[str, float]:
-        shutil.rmtree(root)
-        fs = self.direct.fs()
-        base = f"{self.direct.container}/{prefix}/"
-        times = {}
-        for path, info in fs.find(base, detail=True).items():
-            rel = path[len(base):]
-            dest = root / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(fs.cat_file(path))
-            times[rel] = info["last_modified"].timestamp()
-        return times
+    @staticmethod
+    def _modified(info: dict[str, Any]) -> float:
+        return info["last_modified"].timestamp()
 
 
-class GCSTarget:
-    """A gcp-storage-emulator bucket behind the proxy as a fault run's store: ``direct`` and
-    ``proxied`` (``tests.gcs_azure.conftest.GCS``) name it without and through the proxy;
-    moved with gcsfs, direct."""
+class GCSTarget(_EmulatorTarget):
+    """A gcp-storage-emulator bucket behind the proxy (gcsfs)."""
 
     name, targets, storm_options = "proxy-gcs", GCS_TARGETS, GCS_STORM_OPTIONS
 
-    def __init__(self, direct: Any, proxied: Any, proxy: Any) -> None:
-        self.direct, self.proxied, self.proxy = direct, proxied, proxy
+    def _base(self, prefix: str) -> str:
+        return f"{self.direct.bucket}/{prefix}/"
 
-    @property
-    def options(self) -> dict[str, Any]:
-        return self.proxied.options
+    def _put(self, fs: Any, objects: dict[str, bytes]) -> None:
+        for path, data in objects.items():  # one at a time: the emulator serves one request at a time
+            fs.pipe_file(path, data)
 
-    def uri(self, prefix: str) -> str:
-        return self.proxied.uri(prefix)
-
-    def upload(self, root: Path, prefix: str) -> None:
-        fs = self.direct.fs()
-        for path in root.rglob("*"):  # one at a time: the emulator serves one request at a time
-            if path.is_file():
-                fs.pipe_file(f"{self.direct.bucket}/{prefix}/{path.relative_to(root).as_posix()}",
-                             path.read_bytes())
-
-    def download(self, prefix: str, root: Path) -> dict[str, float]:
-        from datetime import datetime
-
-        shutil.rmtree(root)
-        fs = self.direct.fs()
-        base = f"{self.direct.bucket}/{prefix}/"
-        times = {}
-        for path, info in fs.find(base, detail=True).items():
-            rel = path[len(base):]
-            dest = root / rel
-            dest.parent.mkdir(parents=True, exist_ok=True)
-            dest.write_bytes(fs.cat_file(path))
-            times[rel] = datetime.fromisoformat(str(info["updated"]).replace("Z", "+00:00")).timestamp()
-        return times
+    @staticmethod
+    def _modified(info: dict[str, Any]) -> float:
+        return datetime.fromisoformat(str(info["updated"]).replace("Z", "+00:00")).timestamp()
 
 
 def _vacuum_post_check(root: str, ok: bool, job_seed: float, times: dict[str, float]) -> list[str]:
