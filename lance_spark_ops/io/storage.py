@@ -64,7 +64,7 @@ from lance_spark_ops.io.options import (
     redact,
     refresh_at,
 )
-from lance_spark_ops.io.retries import retry_adlfs_as_object_store
+from lance_spark_ops.io.retries import retry_adlfs_as_object_store, retry_limits
 from lance_spark_ops.io.tails import TailFetcher
 
 # Ranges closer than this are fetched in one request (cloud stores charge per request).
@@ -79,6 +79,7 @@ _SIZES_KEPT = 1 << 16
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # where obstore may carry a task's reads (``io.obstore_reads``)
 _OBSTORE_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
+_AZURE_PROTOCOLS = frozenset({"az", "abfs", "abfss"})
 _REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure"}
@@ -268,6 +269,11 @@ class ObjectStore:
             config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
             if s3_session.http_session_class() is not None:  # one CA bundle parse per process
                 config.setdefault("http_session_cls", s3_session.http_session_class())
+        elif self.protocol in _AZURE_PROTOCOLS:
+            # fsspec keeps one adlfs instance per set of its options, and the retry limits are set
+            # on that instance's client (below): stores whose limits differ need one each. adlfs
+            # keeps options it does not know and passes them nowhere.
+            kwargs["lso_retry_limits"] = retry_limits(self.storage_options)
         try:
             cls = filesystem_class(self.protocol, kwargs)
             fs = fsspec.filesystem(self.protocol, **kwargs) if cls is None else cls(**kwargs)

@@ -327,6 +327,26 @@ def test_adlfs_retries_as_object_store(counted_azure: Counted) -> None:
     assert env.proxy.stats()["ops"] == {"LIST": 3}  # the first try and two retries
 
 
+def test_adlfs_retry_limits_are_each_stores_own(counted_azure: Counted) -> None:
+    """Two stores of one account that differ only in ``client_max_retries`` keep their own
+    limits: fsspec caches one adlfs instance per set of adlfs's options, and the limits are set
+    on its client, so a shared instance would take the limits of the store made last."""
+    from lance_spark_ops.errors import LanceError
+
+    env = counted_azure
+    _fake_versions(env, "limits.lance", 2)
+    uri = env.proxied.uri("limits.lance")
+    few = ObjectStore(uri, {**env.proxied.options, "client_max_retries": "1"})
+    more = ObjectStore(uri, {**env.proxied.options, "client_max_retries": "3"})
+    assert few.fs is not more.fs
+    for store, tries in ((few, 2), (more, 4), (few, 2)):
+        env.proxy.reset()
+        env.proxy.inject(kind="slowdown", count=100, ops=["LIST"])
+        with pytest.raises(LanceError, match="limits.lance/_versions"):
+            PutIfNotExistsCommitHandler().recent_versions(store)
+        assert env.proxy.stats()["ops"] == {"LIST": tries}
+
+
 @pytest.mark.parametrize("carrier", ["obstore", "fsspec"])
 def test_azure_upload_in_concurrent_blocks(counted_azure: Counted, monkeypatch: pytest.MonkeyPatch,
                                            carrier: str) -> None:
