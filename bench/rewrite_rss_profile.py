@@ -1,7 +1,8 @@
 """Peak RSS of one rewrite task on S3 against the fragments it reads, without Spark: the task
 (``run_rewrite``, prefetch on) runs in a fresh Python process per size, its RSS sampled every
-20 ms (with Arrow's and glibc's counts: what is live and what the heap holds), optionally
-with tracemalloc's biggest holders at the traced peak.
+20 ms (with Arrow's and glibc's counts: what is live and what the heap holds; and what the
+prefetch and the upload's part bodies hold), optionally with tracemalloc's biggest holders at
+the traced peak.
 
     python bench/rewrite_rss_profile.py [--fragments 50 500 1000] [--latency 20] [--trace]
 
@@ -42,6 +43,22 @@ def _record(self, *a, **k):
     _made.append(self)
 _prefetch.Prefetcher.__init__ = _record
 
+from lance_spark_ops.io import obstore_writes as _writes
+_uploads = []  # the task's obstore uploads: the part bodies they hold (in flight, not let go)
+_uinit = _writes.ObstoreUpload.__init__
+def _record_upload(self, *a, **k):
+    _uinit(self, *a, **k)
+    _uploads.append(self)
+_writes.ObstoreUpload.__init__ = _record_upload
+
+def holders():
+    """Bytes the prefetch holds (fetched or in flight) and the uploads' part bodies not let go."""
+    bodies = 0
+    for u in list(_uploads):
+        held = list(u._bodies)
+        bodies += sum(len(b) for i, b in enumerate(held) if not _writes._released(held, i))
+    return sum(p._bytes for p in _made), bodies
+
 def rss():
     with open("/proc/self/statm") as f:
         return int(f.read().split()[1]) * os.sysconf("SC_PAGE_SIZE")
@@ -65,7 +82,7 @@ def heap():
 def sample():
     best = 0
     while not done.wait(0.02):
-        samples.append((rss(), pa.total_allocated_bytes(), *heap()))
+        samples.append((rss(), pa.total_allocated_bytes(), *heap(), *holders()))
         if trace:
             cur = tracemalloc.get_traced_memory()[0]
             if cur > best * 1.15:
@@ -83,7 +100,8 @@ out = {"base_mib": base / 2**20, "peak_mib": at_peak[0] / 2**20,
        "arrow_peak_mib": max(s[1] for s in samples) / 2**20, "seconds": took,
        # at the RSS peak: Arrow's live bytes, glibc's bytes in use and held (all threads' arenas)
        "at_peak_mib": {"arrow": at_peak[1] / 2**20, "glibc_in_use": at_peak[2] / 2**20,
-                       "glibc_held": at_peak[3] / 2**20},
+                       "glibc_held": at_peak[3] / 2**20, "prefetch": at_peak[4] / 2**20,
+                       "upload_bodies": at_peak[5] / 2**20},
        "glibc_in_use_peak_mib": max(s[2] for s in samples) / 2**20,
        "prefetch": [{"peak_mib": p.peak_bytes / 2**20, "fetched": p.fetched, "hits": p.hits}
                     for p in _made]}
