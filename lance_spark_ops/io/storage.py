@@ -54,6 +54,7 @@ from lance_spark_ops.errors import (
 from lance_spark_ops.io import obstore_lists, remote, s3_session
 from lance_spark_ops.io.budget import IOBudget, io_budget, upload_window
 from lance_spark_ops.io.denied import access_denied, all_refused, botocore_answer
+from lance_spark_ops.io.obstore_reads import AZURE_PROTOCOLS
 from lance_spark_ops.io.options import (
     PROVIDER_KEY,
     conditional_put_disabled,
@@ -79,7 +80,6 @@ _SIZES_KEPT = 1 << 16
 _CONDITIONAL_PUT = frozenset({"s3", "s3a", "gs", "gcs", "az", "abfs", "abfss"})
 # where obstore may carry a task's reads (``io.obstore_reads``)
 _OBSTORE_PROTOCOLS = frozenset({"s3", "s3a", "az", "abfs", "abfss"})
-_AZURE_PROTOCOLS = frozenset({"az", "abfs", "abfss"})
 _REFRESH_LOCK = threading.Lock()  # stores shared by threads refresh once
 _EXTRAS = {"s3": "s3", "s3a": "s3", "gs": "gcs", "gcs": "gcs", "az": "azure", "abfs": "azure",
            "abfss": "azure"}
@@ -269,7 +269,7 @@ class ObjectStore:
             config.setdefault("max_pool_connections", max(64, 2 * io_budget(False).max_requests))
             if s3_session.http_session_class() is not None:  # one CA bundle parse per process
                 config.setdefault("http_session_cls", s3_session.http_session_class())
-        elif self.protocol in _AZURE_PROTOCOLS:
+        elif self.protocol in AZURE_PROTOCOLS:
             # fsspec keeps one adlfs instance per set of its options, and the retry limits are set
             # on that instance's client (below): stores whose limits differ need one each. adlfs
             # keeps options it does not know and passes them nowhere.
