@@ -58,6 +58,21 @@ def is_list_layer(kind: int) -> bool:
     return kind in LIST_LAYERS
 
 
+def all_valid_struct_over_list(layers: list[int]) -> bool:
+    """Whether an ALL_VALID item layer sits outside a list layer (``layers`` innermost first):
+    a struct over a list written without its validity. pylance 14 fails to read a column
+    whose pages mix that with a NULLABLE struct layer ("Incorrect number of nulls for
+    StructArray"), so the writer never writes it for a nullable struct and does not move
+    such pages next to its own (``repdef._shred``, ``file.writer``)."""
+    seen_list = False
+    for kind in layers:
+        if kind in LIST_LAYERS:
+            seen_list = True
+        elif seen_list and kind == ALL_VALID_ITEM:
+            return True
+    return False
+
+
 def num_def_levels(kind: int) -> int:
     """How many def values the layer kind uses (0, 1, or 2 for null-and-empty lists)."""
     if kind in (ALL_VALID_ITEM, ALL_VALID_LIST):

@@ -589,6 +589,21 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
     return LeafLevels(values, rep, def_, layers, num_rows)
 
 
+def _holds_list(dt: pa.DataType) -> bool:
+    """Whether a list or map is nested somewhere below this struct (not inside a single
+    leaf such as a fixed-size list)."""
+    for i in range(dt.num_fields):
+        f = dt.field(i)
+        if is_single_leaf(f):
+            continue
+        t = f.type
+        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
+            return True
+        if pa.types.is_struct(t) and _holds_list(t):
+            return True
+    return False
+
+
 def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, out: list[LeafLevels]) -> None:
     dt = node_field.type
     if is_single_leaf(node_field):
@@ -597,6 +612,11 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         return
     if pa.types.is_struct(dt):
         _apply_item(state, arr)
+        if node_field.nullable and _holds_list(dt):
+            # a nullable struct over a list is NULLABLE on every page, nulls or not: pylance 14
+            # cannot read a column whose pages mix ALL_VALID and NULLABLE there (its struct
+            # decoder miscounts the nulls; ``layers.all_valid_struct_over_list``)
+            state.layers[-1].has_null = True
         for i in range(dt.num_fields):
             child = _State(state.rep_code, state.def_code, state.special, state.idx,
                            list(state.layers), state.num_lists, state.first, state.row_starts,

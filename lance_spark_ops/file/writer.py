@@ -29,6 +29,7 @@ from lance_spark_ops.encoding.carried_dictionary import (
     plain_type,
     twin_bitmap,
 )
+from lance_spark_ops.encoding.layers import all_valid_struct_over_list
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, UnsupportedError
 from lance_spark_ops.file.columns import column_ranges
@@ -90,12 +91,23 @@ def _is_struct_header(encoding: Any) -> bool:
     return msg.WhichOneof("array_encoding") == "struct"
 
 
-# page encodings (packed bytes) already judged by _is_blob_layout: a binary copy asks per page
+# page encodings (packed bytes) already judged by _layout_traits: a binary copy asks per page
 # of every source file, and the files of one dataset repeat a handful of page encodings
 _BLOB_LAYOUT = region("file.blob_layouts", max_entries=4096)
 
 
 def _is_blob_layout(encoding: Any) -> bool:
+    return _layout_traits(encoding)[0]
+
+
+def _has_all_valid_struct_over_list(encoding: Any) -> bool:
+    """Whether the page's layers hold a struct over a list written ALL_VALID, which this
+    writer never writes for a nullable struct (``layers.all_valid_struct_over_list``)."""
+    return _layout_traits(encoding)[1]
+
+
+def _layout_traits(encoding: Any) -> tuple[bool, bool]:
+    """(blob layout, an ALL_VALID struct layer over a list) of a 2.1+ page's layout."""
     from lance_spark_ops._pb import encodings_v2_1_pb2
 
     key = encoding.direct.encoding if encoding.WhichOneof("location") == "direct" else None
@@ -103,11 +115,18 @@ def _is_blob_layout(encoding: Any) -> bool:
     if hit is not None:
         return hit
     name, payload = _page_message(encoding)
-    blob = (name == "lance.encodings21.PageLayout"
-            and encodings_v2_1_pb2.PageLayout.FromString(payload).WhichOneof("layout") == "blob_layout")
+    traits = (False, False)
+    if name == "lance.encodings21.PageLayout":
+        layout = encodings_v2_1_pb2.PageLayout.FromString(payload)
+        which = layout.WhichOneof("layout")
+        layers = list(getattr(layout, which).layers) if which in _LAYERED else []
+        traits = (which == "blob_layout", all_valid_struct_over_list(layers))
     if key is not None:
-        _BLOB_LAYOUT.put(key, blob, 64 + len(key))
-    return blob
+        _BLOB_LAYOUT.put(key, traits, 64 + len(key))
+    return traits
+
+
+_LAYERED = ("mini_block_layout", "constant_layout", "full_zip_layout")
 
 
 class _PageCopy(NamedTuple):
@@ -419,9 +438,12 @@ class LanceFileWriter:
             enc = reader.metadata.column(c).encoding
             if enc != self._container.column_encoding(c) or b"blob" in enc.direct.encoding:
                 return f"column {c} is a blob column: its pages point at payloads by absolute offset"
-        if any(_is_blob_layout(p.encoding) for c in range(reader.metadata.num_columns)
-               for p in reader.metadata.column(c).pages):
+        pages = [p for c in range(reader.metadata.num_columns) for p in reader.metadata.column(c).pages]
+        if any(_is_blob_layout(p.encoding) for p in pages):
             return "blob pages point at payloads by absolute offset"
+        if any(_has_all_valid_struct_over_list(p.encoding) for p in pages):
+            # pylance 14 cannot read a column mixing these pages with the NULLABLE ones written here
+            return "a struct over a list is stored without its validity layer (re-encoded instead)"
         return None
 
     def _start_copy(self, reader: Any) -> None:

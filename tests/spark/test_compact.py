@@ -319,3 +319,29 @@ def test_unreserved_compaction_remaps_an_index_created_meanwhile(tmp_path: Path)
     assert covered == new_ids
     want = before.filter(pa.compute.equal(before["id"], 300_011)).select(COLS)
     assert want.num_rows == 1 and ds1.to_table(filter="id = 300011", columns=COLS).equals(want)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_binary_copy_never_mixes_struct_validity_over_lists(tmp_path: Path, version: str) -> None:
+    """pylance writes a struct over a list ALL_VALID when a write has no struct nulls, and
+    pylance 14 cannot read a column mixing such pages with NULLABLE ones (its own
+    try_binary_copy of these fragments is unreadable): those fragments are re-encoded, the
+    others still moved; force_binary_copy refuses them, naming why, and changes nothing."""
+    import lance
+
+    t = pa.struct([("c", pa.list_(pa.int8()))])
+    uri = str(tmp_path / "ds")
+    parts = [[None if i % 3 == 0 else {"c": [i % 7, 1] if i % 5 else None} for i in range(200)],
+             [{"c": None}],  # one row: a constant page, struct ALL_VALID
+             [{"c": [i % 7]} for i in range(200)]]
+    for k, rows in enumerate(parts):
+        lance.write_dataset(pa.table({"id": pa.array(range(k * 1000, k * 1000 + len(rows)), pa.int64()),
+                                      "k": pa.array(rows, t)}),
+                            uri, mode="append" if k else "create", data_storage_version=version)
+    before, version_before = lance.dataset(uri).to_table(), lance.dataset(uri).version
+    with pytest.raises(UnsupportedError, match="struct over a list"):
+        compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="force_binary_copy")
+    assert lance.dataset(uri).version == version_before
+    m = compact(None, uri, target_rows_per_fragment=10_000, compaction_mode="try_binary_copy")
+    assert m.fragments_binary_copied == 1 and m.fragments_added == 1  # the first moved, two re-encoded
+    assert lance.dataset(uri).to_table().equals(before)

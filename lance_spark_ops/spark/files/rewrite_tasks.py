@@ -359,8 +359,11 @@ def _rewrite_fragment(ds: Dataset, spec: RewriteSpec, sink: _FragmentSink, small
         tally.pages_reencoded += counts[1]
         return
     if spec.mode == "force_binary_copy":
-        raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied (several data files, "
-                               "or a different file version / schema); use try_binary_copy")
+        writer = sink.writer
+        why = writer.can_copy_pages_from(reader) if reader is not None and writer is not None else None
+        raise UnsupportedError(f"fragment {frag.id} cannot be binary-copied "
+                               f"({why or 'several data files, or a different file version / schema'}); "
+                               "use try_binary_copy")
     sink.sources = {f.id: blob_data_file(frag, f, ds.base_resolver) for f in sink.blob_v2}
     for part in ds.scan_fragment(frag, batch_rows=spec.batch_rows, blobs=sink.blobs, live=keep,
                                  keep_dictionaries=sink.keep_dictionaries):
