@@ -47,7 +47,7 @@ from lance_spark_ops.encoding.layers import (
     layer_name,
     num_def_levels,
 )
-from lance_spark_ops.encoding.leaves import is_single_leaf, map_entries
+from lance_spark_ops.encoding.leaves import children_of, is_single_leaf, map_entries, storage_type
 from lance_spark_ops.errors import CorruptFileError
 
 _ALL_VALID_KINDS = frozenset((ALL_VALID_ITEM, ALL_VALID_LIST, EMPTYABLE_LIST))
@@ -589,19 +589,12 @@ def _finish_leaf(state: _State, arr: pa.Array, num_rows: int) -> LeafLevels:
     return LeafLevels(values, rep, def_, layers, num_rows)
 
 
-def _holds_list(dt: pa.DataType) -> bool:
+def _holds_list(field: pa.Field) -> bool:
     """Whether a list or map is nested somewhere below this struct (not inside a single
-    leaf such as a fixed-size list)."""
-    for i in range(dt.num_fields):
-        f = dt.field(i)
-        if is_single_leaf(f):
-            continue
-        t = f.type
-        if pa.types.is_list(t) or pa.types.is_large_list(t) or pa.types.is_map(t):
-            return True
-        if pa.types.is_struct(t) and _holds_list(t):
-            return True
-    return False
+    leaf such as a fixed-size list): a child that is not a single leaf is a list, a map or
+    a struct to look into."""
+    return any(not is_single_leaf(c) and (not pa.types.is_struct(storage_type(c.type)) or _holds_list(c))
+               for c in children_of(field))
 
 
 def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, out: list[LeafLevels]) -> None:
@@ -612,7 +605,7 @@ def _shred(node_field: pa.Field, arr: pa.Array, state: _State, num_rows: int, ou
         return
     if pa.types.is_struct(dt):
         _apply_item(state, arr)
-        if node_field.nullable and _holds_list(dt):
+        if node_field.nullable and _holds_list(node_field):
             # a nullable struct over a list is NULLABLE on every page, nulls or not: pylance 14
             # cannot read a column whose pages mix ALL_VALID and NULLABLE there (its struct
             # decoder miscounts the nulls; ``layers.all_valid_struct_over_list``)

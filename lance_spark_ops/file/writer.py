@@ -93,7 +93,7 @@ def _is_struct_header(encoding: Any) -> bool:
 
 # page encodings (packed bytes) already judged by _layout_traits: a binary copy asks per page
 # of every source file, and the files of one dataset repeat a handful of page encodings
-_BLOB_LAYOUT = region("file.blob_layouts", max_entries=4096)
+_LAYOUT_TRAITS = region("file.layout_traits", max_entries=4096)
 
 
 def _is_blob_layout(encoding: Any) -> bool:
@@ -111,7 +111,7 @@ def _layout_traits(encoding: Any) -> tuple[bool, bool]:
     from lance_spark_ops._pb import encodings_v2_1_pb2
 
     key = encoding.direct.encoding if encoding.WhichOneof("location") == "direct" else None
-    hit = None if key is None else _BLOB_LAYOUT.get(key)
+    hit = None if key is None else _LAYOUT_TRAITS.get(key)
     if hit is not None:
         return hit
     name, payload = _page_message(encoding)
@@ -122,7 +122,7 @@ def _layout_traits(encoding: Any) -> tuple[bool, bool]:
         layers = list(getattr(layout, which).layers) if which in _LAYERED else []
         traits = (which == "blob_layout", all_valid_struct_over_list(layers))
     if key is not None:
-        _BLOB_LAYOUT.put(key, traits, 64 + len(key))
+        _LAYOUT_TRAITS.put(key, traits, 64 + len(key))
     return traits
 
 
