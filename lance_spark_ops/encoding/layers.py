@@ -13,7 +13,7 @@ max_visible_def 1 (def 2 = null list, def 3 = empty list are invisible).
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 
 import numpy as np
@@ -71,6 +71,37 @@ def all_valid_struct_over_list(layers: list[int]) -> bool:
         elif seen_list and kind == ALL_VALID_ITEM:
             return True
     return False
+
+
+def struct_validity_conflict(pages: Iterable[Sequence[int]]) -> bool:
+    """Whether pylance 14 fails to read a column of pages with these ``layers`` (innermost
+    first; "Incorrect number of nulls for StructArray"): two pages disagree on whether a struct
+    layer above a list is ALL_VALID or NULLABLE. Observed on every pylance-written pair of one
+    and two struct levels (``tests/file/test_struct_over_list_pages.py``); the one exception:
+    a page with no def levels at all whose only disagreement is the top-level struct."""
+    seen: set[tuple[tuple[tuple[int, bool], ...], bool]] = set()
+    for layers in pages:
+        first_list = next((i for i, k in enumerate(layers) if k in LIST_LAYERS), None)
+        if first_list is None:
+            continue
+        # (position, ALL_VALID) of each struct layer above the innermost list; whether it has defs
+        mine = (tuple((i, layers[i] == ALL_VALID_ITEM) for i in range(first_list + 1, len(layers))
+                      if layers[i] not in LIST_LAYERS), any(num_def_levels(k) for k in layers))
+        if mine[0] and any(_conflict(mine, other, len(layers) - 1) for other in seen):
+            return True
+        seen.add(mine)
+    return False
+
+
+def _conflict(a: tuple[tuple[tuple[int, bool], ...], bool], b: tuple[tuple[tuple[int, bool], ...], bool],
+              top: int) -> bool:
+    differ = [pa[0] for pa, pb in zip(a[0], b[0], strict=False) if pa != pb]
+    if not differ:
+        return False
+    if differ == [top]:  # only the top-level struct: a page without def levels reads beside any
+        all_valid_side = a if dict(a[0])[top] else b
+        return all_valid_side[1]
+    return True
 
 
 def num_def_levels(kind: int) -> int:

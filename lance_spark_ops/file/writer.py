@@ -34,6 +34,7 @@ from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, UnsupportedError
 from lance_spark_ops.file.columns import column_ranges
 from lance_spark_ops.file.container_writer import ContainerWriter
+from lance_spark_ops.file.pylance_quirks import LAYERED_LAYOUTS
 from lance_spark_ops.file.schema import LanceSchema, schema_from_arrow, schema_to_pb
 from lance_spark_ops.file.tuning import DEFAULT_FILE_TUNING, FileTuning
 from lance_spark_ops.io.budget import WRITER_COLUMN_FLOOR, writer_share
@@ -119,14 +120,12 @@ def _layout_traits(encoding: Any) -> tuple[bool, bool]:
     if name == "lance.encodings21.PageLayout":
         layout = encodings_v2_1_pb2.PageLayout.FromString(payload)
         which = layout.WhichOneof("layout")
-        layers = list(getattr(layout, which).layers) if which in _LAYERED else []
+        layers = list(getattr(layout, which).layers) if which in LAYERED_LAYOUTS else []
         traits = (which == "blob_layout", all_valid_struct_over_list(layers))
     if key is not None:
         _LAYOUT_TRAITS.put(key, traits, 64 + len(key))
     return traits
 
-
-_LAYERED = ("mini_block_layout", "constant_layout", "full_zip_layout")
 
 
 class _PageCopy(NamedTuple):

@@ -29,6 +29,9 @@ shared_data_file       reads each fragment's entry; compacts   reported (rows ke
 row_id_overlap         reads; compacts                         reported
 index_fragment         reads; compacts                         reported (ids above max_fragment_id)
 fragment_order         reads; compacts                         reported (pylance's validate() fails)
+pylance_unreadable     fails to read the column (pages          read; reported by the validate job
+                       disagree on a struct-over-list layer's  (``file.pylance_quirks``); a re-encoding
+                       validity)                               rewrite writes it readably
 =====================  ======================================  ==========================================
 """
 

@@ -10,6 +10,7 @@ was too (pylance's own ``try_binary_copy`` writes the same unreadable file). Fou
 
 from __future__ import annotations
 
+import itertools
 from pathlib import Path
 
 import pyarrow as pa
@@ -18,6 +19,7 @@ import pytest
 from lance_spark_ops.encoding.layers import NULLABLE_ITEM, all_valid_struct_over_list
 from lance_spark_ops.file.columns import page_layout
 from lance_spark_ops.file.metadata import load_metadata
+from lance_spark_ops.file.pylance_quirks import page_layers, struct_validity_mixes
 from lance_spark_ops.file.writer import LanceFileWriter
 from lance_spark_ops.io import ObjectStore
 from tests.conftest import pylance_read
@@ -81,3 +83,99 @@ def test_layer_check() -> None:
     assert not all_valid_struct_over_list([ALL_VALID_ITEM, NULLABLE_LIST, NULLABLE_ITEM])
     assert not all_valid_struct_over_list([ALL_VALID_ITEM, NULLABLE_LIST])  # the item below the list
     assert not all_valid_struct_over_list([NULLABLE_ITEM, ALL_VALID_ITEM])  # a struct without a list
+
+
+# -- files pylance itself writes that pylance cannot read: found by validate ---------------------
+# Fragments pylance writes with different struct / list validity; its own try_binary_copy moves
+# their pages into one file. Whether pylance 14 reads that file is the oracle for
+# ``struct_validity_mixes`` (and ``layers.struct_validity_conflict``).
+ONE = pa.struct([("c", pa.list_(pa.int8()))])
+TWO = pa.struct([("s", ONE)])
+KINDS_ONE = {  # struct nulls / null lists / empty lists / null items
+    "A": [None if i % 3 == 0 else {"c": [i % 7, 1] if i % 5 else None} for i in range(200)],
+    "B": [{"c": [i % 7, 1] if i % 5 else None} for i in range(200)],
+    "B1": [{"c": None}],  # one row: a constant page
+    "C": [{"c": [i % 7]} for i in range(200)],
+    "E": [None if i % 3 == 0 else {"c": [i % 7, 1] if i % 5 else []} for i in range(200)],
+    "F": [{"c": [i % 7, 1] if i % 5 else []} for i in range(200)],
+    "I": [{"c": [i % 7, None]} for i in range(200)],
+}
+KINDS_TWO = {  # outer struct nulls, inner struct nulls, null lists
+    f"{o}{s}{n}": [None if o and i % 3 == 0 else
+                   {"s": None if s and i % 4 == 1 else {"c": None if n and i % 5 == 2 else [i % 7, 1]}}
+                   for i in range(120)]
+    for o in (0, 1) for s in (0, 1) for n in (0, 1)}
+CASES = ([(ONE, k) for k in itertools.permutations(KINDS_ONE, 2)] + [(ONE, ("A", "B1", "C"))]
+         + [(TWO, k) for k in itertools.combinations(KINDS_TWO, 2)])
+
+
+def _pylance_binary_copy(uri: str, t: pa.DataType, kinds: tuple[str, ...], version: str) -> None:
+    import lance
+
+    rows = {**KINDS_ONE, **KINDS_TWO}
+    for k, name in enumerate(kinds):
+        lance.write_dataset(pa.table({"id": pa.array(range(k * 1000, k * 1000 + len(rows[name])), pa.int64()),
+                                      "k": pa.array(rows[name], t)}),
+                            uri, mode="append" if k else "create", data_storage_version=version)
+    lance.dataset(uri).optimize.compact_files(target_rows_per_fragment=10_000,
+                                              compaction_mode="try_binary_copy")
+
+
+@pytest.mark.parametrize(("t", "kinds"), [pytest.param(t, k, id="-".join(k)) for t, k in CASES])
+def test_mixes_found_exactly_where_pylance_fails(tmp_path: Path, t: pa.DataType,
+                                                 kinds: tuple[str, ...]) -> None:
+    import lance
+
+    uri = str(tmp_path / "ds")
+    _pylance_binary_copy(uri, t, kinds, "2.1")
+    ds = lance.dataset(uri)
+    (frag,) = ds.get_fragments()
+    path = Path(uri) / "data" / frag.data_files()[0].path
+    try:
+        ds.to_table()
+        pylance_fails = False
+    except pa.ArrowInvalid as e:  # pylance's reader
+        assert "Incorrect number of nulls for StructArray" in str(e)
+        pylance_fails = True
+    meta = load_metadata(ObjectStore(str(path.parent)), path.name)
+    schema = pa.schema([pa.field("id", pa.int64()), pa.field("k", t)])
+    found = struct_validity_mixes(meta, schema)
+    assert found == ([(1, "k")] if pylance_fails else []), (kinds, _layers_of(path))
+    # whatever pylance makes of it, this library reads the rows pylance wrote
+    want = pa.concat_arrays([pa.array({**KINDS_ONE, **KINDS_TWO}[k], t) for k in kinds])
+    from lance_spark_ops.file.reader import LanceFileReader
+
+    assert LanceFileReader(str(path)).read(columns=["k"]).column("k").combine_chunks().equals(want)
+
+
+def _layers_of(path: Path) -> list[tuple[int, ...]]:
+    return page_layers(load_metadata(ObjectStore(str(path.parent)), path.name), 1)
+
+
+@pytest.mark.parametrize("version", ["2.1", "2.2"])
+def test_validate_reports_the_file_and_a_rewrite_repairs_it(tmp_path: Path, version: str) -> None:
+    """validate names the fragment, file and field pylance cannot read (nothing else); after the
+    table grows, our compaction re-encodes the file with the new rows and pylance reads every row."""
+    import lance
+
+    from lance_spark_ops.spark.files.compaction import compact
+    from lance_spark_ops.spark.files.validation import validate
+
+    uri = str(tmp_path / "ds")
+    _pylance_binary_copy(uri, ONE, ("A", "B1", "C"), version)
+    with pytest.raises(pa.ArrowInvalid, match="Incorrect number of nulls"):
+        lance.dataset(uri).to_table()
+    (frag,) = lance.dataset(uri).get_fragments()
+    m = validate(None, uri)
+    assert [(f["check"], f["fragment"], f["file"]) for f in m.findings] == [
+        ("pylance_unreadable", frag.fragment_id, frag.data_files()[0].path)]
+    assert "'k'" in m.findings[0]["detail"] and m.refusing == 0 and not m.consistent
+    from lance_spark_ops.table.dataset import Dataset
+
+    ours = Dataset.open(uri).to_table()
+    extra = pa.table({"id": pa.array([5000], pa.int64()), "k": pa.array([{"c": [9]}], ONE)})
+    lance.write_dataset(extra, uri, mode="append")
+    compact(None, uri, target_rows_per_fragment=10_000)
+    assert validate(None, uri).findings == []
+    got = lance.dataset(uri).to_table()
+    assert got.equals(pa.concat_tables([ours, extra]).cast(got.schema))

@@ -15,6 +15,7 @@ import numpy as np
 
 from lance_spark_ops.concurrency import map_concurrently, read_ahead
 from lance_spark_ops.errors import AccessDeniedError, LanceError, NotFoundError
+from lance_spark_ops.file.pylance_quirks import struct_validity_mixes
 from lance_spark_ops.file.reader import LanceFileReader
 from lance_spark_ops.io.storage import ObjectStore
 from lance_spark_ops.spark.runtime.runner import TaskContext
@@ -61,6 +62,19 @@ def check_fragments(task: FragmentsTask, ctx: TaskContext) -> dict[str, Any]:
     return {"findings": out, "files": files}
 
 
+def _pylance_unreadable(reader: LanceFileReader, frag: DataFragment, path: str) -> list[dict[str, Any]]:
+    """Columns whose pages pylance 14 cannot read together (``file.pylance_quirks``)."""
+    try:
+        mixes = struct_validity_mixes(reader.metadata, reader.schema)
+    except LanceError as e:  # a page layout that does not parse: the read says so too
+        return [_finding("footer", f"a page layout does not parse: {e.message}", frag.id, path)]
+    return [_finding("pylance_unreadable", f"field {name!r} (column {c}) mixes pages whose struct over a "
+                     "list is ALL_VALID with pages where it is NULLABLE: pylance 14 fails to read it "
+                     "(\"Incorrect number of nulls for StructArray\"); this library reads it, and a "
+                     "re-encoding rewrite of the fragment (compact, materialize_deletions) makes it "
+                     "readable", frag.id, path) for c, name in mixes]
+
+
 def _check_fragment(ds: Dataset, frag: DataFragment, trust: bool) -> tuple[list[dict[str, Any]], int]:
     """One fragment's findings and the files it checked."""
     out: list[dict[str, Any]] = []
@@ -103,6 +117,8 @@ def _check_fragment(ds: Dataset, frag: DataFragment, trust: bool) -> tuple[list[
         out.extend(asdict(f) for f in file_findings(
             frag, df, footer_rows=n, footer_version=None if df.is_legacy else reader.version,
             object_size=size, trust_counts=trust))
+        if not df.is_legacy:
+            out.extend(_pylance_unreadable(reader, frag, df.path))
         if df.file_size_bytes and df.is_legacy and df.file_size_bytes != size:
             out.append(_finding("file_size", f"the object has {size} bytes, the manifest records "
                                 f"{df.file_size_bytes}", frag.id, df.path))
