@@ -93,6 +93,19 @@ def struct_validity_conflict(pages: Iterable[Sequence[int]]) -> bool:
     return False
 
 
+def copies_beside_nullable_structs(layers: Sequence[int]) -> bool:
+    """Whether a page with these layers may be moved into a column whose other pages hold each
+    struct over a list NULLABLE (what the writer writes for a nullable struct; a binary copy
+    puts both in one file): no ``struct_validity_conflict`` between the two. True for pages
+    NULLABLE there, and for pages without def levels whose only ALL_VALID one is the top."""
+    first_list = next((i for i, k in enumerate(layers) if k in LIST_LAYERS), None)
+    if first_list is None:
+        return True
+    written = tuple(NULLABLE_ITEM if i > first_list and k == ALL_VALID_ITEM else k
+                    for i, k in enumerate(layers))
+    return not struct_validity_conflict([tuple(layers), written])
+
+
 def _conflict(a: tuple[tuple[tuple[int, bool], ...], bool], b: tuple[tuple[tuple[int, bool], ...], bool],
               top: int) -> bool:
     differ = [pa[0] for pa, pb in zip(a[0], b[0], strict=False) if pa != pb]

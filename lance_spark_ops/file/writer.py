@@ -29,7 +29,7 @@ from lance_spark_ops.encoding.carried_dictionary import (
     plain_type,
     twin_bitmap,
 )
-from lance_spark_ops.encoding.layers import all_valid_struct_over_list
+from lance_spark_ops.encoding.layers import copies_beside_nullable_structs
 from lance_spark_ops.encoding.page import EncodedPage
 from lance_spark_ops.errors import InvalidInputError, LanceError, SchemaError, UnsupportedError
 from lance_spark_ops.file.columns import column_ranges
@@ -101,14 +101,14 @@ def _is_blob_layout(encoding: Any) -> bool:
     return _layout_traits(encoding)[0]
 
 
-def _has_all_valid_struct_over_list(encoding: Any) -> bool:
-    """Whether the page's layers hold a struct over a list written ALL_VALID, which this
-    writer never writes for a nullable struct (``layers.all_valid_struct_over_list``)."""
+def _struct_validity_clash(encoding: Any) -> bool:
+    """Whether the page holds a struct over a list ALL_VALID in a way pylance 14 cannot read
+    beside the NULLABLE pages this writer writes (``layers.copies_beside_nullable_structs``)."""
     return _layout_traits(encoding)[1]
 
 
 def _layout_traits(encoding: Any) -> tuple[bool, bool]:
-    """(blob layout, an ALL_VALID struct layer over a list) of a 2.1+ page's layout."""
+    """(blob layout, a struct-over-list validity that clashes with the writer's) of a 2.1+ page."""
     from lance_spark_ops._pb import encodings_v2_1_pb2
 
     key = encoding.direct.encoding if encoding.WhichOneof("location") == "direct" else None
@@ -121,7 +121,7 @@ def _layout_traits(encoding: Any) -> tuple[bool, bool]:
         layout = encodings_v2_1_pb2.PageLayout.FromString(payload)
         which = layout.WhichOneof("layout")
         layers = list(getattr(layout, which).layers) if which in LAYERED_LAYOUTS else []
-        traits = (which == "blob_layout", all_valid_struct_over_list(layers))
+        traits = (which == "blob_layout", not copies_beside_nullable_structs(layers))
     if key is not None:
         _LAYOUT_TRAITS.put(key, traits, 64 + len(key))
     return traits
@@ -440,7 +440,7 @@ class LanceFileWriter:
         pages = [p for c in range(reader.metadata.num_columns) for p in reader.metadata.column(c).pages]
         if any(_is_blob_layout(p.encoding) for p in pages):
             return "blob pages point at payloads by absolute offset"
-        if any(_has_all_valid_struct_over_list(p.encoding) for p in pages):
+        if any(_struct_validity_clash(p.encoding) for p in pages):
             # pylance 14 cannot read a column mixing these pages with the NULLABLE ones written here
             return "a struct over a list is stored without its validity layer (re-encoded instead)"
         return None
